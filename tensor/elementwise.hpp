@@ -1,0 +1,56 @@
+// Elementwise math and optimizer updates, written once as functors that compile for the
+// host and, under nvcc, for the device. The CPU loops in tensor/ and the CUDA kernels in
+// gpu/ both call these, so the CPU tests check the exact arithmetic the GPU runs.
+#pragma once
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define TROUPE_HD __host__ __device__ __forceinline__
+#else
+#define TROUPE_HD inline
+#endif
+
+namespace troupe::fn {
+
+struct relu {
+  TROUPE_HD float operator()(float x) const { return x > 0.f ? x : 0.f; }
+};
+
+// Gradient of ReLU given its output y and the output gradient dy.
+struct relu_grad {
+  TROUPE_HD float operator()(float y, float dy) const { return y > 0.f ? dy : 0.f; }
+};
+
+// Normalises a raw pixel: (x / 255 - mean) / std.
+struct normalize_pixel {
+  float mean, inv_std;
+  TROUPE_HD float operator()(unsigned char x) const { return (x * (1.f / 255.f) - mean) * inv_std; }
+};
+
+// SGD with momentum and L2 weight decay, PyTorch semantics:
+//   g += wd * p;  v = mu * v + g;  p -= lr * (nesterov ? g + mu * v : v)
+// With mu == 0 the velocity is still written (it then equals g) so the state stays defined.
+struct sgd_momentum {
+  float lr, momentum, weight_decay;
+  bool nesterov;
+  TROUPE_HD void operator()(float& p, float g, float& v) const {
+    g += weight_decay * p;
+    v = momentum * v + g;
+    p -= lr * (nesterov ? g + momentum * v : v);
+  }
+};
+
+// Adam with L2 weight decay, PyTorch semantics. bias1 = 1 - beta1^t, bias2_sqrt = sqrt(1 - beta2^t)
+// are computed once per step by the caller.
+struct adam {
+  float lr, beta1, beta2, eps, weight_decay, bias1, bias2_sqrt;
+  TROUPE_HD void operator()(float& p, float g, float& m, float& v) const {
+    g += weight_decay * p;
+    m = beta1 * m + (1.f - beta1) * g;
+    v = beta2 * v + (1.f - beta2) * g * g;
+    p -= (lr / bias1) * m / (sqrtf(v) / bias2_sqrt + eps);
+  }
+};
+
+}  // namespace troupe::fn

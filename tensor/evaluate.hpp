@@ -1,0 +1,20 @@
+// Evaluation of a model's parameters on a dataset: accuracy and mean loss, in batches.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dataset.hpp"
+#include "tensor/model.hpp"
+
+namespace troupe {
+
+struct eval_result {
+  double accuracy = 0.0;  // fraction in [0, 1]
+  double loss = 0.0;      // mean softmax cross-entropy
+  std::int64_t samples = 0;
+};
+
+// Runs the whole dataset through the model in batches of batch_size (no shuffling).
+eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size = 1000);
+
+}  // namespace troupe

@@ -1,0 +1,67 @@
+// The layer interface. A layer is immutable once built (it knows its per-sample input
+// and output shapes) and keeps no activations: forward and backward get every buffer
+// they touch from the caller, so one layer object serves any number of workers,
+// microbatches and pipeline stages at once.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform };
+
+// One parameter tensor a layer needs; the model turns it into a named block.
+struct param_decl {
+  std::string suffix;  // "weight", "bias"
+  troupe::shape shape;
+  init_kind init = init_kind::zeros;
+  std::int64_t fan_in = 0, fan_out = 0;
+};
+
+inline constexpr int max_layer_params = 2;
+
+struct layer_forward_args {
+  tensor_view out;                                        // (B, out_shape...)
+  const_tensor_view in;                                   // (B, in_shape...)
+  std::array<const_tensor_view, max_layer_params> params; // in params() order
+  tensor_view saved;                                      // i32 (B * saved_per_sample), kept for backward
+  tensor_view workspace;                                  // f32 scratch, not kept
+};
+
+struct layer_backward_args {
+  tensor_view grad_in;                                    // (B, in_shape...) overwritten; empty = not needed
+  const_tensor_view grad_out, in, out;
+  std::array<const_tensor_view, max_layer_params> params;
+  std::array<tensor_view, max_layer_params> param_grads;  // accumulated into (+=)
+  const_tensor_view saved;
+  tensor_view workspace;
+};
+
+class layer {
+ public:
+  layer(troupe::shape in, troupe::shape out) : in_(in), out_(out) {}
+  virtual ~layer() = default;
+
+  virtual std::string_view kind() const = 0;   // "linear", "conv2d", ...
+  virtual std::string describe() const = 0;    // "linear(784 -> 256)"
+  virtual std::vector<param_decl> params() const { return {}; }
+  virtual std::int64_t saved_per_sample() const { return 0; }            // i32 elements
+  virtual std::int64_t workspace_floats(std::int64_t /*batch*/) const { return 0; }
+  virtual double forward_flops_per_sample() const { return 0.0; }
+
+  virtual void forward(const layer_forward_args& a) const = 0;
+  virtual void backward(const layer_backward_args& a) const = 0;
+
+  const troupe::shape& in_shape() const { return in_; }    // per sample
+  const troupe::shape& out_shape() const { return out_; }  // per sample
+
+ private:
+  troupe::shape in_, out_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,173 @@
+// Linear, Conv2d, MaxPool2d, ReLU and Flatten: forward and backward over caller buffers.
+#include "tensor/layers.hpp"
+
+#include <cstring>
+
+#include "tensor/gemm.hpp"
+#include "tensor/ops.hpp"
+
+namespace troupe {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Linear
+
+class linear_layer final : public layer {
+ public:
+  linear_layer(std::int64_t in, std::int64_t out, init_kind init)
+      : layer({in}, {out}), in_(in), out_(out), init_(init) {}
+
+  std::string_view kind() const override { return "linear"; }
+  std::string describe() const override {
+    return "linear(" + std::to_string(in_) + " -> " + std::to_string(out_) + ")";
+  }
+  std::vector<param_decl> params() const override {
+    return {{"weight", {out_, in_}, init_, in_, out_}, {"bias", {out_}, init_kind::zeros, in_, out_}};
+  }
+  double forward_flops_per_sample() const override { return 2.0 * in_ * out_; }
+
+  void forward(const layer_forward_args& a) const override {
+    const std::int64_t b = a.in.size(0);
+    tensor_view y = a.out.reshape({b, out_});
+    // y (B, out) = x (B, in) * W^T; bias added row-wise.
+    gemm(y, a.in.reshape({b, in_}), transpose::no, a.params[0], transpose::yes);
+    bias_add(y, a.params[1]);
+  }
+
+  void backward(const layer_backward_args& a) const override {
+    const std::int64_t b = a.in.size(0);
+    const_tensor_view dy = a.grad_out.reshape({b, out_});
+    // dW (out, in) += dy^T (out, B) * x (B, in)
+    gemm(a.param_grads[0], dy, transpose::yes, a.in.reshape({b, in_}), transpose::no, 1.f, 1.f);
+    bias_grad_accumulate(a.param_grads[1], dy);
+    // dx (B, in) = dy (B, out) * W (out, in)
+    if (!a.grad_in.empty()) gemm(a.grad_in.reshape({b, in_}), dy, transpose::no, a.params[0], transpose::no);
+  }
+
+ private:
+  std::int64_t in_, out_;
+  init_kind init_;
+};
+
+// ---------------------------------------------------------------------------------------
+// Conv2d
+
+class conv2d_layer final : public layer {
+ public:
+  conv2d_layer(const conv_geometry& g, init_kind init)
+      : layer({g.in_channels, g.in_h, g.in_w}, {g.out_channels, g.out_h(), g.out_w()}), g_(g), init_(init) {}
+
+  std::string_view kind() const override { return "conv2d"; }
+  std::string describe() const override {
+    return "conv2d(" + std::to_string(g_.in_channels) + " -> " + std::to_string(g_.out_channels) + ", " +
+           std::to_string(g_.kernel_h) + "x" + std::to_string(g_.kernel_w) + ", stride " + std::to_string(g_.stride) +
+           ", pad " + std::to_string(g_.pad) + ")";
+  }
+  std::vector<param_decl> params() const override {
+    const std::int64_t fan_in = g_.col_rows(), fan_out = g_.out_channels * g_.kernel_h * g_.kernel_w;
+    return {{"weight", {g_.out_channels, g_.in_channels, g_.kernel_h, g_.kernel_w}, init_, fan_in, fan_out},
+            {"bias", {g_.out_channels}, init_kind::zeros, fan_in, fan_out}};
+  }
+  std::int64_t workspace_floats(std::int64_t) const override { return conv2d_workspace_floats(g_); }
+  double forward_flops_per_sample() const override {
+    return 2.0 * static_cast<double>(g_.out_channels) * g_.col_rows() * g_.col_cols();
+  }
+
+  void forward(const layer_forward_args& a) const override {
+    conv2d_forward(a.out, a.in, a.params[0], a.params[1], g_, a.workspace);
+  }
+  void backward(const layer_backward_args& a) const override {
+    conv2d_backward(a.grad_in, a.param_grads[0], a.param_grads[1], a.grad_out, a.in, a.params[0], g_, a.workspace);
+  }
+
+ private:
+  conv_geometry g_;
+  init_kind init_;
+};
+
+// ---------------------------------------------------------------------------------------
+// MaxPool2d
+
+class maxpool2d_layer final : public layer {
+ public:
+  explicit maxpool2d_layer(const pool_geometry& g)
+      : layer({g.channels, g.in_h, g.in_w}, {g.channels, g.out_h(), g.out_w()}), g_(g) {}
+
+  std::string_view kind() const override { return "maxpool2d"; }
+  std::string describe() const override {
+    return "maxpool2d(" + std::to_string(g_.kernel) + "x" + std::to_string(g_.kernel) + ", stride " +
+           std::to_string(g_.stride) + ")";
+  }
+  std::int64_t saved_per_sample() const override { return out_shape().numel(); }
+
+  void forward(const layer_forward_args& a) const override { maxpool2d_forward(a.out, a.saved, a.in, g_); }
+  void backward(const layer_backward_args& a) const override {
+    if (!a.grad_in.empty()) maxpool2d_backward(a.grad_in, a.grad_out, a.saved, g_);
+  }
+
+ private:
+  pool_geometry g_;
+};
+
+// ---------------------------------------------------------------------------------------
+// ReLU and Flatten
+
+class relu_layer final : public layer {
+ public:
+  explicit relu_layer(const shape& in) : layer(in, in) {}
+  std::string_view kind() const override { return "relu"; }
+  std::string describe() const override { return "relu"; }
+  void forward(const layer_forward_args& a) const override { relu_forward(a.out, a.in); }
+  void backward(const layer_backward_args& a) const override {
+    if (!a.grad_in.empty()) relu_backward(a.grad_in, a.grad_out, a.out);
+  }
+};
+
+class flatten_layer final : public layer {
+ public:
+  explicit flatten_layer(const shape& in) : layer(in, {in.numel()}) {}
+  std::string_view kind() const override { return "flatten"; }
+  std::string describe() const override { return "flatten(" + in_shape().str() + " -> " + out_shape().str() + ")"; }
+  void forward(const layer_forward_args& a) const override { copy(a.out, a.in); }
+  void backward(const layer_backward_args& a) const override {
+    if (!a.grad_in.empty()) copy(a.grad_in, a.grad_out);
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Factories
+
+expected<std::shared_ptr<const layer>> make_linear(const shape& in, std::int64_t out_features, init_kind init) {
+  if (in.rank() != 1)
+    return failure{"linear layer needs a flat input, got " + in.str() + "; put a flatten layer before it"};
+  if (out_features <= 0) return failure{"linear layer needs a positive width, got " + std::to_string(out_features)};
+  return std::shared_ptr<const layer>(std::make_shared<linear_layer>(in[0], out_features, init));
+}
+
+expected<std::shared_ptr<const layer>> make_conv2d(const shape& in, std::int64_t out_channels, std::int64_t kernel,
+                                                   std::int64_t stride, std::int64_t pad, init_kind init) {
+  if (in.rank() != 3) return failure{"conv2d needs a (C, H, W) input, got " + in.str()};
+  conv_geometry g{in[0], in[1], in[2], out_channels, kernel, kernel, stride, pad};
+  if (!g.valid())
+    return failure{"conv2d with " + std::to_string(out_channels) + " channels, kernel " + std::to_string(kernel) +
+                   ", stride " + std::to_string(stride) + ", pad " + std::to_string(pad) + " does not fit input " +
+                   in.str()};
+  return std::shared_ptr<const layer>(std::make_shared<conv2d_layer>(g, init));
+}
+
+expected<std::shared_ptr<const layer>> make_maxpool2d(const shape& in, std::int64_t kernel, std::int64_t stride) {
+  if (in.rank() != 3) return failure{"maxpool2d needs a (C, H, W) input, got " + in.str()};
+  pool_geometry g{in[0], in[1], in[2], kernel, stride};
+  if (!g.valid())
+    return failure{"maxpool2d kernel " + std::to_string(kernel) + " does not fit input " + in.str()};
+  return std::shared_ptr<const layer>(std::make_shared<maxpool2d_layer>(g));
+}
+
+std::shared_ptr<const layer> make_relu(const shape& in) { return std::make_shared<relu_layer>(in); }
+
+std::shared_ptr<const layer> make_flatten(const shape& in) { return std::make_shared<flatten_layer>(in); }
+
+}  // namespace troupe

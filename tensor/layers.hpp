@@ -1,0 +1,23 @@
+// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, Flatten. Shapes are per sample
+// and checked when the layer is built; a mismatch is reported, never computed on.
+#pragma once
+
+#include <memory>
+
+#include "tensor/conv.hpp"
+#include "tensor/expected.hpp"
+#include "tensor/layer.hpp"
+#include "tensor/pool.hpp"
+
+namespace troupe {
+
+// y = x W^T + b, W (out, in), b (out). Input is (in) per sample.
+expected<std::shared_ptr<const layer>> make_linear(const shape& in, std::int64_t out_features, init_kind init);
+// NCHW convolution, per-sample input (C, H, W).
+expected<std::shared_ptr<const layer>> make_conv2d(const shape& in, std::int64_t out_channels, std::int64_t kernel,
+                                                   std::int64_t stride, std::int64_t pad, init_kind init);
+expected<std::shared_ptr<const layer>> make_maxpool2d(const shape& in, std::int64_t kernel, std::int64_t stride);
+std::shared_ptr<const layer> make_relu(const shape& in);
+std::shared_ptr<const layer> make_flatten(const shape& in);
+
+}  // namespace troupe

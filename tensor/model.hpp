@@ -1,0 +1,92 @@
+// model: a sequence of layers built from a model_spec, with its parameters laid out as
+// named blocks in one flat f32 buffer (the unit shard servers own), forward and backward
+// passes over caller-owned buffers, and cutting into consecutive stages (for pipelines).
+// A model is immutable and cheap to copy; the parameters live outside it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/expected.hpp"
+#include "tensor/layer.hpp"
+#include "tensor/model_spec.hpp"
+
+namespace troupe {
+
+struct param_block {
+  std::string name;         // "fc1.weight", "conv2.bias"; unique within the full model
+  troupe::shape shape;
+  std::int64_t offset = 0;  // into this model's flat parameter buffer
+  std::int64_t numel = 0;
+  int index = 0;            // position in the full model's block list (stable across stages)
+  int layer = 0;            // index of the owning layer within this model
+  init_kind init = init_kind::zeros;
+  std::int64_t fan_in = 0, fan_out = 0;
+};
+
+// Activations kept between forward and backward of one batch (one per microbatch in flight).
+struct model_activations {
+  std::int64_t capacity = 0;      // rows the buffers hold
+  std::vector<tensor> outs;       // per layer (capacity, out_shape...)
+  std::vector<tensor> saved;      // per layer, i32 (capacity * saved_per_sample); may be empty
+};
+
+// Scratch for backward, reusable across batches and microbatches.
+struct model_scratch {
+  std::int64_t capacity = 0;
+  std::vector<tensor> grads;      // per layer: dL/d(input of layer i) for i >= 1
+  tensor workspace;               // f32, max over layers
+};
+
+class model {
+ public:
+  // Builds the layers for a per-sample input shape (e.g. (1, 28, 28)) and class count.
+  static expected<model> build(const model_spec& spec, const shape& sample_in, std::int64_t num_classes);
+
+  // Layers [first, last) of this model; blocks keep their names and global indices,
+  // offsets are rebased onto the stage's own flat buffer.
+  model stage(int first, int last) const;
+  // Stages split at the given layer indices (strictly increasing, each in (0, num_layers)).
+  expected<std::vector<model>> cut(const std::vector<int>& cut_points) const;
+
+  const std::string& name() const { return name_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const layer& layer_at(int i) const { return *layers_[i]; }
+  const std::vector<param_block>& blocks() const { return blocks_; }
+  std::int64_t num_params() const { return num_params_; }
+  const shape& input_shape() const { return layers_.front()->in_shape(); }
+  const shape& output_shape() const { return layers_.back()->out_shape(); }
+  double forward_flops_per_sample() const;
+  std::string describe() const;  // one line per layer
+
+  // Fills params (num_params) deterministically from seed: each block draws from its own
+  // stream keyed by its global index, so a stage initialises exactly as the full model does.
+  void init_params(tensor_view params, std::uint64_t seed) const;
+
+  model_activations make_activations(std::int64_t capacity) const;
+  model_scratch make_scratch(std::int64_t capacity) const;
+
+  // Runs all layers on input (B, input_shape...), B <= capacity. Returns the output rows.
+  const_tensor_view forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
+                            const_tensor_view params) const;
+  // Backpropagates grad_output (B, output_shape...) through the batch last run forward with
+  // `acts`. param_grads (num_params) is accumulated into (+=). grad_input receives
+  // dL/d(input) when non-empty; when empty, gradients are only propagated as far back as
+  // the first layer with parameters.
+  void backward(const model_activations& acts, model_scratch& scratch, const_tensor_view input,
+                const_tensor_view grad_output, const_tensor_view params, tensor_view param_grads,
+                tensor_view grad_input) const;
+
+ private:
+  model() = default;
+  std::string name_;
+  std::vector<std::shared_ptr<const layer>> layers_;
+  std::vector<param_block> blocks_;
+  std::vector<std::array<int, max_layer_params>> layer_blocks_;  // per layer: block indices or -1
+  std::int64_t num_params_ = 0;
+  int first_param_layer_ = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,120 @@
+// Host loops for the elementwise ops; the arithmetic lives in tensor/elementwise.hpp.
+#include "tensor/ops.hpp"
+
+#include <cmath>
+
+#include "tensor/elementwise.hpp"
+
+namespace troupe {
+
+namespace {
+
+void require_f32(const_tensor_view t, const char* what) {
+  TROUPE_CHECK(t.type() == dtype::f32 && t.is_contiguous() && t.where().kind == device_kind::cpu,
+               std::string(what) + " must be a contiguous f32 host view");
+}
+
+}  // namespace
+
+void bias_add(tensor_view out, const_tensor_view bias) {
+  require_f32(out, "bias_add out");
+  require_f32(bias, "bias_add bias");
+  const std::int64_t n = bias.numel();
+  TROUPE_CHECK(out.rank() >= 1 && out.numel() % n == 0 && out.numel() / out.size(0) == n,
+               "bias_add: out " + out.sizes().str() + " vs bias " + bias.sizes().str());
+  float* o = out.data<float>();
+  const float* b = bias.data<float>();
+  for (std::int64_t r = 0, rows = out.size(0); r < rows; ++r, o += n)
+    for (std::int64_t j = 0; j < n; ++j) o[j] += b[j];
+}
+
+void channel_bias_add(tensor_view out, const_tensor_view bias) {
+  require_f32(out, "channel_bias_add out");
+  require_f32(bias, "channel_bias_add bias");
+  TROUPE_CHECK(out.rank() >= 2 && out.size(1) == bias.numel(), "channel_bias_add: channel mismatch");
+  const std::int64_t batch = out.size(0), channels = out.size(1), positions = out.numel() / (batch * channels);
+  float* o = out.data<float>();
+  const float* b = bias.data<float>();
+  for (std::int64_t i = 0; i < batch; ++i)
+    for (std::int64_t c = 0; c < channels; ++c, o += positions)
+      for (std::int64_t p = 0; p < positions; ++p) o[p] += b[c];
+}
+
+void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) {
+  require_f32(grad_bias, "bias_grad grad_bias");
+  require_f32(grad_out, "bias_grad grad_out");
+  const std::int64_t channels = grad_bias.numel();
+  const std::int64_t batch = grad_out.size(0);
+  TROUPE_CHECK(grad_out.rank() >= 2 && grad_out.size(1) == channels, "bias_grad: channel mismatch");
+  const std::int64_t positions = grad_out.numel() / (batch * channels);
+  float* gb = grad_bias.data<float>();
+  const float* g = grad_out.data<float>();
+  if (positions == 1) {  // dense: sum rows, row by row so the loop vectorises
+    for (std::int64_t i = 0; i < batch; ++i, g += channels)
+      for (std::int64_t c = 0; c < channels; ++c) gb[c] += g[c];
+    return;
+  }
+  for (std::int64_t i = 0; i < batch; ++i)
+    for (std::int64_t c = 0; c < channels; ++c, g += positions) {
+      float s = 0.f;
+      for (std::int64_t p = 0; p < positions; ++p) s += g[p];
+      gb[c] += s;
+    }
+}
+
+void relu_forward(tensor_view out, const_tensor_view in) {
+  require_f32(out, "relu out");
+  require_f32(in, "relu in");
+  TROUPE_CHECK(out.numel() == in.numel(), "relu: numel mismatch");
+  float* o = out.data<float>();
+  const float* x = in.data<float>();
+  const fn::relu f;
+  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = f(x[i]);
+}
+
+void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) {
+  require_f32(grad_in, "relu_backward grad_in");
+  require_f32(grad_out, "relu_backward grad_out");
+  require_f32(out, "relu_backward out");
+  TROUPE_CHECK(grad_in.numel() == out.numel() && grad_out.numel() == out.numel(), "relu_backward: numel mismatch");
+  float* gi = grad_in.data<float>();
+  const float* go = grad_out.data<float>();
+  const float* y = out.data<float>();
+  const fn::relu_grad f;
+  for (std::int64_t i = 0, n = out.numel(); i < n; ++i) gi[i] = f(y[i], go[i]);
+}
+
+void axpy(tensor_view out, float alpha, const_tensor_view in) {
+  require_f32(out, "axpy out");
+  require_f32(in, "axpy in");
+  TROUPE_CHECK(out.numel() == in.numel(), "axpy: numel mismatch");
+  float* o = out.data<float>();
+  const float* x = in.data<float>();
+  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] += alpha * x[i];
+}
+
+void scale(tensor_view out, float alpha) {
+  require_f32(out, "scale out");
+  float* o = out.data<float>();
+  for (std::int64_t i = 0, n = out.numel(); i < n; ++i) o[i] *= alpha;
+}
+
+bool all_finite(const_tensor_view t) {
+  require_f32(t, "all_finite input");
+  const float* x = t.data<float>();
+  // Multiplying by zero maps every finite value to 0 and NaN/inf to NaN, so one
+  // branch-free pass over the data decides it.
+  float acc = 0.f;
+  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) acc += x[i] * 0.f;
+  return acc == 0.f;
+}
+
+double squared_norm(const_tensor_view t) {
+  require_f32(t, "squared_norm input");
+  const float* x = t.data<float>();
+  double s = 0.0;
+  for (std::int64_t i = 0, n = t.numel(); i < n; ++i) s += static_cast<double>(x[i]) * x[i];
+  return s;
+}
+
+}  // namespace troupe

@@ -1,0 +1,98 @@
+// SGD and Adam loops over the shared functors, optimizer_state, and lr schedules.
+#include "tensor/optimizer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace troupe {
+
+namespace {
+
+void check_same(const_tensor_view a, const_tensor_view b, const char* what) {
+  TROUPE_CHECK(a.type() == dtype::f32 && b.type() == dtype::f32 && a.numel() == b.numel() && a.is_contiguous() &&
+                   b.is_contiguous(),
+               std::string(what) + ": views must be contiguous f32 of equal size");
+}
+
+}  // namespace
+
+void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) {
+  check_same(param, grad, "sgd_step");
+  check_same(param, velocity, "sgd_step");
+  float* p = param.data<float>();
+  const float* g = grad.data<float>();
+  float* v = velocity.data<float>();
+  for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], v[i]);
+}
+
+void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) {
+  check_same(param, grad, "adam_step");
+  check_same(param, m, "adam_step");
+  check_same(param, v, "adam_step");
+  float* p = param.data<float>();
+  const float* g = grad.data<float>();
+  float* mm = m.data<float>();
+  float* vv = v.data<float>();
+  for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], mm[i], vv[i]);
+}
+
+expected<optimizer_kind> parse_optimizer_kind(std::string_view name) {
+  if (name == "sgd") return optimizer_kind::sgd;
+  if (name == "adam") return optimizer_kind::adam;
+  return failure{"unknown optimizer '" + std::string(name) + "'; use sgd or adam"};
+}
+
+std::string_view name_of(optimizer_kind k) { return k == optimizer_kind::sgd ? "sgd" : "adam"; }
+
+optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel)
+    : cfg_(cfg), numel_(numel), slot1_({numel}), slot2_(cfg.kind == optimizer_kind::adam ? tensor({numel}) : tensor()) {}
+
+void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr) {
+  TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
+  ++steps_;
+  if (cfg_.kind == optimizer_kind::sgd) {
+    sgd_step(params, grads, slot1_, fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+    return;
+  }
+  const double t = static_cast<double>(steps_);
+  const fn::adam f{lr,
+                   cfg_.beta1,
+                   cfg_.beta2,
+                   cfg_.eps,
+                   cfg_.weight_decay,
+                   static_cast<float>(1.0 - std::pow(cfg_.beta1, t)),
+                   static_cast<float>(std::sqrt(1.0 - std::pow(cfg_.beta2, t)))};
+  adam_step(params, grads, slot1_, slot2_, f);
+}
+
+expected<lr_schedule_kind> parse_lr_schedule_kind(std::string_view name) {
+  if (name == "constant") return lr_schedule_kind::constant;
+  if (name == "cosine") return lr_schedule_kind::cosine;
+  if (name == "linear") return lr_schedule_kind::linear;
+  return failure{"unknown learning-rate schedule '" + std::string(name) + "'; use constant, cosine or linear"};
+}
+
+std::string_view name_of(lr_schedule_kind k) {
+  switch (k) {
+    case lr_schedule_kind::constant: return "constant";
+    case lr_schedule_kind::cosine: return "cosine";
+    case lr_schedule_kind::linear: return "linear";
+  }
+  return "?";
+}
+
+float lr_schedule::at(std::int64_t step) const {
+  if (warmup_steps > 0 && step < warmup_steps) {
+    const double f = static_cast<double>(step + 1) / static_cast<double>(warmup_steps);
+    return static_cast<float>(base * (0.1 + 0.9 * f));
+  }
+  if (kind == lr_schedule_kind::constant) return base;
+  const double span = static_cast<double>(std::max<std::int64_t>(1, total_steps - warmup_steps));
+  const double progress = std::clamp(static_cast<double>(step - warmup_steps) / span, 0.0, 1.0);
+  const double shape = kind == lr_schedule_kind::cosine ? 0.5 * (1.0 + std::cos(std::numbers::pi * progress))
+                                                        : 1.0 - progress;
+  return static_cast<float>(base * (final_fraction + (1.0 - final_fraction) * shape));
+}
+
+}  // namespace troupe

@@ -1,0 +1,65 @@
+// Optimizers as free functions over (param, grad, state) views, plus optimizer_state that
+// owns the state for one flat range of parameters (a whole model on a local trainer, or
+// the blocks of one shard server), and learning-rate schedules.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "tensor/elementwise.hpp"
+#include "tensor/expected.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+// param -= SGD-with-momentum update; velocity is the momentum buffer (zero at start).
+// All views contiguous f32 host, same numel.
+void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f);
+// Adam update with moment buffers m and v (zero at start); f carries the step's bias corrections.
+void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f);
+
+enum class optimizer_kind : std::uint8_t { sgd, adam };
+expected<optimizer_kind> parse_optimizer_kind(std::string_view name);
+std::string_view name_of(optimizer_kind k);
+
+struct optimizer_config {
+  optimizer_kind kind = optimizer_kind::sgd;
+  float momentum = 0.9f;       // sgd
+  bool nesterov = false;       // sgd
+  float weight_decay = 0.f;    // both (L2, added to the gradient)
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+};
+
+class optimizer_state {
+ public:
+  optimizer_state(const optimizer_config& cfg, std::int64_t numel);
+  // Applies one update with learning rate lr. params and grads have numel() elements.
+  void step(tensor_view params, const_tensor_view grads, float lr);
+  std::int64_t steps() const { return steps_; }
+  std::int64_t numel() const { return numel_; }
+  const optimizer_config& config() const { return cfg_; }
+
+ private:
+  optimizer_config cfg_;
+  std::int64_t numel_;
+  std::int64_t steps_ = 0;
+  tensor slot1_;  // sgd: velocity; adam: first moment
+  tensor slot2_;  // adam: second moment
+};
+
+enum class lr_schedule_kind : std::uint8_t { constant, cosine, linear };
+expected<lr_schedule_kind> parse_lr_schedule_kind(std::string_view name);
+std::string_view name_of(lr_schedule_kind k);
+
+// Linear warm-up from base/10 over warmup_steps, then constant, cosine or linear decay to
+// base * final_fraction at total_steps.
+struct lr_schedule {
+  lr_schedule_kind kind = lr_schedule_kind::constant;
+  float base = 0.05f;
+  std::int64_t warmup_steps = 0;
+  std::int64_t total_steps = 1;
+  float final_fraction = 0.f;
+  float at(std::int64_t step) const;
+};
+
+}  // namespace troupe

@@ -1,0 +1,21 @@
+// Deterministic shuffling, sharding by (rank, world) and batch assembly.
+// Every epoch draws a fresh permutation of the whole dataset from (seed, epoch); rank r of
+// W takes every W-th entry starting at r, and the n % W left over are dropped so every
+// rank sees the same number of samples (sync rounds stay aligned).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tensor/dataset.hpp"
+
+namespace troupe {
+
+std::vector<std::int64_t> epoch_indices(std::int64_t n, std::uint64_t seed, std::int64_t epoch, int rank, int world);
+
+// images_out (B, sample...) and labels_out (B) <- the samples at idx (B entries).
+void gather_batch(tensor_view images_out, tensor_view labels_out, const dataset& d,
+                  std::span<const std::int64_t> idx);
+
+}  // namespace troupe

@@ -1,0 +1,140 @@
+// tensor (owning, RAII, 64-byte aligned) and tensor_view / const_tensor_view (borrowing).
+// A tensor owns one contiguous buffer plus dtype, shape and device tag; copying it copies
+// the bytes, moving it moves the buffer. Views carry strides, but every op in tensor/
+// requires contiguous views and says so in its preconditions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <type_traits>
+
+#include "tensor/check.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/shape.hpp"
+
+namespace troupe {
+
+inline constexpr std::size_t tensor_alignment = 64;
+
+template <bool Const>
+class basic_view {
+ public:
+  using byte_ptr = std::conditional_t<Const, const std::byte*, std::byte*>;
+  template <class T>
+  using elem_ptr = std::conditional_t<Const, const T*, T*>;
+
+  basic_view() = default;
+  // A contiguous view of `s` elements of type `t` starting at `data`.
+  basic_view(byte_ptr data, dtype t, troupe::shape s, device d = cpu_device)
+      : data_(data), type_(t), shape_(s), strides_(s.contiguous_strides()), device_(d) {}
+  template <class T>
+  basic_view(elem_ptr<T> data, troupe::shape s)
+      : basic_view(reinterpret_cast<byte_ptr>(data), dtype_of<std::remove_const_t<T>>::value, s) {}
+  // A mutable view converts to a const one, never the other way round.
+  template <bool C2, class = std::enable_if_t<Const && !C2>>
+  basic_view(const basic_view<C2>& o)
+      : data_(o.bytes()), type_(o.type()), shape_(o.sizes()), strides_(o.strides()), device_(o.where()) {}
+
+  // Typed element pointer; the dtype must match T.
+  template <class T>
+  elem_ptr<T> data() const {
+    TROUPE_CHECK(type_ == dtype_of<T>::value, "view dtype is " + std::string(name_of(type_)));
+    return reinterpret_cast<elem_ptr<T>>(data_);
+  }
+  byte_ptr bytes() const { return data_; }
+  dtype type() const { return type_; }
+  const troupe::shape& sizes() const { return shape_; }
+  std::int64_t size(int i) const { return shape_[i]; }
+  int rank() const { return shape_.rank(); }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
+  const std::array<std::int64_t, troupe::shape::max_rank>& strides() const { return strides_; }
+  device where() const { return device_; }
+  bool empty() const { return data_ == nullptr; }
+  bool is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
+
+  // Rows [begin, end) along the first dimension; still contiguous if this view is.
+  basic_view slice(std::int64_t begin, std::int64_t end) const {
+    TROUPE_CHECK(rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "slice out of range");
+    basic_view v = *this;
+    v.shape_[0] = end - begin;
+    v.data_ = data_ + begin * strides_[0] * static_cast<std::int64_t>(size_of(type_));
+    return v;
+  }
+  // Same elements, new shape; only for contiguous views.
+  basic_view reshape(troupe::shape s) const {
+    TROUPE_CHECK(is_contiguous(), "reshape of a strided view");
+    TROUPE_CHECK(s.numel() == numel(), "reshape " + shape_.str() + " -> " + s.str() + " changes numel");
+    return basic_view(data_, type_, s, device_);
+  }
+  // A flat 1-D view of elements [offset, offset + count).
+  basic_view flat(std::int64_t offset, std::int64_t count) const {
+    TROUPE_CHECK(is_contiguous() && offset >= 0 && count >= 0 && offset + count <= numel(),
+                 "flat range out of bounds");
+    return basic_view(data_ + offset * static_cast<std::int64_t>(size_of(type_)), type_, {count}, device_);
+  }
+
+ private:
+  byte_ptr data_ = nullptr;
+  dtype type_ = dtype::f32;
+  troupe::shape shape_;
+  std::array<std::int64_t, troupe::shape::max_rank> strides_{};
+  device device_ = cpu_device;
+};
+
+using tensor_view = basic_view<false>;
+using const_tensor_view = basic_view<true>;
+
+class tensor {
+ public:
+  using deleter = void (*)(std::byte*);
+
+  tensor() = default;
+  // Host tensor, zero-filled, 64-byte aligned.
+  explicit tensor(troupe::shape s, dtype t = dtype::f32);
+  // Takes ownership of memory allocated elsewhere (a device backend); `del` frees it.
+  static tensor adopt(std::byte* data, deleter del, troupe::shape s, dtype t, device d);
+
+  tensor(const tensor& other);  // deep copy; host tensors only
+  tensor& operator=(const tensor& other);
+  tensor(tensor&&) noexcept = default;
+  tensor& operator=(tensor&&) noexcept = default;
+
+  tensor_view view() { return {data_.get(), type_, shape_, device_}; }
+  const_tensor_view view() const { return {data_.get(), type_, shape_, device_}; }
+  operator tensor_view() { return view(); }
+  operator const_tensor_view() const { return view(); }
+
+  template <class T>
+  T* data() { return view().data<T>(); }
+  template <class T>
+  const T* data() const { return view().data<T>(); }
+  std::byte* bytes() { return data_.get(); }
+  const std::byte* bytes() const { return data_.get(); }
+
+  dtype type() const { return type_; }
+  const troupe::shape& sizes() const { return shape_; }
+  std::int64_t size(int i) const { return shape_[i]; }
+  int rank() const { return shape_.rank(); }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
+  device where() const { return device_; }
+  bool empty() const { return !data_; }
+
+  // Changes the shape in place; the element count must stay the same.
+  void reshape(troupe::shape s);
+  void fill_zero();
+
+ private:
+  static void free_host(std::byte* p);
+  std::unique_ptr<std::byte, deleter> data_{nullptr, &free_host};
+  dtype type_ = dtype::f32;
+  troupe::shape shape_;
+  device device_ = cpu_device;
+};
+
+// Copies `src` into `dst`; both host, contiguous, same dtype and numel.
+void copy(tensor_view dst, const_tensor_view src);
+
+}  // namespace troupe

@@ -1,0 +1,107 @@
+// train_local: the single-process training loop.
+#include "tensor/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "tensor/evaluate.hpp"
+#include "tensor/loss.hpp"
+#include "tensor/sampler.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+}  // namespace
+
+lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n) {
+  const std::int64_t steps_per_epoch = (n + cfg.batch_size - 1) / cfg.batch_size;
+  lr_schedule s;
+  s.kind = cfg.schedule;
+  s.base = cfg.lr;
+  s.total_steps = std::max<std::int64_t>(1, steps_per_epoch * cfg.epochs);
+  s.warmup_steps = static_cast<std::int64_t>(std::llround(cfg.warmup_epochs * steps_per_epoch));
+  return s;
+}
+
+expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data,
+                                   const train_callbacks& cb) {
+  auto spec = parse_model_spec(cfg.model);
+  if (!spec) return spec.error();
+  auto built = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
+  if (!built) return built.error();
+  const model& m = *built;
+  const std::int64_t n = data.train.size(), batch = cfg.batch_size, classes = data.train.num_classes;
+  if (n == 0) return failure{"the training set is empty"};
+
+  tensor params({m.num_params()});
+  m.init_params(params, cfg.seed);
+  tensor grads({m.num_params()});
+  optimizer_state opt(cfg.optimizer, m.num_params());
+  const lr_schedule schedule = make_schedule(cfg, n);
+
+  auto acts = m.make_activations(batch);
+  auto scratch = m.make_scratch(batch);
+  tensor xb(data.train.sample_shape().prepend(batch));
+  tensor yb({batch}, dtype::i32);
+  tensor probs({batch, classes});
+  tensor dlogits({batch, classes});
+
+  train_result result;
+  result.model = m.name();
+  const std::int64_t steps_per_epoch = (n + batch - 1) / batch;
+  std::int64_t step = 0, samples_done = 0;
+  double train_seconds = 0.0;
+  for (int epoch = 0; epoch < cfg.epochs; ++epoch) {
+    const auto order = epoch_indices(n, cfg.seed, epoch, 0, 1);
+    const auto t_epoch = clock_type::now();
+    double loss_sum = 0.0;
+    for (std::int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
+      const std::int64_t start = s * batch, b = std::min(batch, n - start);
+      gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train,
+                   std::span<const std::int64_t>(order).subspan(start, b));
+      const_tensor_view logits = m.forward(acts, scratch, xb.view().slice(0, b), params);
+      tensor_view p = probs.view().slice(0, b);
+      const double loss = softmax_xent_forward(p, logits.reshape({b, classes}), yb.view().slice(0, b));
+      if (!std::isfinite(loss))
+        return failure{"the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
+                       ", step " + std::to_string(s + 1) + "; the run diverged. Lower --lr (now " +
+                       std::to_string(cfg.lr) + ") or add --warmup-epochs"};
+      softmax_xent_backward(dlogits.view().slice(0, b), p, yb.view().slice(0, b), 1.0f / static_cast<float>(b));
+      grads.fill_zero();
+      m.backward(acts, scratch, xb.view().slice(0, b), dlogits.view().slice(0, b), params, grads, tensor_view());
+      opt.step(params, grads, schedule.at(step));
+      loss_sum += loss;
+      samples_done += b;
+      if (cb.on_step)
+        cb.on_step({epoch, s + 1, steps_per_epoch, samples_done, train_seconds + seconds_since(t_epoch), loss});
+    }
+    const double epoch_seconds = seconds_since(t_epoch);
+    train_seconds += epoch_seconds;
+    const eval_result ev = evaluate(m, params, data.test);
+    epoch_report rep;
+    rep.epoch = epoch;
+    rep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);
+    rep.epoch_seconds = epoch_seconds;
+    rep.samples_per_second = static_cast<double>(n) / epoch_seconds;
+    rep.test_accuracy = ev.accuracy;
+    rep.test_loss = ev.loss;
+    rep.lr = schedule.at(step - 1);
+    if (cb.on_epoch) cb.on_epoch(rep);
+    result.test_accuracy = ev.accuracy;
+    result.final_train_loss = rep.train_loss;
+  }
+  result.epochs = cfg.epochs;
+  result.train_seconds = train_seconds;
+  result.samples_per_second = train_seconds > 0 ? static_cast<double>(samples_done) / train_seconds : 0.0;
+  result.params = std::move(params);
+  return result;
+}
+
+}  // namespace troupe

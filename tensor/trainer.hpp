@@ -1,0 +1,72 @@
+// The local trainer: one process, no actors, the reference every distributed mode is
+// compared with. It shuffles deterministically from the seed, runs forward, loss,
+// backward and the optimizer per batch, evaluates on the test set after each epoch, and
+// reports progress through callbacks (the CLI decides how to show it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tensor/dataset.hpp"
+#include "tensor/expected.hpp"
+#include "tensor/model.hpp"
+#include "tensor/optimizer.hpp"
+
+namespace troupe {
+
+// The defaults are the command's defaults, chosen on Fashion-MNIST (README, benchmarks):
+// SGD with Nesterov momentum 0.9 and weight decay 5e-4, lr 0.05 warmed up over half an
+// epoch and then cosine-decayed to zero. They train both the MLP and the CNN.
+struct local_train_config {
+  std::string model = "mlp";
+  int epochs = 5;
+  std::int64_t batch_size = 128;
+  float lr = 0.05f;
+  optimizer_config optimizer{optimizer_kind::sgd, 0.9f, true, 5e-4f};
+  lr_schedule_kind schedule = lr_schedule_kind::cosine;
+  float warmup_epochs = 0.5f;
+  std::uint64_t seed = 1;
+};
+
+struct step_progress {
+  int epoch = 0;                       // 0-based
+  std::int64_t step_in_epoch = 0, steps_per_epoch = 0;
+  std::int64_t samples_done = 0;       // since the start of training
+  double seconds = 0.0;                // training time so far (evaluation excluded)
+  double loss = 0.0;                   // of the last batch
+};
+
+struct epoch_report {
+  int epoch = 0;                       // 0-based
+  double train_loss = 0.0;             // mean over the epoch's batches
+  double samples_per_second = 0.0;     // this epoch
+  double epoch_seconds = 0.0;
+  double test_accuracy = 0.0, test_loss = 0.0;
+  float lr = 0.f;                      // at the end of the epoch
+};
+
+struct train_result {
+  std::string model;
+  int epochs = 0;
+  double test_accuracy = 0.0;
+  double train_seconds = 0.0;          // evaluation excluded
+  double samples_per_second = 0.0;
+  double final_train_loss = 0.0;
+  tensor params;
+};
+
+struct train_callbacks {
+  std::function<void(const step_progress&)> on_step;   // after every batch; keep it cheap
+  std::function<void(const epoch_report&)> on_epoch;
+};
+
+// The schedule a config implies for a dataset of n training samples.
+lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n);
+
+// Trains from scratch. Fails (with a message that says what to change) if the model does
+// not fit the data or the loss stops being finite.
+expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data,
+                                   const train_callbacks& cb = {});
+
+}  // namespace troupe

@@ -1,0 +1,58 @@
+// Test helpers for numeric code: seeded random tensors, naive references, and a
+// central-difference gradient check that accumulates the probe loss in double.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "tensor/random.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe::test {
+
+inline tensor random_tensor(shape s, std::uint64_t seed, float scale = 1.f) {
+  tensor t(s);
+  rng r(seed);
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = scale * r.normal();
+  return t;
+}
+
+// sum_i a[i] * b[i] in double.
+inline double dot(const_tensor_view a, const_tensor_view b) {
+  const float* x = a.data<float>();
+  const float* y = b.data<float>();
+  double s = 0.0;
+  for (std::int64_t i = 0; i < a.numel(); ++i) s += static_cast<double>(x[i]) * y[i];
+  return s;
+}
+
+// Checks analytic[i] against (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for every i (or
+// for `max_probes` evenly spaced i), where f reads x. |diff| <= abs_tol + rel_tol * |fd|.
+inline void check_gradient(tensor_view x, const_tensor_view analytic, const std::function<double()>& f,
+                           double eps, double abs_tol, double rel_tol, std::int64_t max_probes = 400) {
+  BOOST_REQUIRE_EQUAL(x.numel(), analytic.numel());
+  float* p = x.data<float>();
+  const float* g = analytic.data<float>();
+  const std::int64_t n = x.numel();
+  const std::int64_t step = std::max<std::int64_t>(1, n / max_probes);
+  int failures = 0;
+  for (std::int64_t i = 0; i < n; i += step) {
+    const float saved = p[i];
+    p[i] = saved + static_cast<float>(eps);
+    const double up = f();
+    p[i] = saved - static_cast<float>(eps);
+    const double down = f();
+    p[i] = saved;
+    const double fd = (up - down) / (2 * eps);
+    const double diff = std::abs(fd - g[i]);
+    if (diff > abs_tol + rel_tol * std::abs(fd) && failures++ < 5)
+      BOOST_ERROR("gradient mismatch at " << i << ": analytic " << g[i] << ", finite difference " << fd);
+  }
+  BOOST_TEST(failures == 0);
+}
+
+}  // namespace troupe::test

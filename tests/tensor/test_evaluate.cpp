@@ -1,0 +1,40 @@
+// Tests for tensor/evaluate.cpp: accuracy and loss over a dataset that is not a multiple
+// of the batch size, against a per-sample computation.
+#define BOOST_TEST_MODULE evaluate
+#include <boost/test/unit_test.hpp>
+
+#include "tensor/evaluate.hpp"
+#include "tensor/loss.hpp"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(batched_equals_per_sample) {
+  auto data = make_synthetic(10, 53, 3);
+  auto m = model::build(*parse_model_spec("mlp:784-16-10"), {1, 28, 28}, 10);
+  BOOST_REQUIRE(m.has_value());
+  tensor params({m->num_params()});
+  m->init_params(params, 1);
+  const eval_result batched = evaluate(*m, params, data.test, 20);
+  const eval_result single = evaluate(*m, params, data.test, 1);
+  BOOST_TEST(batched.samples == 53);
+  BOOST_TEST(batched.accuracy == single.accuracy);
+  BOOST_TEST(batched.loss == single.loss, boost::test_tools::tolerance(1e-9));
+  // Count by hand, one sample at a time.
+  auto acts = m->make_activations(1);
+  auto scratch = m->make_scratch(1);
+  std::int64_t correct = 0;
+  for (std::int64_t i = 0; i < 53; ++i) {
+    auto out = m->forward(acts, scratch, data.test.images.view().slice(i, i + 1), params);
+    correct += count_correct(out.reshape({1, 10}), data.test.labels.view().slice(i, i + 1));
+  }
+  BOOST_TEST(batched.accuracy == static_cast<double>(correct) / 53.0);
+}
+
+BOOST_AUTO_TEST_CASE(empty_dataset_gives_zero_samples) {
+  dataset empty;
+  empty.images = tensor({0, 1, 28, 28});
+  empty.labels = tensor({0}, dtype::i32);
+  auto m = model::build(*parse_model_spec("mlp"), {1, 28, 28}, 10);
+  tensor params({m->num_params()});
+  BOOST_TEST(evaluate(*m, params, empty).samples == 0);
+}

@@ -1,0 +1,176 @@
+// Tests for tensor/model.cpp: building from specs, the parameter block layout,
+// deterministic initialisation, an end-to-end gradient check, and cutting into stages
+// that compute bitwise what the whole model computes.
+#define BOOST_TEST_MODULE model
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include "tensor/loss.hpp"
+#include "tensor/model.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+
+namespace {
+
+model build(const char* spec, shape in = {1, 28, 28}, std::int64_t classes = 10) {
+  auto s = parse_model_spec(spec);
+  BOOST_REQUIRE(s.has_value());
+  auto m = model::build(*s, in, classes);
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  return *m;
+}
+
+bool bitwise_equal(const_tensor_view a, const_tensor_view b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(mlp_blocks_and_sizes) {
+  model m = build("mlp");
+  BOOST_TEST(m.num_params() == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  BOOST_REQUIRE(m.blocks().size() == 6u);
+  BOOST_TEST(m.blocks()[0].name == "fc1.weight");
+  BOOST_TEST(m.blocks()[0].shape == (shape{256, 784}));
+  BOOST_TEST(m.blocks()[5].name == "fc3.bias");
+  BOOST_TEST(m.blocks()[5].offset + m.blocks()[5].numel == m.num_params());
+  BOOST_TEST(m.output_shape() == (shape{10}));
+}
+
+BOOST_AUTO_TEST_CASE(cnn_blocks_and_shapes) {
+  model m = build("cnn");
+  BOOST_REQUIRE(m.blocks().size() == 8u);
+  BOOST_TEST(m.blocks()[0].name == "conv1.weight");
+  BOOST_TEST(m.blocks()[0].shape == (shape{32, 1, 3, 3}));
+  BOOST_TEST(m.blocks()[2].shape == (shape{64, 32, 3, 3}));
+  BOOST_TEST(m.blocks()[4].shape == (shape{128, 64 * 7 * 7}));
+  BOOST_TEST(m.layer_at(6).out_shape() == (shape{64 * 7 * 7}));
+  BOOST_TEST(m.forward_flops_per_sample() > 8e6);
+}
+
+BOOST_AUTO_TEST_CASE(mismatched_data_is_reported) {
+  auto small = model::build(*parse_model_spec("mlp:100-10"), {1, 28, 28}, 10);
+  BOOST_REQUIRE(!small.has_value());
+  BOOST_TEST(small.error().message.find("784") != std::string::npos);
+  auto classes = model::build(*parse_model_spec("mlp:784-5"), {1, 28, 28}, 10);
+  BOOST_REQUIRE(!classes.has_value());
+  BOOST_TEST(classes.error().message.find("10 classes") != std::string::npos);
+  BOOST_TEST(!model::build(*parse_model_spec("cnn"), {784}, 10).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(initialisation_is_deterministic_and_scaled) {
+  model m = build("mlp");
+  tensor a({m.num_params()}), b({m.num_params()}), c({m.num_params()});
+  m.init_params(a, 7);
+  m.init_params(b, 7);
+  m.init_params(c, 8);
+  BOOST_TEST(bitwise_equal(a, b));
+  BOOST_TEST(!bitwise_equal(a, c));
+  const param_block& w = m.blocks()[0];
+  double sq = 0;
+  for (std::int64_t i = 0; i < w.numel; ++i) sq += std::pow(a.data<float>()[w.offset + i], 2);
+  BOOST_TEST(std::sqrt(sq / w.numel) == std::sqrt(2.0 / 784), boost::test_tools::tolerance(0.02));
+  const param_block& bias = m.blocks()[1];
+  for (std::int64_t i = 0; i < bias.numel; ++i) BOOST_TEST(a.data<float>()[bias.offset + i] == 0.f);
+}
+
+BOOST_AUTO_TEST_CASE(whole_model_gradient_matches_finite_differences) {
+  model m = build("mlp:12-9-7-4", {12}, 4);
+  const std::int64_t batch = 5;
+  tensor params({m.num_params()}), grads({m.num_params()});
+  m.init_params(params, 3);
+  tensor x = test::random_tensor({batch, 12}, 4);
+  tensor y({batch}, dtype::i32);
+  for (int i = 0; i < batch; ++i) y.data<std::int32_t>()[i] = i % 4;
+  auto acts = m.make_activations(batch);
+  auto scratch = m.make_scratch(batch);
+  tensor probs({batch, 4}), dlogits({batch, 4});
+  auto loss = [&] { return softmax_xent_forward(probs, m.forward(acts, scratch, x, params), y); };
+  loss();
+  softmax_xent_backward(dlogits, probs, y, 1.f / batch);
+  tensor dx({batch, 12});
+  m.backward(acts, scratch, x, dlogits, params, grads, dx);
+  test::check_gradient(params, grads, loss, 1e-3, 5e-4, 2e-2);
+  test::check_gradient(x, dx, loss, 1e-3, 5e-4, 2e-2);
+}
+
+BOOST_AUTO_TEST_CASE(stages_compute_bitwise_what_the_whole_model_computes) {
+  model m = build("cnn");
+  auto stages = m.cut({4, 7});
+  BOOST_REQUIRE(stages.has_value());
+  BOOST_REQUIRE(stages->size() == 3u);
+  const std::int64_t batch = 3;
+  tensor full_params({m.num_params()});
+  m.init_params(full_params, 11);
+  std::vector<tensor> stage_params;
+  std::int64_t total = 0;
+  for (const model& s : *stages) {
+    stage_params.emplace_back(shape{s.num_params()});
+    s.init_params(stage_params.back(), 11);
+    // A stage's blocks initialise exactly as the same blocks of the whole model.
+    for (const auto& b : s.blocks())
+      BOOST_TEST(std::memcmp(stage_params.back().data<float>() + b.offset,
+                             full_params.data<float>() + m.blocks()[b.index].offset, b.numel * 4) == 0);
+    total += s.num_params();
+  }
+  BOOST_TEST(total == m.num_params());
+
+  tensor x = test::random_tensor({batch, 1, 28, 28}, 12);
+  auto acts = m.make_activations(batch);
+  auto scratch = m.make_scratch(batch);
+  const_tensor_view full_out = m.forward(acts, scratch, x, full_params);
+
+  std::vector<model_activations> sa;
+  std::vector<model_scratch> ss;
+  const_tensor_view cur = x;
+  std::vector<const_tensor_view> inputs;
+  for (std::size_t i = 0; i < stages->size(); ++i) {
+    sa.push_back((*stages)[i].make_activations(batch));
+    ss.push_back((*stages)[i].make_scratch(batch));
+    inputs.push_back(cur);
+    cur = (*stages)[i].forward(sa[i], ss[i], cur, stage_params[i]);
+  }
+  BOOST_TEST(bitwise_equal(cur, full_out));
+
+  tensor dy = test::random_tensor({batch, 10}, 13);
+  tensor full_grads({m.num_params()});
+  m.backward(acts, scratch, x, dy, full_params, full_grads, tensor_view());
+  const_tensor_view g = dy;
+  std::vector<tensor> stage_grads, grad_inputs;
+  for (std::size_t i = 0; i < stages->size(); ++i) {
+    stage_grads.emplace_back(shape{(*stages)[i].num_params()});
+    grad_inputs.emplace_back((*stages)[i].input_shape().prepend(batch));
+  }
+  for (int i = static_cast<int>(stages->size()) - 1; i >= 0; --i) {
+    tensor_view gin = i > 0 ? grad_inputs[i].view() : tensor_view();
+    (*stages)[i].backward(sa[i], ss[i], inputs[i], g, stage_params[i], stage_grads[i], gin);
+    g = grad_inputs[i];
+  }
+  for (std::size_t i = 0; i < stages->size(); ++i)
+    for (const auto& b : (*stages)[i].blocks())
+      BOOST_TEST_CONTEXT(b.name) {
+        BOOST_TEST(std::memcmp(stage_grads[i].data<float>() + b.offset,
+                               full_grads.data<float>() + m.blocks()[b.index].offset, b.numel * 4) == 0);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(invalid_cuts_are_reported) {
+  model m = build("mlp");
+  BOOST_TEST(!m.cut({0}).has_value());
+  BOOST_TEST(!m.cut({3, 3}).has_value());
+  BOOST_TEST(!m.cut({6}).has_value());
+  BOOST_TEST(m.cut({}).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(buffers_bound_the_batch) {
+  model m = build("mlp");
+  auto acts = m.make_activations(4);
+  auto scratch = m.make_scratch(4);
+  tensor params({m.num_params()}), x({5, 784});
+  BOOST_CHECK_THROW(m.forward(acts, scratch, x, params), contract_error);
+  // A smaller batch than the capacity is fine.
+  BOOST_CHECK_NO_THROW(m.forward(acts, scratch, x.view().slice(0, 2), params));
+}

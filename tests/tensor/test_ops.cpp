@@ -1,0 +1,82 @@
+// Tests for tensor/ops.cpp: bias, ReLU, axpy/scale, finiteness and norms, with exact
+// expected values on small inputs.
+#define BOOST_TEST_MODULE ops
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+
+namespace {
+
+tensor make(shape s, std::initializer_list<float> v) {
+  tensor t(s);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+void check_equal(const tensor& t, std::initializer_list<float> v) {
+  BOOST_REQUIRE_EQUAL(static_cast<std::size_t>(t.numel()), v.size());
+  auto it = v.begin();
+  for (std::int64_t i = 0; i < t.numel(); ++i, ++it) BOOST_TEST(t.data<float>()[i] == *it);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(bias_add_broadcasts_over_rows) {
+  tensor out = make({2, 3}, {1, 2, 3, 4, 5, 6});
+  bias_add(out, make({3}, {10, 20, 30}));
+  check_equal(out, {11, 22, 33, 14, 25, 36});
+  BOOST_CHECK_THROW(bias_add(out, make({2}, {1, 2})), contract_error);
+}
+
+BOOST_AUTO_TEST_CASE(channel_bias_add_broadcasts_over_positions) {
+  tensor out({2, 2, 3});
+  channel_bias_add(out, make({2}, {1, -1}));
+  check_equal(out, {1, 1, 1, -1, -1, -1, 1, 1, 1, -1, -1, -1});
+}
+
+BOOST_AUTO_TEST_CASE(bias_grad_accumulates_dense_and_channel_forms) {
+  tensor gb = make({3}, {1, 1, 1});
+  bias_grad_accumulate(gb, make({2, 3}, {1, 2, 3, 4, 5, 6}));
+  check_equal(gb, {6, 8, 10});
+  tensor gc({2});
+  bias_grad_accumulate(gc, make({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+  check_equal(gc, {1 + 2 + 5 + 6, 3 + 4 + 7 + 8});
+}
+
+BOOST_AUTO_TEST_CASE(relu_forward_and_backward) {
+  tensor x = make({4}, {-1, 0, 2, -3}), y({4});
+  relu_forward(y, x);
+  check_equal(y, {0, 0, 2, 0});
+  tensor g({4});
+  relu_backward(g, make({4}, {5, 6, 7, 8}), y);
+  check_equal(g, {0, 0, 7, 0});
+  relu_forward(x, x);  // in place is allowed
+  check_equal(x, {0, 0, 2, 0});
+}
+
+BOOST_AUTO_TEST_CASE(axpy_and_scale) {
+  tensor a = make({3}, {1, 2, 3});
+  axpy(a, 2.f, make({3}, {1, 1, 1}));
+  check_equal(a, {3, 4, 5});
+  scale(a, 0.5f);
+  check_equal(a, {1.5f, 2.f, 2.5f});
+}
+
+BOOST_AUTO_TEST_CASE(finiteness_and_norm) {
+  tensor a = make({3}, {1, -2, 3});
+  BOOST_TEST(all_finite(a));
+  BOOST_TEST(squared_norm(a) == 14.0);
+  a.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST(!all_finite(a));
+  a.data<float>()[1] = -std::numeric_limits<float>::infinity();
+  BOOST_TEST(!all_finite(a));
+  a.data<float>()[1] = std::numeric_limits<float>::max();
+  BOOST_TEST(all_finite(a));
+  BOOST_TEST(all_finite(tensor({0})));
+}

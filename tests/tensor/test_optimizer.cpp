@@ -1,0 +1,101 @@
+// Tests for tensor/optimizer.cpp: SGD (plain, momentum, Nesterov, weight decay) and Adam
+// steps against values computed by hand, optimizer_state bookkeeping, and the schedules.
+#define BOOST_TEST_MODULE optimizer
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "tensor/optimizer.hpp"
+
+using namespace troupe;
+namespace tt = boost::test_tools;
+
+namespace {
+
+tensor vec(std::initializer_list<float> v) {
+  tensor t({static_cast<std::int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sgd_momentum_two_steps_by_hand) {
+  tensor p = vec({1.f, -2.f}), g = vec({0.5f, 1.f}), v({2});
+  const fn::sgd_momentum f{0.1f, 0.9f, 0.f, false};
+  sgd_step(p, g, v, f);
+  // v = g; p = p - 0.1 v
+  BOOST_TEST(v.data<float>()[0] == 0.5f);
+  BOOST_TEST(p.data<float>()[0] == 0.95f, tt::tolerance(1e-6f));
+  BOOST_TEST(p.data<float>()[1] == -2.1f, tt::tolerance(1e-6f));
+  sgd_step(p, g, v, f);
+  // v = 0.9 * 0.5 + 0.5 = 0.95; p = 0.95 - 0.095
+  BOOST_TEST(v.data<float>()[0] == 0.95f, tt::tolerance(1e-6f));
+  BOOST_TEST(p.data<float>()[0] == 0.855f, tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(sgd_weight_decay_and_nesterov_by_hand) {
+  tensor p = vec({2.f}), g = vec({1.f}), v = vec({1.f});
+  sgd_step(p, g, v, fn::sgd_momentum{0.1f, 0.5f, 0.25f, true});
+  // g' = 1 + 0.25 * 2 = 1.5; v = 0.5 * 1 + 1.5 = 2; step = g' + 0.5 v = 2.5; p = 2 - 0.25
+  BOOST_TEST(v.data<float>()[0] == 2.f);
+  BOOST_TEST(p.data<float>()[0] == 1.75f, tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(adam_first_step_moves_by_lr_times_sign) {
+  // With bias correction, Adam's first step is lr * g / (|g| + eps) per element.
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::adam;
+  optimizer_state opt(cfg, 3);
+  tensor p = vec({1.f, 1.f, 1.f}), g = vec({0.3f, -4.f, 0.f});
+  opt.step(p, g, 0.01f);
+  BOOST_TEST(opt.steps() == 1);
+  BOOST_TEST(p.data<float>()[0] == 0.99f, tt::tolerance(1e-5f));
+  BOOST_TEST(p.data<float>()[1] == 1.01f, tt::tolerance(1e-5f));
+  BOOST_TEST(p.data<float>()[2] == 1.f);
+}
+
+BOOST_AUTO_TEST_CASE(adam_second_step_by_hand) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::adam;
+  optimizer_state opt(cfg, 1);
+  tensor p = vec({0.f});
+  opt.step(p, vec({1.f}), 0.1f);
+  opt.step(p, vec({3.f}), 0.1f);
+  // m = 0.09 + 0.3 = 0.39 ... computed in double below.
+  const double m1 = 0.1, v1 = 0.001, m2 = 0.9 * m1 + 0.1 * 3, v2 = 0.999 * v1 + 0.001 * 9;
+  const double step1 = 0.1 * (m1 / 0.1) / (std::sqrt(v1 / 0.001) + 1e-8);
+  const double step2 = 0.1 * (m2 / (1 - 0.81)) / (std::sqrt(v2 / (1 - 0.998001)) + 1e-8);
+  BOOST_TEST(p.data<float>()[0] == -(step1 + step2), tt::tolerance(1e-5));
+}
+
+BOOST_AUTO_TEST_CASE(state_steps_sgd_through_the_functor) {
+  optimizer_config cfg;  // sgd, momentum 0.9
+  optimizer_state opt(cfg, 2);
+  tensor p = vec({1.f, 1.f});
+  opt.step(p, vec({1.f, 2.f}), 0.5f);
+  BOOST_TEST(p.data<float>()[0] == 0.5f);
+  BOOST_TEST(p.data<float>()[1] == 0.f);
+  BOOST_CHECK_THROW(opt.step(tensor({3}), tensor({3}), 0.1f), contract_error);
+}
+
+BOOST_AUTO_TEST_CASE(parse_names) {
+  BOOST_TEST((*parse_optimizer_kind("adam") == optimizer_kind::adam));
+  BOOST_TEST(parse_optimizer_kind("rmsprop").error().message.find("sgd or adam") != std::string::npos);
+  BOOST_TEST((*parse_lr_schedule_kind("cosine") == lr_schedule_kind::cosine));
+  BOOST_TEST(!parse_lr_schedule_kind("exp").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(schedules) {
+  lr_schedule s{lr_schedule_kind::cosine, 1.f, 10, 110, 0.f};
+  BOOST_TEST(s.at(0) == 0.19f, tt::tolerance(1e-6f));   // warm-up starts at base/10
+  BOOST_TEST(s.at(9) == 1.f, tt::tolerance(1e-6f));
+  BOOST_TEST(s.at(10) == 1.f, tt::tolerance(1e-6f));
+  BOOST_TEST(s.at(60) == 0.5f, tt::tolerance(1e-6f));   // half way through the cosine
+  BOOST_TEST(s.at(110) == 0.f, tt::tolerance(1e-6f));
+  BOOST_TEST(s.at(500) == 0.f, tt::tolerance(1e-6f));   // clamped after the end
+  lr_schedule lin{lr_schedule_kind::linear, 2.f, 0, 100, 0.5f};
+  BOOST_TEST(lin.at(50) == 1.5f, tt::tolerance(1e-6f));
+  lr_schedule c{lr_schedule_kind::constant, 0.3f, 0, 100, 0.f};
+  BOOST_TEST(c.at(99) == 0.3f);
+}

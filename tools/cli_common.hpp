@@ -1,0 +1,42 @@
+// Pieces every troupe subcommand shares: the command record, exit codes, validators that
+// turn tensor/ parse failures into CLI11 errors naming the flag, and dataset loading
+// with messages that say what to do.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "tensor/dataset.hpp"
+#include "tensor/expected.hpp"
+
+namespace troupe::cli {
+
+// Exit codes of the troupe binary.
+inline constexpr int exit_ok = 0;
+inline constexpr int exit_failed = 1;  // the job ran and failed (diverged, missing data, a dead node...)
+inline constexpr int exit_usage = 2;   // the command line or config file is wrong
+
+struct command {
+  CLI::App* app = nullptr;
+  std::function<int()> run;
+};
+
+// Validator for --model: accepts what parse_model_spec accepts.
+CLI::Validator model_validator();
+
+// The data options every training command takes.
+struct data_options {
+  std::string dataset = "fashion-mnist";
+  std::string dir = std::string(default_fashion_mnist_dir);
+  std::int64_t train_samples = 0;  // 0 = all
+};
+void add_data_options(CLI::App& app, data_options& opts);
+expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed);
+
+// Prints a failure on stderr as one "troupe: error: ..." line.
+void print_error(const std::string& message);
+
+}  // namespace troupe::cli

@@ -1,0 +1,38 @@
+// The troupe command-line entry point: registers the subcommands, parses, maps parse
+// errors to exit code 2 and runs the chosen command.
+#include <CLI/CLI.hpp>
+
+#include <exception>
+#include <iostream>
+#include <vector>
+
+#include "tools/cli_common.hpp"
+#include "tools/cmd_train_local.hpp"
+
+int main(int argc, char** argv) {
+  using namespace troupe::cli;
+  CLI::App app{"Troupe trains neural networks on a cluster of actors.\n"
+               "Exit codes: 0 success, 1 the job failed, 2 bad command line or config file.",
+               "troupe"};
+  app.require_subcommand(1, 1);
+  app.set_version_flag("--version", "troupe 0.1.0");
+  std::vector<command> commands;
+  commands.push_back(add_train_local(app));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);
+    return code == 0 ? exit_ok : exit_usage;
+  }
+  for (auto& c : commands) {
+    if (!c.app->parsed()) continue;
+    try {
+      return c.run();
+    } catch (const std::exception& e) {
+      print_error(std::string("internal error: ") + e.what());
+      return exit_failed;
+    }
+  }
+  return exit_usage;
+}
