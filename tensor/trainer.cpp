@@ -20,6 +20,31 @@ double seconds_since(clock_type::time_point t0) {
 
 }  // namespace
 
+local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed)
+    : model_(std::move(m)),
+      params_({model_.num_params()}),
+      grads_({model_.num_params()}),
+      opt_(opt, model_.num_params()),
+      acts_(model_.make_activations(max_batch)),
+      scratch_(model_.make_scratch(max_batch)),
+      probs_(model_.output_shape().prepend(max_batch)),
+      dlogits_(model_.output_shape().prepend(max_batch)) {
+  model_.init_params(params_, seed);
+}
+
+double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
+  const std::int64_t b = x.size(0), classes = model_.output_shape().numel();
+  const_tensor_view logits = model_.forward(acts_, scratch_, x, params_);
+  tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
+  const double loss = softmax_xent_forward(p, logits.reshape({b, classes}), y);
+  tensor_view dl = dlogits_.view().slice(0, b).reshape({b, classes});
+  softmax_xent_backward(dl, p, y, 1.0f / static_cast<float>(b));
+  grads_.fill_zero();
+  model_.backward(acts_, scratch_, x, dl, params_, grads_, tensor_view());
+  opt_.step(params_, grads_, lr);
+  return loss;
+}
+
 lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n) {
   const std::int64_t steps_per_epoch = (n + cfg.batch_size - 1) / cfg.batch_size;
   lr_schedule s;
@@ -37,21 +62,13 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   auto built = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
   if (!built) return built.error();
   const model& m = *built;
-  const std::int64_t n = data.train.size(), batch = cfg.batch_size, classes = data.train.num_classes;
+  const std::int64_t n = data.train.size(), batch = cfg.batch_size;
   if (n == 0) return failure{"the training set is empty"};
 
-  tensor params({m.num_params()});
-  m.init_params(params, cfg.seed);
-  tensor grads({m.num_params()});
-  optimizer_state opt(cfg.optimizer, m.num_params());
   const lr_schedule schedule = make_schedule(cfg, n);
-
-  auto acts = m.make_activations(batch);
-  auto scratch = m.make_scratch(batch);
+  local_stepper stepper(m, cfg.optimizer, batch, cfg.seed);
   tensor xb(data.train.sample_shape().prepend(batch));
   tensor yb({batch}, dtype::i32);
-  tensor probs({batch, classes});
-  tensor dlogits({batch, classes});
 
   train_result result;
   result.model = m.name();
@@ -66,17 +83,11 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
       const std::int64_t start = s * batch, b = std::min(batch, n - start);
       gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train,
                    std::span<const std::int64_t>(order).subspan(start, b));
-      const_tensor_view logits = m.forward(acts, scratch, xb.view().slice(0, b), params);
-      tensor_view p = probs.view().slice(0, b);
-      const double loss = softmax_xent_forward(p, logits.reshape({b, classes}), yb.view().slice(0, b));
+      const double loss = stepper.step(xb.view().slice(0, b), yb.view().slice(0, b), schedule.at(step));
       if (!std::isfinite(loss))
         return failure{"the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
                        ", step " + std::to_string(s + 1) + "; the run diverged. Lower --lr (now " +
-                       std::to_string(cfg.lr) + ") or add --warmup-epochs"};
-      softmax_xent_backward(dlogits.view().slice(0, b), p, yb.view().slice(0, b), 1.0f / static_cast<float>(b));
-      grads.fill_zero();
-      m.backward(acts, scratch, xb.view().slice(0, b), dlogits.view().slice(0, b), params, grads, tensor_view());
-      opt.step(params, grads, schedule.at(step));
+                       std::to_string(cfg.lr) + ") or lengthen --warmup-epochs"};
       loss_sum += loss;
       samples_done += b;
       if (cb.on_step)
@@ -84,7 +95,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     }
     const double epoch_seconds = seconds_since(t_epoch);
     train_seconds += epoch_seconds;
-    const eval_result ev = evaluate(m, params, data.test);
+    const eval_result ev = evaluate(m, stepper.params(), data.test);
     epoch_report rep;
     rep.epoch = epoch;
     rep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);
@@ -100,7 +111,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   result.epochs = cfg.epochs;
   result.train_seconds = train_seconds;
   result.samples_per_second = train_seconds > 0 ? static_cast<double>(samples_done) / train_seconds : 0.0;
-  result.params = std::move(params);
+  result.params = stepper.take_params();
   return result;
 }
 

@@ -61,6 +61,28 @@ struct train_callbacks {
   std::function<void(const epoch_report&)> on_epoch;
 };
 
+// One model replica with its parameters, gradients, optimizer state and buffers: the
+// training step of train_local, also used by benchmarks. Holds no data.
+class local_stepper {
+ public:
+  local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed);
+  // Forward, loss, backward and one optimizer update on (x (B, ...), y (B) i32), B <= max_batch.
+  // Returns the batch's mean loss (not finite if the run diverged; parameters are then
+  // already updated with non-finite values and the run must stop).
+  double step(const_tensor_view x, const_tensor_view y, float lr);
+  const model& net() const { return model_; }
+  const tensor& params() const { return params_; }
+  tensor take_params() { return std::move(params_); }
+
+ private:
+  model model_;
+  tensor params_, grads_;
+  optimizer_state opt_;
+  model_activations acts_;
+  model_scratch scratch_;
+  tensor probs_, dlogits_;  // (max_batch, classes)
+};
+
 // The schedule a config implies for a dataset of n training samples.
 lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n);
 

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <iostream>
 #include <memory>
+#include <sstream>
 
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
@@ -23,6 +24,16 @@ struct train_local_options {
   int threads = 1;
   bool show_model = false;
 };
+
+std::string describe(const local_train_config& c) {
+  std::ostringstream s;
+  s << name_of(c.optimizer.kind) << " lr " << c.lr << " (" << name_of(c.schedule) << ", warm-up " << c.warmup_epochs
+    << " epochs)";
+  if (c.optimizer.kind == optimizer_kind::sgd)
+    s << ", momentum " << c.optimizer.momentum << ", nesterov " << (c.optimizer.nesterov ? "on" : "off");
+  s << ", weight decay " << c.optimizer.weight_decay;
+  return s.str();
+}
 
 double round_to(double v, int digits) {
   const double f = std::pow(10.0, digits);
@@ -42,8 +53,8 @@ int run_train_local(const train_local_options& o) {
   }
   std::cerr << "train-local: model " << cfg.model << ", " << data->train.size() << " training and "
             << data->test.size() << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch "
-            << cfg.batch_size << ", " << o.optimizer << " lr " << cfg.lr << " (" << o.schedule << "), seed "
-            << cfg.seed << ", " << o.threads << " BLAS thread(s)\n";
+            << cfg.batch_size << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads
+            << " BLAS thread(s)\n";
   if (o.show_model) {
     auto spec = parse_model_spec(cfg.model);
     auto m = model::build(*spec, data->train.sample_shape(), data->train.num_classes);
@@ -105,8 +116,7 @@ command add_train_local(CLI::App& parent) {
   app->add_option("--threads", o->threads, "OpenBLAS threads")->check(CLI::Range(1, 256))->capture_default_str();
   app->add_flag("--show-model", o->show_model, "Print the layers before training");
   add_data_options(*app, o->data);
-  app->set_config("--config", "", "TOML file with any of these flags as keys (flags given on the command line win)");
-  app->allow_config_extras(CLI::config_extras_mode::error);
+  add_config_option(*app);
   return {app, [o] { return run_train_local(*o); }};
 }
 

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    for (auto& c : commands)
+      if (c.app->parsed()) apply_config_file(*c.app);
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);
     return code == 0 ? exit_ok : exit_usage;

@@ -1,0 +1,123 @@
+// End-to-end tests of the troupe binary (tools/main.cpp, cmd_train_local.cpp,
+// cli_common.cpp): bad flags and values exit 2 naming the flag and the allowed values, a
+// missing dataset exits 1 saying where it looked and how to get it, config files are
+// strict, and a short run prints the documented JSON line. Every run has a deadline.
+#define BOOST_TEST_MODULE cli
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "tests/support/process.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+process_result run_troupe(std::vector<std::string> args, std::chrono::milliseconds timeout = 60s) {
+  args.insert(args.begin(), troupe_bin());
+  auto r = run_process(args, timeout);
+  BOOST_REQUIRE_MESSAGE(!r.timed_out, "troupe did not finish in time");
+  return r;
+}
+
+void expect_usage_error(const std::vector<std::string>& args, const std::vector<std::string>& fragments) {
+  auto r = run_troupe(args);
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_TEST(r.exit_code == 2);
+  for (const auto& f : fragments) BOOST_TEST(r.err.find(f) != std::string::npos, "stderr names '" << f << "'");
+}
+
+struct temp_file {
+  std::filesystem::path path;
+  explicit temp_file(const std::string& content) {
+    static int counter = 0;
+    path = std::filesystem::temp_directory_path() /
+           ("troupe-cli-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + ".toml");
+    std::ofstream(path) << content;
+  }
+  ~temp_file() { std::filesystem::remove(path); }
+};
+
+const std::vector<std::string> quick = {"--dataset", "synthetic", "--train-samples", "5000", "--epochs", "1"};
+
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(help_lists_commands_and_exits_zero) {
+  auto r = run_troupe({"--help"});
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.out.find("train-local") != std::string::npos);
+  auto sub = run_troupe({"train-local", "--help"});
+  BOOST_TEST(sub.exit_code == 0);
+  BOOST_TEST(sub.out.find("--batch-size") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(missing_subcommand_is_a_usage_error) { expect_usage_error({}, {"subcommand"}); }
+
+BOOST_AUTO_TEST_CASE(unknown_flag_is_named) { expect_usage_error({"train-local", "--bogus"}, {"--bogus"}); }
+
+BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
+  expect_usage_error({"train-local", "--epochs", "0"}, {"--epochs", "1 to 10000"});
+  expect_usage_error({"train-local", "--epochs", "abc"}, {"--epochs"});
+  expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam"});
+  expect_usage_error({"train-local", "--model", "resnet"}, {"--model", "mlp:IN-H1-...-OUT"});
+  expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
+  expect_usage_error({"train-local", "--dataset", "cifar"}, {"--dataset", "fashion-mnist", "synthetic"});
+}
+
+BOOST_AUTO_TEST_CASE(missing_dataset_says_where_and_how) {
+  auto r = run_troupe({"train-local", "--data", "/nonexistent/fmnist"});
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("/nonexistent/fmnist") != std::string::npos);
+  BOOST_TEST(r.err.find("apt-get install dataset-fashion-mnist") != std::string::npos);
+  BOOST_TEST(r.out.empty());
+}
+
+BOOST_AUTO_TEST_CASE(short_run_prints_the_json_line) {
+  auto r = run_troupe(with({"train-local"}, quick));
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"test_accuracy", "train_seconds", "samples_per_second", "epochs", "model"})
+    BOOST_TEST(j.contains(key), "JSON has " << key);
+  BOOST_TEST(j["epochs"].get<int>() == 1);
+  BOOST_TEST(j["model"].get<std::string>() == "mlp:784-256-128-10");
+  BOOST_TEST(j["test_accuracy"].get<double>() > 0.5);
+  BOOST_TEST(r.err.find("epoch 1/1") != std::string::npos);  // plain progress line off a terminal
+}
+
+BOOST_AUTO_TEST_CASE(config_file_sets_flags_and_the_command_line_wins) {
+  temp_file cfg("epochs = 2\nmodel = \"mlp:784-32-10\"\ndataset = \"synthetic\"\ntrain-samples = 1000\n");
+  auto r = run_troupe({"train-local", "--config", cfg.path.string()});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["epochs"].get<int>() == 2);
+  BOOST_TEST(j["model"].get<std::string>() == "mlp:784-32-10");
+  auto over = run_troupe({"train-local", "--config", cfg.path.string(), "--epochs", "1"});
+  BOOST_REQUIRE(over.exit_code == 0);
+  BOOST_TEST(nlohmann::json::parse(over.out)["epochs"].get<int>() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(config_file_rejects_unknown_keys_and_bad_values) {
+  temp_file unknown("epochs = 2\nlearning_rate = 0.1\n");
+  expect_usage_error({"train-local", "--config", unknown.path.string()}, {"learning_rate"});
+  temp_file bad("epochs = -3\n");
+  expect_usage_error({"train-local", "--config", bad.path.string()}, {"--epochs"});
+  temp_file section("[train]\nepochs = 2\n");
+  expect_usage_error({"train-local", "--config", section.path.string()}, {"sections"});
+  temp_file flag("nesterov = false\nepochs = 1\ndataset = \"synthetic\"\ntrain-samples = 500\n");
+  auto ok = run_troupe({"train-local", "--config", flag.path.string()});
+  BOOST_TEST_INFO("stderr: " << ok.err);
+  BOOST_TEST(ok.exit_code == 0);
+  BOOST_TEST(ok.err.find("nesterov off") != std::string::npos);
+  expect_usage_error({"train-local", "--config", "/nonexistent/job.toml"}, {"/nonexistent/job.toml"});
+}
