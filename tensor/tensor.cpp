@@ -9,13 +9,13 @@ namespace troupe {
 
 namespace {
 
-std::byte* alloc_host(std::size_t nbytes) {
+std::byte* alloc_host(std::size_t nbytes, bool zero) {
   // aligned_alloc wants a size that is a multiple of the alignment; never ask for 0.
   std::size_t rounded = (nbytes + tensor_alignment - 1) / tensor_alignment * tensor_alignment;
   if (rounded == 0) rounded = tensor_alignment;
   void* p = std::aligned_alloc(tensor_alignment, rounded);
   if (!p) throw std::bad_alloc();
-  std::memset(p, 0, rounded);
+  if (zero) std::memset(p, 0, rounded);
   return static_cast<std::byte*>(p);
 }
 
@@ -24,7 +24,16 @@ std::byte* alloc_host(std::size_t nbytes) {
 void tensor::free_host(std::byte* p) { std::free(p); }
 
 tensor::tensor(troupe::shape s, dtype t)
-    : data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t)), &free_host), type_(t), shape_(s) {}
+    : data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), true), &free_host), type_(t), shape_(s) {}
+
+tensor tensor::uninitialized(troupe::shape s, dtype t) {
+  tensor out;
+  out.data_ = std::unique_ptr<std::byte, deleter>(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), false),
+                                                  &free_host);
+  out.type_ = t;
+  out.shape_ = s;
+  return out;
+}
 
 tensor tensor::adopt(std::byte* data, deleter del, troupe::shape s, dtype t, device d) {
   tensor out;
@@ -38,7 +47,7 @@ tensor tensor::adopt(std::byte* data, deleter del, troupe::shape s, dtype t, dev
 tensor::tensor(const tensor& other) : type_(other.type_), shape_(other.shape_), device_(other.device_) {
   if (other.empty()) return;
   TROUPE_CHECK(other.device_.kind == device_kind::cpu, "copy device tensors through their backend");
-  data_ = std::unique_ptr<std::byte, deleter>(alloc_host(other.nbytes()), &free_host);
+  data_ = std::unique_ptr<std::byte, deleter>(alloc_host(other.nbytes(), false), &free_host);
   std::memcpy(data_.get(), other.data_.get(), other.nbytes());
 }
 

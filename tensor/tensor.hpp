@@ -93,6 +93,8 @@ class tensor {
   tensor() = default;
   // Host tensor, zero-filled, 64-byte aligned.
   explicit tensor(troupe::shape s, dtype t = dtype::f32);
+  // Host tensor whose contents are unspecified: for buffers the caller overwrites whole.
+  static tensor uninitialized(troupe::shape s, dtype t = dtype::f32);
   // Takes ownership of memory allocated elsewhere (a device backend); `del` frees it.
   static tensor adopt(std::byte* data, deleter del, troupe::shape s, dtype t, device d);
 

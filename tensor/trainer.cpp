@@ -20,19 +20,16 @@ double seconds_since(clock_type::time_point t0) {
 
 }  // namespace
 
-local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed)
+replica::replica(model m, std::int64_t max_batch)
     : model_(std::move(m)),
       params_({model_.num_params()}),
       grads_({model_.num_params()}),
-      opt_(opt, model_.num_params()),
       acts_(model_.make_activations(max_batch)),
       scratch_(model_.make_scratch(max_batch)),
       probs_(model_.output_shape().prepend(max_batch)),
-      dlogits_(model_.output_shape().prepend(max_batch)) {
-  model_.init_params(params_, seed);
-}
+      dlogits_(model_.output_shape().prepend(max_batch)) {}
 
-double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
+double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
   const std::int64_t b = x.size(0), classes = model_.output_shape().numel();
   const_tensor_view logits = model_.forward(acts_, scratch_, x, params_);
   tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
@@ -41,7 +38,17 @@ double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
   softmax_xent_backward(dl, p, y, 1.0f / static_cast<float>(b));
   grads_.fill_zero();
   model_.backward(acts_, scratch_, x, dl, params_, grads_, tensor_view());
-  opt_.step(params_, grads_, lr);
+  return loss;
+}
+
+local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed)
+    : replica_(std::move(m), max_batch), opt_(opt, replica_.net().num_params()) {
+  replica_.net().init_params(replica_.params(), seed);
+}
+
+double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
+  const double loss = replica_.compute_gradients(x, y);
+  opt_.step(replica_.params(), replica_.grads(), lr);
   return loss;
 }
 

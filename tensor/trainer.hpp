@@ -61,26 +61,42 @@ struct train_callbacks {
   std::function<void(const epoch_report&)> on_epoch;
 };
 
-// One model replica with its parameters, gradients, optimizer state and buffers: the
-// training step of train_local, also used by benchmarks. Holds no data.
-class local_stepper {
+// One model replica: parameters, gradients and the buffers a training step needs, for
+// batches of up to max_batch samples. Workers compute gradients with it; local_stepper
+// adds an optimizer. Holds no data.
+class replica {
  public:
-  local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed);
-  // Forward, loss, backward and one optimizer update on (x (B, ...), y (B) i32), B <= max_batch.
-  // Returns the batch's mean loss (not finite if the run diverged; parameters are then
-  // already updated with non-finite values and the run must stop).
-  double step(const_tensor_view x, const_tensor_view y, float lr);
+  replica(model m, std::int64_t max_batch);
+  // Forward, loss and backward on (x (B, ...), y (B) i32), B <= max_batch: grads() then
+  // holds the gradient of the batch's mean loss. Returns that loss (not finite if the
+  // parameters have diverged).
+  double compute_gradients(const_tensor_view x, const_tensor_view y);
   const model& net() const { return model_; }
+  tensor& params() { return params_; }
   const tensor& params() const { return params_; }
-  tensor take_params() { return std::move(params_); }
+  const tensor& grads() const { return grads_; }
 
  private:
   model model_;
   tensor params_, grads_;
-  optimizer_state opt_;
   model_activations acts_;
   model_scratch scratch_;
   tensor probs_, dlogits_;  // (max_batch, classes)
+};
+
+// A replica plus optimizer state: the training step of train_local, also used by benchmarks.
+class local_stepper {
+ public:
+  local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed);
+  // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
+  double step(const_tensor_view x, const_tensor_view y, float lr);
+  const model& net() const { return replica_.net(); }
+  const tensor& params() const { return replica_.params(); }
+  tensor take_params() { return std::move(replica_.params()); }
+
+ private:
+  replica replica_;
+  optimizer_state opt_;
 };
 
 // The schedule a config implies for a dataset of n training samples.

@@ -1,7 +1,9 @@
 // Shared CLI helpers: validators, data options, error printing.
 #include "tools/cli_common.hpp"
 
+#include <cmath>
 #include <iostream>
+#include <sstream>
 
 #include "tensor/model_spec.hpp"
 
@@ -46,6 +48,53 @@ void apply_config_file(CLI::App& app) {
   }
 }
 
+void add_train_options(CLI::App& app, train_options& o) {
+  app.add_option("--model", o.train.model, std::string("Model: ") + std::string(model_spec_help))
+      ->check(model_validator())
+      ->capture_default_str();
+  app.add_option("--epochs", o.train.epochs, "Passes over the training set")
+      ->check(CLI::Range(1, 10000))
+      ->capture_default_str();
+  app.add_option("--batch-size", o.train.batch_size, "Samples per step (per worker)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
+  app.add_option("--lr", o.train.lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--momentum", o.train.optimizer.momentum, "SGD momentum")
+      ->check(CLI::Range(0.0, 0.9999))
+      ->capture_default_str();
+  app.add_option("--weight-decay", o.train.optimizer.weight_decay, "L2 weight decay")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  app.add_flag("--nesterov,!--no-nesterov", o.train.optimizer.nesterov, "Nesterov momentum (sgd)")
+      ->capture_default_str();
+  app.add_option("--optimizer", o.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  app.add_option("--lr-schedule", o.schedule, "Learning-rate schedule after warm-up")
+      ->check(CLI::IsMember({"constant", "cosine", "linear"}))
+      ->capture_default_str();
+  app.add_option("--warmup-epochs", o.train.warmup_epochs, "Linear warm-up length in epochs")
+      ->check(CLI::Range(0.0, 1000.0))
+      ->capture_default_str();
+  app.add_option("--seed", o.train.seed, "Seed for initialisation and shuffling")->capture_default_str();
+}
+
+local_train_config resolve_train_options(const train_options& o) {
+  local_train_config cfg = o.train;
+  // Both names were checked by the IsMember validators above.
+  cfg.optimizer.kind = *parse_optimizer_kind(o.optimizer);
+  cfg.schedule = *parse_lr_schedule_kind(o.schedule);
+  return cfg;
+}
+
+std::string describe(const local_train_config& c) {
+  std::ostringstream s;
+  s << name_of(c.optimizer.kind) << " lr " << c.lr << " (" << name_of(c.schedule) << ", warm-up " << c.warmup_epochs
+    << " epochs)";
+  if (c.optimizer.kind == optimizer_kind::sgd)
+    s << ", momentum " << c.optimizer.momentum << ", nesterov " << (c.optimizer.nesterov ? "on" : "off");
+  s << ", weight decay " << c.optimizer.weight_decay;
+  return s.str();
+}
+
 void add_data_options(CLI::App& app, data_options& opts) {
   app.add_option("--dataset", opts.dataset, "Training data")
       ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
@@ -69,6 +118,11 @@ expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed) 
   }
   if (opts.train_samples > 0) split.train = head(split.train, opts.train_samples);
   return split;
+}
+
+double round_to(double v, int digits) {
+  const double f = std::pow(10.0, digits);
+  return std::round(v * f) / f;
 }
 
 void print_error(const std::string& message) { std::cerr << "troupe: error: " << message << std::endl; }

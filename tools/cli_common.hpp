@@ -11,6 +11,7 @@
 
 #include "tensor/dataset.hpp"
 #include "tensor/expected.hpp"
+#include "tensor/trainer.hpp"
 
 namespace troupe::cli {
 
@@ -34,6 +35,18 @@ void apply_config_file(CLI::App& app);
 // Validator for --model: accepts what parse_model_spec accepts.
 CLI::Validator model_validator();
 
+// The model and optimisation options every training command takes. optimizer and
+// schedule hold the flag text until resolve_train_options() turns them into enums.
+struct train_options {
+  local_train_config train;
+  std::string optimizer = "sgd";
+  std::string schedule = "cosine";
+};
+void add_train_options(CLI::App& app, train_options& opts);
+local_train_config resolve_train_options(const train_options& opts);
+// "sgd lr 0.05 (cosine, warm-up 0.5 epochs), momentum 0.9, nesterov on, weight decay 0.0005"
+std::string describe(const local_train_config& c);
+
 // The data options every training command takes.
 struct data_options {
   std::string dataset = "fashion-mnist";
@@ -42,6 +55,9 @@ struct data_options {
 };
 void add_data_options(CLI::App& app, data_options& opts);
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed);
+
+// v rounded to `digits` decimals, for JSON figures people read.
+double round_to(double v, int digits);
 
 // Prints a failure on stderr as one "troupe: error: ..." line.
 void print_error(const std::string& message);

@@ -3,10 +3,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <iostream>
 #include <memory>
-#include <sstream>
 
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
@@ -17,33 +15,14 @@ namespace troupe::cli {
 namespace {
 
 struct train_local_options {
-  local_train_config train;
-  std::string optimizer = "sgd";
-  std::string schedule = "cosine";
+  train_options train;
   data_options data;
   int threads = 1;
   bool show_model = false;
 };
 
-std::string describe(const local_train_config& c) {
-  std::ostringstream s;
-  s << name_of(c.optimizer.kind) << " lr " << c.lr << " (" << name_of(c.schedule) << ", warm-up " << c.warmup_epochs
-    << " epochs)";
-  if (c.optimizer.kind == optimizer_kind::sgd)
-    s << ", momentum " << c.optimizer.momentum << ", nesterov " << (c.optimizer.nesterov ? "on" : "off");
-  s << ", weight decay " << c.optimizer.weight_decay;
-  return s.str();
-}
-
-double round_to(double v, int digits) {
-  const double f = std::pow(10.0, digits);
-  return std::round(v * f) / f;
-}
-
 int run_train_local(const train_local_options& o) {
-  local_train_config cfg = o.train;
-  cfg.optimizer.kind = *parse_optimizer_kind(o.optimizer);
-  cfg.schedule = *parse_lr_schedule_kind(o.schedule);
+  const local_train_config cfg = resolve_train_options(o.train);
   set_blas_threads(o.threads);
 
   auto data = load_data(o.data, cfg.seed);
@@ -85,34 +64,7 @@ int run_train_local(const train_local_options& o) {
 command add_train_local(CLI::App& parent) {
   auto o = std::make_shared<train_local_options>();
   CLI::App* app = parent.add_subcommand("train-local", "Train in one process without actors (the local reference)");
-  app->add_option("--model", o->train.model, std::string("Model: ") + std::string(model_spec_help))
-      ->check(model_validator())
-      ->capture_default_str();
-  app->add_option("--epochs", o->train.epochs, "Passes over the training set")
-      ->check(CLI::Range(1, 10000))
-      ->capture_default_str();
-  app->add_option("--batch-size", o->train.batch_size, "Samples per step")
-      ->check(CLI::Range(1, 1 << 20))
-      ->capture_default_str();
-  app->add_option("--lr", o->train.lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
-  app->add_option("--momentum", o->train.optimizer.momentum, "SGD momentum")
-      ->check(CLI::Range(0.0, 0.9999))
-      ->capture_default_str();
-  app->add_option("--weight-decay", o->train.optimizer.weight_decay, "L2 weight decay")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  app->add_flag("--nesterov,!--no-nesterov", o->train.optimizer.nesterov, "Nesterov momentum (sgd)")
-      ->capture_default_str();
-  app->add_option("--optimizer", o->optimizer, "Optimizer")
-      ->check(CLI::IsMember({"sgd", "adam"}))
-      ->capture_default_str();
-  app->add_option("--lr-schedule", o->schedule, "Learning-rate schedule after warm-up")
-      ->check(CLI::IsMember({"constant", "cosine", "linear"}))
-      ->capture_default_str();
-  app->add_option("--warmup-epochs", o->train.warmup_epochs, "Linear warm-up length in epochs")
-      ->check(CLI::Range(0.0, 1000.0))
-      ->capture_default_str();
-  app->add_option("--seed", o->train.seed, "Seed for initialisation and shuffling")->capture_default_str();
+  add_train_options(*app, o->train);
   app->add_option("--threads", o->threads, "OpenBLAS threads")->check(CLI::Range(1, 256))->capture_default_str();
   app->add_flag("--show-model", o->show_model, "Print the layers before training");
   add_data_options(*app, o->data);

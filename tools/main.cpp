@@ -1,12 +1,15 @@
 // The troupe command-line entry point: registers the subcommands, parses, maps parse
 // errors to exit code 2 and runs the chosen command.
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <iostream>
 #include <vector>
 
 #include "tools/cli_common.hpp"
+#include "tools/cmd_train.hpp"
 #include "tools/cmd_train_local.hpp"
 
 int main(int argc, char** argv) {
@@ -14,9 +17,13 @@ int main(int argc, char** argv) {
   CLI::App app{"Troupe trains neural networks on a cluster of actors.\n"
                "Exit codes: 0 success, 1 the job failed, 2 bad command line or config file.",
                "troupe"};
+  // Logs go to stderr; stdout carries only each command's final JSON line.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("troupe"));
+  spdlog::set_pattern("troupe: %l: %v");
   app.require_subcommand(1, 1);
   app.set_version_flag("--version", "troupe 0.1.0");
   std::vector<command> commands;
+  commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
 
   try {

@@ -1,0 +1,437 @@
+// coordinator: admission, start, progress and epochs, evaluation, failures, the result.
+#include "actors/coordinator.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+
+#include "actors/evaluator.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct worker_info {
+  caf::actor handle;
+  bool live = true;
+  bool done = false;
+  std::int32_t epochs_reported = 0;  // epochs this worker has finished
+  std::int64_t clock = 0;
+};
+
+struct epoch_agg {
+  double loss_sum = 0.0;
+  std::int64_t steps = 0, samples = 0;
+};
+
+struct stats_total {
+  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0, rejected = 0;
+};
+
+struct coordinator_state {
+  job_spec job;
+  key_table table;
+  std::int64_t num_params = 0;
+  std::shared_ptr<const dataset_split> data;
+  evaluator_actor evaluator;
+  job_callbacks cb;
+  std::vector<shard_actor> shards;
+  std::vector<caf::typed_response_promise<worker_welcome>> pending_joins;
+  std::vector<worker_info> workers;
+  bool starting = false, started = false, training_done = false, finished = false;
+  clock_type::time_point t_start, t_end, last_progress, epoch_start;
+  std::map<std::int32_t, epoch_agg> epochs;
+  std::int32_t epochs_closed = 0;  // epochs whose summary is scheduled
+  int evals_pending = 0;
+  stats_total stats_at_last_epoch;
+  std::int64_t samples = 0, workers_lost = 0;
+  double final_accuracy = 0.0, final_loss = 0.0;
+  bool final_evaluated = false;
+  std::optional<caf::typed_response_promise<job_result>> run_promise;
+  std::optional<job_result> result;
+  caf::error failure;
+  static inline const char* name = "troupe.coordinator";
+};
+
+using coord_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
+
+std::chrono::milliseconds request_timeout(coord_pointer self) {
+  return std::chrono::milliseconds(self->state.job.request_timeout_ms);
+}
+
+void event(coord_pointer self, const std::string& what) {
+  spdlog::warn("coordinator: {}", what);
+  if (self->state.cb.on_event) self->state.cb.on_event(what);
+}
+
+// Workers that have not died (finished ones count).
+std::uint32_t live_workers(coord_pointer self) {
+  std::uint32_t n = 0;
+  for (const auto& w : self->state.workers) n += w.live;
+  return n;
+}
+
+void shutdown(coord_pointer self) {
+  auto& st = self->state;
+  for (auto& w : st.workers)
+    if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
+  for (auto& s : st.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
+  if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
+  self->quit();
+}
+
+void fail(coord_pointer self, caf::error e) {
+  auto& st = self->state;
+  if (st.finished) return;
+  st.finished = true;
+  spdlog::error("coordinator: the job failed: {}", describe(e));
+  st.failure = e;
+  if (st.run_promise) st.run_promise->deliver(std::move(e));
+  shutdown(self);
+}
+
+void succeed(coord_pointer self, job_result r) {
+  auto& st = self->state;
+  if (st.finished) return;
+  st.finished = true;
+  st.result = r;
+  if (st.run_promise) st.run_promise->deliver(std::move(r));
+  shutdown(self);
+}
+
+// Collects a full parameter snapshot and the shards' stats, then calls `done`.
+struct gather {
+  tensor params;
+  std::vector<shard_stats> stats;
+  std::size_t pending = 0;
+};
+
+void collect(coord_pointer self, bool with_params, std::function<void(gather&)> done) {
+  auto& st = self->state;
+  auto g = std::make_shared<gather>();
+  if (with_params) g->params = tensor({st.num_params});
+  g->pending = st.shards.size() * (with_params ? 2 : 1);
+  auto finish_one = [=] {
+    if (--g->pending == 0) done(*g);
+  };
+  auto on_error = [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not answer: " + describe(e))); };
+  for (std::uint32_t s = 0; s < st.shards.size(); ++s) {
+    self->request(st.shards[s], request_timeout(self), stats_atom::value)
+        .then([=](shard_stats& x) { g->stats.push_back(std::move(x)); finish_one(); }, on_error);
+    if (!with_params) continue;
+    self->request(st.shards[s], request_timeout(self), snapshot_atom::value)
+        .then(
+            [=](params_reply& r) {
+              const auto ranges = self->state.table.ranges_of(s);
+              if (r.params.numel() != self->state.table.shard_numel[s]) {
+                fail(self, make_error(errc::bad_shape, "shard " + std::to_string(s) + " sent a snapshot of the wrong size"));
+                return;
+              }
+              unpack_shard(g->params, r.params, ranges);
+              finish_one();
+            },
+            on_error);
+  }
+}
+
+stats_total sum_stats(const std::vector<shard_stats>& v) {
+  stats_total t;
+  for (const auto& s : v) {
+    t.staleness_sum += s.staleness_sum;
+    t.staleness_count += s.staleness_count;
+    t.staleness_max = std::max(t.staleness_max, s.staleness_max);
+    t.rejected += s.rejected;
+  }
+  return t;
+}
+
+void maybe_finalize(coord_pointer self);
+
+// Summarises epoch e: collects stats (and parameters, unless compute is simulated),
+// evaluates, reports through the callback.
+void close_epoch(coord_pointer self, std::int32_t e) {
+  auto& st = self->state;
+  const epoch_agg agg = st.epochs[e];
+  const auto now = clock_type::now();
+  epoch_summary sum;
+  sum.epoch = e;
+  sum.epochs = st.job.train.epochs;
+  sum.seconds = std::chrono::duration<double>(now - st.t_start).count();
+  const double wall = std::chrono::duration<double>(now - st.epoch_start).count();
+  sum.samples_per_second = wall > 0 ? static_cast<double>(agg.samples) / wall : 0.0;
+  sum.train_loss = agg.steps > 0 ? agg.loss_sum / static_cast<double>(agg.steps) : 0.0;
+  sum.live_workers = live_workers(self);
+  st.epoch_start = now;
+  const bool evaluate_params = st.job.simulate_compute_ms <= 0.0;
+  const bool last = e + 1 == st.job.train.epochs;
+  ++st.evals_pending;
+  collect(self, evaluate_params, [=](gather& g) {
+    auto& s = self->state;
+    const stats_total t = sum_stats(g.stats);
+    epoch_summary out = sum;
+    const std::int64_t dn = t.staleness_count - s.stats_at_last_epoch.staleness_count;
+    out.mean_staleness =
+        dn > 0 ? static_cast<double>(t.staleness_sum - s.stats_at_last_epoch.staleness_sum) / static_cast<double>(dn) : 0.0;
+    out.max_staleness = t.staleness_max;
+    s.stats_at_last_epoch = t;
+    auto report = [=](epoch_summary r) {
+      auto& st2 = self->state;
+      if (st2.cb.on_epoch) st2.cb.on_epoch(r);
+      if (last) {
+        st2.final_evaluated = r.evaluated;
+        st2.final_accuracy = r.test_accuracy;
+        st2.final_loss = r.test_loss;
+      }
+      --st2.evals_pending;
+      maybe_finalize(self);
+    };
+    if (!evaluate_params) {
+      report(out);
+      return;
+    }
+    self->request(s.evaluator, caf::infinite, eval_atom::value, eval_request{e, std::move(g.params)})
+        .then(
+            [=](const eval_reply& ev) {
+              epoch_summary r = out;
+              r.evaluated = true;
+              r.test_accuracy = ev.accuracy;
+              r.test_loss = ev.loss;
+              report(r);
+            },
+            [=](caf::error& err) { fail(self, make_error(errc::bad_job, "evaluation failed: " + describe(err))); });
+  });
+}
+
+// Closes every epoch all live workers have finished. The last epoch is closed only once
+// training is over, so its evaluation sees every gradient (all pushes are acknowledged
+// before a worker reports done).
+void check_epochs(coord_pointer self) {
+  auto& st = self->state;
+  while (st.epochs_closed < st.job.train.epochs) {
+    const std::int32_t e = st.epochs_closed;
+    if (e + 1 == st.job.train.epochs && !st.training_done) return;
+    bool complete = st.epochs.count(e) > 0;
+    for (const auto& w : st.workers)
+      if (w.live && !w.done && w.epochs_reported <= e) complete = false;
+    if (!complete) return;
+    ++st.epochs_closed;
+    close_epoch(self, e);
+  }
+}
+
+void maybe_finalize(coord_pointer self) {
+  auto& st = self->state;
+  if (!st.training_done || st.finished || st.evals_pending > 0 || st.epochs_closed < st.job.train.epochs) return;
+  collect(self, false, [=](gather& g) {
+    auto& s = self->state;
+    const stats_total t = sum_stats(g.stats);
+    job_result r;
+    r.mode = std::string(name_of(s.job.mode));
+    r.workers = s.job.workers;
+    r.servers = s.job.servers;
+    r.epochs = s.job.train.epochs;
+    r.evaluated = s.final_evaluated;
+    r.test_accuracy = s.final_accuracy;
+    r.test_loss = s.final_loss;
+    r.train_seconds = std::chrono::duration<double>(s.t_end - s.t_start).count();
+    r.samples = s.samples;
+    r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(s.samples) / r.train_seconds : 0.0;
+    r.mean_staleness = t.staleness_count > 0 ? static_cast<double>(t.staleness_sum) / t.staleness_count : 0.0;
+    r.max_staleness = t.staleness_max;
+    r.workers_lost = s.workers_lost;
+    r.rejected = t.rejected;
+    succeed(self, r);
+  });
+}
+
+void check_training_done(coord_pointer self) {
+  auto& st = self->state;
+  if (!st.started || st.training_done || st.finished) return;
+  bool any_done = false;
+  for (const auto& w : st.workers) {
+    if (w.live && !w.done) return;
+    any_done = any_done || w.done;
+  }
+  if (!any_done) {
+    fail(self, make_error(errc::all_workers_lost, "every worker died before finishing; see the log for their errors"));
+    return;
+  }
+  st.training_done = true;
+  st.t_end = clock_type::now();
+  check_epochs(self);
+  maybe_finalize(self);
+}
+
+void maybe_start(coord_pointer self) {
+  auto& st = self->state;
+  if (st.starting || st.shards.size() < st.job.servers || st.pending_joins.size() < st.job.workers) return;
+  st.starting = true;
+  membership m;
+  for (std::uint32_t r = 0; r < st.job.workers; ++r) m.workers.push_back(r);
+  auto acks = std::make_shared<std::size_t>(st.shards.size());
+  for (auto& shard : st.shards) {
+    self->request(shard, request_timeout(self), start_atom::value, m)
+        .then(
+            [=](caf::ok_atom) {
+              if (--*acks > 0) return;
+              auto& s = self->state;
+              s.started = true;
+              s.t_start = s.epoch_start = s.last_progress = clock_type::now();
+              for (std::uint32_t r = 0; r < s.pending_joins.size(); ++r)
+                s.pending_joins[r].deliver(worker_welcome{r, s.job.workers, s.job, s.table, s.shards});
+              s.pending_joins.clear();
+            },
+            [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not start: " + describe(e))); });
+  }
+}
+
+caf::error check_job_id(coord_pointer self, const std::string& id) {
+  if (id == self->state.job.job_id) return caf::none;
+  return make_error(errc::bad_job, "this node was started for job '" + id + "' but the coordinator runs job '" +
+                                       self->state.job.job_id + "'; check its configuration");
+}
+
+void on_down(coord_pointer self, caf::down_msg& dm) {
+  auto& st = self->state;
+  if (st.finished) return;
+  for (std::uint32_t s = 0; s < st.shards.size(); ++s)
+    if (dm.source == st.shards[s].address()) {
+      fail(self, make_error(errc::shard_lost, "shard " + std::to_string(s) + " died (" + caf::to_string(dm.reason) +
+                                                  "); its parameters are gone and recovery from checkpoints is not "
+                                                  "supported yet, so the job stops"));
+      return;
+    }
+  for (std::uint32_t r = 0; r < st.workers.size(); ++r) {
+    worker_info& w = st.workers[r];
+    if (dm.source != w.handle.address() || !w.live) continue;
+    if (w.done) return;  // finished and quit
+    w.live = false;
+    if (troupe_code(dm.reason) == errc::diverged) {
+      fail(self, dm.reason);
+      return;
+    }
+    ++st.workers_lost;
+    event(self, "worker " + std::to_string(r) + " is gone (" + describe(dm.reason) + "); continuing with " +
+                    std::to_string(live_workers(self)) + " workers");
+    for (auto& shard : st.shards) self->send(shard, left_atom::value, r);
+    check_epochs(self);
+    check_training_done(self);
+    return;
+  }
+}
+
+void on_tick(coord_pointer self) {
+  auto& st = self->state;
+  if (st.finished) return;
+  const auto idle = clock_type::now() - st.last_progress;
+  if (idle > std::chrono::milliseconds(st.job.stall_timeout_ms)) {
+    std::string who;
+    if (!st.started) {
+      who = std::to_string(st.shards.size()) + " of " + std::to_string(st.job.servers) + " shards and " +
+            std::to_string(st.pending_joins.size()) + " of " + std::to_string(st.job.workers) + " workers joined";
+    } else {
+      for (std::uint32_t r = 0; r < st.workers.size(); ++r)
+        if (st.workers[r].live && !st.workers[r].done)
+          who += (who.empty() ? "" : ", ") + std::string("worker ") + std::to_string(r) + " at clock " +
+                 std::to_string(st.workers[r].clock);
+    }
+    fail(self, make_error(errc::stalled, "no progress for " + std::to_string(st.job.stall_timeout_ms / 1000) +
+                                             " s (" + who + ")"));
+    return;
+  }
+  self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
+}
+
+coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
+                                             std::shared_ptr<const dataset_split> data, job_callbacks cb) {
+  auto& st = self->state;
+  st.job = std::move(job);
+  st.table = partition_parameters(m, st.job.servers, st.job.big_array_bound);
+  st.num_params = m.num_params();
+  st.data = data;
+  st.cb = std::move(cb);
+  if (st.job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, data);
+  st.last_progress = clock_type::now();
+  self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
+  self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
+  return {
+      [=](join_atom, const shard_join& j) -> caf::result<shard_welcome> {
+        auto& s = self->state;
+        if (auto err = check_job_id(self, j.job_id)) return err;
+        if (s.shards.size() >= s.job.servers)
+          return make_error(errc::cluster_full, "the job already has its " + std::to_string(s.job.servers) + " shards");
+        auto handle = caf::actor_cast<shard_actor>(self->current_sender());
+        self->monitor(handle);
+        const auto index = static_cast<std::uint32_t>(s.shards.size());
+        s.shards.push_back(handle);
+        s.last_progress = clock_type::now();
+        // Deliver the welcome before any start message can follow it (same sender, same order).
+        auto promise = self->make_response_promise<shard_welcome>();
+        promise.deliver(shard_welcome{index, s.job, s.table.ranges_of(index)});
+        maybe_start(self);
+        return promise;
+      },
+      [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
+        auto& s = self->state;
+        if (auto err = check_job_id(self, j.job_id)) return err;
+        if (s.starting || s.pending_joins.size() >= s.job.workers)
+          return make_error(errc::cluster_full, "the job already has its " + std::to_string(s.job.workers) + " workers");
+        auto handle = caf::actor_cast<caf::actor>(self->current_sender());
+        self->monitor(handle);
+        s.workers.push_back(worker_info{handle});
+        s.last_progress = clock_type::now();
+        auto promise = self->make_response_promise<worker_welcome>();
+        s.pending_joins.push_back(promise);
+        maybe_start(self);
+        return promise;
+      },
+      [=](progress_atom, const step_report& r) {
+        auto& s = self->state;
+        if (r.rank >= s.workers.size() || !s.workers[r.rank].live) return;
+        s.workers[r.rank].clock = r.clock;
+        s.samples += r.samples;
+        s.last_progress = clock_type::now();
+      },
+      [=](epoch_atom, const worker_epoch& r) {
+        auto& s = self->state;
+        if (r.rank >= s.workers.size() || !s.workers[r.rank].live) return;
+        auto& agg = s.epochs[r.epoch];
+        agg.loss_sum += r.loss_sum;
+        agg.steps += r.steps;
+        agg.samples += r.samples;
+        s.workers[r.rank].epochs_reported = r.epoch + 1;
+        s.last_progress = clock_type::now();
+        check_epochs(self);
+      },
+      [=](done_atom, const worker_done& r) {
+        auto& s = self->state;
+        if (r.rank >= s.workers.size()) return;
+        s.workers[r.rank].done = true;
+        s.workers[r.rank].clock = r.clock;
+        s.last_progress = clock_type::now();
+        check_training_done(self);
+      },
+      [=](run_atom) -> caf::result<job_result> {
+        auto& s = self->state;
+        if (s.result) return *s.result;
+        if (s.failure) return s.failure;
+        auto promise = self->make_response_promise<job_result>();
+        s.run_promise = promise;
+        return promise;
+      },
+      [=](caf::tick_atom) { on_tick(self); },
+  };
+}
+
+}  // namespace
+
+coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
+                                    std::shared_ptr<const dataset_split> data, job_callbacks cb) {
+  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb));
+}
+
+}  // namespace troupe

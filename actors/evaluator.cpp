@@ -1,0 +1,28 @@
+// evaluator: one handler around tensor/evaluate.
+#include "actors/evaluator.hpp"
+
+#include "tensor/evaluate.hpp"
+
+namespace troupe {
+
+namespace {
+
+evaluator_actor::behavior_type evaluator(evaluator_actor::pointer, model m, std::shared_ptr<const dataset_split> data) {
+  return {
+      [m, data](eval_atom, const eval_request& r) -> caf::result<eval_reply> {
+        if (r.params.numel() != m.num_params() || r.params.type() != dtype::f32)
+          return make_error(errc::bad_shape, "evaluation got " + std::to_string(r.params.numel()) +
+                                                 " parameters for a model of " + std::to_string(m.num_params()));
+        const eval_result ev = evaluate(m, r.params, data->test);
+        return eval_reply{r.epoch, ev.accuracy, ev.loss};
+      },
+  };
+}
+
+}  // namespace
+
+evaluator_actor spawn_evaluator(caf::actor_system& sys, model m, std::shared_ptr<const dataset_split> data) {
+  return sys.spawn<caf::detached>(evaluator, std::move(m), std::move(data));
+}
+
+}  // namespace troupe

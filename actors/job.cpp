@@ -1,0 +1,57 @@
+// Mode names, job validation and the derived schedule.
+#include "actors/job.hpp"
+
+namespace troupe {
+
+expected<sync_mode> parse_sync_mode(std::string_view name) {
+  if (name == "sync") return sync_mode::sync;
+  if (name == "async") return sync_mode::async;
+  if (name == "ssp") return sync_mode::ssp;
+  return failure{"unknown mode '" + std::string(name) + "'; use sync, async or ssp"};
+}
+
+std::string_view name_of(sync_mode m) {
+  switch (m) {
+    case sync_mode::sync: return "sync";
+    case sync_mode::async: return "async";
+    case sync_mode::ssp: return "ssp";
+  }
+  return "?";
+}
+
+std::optional<std::string> validate(const job_spec& job) {
+  if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
+  if (job.servers < 1 || job.servers > 1024) return "--servers must be between 1 and 1024";
+  if (job.train.epochs < 1) return "--epochs must be at least 1";
+  if (job.train.batch_size < 1) return "--batch-size must be at least 1";
+  if (!(job.train.lr > 0.f)) return "--lr must be positive";
+  if (job.staleness < 0) return "--staleness must be 0 or more";
+  if (job.mode != sync_mode::sync && job.mode != sync_mode::async && job.mode != sync_mode::ssp)
+    return "--mode must be sync, async or ssp";
+  if (job.simulate_compute_ms < 0.0) return "--simulate-compute must be 0 or more milliseconds";
+  if (job.slow_worker >= static_cast<std::int32_t>(job.workers))
+    return "--slow-worker names rank " + std::to_string(job.slow_worker) + " but ranks are 0.." +
+           std::to_string(job.workers - 1);
+  if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
+  if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
+  if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
+    return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +
+           std::to_string(job.workers) + " workers";
+  return std::nullopt;
+}
+
+std::int64_t samples_per_worker(const job_spec& job) { return job.train_size / job.workers; }
+
+std::int64_t steps_per_epoch(const job_spec& job) {
+  return (samples_per_worker(job) + job.train.batch_size - 1) / job.train.batch_size;
+}
+
+lr_schedule job_schedule(const job_spec& job) { return make_schedule(job.train, samples_per_worker(job)); }
+
+expected<model> build_model(const job_spec& job) {
+  auto spec = parse_model_spec(job.train.model);
+  if (!spec) return spec.error();
+  return model::build(*spec, shape(std::span<const std::int64_t>(job.input_shape)), job.num_classes);
+}
+
+}  // namespace troupe

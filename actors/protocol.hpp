@@ -1,0 +1,273 @@
+// Troupe's actor protocol: atoms, message structs with their inspect overloads, the typed
+// interfaces of the shard server, coordinator and evaluator, the CAF error category for
+// errc, and add_protocol_types(), which every node calls before building its actor system
+// (an unregistered type silently becomes an empty message on the wire).
+//
+// Note [Tensors on the wire]
+// A tensor is serialized as dtype, byte order, rank, extents, byte count and one raw blob
+// (apply_raw), never element by element. The deserializer checks every field and the
+// size limit before it allocates; a mismatch (another byte order, an unknown dtype, a
+// size that disagrees with the shape) is a decode error, never a corrupted tensor.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "actors/errc.hpp"
+#include "actors/job.hpp"
+#include "actors/key_table.hpp"
+#include "actors/shard_core.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+// ---------------------------------------------------------------------------------------
+// Atoms (CAF 0.17: at most 10 characters)
+
+using push_atom = caf::atom_constant<caf::atom("push")>;
+using pull_atom = caf::atom_constant<caf::atom("pull")>;
+using join_atom = caf::atom_constant<caf::atom("join")>;
+using start_atom = caf::atom_constant<caf::atom("start")>;
+using left_atom = caf::atom_constant<caf::atom("left")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using progress_atom = caf::atom_constant<caf::atom("progress")>;
+using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using eval_atom = caf::atom_constant<caf::atom("eval")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+inline caf::error make_error(errc x) { return caf::error(static_cast<std::uint8_t>(x), caf::atom("troupe")); }
+inline caf::error make_error(errc x, std::string detail) {
+  return caf::error(static_cast<std::uint8_t>(x), caf::atom("troupe"), caf::make_message(std::move(detail)));
+}
+// The errc of a Troupe error; nullopt for CAF's own errors.
+std::optional<errc> troupe_code(const caf::error& e);
+// "not_finite: gradient holds NaN..." for Troupe errors, CAF's rendering for the others.
+std::string describe(const caf::error& e);
+
+// ---------------------------------------------------------------------------------------
+// Messages
+
+// Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
+struct push_grads {
+  std::uint32_t shard = 0;
+  std::uint32_t worker = 0;       // rank
+  std::int64_t clock = 0;         // the worker's iteration
+  std::int64_t base_version = 0;  // shard version the gradient was computed on
+  tensor grad;                    // (shard_numel) f32
+};
+
+struct push_ack {
+  std::int64_t version = 0;       // shard version after the push
+  std::int64_t staleness = 0;
+};
+
+struct pull_request {
+  std::uint32_t shard = 0;
+  std::uint32_t worker = 0;
+  std::int64_t clock = 0;
+};
+
+struct params_reply {
+  std::uint32_t shard = 0;
+  std::int64_t version = 0;
+  tensor params;                  // (shard_numel) f32
+};
+
+struct membership {
+  std::vector<std::uint32_t> workers;  // live ranks
+};
+
+struct shard_stats {
+  std::uint32_t shard = 0;
+  std::int64_t version = 0, updates = 0, gradients = 0, rejected = 0, pulls = 0, pulls_held = 0;
+  std::int64_t held_now = 0;
+  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  std::vector<std::int64_t> staleness_hist;
+};
+
+struct shard_join {
+  std::string job_id;
+};
+
+struct shard_welcome {
+  std::uint32_t index = 0;
+  job_spec job;
+  std::vector<key_range> ranges;  // this shard's, in buffer order
+};
+
+struct worker_join {
+  std::string job_id;
+};
+
+
+// Worker -> coordinator after every step.
+struct step_report {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;         // iterations finished
+  std::int32_t epoch = 0;
+  double loss = 0.0;
+  std::int64_t samples = 0;       // in this step
+};
+
+// Worker -> coordinator at the end of each of its epochs.
+struct worker_epoch {
+  std::uint32_t rank = 0;
+  std::int32_t epoch = 0;
+  double loss_sum = 0.0;
+  std::int64_t steps = 0;
+  std::int64_t samples = 0;
+  double seconds = 0.0;
+};
+
+struct worker_done {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;
+  std::int64_t rejected = 0;      // of its pushes
+};
+
+struct eval_request {
+  std::int32_t epoch = 0;
+  tensor params;                  // the full flat parameter vector
+};
+
+struct eval_reply {
+  std::int32_t epoch = 0;
+  double accuracy = 0.0;
+  double loss = 0.0;
+};
+
+struct job_result {
+  std::string mode;
+  std::uint32_t workers = 0, servers = 0;
+  std::int32_t epochs = 0;
+  bool evaluated = false;         // false with --simulate-compute
+  double test_accuracy = 0.0, test_loss = 0.0;
+  double train_seconds = 0.0;
+  double samples_per_second = 0.0;
+  std::int64_t samples = 0;
+  double mean_staleness = 0.0;
+  std::int64_t max_staleness = 0;
+  std::int64_t workers_lost = 0;
+  std::int64_t rejected = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// Typed interfaces
+
+using shard_actor = caf::typed_actor<
+    caf::replies_to<start_atom, membership>::with<caf::ok_atom>,
+    caf::replies_to<push_atom, push_grads>::with<push_ack>,
+    caf::replies_to<pull_atom, pull_request>::with<params_reply>,
+    caf::replies_to<snapshot_atom>::with<params_reply>,
+    caf::replies_to<stats_atom>::with<shard_stats>,
+    caf::reacts_to<left_atom, std::uint32_t>>;
+
+// Coordinator -> worker: its rank, the job, the key-range table and the shards.
+struct worker_welcome {
+  std::uint32_t rank = 0;
+  std::uint32_t world = 0;
+  job_spec job;
+  key_table table;
+  std::vector<shard_actor> shards;  // indexed by shard
+};
+
+using coordinator_actor = caf::typed_actor<
+    caf::replies_to<join_atom, shard_join>::with<shard_welcome>,
+    caf::replies_to<join_atom, worker_join>::with<worker_welcome>,
+    caf::reacts_to<progress_atom, step_report>,
+    caf::reacts_to<epoch_atom, worker_epoch>,
+    caf::reacts_to<done_atom, worker_done>,
+    caf::replies_to<run_atom>::with<job_result>,
+    caf::reacts_to<caf::tick_atom>>;
+
+using evaluator_actor = caf::typed_actor<caf::replies_to<eval_atom, eval_request>::with<eval_reply>>;
+
+// ---------------------------------------------------------------------------------------
+// inspect overloads
+
+caf::error inspect(caf::serializer& f, tensor& x);
+caf::error inspect(caf::deserializer& f, tensor& x);
+
+template <class Inspector>
+std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> && !std::is_base_of_v<caf::deserializer, Inspector>,
+                 typename Inspector::result_type>
+inspect(Inspector& f, tensor& x) {
+  std::string summary = x.empty() ? "empty" : std::string(name_of(x.type())) + x.sizes().str();
+  return f(caf::meta::type_name("tensor"), summary);
+}
+
+// The largest tensor a node accepts from the wire.
+inline constexpr std::uint64_t max_wire_tensor_bytes = std::uint64_t{1} << 32;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
+  return f(caf::meta::type_name("optimizer_config"), x.kind, x.momentum, x.nesterov, x.weight_decay, x.beta1, x.beta2,
+           x.eps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
+  return f(caf::meta::type_name("train_config"), x.model, x.epochs, x.batch_size, x.lr, x.optimizer, x.schedule,
+           x.warmup_epochs, x.seed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
+  return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
+           x.input_shape, x.num_classes, x.workers, x.servers, x.mode, x.staleness, x.staleness_lr,
+           x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
+           x.stall_timeout_ms);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_range& x) {
+  return f(caf::meta::type_name("key_range"), x.shard, x.block, x.offset, x.length);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_table& x) {
+  return f(caf::meta::type_name("key_table"), x.ranges, x.shard_numel);
+}
+
+#define TROUPE_INSPECT(type, ...)                                              \
+  template <class Inspector>                                                   \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {             \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                        \
+  }
+
+TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad)
+TROUPE_INSPECT(push_ack, x.version, x.staleness)
+TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock)
+TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
+TROUPE_INSPECT(membership, x.workers)
+TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
+               x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
+TROUPE_INSPECT(shard_join, x.job_id)
+TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
+TROUPE_INSPECT(worker_join, x.job_id)
+TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards)
+TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples)
+TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds)
+TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected)
+TROUPE_INSPECT(eval_request, x.epoch, x.params)
+TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
+TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
+               x.train_seconds, x.samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
+               x.rejected)
+
+#undef TROUPE_INSPECT
+
+// Registers every message type above (under the same names on every node) and the
+// "troupe" error category.
+void add_protocol_types(caf::actor_system_config& cfg);
+
+}  // namespace troupe

@@ -1,0 +1,70 @@
+// runtime: the in-process launcher.
+#include "actors/runtime.hpp"
+
+#include <random>
+#include <thread>
+
+#include "actors/shard_server.hpp"
+#include "actors/worker.hpp"
+
+namespace troupe {
+
+namespace {
+
+std::string fresh_job_id() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+expected<model> prepare_job(job_spec& job, const dataset_split& data) {
+  job.train_size = data.train.size();
+  const shape s = data.train.sample_shape();
+  job.input_shape.assign(s.begin(), s.end());
+  job.num_classes = data.train.num_classes;
+  if (job.job_id.empty()) job.job_id = fresh_job_id();
+  if (auto problem = validate(job)) return failure{*problem};
+  return build_model(job);
+}
+
+void configure_in_process(caf::actor_system_config& cfg) {
+  const unsigned cores = std::max(2u, std::thread::hardware_concurrency());
+  cfg.set("scheduler.max-threads", static_cast<std::int64_t>(cores));
+  add_protocol_types(cfg);
+}
+
+job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
+                      std::shared_ptr<const dataset_split> data, job_callbacks cb) {
+  job_handles h;
+  h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb));
+  const std::chrono::milliseconds join_timeout(job.request_timeout_ms);
+  for (std::uint32_t s = 0; s < job.servers; ++s) h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id));
+  for (std::uint32_t w = 0; w < job.workers; ++w)
+    h.workers.push_back(spawn_worker(sys, h.coordinator, job.job_id, data, join_timeout));
+  return h;
+}
+
+caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_actor& coordinator) {
+  caf::scoped_actor self{sys};
+  caf::expected<job_result> out{caf::error{}};
+  self->request(coordinator, caf::infinite, run_atom::value)
+      .receive([&](job_result& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
+  return out;
+}
+
+caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
+                                             job_callbacks cb) {
+  auto m = prepare_job(job, *data);
+  if (!m) return make_error(errc::bad_job, m.error().message);
+  caf::actor_system_config cfg;
+  configure_in_process(cfg);
+  caf::actor_system sys{cfg};
+  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb));
+  return await_job(sys, h.coordinator);
+}
+
+}  // namespace troupe

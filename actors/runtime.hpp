@@ -1,0 +1,42 @@
+// Running a whole job inside one process: prepare the spec from the loaded data, spawn
+// the coordinator, S shard servers and N workers in one actor system, and wait for the
+// outcome. `troupe train` and the tests use it; nothing here opens a network port.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "actors/coordinator.hpp"
+#include "actors/protocol.hpp"
+#include "tensor/dataset.hpp"
+#include "tensor/expected.hpp"
+
+namespace troupe {
+
+// Fills in the data-dependent fields (train_size, input_shape, num_classes), a fresh job
+// id if there is none, and checks the result, including that the model fits the data.
+expected<model> prepare_job(job_spec& job, const dataset_split& data);
+
+// Scheduler threads for an in-process job (one per core; workers bring their own threads).
+void configure_in_process(caf::actor_system_config& cfg);
+
+struct job_handles {
+  coordinator_actor coordinator;
+  std::vector<shard_actor> shards;
+  std::vector<caf::actor> workers;
+};
+
+// Spawns one prepared job in `sys`; the protocol types must be registered in its config.
+job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
+                      std::shared_ptr<const dataset_split> data, job_callbacks cb);
+
+// Waits for the job's result. Note [Waiting for a job]: the wait itself has no deadline
+// because a job may legitimately train for days; the coordinator's stall watchdog turns
+// any lack of progress into an error within stall_timeout_ms, so the wait always ends.
+caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_actor& coordinator);
+
+// prepare_job + a fresh actor system + spawn_job + await_job.
+caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
+                                             job_callbacks cb = {});
+
+}  // namespace troupe

@@ -1,0 +1,137 @@
+// The logic of one parameter shard, free of CAF so it can be tested step by step: it owns
+// the shard's parameters, their optimizer state and version, validates every gradient,
+// applies updates according to the consistency mode, and decides which pulls are
+// answered now and which are held. The shard_server actor wraps it and turns held pulls
+// into response promises.
+//
+// Note [Clocks, rounds and versions]
+// A worker's clock is the number of iterations it has finished. Iteration c pulls with
+// clock c, computes on what it got, and pushes with clock c. The shard's version counts
+// the updates it has applied.
+//   sync:  round r collects the clock-r gradient of every live worker; when the last one
+//          arrives (or its sender leaves) the gradients are summed in rank order,
+//          averaged and applied once, so version == completed rounds. A pull at clock c
+//          is held until version >= c. A rejected gradient counts as "submitted nothing",
+//          so one bad worker cannot stall a round.
+//   async: every valid gradient is applied on arrival. Pulls are never held.
+//   ssp:   like async, but a pull at clock c is held until every live worker has
+//          finished at least c - staleness iterations.
+// staleness of a gradient = version at arrival - version the worker computed on.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/errc.hpp"
+#include "actors/job.hpp"
+#include "tensor/optimizer.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+struct shard_config {
+  std::uint32_t index = 0;
+  sync_mode mode = sync_mode::async;
+  std::int32_t staleness = 0;  // ssp bound
+  bool staleness_lr = false;
+  optimizer_config optimizer;
+  lr_schedule schedule;        // indexed by the pushing worker's clock
+};
+
+inline constexpr int staleness_buckets = 8;  // 0, 1, 2, 3, 4, 5-8, 9-16, >16
+int staleness_bucket(std::int64_t staleness);
+
+struct shard_counters {
+  std::int64_t updates = 0;              // optimizer steps applied
+  std::int64_t gradients = 0;            // gradients accepted
+  std::int64_t rejected = 0;             // gradients or pulls refused
+  std::map<errc, std::int64_t> rejected_by;
+  std::int64_t pulls = 0;                // pulls answered
+  std::int64_t pulls_held = 0;           // of those, answered after being held
+  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  std::array<std::int64_t, staleness_buckets> staleness_hist{};
+};
+
+class shard_core {
+ public:
+  using token = std::uint64_t;
+
+  shard_core(shard_config cfg, tensor params);
+
+  // Sets the live workers, all at clock 0. Until then pushes and pulls are refused.
+  void start(const std::vector<std::uint32_t>& workers);
+  bool started() const { return started_; }
+
+  struct push_outcome {
+    std::optional<errc> error;
+    std::string detail;
+    std::int64_t version = 0;
+    std::int64_t staleness = 0;
+  };
+  push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+
+  enum class pull_decision { answer, hold, reject };
+  struct pull_outcome {
+    pull_decision decision = pull_decision::answer;
+    std::optional<errc> error;
+    std::string detail;
+  };
+  pull_outcome pull(std::uint32_t worker, std::int64_t clock, token t);
+
+  // A worker died or left: it no longer counts for rounds or bounds.
+  void worker_left(std::uint32_t worker);
+
+  // Held pulls that may be answered now / that never will be (their worker left).
+  std::vector<token> take_released();
+  std::vector<token> take_dropped();
+
+  const tensor& params() const { return params_; }
+  std::int64_t version() const { return version_; }
+  std::int64_t numel() const { return params_.numel(); }
+  std::size_t held() const { return held_.size(); }
+  std::size_t live_workers() const;
+  const shard_counters& counters() const { return counters_; }
+  const shard_config& config() const { return cfg_; }
+
+ private:
+  struct member {
+    bool live = true;
+    std::int64_t completed = 0;  // iterations finished (async/ssp)
+  };
+  struct held_pull {
+    token t;
+    std::uint32_t worker;
+    std::int64_t clock;
+  };
+
+  std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
+  std::optional<errc> check_tensor(const_tensor_view grad, std::string& detail) const;
+  push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  push_outcome reject(errc e, std::string detail);
+  void maybe_complete_round();
+  bool can_answer(std::int64_t clock) const;
+  std::int64_t slowest_completed() const;
+  void release_ready();
+  void record_staleness(std::int64_t s);
+
+  shard_config cfg_;
+  tensor params_;
+  optimizer_state opt_;
+  std::int64_t version_ = 0;
+  bool started_ = false;
+  std::map<std::uint32_t, member> members_;
+  // sync: the current round's submissions, by rank (ordered, so the sum is in rank order);
+  // an empty tensor marks a rejected submission.
+  std::map<std::uint32_t, tensor> round_;
+  tensor sum_;
+  std::vector<held_pull> held_;
+  std::vector<token> released_, dropped_;
+  shard_counters counters_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,160 @@
+// shard_server: the CAF side of a shard (join, promises, logging); the rules are in shard_core.
+#include "actors/shard_server.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <memory>
+#include <unordered_map>
+
+namespace troupe {
+
+namespace {
+
+struct shard_state {
+  std::unique_ptr<shard_core> core;
+  std::uint32_t index = 0;
+  std::unordered_map<shard_core::token, caf::typed_response_promise<params_reply>> held;
+  shard_core::token next_token = 1;
+  static inline const char* name = "troupe.shard_server";
+};
+
+using shard_pointer = shard_actor::stateful_pointer<shard_state>;
+
+params_reply snapshot(shard_pointer self) {
+  const auto& core = *self->state.core;
+  return {self->state.index, core.version(), core.params()};
+}
+
+// Answers the pulls the core released, and fails the ones it dropped.
+void settle_held(shard_pointer self) {
+  auto& st = self->state;
+  for (auto t : st.core->take_released()) {
+    auto it = st.held.find(t);
+    if (it == st.held.end()) continue;
+    it->second.deliver(snapshot(self));
+    st.held.erase(it);
+  }
+  for (auto t : st.core->take_dropped()) {
+    auto it = st.held.find(t);
+    if (it == st.held.end()) continue;
+    it->second.deliver(make_error(errc::not_member, "the worker left the job"));
+    st.held.erase(it);
+  }
+}
+
+caf::error not_started(shard_pointer self) {
+  return make_error(errc::not_started, "shard " + std::to_string(self->state.index) + " has not joined its job yet");
+}
+
+caf::error wrong_shard(shard_pointer self, std::uint32_t asked) {
+  return make_error(errc::bad_shard, "message for shard " + std::to_string(asked) + " reached shard " +
+                                         std::to_string(self->state.index));
+}
+
+void init_from_welcome(shard_pointer self, shard_welcome& w) {
+  auto m = build_model(w.job);
+  if (!m) {
+    spdlog::error("shard: cannot build the job's model: {}", m.error().message);
+    self->quit(make_error(errc::bad_job, m.error().message));
+    return;
+  }
+  tensor full({m->num_params()});
+  m->init_params(full, w.job.train.seed);
+  std::int64_t numel = 0;
+  for (const auto& r : w.ranges) numel += r.length;
+  tensor mine({numel});
+  pack_shard(mine, full, w.ranges);
+  shard_config cfg;
+  cfg.index = w.index;
+  cfg.mode = w.job.mode;
+  cfg.staleness = w.job.staleness;
+  cfg.staleness_lr = w.job.staleness_lr;
+  cfg.optimizer = w.job.train.optimizer;
+  cfg.schedule = job_schedule(w.job);
+  self->state.index = w.index;
+  self->state.core = std::make_unique<shard_core>(cfg, std::move(mine));
+}
+
+shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id) {
+  self->monitor(coordinator);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    if (dm.source == coordinator.address()) self->quit(dm.reason);
+  });
+  // Join first; pushes and pulls before the welcome are refused as not_started.
+  self->request(coordinator, std::chrono::seconds(60), join_atom::value, shard_join{job_id})
+      .then([=](shard_welcome& w) { init_from_welcome(self, w); },
+            [=](caf::error& e) {
+              spdlog::error("shard: join refused: {}", describe(e));
+              self->quit(e);
+            });
+  return {
+      [=](start_atom, membership& m) -> caf::result<caf::ok_atom> {
+        if (!self->state.core) return not_started(self);
+        self->state.core->start(m.workers);
+        return caf::ok_atom::value;
+      },
+      [=](push_atom, push_grads& p) -> caf::result<push_ack> {
+        if (!self->state.core) return not_started(self);
+        if (p.shard != self->state.index) return wrong_shard(self, p.shard);
+        auto out = self->state.core->push(p.worker, p.clock, p.base_version, std::move(p.grad));
+        settle_held(self);
+        if (out.error) {
+          spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", self->state.index, p.worker,
+                       p.clock, to_string(*out.error), out.detail);
+          return make_error(*out.error, out.detail);
+        }
+        return push_ack{out.version, out.staleness};
+      },
+      [=](pull_atom, const pull_request& r) -> caf::result<params_reply> {
+        if (!self->state.core) return not_started(self);
+        if (r.shard != self->state.index) return wrong_shard(self, r.shard);
+        const auto token = self->state.next_token++;
+        auto out = self->state.core->pull(r.worker, r.clock, token);
+        switch (out.decision) {
+          case shard_core::pull_decision::answer: return snapshot(self);
+          case shard_core::pull_decision::reject: return make_error(*out.error, out.detail);
+          case shard_core::pull_decision::hold: break;
+        }
+        auto promise = self->make_response_promise<params_reply>();
+        self->state.held.emplace(token, promise);
+        return promise;
+      },
+      [=](snapshot_atom) -> caf::result<params_reply> {
+        if (!self->state.core) return not_started(self);
+        return snapshot(self);
+      },
+      [=](stats_atom) -> caf::result<shard_stats> {
+        if (!self->state.core) return not_started(self);
+        const auto& core = *self->state.core;
+        const auto& c = core.counters();
+        shard_stats s;
+        s.shard = self->state.index;
+        s.version = core.version();
+        s.updates = c.updates;
+        s.gradients = c.gradients;
+        s.rejected = c.rejected;
+        s.pulls = c.pulls;
+        s.pulls_held = c.pulls_held;
+        s.held_now = static_cast<std::int64_t>(core.held());
+        s.staleness_sum = c.staleness_sum;
+        s.staleness_count = c.staleness_count;
+        s.staleness_max = c.staleness_max;
+        s.staleness_hist.assign(c.staleness_hist.begin(), c.staleness_hist.end());
+        return s;
+      },
+      [=](left_atom, std::uint32_t rank) {
+        if (!self->state.core) return;
+        self->state.core->worker_left(rank);
+        settle_held(self);
+      },
+  };
+}
+
+}  // namespace
+
+shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id) {
+  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id));
+}
+
+}  // namespace troupe
