@@ -51,6 +51,7 @@ struct coordinator_state {
   std::int64_t samples = 0, workers_lost = 0;
   double final_accuracy = 0.0, final_loss = 0.0;
   bool final_evaluated = false;
+  tensor final_params;
   std::optional<caf::typed_response_promise<job_result>> run_promise;
   std::optional<job_result> result;
   caf::error failure;
@@ -193,6 +194,7 @@ void close_epoch(coord_pointer self, std::int32_t e) {
       report(out);
       return;
     }
+    if (last) s.final_params = g.params;
     self->request(s.evaluator, caf::infinite, eval_atom::value, eval_request{e, std::move(g.params)})
         .then(
             [=](const eval_reply& ev) {
@@ -244,7 +246,8 @@ void maybe_finalize(coord_pointer self) {
     r.max_staleness = t.staleness_max;
     r.workers_lost = s.workers_lost;
     r.rejected = t.rejected;
-    succeed(self, r);
+    r.params = std::move(s.final_params);
+    succeed(self, std::move(r));
   });
 }
 

@@ -15,7 +15,7 @@ std::vector<key_range> key_table::ranges_of(std::uint32_t shard) const {
 
 key_table partition_parameters(const model& m, std::uint32_t shards, std::int64_t bound) {
   TROUPE_CHECK(shards >= 1, "partition_parameters: no shards");
-  if (bound <= 0) bound = shards == 1 ? m.num_params() + 1 : std::max<std::int64_t>(1024, m.num_params() / (2 * shards));
+  if (bound <= 0) bound = shards == 1 ? m.num_params() + 1 : std::max<std::int64_t>(1024, m.num_params() / (4 * shards));
   key_table t;
   for (const auto& b : m.blocks()) {
     const std::int64_t pieces = (b.numel + bound - 1) / bound;

@@ -29,7 +29,7 @@ struct key_table {
   std::vector<key_range> ranges_of(std::uint32_t shard) const;
 };
 
-// bound <= 0 picks max(1024, num_params / (2 * shards)) so that no shard ends up much
+// bound <= 0 picks max(1024, num_params / (4 * shards)) so that no shard ends up much
 // heavier than another; with one shard nothing is split.
 key_table partition_parameters(const model& m, std::uint32_t shards, std::int64_t bound);
 

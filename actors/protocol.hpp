@@ -158,6 +158,7 @@ struct job_result {
   std::int64_t max_staleness = 0;
   std::int64_t workers_lost = 0;
   std::int64_t rejected = 0;
+  tensor params;                  // the final parameters (empty with --simulate-compute)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -262,7 +263,7 @@ TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.train_seconds, x.samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
-               x.rejected)
+               x.rejected, x.params)
 
 #undef TROUPE_INSPECT
 

@@ -136,7 +136,6 @@ void shard_core::maybe_complete_round() {
     ++contributions;
   }
   if (contributions > 0) {
-    if (contributions > 1) scale(sum_, 1.f / static_cast<float>(contributions));
     opt_.step(params_, sum_, cfg_.schedule.at(version_));
     ++counters_.updates;
   }

@@ -9,10 +9,13 @@
 // clock c, computes on what it got, and pushes with clock c. The shard's version counts
 // the updates it has applied.
 //   sync:  round r collects the clock-r gradient of every live worker; when the last one
-//          arrives (or its sender leaves) the gradients are summed in rank order,
-//          averaged and applied once, so version == completed rounds. A pull at clock c
-//          is held until version >= c. A rejected gradient counts as "submitted nothing",
-//          so one bad worker cannot stall a round.
+//          arrives (or its sender leaves) the gradients are summed in rank order and
+//          applied once, so version == completed rounds. A pull at clock c is held until
+//          version >= c. A rejected gradient counts as "submitted nothing", so one bad
+//          worker cannot stall a round.
+// The sync update uses the sum, as MXNet's dist_sync does, not the mean: each worker's
+// gradient moves the parameters by lr per worker batch in every mode, which for sync is
+// the linear scaling rule (N workers of batch B act like one of batch N*B at N*lr).
 //   async: every valid gradient is applied on arrival. Pulls are never held.
 //   ssp:   like async, but a pull at clock c is held until every live worker has
 //          finished at least c - staleness iterations.

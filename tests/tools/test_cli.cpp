@@ -121,3 +121,45 @@ BOOST_AUTO_TEST_CASE(config_file_rejects_unknown_keys_and_bad_values) {
   BOOST_TEST(ok.err.find("nesterov off") != std::string::npos);
   expect_usage_error({"train-local", "--config", "/nonexistent/job.toml"}, {"/nonexistent/job.toml"});
 }
+
+BOOST_AUTO_TEST_CASE(train_prints_the_job_json_line) {
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "1", "--mode", "sync"});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* key : {"mode", "workers", "servers", "epochs", "test_accuracy", "train_seconds",
+                          "samples_per_second", "mean_staleness"})
+    BOOST_TEST(j.contains(key), "JSON has " << key);
+  BOOST_TEST(j["mode"].get<std::string>() == "sync");
+  BOOST_TEST(j["workers"].get<int>() == 2);
+  BOOST_TEST(j["servers"].get<int>() == 2);
+  BOOST_TEST(j["mean_staleness"].get<double>() == 0.0);
+  BOOST_TEST(r.err.find("epoch 1/1") != std::string::npos);
+  BOOST_TEST(r.err.find("staleness") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
+  expect_usage_error({"train", "--mode", "bsp"}, {"--mode", "sync", "async", "ssp"});
+  expect_usage_error({"train", "--workers", "0"}, {"--workers"});
+  expect_usage_error({"train", "--slow-worker", "fast"}, {"--slow-worker", "RANK:FACTOR"});
+  expect_usage_error({"train", "--slow-worker", "1:0.5"}, {"--slow-worker"});
+  expect_usage_error({"train", "--workers", "2", "--slow-worker", "7:2", "--dataset", "synthetic"}, {"--slow-worker"});
+}
+
+BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--epochs", "1",
+                       "--simulate-compute", "1", "--workers", "3", "--mode", "ssp"});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["test_accuracy"].is_null());
+  BOOST_TEST(j["workers"].get<int>() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(train_failure_exits_one_with_the_reason) {
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--lr", "1e6",
+                       "--warmup-epochs", "0"});
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("diverged") != std::string::npos);
+  BOOST_TEST(r.out.empty());
+}

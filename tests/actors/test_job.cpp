@@ -1,0 +1,54 @@
+// Tests for actors/job.cpp and actors/errc.cpp: validation names the flag, the derived
+// per-worker sizes and schedule, and mode names.
+#define BOOST_TEST_MODULE job
+#include <boost/test/unit_test.hpp>
+
+#include "actors/errc.hpp"
+#include "actors/job.hpp"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(defaults_are_valid_and_the_embedded_job) {
+  job_spec j;
+  BOOST_TEST(!validate(j).has_value());
+  BOOST_TEST(j.train.epochs == 3);
+  BOOST_TEST((j.mode == sync_mode::async));
+  BOOST_TEST(j.workers == 2u);
+  BOOST_TEST(j.servers == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
+  auto problem = [](auto change) {
+    job_spec j;
+    change(j);
+    auto p = validate(j);
+    return p ? *p : std::string();
+  };
+  BOOST_TEST(problem([](job_spec& j) { j.workers = 0; }).find("--workers") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.servers = 0; }).find("--servers") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.staleness = -1; }).find("--staleness") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.slow_worker = 5; }).find("--slow-worker") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.train.lr = 0; }).find("--lr") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.train_size = 1; j.workers = 4; }).find("fewer than the 4 workers") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {
+  job_spec j;
+  j.train_size = 1000;
+  j.workers = 3;
+  j.train.batch_size = 100;
+  BOOST_TEST(samples_per_worker(j) == 333);
+  BOOST_TEST(steps_per_epoch(j) == 4);
+  const lr_schedule s = job_schedule(j);
+  BOOST_TEST(s.total_steps == 4 * 3);
+  BOOST_TEST(s.warmup_steps == 2);
+}
+
+BOOST_AUTO_TEST_CASE(mode_and_error_names) {
+  BOOST_TEST((*parse_sync_mode("ssp") == sync_mode::ssp));
+  BOOST_TEST(parse_sync_mode("bsp").error().message.find("sync, async or ssp") != std::string::npos);
+  BOOST_TEST(name_of(sync_mode::sync) == "sync");
+  BOOST_TEST(to_string(errc::not_member) == "not_member");
+  BOOST_TEST(to_string(static_cast<errc>(200)) == "unknown(200)");
+}
