@@ -49,6 +49,7 @@ struct coordinator_state {
   int evals_pending = 0;
   stats_total stats_at_last_epoch;
   std::int64_t samples = 0, workers_lost = 0;
+  std::optional<std::pair<clock_type::time_point, std::int64_t>> first_done;  // when, samples by then
   double final_accuracy = 0.0, final_loss = 0.0;
   bool final_evaluated = false;
   tensor final_params;
@@ -242,6 +243,10 @@ void maybe_finalize(coord_pointer self) {
     r.train_seconds = std::chrono::duration<double>(s.t_end - s.t_start).count();
     r.samples = s.samples;
     r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(s.samples) / r.train_seconds : 0.0;
+    if (s.first_done) {
+      const double secs = std::chrono::duration<double>(s.first_done->first - s.t_start).count();
+      r.steady_samples_per_second = secs > 0 ? static_cast<double>(s.first_done->second) / secs : 0.0;
+    }
     r.mean_staleness = t.staleness_count > 0 ? static_cast<double>(t.staleness_sum) / t.staleness_count : 0.0;
     r.max_staleness = t.staleness_max;
     r.workers_lost = s.workers_lost;
@@ -416,6 +421,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         s.workers[r.rank].done = true;
         s.workers[r.rank].clock = r.clock;
         s.last_progress = clock_type::now();
+        if (!s.first_done) s.first_done = std::make_pair(s.last_progress, s.samples);
         check_training_done(self);
       },
       [=](run_atom) -> caf::result<job_result> {

@@ -153,6 +153,10 @@ struct job_result {
   double test_accuracy = 0.0, test_loss = 0.0;
   double train_seconds = 0.0;
   double samples_per_second = 0.0;
+  // samples/s up to the moment the first worker finished: the rate while every worker
+  // was still training (what a straggler costs the others, independent of how long the
+  // slowest one takes to finish its own shard)
+  double steady_samples_per_second = 0.0;
   std::int64_t samples = 0;
   double mean_staleness = 0.0;
   std::int64_t max_staleness = 0;
@@ -262,7 +266,7 @@ TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
-               x.train_seconds, x.samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
+               x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
                x.rejected, x.params)
 
 #undef TROUPE_INSPECT

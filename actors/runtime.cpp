@@ -34,6 +34,12 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data) {
 void configure_in_process(caf::actor_system_config& cfg) {
   const unsigned cores = std::max(2u, std::thread::hardware_concurrency());
   cfg.set("scheduler.max-threads", static_cast<std::int64_t>(cores));
+  // Note [Scheduler policy]: CAF's default work-stealing scheduler backs off to sleeping
+  // 10 ms when idle, which a shard answering a pull pays on every message once the
+  // workers' compute leaves it idle. The sharing policy wakes a thread through a
+  // condition variable instead (measured: a lone pull + push round trip 307 us -> see
+  // tools/bench/scale).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
   add_protocol_types(cfg);
 }
 

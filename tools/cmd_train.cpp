@@ -98,6 +98,7 @@ int run_train(train_cli_options& o) {
   out["test_accuracy"] = result->evaluated ? nlohmann::ordered_json(round_to(result->test_accuracy, 4)) : nullptr;
   out["train_seconds"] = round_to(result->train_seconds, 3);
   out["samples_per_second"] = round_to(result->samples_per_second, 1);
+  out["steady_samples_per_second"] = round_to(result->steady_samples_per_second, 1);
   out["mean_staleness"] = round_to(result->mean_staleness, 3);
   out["max_staleness"] = result->max_staleness;
   out["workers_lost"] = result->workers_lost;

@@ -72,8 +72,9 @@ struct fixture : test::deterministic_system {
     sched->run();
   }
   void start(std::vector<std::uint32_t> workers) {
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(shard, caf::infinite, start_atom::value, membership{workers}).then([](caf::ok_atom) {});
+    auto s = shard;
+    sys->spawn([s, workers](caf::event_based_actor* self) {
+      self->request(s, caf::infinite, start_atom::value, membership{workers}).then([](caf::ok_atom) {});
     });
     sched->run();
   }

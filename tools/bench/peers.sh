@@ -51,3 +51,14 @@ div() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.4f", a / b}'; }
 
 # Extracts a numeric field from a one-line JSON object.
 json_field() { python3 -c 'import json,sys; print(json.loads(sys.stdin.readlines()[-1])[sys.argv[1]])' "$1"; }
+
+# MXNet 1.9.1 (the seed system) in tools/bench/.venv-mxnet; its wheels need numpy < 1.24.
+mxnet_venv="$bench_dir/.venv-mxnet"
+ensure_mxnet() {
+  if [ ! -x "$mxnet_venv/bin/python" ]; then
+    python3 -m venv "$mxnet_venv" 2>/dev/null || { apt_ensure python3-venv && /usr/bin/python3 -m venv "$mxnet_venv"; } || return 1
+  fi
+  "$mxnet_venv/bin/python" -c 'import mxnet' 2>/dev/null && return 0
+  bench_log "installing mxnet 1.9.1 from PyPI into $mxnet_venv (once)"
+  "$mxnet_venv/bin/pip" install -q "mxnet==1.9.1" "numpy<1.24"
+}
