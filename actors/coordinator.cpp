@@ -196,7 +196,7 @@ void close_epoch(coord_pointer self, std::int32_t e) {
       return;
     }
     if (last) s.final_params = g.params;
-    self->request(s.evaluator, caf::infinite, eval_atom::value, eval_request{e, std::move(g.params)})
+    self->request(s.evaluator, request_timeout(self), eval_atom::value, eval_request{e, std::move(g.params)})
         .then(
             [=](const eval_reply& ev) {
               epoch_summary r = out;
@@ -335,6 +335,7 @@ void on_down(coord_pointer self, caf::down_msg& dm) {
 void on_tick(coord_pointer self) {
   auto& st = self->state;
   if (st.finished) return;
+  if (st.training_done) return;  // only the final evaluation is left; it has its own timeout
   const auto idle = clock_type::now() - st.last_progress;
   if (idle > std::chrono::milliseconds(st.job.stall_timeout_ms)) {
     std::string who;
