@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -40,7 +41,12 @@ struct coordinator_state {
   evaluator_actor evaluator;
   job_callbacks cb;
   std::vector<shard_actor> shards;
+  std::vector<std::string> shard_hosts;
+  std::vector<std::uint16_t> shard_ports;
   std::vector<caf::typed_response_promise<worker_welcome>> pending_joins;
+  // Workers that joined a running job while no rank was free: each takes the next rank
+  // whose worker dies (a restarted node can come up before its old self is known dead).
+  std::vector<std::pair<caf::typed_response_promise<worker_welcome>, caf::actor>> standby;
   std::vector<worker_info> workers;
   bool starting = false, started = false, training_done = false, finished = false;
   clock_type::time_point t_start, t_end, last_progress, epoch_start;
@@ -79,6 +85,9 @@ std::uint32_t live_workers(coord_pointer self) {
 
 void shutdown(coord_pointer self) {
   auto& st = self->state;
+  for (auto& [promise, handle] : st.standby)
+    promise.deliver(make_error(errc::cluster_full, "the job ended before a rank became free"));
+  st.standby.clear();
   for (auto& w : st.workers)
     if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
   for (auto& s : st.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
@@ -274,6 +283,64 @@ void check_training_done(coord_pointer self) {
   maybe_finalize(self);
 }
 
+worker_welcome welcome_for(coord_pointer self, std::uint32_t rank, std::int64_t resume_clock) {
+  const auto& s = self->state;
+  return worker_welcome{rank, s.job.workers, s.job, s.table, s.shards, s.shard_hosts, s.shard_ports, resume_clock};
+}
+
+// A worker joining a running job takes the rank of one that died. In sync it joins at a
+// round a little ahead of the fastest worker, so every shard can add it before that round
+// opens; in async/ssp it starts level with the slowest live worker.
+void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_welcome> promise, caf::actor handle,
+                       std::uint32_t rank);
+
+// Returns the rank of a worker that died and has not been replaced, if any.
+std::optional<std::uint32_t> free_rank(coord_pointer self) {
+  for (std::uint32_t r = 0; r < self->state.workers.size(); ++r)
+    if (!self->state.workers[r].live && !self->state.workers[r].done) return r;
+  return std::nullopt;
+}
+
+caf::result<worker_welcome> rejoin(coord_pointer self, caf::actor handle) {
+  auto& st = self->state;
+  auto promise = self->make_response_promise<worker_welcome>();
+  self->monitor(handle);
+  if (auto rank = free_rank(self)) {
+    admit_replacement(self, promise, handle, *rank);
+  } else {
+    event(self, "a worker joined the running job; it stands by until a worker dies");
+    st.standby.emplace_back(promise, handle);
+  }
+  return promise;
+}
+
+void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_welcome> promise, caf::actor handle,
+                       std::uint32_t rank) {
+  auto& st = self->state;
+  std::int64_t slowest = std::numeric_limits<std::int64_t>::max(), fastest = 0;
+  for (const worker_info& w : st.workers)
+    if (w.live && !w.done) {
+      slowest = std::min(slowest, w.clock);
+      fastest = std::max(fastest, w.clock);
+    }
+  if (slowest == std::numeric_limits<std::int64_t>::max()) slowest = fastest = 0;
+  const std::int64_t clock = st.job.mode == sync_mode::sync ? fastest + 2 : slowest;
+  worker_info& w = st.workers[rank];
+  w = worker_info{handle};
+  w.clock = clock;
+  w.epochs_reported = static_cast<std::int32_t>(clock / std::max<std::int64_t>(1, steps_per_epoch(st.job)));
+  st.last_progress = clock_type::now();
+  auto acks = std::make_shared<std::size_t>(st.shards.size());
+  for (auto& shard : st.shards)
+    self->request(shard, request_timeout(self), join_atom::value, member_joined{rank, clock})
+        .then(
+            [=](caf::ok_atom) mutable {
+              if (--*acks == 0) promise.deliver(welcome_for(self, rank, clock));
+            },
+            [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not admit the rejoining worker: " + describe(e))); });
+  event(self, "worker " + std::to_string(rank) + " rejoined at clock " + std::to_string(clock));
+}
+
 void maybe_start(coord_pointer self) {
   auto& st = self->state;
   if (st.starting || st.shards.size() < st.job.servers || st.pending_joins.size() < st.job.workers) return;
@@ -290,7 +357,7 @@ void maybe_start(coord_pointer self) {
               s.started = true;
               s.t_start = s.epoch_start = s.last_progress = clock_type::now();
               for (std::uint32_t r = 0; r < s.pending_joins.size(); ++r)
-                s.pending_joins[r].deliver(worker_welcome{r, s.job.workers, s.job, s.table, s.shards});
+                s.pending_joins[r].deliver(welcome_for(self, r, 0));
               s.pending_joins.clear();
             },
             [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not start: " + describe(e))); });
@@ -313,6 +380,7 @@ void on_down(coord_pointer self, caf::down_msg& dm) {
                                                   "supported yet, so the job stops"));
       return;
     }
+  std::erase_if(st.standby, [&](const auto& p) { return p.second.address() == dm.source; });
   for (std::uint32_t r = 0; r < st.workers.size(); ++r) {
     worker_info& w = st.workers[r];
     if (dm.source != w.handle.address() || !w.live) continue;
@@ -326,6 +394,12 @@ void on_down(coord_pointer self, caf::down_msg& dm) {
     event(self, "worker " + std::to_string(r) + " is gone (" + describe(dm.reason) + "); continuing with " +
                     std::to_string(live_workers(self)) + " workers");
     for (auto& shard : st.shards) self->send(shard, left_atom::value, r);
+    if (!st.standby.empty()) {
+      auto [promise, handle] = st.standby.front();
+      st.standby.erase(st.standby.begin());
+      admit_replacement(self, promise, handle, r);
+      return;
+    }
     check_epochs(self);
     check_training_done(self);
     return;
@@ -377,6 +451,8 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         self->monitor(handle);
         const auto index = static_cast<std::uint32_t>(s.shards.size());
         s.shards.push_back(handle);
+        s.shard_hosts.push_back(j.host);
+        s.shard_ports.push_back(j.port);
         s.last_progress = clock_type::now();
         // Deliver the welcome before any start message can follow it (same sender, same order).
         auto promise = self->make_response_promise<shard_welcome>();
@@ -387,9 +463,10 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
         auto& s = self->state;
         if (auto err = check_job_id(self, j.job_id)) return err;
+        auto handle = caf::actor_cast<caf::actor>(self->current_sender());
+        if (s.started && !s.training_done) return rejoin(self, handle);
         if (s.starting || s.pending_joins.size() >= s.job.workers)
           return make_error(errc::cluster_full, "the job already has its " + std::to_string(s.job.workers) + " workers");
-        auto handle = caf::actor_cast<caf::actor>(self->current_sender());
         self->monitor(handle);
         s.workers.push_back(worker_info{handle});
         s.last_progress = clock_type::now();

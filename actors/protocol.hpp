@@ -94,8 +94,12 @@ struct shard_stats {
   std::vector<std::int64_t> staleness_hist;
 };
 
+// Shard -> coordinator. host/port: where workers reach this shard directly (empty in
+// one process, where the shard's handle is enough).
 struct shard_join {
   std::string job_id;
+  std::string host;
+  std::uint16_t port = 0;
 };
 
 struct shard_welcome {
@@ -106,6 +110,12 @@ struct shard_welcome {
 
 struct worker_join {
   std::string job_id;
+};
+
+// Coordinator -> shard: worker `rank` (re)joins a running job at `clock`.
+struct member_joined {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;
 };
 
 
@@ -174,7 +184,10 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<pull_atom, pull_request>::with<params_reply>,
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
-    caf::reacts_to<left_atom, std::uint32_t>>;
+    caf::reacts_to<left_atom, std::uint32_t>,
+    caf::replies_to<join_atom, member_joined>::with<caf::ok_atom>,
+    // Local trigger: join the coordinator, telling it where workers reach this shard.
+    caf::reacts_to<join_atom, std::string, std::uint16_t>>;
 
 // Coordinator -> worker: its rank, the job, the key-range table and the shards.
 struct worker_welcome {
@@ -182,7 +195,10 @@ struct worker_welcome {
   std::uint32_t world = 0;
   job_spec job;
   key_table table;
-  std::vector<shard_actor> shards;  // indexed by shard
+  std::vector<shard_actor> shards;        // indexed by shard
+  std::vector<std::string> shard_hosts;   // where to reach them directly; empty in one process
+  std::vector<std::uint16_t> shard_ports;
+  std::int64_t resume_clock = 0;          // > 0 when this worker replaces one that died
 };
 
 using coordinator_actor = caf::typed_actor<
@@ -256,10 +272,12 @@ TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
 TROUPE_INSPECT(membership, x.workers)
 TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
                x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
-TROUPE_INSPECT(shard_join, x.job_id)
+TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port)
+TROUPE_INSPECT(member_joined, x.rank, x.clock)
 TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
 TROUPE_INSPECT(worker_join, x.job_id)
-TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards)
+TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards, x.shard_hosts, x.shard_ports,
+               x.resume_clock)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds)
 TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected)

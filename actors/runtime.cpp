@@ -48,9 +48,15 @@ job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& 
   job_handles h;
   h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb));
   const std::chrono::milliseconds join_timeout(job.request_timeout_ms);
-  for (std::uint32_t s = 0; s < job.servers; ++s) h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id));
-  for (std::uint32_t w = 0; w < job.workers; ++w)
-    h.workers.push_back(spawn_worker(sys, h.coordinator, job.job_id, data, join_timeout));
+  for (std::uint32_t s = 0; s < job.servers; ++s) {
+    h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id, join_timeout));
+    join_as_shard(h.shards.back(), {}, 0);
+  }
+  worker_options opts;
+  opts.job_id = job.job_id;
+  opts.join_timeout = join_timeout;
+  opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
+  for (std::uint32_t w = 0; w < job.workers; ++w) h.workers.push_back(spawn_worker(sys, h.coordinator, opts));
   return h;
 }
 

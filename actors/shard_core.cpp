@@ -100,6 +100,9 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
                                        std::to_string(version_) + " is open");
   if (round_.count(worker)) return reject(errc::duplicate, "second gradient from worker " + std::to_string(worker) +
                                                                " for round " + std::to_string(clock));
+  if (members_[worker].from_round > clock)
+    return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
+                                       std::to_string(members_[worker].from_round));
   std::string detail;
   if (auto e = check_tensor(grad, detail)) {
     round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
@@ -118,7 +121,7 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
 void shard_core::maybe_complete_round() {
   std::size_t live = 0;
   for (const auto& [rank, m] : members_) {
-    if (!m.live) continue;
+    if (!m.live || m.from_round > version_) continue;
     ++live;
     if (!round_.count(rank)) return;  // a live worker has not submitted yet
   }
@@ -224,6 +227,15 @@ void shard_core::worker_left(std::uint32_t worker) {
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
   held_.erase(gone, held_.end());
   if (cfg_.mode == sync_mode::sync) maybe_complete_round();
+  release_ready();
+}
+
+void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock) {
+  member m;
+  m.completed = clock;
+  m.from_round = std::max(clock, version_);
+  members_[worker] = m;
+  round_.erase(worker);
   release_ready();
 }
 

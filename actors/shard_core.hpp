@@ -87,6 +87,10 @@ class shard_core {
 
   // A worker died or left: it no longer counts for rounds or bounds.
   void worker_left(std::uint32_t worker);
+  // A worker (re)joins a running job at `clock`: in sync it is expected from round `clock`
+  // on (a round that has closed already moves it to the open one); in async/ssp it counts
+  // as having finished `clock` iterations.
+  void worker_joined(std::uint32_t worker, std::int64_t clock);
 
   // Held pulls that may be answered now / that never will be (their worker left).
   std::vector<token> take_released();
@@ -103,7 +107,8 @@ class shard_core {
  private:
   struct member {
     bool live = true;
-    std::int64_t completed = 0;  // iterations finished (async/ssp)
+    std::int64_t completed = 0;   // iterations finished (async/ssp)
+    std::int64_t from_round = 0;  // sync: the first round that needs this worker
   };
   struct held_pull {
     token t;

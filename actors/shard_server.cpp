@@ -76,19 +76,30 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   self->state.core = std::make_unique<shard_core>(cfg, std::move(mine));
 }
 
-shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id) {
+shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
+                                        std::chrono::milliseconds join_timeout) {
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
-    if (dm.source == coordinator.address()) self->quit(dm.reason);
+    if (dm.source != coordinator.address()) return;
+    spdlog::error("shard {}: the coordinator went away ({}); stopping", self->state.index, caf::to_string(dm.reason));
+    self->quit(dm.reason);
   });
-  // Join first; pushes and pulls before the welcome are refused as not_started.
-  self->request(coordinator, std::chrono::seconds(60), join_atom::value, shard_join{job_id})
-      .then([=](shard_welcome& w) { init_from_welcome(self, w); },
-            [=](caf::error& e) {
-              spdlog::error("shard: join refused: {}", describe(e));
-              self->quit(e);
-            });
   return {
+      // Pushes and pulls before the welcome are refused as not_started.
+      [=](join_atom, const std::string& host, std::uint16_t port) {
+        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, host, port})
+            .then([=](shard_welcome& w) { init_from_welcome(self, w); },
+                  [=](caf::error& e) {
+                    spdlog::error("shard: the coordinator refused or did not answer the join: {}", describe(e));
+                    self->quit(e);
+                  });
+      },
+      [=](join_atom, const member_joined& m) -> caf::result<caf::ok_atom> {
+        if (!self->state.core) return not_started(self);
+        self->state.core->worker_joined(m.rank, m.clock);
+        settle_held(self);
+        return caf::ok_atom::value;
+      },
       [=](start_atom, membership& m) -> caf::result<caf::ok_atom> {
         if (!self->state.core) return not_started(self);
         self->state.core->start(m.workers);
@@ -153,8 +164,13 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
 
 }  // namespace
 
-shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id) {
-  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id));
+shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
+                               std::chrono::milliseconds join_timeout) {
+  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout);
+}
+
+void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port) {
+  caf::anon_send(shard, join_atom::value, std::move(host), port);
 }
 
 }  // namespace troupe

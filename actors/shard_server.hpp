@@ -4,12 +4,17 @@
 // the core releases them. It stops when the coordinator goes away.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "actors/protocol.hpp"
 
 namespace troupe {
 
-shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id);
+// Spawns a shard that joins `coordinator` once told where workers can reach it.
+shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
+                               std::chrono::milliseconds join_timeout);
+// Tells the shard to join, advertising host:port (empty host: one process, no address).
+void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port);
 
 }  // namespace troupe

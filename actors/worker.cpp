@@ -18,6 +18,7 @@ using clock_type = std::chrono::steady_clock;
 
 struct worker_state {
   coordinator_actor coordinator;
+  worker_options opts;
   std::shared_ptr<const dataset_split> data;
   std::uint32_t rank = 0, world = 1;
   job_spec job;
@@ -57,12 +58,12 @@ void maybe_finish(worker_pointer self) {
   self->quit();
 }
 
-void begin_epoch(worker_pointer self) {
+void begin_epoch(worker_pointer self, std::int64_t first_step = 0) {
   auto& st = self->state;
   if (st.job.simulate_compute_ms <= 0.0)
     st.order = epoch_indices(st.data->train.size(), st.job.train.seed, st.epoch, static_cast<int>(st.rank),
                              static_cast<int>(st.world));
-  st.step_in_epoch = 0;
+  st.step_in_epoch = first_step;
   st.epoch_loss = 0.0;
   st.epoch_samples = 0;
   st.epoch_start = clock_type::now();
@@ -167,6 +168,7 @@ void start_pulls(worker_pointer self) {
 
 bool setup(worker_pointer self, worker_welcome& w) {
   auto& st = self->state;
+  st.clock = w.resume_clock;
   st.rank = w.rank;
   st.world = w.world;
   st.job = std::move(w.job);
@@ -189,6 +191,12 @@ bool setup(worker_pointer self, worker_welcome& w) {
     for (std::int64_t i = 0; i < m->num_params(); ++i) g[i] = 1e-4f * r.normal();
     return true;
   }
+  auto data = st.opts.data(st.job);
+  if (!data) {
+    fail(self, make_error(errc::bad_job, data.error().message));
+    return false;
+  }
+  st.data = std::move(*data);
   if (st.data->train.size() != st.job.train_size) {
     fail(self, make_error(errc::bad_job, "this worker's training set has " + std::to_string(st.data->train.size()) +
                                              " samples but the job has " + std::to_string(st.job.train_size)));
@@ -201,20 +209,62 @@ bool setup(worker_pointer self, worker_welcome& w) {
   return true;
 }
 
-caf::behavior worker_actor(worker_pointer self, coordinator_actor coordinator, std::string job_id,
-                           std::shared_ptr<const dataset_split> data, std::chrono::milliseconds join_timeout) {
+// Starts (or, for a worker that replaces a dead one, resumes) the loop at st.clock.
+void start_training(worker_pointer self) {
+  auto& st = self->state;
+  st.epoch = static_cast<std::int32_t>(st.clock / std::max<std::int64_t>(1, st.steps_per_epoch));
+  if (st.epoch >= st.job.train.epochs) {
+    st.finishing = true;
+    maybe_finish(self);
+    return;
+  }
+  begin_epoch(self, st.clock % st.steps_per_epoch);
+  start_pulls(self);
+}
+
+// In a cluster the welcome names each shard's address: connect to every one directly
+// (through the node's plain or TLS middleman), then start.
+void connect_shards(worker_pointer self, worker_welcome& w) {
+  auto& st = self->state;
+  const bool direct = st.opts.connector && !w.shard_hosts.empty() && !w.shard_hosts.front().empty();
+  if (!direct) {
+    start_training(self);
+    return;
+  }
+  auto pending = std::make_shared<std::size_t>(st.shards.size());
+  for (std::uint32_t s = 0; s < st.shards.size(); ++s) {
+    const std::string host = w.shard_hosts[s];
+    const std::uint16_t port = w.shard_ports[s];
+    self->request(*st.opts.connector, st.timeout, caf::connect_atom::value, host, port)
+        .then(
+            [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+              if (!ptr) {
+                fail(self, make_error(errc::shard_lost, "no shard is published at " + host + ":" + std::to_string(port)));
+                return;
+              }
+              self->state.shards[s] = caf::actor_cast<shard_actor>(std::move(ptr));
+              if (--*pending == 0) start_training(self);
+            },
+            [=](caf::error& e) {
+              fail(self, make_error(errc::shard_lost, "cannot reach shard " + std::to_string(s) + " at " + host + ":" +
+                                                          std::to_string(port) + ": " + describe(e)));
+            });
+  }
+}
+
+caf::behavior worker_actor(worker_pointer self, coordinator_actor coordinator, worker_options opts) {
   self->state.coordinator = coordinator;
-  self->state.data = std::move(data);
+  self->state.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
-    if (dm.source == coordinator.address()) self->quit(dm.reason);
+    if (dm.source != coordinator.address()) return;
+    spdlog::error("worker {}: the coordinator went away ({}); stopping", self->state.rank, caf::to_string(dm.reason));
+    self->quit(dm.reason);
   });
-  self->request(coordinator, join_timeout, join_atom::value, worker_join{job_id})
+  self->request(coordinator, self->state.opts.join_timeout, join_atom::value, worker_join{self->state.opts.job_id})
       .then(
           [=](worker_welcome& w) {
-            if (!setup(self, w)) return;
-            begin_epoch(self);
-            start_pulls(self);
+            if (setup(self, w)) connect_shards(self, w);
           },
           [=](caf::error& e) { fail(self, e); });
   return {[](run_atom) {}};  // everything else arrives as responses
@@ -222,10 +272,8 @@ caf::behavior worker_actor(worker_pointer self, coordinator_actor coordinator, s
 
 }  // namespace
 
-caf::actor spawn_worker(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                        std::shared_ptr<const dataset_split> data, std::chrono::milliseconds join_timeout) {
-  return sys.spawn<caf::detached>(worker_actor, std::move(coordinator), std::move(job_id), std::move(data),
-                                  join_timeout);
+caf::actor spawn_worker(caf::actor_system& sys, coordinator_actor coordinator, worker_options opts) {
+  return sys.spawn<caf::detached>(worker_actor, std::move(coordinator), std::move(opts));
 }
 
 }  // namespace troupe

@@ -95,7 +95,10 @@ struct fixture : test::deterministic_system {
     });
     sched->run();
   }
-  void add_shard() { shards.push_back(own(spawn_shard_server(*sys, coord, "job-under-test"))); }
+  void add_shard() {
+    shards.push_back(own(spawn_shard_server(*sys, coord, "job-under-test", std::chrono::seconds(10))));
+    join_as_shard(shards.back(), {}, 0);
+  }
   void add_worker(const std::string& job_id) {
     logs.push_back(std::make_unique<worker_log>());
     workers.push_back(own(sys->spawn(scripted_worker, coord, job_id, logs.back().get())));

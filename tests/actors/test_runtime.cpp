@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "actors/runtime.hpp"
+#include "actors/worker.hpp"
 #include "tensor/trainer.hpp"
 #include "tests/support/caf_fixture.hpp"
 
@@ -112,6 +113,43 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {
   BOOST_REQUIRE(!events.empty());
   BOOST_TEST(events[0].find("is gone") != std::string::npos);
   BOOST_TEST(r->test_accuracy > 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(a_replacement_worker_rejoins_and_the_job_finishes) {
+  for (sync_mode mode : {sync_mode::sync, sync_mode::async}) {
+    auto data = synthetic(6000);
+    job_spec job = small_job(mode, 2, 2);
+    job.train.epochs = 4;
+    auto m = prepare_job(job, *data);
+    BOOST_REQUIRE(m.has_value());
+    caf::actor_system_config cfg;
+    configure_in_process(cfg);
+    caf::actor_system sys{cfg};
+    job_handles h;
+    std::vector<std::string> events;
+    std::atomic<int> epochs_seen{0};
+    job_callbacks cb;
+    cb.on_epoch = [&](const epoch_summary&) {
+      if (epochs_seen++ != 0) return;
+      caf::anon_send_exit(h.workers[0], caf::exit_reason::kill);
+      worker_options opts;
+      opts.job_id = job.job_id;
+      opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
+      spawn_worker(sys, h.coordinator, opts);
+    };
+    cb.on_event = [&](const std::string& e) { events.push_back(e); };
+    h = spawn_job(sys, job, *m, data, cb);
+    auto r = await_job(sys, h.coordinator);
+    BOOST_TEST_CONTEXT(name_of(mode)) {
+      BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+      BOOST_TEST(r->workers_lost == 1);
+      BOOST_TEST(epochs_seen.load() == 4);
+      bool rejoined = false;
+      for (const auto& e : events) rejoined = rejoined || e.find("rejoined") != std::string::npos;
+      BOOST_TEST(rejoined);
+      BOOST_TEST(r->rejected == 0);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_shard_ends_the_job_with_an_error) {

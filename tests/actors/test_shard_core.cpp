@@ -211,3 +211,31 @@ BOOST_AUTO_TEST_CASE(staleness_bucket_edges) {
   BOOST_TEST(staleness_bucket(9) == 6);
   BOOST_TEST(staleness_bucket(100) == 7);
 }
+
+BOOST_AUTO_TEST_CASE(a_rejoining_worker_counts_from_its_round_in_sync) {
+  auto s = make_shard(sync_mode::sync);
+  s.worker_left(2);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 1);
+  s.worker_joined(2, 2);  // expected from round 2 on
+  s.push(0, 1, 1, filled(1.f));
+  s.push(1, 1, 1, filled(1.f));
+  BOOST_TEST(s.version() == 2);  // round 1 did not wait for it
+  BOOST_TEST((*s.push(2, 1, 1, filled(1.f)).error == errc::stale_round));
+  s.push(0, 2, 2, filled(1.f));
+  s.push(1, 2, 2, filled(1.f));
+  BOOST_TEST(s.version() == 2);  // round 2 waits for the rejoined worker
+  s.push(2, 2, 2, filled(1.f));
+  BOOST_TEST(s.version() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoining_worker_starts_at_its_clock_in_ssp) {
+  auto s = make_shard(sync_mode::ssp, 0);
+  s.worker_left(2);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));
+  s.worker_joined(2, 1);
+  BOOST_TEST((s.pull(0, 1, 5).decision == shard_core::pull_decision::answer));  // worker 2 counts as at clock 1
+  BOOST_TEST(!s.push(2, 1, 2, filled(1.f)).error.has_value());
+}

@@ -68,7 +68,8 @@ struct fixture : test::deterministic_system {
 
   void boot(sync_mode mode) {
     auto coord = own(sys->spawn(fake_coordinator, tiny_job(mode)));
-    shard = own(spawn_shard_server(*sys, coord, "test-job"));
+    shard = own(spawn_shard_server(*sys, coord, "test-job", std::chrono::seconds(10)));
+    join_as_shard(shard, {}, 0);
     sched->run();
   }
   void start(std::vector<std::uint32_t> workers) {
