@@ -50,6 +50,7 @@ struct coordinator_state {
   std::vector<worker_info> workers;
   bool starting = false, started = false, training_done = false, finished = false;
   clock_type::time_point t_start, t_end, last_progress, epoch_start;
+  bool first_step_seen = false;  // training time counts from the first step (after workers load data)
   std::map<std::int32_t, epoch_agg> epochs;
   std::int32_t epochs_closed = 0;  // epochs whose summary is scheduled
   int evals_pending = 0;
@@ -83,16 +84,18 @@ std::uint32_t live_workers(coord_pointer self) {
   return n;
 }
 
-void shutdown(coord_pointer self) {
+// Stops every member with `reason` (user_shutdown after a success, the job's error after
+// a failure, so remote nodes can tell which), then the coordinator itself.
+void shutdown(coord_pointer self, const caf::error& reason) {
   auto& st = self->state;
   for (auto& [promise, handle] : st.standby)
     promise.deliver(make_error(errc::cluster_full, "the job ended before a rank became free"));
   st.standby.clear();
   for (auto& w : st.workers)
-    if (w.handle) self->send_exit(w.handle, caf::exit_reason::user_shutdown);
-  for (auto& s : st.shards) self->send_exit(s, caf::exit_reason::user_shutdown);
+    if (w.handle) self->send_exit(w.handle, reason);
+  for (auto& s : st.shards) self->send_exit(s, reason);
   if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
-  self->quit();
+  self->quit(reason);
 }
 
 void fail(coord_pointer self, caf::error e) {
@@ -101,8 +104,8 @@ void fail(coord_pointer self, caf::error e) {
   st.finished = true;
   spdlog::error("coordinator: the job failed: {}", describe(e));
   st.failure = e;
-  if (st.run_promise) st.run_promise->deliver(std::move(e));
-  shutdown(self);
+  if (st.run_promise) st.run_promise->deliver(e);
+  shutdown(self, e);
 }
 
 void succeed(coord_pointer self, job_result r) {
@@ -111,7 +114,7 @@ void succeed(coord_pointer self, job_result r) {
   st.finished = true;
   st.result = r;
   if (st.run_promise) st.run_promise->deliver(std::move(r));
-  shutdown(self);
+  shutdown(self, caf::exit_reason::user_shutdown);
 }
 
 // Collects a full parameter snapshot and the shards' stats, then calls `done`.
@@ -283,9 +286,16 @@ void check_training_done(coord_pointer self) {
   maybe_finalize(self);
 }
 
+// Note [Shard handles across nodes]
+// In one process the welcome carries the shards' handles. Across nodes it carries only
+// their addresses: a handle forwarded by the coordinator makes the worker's node route
+// to the shard through the coordinator's node, and with CAF 0.17 such indirect routes
+// broke TLS connections when a node left. Workers connect to each shard directly.
 worker_welcome welcome_for(coord_pointer self, std::uint32_t rank, std::int64_t resume_clock) {
   const auto& s = self->state;
-  return worker_welcome{rank, s.job.workers, s.job, s.table, s.shards, s.shard_hosts, s.shard_ports, resume_clock};
+  const bool by_address = !s.shard_hosts.empty() && !s.shard_hosts.front().empty();
+  return worker_welcome{rank,          s.job.workers, s.job,       s.table, by_address ? std::vector<shard_actor>{} : s.shards,
+                        s.shard_hosts, s.shard_ports, resume_clock};
 }
 
 // A worker joining a running job takes the rank of one that died. In sync it joins at a
@@ -478,6 +488,10 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
       [=](progress_atom, const step_report& r) {
         auto& s = self->state;
         if (r.rank >= s.workers.size() || !s.workers[r.rank].live) return;
+        if (!s.first_step_seen) {
+          s.first_step_seen = true;
+          s.t_start = s.epoch_start = clock_type::now();
+        }
         s.workers[r.rank].clock = r.clock;
         s.samples += r.samples;
         s.last_progress = clock_type::now();

@@ -173,6 +173,7 @@ bool setup(worker_pointer self, worker_welcome& w) {
   st.world = w.world;
   st.job = std::move(w.job);
   st.shards = std::move(w.shards);
+  st.shards.resize(w.table.shards());  // by address: filled by connect_shards
   st.timeout = std::chrono::milliseconds(st.job.request_timeout_ms);
   st.shard_numel = w.table.shard_numel;
   for (std::uint32_t s = 0; s < w.table.shards(); ++s) st.ranges.push_back(w.table.ranges_of(s));

@@ -143,4 +143,20 @@ dataset head(const dataset& d, std::int64_t n) {
   return out;
 }
 
+expected<dataset_split> load_dataset(std::string_view kind_name, const std::string& dir, std::int64_t train_samples,
+                                     std::uint64_t seed) {
+  auto kind = parse_dataset_kind(kind_name);
+  if (!kind) return kind.error();
+  dataset_split split;
+  if (*kind == dataset_kind::synthetic) {
+    split = make_synthetic(60000, 10000, seed);  // the sizes of Fashion-MNIST
+  } else {
+    auto loaded = load_fashion_mnist(dir);
+    if (!loaded) return loaded.error();
+    split = std::move(*loaded);
+  }
+  if (train_samples > 0) split.train = head(split.train, train_samples);
+  return split;
+}
+
 }  // namespace troupe

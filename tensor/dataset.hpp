@@ -43,4 +43,10 @@ dataset_split make_synthetic(std::int64_t train_size, std::int64_t test_size, st
 // The first n samples (all of them when n >= size or n <= 0).
 dataset head(const dataset& d, std::int64_t n);
 
+// What a job names: the dataset by name ("fashion-mnist" from dir, or "synthetic" of
+// Fashion-MNIST's sizes from seed), keeping the first train_samples training samples
+// (0 = all).
+expected<dataset_split> load_dataset(std::string_view kind, const std::string& dir, std::int64_t train_samples,
+                                     std::uint64_t seed);
+
 }  // namespace troupe

@@ -106,18 +106,7 @@ void add_data_options(CLI::App& app, data_options& opts) {
 }
 
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed) {
-  auto kind = parse_dataset_kind(opts.dataset);
-  if (!kind) return kind.error();
-  dataset_split split;
-  if (*kind == dataset_kind::synthetic) {
-    split = make_synthetic(60000, 10000, seed);  // the sizes of Fashion-MNIST
-  } else {
-    auto loaded = load_fashion_mnist(opts.dir);
-    if (!loaded) return loaded.error();
-    split = std::move(*loaded);
-  }
-  if (opts.train_samples > 0) split.train = head(split.train, opts.train_samples);
-  return split;
+  return load_dataset(opts.dataset, opts.dir, opts.train_samples, seed);
 }
 
 double round_to(double v, int digits) {

@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "tools/cli_common.hpp"
+#include "tools/cmd_node.hpp"
+#include "tools/cmd_tls.hpp"
 #include "tools/cmd_train.hpp"
 #include "tools/cmd_train_local.hpp"
 
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
   std::vector<command> commands;
   commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
+  commands.push_back(add_node(app));
+  commands.push_back(add_tls(app));
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,117 @@
+// node: publish/connect, spawn the role's actor, wait for it.
+#include "net/node.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "actors/runtime.hpp"
+#include "actors/shard_server.hpp"
+#include "actors/worker.hpp"
+#include "net/node_runtime.hpp"
+
+namespace troupe {
+
+namespace {
+
+std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000)); }
+
+// Reaches the coordinator at plan.join and checks it speaks this version's protocol.
+// Nodes may start in any order, so a refused connection is retried until the deadline.
+caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const node_plan& plan) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + ms(plan.connect_timeout_s);
+  std::set<std::string> sigs;
+  caf::expected<caf::strong_actor_ptr> ptr{caf::sec::request_timeout};
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(1000))) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    if (left.count() <= 0) break;
+    ptr = connect_to(sys, plan.tls.any(), *plan.join, left, sigs);
+    if (ptr || ptr.error() != caf::sec::cannot_connect_to_node) break;
+    std::this_thread::sleep_for(std::min(pause, left));
+  }
+  if (!ptr)
+    return make_error(errc::stalled, "cannot reach the coordinator at " + plan.join->str() + ": " + describe(ptr.error()) +
+                                         (plan.tls.any() ? " (is it running, with TLS and the same CA?)"
+                                                         : " (is it running? does it expect TLS?)"));
+  if (sigs != sys.message_types<coordinator_actor>())
+    return make_error(errc::bad_job, "the actor at " + plan.join->str() +
+                                         " is not a Troupe coordinator of this version; check the address and versions");
+  return caf::actor_cast<coordinator_actor>(std::move(*ptr));
+}
+
+// Waits for `a` to terminate; none when it stopped normally or at the end of the job.
+caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
+  caf::scoped_actor self{sys};
+  self->monitor(a);
+  caf::error reason;
+  bool done = false;
+  self->receive_while([&] { return !done; })([&](caf::down_msg& dm) {
+    reason = dm.reason;
+    done = true;
+  });
+  if (reason == caf::exit_reason::normal || reason == caf::exit_reason::user_shutdown) return caf::none;
+  if (reason == caf::exit_reason::remote_link_unreachable)
+    return make_error(errc::stalled, "lost the connection to the coordinator (it died, or the network failed)");
+  return reason;
+}
+
+}  // namespace
+
+caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
+                                               std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                               const std::function<void(const endpoint&)>& on_listening) {
+  raise_fd_limit();
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb));
+  auto port = publish_on(sys, coordinator, plan.listen, plan.tls.any());
+  if (!port) {
+    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
+  }
+  on_listening(endpoint{plan.listen.host, *port});
+  return await_job(sys, coordinator);
+}
+
+caf::error run_server_node(const node_plan& plan) {
+  raise_fd_limit();
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  auto coordinator = reach_coordinator(sys, plan);
+  if (!coordinator) return coordinator.error();
+  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s));
+  auto port = publish_on(sys, shard, plan.listen, plan.tls.any());
+  if (!port) {
+    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
+  }
+  spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
+               endpoint{plan.advertise, *port}.str(), plan.join->str());
+  join_as_shard(shard, plan.advertise, *port);
+  return wait_for(sys, caf::actor_cast<caf::actor>(shard));
+}
+
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir) {
+  raise_fd_limit();
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  auto coordinator = reach_coordinator(sys, plan);
+  if (!coordinator) return coordinator.error();
+  worker_options opts;
+  opts.job_id = plan.job_id;
+  opts.join_timeout = ms(plan.connect_timeout_s);
+  opts.connector = connector_of(sys, plan.tls.any());
+  opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
+    auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
+    if (!d) return d.error();
+    return std::make_shared<const dataset_split>(std::move(*d));
+  };
+  auto worker = spawn_worker(sys, *coordinator, opts);
+  return wait_for(sys, worker);
+}
+
+}  // namespace troupe

@@ -1,0 +1,27 @@
+// The three roles of a cluster node, each in its own actor system. Each function returns
+// when the node's part of the job is over: the coordinator with the job's result or
+// error; a server or worker with none when the job ended well, or the reason it stopped
+// (the job failed, the coordinator went away or refused it).
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "actors/coordinator.hpp"
+#include "net/node_options.hpp"
+#include "tensor/dataset.hpp"
+#include "tensor/model.hpp"
+
+namespace troupe {
+
+// job must be prepared (prepare_job) and m its model. on_listening gets the bound address.
+caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
+                                               std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                               const std::function<void(const endpoint&)>& on_listening);
+
+caf::error run_server_node(const node_plan& plan);
+
+// data_dir: where this node finds the dataset (empty: the directory the job names).
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir);
+
+}  // namespace troupe

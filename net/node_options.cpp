@@ -1,0 +1,162 @@
+// Node options: roles, environment, Slurm, and the checks before a node starts.
+#include "net/node_options.hpp"
+
+#include <charconv>
+#include <fstream>
+
+extern char** environ;
+
+namespace troupe {
+
+expected<node_role> parse_node_role(std::string_view name) {
+  if (name == "coordinator") return node_role::coordinator;
+  if (name == "server") return node_role::server;
+  if (name == "worker") return node_role::worker;
+  return failure{"unknown role '" + std::string(name) + "'; use coordinator, server or worker"};
+}
+
+std::string_view name_of(node_role r) {
+  switch (r) {
+    case node_role::coordinator: return "coordinator";
+    case node_role::server: return "server";
+    case node_role::worker: return "worker";
+  }
+  return "?";
+}
+
+environment current_environment() {
+  environment env;
+  for (char** e = environ; e && *e; ++e) {
+    std::string_view kv(*e);
+    const auto eq = kv.find('=');
+    if (eq != std::string_view::npos) env.emplace(std::string(kv.substr(0, eq)), std::string(kv.substr(eq + 1)));
+  }
+  return env;
+}
+
+void apply_environment(node_options& o, const environment& env) {
+  auto get = [&](const char* k) -> std::string {
+    auto it = env.find(k);
+    return it == env.end() ? std::string() : it->second;
+  };
+  if (!o.role) {
+    if (auto r = parse_node_role(get("TROUPE_ROLE")); r) o.role = *r;
+  }
+  if (o.join.empty()) o.join = get("TROUPE_COORDINATOR");
+  if (o.listen.empty()) o.listen = get("TROUPE_LISTEN");
+  if (o.advertise.empty()) o.advertise = get("TROUPE_ADVERTISE");
+  if (o.job_id.empty()) o.job_id = get("TROUPE_JOB_ID");
+  if (o.tls_dir.empty()) o.tls_dir = get("TROUPE_TLS_DIR");
+  const std::string insecure = get("TROUPE_INSECURE_NETWORK");
+  if (insecure == "1" || insecure == "true") o.insecure_network = true;
+}
+
+expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list) {
+  std::vector<std::string> hosts;
+  auto bad = [&] { return failure{"cannot read the Slurm node list '" + std::string(list) + "'"}; };
+  std::size_t i = 0;
+  while (i < list.size()) {
+    const std::size_t start = i;
+    while (i < list.size() && list[i] != ',' && list[i] != '[') ++i;
+    const std::string prefix(list.substr(start, i - start));
+    if (i < list.size() && list[i] == '[') {
+      const std::size_t close = list.find(']', i);
+      if (close == std::string_view::npos) return bad();
+      std::string_view ranges = list.substr(i + 1, close - i - 1);
+      while (!ranges.empty()) {
+        const auto comma = ranges.find(',');
+        const std::string_view r = ranges.substr(0, comma);
+        const auto dash = r.find('-');
+        const std::string_view lo_s = r.substr(0, dash), hi_s = dash == std::string_view::npos ? lo_s : r.substr(dash + 1);
+        unsigned lo = 0, hi = 0;
+        if (std::from_chars(lo_s.data(), lo_s.data() + lo_s.size(), lo).ec != std::errc() ||
+            std::from_chars(hi_s.data(), hi_s.data() + hi_s.size(), hi).ec != std::errc() || hi < lo || hi - lo > 100000)
+          return bad();
+        for (unsigned n = lo; n <= hi; ++n) {
+          std::string num = std::to_string(n);
+          if (num.size() < lo_s.size()) num.insert(0, lo_s.size() - num.size(), '0');  // keep zero padding
+          hosts.push_back(prefix + num);
+        }
+        if (comma == std::string_view::npos) break;
+        ranges.remove_prefix(comma + 1);
+      }
+      i = close + 1;
+    } else if (!prefix.empty()) {
+      hosts.push_back(prefix);
+    }
+    if (i < list.size() && list[i] == ',') ++i;
+  }
+  if (hosts.empty()) return bad();
+  return hosts;
+}
+
+expected<bool> apply_slurm(node_options& o, const environment& env) {
+  auto get = [&](const char* k) { auto it = env.find(k); return it == env.end() ? std::string() : it->second; };
+  const std::string procid = get("SLURM_PROCID"), ntasks = get("SLURM_NTASKS"), nodelist = get("SLURM_NODELIST");
+  if (procid.empty() || ntasks.empty() || nodelist.empty())
+    return failure{"--slurm: SLURM_PROCID, SLURM_NTASKS and SLURM_NODELIST must be set; start the nodes with srun"};
+  unsigned id = 0, n = 0;
+  std::from_chars(procid.data(), procid.data() + procid.size(), id);
+  std::from_chars(ntasks.data(), ntasks.data() + ntasks.size(), n);
+  if (n < o.slurm_servers + 2)
+    return failure{"--slurm: " + ntasks + " tasks cannot hold a coordinator, " + std::to_string(o.slurm_servers) +
+                   " servers and at least one worker"};
+  auto hosts = expand_slurm_nodelist(nodelist);
+  if (!hosts) return hosts.error();
+  o.role = id == 0 ? node_role::coordinator : id <= o.slurm_servers ? node_role::server : node_role::worker;
+  o.join = (*hosts)[0] + ":" + std::to_string(o.slurm_port);
+  if (o.role == node_role::coordinator) o.listen = "0.0.0.0:" + std::to_string(o.slurm_port);
+  if (o.role == node_role::server) o.listen = "0.0.0.0:" + std::to_string(o.slurm_port + id);
+  if (o.advertise.empty()) o.advertise = get("SLURMD_NODENAME");
+  if (o.job_id.empty()) o.job_id = "slurm-" + get("SLURM_JOB_ID");
+  return true;
+}
+
+expected<node_plan> resolve_node_options(const node_options& o) {
+  node_plan p;
+  if (!o.role) return failure{"--role is required: coordinator, server or worker (or set TROUPE_ROLE, or use --slurm)"};
+  p.role = *o.role;
+  if (!o.job_id.empty()) p.job_id = o.job_id;
+  p.heartbeat_s = o.heartbeat_s;
+  p.connection_timeout_s = o.connection_timeout_s;
+  p.connect_timeout_s = o.connect_timeout_s;
+  const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
+  auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
+  if (!listen) return listen.error();
+  p.listen = *listen;
+  if (p.role != node_role::coordinator) {
+    if (o.join.empty())
+      return failure{"--join HOST:PORT (the coordinator) is required for a " + std::string(name_of(p.role)) +
+                     " (or set TROUPE_COORDINATOR)"};
+    auto join = parse_endpoint(o.join, "--join");
+    if (!join) return join.error();
+    p.join = *join;
+  }
+  const bool wildcard = p.listen.host == "0.0.0.0" || p.listen.host == "::";
+  p.advertise = !o.advertise.empty() ? o.advertise : p.listen.host;
+  if (wildcard && o.advertise.empty() && p.role == node_role::server)
+    return failure{"--listen " + p.listen.str() + " binds every interface; say which address workers should use with "
+                   "--advertise HOST"};
+  // TLS files: --tls-dir, or each file.
+  p.tls = o.tls;
+  if (!o.tls_dir.empty() && !o.tls.any()) p.tls = tls_files_in(o.tls_dir);
+  if (!o.tls_passphrase_file.empty()) {
+    std::ifstream f(o.tls_passphrase_file);
+    if (!f) return failure{"--tls-passphrase-file: cannot read " + o.tls_passphrase_file};
+    std::getline(f, p.tls.passphrase);
+  }
+  if (p.tls.any()) {
+    if (auto problem = tls_preflight(p.tls)) return failure{"TLS preflight failed: " + *problem};
+  } else {
+    const bool exposed = p.role != node_role::worker && !is_loopback(p.listen.host);
+    const bool remote_peer = p.join && !is_loopback(p.join->host);
+    if ((exposed || remote_peer) && !o.insecure_network)
+      return failure{"this node would talk over the network (" + (exposed ? "--listen " + p.listen.str() : "--join " + p.join->str()) +
+                     ") without TLS. CAF's plain transport authenticates nobody: anyone who can reach the port can "
+                     "inject messages. Give it the job's certificates (--tls-dir DIR, or --tls-cert/--tls-key/--tls-ca; "
+                     "`troupe tls init` makes them), or pass --insecure-network on an isolated, firewalled segment"};
+  }
+  return p;
+}
+
+}  // namespace troupe

@@ -1,0 +1,71 @@
+// What one `troupe node` process is: its role, where it listens and whom it joins, its
+// job id, its TLS files and timeouts. Flags fill it; TROUPE_* environment variables fill
+// what the flags left unset (for Kubernetes and other launchers, as DMLC_* did for MXNet);
+// under Slurm the role comes from SLURM_PROCID. check_node_options() enforces the
+// security posture: a node that listens off loopback needs TLS or --insecure-network.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "net/endpoint.hpp"
+#include "net/tls.hpp"
+#include "tensor/expected.hpp"
+
+namespace troupe {
+
+enum class node_role : std::uint8_t { coordinator, server, worker };
+expected<node_role> parse_node_role(std::string_view name);
+std::string_view name_of(node_role r);
+
+struct node_options {
+  std::optional<node_role> role;
+  std::string listen;             // HOST:PORT (coordinator and servers); default 127.0.0.1:7070 / :0
+  std::string join;               // HOST:PORT of the coordinator (servers and workers)
+  std::string advertise;          // host other nodes use to reach this one (default: the listen host)
+  std::string job_id;             // empty: "default"
+  std::string tls_dir;            // DIR/node.pem + DIR/ca.pem
+  tls_files tls;                  // or the files one by one
+  std::string tls_passphrase_file;
+  bool insecure_network = false;
+  double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
+  double connection_timeout_s = 5.0;
+  double connect_timeout_s = 30.0;  // each attempt to reach another node
+  bool slurm = false;
+  std::uint32_t slurm_servers = 1;  // with --slurm: tasks 1..S are shard servers
+  std::uint16_t slurm_port = 7070;
+};
+
+using environment = std::map<std::string, std::string>;
+environment current_environment();
+
+// Fills unset fields from TROUPE_ROLE, TROUPE_COORDINATOR, TROUPE_LISTEN,
+// TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR and TROUPE_INSECURE_NETWORK.
+void apply_environment(node_options& o, const environment& env);
+
+// With o.slurm: role, listen and join from SLURM_PROCID and SLURM_NODELIST (task 0 is the
+// coordinator on the first host, the next slurm_servers tasks are shard servers).
+expected<bool> apply_slurm(node_options& o, const environment& env);
+// Expands a Slurm host list such as "gpu[01-03,07],cpu5" into host names.
+expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list);
+
+// The resolved form the node runs with.
+struct node_plan {
+  node_role role = node_role::worker;
+  endpoint listen;
+  std::optional<endpoint> join;
+  std::string advertise;
+  std::string job_id = "default";
+  tls_files tls;                 // empty: plain transport
+  double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
+};
+
+// Checks and resolves the options: the role is known, the addresses parse, servers and
+// workers know the coordinator, TLS files pass the preflight, and a node listening off
+// loopback has TLS or --insecure-network. Returns the plan or what is wrong and what to do.
+expected<node_plan> resolve_node_options(const node_options& o);
+
+}  // namespace troupe

@@ -1,0 +1,41 @@
+// TLS material for a node: which files it uses, the preflight that checks them before
+// the actor system exists (CAF would only notice at the first connection, and abort),
+// and the private per-job CA that `troupe launch` creates: one CA, one certificate per
+// node with serverAuth and clientAuth, files of mode 0600 in a directory of mode 0700.
+// See ../shared/notes/caf-tls-and-transport-security.md for what TLS does not protect.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tensor/expected.hpp"
+
+namespace troupe {
+
+struct tls_files {
+  std::string certificate;  // PEM chain; may hold the key too (one file: rotation is one rename)
+  std::string key;          // PEM private key; may name the same file as certificate
+  std::string ca;           // the job's CA, the only one trusted
+  std::string passphrase;   // for an encrypted key
+  bool any() const { return !certificate.empty() || !key.empty() || !ca.empty(); }
+};
+
+// DIR/<node_file> (certificate chain followed by the key) and DIR/ca.pem.
+tls_files tls_files_in(const std::string& dir, const std::string& node_file = "node.pem");
+
+// Loads the certificate, key and CA, checks that key and certificate match, that the
+// node's own certificate verifies against the CA for both server and client use, and
+// that it has not expired. Returns the first problem, as a message that names the file.
+std::optional<std::string> tls_preflight(const tls_files& f);
+
+// Creates a private CA in `dir` (ca.pem, ca.key), then one combined certificate+key file
+// per node (`<name>.pem`) valid from `not_before` (relative to now, may be negative) for
+// `valid_for`, with the given subject alternative names ("DNS:x" / "IP:a.b.c.d").
+expected<bool> create_ca(const std::string& dir, const std::string& common_name, std::chrono::hours valid_for);
+expected<std::string> issue_node_certificate(const std::string& ca_dir, const std::string& name,
+                                             const std::vector<std::string>& sans, std::chrono::seconds not_before,
+                                             std::chrono::seconds valid_for);
+
+}  // namespace troupe

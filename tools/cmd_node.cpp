@@ -1,0 +1,169 @@
+// node: the node's own flags (role, addresses, TLS, timeouts), the environment and Slurm,
+// the security checks, then the role; the coordinator also takes every job flag.
+#include "tools/cmd_node.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+
+#include "actors/runtime.hpp"
+#include "net/node.hpp"
+#include "tensor/gemm.hpp"
+#include "tools/job_cli.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+constexpr const char* group_node = "Node";
+
+struct node_cli {
+  node_options node;
+  std::string role;
+  job_cli_options job;
+  CLI::App* app = nullptr;
+};
+
+// Leaves without running CAF's shutdown, which can wait on connections that will never
+// finish (../shared/notes/caf-tls-and-transport-security.md); output is flushed first.
+[[noreturn]] void leave(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  spdlog::default_logger()->flush();
+  std::_Exit(code);
+}
+
+int run_coordinator(const node_plan& plan, node_cli& o) {
+  auto spec = resolve_job_options(o.job);
+  if (!spec) {
+    print_error(spec.error().message);
+    return exit_usage;
+  }
+  job_spec job = std::move(*spec);
+  job.job_id = plan.job_id;
+  set_blas_threads(1);
+  auto data = load_data(o.job.data, job.train.seed);
+  if (!data) {
+    print_error(data.error().message);
+    return exit_failed;
+  }
+  auto shared = std::make_shared<const dataset_split>(std::move(*data));
+  auto m = prepare_job(job, *shared);
+  if (!m) {
+    print_error(m.error().message);
+    return exit_usage;
+  }
+  job_callbacks cb;
+  cb.on_epoch = print_epoch;
+  auto result = run_coordinator_node(plan, job, *m, shared, cb, [&](const endpoint& at) {
+    std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
+              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
+  });
+  if (!result) {
+    print_error(troupe::describe(result.error()));
+    return exit_failed;
+  }
+  print_job_result(*result);
+  return exit_ok;
+}
+
+int run_node(node_cli& o) {
+  const environment env = current_environment();
+  apply_environment(o.node, env);
+  if (!o.role.empty()) o.node.role = *parse_node_role(o.role);
+  if (o.node.slurm) {
+    o.node.slurm_servers = o.job.job.servers;
+    if (auto ok = apply_slurm(o.node, env); !ok) {
+      print_error(ok.error().message);
+      return exit_usage;
+    }
+  }
+  auto plan = resolve_node_options(o.node);
+  if (!plan) {
+    print_error(plan.error().message);
+    return exit_usage;
+  }
+  if (!plan->tls.any() && o.node.insecure_network)
+    spdlog::warn("--insecure-network: this node talks plain TCP; anyone who can reach its port can inject messages "
+                 "into its actors, including ones that stop them. Use it only on an isolated, firewalled segment.");
+  if (plan->role != node_role::coordinator) {
+    for (const CLI::Option* opt : o.app->get_options())
+      if (opt->count() > 0 && opt->get_group() != group_node && opt->get_single_name() != "data" &&
+          opt->get_single_name() != "config")
+        spdlog::warn("--{} is ignored on a {}: the job comes from the coordinator", opt->get_single_name(),
+                     name_of(plan->role));
+  }
+  switch (plan->role) {
+    case node_role::coordinator: return run_coordinator(*plan, o);
+    case node_role::server:
+      if (auto err = run_server_node(*plan)) {
+        print_error("shard server: " + troupe::describe(err));
+        return exit_failed;
+      }
+      return exit_ok;
+    case node_role::worker: {
+      set_blas_threads(1);
+      const bool own_data = o.app->get_option("--data")->count() > 0;
+      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string())) {
+        print_error("worker: " + troupe::describe(err));
+        return exit_failed;
+      }
+      return exit_ok;
+    }
+  }
+  return exit_usage;
+}
+
+}  // namespace
+
+command add_node(CLI::App& parent) {
+  auto o = std::make_shared<node_cli>();
+  CLI::App* app = parent.add_subcommand("node", "Run one node of a cluster job: a coordinator, a shard server or a worker");
+  o->app = app;
+  app->add_option("--role", o->role, "coordinator, server or worker (or TROUPE_ROLE)")
+      ->check(CLI::IsMember({"coordinator", "server", "worker"}))
+      ->group(group_node);
+  app->add_option("--listen", o->node.listen,
+                  "HOST:PORT to listen on (coordinator default 127.0.0.1:7070, server 127.0.0.1:0; TROUPE_LISTEN)")
+      ->group(group_node);
+  app->add_option("--join", o->node.join, "HOST:PORT of the coordinator (servers, workers; TROUPE_COORDINATOR)")
+      ->group(group_node);
+  app->add_option("--advertise", o->node.advertise, "Host other nodes use to reach this one (default: the listen host)")
+      ->group(group_node);
+  app->add_option("--job-id", o->node.job_id, "Job identity every join must carry (default 'default'; TROUPE_JOB_ID)")
+      ->group(group_node);
+  app->add_option("--tls-dir", o->node.tls_dir, "Directory with node.pem (certificate and key) and ca.pem (TROUPE_TLS_DIR)")
+      ->group(group_node);
+  app->add_option("--tls-cert", o->node.tls.certificate, "PEM certificate chain (may also hold the key)")->group(group_node);
+  app->add_option("--tls-key", o->node.tls.key, "PEM private key (may be the certificate file)")->group(group_node);
+  app->add_option("--tls-ca", o->node.tls.ca, "The job's CA certificate: the only one trusted")->group(group_node);
+  app->add_option("--tls-passphrase-file", o->node.tls_passphrase_file, "File holding the key's passphrase")
+      ->group(group_node);
+  app->add_flag("--insecure-network", o->node.insecure_network,
+                "Allow plain TCP off loopback (only on an isolated, firewalled segment)")
+      ->group(group_node);
+  app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
+      ->group(group_node);
+  app->add_option("--connection-timeout", o->node.connection_timeout_s, "Drop a peer silent for this many seconds")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(group_node);
+  app->add_option("--connect-timeout", o->node.connect_timeout_s, "Give up reaching another node after this many seconds")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(group_node);
+  app->add_flag("--slurm", o->node.slurm, "Take the role from SLURM_PROCID (0: coordinator, then --servers servers)")
+      ->group(group_node);
+  app->add_option("--port", o->node.slurm_port, "With --slurm: the coordinator's port (servers use the next ones)")
+      ->capture_default_str()
+      ->group(group_node);
+  add_job_options(*app, o->job);
+  add_config_option(*app);
+  return {app, [o]() -> int { leave(run_node(*o)); }};
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,70 @@
+// tls init: create the CA and one certificate+key file per named node.
+#include "tools/cmd_tls.hpp"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+#include "net/tls.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+struct tls_cli {
+  std::string dir;
+  std::vector<std::string> nodes{"node"};
+  std::vector<std::string> sans;
+  double hours = 24;
+  bool force = false;
+};
+
+int run_tls_init(const tls_cli& o) {
+  namespace fs = std::filesystem;
+  if (fs::exists(fs::path(o.dir) / "ca.key") && !o.force) {
+    print_error(o.dir + " already holds a CA; pass --force to replace it (every node then needs new certificates)");
+    return exit_usage;
+  }
+  const auto valid = std::chrono::hours(static_cast<long>(o.hours));
+  if (auto ok = create_ca(o.dir, "troupe job CA", valid); !ok) {
+    print_error(ok.error().message);
+    return exit_failed;
+  }
+  std::vector<std::string> sans = o.sans;
+  if (sans.empty()) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    sans = {"DNS:localhost", "IP:127.0.0.1", std::string("DNS:") + host};
+  }
+  for (const auto& n : o.nodes) {
+    auto path = issue_node_certificate(o.dir, n, sans, std::chrono::seconds(-300), valid);
+    if (!path) {
+      print_error(path.error().message);
+      return exit_failed;
+    }
+    std::cerr << "wrote " << *path << "\n";
+  }
+  std::cerr << "wrote " << (fs::path(o.dir) / "ca.pem").string() << " (the job's CA; keep ca.key private)\n"
+            << "start each node with --tls-dir " << o.dir << " (it uses node.pem) or --tls-cert/--tls-key "
+            << "DIR/NAME.pem --tls-ca DIR/ca.pem\n";
+  return exit_ok;
+}
+
+}  // namespace
+
+command add_tls(CLI::App& parent) {
+  auto o = std::make_shared<tls_cli>();
+  CLI::App* tls = parent.add_subcommand("tls", "Certificates for mutual TLS between the nodes of a job");
+  CLI::App* init = tls->add_subcommand("init", "Create a private CA and node certificates in DIR (mode 0700, files 0600)");
+  tls->require_subcommand(1);
+  init->add_option("dir", o->dir, "Directory to create")->required();
+  init->add_option("--node", o->nodes, "Certificate names (each becomes NAME.pem); default: node")->capture_default_str();
+  init->add_option("--san", o->sans, "Subject alternative names, e.g. IP:10.0.0.5 or DNS:host (default: this host)");
+  init->add_option("--hours", o->hours, "Validity in hours")->check(CLI::Range(1.0, 24.0 * 3650))->capture_default_str();
+  init->add_flag("--force", o->force, "Replace an existing CA");
+  return {tls, [o] { return run_tls_init(*o); }};
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,151 @@
+// job_cli: the job's flags, their forwarding as TOML, and the job's output.
+#include "tools/job_cli.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+
+namespace troupe::cli {
+
+namespace {
+
+// Parses RANK:FACTOR; returns an error message or empty.
+std::string parse_slow_worker(const std::string& text, std::int32_t& rank, double& factor) {
+  const auto colon = text.find(':');
+  if (colon == std::string::npos) return "--slow-worker: expected RANK:FACTOR (e.g. 3:4), got '" + text + "'";
+  const std::string r = text.substr(0, colon), f = text.substr(colon + 1);
+  auto [p1, e1] = std::from_chars(r.data(), r.data() + r.size(), rank);
+  auto [p2, e2] = std::from_chars(f.data(), f.data() + f.size(), factor);
+  if (e1 != std::errc() || p1 != r.data() + r.size() || rank < 0 || e2 != std::errc() || p2 != f.data() + f.size() ||
+      !(factor >= 1.0))
+    return "--slow-worker: expected RANK:FACTOR with RANK >= 0 and FACTOR >= 1 (e.g. 3:4), got '" + text + "'";
+  return {};
+}
+
+std::string toml_quote(const std::string& v) {
+  std::string out = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+void add_job_options(CLI::App& app, job_cli_options& o) {
+  o.train.train.epochs = o.job.train.epochs;
+  add_train_options(app, o.train);
+  for (auto* opt : app.get_options())
+    if (opt->get_group() == "Options" && opt->get_single_name() != "help") opt->group(group_model);
+  CLI::App& data_holder = app;
+  add_data_options(data_holder, o.data);
+  for (const char* name : {"--dataset", "--data", "--train-samples"}) app.get_option(name)->group(group_data);
+  app.add_option("--workers", o.job.workers, "Workers (data-parallel replicas)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--servers", o.job.servers, "Parameter shard servers")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "
+                                   "ssp (async with a staleness bound)")
+      ->check(CLI::IsMember({"sync", "async", "ssp"}))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_flag("--staleness-lr", o.job.staleness_lr, "async/ssp: scale the learning rate by 1 / max(1, staleness)")
+      ->group(group_job);
+  app.add_option("--big-array-bound", o.job.big_array_bound,
+                 "Split parameter blocks above this many floats across shards (0 = automatic)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--simulate-compute", o.job.simulate_compute_ms,
+                 "Replace forward/backward by a delay of this many ms and a synthetic gradient (benchmarks)")
+      ->check(CLI::Range(0.0, 3600e3))
+      ->group(group_job);
+  app.add_option("--slow-worker", o.slow_worker, "RANK:FACTOR makes one worker FACTOR times slower (benchmarks)")
+      ->group(group_job);
+  app.add_option("--request-timeout", o.request_timeout_s, "Seconds any request to another actor may take")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--stall-timeout", o.stall_timeout_s, "Fail the job after this many seconds without progress")
+      ->check(CLI::Range(0.001, 1e6))
+      ->capture_default_str()
+      ->group(group_job);
+}
+
+expected<job_spec> resolve_job_options(const job_cli_options& o) {
+  job_spec job = o.job;
+  job.train = resolve_train_options(o.train);
+  job.mode = *parse_sync_mode(o.mode);
+  job.dataset = o.data.dataset;
+  job.data_dir = o.data.dir;
+  job.train_samples = o.data.train_samples;
+  job.request_timeout_ms = static_cast<std::int64_t>(o.request_timeout_s * 1000);
+  job.stall_timeout_ms = static_cast<std::int64_t>(o.stall_timeout_s * 1000);
+  if (!o.slow_worker.empty())
+    if (auto err = parse_slow_worker(o.slow_worker, job.slow_worker, job.slow_factor); !err.empty()) return failure{err};
+  if (auto problem = validate(job)) return failure{*problem};
+  return job;
+}
+
+std::string job_options_as_toml(CLI::App& app) {
+  std::string out;
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string& g = opt->get_group();
+    if ((g != group_model && g != group_data && g != group_job) || opt->count() == 0) continue;
+    const std::string key = opt->get_single_name();
+    for (const auto& v : opt->results()) out += key + " = " + toml_quote(v) + "\n";
+  }
+  return out;
+}
+
+std::string describe(const job_spec& job, const dataset_split& data) {
+  std::ostringstream s;
+  s << name_of(job.mode);
+  if (job.mode == sync_mode::ssp) s << " (staleness bound " << job.staleness << ")";
+  s << ", " << job.workers << " workers, " << job.servers << " shard servers, model " << job.train.model << ", "
+    << job.train_size << " training samples (" << data.train.name << "), " << job.train.epochs << " epochs, batch "
+    << job.train.batch_size << " per worker, " << describe(job.train);
+  if (job.simulate_compute_ms > 0) s << ", simulated compute " << job.simulate_compute_ms << " ms";
+  if (job.slow_worker >= 0) s << ", worker " << job.slow_worker << " slowed " << job.slow_factor << "x";
+  return s.str();
+}
+
+void print_epoch(const epoch_summary& s) {
+  std::fprintf(stderr, "epoch %d/%d: %.0f samples/s, train loss %.4f, staleness %.2f (max %lld)", s.epoch + 1,
+               s.epochs, s.samples_per_second, s.train_loss, s.mean_staleness,
+               static_cast<long long>(s.max_staleness));
+  if (s.evaluated) std::fprintf(stderr, ", test accuracy %.2f%% (loss %.4f)", 100.0 * s.test_accuracy, s.test_loss);
+  std::fprintf(stderr, ", %u workers, %.1f s\n", s.live_workers, s.seconds);
+  std::fflush(stderr);
+}
+
+void print_job_result(const job_result& r) {
+  nlohmann::ordered_json out;
+  out["mode"] = r.mode;
+  out["workers"] = r.workers;
+  out["servers"] = r.servers;
+  out["epochs"] = r.epochs;
+  out["test_accuracy"] = r.evaluated ? nlohmann::ordered_json(round_to(r.test_accuracy, 4)) : nullptr;
+  out["train_seconds"] = round_to(r.train_seconds, 3);
+  out["samples_per_second"] = round_to(r.samples_per_second, 1);
+  out["steady_samples_per_second"] = round_to(r.steady_samples_per_second, 1);
+  out["mean_staleness"] = round_to(r.mean_staleness, 3);
+  out["max_staleness"] = r.max_staleness;
+  out["workers_lost"] = r.workers_lost;
+  out["rejected_messages"] = r.rejected;
+  std::cout << out.dump() << std::endl;
+}
+
+}  // namespace troupe::cli

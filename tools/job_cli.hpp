@@ -1,0 +1,39 @@
+// The job's flags (model, optimisation, data, the cluster's shape and mode), shared by
+// `train`, `node --role coordinator` and `launch`, and the job's output: a progress line
+// per epoch on stderr and the final JSON line on stdout.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "actors/coordinator.hpp"
+#include "tools/cli_common.hpp"
+
+namespace troupe::cli {
+
+// Option groups; `launch` forwards the options of these groups to the coordinator.
+inline constexpr const char* group_model = "Model and optimisation";
+inline constexpr const char* group_data = "Data";
+inline constexpr const char* group_job = "Job";
+
+struct job_cli_options {
+  train_options train;
+  data_options data;
+  job_spec job;
+  std::string mode = "async";
+  std::string slow_worker;  // RANK:FACTOR
+  double request_timeout_s = 300, stall_timeout_s = 120;
+};
+
+void add_job_options(CLI::App& app, job_cli_options& o);
+// The job spec the flags describe, or a usage error message.
+expected<job_spec> resolve_job_options(const job_cli_options& o);
+// Every option of the job groups that was given, as TOML key = "value" lines (what
+// `launch` hands the coordinator).
+std::string job_options_as_toml(CLI::App& app);
+
+std::string describe(const job_spec& job, const dataset_split& data);
+void print_epoch(const epoch_summary& s);
+void print_job_result(const job_result& r);
+
+}  // namespace troupe::cli
