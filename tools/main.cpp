@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tools/cli_common.hpp"
+#include "tools/cmd_launch.hpp"
 #include "tools/cmd_node.hpp"
 #include "tools/cmd_tls.hpp"
 #include "tools/cmd_train.hpp"
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
   commands.push_back(add_node(app));
+  commands.push_back(add_launch(app));
   commands.push_back(add_tls(app));
 
   try {

@@ -1,0 +1,198 @@
+// launch_plan: host files, node command lines, the job directory.
+#include "net/launch_plan.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "net/tls.hpp"
+
+namespace troupe {
+
+namespace {
+
+bool is_ip(const std::string& host) {
+  in_addr v4{};
+  in6_addr v6{};
+  return inet_pton(AF_INET, host.c_str(), &v4) == 1 || inet_pton(AF_INET6, host.c_str(), &v6) == 1;
+}
+
+std::string san_for(const std::string& host) { return (is_ip(host) ? "IP:" : "DNS:") + host; }
+
+expected<bool> write_private(const std::string& path, const std::string& content) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return failure{"cannot write " + path};
+  const bool ok = ::write(fd, content.data(), content.size()) == static_cast<ssize_t>(content.size());
+  ::close(fd);
+  if (!ok) return failure{"cannot write " + path};
+  return true;
+}
+
+// Creates the job directory, job.toml and (with TLS) the CA and the named certificates.
+expected<bool> prepare_job_dir(const launch_request& req, const std::vector<std::pair<std::string, std::string>>& certs) {
+  if (req.tls) {
+    if (auto ok = create_ca(req.job_dir, "troupe job " + req.job_id, std::chrono::hours(24)); !ok) return ok.error();
+    for (const auto& [name, host] : certs) {
+      std::vector<std::string> sans{"DNS:localhost", "IP:127.0.0.1"};
+      if (host != "localhost" && host != "127.0.0.1") sans.push_back(san_for(host));
+      if (auto p = issue_node_certificate(req.job_dir, name, sans, std::chrono::seconds(-300), std::chrono::hours(24)); !p)
+        return p.error();
+    }
+  } else {
+    std::error_code ec;
+    std::filesystem::create_directories(req.job_dir, ec);
+    if (ec) return failure{"cannot create " + req.job_dir + ": " + ec.message()};
+  }
+  return write_private((std::filesystem::path(req.job_dir) / "job.toml").string(), req.job_toml);
+}
+
+std::vector<std::string> tls_flags(const launch_request& req, const std::string& dir, const std::string& name) {
+  if (!req.tls) return {"--insecure-network"};
+  const std::string pem = (std::filesystem::path(dir) / (name + ".pem")).string();
+  return {"--tls-cert", pem, "--tls-key", pem, "--tls-ca", (std::filesystem::path(dir) / "ca.pem").string()};
+}
+
+std::vector<std::string> node_argv(const launch_request& req, const std::string& dir, const std::string& cert,
+                                   std::vector<std::string> role_flags) {
+  std::vector<std::string> argv{req.troupe_bin, "node"};
+  argv.insert(argv.end(), role_flags.begin(), role_flags.end());
+  argv.insert(argv.end(), {"--job-id", req.job_id});
+  const auto tls = tls_flags(req, dir, cert);
+  argv.insert(argv.end(), tls.begin(), tls.end());
+  argv.insert(argv.end(), req.node_flags.begin(), req.node_flags.end());
+  return argv;
+}
+
+}  // namespace
+
+expected<std::vector<host_entry>> parse_hostfile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return failure{"--hostfile: cannot read " + path};
+  std::vector<host_entry> hosts;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream words(line);
+    host_entry h;
+    if (!(words >> h.host)) continue;
+    for (std::string w; words >> w;) {
+      if (w.rfind("slots=", 0) != 0 || w.size() == 6)
+        return failure{path + ":" + std::to_string(n) + ": expected 'HOST [slots=N]', got '" + line + "'"};
+      try {
+        h.slots = static_cast<unsigned>(std::stoul(w.substr(6)));
+      } catch (...) {
+        h.slots = 0;
+      }
+      if (h.slots == 0) return failure{path + ":" + std::to_string(n) + ": slots must be a positive number"};
+    }
+    hosts.push_back(h);
+  }
+  if (hosts.empty()) return failure{path + ": no hosts"};
+  return hosts;
+}
+
+std::string shell_quote(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const auto& a : argv) {
+    if (!out.empty()) out += ' ';
+    const bool plain = !a.empty() && a.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:=,@%+") ==
+                                         std::string::npos;
+    if (plain) {
+      out += a;
+      continue;
+    }
+    out += '\'';
+    for (char c : a) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    out += '\'';
+  }
+  return out;
+}
+
+expected<launch_plan> plan_local_launch(const launch_request& req) {
+  std::vector<std::pair<std::string, std::string>> certs{{"coordinator", "127.0.0.1"}};
+  for (std::uint32_t i = 0; i < req.servers; ++i) certs.emplace_back("server-" + std::to_string(i), "127.0.0.1");
+  for (std::uint32_t i = 0; i < req.workers; ++i) certs.emplace_back("worker-" + std::to_string(i), "127.0.0.1");
+  if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  const std::string coord = "127.0.0.1:" + std::to_string(req.port);
+  const std::string toml = (std::filesystem::path(req.job_dir) / "job.toml").string();
+  launch_plan plan;
+  plan.nodes.push_back({"coordinator",
+                        node_argv(req, req.job_dir, "coordinator", {"--role", "coordinator", "--listen", coord, "--config", toml}),
+                        true});
+  for (std::uint32_t i = 0; i < req.servers; ++i)
+    plan.nodes.push_back({"server " + std::to_string(i),
+                          node_argv(req, req.job_dir, "server-" + std::to_string(i),
+                                    {"--role", "server", "--listen", "127.0.0.1:0", "--join", coord}),
+                          false});
+  for (std::uint32_t i = 0; i < req.workers; ++i)
+    plan.nodes.push_back({"worker " + std::to_string(i),
+                          node_argv(req, req.job_dir, "worker-" + std::to_string(i), {"--role", "worker", "--join", coord}),
+                          false});
+  return plan;
+}
+
+expected<launch_plan> plan_ssh_launch(const launch_request& req) {
+  if (req.hosts.empty()) return failure{"--hostfile names no hosts"};
+  std::vector<std::string> slots;
+  for (const auto& h : req.hosts)
+    for (unsigned s = 0; s < h.slots; ++s) slots.push_back(h.host);
+  const std::string coord_host = req.hosts.front().host;
+  struct placed {
+    std::string name, cert, host;
+    std::vector<std::string> role_flags;
+  };
+  std::vector<placed> nodes;
+  const std::string coord = coord_host + ":" + std::to_string(req.port);
+  nodes.push_back({"coordinator", "coordinator", coord_host,
+                   {"--role", "coordinator", "--listen", "0.0.0.0:" + std::to_string(req.port), "--config",
+                    req.remote_dir + "/job.toml"}});
+  for (std::uint32_t i = 0; i < req.servers; ++i) {
+    const std::string host = req.hosts[i % req.hosts.size()].host;
+    nodes.push_back({"server " + std::to_string(i), "server-" + std::to_string(i), host,
+                     {"--role", "server", "--listen", "0.0.0.0:" + std::to_string(req.port + 1 + i), "--advertise", host,
+                      "--join", coord}});
+  }
+  for (std::uint32_t i = 0; i < req.workers; ++i) {
+    const std::string host = slots[i % slots.size()];
+    nodes.push_back({"worker " + std::to_string(i), "worker-" + std::to_string(i), host,
+                     {"--role", "worker", "--join", coord}});
+  }
+  std::vector<std::pair<std::string, std::string>> certs;
+  for (const auto& n : nodes) certs.emplace_back(n.cert, n.host);
+  if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  launch_plan plan;
+  const std::vector<std::string> ssh_opts{req.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
+  std::vector<std::string> hosts_done;
+  for (const auto& n : nodes) {
+    // Each host gets the job directory once: job.toml, the CA certificate and its nodes' files.
+    if (std::find(hosts_done.begin(), hosts_done.end(), n.host) == hosts_done.end()) {
+      hosts_done.push_back(n.host);
+      auto mk = ssh_opts;
+      mk.insert(mk.end(), {n.host, "mkdir -p -m 700 " + shell_quote({req.remote_dir})});
+      plan.setup.push_back({"setup " + n.host, mk, false});
+      std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string()};
+      if (req.tls) {
+        files.push_back((std::filesystem::path(req.job_dir) / "ca.pem").string());
+        for (const auto& m : nodes)
+          if (m.host == n.host) files.push_back((std::filesystem::path(req.job_dir) / (m.cert + ".pem")).string());
+      }
+      std::vector<std::string> scp{"scp", "-q", "-p", "-o", "BatchMode=yes"};
+      scp.insert(scp.end(), files.begin(), files.end());
+      scp.push_back(n.host + ":" + req.remote_dir + "/");
+      plan.setup.push_back({"setup " + n.host, scp, false});
+    }
+    auto cmd = ssh_opts;
+    cmd.push_back(n.host);
+    cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags)));
+    plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator"});
+  }
+  plan.nodes.front().name = "coordinator";
+  return plan;
+}
+
+}  // namespace troupe

@@ -1,0 +1,50 @@
+// What `troupe launch` runs: one `troupe node` per role, either as local processes or over
+// ssh on the hosts of a host file (as MXNet's tools/launch.py did), plus the job directory
+// they share: job.toml (the job's flags, for the coordinator) and, unless the network is
+// declared trusted, a private CA and one certificate per node (mode 0600 in a 0700 dir).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "net/process_group.hpp"
+#include "tensor/expected.hpp"
+
+namespace troupe {
+
+struct host_entry {
+  std::string host;
+  unsigned slots = 1;
+};
+
+// One host per line, optionally "slots=N"; blank lines and # comments are skipped.
+expected<std::vector<host_entry>> parse_hostfile(const std::string& path);
+
+struct launch_request {
+  std::uint32_t servers = 2, workers = 2;
+  std::string troupe_bin;                 // the troupe binary (on the remote hosts, for ssh)
+  std::string job_id;
+  std::string job_dir;                    // local directory for job.toml and the certificates
+  std::string job_toml;                   // the coordinator's job flags
+  bool tls = true;
+  std::uint16_t port = 7070;              // the coordinator's port (ssh: servers use the next ones)
+  std::vector<std::string> node_flags;    // passed to every node (heartbeats, timeouts)
+  std::vector<host_entry> hosts;          // ssh only
+  std::string remote_dir;                 // ssh only: where the job directory goes on each host
+  std::string ssh = "ssh";                // ssh only
+};
+
+struct launch_plan {
+  std::vector<child_spec> setup;          // run first, one after the other (ssh: mkdir, scp)
+  std::vector<child_spec> nodes;          // then all together; "coordinator" leads
+};
+
+// Writes job.toml and, with TLS, the CA and every node's certificate into req.job_dir.
+expected<launch_plan> plan_local_launch(const launch_request& req);
+expected<launch_plan> plan_ssh_launch(const launch_request& req);
+
+// A command line as a shell would read it (for --dry-run and logs).
+std::string shell_quote(const std::vector<std::string>& argv);
+
+}  // namespace troupe

@@ -1,0 +1,179 @@
+// process_group: posix_spawn, a poll loop over every child's pipes, and signal handling.
+#include "net/process_group.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace troupe {
+
+namespace {
+
+std::atomic<int> pending_signal{0};
+
+void on_signal(int sig) { pending_signal = sig; }
+
+struct running_child {
+  child_spec spec;
+  pid_t pid = -1;
+  int out = -1, err = -1;
+  std::string out_buf, err_buf;
+  bool exited = false;
+  child_result result;
+};
+
+void emit_line(running_child& c, const std::string& line, bool from_stdout, group_result& g) {
+  if (from_stdout && c.spec.collect_stdout) {
+    g.collected.push_back(line);
+    return;
+  }
+  std::fprintf(stderr, "[%s] %s\n", c.spec.name.c_str(), line.c_str());
+}
+
+// Reads what is available; returns false at end of file.
+bool pump(running_child& c, int& fd, std::string& buf, bool from_stdout, group_result& g) {
+  char tmp[8192];
+  const ssize_t n = read(fd, tmp, sizeof tmp);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+  if (n <= 0) {
+    if (!buf.empty()) emit_line(c, buf, from_stdout, g);
+    buf.clear();
+    close(fd);
+    fd = -1;
+    return false;
+  }
+  buf.append(tmp, static_cast<size_t>(n));
+  for (std::size_t nl; (nl = buf.find('\n')) != std::string::npos;) {
+    emit_line(c, buf.substr(0, nl), from_stdout, g);
+    buf.erase(0, nl + 1);
+  }
+  return true;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  return rc == 0 ? pid : -1;
+}
+
+void reap(running_child& c) {
+  int status = 0;
+  if (c.exited || waitpid(c.pid, &status, WNOHANG) != c.pid) return;
+  c.exited = true;
+  c.result.name = c.spec.name;
+  if (WIFEXITED(status)) c.result.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) c.result.signal = WTERMSIG(status);
+}
+
+}  // namespace
+
+group_result run_process_group(const std::vector<child_spec>& specs, const std::string& leader,
+                               std::chrono::milliseconds grace) {
+  using clock = std::chrono::steady_clock;
+  group_result g;
+  pending_signal = 0;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::vector<running_child> kids;
+  for (const auto& s : specs) {
+    int out[2], err[2];
+    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    running_child c;
+    c.spec = s;
+    c.pid = spawn(s.argv, out[1], err[1]);
+    close(out[1]);
+    close(err[1]);
+    c.out = out[0];
+    c.err = err[0];
+    if (c.pid < 0) {
+      std::fprintf(stderr, "[launch] cannot start %s (%s)\n", s.name.c_str(), s.argv[0].c_str());
+      close(c.out);
+      close(c.err);
+      c.out = c.err = -1;
+      c.exited = true;
+      c.result = {s.name, 127, 0};
+    }
+    kids.push_back(std::move(c));
+  }
+  std::optional<clock::time_point> leader_gone;
+  int escalation = 0;  // 0: waiting, 1: SIGTERM sent, 2: SIGKILL sent
+  for (;;) {
+    if (const int sig = pending_signal.exchange(0)) {
+      g.interrupted = true;
+      for (auto& c : kids)
+        if (!c.exited) kill(c.pid, sig);
+    }
+    std::vector<pollfd> fds;
+    std::vector<std::pair<std::size_t, bool>> owners;  // child index, is stdout
+    for (std::size_t i = 0; i < kids.size(); ++i) {
+      if (kids[i].out >= 0) fds.push_back({kids[i].out, POLLIN, 0}), owners.push_back({i, true});
+      if (kids[i].err >= 0) fds.push_back({kids[i].err, POLLIN, 0}), owners.push_back({i, false});
+    }
+    bool all_done = true;
+    for (auto& c : kids) {
+      reap(c);
+      all_done = all_done && c.exited && c.out < 0 && c.err < 0;
+      if (c.exited && c.spec.name == leader && !leader_gone) leader_gone = clock::now();
+    }
+    if (all_done) break;
+    if (leader_gone) {
+      const auto waited = clock::now() - *leader_gone;
+      const int want = waited > grace + std::chrono::seconds(5) ? 2 : waited > grace ? 1 : 0;
+      if (want > escalation) {
+        escalation = want;
+        for (auto& c : kids)
+          if (!c.exited) {
+            std::fprintf(stderr, "[launch] %s is still running after the job ended; sending %s\n", c.spec.name.c_str(),
+                         want == 1 ? "SIGTERM" : "SIGKILL");
+            kill(c.pid, want == 1 ? SIGTERM : SIGKILL);
+          }
+      }
+    }
+    if (fds.empty()) {
+      usleep(20000);
+      continue;
+    }
+    if (poll(fds.data(), fds.size(), 100) <= 0) continue;
+    for (std::size_t k = 0; k < fds.size(); ++k) {
+      if (!(fds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      auto& c = kids[owners[k].first];
+      if (owners[k].second)
+        pump(c, c.out, c.out_buf, true, g);
+      else
+        pump(c, c.err, c.err_buf, false, g);
+    }
+  }
+  for (auto& c : kids) g.children.push_back(c.result);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGTERM, SIG_DFL);
+  return g;
+}
+
+int run_step(const std::string& name, const std::vector<std::string>& argv) {
+  auto g = run_process_group({child_spec{name, argv, false}}, name, std::chrono::hours(24));
+  return g.children.empty() ? -1 : g.children.front().exit_code;
+}
+
+}  // namespace troupe

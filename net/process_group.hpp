@@ -1,0 +1,41 @@
+// Child processes a launcher runs side by side: each with a name, its stdout and stderr
+// streamed line by line to our stderr under a "[name] " prefix, except the lines of one
+// chosen child's stdout, which are collected (the coordinator's final JSON line).
+// SIGINT and SIGTERM to the launcher are passed on to every child.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+struct child_spec {
+  std::string name;               // "coordinator", "server 0", "worker 1"
+  std::vector<std::string> argv;  // argv[0] is a path or a name looked up in PATH
+  bool collect_stdout = false;    // keep this child's stdout lines instead of streaming them
+};
+
+struct child_result {
+  std::string name;
+  int exit_code = -1;             // -1: killed by a signal
+  int signal = 0;
+};
+
+struct group_result {
+  std::vector<child_result> children;
+  std::vector<std::string> collected;  // stdout lines of the collect_stdout child
+  bool interrupted = false;            // the launcher got SIGINT/SIGTERM
+};
+
+// Starts every child, streams their output, and returns when all have exited. When the
+// child named `leader` exits, the others get `grace` to finish, then SIGTERM, then SIGKILL.
+group_result run_process_group(const std::vector<child_spec>& children, const std::string& leader,
+                               std::chrono::milliseconds grace);
+
+// Runs one command to completion, its output streamed under `name`; returns its exit code.
+int run_step(const std::string& name, const std::vector<std::string>& argv);
+
+}  // namespace troupe

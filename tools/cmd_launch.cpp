@@ -1,0 +1,190 @@
+// launch: plan the nodes, prepare the job directory (job.toml, CA, certificates), start
+// everything, stream the logs with role prefixes, print the job's JSON line, and exit
+// with the job's status.
+#include "tools/cmd_launch.hpp"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <random>
+#include <sstream>
+
+#include "net/launch_plan.hpp"
+#include "tools/job_cli.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+struct launch_cli {
+  bool local = false;
+  std::string hostfile;
+  bool dry_run = false;
+  bool insecure_network = false;
+  std::uint16_t port = 0;
+  std::string job_dir;
+  bool keep_job_dir = false;
+  std::string remote_dir;
+  std::string troupe_bin = "troupe";
+  std::string ssh = "ssh";
+  double heartbeat_s = 0.5, connection_timeout_s = 5.0;
+  job_cli_options job;
+  CLI::App* app = nullptr;
+};
+
+std::string random_hex(int bytes) {
+  std::random_device rd;
+  std::string out;
+  const char* digits = "0123456789abcdef";
+  for (int i = 0; i < bytes; ++i) {
+    const unsigned v = rd() & 0xff;
+    out += digits[v >> 4];
+    out += digits[v & 15];
+  }
+  return out;
+}
+
+// A port nobody listens on right now (the coordinator binds it a moment later).
+std::uint16_t free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+int run_launch(launch_cli& o) {
+  if (o.local == !o.hostfile.empty()) {
+    print_error("launch needs exactly one of --local and --hostfile FILE");
+    return exit_usage;
+  }
+  auto job = resolve_job_options(o.job);
+  if (!job) {
+    print_error(job.error().message);
+    return exit_usage;
+  }
+  launch_request req;
+  req.servers = job->servers;
+  req.workers = job->workers;
+  req.job_id = "job-" + random_hex(6);
+  req.tls = !o.insecure_network;
+  auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
+  req.job_toml = job_options_as_toml(*o.app);
+  for (const char* key : {"workers", "servers"})
+    if (o.app->get_option(std::string("--") + key)->count() == 0)
+      req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? req.workers : req.servers) + "\"\n";
+  req.job_dir = o.job_dir;
+  if (req.job_dir.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id + "-XXXXXX")).string();
+    if (!mkdtemp(tmpl.data())) {
+      print_error("cannot create a job directory under " + std::filesystem::temp_directory_path().string());
+      return exit_failed;
+    }
+    req.job_dir = tmpl;
+  }
+  expected<launch_plan> plan = failure{""};
+  if (o.local) {
+    std::error_code ec;
+    req.troupe_bin = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+    req.port = o.port ? o.port : free_port();
+    plan = plan_local_launch(req);
+  } else {
+    auto hosts = parse_hostfile(o.hostfile);
+    if (!hosts) {
+      print_error(hosts.error().message);
+      return exit_usage;
+    }
+    req.hosts = std::move(*hosts);
+    req.troupe_bin = o.troupe_bin;
+    req.ssh = o.ssh;
+    req.port = o.port ? o.port : 7070;
+    req.remote_dir = o.remote_dir.empty() ? "/tmp/troupe-" + req.job_id : o.remote_dir;
+    plan = plan_ssh_launch(req);
+  }
+  if (!plan) {
+    print_error(plan.error().message);
+    return exit_failed;
+  }
+  if (o.dry_run) {
+    for (const auto& s : plan->setup) std::cout << shell_quote(s.argv) << "\n";
+    for (const auto& n : plan->nodes) std::cout << shell_quote(n.argv) << " &\n";
+    std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
+              << (req.tls ? ", the CA and the node certificates" : "") << "\n";
+    return exit_ok;
+  }
+  std::cerr << "launch: job " << req.job_id << ", " << plan->nodes.size() << " processes ("
+            << (o.local ? "local" : "ssh") << "), " << (req.tls ? "mutual TLS with a private CA" : "plain TCP (--insecure-network)")
+            << ", job directory " << req.job_dir << std::endl;
+  for (const auto& step : plan->setup)
+    if (int rc = run_step(step.name, step.argv); rc != 0) {
+      print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");
+      return exit_failed;
+    }
+  group_result g = run_process_group(plan->nodes, "coordinator", std::chrono::seconds(15));
+  std::string json;
+  for (const auto& line : g.collected)
+    if (!line.empty() && line.front() == '{') json = line;
+  int coordinator_code = exit_failed, others_failed = 0;
+  for (const auto& c : g.children) {
+    if (c.name == "coordinator") coordinator_code = c.exit_code < 0 ? exit_failed : c.exit_code;
+    else if (c.exit_code != 0) {
+      ++others_failed;
+      std::cerr << "launch: " << c.name << " failed ("
+                << (c.signal ? "signal " + std::to_string(c.signal) : "exit code " + std::to_string(c.exit_code)) << ")\n";
+    }
+  }
+  if (!json.empty()) std::cout << json << std::endl;
+  if (!o.keep_job_dir) std::filesystem::remove_all(req.job_dir);
+  if (g.interrupted) return 130;
+  if (coordinator_code != 0) return coordinator_code;
+  return others_failed > 0 ? exit_failed : exit_ok;
+}
+
+}  // namespace
+
+command add_launch(CLI::App& parent) {
+  auto o = std::make_shared<launch_cli>();
+  CLI::App* app = parent.add_subcommand("launch", "Start a whole job as separate node processes, locally or over ssh");
+  o->app = app;
+  const char* g = "Launch";
+  app->add_flag("--local", o->local, "Start every node on this machine")->group(g);
+  app->add_option("--hostfile", o->hostfile, "Start the nodes over ssh on these hosts (one per line, optional slots=N)")
+      ->group(g);
+  app->add_flag("--dry-run", o->dry_run, "Print the exact commands instead of running them")->group(g);
+  app->add_flag("--insecure-network", o->insecure_network,
+                "Plain TCP instead of mutual TLS (only on an isolated, firewalled segment)")
+      ->group(g);
+  app->add_option("--port", o->port, "The coordinator's port (default: a free one locally, 7070 over ssh)")->group(g);
+  app->add_option("--job-dir", o->job_dir, "Where job.toml and the certificates go (default: a fresh temporary directory)")
+      ->group(g);
+  app->add_flag("--keep-job-dir", o->keep_job_dir, "Keep the job directory after the job")->group(g);
+  app->add_option("--remote-dir", o->remote_dir, "ssh: the job directory on each host (default /tmp/troupe-JOBID)")->group(g);
+  app->add_option("--troupe", o->troupe_bin, "ssh: the troupe binary on the remote hosts")->capture_default_str()->group(g);
+  app->add_option("--ssh", o->ssh, "ssh: the ssh command")->capture_default_str()->group(g);
+  app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str()
+      ->group(g);
+  app->add_option("--connection-timeout", o->connection_timeout_s, "Drop a node silent for this many seconds")
+      ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(g);
+  add_job_options(*app, o->job);
+  add_config_option(*app);
+  return {app, [o] { return run_launch(*o); }};
+}
+
+}  // namespace troupe::cli
