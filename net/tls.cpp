@@ -51,6 +51,15 @@ std::string ossl_error() {
   return out.empty() ? "unknown OpenSSL error" : out;
 }
 
+bool file_mentions(const std::string& path, const std::string& word) {
+  file_ptr f(std::fopen(path.c_str(), "r"));
+  if (!f) return false;
+  char line[512];
+  while (std::fgets(line, sizeof line, f.get()))
+    if (std::string_view(line).find(word) != std::string_view::npos) return true;
+  return false;
+}
+
 int passphrase_cb(char* buf, int size, int, void* user) {
   const auto* pass = static_cast<const std::string*>(user);
   const int n = static_cast<int>(std::min<std::size_t>(pass->size(), static_cast<std::size_t>(size)));
@@ -93,9 +102,15 @@ std::optional<std::string> tls_preflight(const tls_files& f) {
   SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), &pass);
   if (SSL_CTX_use_certificate_chain_file(ctx.get(), f.certificate.c_str()) != 1)
     return "cannot load the certificate " + f.certificate + ": " + ossl_error();
-  if (SSL_CTX_use_PrivateKey_file(ctx.get(), f.key.c_str(), SSL_FILETYPE_PEM) != 1)
-    return "cannot load the private key " + f.key + ": " + ossl_error() +
-           (f.passphrase.empty() ? " (is it encrypted? give its passphrase)" : " (wrong passphrase?)");
+  if (SSL_CTX_use_PrivateKey_file(ctx.get(), f.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    const std::string why = ossl_error();
+    if (why.find("key values mismatch") != std::string::npos)
+      return "the key " + f.key + " does not belong to the certificate " + f.certificate;
+    if (file_mentions(f.key, "ENCRYPTED"))
+      return "cannot decrypt the private key " + f.key +
+             (f.passphrase.empty() ? ": it is encrypted; give its passphrase (--tls-passphrase-file)" : ": wrong passphrase?");
+    return "cannot load the private key " + f.key + ": " + why;
+  }
   if (SSL_CTX_check_private_key(ctx.get()) != 1)
     return "the key " + f.key + " does not belong to the certificate " + f.certificate + ": " + ossl_error();
   store_ptr store(X509_STORE_new());

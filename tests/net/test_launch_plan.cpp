@@ -1,0 +1,111 @@
+// Tests for net/launch_plan.cpp: host files, the local and ssh plans (roles, ports,
+// TLS flags, job.toml, the copy steps), and shell quoting for --dry-run.
+#define BOOST_TEST_MODULE launch_plan
+#include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "net/launch_plan.hpp"
+
+using namespace troupe;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct temp_dir {
+  fs::path path = fs::temp_directory_path() / ("troupe-plan-" + std::to_string(::getpid()));
+  ~temp_dir() { fs::remove_all(path); }
+};
+
+bool has(const std::vector<std::string>& argv, const std::string& word) {
+  return std::find(argv.begin(), argv.end(), word) != argv.end();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(hostfiles) {
+  temp_dir d;
+  fs::create_directories(d.path);
+  const auto good = (d.path / "hosts").string();
+  std::ofstream(good) << "# the cluster\nnode-a slots=2\n\nnode-b   # one slot\n";
+  auto h = parse_hostfile(good);
+  BOOST_REQUIRE(h.has_value());
+  BOOST_REQUIRE(h->size() == 2u);
+  BOOST_TEST((*h)[0].slots == 2u);
+  BOOST_TEST((*h)[1].host == "node-b");
+  const auto bad = (d.path / "bad").string();
+  std::ofstream(bad) << "node-a gpus=2\n";
+  BOOST_TEST(parse_hostfile(bad).error().message.find(":1:") != std::string::npos);
+  BOOST_TEST(!parse_hostfile((d.path / "missing").string()).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
+  temp_dir d;
+  launch_request req;
+  req.servers = 2;
+  req.workers = 3;
+  req.troupe_bin = "/bin/troupe";
+  req.job_id = "job-x";
+  req.job_dir = d.path.string();
+  req.job_toml = "epochs = \"1\"\n";
+  req.port = 7123;
+  auto plan = plan_local_launch(req);
+  BOOST_REQUIRE(plan.has_value());
+  BOOST_REQUIRE(plan->nodes.size() == 6u);
+  BOOST_TEST(plan->nodes[0].name == "coordinator");
+  BOOST_TEST(plan->nodes[0].collect_stdout);
+  BOOST_TEST(has(plan->nodes[0].argv, "127.0.0.1:7123"));
+  BOOST_TEST(has(plan->nodes[0].argv, (d.path / "job.toml").string()));
+  for (const auto& n : plan->nodes) {
+    BOOST_TEST(has(n.argv, "job-x"));
+    BOOST_TEST(has(n.argv, "--tls-ca"));
+    BOOST_TEST(!has(n.argv, "--insecure-network"));
+  }
+  BOOST_TEST(has(plan->nodes[5].argv, (d.path / "worker-2.pem").string()));
+  BOOST_TEST(fs::exists(d.path / "ca.pem"));
+  BOOST_TEST(fs::exists(d.path / "server-1.pem"));
+  BOOST_TEST(plan->setup.empty());
+}
+
+BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
+  temp_dir d;
+  launch_request req;
+  req.servers = 2;
+  req.workers = 3;
+  req.troupe_bin = "troupe";
+  req.job_id = "job-y";
+  req.job_dir = d.path.string();
+  req.port = 9000;
+  req.hosts = {{"a", 2}, {"b", 1}};
+  req.remote_dir = "/tmp/jy";
+  auto plan = plan_ssh_launch(req);
+  BOOST_REQUIRE(plan.has_value());
+  BOOST_REQUIRE(plan->nodes.size() == 6u);
+  BOOST_TEST(plan->nodes[0].name == "coordinator");
+  BOOST_TEST(plan->nodes[0].argv.back().find("0.0.0.0:9000") != std::string::npos);
+  BOOST_TEST(plan->nodes[2].argv.back().find("--advertise b") != std::string::npos);  // server 1 on host b
+  BOOST_TEST(plan->nodes[2].argv.back().find("0.0.0.0:9002") != std::string::npos);
+  BOOST_TEST(plan->setup.size() == 4u);  // mkdir + scp for each of the two hosts
+  BOOST_TEST(plan->setup[1].argv.front() == "scp");
+  BOOST_TEST(plan->setup[1].argv.back() == "a:/tmp/jy/");
+}
+
+BOOST_AUTO_TEST_CASE(insecure_plans_say_so) {
+  temp_dir d;
+  launch_request req;
+  req.tls = false;
+  req.troupe_bin = "troupe";
+  req.job_dir = d.path.string();
+  auto plan = plan_local_launch(req);
+  BOOST_REQUIRE(plan.has_value());
+  for (const auto& n : plan->nodes) BOOST_TEST(has(n.argv, "--insecure-network"));
+  BOOST_TEST(!fs::exists(d.path / "ca.pem"));
+}
+
+BOOST_AUTO_TEST_CASE(quoting) {
+  BOOST_TEST(shell_quote({"a", "b c", "it's"}) == "a 'b c' 'it'\\''s'");
+  BOOST_TEST(shell_quote({""}) == "''");
+}

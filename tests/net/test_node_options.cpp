@@ -1,0 +1,89 @@
+// Tests for net/node_options.cpp: TROUPE_* variables fill what flags left unset, Slurm
+// assigns roles and expands host lists, and the security posture is enforced: off
+// loopback a node needs TLS or an explicit --insecure-network.
+#define BOOST_TEST_MODULE node_options
+#include <boost/test/unit_test.hpp>
+
+#include "net/node_options.hpp"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(environment_fills_unset_fields_only) {
+  node_options o;
+  o.join = "10.0.0.9:7070";
+  apply_environment(o, {{"TROUPE_ROLE", "worker"}, {"TROUPE_COORDINATOR", "10.0.0.1:7070"}, {"TROUPE_JOB_ID", "j1"},
+                        {"TROUPE_TLS_DIR", "/etc/troupe"}, {"TROUPE_INSECURE_NETWORK", "1"}});
+  BOOST_TEST((o.role == node_role::worker));
+  BOOST_TEST(o.join == "10.0.0.9:7070");  // the flag wins
+  BOOST_TEST(o.job_id == "j1");
+  BOOST_TEST(o.tls_dir == "/etc/troupe");
+  BOOST_TEST(o.insecure_network);
+}
+
+BOOST_AUTO_TEST_CASE(slurm_host_lists_expand) {
+  auto h = expand_slurm_nodelist("gpu[01-03,07],cpu5");
+  BOOST_REQUIRE(h.has_value());
+  BOOST_TEST(*h == (std::vector<std::string>{"gpu01", "gpu02", "gpu03", "gpu07", "cpu5"}));
+  BOOST_TEST(expand_slurm_nodelist("n[9-11]")->at(2) == "n11");
+  BOOST_TEST(!expand_slurm_nodelist("n[3-1]").has_value());
+  BOOST_TEST(!expand_slurm_nodelist("n[1-").has_value());
+}
+
+BOOST_AUTO_TEST_CASE(slurm_assigns_roles_by_task) {
+  auto role_of = [](const char* procid) {
+    node_options o;
+    o.slurm = true;
+    o.slurm_servers = 2;
+    auto ok = apply_slurm(o, {{"SLURM_PROCID", procid}, {"SLURM_NTASKS", "6"}, {"SLURM_NODELIST", "a[1-3]"},
+                              {"SLURM_JOB_ID", "42"}});
+    BOOST_REQUIRE(ok.has_value());
+    BOOST_TEST(o.join == "a1:7070");
+    BOOST_TEST(o.job_id == "slurm-42");
+    return *o.role;
+  };
+  BOOST_TEST((role_of("0") == node_role::coordinator));
+  BOOST_TEST((role_of("2") == node_role::server));
+  BOOST_TEST((role_of("3") == node_role::worker));
+  node_options o;
+  o.slurm = true;
+  auto missing = apply_slurm(o, {});
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST(missing.error().message.find("srun") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(off_loopback_without_tls_is_refused) {
+  node_options o;
+  o.role = node_role::coordinator;
+  o.listen = "0.0.0.0:7070";
+  auto p = resolve_node_options(o);
+  BOOST_REQUIRE(!p.has_value());
+  BOOST_TEST(p.error().message.find("without TLS") != std::string::npos);
+  BOOST_TEST(p.error().message.find("--insecure-network") != std::string::npos);
+  o.insecure_network = true;
+  BOOST_TEST(resolve_node_options(o).has_value());
+  node_options w;
+  w.role = node_role::worker;
+  w.join = "10.1.2.3:7070";
+  BOOST_TEST(!resolve_node_options(w).has_value());  // joining over the network is the same risk
+  w.join = "127.0.0.1:7070";
+  BOOST_TEST(resolve_node_options(w).has_value());   // loopback is fine
+}
+
+BOOST_AUTO_TEST_CASE(missing_pieces_are_named) {
+  node_options o;
+  BOOST_TEST(resolve_node_options(o).error().message.find("--role") != std::string::npos);
+  o.role = node_role::server;
+  BOOST_TEST(resolve_node_options(o).error().message.find("--join") != std::string::npos);
+  o.join = "127.0.0.1:7070";
+  o.listen = "0.0.0.0:0";
+  o.insecure_network = true;
+  BOOST_TEST(resolve_node_options(o).error().message.find("--advertise") != std::string::npos);
+  o.advertise = "10.0.0.2";
+  BOOST_TEST(resolve_node_options(o)->advertise == "10.0.0.2");
+  node_options t;
+  t.role = node_role::coordinator;
+  t.tls.certificate = "/nonexistent.pem";
+  auto p = resolve_node_options(t);
+  BOOST_REQUIRE(!p.has_value());
+  BOOST_TEST(p.error().message.find("TLS preflight failed") != std::string::npos);
+}
