@@ -54,6 +54,7 @@ void fail(worker_pointer self, caf::error e) {
 void maybe_finish(worker_pointer self) {
   auto& st = self->state;
   if (!st.finishing || st.acks_pending > 0) return;
+  spdlog::info("worker {}: done at clock {} ({} of its gradients refused)", st.rank, st.clock, st.rejected);
   self->send(st.coordinator, done_atom::value, worker_done{st.rank, st.clock, st.rejected});
   self->quit();
 }
@@ -213,6 +214,9 @@ bool setup(worker_pointer self, worker_welcome& w) {
 // Starts (or, for a worker that replaces a dead one, resumes) the loop at st.clock.
 void start_training(worker_pointer self) {
   auto& st = self->state;
+  spdlog::info("worker {} of {}: training {} samples per epoch against {} shards{}", st.rank, st.world,
+               samples_per_worker(st.job), st.shards.size(),
+               st.clock > 0 ? ", resuming at clock " + std::to_string(st.clock) : std::string());
   st.epoch = static_cast<std::int32_t>(st.clock / std::max<std::int64_t>(1, st.steps_per_epoch));
   if (st.epoch >= st.job.train.epochs) {
     st.finishing = true;

@@ -1,6 +1,8 @@
 // train: the job's flags, the in-process job, its progress lines and the final JSON line.
 #include "tools/cmd_train.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <iostream>
 #include <memory>
 
@@ -31,6 +33,7 @@ int run_train(const job_cli_options& o) {
     return exit_usage;
   }
   std::cerr << "train: " << describe(job, *shared) << "\n";
+  spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
   job_callbacks cb;
   cb.on_epoch = print_epoch;
   auto result = run_job_in_process(job, shared, cb);

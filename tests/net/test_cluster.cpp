@@ -1,0 +1,145 @@
+// Multi-process tests on loopback with the real troupe binary (net/node.cpp and the
+// roles): a plain cluster trains; a worker killed with SIGKILL is survived and its
+// restarted replacement rejoins; a killed shard stops the job cleanly; when the
+// coordinator dies or hangs, every node exits with a clear message. Every wait has a
+// deadline.
+#define BOOST_TEST_MODULE cluster
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "tests/support/background.hpp"
+#include "tests/support/process.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct cluster {
+  fs::path dir = fs::temp_directory_path() / ("troupe-cluster-" + std::to_string(::getpid()));
+  std::string port;
+  std::vector<std::unique_ptr<background_process>> procs;
+
+  explicit cluster(int port_number) : port(std::to_string(port_number)) { fs::create_directories(dir); }
+  ~cluster() {
+    procs.clear();
+    fs::remove_all(dir);
+  }
+  std::string coord() const { return "127.0.0.1:" + port; }
+  background_process& start(const std::string& name, std::vector<std::string> args) {
+    args.insert(args.begin(), {troupe_bin(), "node"});
+    procs.push_back(std::make_unique<background_process>(args, (dir / name).string()));
+    BOOST_REQUIRE(procs.back()->started());
+    return *procs.back();
+  }
+  background_process& coordinator(std::vector<std::string> job) {
+    std::vector<std::string> args{"--role", "coordinator", "--listen", coord(), "--dataset", "synthetic"};
+    args.insert(args.end(), job.begin(), job.end());
+    return start("coordinator", args);
+  }
+  background_process& server(const std::string& name = "server") {
+    return start(name, {"--role", "server", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+  }
+  background_process& worker(const std::string& name) {
+    return start(name, {"--role", "worker", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+  }
+};
+
+nlohmann::json result_of(background_process& p) {
+  BOOST_TEST_INFO("coordinator stderr: " << p.err());
+  BOOST_REQUIRE(!p.out().empty());
+  return nlohmann::json::parse(p.out());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_plain_loopback_cluster_trains) {
+  cluster c(17311);
+  auto& coord = c.coordinator({"--train-samples", "6000", "--epochs", "2", "--workers", "2", "--servers", "1"});
+  auto& s = c.server();
+  auto& w0 = c.worker("w0");
+  auto& w1 = c.worker("w1");
+  const auto code = coord.wait(120s);
+  BOOST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, coord.err());
+  const auto j = result_of(coord);
+  BOOST_TEST(j["test_accuracy"].get<double>() > 0.8);
+  BOOST_TEST(j["workers_lost"].get<int>() == 0);
+  for (auto* p : {&s, &w0, &w1}) BOOST_TEST((p->wait(20s) == std::optional<int>(0)), p->err());
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) {
+  cluster c(17312);
+  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
+                               "--mode", "sync", "--simulate-compute", "15", "--batch-size", "64"});
+  c.server();
+  c.worker("w0");
+  auto& w1 = c.worker("w1");
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  w1.signal(SIGKILL);
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("is gone", 20s), coord.err());
+  auto& again = c.worker("w1-again");
+  const auto code = coord.wait(180s);
+  BOOST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, coord.err());
+  const auto j = result_of(coord);
+  BOOST_TEST(j["workers_lost"].get<int>() == 1);
+  BOOST_TEST(coord.err().find("rejoined") != std::string::npos, coord.err());
+  BOOST_TEST((again.wait(20s) == std::optional<int>(0)), again.err());
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) {
+  cluster c(17313);
+  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
+                               "--simulate-compute", "15", "--batch-size", "64"});
+  auto& s = c.server();
+  auto& w0 = c.worker("w0");
+  auto& w1 = c.worker("w1");
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  s.signal(SIGKILL);
+  const auto code = coord.wait(30s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "the coordinator did not stop after its shard died");
+  BOOST_TEST(*code == 1);
+  BOOST_TEST(coord.err().find("shard 0 died") != std::string::npos, coord.err());
+  for (auto* w : {&w0, &w1}) {
+    const auto wc = w->wait(30s);
+    BOOST_REQUIRE(wc.has_value());
+    BOOST_TEST(*wc == 1);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(when_the_coordinator_dies_every_node_exits_with_a_message) {
+  cluster c(17314);
+  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "1", "--servers", "1",
+                               "--simulate-compute", "15", "--batch-size", "64"});
+  auto& s = c.server();
+  auto& w = c.worker("w0");
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  coord.signal(SIGKILL);
+  for (auto* p : {&s, &w}) {
+    const auto code = p->wait(15s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), "a node kept running after the coordinator died");
+    BOOST_TEST(*code == 1);
+    BOOST_TEST(p->err().find("lost the connection to the coordinator") != std::string::npos, p->err());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_hung_coordinator_is_detected_by_heartbeats) {
+  cluster c(17315);
+  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "1", "--servers", "1",
+                               "--simulate-compute", "15", "--batch-size", "64"});
+  auto& s = c.server();
+  auto& w = c.worker("w0");
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  coord.signal(SIGSTOP);  // alive but silent: only heartbeats can tell
+  for (auto* p : {&s, &w}) {
+    const auto code = p->wait(20s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), "a node kept waiting on a hung coordinator");
+    BOOST_TEST(*code == 1);
+  }
+  coord.signal(SIGKILL);
+}

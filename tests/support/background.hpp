@@ -1,0 +1,100 @@
+// A child process running in the background for multi-process tests: stdout and stderr
+// go to files the test can read while it runs; wait() has a deadline; the destructor
+// kills what is still running.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace troupe::test {
+
+class background_process {
+ public:
+  background_process(const std::vector<std::string>& argv, const std::string& log_stem) {
+    out_path_ = log_stem + ".out";
+    err_path_ = log_stem + ".err";
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    if (posix_spawnp(&pid_, args[0], &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~background_process() {
+    if (running()) {
+      ::kill(pid_, SIGKILL);
+      int st;
+      waitpid(pid_, &st, 0);
+    }
+  }
+  background_process(const background_process&) = delete;
+  background_process& operator=(const background_process&) = delete;
+
+  bool started() const { return pid_ > 0; }
+  bool running() {
+    poll();
+    return pid_ > 0 && !exited_;
+  }
+  void signal(int sig) {
+    if (running()) ::kill(pid_, sig);
+  }
+  // The exit code, or -1 if it died by a signal; nullopt if it is still running at the deadline.
+  std::optional<int> wait(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (!running()) return code_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return running() ? std::nullopt : std::optional<int>(code_);
+  }
+  std::string out() const { return slurp(out_path_); }
+  std::string err() const { return slurp(err_path_); }
+  // Waits until stderr contains `text`; false at the deadline or if the process exits first.
+  bool wait_for_err(const std::string& text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (err().find(text) != std::string::npos) return true;
+      if (!running()) return err().find(text) != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+ private:
+  void poll() {
+    if (pid_ <= 0 || exited_) return;
+    int st = 0;
+    if (waitpid(pid_, &st, WNOHANG) == pid_) {
+      exited_ = true;
+      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+  }
+  static std::string slurp(const std::string& path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+  }
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int code_ = -1;
+  std::string out_path_, err_path_;
+};
+
+}  // namespace troupe::test
