@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <functional>
+#include <map>
 #include <thread>
 
 #include "tensor/random.hpp"
@@ -15,6 +17,7 @@ namespace troupe {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+using connect_retry_atom = caf::atom_constant<caf::atom("reconnect")>;
 
 struct worker_state {
   coordinator_actor coordinator;
@@ -39,6 +42,7 @@ struct worker_state {
   clock_type::time_point epoch_start;
   std::chrono::milliseconds timeout{0};
   bool finishing = false;
+  std::map<std::uint32_t, std::function<void()>> retries;  // pending shard connects, by shard
   static inline const char* name = "troupe.worker";
 };
 
@@ -227,6 +231,36 @@ void start_training(worker_pointer self) {
   start_pulls(self);
 }
 
+// Connects to shard s at host:port, retrying (with a growing pause) until `deadline`:
+// a shard node may still be busy with other handshakes when many workers start at once.
+void connect_shard(worker_pointer self, std::uint32_t s, std::string host, std::uint16_t port,
+                   clock_type::time_point deadline, std::shared_ptr<std::size_t> pending,
+                   std::chrono::milliseconds pause = std::chrono::milliseconds(100)) {
+  auto& st = self->state;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
+  self->request(*st.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value, host, port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            if (!ptr) {
+              fail(self, make_error(errc::shard_lost, "no shard is published at " + host + ":" + std::to_string(port)));
+              return;
+            }
+            self->state.shards[s] = caf::actor_cast<shard_actor>(std::move(ptr));
+            if (--*pending == 0) start_training(self);
+          },
+          [=](caf::error& e) {
+            if (clock_type::now() + pause < deadline) {
+              spdlog::warn("worker {}: shard {} at {}:{} not reachable yet ({}); retrying", self->state.rank, s, host,
+                           port, describe(e));
+              self->delayed_send(self, pause, connect_retry_atom::value, s);
+              self->state.retries[s] = [=] { connect_shard(self, s, host, port, deadline, pending, pause * 2); };
+              return;
+            }
+            fail(self, make_error(errc::shard_lost, "cannot reach shard " + std::to_string(s) + " at " + host + ":" +
+                                                        std::to_string(port) + ": " + describe(e)));
+          });
+}
+
 // In a cluster the welcome names each shard's address: connect to every one directly
 // (through the node's plain or TLS middleman), then start.
 void connect_shards(worker_pointer self, worker_welcome& w) {
@@ -237,24 +271,9 @@ void connect_shards(worker_pointer self, worker_welcome& w) {
     return;
   }
   auto pending = std::make_shared<std::size_t>(st.shards.size());
-  for (std::uint32_t s = 0; s < st.shards.size(); ++s) {
-    const std::string host = w.shard_hosts[s];
-    const std::uint16_t port = w.shard_ports[s];
-    self->request(*st.opts.connector, st.timeout, caf::connect_atom::value, host, port)
-        .then(
-            [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-              if (!ptr) {
-                fail(self, make_error(errc::shard_lost, "no shard is published at " + host + ":" + std::to_string(port)));
-                return;
-              }
-              self->state.shards[s] = caf::actor_cast<shard_actor>(std::move(ptr));
-              if (--*pending == 0) start_training(self);
-            },
-            [=](caf::error& e) {
-              fail(self, make_error(errc::shard_lost, "cannot reach shard " + std::to_string(s) + " at " + host + ":" +
-                                                          std::to_string(port) + ": " + describe(e)));
-            });
-  }
+  const auto deadline = clock_type::now() + st.timeout;
+  for (std::uint32_t s = 0; s < st.shards.size(); ++s)
+    connect_shard(self, s, w.shard_hosts[s], w.shard_ports[s], deadline, pending);
 }
 
 caf::behavior worker_actor(worker_pointer self, coordinator_actor coordinator, worker_options opts) {
@@ -272,7 +291,16 @@ caf::behavior worker_actor(worker_pointer self, coordinator_actor coordinator, w
             if (setup(self, w)) connect_shards(self, w);
           },
           [=](caf::error& e) { fail(self, e); });
-  return {[](run_atom) {}};  // everything else arrives as responses
+  return {
+      [](run_atom) {},  // everything else arrives as responses
+      [=](connect_retry_atom, std::uint32_t s) {
+        auto it = self->state.retries.find(s);
+        if (it == self->state.retries.end()) return;
+        auto retry = std::move(it->second);
+        self->state.retries.erase(it);
+        retry();
+      },
+  };
 }
 
 }  // namespace
