@@ -3,6 +3,7 @@
 
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
+#include <malloc.h>
 #include <sys/resource.h>
 
 #include <thread>
@@ -18,6 +19,7 @@ caf::timespan seconds(double s) { return std::chrono::duration_cast<caf::timespa
 }  // namespace
 
 void configure_node(caf::actor_system_config& cfg, const node_plan& plan) {
+  tune_allocator();
   cfg.load<caf::io::middleman>();
   if (plan.tls.any()) {
     cfg.load<caf::openssl::manager>();
@@ -40,6 +42,15 @@ void raise_fd_limit() {
     r.rlim_cur = r.rlim_max;
     setrlimit(RLIMIT_NOFILE, &r);
   }
+}
+
+// Note [Heap-resident message buffers]
+// Parameter and gradient messages are megabyte buffers allocated and freed every step.
+// Above glibc's default mmap threshold each one would be a fresh mmap whose pages the
+// kernel zero-fills on first touch; keeping them on the heap lets freed buffers be reused.
+void tune_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 64 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
 }
 
 caf::io::middleman_actor connector_of(caf::actor_system& sys, bool tls) {

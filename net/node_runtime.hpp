@@ -25,6 +25,9 @@ void configure_node(caf::actor_system_config& cfg, const node_plan& plan);
 // Raises the soft RLIMIT_NOFILE to the hard limit (CAF aborts when accept() runs out of fds).
 void raise_fd_limit();
 
+// Keeps large message buffers on the heap (Note [Heap-resident message buffers]).
+void tune_allocator();
+
 // The middleman actor that opens connections for this node (TLS or plain).
 caf::io::middleman_actor connector_of(caf::actor_system& sys, bool tls);
 

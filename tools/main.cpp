@@ -4,12 +4,11 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <malloc.h>
-
 #include <exception>
 #include <iostream>
 #include <vector>
 
+#include "net/node_runtime.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cmd_launch.hpp"
 #include "tools/cmd_node.hpp"
@@ -19,11 +18,7 @@
 
 int main(int argc, char** argv) {
   using namespace troupe::cli;
-  // Parameter and gradient messages are megabyte buffers allocated and freed every step.
-  // Above glibc's default mmap threshold each one would be a fresh mmap whose pages the
-  // kernel zero-fills on first touch; keeping them on the heap lets freed buffers be reused.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  troupe::tune_allocator();  // every command moves large buffers
   CLI::App app{"Troupe trains neural networks on a cluster of actors.\n"
                "Exit codes: 0 success, 1 the job failed, 2 bad command line or config file.",
                "troupe"};

@@ -13,8 +13,6 @@ engine and OpenMP get one thread per process.
 import argparse
 import json
 import os
-import socket
-import subprocess
 import sys
 import time
 
@@ -70,38 +68,6 @@ def worker(args):
                           "train_seconds": secs, "test_accuracy": acc}), flush=True)
 
 
-def launch(args):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    base = dict(os.environ, DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT=str(port), DMLC_NUM_SERVER="1",
-                DMLC_NUM_WORKER=str(args.world), OMP_NUM_THREADS="1", MXNET_CPU_WORKER_NTHREADS="1",
-                DMLC_INTERFACE="lo", PS_VERBOSE="0")
-    me = [sys.executable, os.path.abspath(__file__)] + sys.argv[1:]
-    procs = [subprocess.Popen(me, env=dict(base, DMLC_ROLE="scheduler")),
-             subprocess.Popen(me, env=dict(base, DMLC_ROLE="server"))]
-    workers = [subprocess.Popen(me, env=dict(base, DMLC_ROLE="worker"), stdout=subprocess.PIPE, text=True)
-               for _ in range(args.world)]
-    result = None
-    try:
-        for w in workers:
-            out, _ = w.communicate(timeout=args.timeout)
-            for line in out.splitlines():
-                if line.startswith("{"):
-                    result = line
-            if w.returncode != 0:
-                raise SystemExit(f"an MXNet worker exited with {w.returncode}")
-        for p in procs:
-            p.wait(timeout=60)
-    finally:
-        for p in procs + workers:
-            if p.poll() is None:
-                p.kill()
-    if not result:
-        raise SystemExit("the MXNet job printed no result")
-    print(result)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--kvstore", default="dist_sync", choices=["dist_sync", "dist_async"])
@@ -115,7 +81,9 @@ def main():
     args = ap.parse_args()
     role = os.environ.get("DMLC_ROLE")
     if role is None:
-        launch(args)
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import mxnet_launch
+        print(mxnet_launch.launch(__file__, sys.argv[1:], args.world, timeout=args.timeout))
     elif role == "worker":
         worker(args)
     else:

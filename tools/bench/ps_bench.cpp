@@ -1,0 +1,172 @@
+// bench_ps: push and pull of one large parameter block between two processes, through a
+// real shard server (validation and an SGD update on every push). `serve` runs the shard
+// (with a stand-in coordinator that only welcomes it) and publishes it; `client` connects
+// to it, times REPS pushes and pulls, and prints one JSON line with the medians.
+//   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR]
+//   bench_ps client --join 127.0.0.1:P [--floats N] [--reps 10] [--tls-dir DIR]
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <thread>
+
+#include "actors/shard_server.hpp"
+#include "net/node_runtime.hpp"
+
+using namespace troupe;
+
+namespace {
+
+// A model of about `floats` parameters (one big block): mlp:IN-10 has IN*10 + 10.
+job_spec block_job(std::int64_t floats) {
+  job_spec j;
+  j.job_id = "bench";
+  const std::int64_t in = std::max<std::int64_t>(1, (floats - 10) / 10);
+  j.train.model = "mlp:" + std::to_string(in) + "-10";
+  j.train.warmup_epochs = 0.f;
+  j.input_shape = {in};
+  j.num_classes = 10;
+  j.train_size = 1000;
+  j.workers = 1;
+  j.servers = 1;
+  j.mode = sync_mode::async;
+  return j;
+}
+
+coordinator_actor::behavior_type welcome_only(coordinator_actor::pointer, job_spec job, std::int64_t numel) {
+  return {
+      [=](join_atom, const shard_join&) -> caf::result<shard_welcome> {
+        return shard_welcome{0, job, {key_range{0, 0, 0, numel}}};
+      },
+      [](join_atom, const worker_join&) -> caf::result<worker_welcome> { return make_error(errc::cluster_full); },
+      [](progress_atom, const step_report&) {},
+      [](epoch_atom, const worker_epoch&) {},
+      [](done_atom, const worker_done&) {},
+      [](run_atom) -> caf::result<job_result> { return make_error(errc::bad_job); },
+      [](caf::tick_atom) {},
+  };
+}
+
+node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir, bool serve) {
+  node_options o;
+  o.role = serve ? node_role::coordinator : node_role::worker;  // the roles whose addresses these are
+  (serve ? o.listen : o.join) = listen_or_join;
+  if (!serve) o.listen = "127.0.0.1:0";
+  o.tls_dir = tls_dir;
+  o.job_id = "bench";
+  auto p = resolve_node_options(o);
+  if (!p) {
+    std::cerr << p.error().message << "\n";
+    std::exit(2);
+  }
+  return *p;
+}
+
+int serve(const std::string& listen, const std::string& tls_dir, std::int64_t floats) {
+  const node_plan plan = plan_for(listen, tls_dir, true);
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  const job_spec job = block_job(floats);
+  const std::int64_t numel = build_model(job)->num_params();
+  auto coord = sys.spawn(welcome_only, job, numel);
+  auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10));
+  join_as_shard(shard, {}, 0);
+  auto port = publish_on(sys, shard, plan.listen, plan.tls.any());
+  if (!port) {
+    std::cerr << "cannot listen: " << describe(port.error()) << "\n";
+    return 1;
+  }
+  std::cout << "listening " << *port << std::endl;
+  std::string line;
+  std::getline(std::cin, line);  // until the bench script closes our stdin
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(coord, caf::exit_reason::user_shutdown);
+  std::_Exit(0);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+int client(const std::string& join, const std::string& tls_dir, std::int64_t floats, int reps) {
+  const node_plan plan = plan_for(join, tls_dir, false);
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  std::set<std::string> sigs;
+  auto ptr = connect_to(sys, plan.tls.any(), *plan.join, std::chrono::seconds(30), sigs);
+  if (!ptr) {
+    std::cerr << "cannot reach the shard: " << describe(ptr.error()) << "\n";
+    std::_Exit(1);
+  }
+  auto shard = caf::actor_cast<shard_actor>(*ptr);
+  const std::int64_t numel = build_model(block_job(floats))->num_params();
+  caf::scoped_actor self{sys};
+  const auto timeout = std::chrono::seconds(60);
+  bool ok = true;
+  self->request(shard, timeout, start_atom::value, membership{{0}})
+      .receive([](caf::ok_atom) {}, [&](caf::error& e) {
+        std::cerr << "start failed: " << describe(e) << "\n";
+        ok = false;
+      });
+  if (!ok) std::_Exit(1);
+  tensor grad({numel});
+  for (std::int64_t i = 0; i < numel; ++i) grad.data<float>()[i] = 1e-6f * static_cast<float>(i % 7);
+  std::vector<double> push_ms, pull_ms;
+  std::int64_t version = 0;
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
+    const auto t0 = std::chrono::steady_clock::now();
+    self->request(shard, timeout, push_atom::value, push_grads{0, 0, r, version, grad})
+        .receive([&](const push_ack& a) { version = a.version; }, [&](caf::error& e) {
+          std::cerr << "push failed: " << describe(e) << "\n";
+          ok = false;
+        });
+    const auto t1 = std::chrono::steady_clock::now();
+    self->request(shard, timeout, pull_atom::value, pull_request{0, 0, r + 1})
+        .receive([&](params_reply& p) { ok = ok && p.params.numel() == numel; }, [&](caf::error& e) {
+          std::cerr << "pull failed: " << describe(e) << "\n";
+          ok = false;
+        });
+    const auto t2 = std::chrono::steady_clock::now();
+    if (!ok) std::_Exit(1);
+    if (r == 0) continue;
+    push_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    pull_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
+  }
+  const double mb = static_cast<double>(numel) * 4 / 1e6;
+  const double push = median(push_ms), pull = median(pull_ms);
+  nlohmann::ordered_json out;
+  out["floats"] = numel;
+  out["tls"] = plan.tls.any();
+  out["reps"] = reps;
+  out["push_ms"] = push;
+  out["pull_ms"] = pull;
+  out["mb_per_s"] = 2 * mb / ((push + pull) / 1000.0);
+  std::cout << out.dump() << std::endl;
+  std::_Exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Push/pull throughput of one shard across two processes"};
+  app.require_subcommand(1);
+  std::string listen = "127.0.0.1:0", join, tls_dir;
+  std::int64_t floats = 10'000'000;
+  int reps = 10;
+  auto* s = app.add_subcommand("serve", "Run the shard");
+  s->add_option("--listen", listen)->capture_default_str();
+  auto* c = app.add_subcommand("client", "Time pushes and pulls");
+  c->add_option("--join", join)->required();
+  c->add_option("--reps", reps)->check(CLI::Range(1, 10000))->capture_default_str();
+  for (auto* sub : {s, c}) {
+    sub->add_option("--floats", floats)->check(CLI::Range(int64_t{20}, int64_t{1} << 30))->capture_default_str();
+    sub->add_option("--tls-dir", tls_dir, "DIR/node.pem and DIR/ca.pem: mutual TLS");
+  }
+  CLI11_PARSE(app, argc, argv);
+  return s->parsed() ? serve(listen, tls_dir, floats) : client(join, tls_dir, floats, reps);
+}
