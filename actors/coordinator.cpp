@@ -22,6 +22,8 @@ struct worker_info {
   bool done = false;
   std::int32_t epochs_reported = 0;  // epochs this worker has finished
   std::int64_t clock = 0;
+  std::int64_t clock_at_tick = 0;    // for the step rate
+  double step_rate = 0.0;            // steps/s, smoothed over ticks
 };
 
 struct epoch_agg {
@@ -61,6 +63,8 @@ struct coordinator_state {
   bool final_evaluated = false;
   tensor final_params;
   std::optional<caf::typed_response_promise<job_result>> run_promise;
+  std::optional<monitoring::coordinator_metrics> m;
+  clock_type::time_point last_tick;
   std::optional<job_result> result;
   caf::error failure;
   static inline const char* name = "troupe.coordinator";
@@ -86,6 +90,40 @@ std::uint32_t live_workers(coord_pointer self) {
 
 // Stops every member with `reason` (user_shutdown after a success, the job's error after
 // a failure, so remote nodes can tell which), then the coordinator itself.
+// Exports how many nodes of each role are members now.
+void count_nodes(coord_pointer self) {
+  auto& st = self->state;
+  if (!st.m) return;
+  st.m->nodes_up("coordinator")->Set(1);
+  st.m->nodes_up("server")->Set(static_cast<double>(st.shards.size()));
+  double workers = 0;
+  for (const auto& w : st.workers) workers += w.live && !w.done;
+  st.m->nodes_up("worker")->Set(workers);
+}
+
+// Each live worker's step rate (smoothed over ticks) relative to the median: a straggler
+// shows well below 1 under its rank.
+void update_step_rates(coord_pointer self) {
+  auto& st = self->state;
+  const auto now = clock_type::now();
+  const double dt = std::chrono::duration<double>(now - st.last_tick).count();
+  st.last_tick = now;
+  if (!st.started || dt <= 0) return;
+  std::vector<double> rates;
+  for (auto& w : st.workers) {
+    const double inst = static_cast<double>(w.clock - w.clock_at_tick) / dt;
+    w.clock_at_tick = w.clock;
+    w.step_rate = w.step_rate == 0.0 ? inst : 0.7 * w.step_rate + 0.3 * inst;
+    if (w.live && !w.done) rates.push_back(w.step_rate);
+  }
+  if (!st.m || rates.empty()) return;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  const double median = rates[rates.size() / 2];
+  for (std::uint32_t r = 0; r < st.workers.size(); ++r)
+    if (st.workers[r].live && !st.workers[r].done)
+      st.m->relative_step_rate(r)->Set(median > 0 ? st.workers[r].step_rate / median : 1.0);
+}
+
 void shutdown(coord_pointer self, const caf::error& reason) {
   auto& st = self->state;
   for (auto& [promise, handle] : st.standby)
@@ -194,6 +232,11 @@ void close_epoch(coord_pointer self, std::int32_t e) {
     s.stats_at_last_epoch = t;
     auto report = [=](epoch_summary r) {
       auto& st2 = self->state;
+      if (st2.m) {
+        st2.m->epoch->Set(r.epoch + 1);
+        st2.m->train_loss->Set(r.train_loss);
+        if (r.evaluated) st2.m->test_accuracy->Set(r.test_accuracy);
+      }
       if (st2.cb.on_epoch) st2.cb.on_epoch(r);
       if (last) {
         st2.final_evaluated = r.evaluated;
@@ -369,6 +412,7 @@ void maybe_start(coord_pointer self) {
               for (std::uint32_t r = 0; r < s.pending_joins.size(); ++r)
                 s.pending_joins[r].deliver(welcome_for(self, r, 0));
               s.pending_joins.clear();
+              count_nodes(self);
             },
             [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not start: " + describe(e))); });
   }
@@ -401,6 +445,8 @@ void on_down(coord_pointer self, caf::down_msg& dm) {
       return;
     }
     ++st.workers_lost;
+    if (st.m) st.m->workers_lost->Increment();
+    count_nodes(self);
     event(self, "worker " + std::to_string(r) + " is gone (" + describe(dm.reason) + "); continuing with " +
                     std::to_string(live_workers(self)) + " workers");
     for (auto& shard : st.shards) self->send(shard, left_atom::value, r);
@@ -436,12 +482,22 @@ void on_tick(coord_pointer self) {
                                              " s (" + who + ")"));
     return;
   }
+  update_step_rates(self);
   self->delayed_send(self, std::chrono::seconds(1), caf::tick_atom::value);
 }
 
 coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
-                                             std::shared_ptr<const dataset_split> data, job_callbacks cb) {
+                                             std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                             observability obs) {
   auto& st = self->state;
+  if (obs.metrics) st.m = obs.metrics->coordinator();
+  st.last_tick = clock_type::now();
+  // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
+  // missing up to s clocks of every other worker and push up to s clocks ahead, so
+  // staleness stays below (2s + 2) * workers updates. Async has no bound to export.
+  if (st.m && job.mode == sync_mode::sync) st.m->staleness_bound->Set(0);
+  if (st.m && job.mode == sync_mode::ssp)
+    st.m->staleness_bound->Set(static_cast<double>((2 * job.staleness + 2) * static_cast<std::int64_t>(job.workers)));
   st.job = std::move(job);
   st.table = partition_parameters(m, st.job.servers, st.job.big_array_bound);
   st.num_params = m.num_params();
@@ -463,6 +519,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         s.shards.push_back(handle);
         s.shard_hosts.push_back(j.host);
         s.shard_ports.push_back(j.port);
+        count_nodes(self);
         s.last_progress = clock_type::now();
         // Deliver the welcome before any start message can follow it (same sender, same order).
         auto promise = self->make_response_promise<shard_welcome>();
@@ -495,6 +552,15 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         s.workers[r.rank].clock = r.clock;
         s.samples += r.samples;
         s.last_progress = clock_type::now();
+        if (s.m) {
+          std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
+          for (const auto& w : s.workers)
+            if (w.live && !w.done) {
+              lo = std::min(lo, w.clock);
+              hi = std::max(hi, w.clock);
+            }
+          if (hi >= lo) s.m->clock_spread->Set(static_cast<double>(hi - lo));
+        }
       },
       [=](epoch_atom, const worker_epoch& r) {
         auto& s = self->state;
@@ -512,6 +578,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         if (r.rank >= s.workers.size()) return;
         s.workers[r.rank].done = true;
         s.workers[r.rank].clock = r.clock;
+        count_nodes(self);
         s.last_progress = clock_type::now();
         if (!s.first_done) s.first_done = std::make_pair(s.last_progress, s.samples);
         check_training_done(self);
@@ -531,8 +598,9 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
 }  // namespace
 
 coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
-                                    std::shared_ptr<const dataset_split> data, job_callbacks cb) {
-  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb));
+                                    std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                    observability obs) {
+  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs));
 }
 
 }  // namespace troupe

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/observability.hpp"
 #include "actors/protocol.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
@@ -41,6 +42,7 @@ struct job_callbacks {
 // job must be prepared and valid (see prepare_job in actors/runtime.hpp) and m must be
 // its model; data is used for evaluation only.
 coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
-                                    std::shared_ptr<const dataset_split> data, job_callbacks cb);
+                                    std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                    observability obs = {});
 
 }  // namespace troupe

@@ -44,18 +44,19 @@ void configure_in_process(caf::actor_system_config& cfg) {
 }
 
 job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
-                      std::shared_ptr<const dataset_split> data, job_callbacks cb) {
+                      std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs) {
   job_handles h;
-  h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb));
+  h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb), obs);
   const std::chrono::milliseconds join_timeout(job.request_timeout_ms);
   for (std::uint32_t s = 0; s < job.servers; ++s) {
-    h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id, join_timeout));
+    h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id, join_timeout, obs));
     join_as_shard(h.shards.back(), {}, 0);
   }
   worker_options opts;
   opts.job_id = job.job_id;
   opts.join_timeout = join_timeout;
   opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
+  opts.obs = obs;
   for (std::uint32_t w = 0; w < job.workers; ++w) h.workers.push_back(spawn_worker(sys, h.coordinator, opts));
   return h;
 }
@@ -69,13 +70,13 @@ caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_ac
 }
 
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
-                                             job_callbacks cb) {
+                                             job_callbacks cb, observability obs) {
   auto m = prepare_job(job, *data);
   if (!m) return make_error(errc::bad_job, m.error().message);
   caf::actor_system_config cfg;
   configure_in_process(cfg);
   caf::actor_system sys{cfg};
-  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb));
+  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb), std::move(obs));
   return await_job(sys, h.coordinator);
 }
 

@@ -5,17 +5,29 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 
 namespace troupe {
 
 namespace {
 
+using wall = std::chrono::system_clock;
+
+struct held_pull {
+  caf::typed_response_promise<params_reply> promise;
+  wall::time_point since;
+};
+
 struct shard_state {
   std::unique_ptr<shard_core> core;
   std::uint32_t index = 0;
-  std::unordered_map<shard_core::token, caf::typed_response_promise<params_reply>> held;
+  std::unordered_map<shard_core::token, held_pull> held;
   shard_core::token next_token = 1;
+  observability obs;
+  std::optional<monitoring::shard_metrics> m;
+  std::uint32_t track = 0;
+  std::int64_t updates_seen = 0;
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -26,19 +38,41 @@ params_reply snapshot(shard_pointer self) {
   return {self->state.index, core.version(), core.params()};
 }
 
+// A pull answered: counts the bytes it carries.
+params_reply answer(shard_pointer self) {
+  params_reply r = snapshot(self);
+  if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+  return r;
+}
+
+// Brings the gauges and counters in line with the core after a message.
+void observe(shard_pointer self) {
+  auto& st = self->state;
+  if (!st.m) return;
+  const auto& c = st.core->counters();
+  if (c.updates > st.updates_seen) st.m->updates->Increment(static_cast<double>(c.updates - st.updates_seen));
+  st.updates_seen = c.updates;
+  st.m->version->Set(static_cast<double>(st.core->version()));
+  st.m->pulls_held->Set(static_cast<double>(st.core->held()));
+  st.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
+}
+
 // Answers the pulls the core released, and fails the ones it dropped.
 void settle_held(shard_pointer self) {
   auto& st = self->state;
+  const auto now = wall::now();
   for (auto t : st.core->take_released()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.deliver(snapshot(self));
+    it->second.promise.deliver(answer(self));
+    if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
+    if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
     st.held.erase(it);
   }
   for (auto t : st.core->take_dropped()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.deliver(make_error(errc::not_member, "the worker left the job"));
+    it->second.promise.deliver(make_error(errc::not_member, "the worker left the job"));
     st.held.erase(it);
   }
 }
@@ -74,10 +108,19 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   cfg.schedule = job_schedule(w.job);
   self->state.index = w.index;
   self->state.core = std::make_unique<shard_core>(cfg, std::move(mine));
+  if (self->state.obs.metrics) {
+    self->state.m = self->state.obs.metrics->shard(w.index);
+    // Every reason a shard can refuse exists from the start, at zero.
+    for (errc e : {errc::bad_shard, errc::bad_shape, errc::bad_dtype, errc::not_finite, errc::not_member, errc::bad_clock,
+                   errc::stale_round, errc::duplicate, errc::not_started})
+      self->state.m->rejected(to_string(e));
+  }
+  if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
 }
 
 shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
-                                        std::chrono::milliseconds join_timeout) {
+                                        std::chrono::milliseconds join_timeout, observability obs) {
+  self->state.obs = std::move(obs);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
     if (dm.source != coordinator.address()) return;
@@ -108,13 +151,20 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
         if (!self->state.core) return not_started(self);
         if (p.shard != self->state.index) return wrong_shard(self, p.shard);
-        auto out = self->state.core->push(p.worker, p.clock, p.base_version, std::move(p.grad));
+        auto& st = self->state;
+        if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
+        const auto t0 = wall::now();
+        auto out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad));
+        if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
         settle_held(self);
+        observe(self);
         if (out.error) {
-          spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", self->state.index, p.worker,
-                       p.clock, to_string(*out.error), out.detail);
+          if (st.m) st.m->rejected(to_string(*out.error))->Increment();
+          spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,
+                       to_string(*out.error), out.detail);
           return make_error(*out.error, out.detail);
         }
+        if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
         return push_ack{out.version, out.staleness};
       },
       [=](pull_atom, const pull_request& r) -> caf::result<params_reply> {
@@ -123,12 +173,15 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return snapshot(self);
-          case shard_core::pull_decision::reject: return make_error(*out.error, out.detail);
+          case shard_core::pull_decision::answer: return answer(self);
+          case shard_core::pull_decision::reject:
+            if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
+            return make_error(*out.error, out.detail);
           case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
-        self->state.held.emplace(token, promise);
+        self->state.held.emplace(token, held_pull{promise, wall::now()});
+        observe(self);
         return promise;
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
@@ -165,8 +218,8 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
 }  // namespace
 
 shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                               std::chrono::milliseconds join_timeout) {
-  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout);
+                               std::chrono::milliseconds join_timeout, observability obs) {
+  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs));
 }
 
 void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port) {

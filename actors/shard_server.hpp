@@ -7,13 +7,14 @@
 #include <chrono>
 #include <string>
 
+#include "actors/observability.hpp"
 #include "actors/protocol.hpp"
 
 namespace troupe {
 
 // Spawns a shard that joins `coordinator` once told where workers can reach it.
 shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                               std::chrono::milliseconds join_timeout);
+                               std::chrono::milliseconds join_timeout, observability obs = {});
 // Tells the shard to join, advertising host:port (empty host: one process, no address).
 void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port);
 

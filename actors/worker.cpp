@@ -43,12 +43,25 @@ struct worker_state {
   std::chrono::milliseconds timeout{0};
   bool finishing = false;
   std::map<std::uint32_t, std::function<void()>> retries;  // pending shard connects, by shard
+  lr_schedule schedule;
+  // Observability: metric handles (if metrics are on), the trace track (if tracing).
+  std::optional<monitoring::worker_metrics> m;
+  std::uint32_t track = 0;
+  std::chrono::system_clock::time_point step_begin;
   static inline const char* name = "troupe.worker";
 };
 
 using worker_pointer = caf::stateful_actor<worker_state>*;
 
 void start_pulls(worker_pointer self);
+
+using wall = std::chrono::system_clock;
+
+void trace_span(worker_pointer self, const char* name, wall::time_point begin, wall::time_point end) {
+  if (self->state.opts.obs.trace) self->state.opts.obs.trace->span(self->state.track, name, begin, end);
+}
+
+double seconds_between(wall::time_point a, wall::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 void fail(worker_pointer self, caf::error e) {
   spdlog::error("worker {}: {}", self->state.rank, describe(e));
@@ -85,34 +98,48 @@ double compute(worker_pointer self, std::int64_t batch) {
   const auto t0 = clock_type::now();
   const auto idx = std::span<const std::int64_t>(st.order).subspan(st.step_in_epoch * st.job.train.batch_size, batch);
   gather_batch(st.xb.view().slice(0, batch), st.yb.view().slice(0, batch), st.data->train, idx);
+  const auto c0 = wall::now();
   const double loss = st.rep->compute_gradients(st.xb.view().slice(0, batch), st.yb.view().slice(0, batch));
+  const auto fwd = std::chrono::duration_cast<wall::duration>(std::chrono::duration<double>(st.rep->last_forward_seconds()));
+  trace_span(self, "forward", c0, c0 + fwd);
+  trace_span(self, "backward", c0 + fwd, wall::now());
+  if (st.m) {
+    st.m->forward_seconds->Observe(st.rep->last_forward_seconds());
+    st.m->backward_seconds->Observe(st.rep->last_backward_seconds());
+  }
   if (factor > 1.0) std::this_thread::sleep_for((clock_type::now() - t0) * (factor - 1.0));
   return loss;
 }
 
 void push_all(worker_pointer self) {
   auto& st = self->state;
+  const auto p0 = wall::now();
   const tensor& grads = st.job.simulate_compute_ms > 0.0 ? st.synthetic_grad : st.rep->grads();
   for (std::uint32_t s = 0; s < st.shards.size(); ++s) {
     tensor g = tensor::uninitialized({st.shard_numel[s]});
     pack_shard(g, grads, st.ranges[s]);
+    if (st.m) st.m->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++st.acks_pending;
     const std::int64_t clock = st.clock;
+    const auto sent = wall::now();
     self->request(st.shards[s], st.timeout, push_atom::value, push_grads{s, st.rank, clock, st.base_version[s], std::move(g)})
         .then(
             [=](const push_ack&) {
+              if (self->state.m) self->state.m->push_seconds->Observe(seconds_between(sent, wall::now()));
               --self->state.acks_pending;
               maybe_finish(self);
             },
             [=](caf::error& e) {
               // A rejected gradient is counted and the loop goes on; the shard logged why.
               ++self->state.rejected;
+              if (self->state.m) self->state.m->rejected->Increment();
               --self->state.acks_pending;
               spdlog::warn("worker {}: shard {} refused the gradient of clock {}: {}", self->state.rank, s, clock,
                            describe(e));
               maybe_finish(self);
             });
   }
+  trace_span(self, "push", p0, wall::now());
 }
 
 void step(worker_pointer self) {
@@ -127,6 +154,15 @@ void step(worker_pointer self) {
     return;
   }
   push_all(self);
+  trace_span(self, "step", st.step_begin, wall::now());
+  if (st.m) {
+    st.m->step_seconds->Observe(seconds_between(st.step_begin, wall::now()));
+    st.m->samples->Increment(static_cast<double>(batch));
+    st.m->loss->Set(loss);
+    st.m->epoch->Set(st.epoch);
+    st.m->learning_rate->Set(st.schedule.at(st.clock));
+    st.m->clock->Set(static_cast<double>(st.clock + 1));
+  }
   st.epoch_loss += loss;
   st.epoch_samples += batch;
   ++st.clock;
@@ -148,6 +184,7 @@ void step(worker_pointer self) {
 
 void start_pulls(worker_pointer self) {
   auto& st = self->state;
+  st.step_begin = wall::now();
   st.pulls_pending = st.shards.size();
   for (std::uint32_t s = 0; s < st.shards.size(); ++s) {
     self->request(st.shards[s], st.timeout, pull_atom::value, pull_request{s, st.rank, st.clock})
@@ -162,7 +199,12 @@ void start_pulls(worker_pointer self) {
               }
               if (state.job.simulate_compute_ms <= 0.0) unpack_shard(state.rep->params(), r.params, state.ranges[s]);
               state.base_version[s] = r.version;
-              if (--state.pulls_pending == 0) step(self);
+              if (state.m) state.m->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+              if (--state.pulls_pending == 0) {
+                trace_span(self, "pull", state.step_begin, wall::now());
+                if (state.m) state.m->pull_seconds->Observe(seconds_between(state.step_begin, wall::now()));
+                step(self);
+              }
             },
             [=](caf::error& e) {
               fail(self, make_error(errc::stalled, "pull from shard " + std::to_string(s) + " at clock " +
@@ -184,6 +226,9 @@ bool setup(worker_pointer self, worker_welcome& w) {
   for (std::uint32_t s = 0; s < w.table.shards(); ++s) st.ranges.push_back(w.table.ranges_of(s));
   st.base_version.assign(st.shards.size(), 0);
   st.steps_per_epoch = steps_per_epoch(st.job);
+  st.schedule = job_schedule(st.job);
+  if (st.opts.obs.metrics) st.m = st.opts.obs.metrics->worker(st.rank);
+  if (st.opts.obs.trace) st.track = st.opts.obs.trace->track("worker " + std::to_string(st.rank));
   auto m = build_model(st.job);
   if (!m) {
     fail(self, make_error(errc::bad_job, m.error().message));

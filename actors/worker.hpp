@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/observability.hpp"
 #include "actors/protocol.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/expected.hpp"
@@ -28,6 +29,7 @@ struct worker_options {
   // Connects to shards by address (a cluster node: plain or TLS middleman). Without it the
   // shard handles in the welcome are used as they are.
   std::optional<caf::io::middleman_actor> connector;
+  observability obs;
 };
 
 caf::actor spawn_worker(caf::actor_system& sys, coordinator_actor coordinator, worker_options opts);

@@ -58,13 +58,17 @@ std::vector<std::string> tls_flags(const launch_request& req, const std::string&
 }
 
 std::vector<std::string> node_argv(const launch_request& req, const std::string& dir, const std::string& cert,
-                                   std::vector<std::string> role_flags) {
+                                   std::vector<std::string> role_flags, const std::string& host = "127.0.0.1") {
   std::vector<std::string> argv{req.troupe_bin, "node"};
   argv.insert(argv.end(), role_flags.begin(), role_flags.end());
   argv.insert(argv.end(), {"--job-id", req.job_id});
   const auto tls = tls_flags(req, dir, cert);
   argv.insert(argv.end(), tls.begin(), tls.end());
   argv.insert(argv.end(), req.node_flags.begin(), req.node_flags.end());
+  if (req.per_node_flags) {
+    const auto extra = req.per_node_flags(cert, host);
+    argv.insert(argv.end(), extra.begin(), extra.end());
+  }
   return argv;
 }
 
@@ -111,6 +115,18 @@ std::string shell_quote(const std::vector<std::string>& argv) {
     out += '\'';
   }
   return out;
+}
+
+std::string prometheus_config(const std::string& job_id, const std::vector<scrape_target>& targets,
+                              double scrape_interval_s) {
+  std::ostringstream y;
+  y << "# Prometheus scrape configuration for Troupe job " << job_id << ".\n"
+    << "# Add the alert rules with: rule_files: [/path/to/troupe/monitoring/prometheus/alerts.yml]\n"
+    << "global:\n  scrape_interval: " << scrape_interval_s << "s\n  evaluation_interval: " << scrape_interval_s << "s\n"
+    << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n";
+  for (const auto& t : targets)
+    y << "      - targets: ['" << t.address << "']\n        labels: {node: '" << t.node << "'}\n";
+  return y.str();
 }
 
 expected<launch_plan> plan_local_launch(const launch_request& req) {
@@ -188,7 +204,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
     }
     auto cmd = ssh_opts;
     cmd.push_back(n.host);
-    cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags)));
+    cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags, n.host)));
     plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator"});
   }
   plan.nodes.front().name = "coordinator";

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct launch_request {
   bool tls = true;
   std::uint16_t port = 7070;              // the coordinator's port (ssh: servers use the next ones)
   std::vector<std::string> node_flags;    // passed to every node (heartbeats, timeouts)
+  // Flags for one node, by its certificate name ("coordinator", "server-0", "worker-1"):
+  // the launcher uses it for --metrics and --trace.
+  std::function<std::vector<std::string>(const std::string& node, const std::string& host)> per_node_flags;
   std::vector<host_entry> hosts;          // ssh only
   std::string remote_dir;                 // ssh only: where the job directory goes on each host
   std::string ssh = "ssh";                // ssh only
@@ -46,5 +50,14 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req);
 
 // A command line as a shell would read it (for --dry-run and logs).
 std::string shell_quote(const std::vector<std::string>& argv);
+
+// A Prometheus scrape configuration for a job's nodes: one target per node, labelled
+// with the node's name and the troupe_job.
+struct scrape_target {
+  std::string node;     // "coordinator", "server 0", ...
+  std::string address;  // host:port of its /metrics
+};
+std::string prometheus_config(const std::string& job_id, const std::vector<scrape_target>& targets,
+                              double scrape_interval_s = 5.0);
 
 }  // namespace troupe

@@ -60,12 +60,13 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
 
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                               const observability& obs,
                                                const std::function<void(const endpoint&)>& on_listening) {
   raise_fd_limit();
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
-  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb));
+  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs);
   auto port = publish_on(sys, coordinator, plan.listen, plan.tls.any());
   if (!port) {
     caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
@@ -75,14 +76,14 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
   return await_job(sys, coordinator);
 }
 
-caf::error run_server_node(const node_plan& plan) {
+caf::error run_server_node(const node_plan& plan, const observability& obs) {
   raise_fd_limit();
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
-  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s));
+  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs);
   auto port = publish_on(sys, shard, plan.listen, plan.tls.any());
   if (!port) {
     caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
@@ -94,7 +95,7 @@ caf::error run_server_node(const node_plan& plan) {
   return wait_for(sys, caf::actor_cast<caf::actor>(shard));
 }
 
-caf::error run_worker_node(const node_plan& plan, const std::string& data_dir) {
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs) {
   raise_fd_limit();
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
@@ -105,6 +106,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir) {
   opts.job_id = plan.job_id;
   opts.join_timeout = ms(plan.connect_timeout_s);
   opts.connector = connector_of(sys, plan.tls.any());
+  opts.obs = obs;
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
     if (!d) return d.error();

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "actors/coordinator.hpp"
+#include "actors/observability.hpp"
 #include "net/node_options.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
@@ -17,11 +18,12 @@ namespace troupe {
 // job must be prepared (prepare_job) and m its model. on_listening gets the bound address.
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                               const observability& obs,
                                                const std::function<void(const endpoint&)>& on_listening);
 
-caf::error run_server_node(const node_plan& plan);
+caf::error run_server_node(const node_plan& plan, const observability& obs);
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).
-caf::error run_worker_node(const node_plan& plan, const std::string& data_dir);
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs);
 
 }  // namespace troupe

@@ -10,6 +10,7 @@
 
 namespace troupe {
 
+
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -30,14 +31,18 @@ replica::replica(model m, std::int64_t max_batch)
       dlogits_(model_.output_shape().prepend(max_batch)) {}
 
 double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
+  const auto t0 = clock_type::now();
   const std::int64_t b = x.size(0), classes = model_.output_shape().numel();
   const_tensor_view logits = model_.forward(acts_, scratch_, x, params_);
   tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
   const double loss = softmax_xent_forward(p, logits.reshape({b, classes}), y);
+  const auto t1 = clock_type::now();
   tensor_view dl = dlogits_.view().slice(0, b).reshape({b, classes});
   softmax_xent_backward(dl, p, y, 1.0f / static_cast<float>(b));
   grads_.fill_zero();
   model_.backward(acts_, scratch_, x, dl, params_, grads_, tensor_view());
+  forward_s_ = std::chrono::duration<double>(t1 - t0).count();
+  backward_s_ = seconds_since(t1);
   return loss;
 }
 

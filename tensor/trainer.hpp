@@ -75,9 +75,13 @@ class replica {
   tensor& params() { return params_; }
   const tensor& params() const { return params_; }
   const tensor& grads() const { return grads_; }
+  // Wall time of the last compute_gradients, split at the loss.
+  double last_forward_seconds() const { return forward_s_; }
+  double last_backward_seconds() const { return backward_s_; }
 
  private:
   model model_;
+  double forward_s_ = 0.0, backward_s_ = 0.0;
   tensor params_, grads_;
   model_activations acts_;
   model_scratch scratch_;

@@ -8,13 +8,16 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <random>
 #include <sstream>
 
 #include "net/launch_plan.hpp"
+#include "monitoring/trace.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
 
@@ -33,6 +36,8 @@ struct launch_cli {
   std::string ssh = "ssh";
   double heartbeat_s = 0.5, connection_timeout_s = 5.0;
   job_cli_options job;
+  observe_options observe;
+  std::string prometheus_config;
   CLI::App* app = nullptr;
 };
 
@@ -86,6 +91,29 @@ int run_launch(launch_cli& o) {
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
       req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? req.workers : req.servers) + "\"\n";
+  // Metrics: a port per node (free ones locally, 9400 + n over ssh), listed in a
+  // Prometheus configuration for the job. Trace: a file per node, merged at the end.
+  std::vector<scrape_target> targets;
+  std::vector<std::string> traces;
+  std::uint16_t next_remote_metrics = 9400;
+  req.per_node_flags = [&](const std::string& node, const std::string& host) {
+    std::vector<std::string> flags;
+    if (o.observe.metrics == "off") {
+      flags = {"--metrics", "off"};
+    } else {
+      const std::string at = o.local ? "127.0.0.1:" + std::to_string(free_port())
+                                     : "0.0.0.0:" + std::to_string(next_remote_metrics);
+      flags = {"--metrics", at};
+      targets.push_back({node, o.local ? at : host + ":" + std::to_string(next_remote_metrics)});
+      ++next_remote_metrics;
+    }
+    if (!o.observe.trace.empty()) {
+      const std::string file = (o.local ? req.job_dir : req.remote_dir) + "/trace-" + node + ".json";
+      flags.insert(flags.end(), {"--trace", file, "--trace-events", std::to_string(o.observe.trace_events)});
+      traces.push_back(file);
+    }
+    return flags;
+  };
   req.job_dir = o.job_dir;
   if (req.job_dir.empty()) {
     std::string tmpl = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id + "-XXXXXX")).string();
@@ -118,6 +146,12 @@ int run_launch(launch_cli& o) {
     print_error(plan.error().message);
     return exit_failed;
   }
+  if (!targets.empty()) {
+    const std::string yml = prometheus_config(req.job_id, targets);
+    const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
+    std::ofstream(path) << yml;
+    std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
+  }
   if (o.dry_run) {
     for (const auto& s : plan->setup) std::cout << shell_quote(s.argv) << "\n";
     for (const auto& n : plan->nodes) std::cout << shell_quote(n.argv) << " &\n";
@@ -147,6 +181,12 @@ int run_launch(launch_cli& o) {
     }
   }
   if (!json.empty()) std::cout << json << std::endl;
+  if (!o.observe.trace.empty() && o.local) {
+    if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok)
+      print_error(ok.error().message);
+    else
+      std::cerr << "launch: trace of every node in " << o.observe.trace << std::endl;
+  }
   if (!o.keep_job_dir) std::filesystem::remove_all(req.job_dir);
   if (g.interrupted) return 130;
   if (coordinator_code != 0) return coordinator_code;
@@ -182,7 +222,11 @@ command add_launch(CLI::App& parent) {
       ->check(CLI::Range(0.05, 86400.0))
       ->capture_default_str()
       ->group(g);
+  app->add_option("--prometheus-config", o->prometheus_config,
+                  "Write the job's Prometheus scrape configuration here (default: JOB_DIR/prometheus.yml)")
+      ->group(g);
   add_job_options(*app, o->job);
+  add_observe_options(*app, o->observe);
   add_config_option(*app);
   return {app, [o] { return run_launch(*o); }};
 }

@@ -11,7 +11,9 @@
 #include "actors/runtime.hpp"
 #include "net/node.hpp"
 #include "tensor/gemm.hpp"
+#include "net/endpoint.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
 
@@ -23,8 +25,21 @@ struct node_cli {
   node_options node;
   std::string role;
   job_cli_options job;
+  observe_options observe;
   CLI::App* app = nullptr;
 };
+
+// Where --metrics auto serves: the node's listen port + 2000 on its listen host (the
+// coordinator's 7070 becomes 9070), or any free port for a node without a fixed port.
+std::string default_metrics_address(const node_plan& plan) {
+  const std::string host = plan.listen.host == "0.0.0.0" || plan.listen.host == "::" ? plan.listen.host
+                           : is_loopback(plan.listen.host)                          ? plan.listen.host
+                                                                                    : "127.0.0.1";
+  const bool fixed = plan.role != node_role::worker && plan.listen.port != 0 && plan.listen.port <= 63535;
+  return host + ":" + std::to_string(fixed ? plan.listen.port + 2000 : 0);
+}
+
+std::string node_name(const node_plan& plan) { return "troupe node (" + std::string(name_of(plan.role)) + ")"; }
 
 // Leaves without running CAF's shutdown, which can wait on connections that will never
 // finish (../shared/notes/caf-tls-and-transport-security.md); output is flushed first.
@@ -35,7 +50,7 @@ struct node_cli {
   std::_Exit(code);
 }
 
-int run_coordinator(const node_plan& plan, node_cli& o) {
+int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs) {
   auto spec = resolve_job_options(o.job);
   if (!spec) {
     print_error(spec.error().message);
@@ -57,7 +72,7 @@ int run_coordinator(const node_plan& plan, node_cli& o) {
   }
   job_callbacks cb;
   cb.on_epoch = print_epoch;
-  auto result = run_coordinator_node(plan, job, *m, shared, cb, [&](const endpoint& at) {
+  auto result = run_coordinator_node(plan, job, *m, shared, cb, obs, [&](const endpoint& at) {
     std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
               << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
   });
@@ -90,30 +105,39 @@ int run_node(node_cli& o) {
                  "into its actors, including ones that stop them. Use it only on an isolated, firewalled segment.");
   if (plan->role != node_role::coordinator) {
     for (const CLI::Option* opt : o.app->get_options())
-      if (opt->count() > 0 && opt->get_group() != group_node && opt->get_single_name() != "data" &&
-          opt->get_single_name() != "config")
+      if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&
+          opt->get_single_name() != "data" && opt->get_single_name() != "config")
         spdlog::warn("--{} is ignored on a {}: the job comes from the coordinator", opt->get_single_name(),
                      name_of(plan->role));
   }
+  auto obs = start_observability(o.observe, plan->job_id, default_metrics_address(*plan));
+  if (!obs) {
+    print_error(obs.error().message);
+    return exit_usage;
+  }
+  int code = exit_usage;
   switch (plan->role) {
-    case node_role::coordinator: return run_coordinator(*plan, o);
+    case node_role::coordinator: code = run_coordinator(*plan, o, *obs); break;
     case node_role::server:
-      if (auto err = run_server_node(*plan)) {
+      code = exit_ok;
+      if (auto err = run_server_node(*plan, *obs)) {
         print_error("shard server: " + troupe::describe(err));
-        return exit_failed;
+        code = exit_failed;
       }
-      return exit_ok;
+      break;
     case node_role::worker: {
       set_blas_threads(1);
       const bool own_data = o.app->get_option("--data")->count() > 0;
-      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string())) {
+      code = exit_ok;
+      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs)) {
         print_error("worker: " + troupe::describe(err));
-        return exit_failed;
+        code = exit_failed;
       }
-      return exit_ok;
+      break;
     }
   }
-  return exit_usage;
+  finish_observability(*obs, o.observe, node_name(*plan));
+  return code;
 }
 
 }  // namespace
@@ -162,6 +186,7 @@ command add_node(CLI::App& parent) {
       ->capture_default_str()
       ->group(group_node);
   add_job_options(*app, o->job);
+  add_observe_options(*app, o->observe);
   add_config_option(*app);
   return {app, [o]() -> int { leave(run_node(*o)); }};
 }

@@ -9,12 +9,19 @@
 #include "actors/runtime.hpp"
 #include "tensor/gemm.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
 
 namespace {
 
-int run_train(const job_cli_options& o) {
+struct train_cli {
+  job_cli_options job;
+  observe_options observe;
+};
+
+int run_train(const train_cli& t) {
+  const job_cli_options& o = t.job;
   auto spec = resolve_job_options(o);
   if (!spec) {
     print_error(spec.error().message);
@@ -34,9 +41,15 @@ int run_train(const job_cli_options& o) {
   }
   std::cerr << "train: " << describe(job, *shared) << "\n";
   spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
+  auto obs = start_observability(t.observe, job.job_id, "127.0.0.1:9464");
+  if (!obs) {
+    print_error(obs.error().message);
+    return exit_usage;
+  }
   job_callbacks cb;
   cb.on_epoch = print_epoch;
-  auto result = run_job_in_process(job, shared, cb);
+  auto result = run_job_in_process(job, shared, cb, *obs);
+  finish_observability(*obs, t.observe, "troupe train");
   if (!result) {
     print_error(troupe::describe(result.error()));
     return exit_failed;
@@ -48,10 +61,11 @@ int run_train(const job_cli_options& o) {
 }  // namespace
 
 command add_train(CLI::App& parent) {
-  auto o = std::make_shared<job_cli_options>();
+  auto o = std::make_shared<train_cli>();
   CLI::App* app = parent.add_subcommand(
       "train", "Train with a coordinator, shard servers and workers as actors in this process (the default job)");
-  add_job_options(*app, *o);
+  add_job_options(*app, o->job);
+  add_observe_options(*app, o->observe);
   add_config_option(*app);
   return {app, [o] { return run_train(*o); }};
 }

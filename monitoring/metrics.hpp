@@ -1,0 +1,124 @@
+// The Prometheus side of a process: one registry, the exposer that serves it, and every
+// metric family Troupe exports, built once at start-up. Roles take handles (plain
+// pointers into the registry, valid as long as it lives) for their own labels. Names
+// follow Prometheus conventions (troupe_ prefix, base units, _total for counters);
+// labels stay low-cardinality: troupe_job, role, rank, shard, stage, and small enums.
+// The job label is called troupe_job because Prometheus owns the `job` label.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/expected.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+
+namespace prometheus {
+class Registry;
+class Exposer;
+}  // namespace prometheus
+
+namespace troupe::monitoring {
+
+// Handles a worker updates (role="worker", rank=R).
+struct worker_metrics {
+  prometheus::Counter* samples = nullptr;          // troupe_samples_total
+  prometheus::Histogram* step_seconds = nullptr;   // troupe_step_seconds
+  prometheus::Histogram* forward_seconds = nullptr;
+  prometheus::Histogram* backward_seconds = nullptr;
+  prometheus::Histogram* push_seconds = nullptr;   // send to acknowledgement
+  prometheus::Histogram* pull_seconds = nullptr;   // request to the last shard's answer (holds included)
+  prometheus::Gauge* loss = nullptr;
+  prometheus::Gauge* epoch = nullptr;
+  prometheus::Gauge* learning_rate = nullptr;
+  prometheus::Gauge* clock = nullptr;
+  prometheus::Counter* bytes_sent = nullptr;       // tensor payload to shard servers
+  prometheus::Counter* bytes_received = nullptr;   // tensor payload from shard servers
+  prometheus::Counter* rejected = nullptr;         // its gradients a shard refused
+};
+
+// Handles a shard server updates (role="server", shard=S).
+struct shard_metrics {
+  prometheus::Counter* updates = nullptr;          // troupe_shard_updates_total
+  prometheus::Gauge* version = nullptr;
+  prometheus::Histogram* staleness = nullptr;      // of applied gradients, in updates
+  prometheus::Gauge* pulls_held = nullptr;         // now
+  prometheus::Histogram* hold_seconds = nullptr;
+  prometheus::Counter* bytes_sent = nullptr;       // to workers
+  prometheus::Counter* bytes_received = nullptr;   // from workers
+  prometheus::Gauge* mailbox = nullptr;            // messages waiting, sampled per message
+  // troupe_rejected_messages_total{reason=...}, one counter per reason on first use
+  prometheus::Counter* rejected(const std::string& reason);
+
+  struct impl;
+  std::shared_ptr<impl> self;
+};
+
+// Handles the coordinator updates (role="coordinator").
+struct coordinator_metrics {
+  prometheus::Gauge* epoch = nullptr;              // epochs finished by every live worker
+  prometheus::Gauge* test_accuracy = nullptr;      // of the last evaluation
+  prometheus::Gauge* train_loss = nullptr;         // mean over the last epoch
+  prometheus::Gauge* clock_spread = nullptr;       // fastest minus slowest live worker clock
+  prometheus::Gauge* staleness_bound = nullptr;    // largest staleness the mode allows (sync, ssp)
+  prometheus::Counter* workers_lost = nullptr;
+  prometheus::Gauge* nodes_up(const std::string& node_role);
+  // troupe_worker_relative_step_rate{worker_rank=R}: the worker's step rate over the
+  // median's; a straggler shows well below 1.
+  prometheus::Gauge* relative_step_rate(std::uint32_t rank);
+  prometheus::Gauge* worker_clock(std::uint32_t rank);
+
+  struct impl;
+  std::shared_ptr<impl> self;
+};
+
+// Handles a pipeline stage updates (role="stage", stage=K, replica=D).
+struct stage_metrics {
+  prometheus::Counter* busy_seconds = nullptr;
+  prometheus::Counter* bubble_seconds = nullptr;
+  prometheus::Gauge* stored_activations = nullptr;
+  prometheus::Gauge* peak_stored_activations = nullptr;
+  prometheus::Counter* microbatches = nullptr;
+  prometheus::Gauge* bubble_fraction = nullptr;    // measured over the last epoch
+  prometheus::Gauge* theoretical_bubble_fraction = nullptr;
+};
+
+class registry {
+ public:
+  // job: the troupe_job label on every metric.
+  explicit registry(std::string job);
+  ~registry();
+  registry(const registry&) = delete;
+  registry& operator=(const registry&) = delete;
+
+  // Serves /metrics on host:port (port 0: any free port) and returns the bound port.
+  // A busy port is an error that names it, never an abort.
+  expected<std::uint16_t> serve(const std::string& host, std::uint16_t port);
+  std::uint16_t port() const { return port_; }
+
+  worker_metrics worker(std::uint32_t rank);
+  shard_metrics shard(std::uint32_t index);
+  coordinator_metrics coordinator();
+  stage_metrics stage(std::uint32_t replica, std::uint32_t stage);
+
+  // The text a scrape would return (for tests).
+  std::string scrape() const;
+  const std::string& job() const { return job_; }
+
+  struct families;
+
+ private:
+  friend struct coordinator_metrics;
+  std::string job_;
+  std::shared_ptr<prometheus::Registry> reg_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::uint16_t port_ = 0;
+  std::unique_ptr<families> f_;
+};
+
+}  // namespace troupe::monitoring

@@ -1,0 +1,121 @@
+// The dashboard against the real thing: a live `troupe train` job serves metrics, the real
+// Prometheus server (Debian's `prometheus`) scrapes it every second, and every PromQL
+// expression in monitoring/grafana/troupe-dashboard.json is evaluated through Prometheus's
+// HTTP API. A query that errors or returns no data fails the test.
+#define BOOST_TEST_MODULE dashboard
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "tests/support/background.hpp"
+#include "tests/support/http.hpp"
+#include "tests/support/process.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+int free_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string source_dir() {
+  const char* p = std::getenv("TROUPE_SOURCE_DIR");
+  BOOST_REQUIRE_MESSAGE(p, "TROUPE_SOURCE_DIR is not set; run through ctest");
+  return p;
+}
+
+// Runs `query` now; returns the number of series, or -1 with `why` on an error.
+int query(int port, const std::string& q, std::string& why) {
+  auto body = http_get(port, "/api/v1/query?query=" + url_encode(q));
+  if (!body) {
+    why = "no answer from Prometheus";
+    return -1;
+  }
+  const auto j = nlohmann::json::parse(*body, nullptr, false);
+  if (j.is_discarded() || j.value("status", "") != "success") {
+    why = *body;
+    return -1;
+  }
+  return static_cast<int>(j["data"]["result"].size());
+}
+
+// Every target expression of every panel, with Grafana's variables filled in.
+std::vector<std::pair<std::string, std::string>> dashboard_queries() {
+  std::ifstream in(source_dir() + "/monitoring/grafana/troupe-dashboard.json");
+  const auto dash = nlohmann::json::parse(in);
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& panel : dash["panels"]) {
+    if (!panel.contains("targets")) continue;
+    for (const auto& t : panel["targets"]) {
+      std::string e = t["expr"];
+      e = std::regex_replace(e, std::regex(R"(\$__rate_interval)"), "10s");
+      e = std::regex_replace(e, std::regex(R"(\$job)"), ".*");
+      e = std::regex_replace(e, std::regex(R"(\$role)"), ".*");
+      out.emplace_back(panel["title"].get<std::string>(), e);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_live_job) {
+  const fs::path dir = fs::temp_directory_path() / ("troupe-dash-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const int metrics = free_port(), prom = free_port();
+  background_process job({troupe_bin(), "train", "--dataset", "synthetic", "--simulate-compute", "3", "--epochs", "40",
+                          "--mode", "ssp", "--metrics", "127.0.0.1:" + std::to_string(metrics)},
+                         (dir / "job").string());
+  std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                                        << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
+                                        << "      - targets: ['127.0.0.1:" << metrics << "']\n";
+  background_process prometheus({"prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
+                                 "--storage.tsdb.path=" + (dir / "data").string(),
+                                 "--web.listen-address=127.0.0.1:" + std::to_string(prom)},
+                                (dir / "prometheus").string());
+  // Wait until Prometheus holds several scrapes of a training job.
+  std::string why;
+  bool ready = false;
+  for (int i = 0; i < 300 && !ready; ++i) {
+    std::this_thread::sleep_for(100ms);
+    ready = query(prom, "count_over_time(troupe_samples_total[1m]) > 8", why) > 0;
+  }
+  BOOST_REQUIRE_MESSAGE(ready, "Prometheus never collected the job's metrics; job stderr: " << job.err()
+                                                                                          << "\nprometheus: " << prometheus.err());
+  BOOST_REQUIRE(job.running());
+  int checked = 0;
+  for (const auto& [title, q] : dashboard_queries()) {
+    // The pipeline row needs a pipeline job; the plain job above has no stages.
+    if (q.find("troupe_stage_") != std::string::npos || q.find("troupe_pipeline_") != std::string::npos) continue;
+    const int n = query(prom, q, why);
+    BOOST_TEST_CONTEXT(title << ": " << q) {
+      BOOST_TEST(n >= 0, why);
+      BOOST_TEST(n > 0, "no data");
+    }
+    ++checked;
+  }
+  BOOST_TEST_MESSAGE(checked << " dashboard queries returned data");
+  BOOST_TEST(checked > 30);
+  job.signal(SIGTERM);
+  prometheus.signal(SIGTERM);
+  prometheus.wait(10s);
+  fs::remove_all(dir);
+}

@@ -1,0 +1,80 @@
+// `troupe train --trace FILE` end to end: the file is Chrome trace-event JSON with a row
+// per actor; on every worker row the spans nest (pull, forward, backward and push inside
+// their step) and the steps cover the run; held pulls appear as balanced async spans.
+#define BOOST_TEST_MODULE timeline
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "tests/support/process.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+BOOST_AUTO_TEST_CASE(spans_nest_and_cover_the_run) {
+  const auto path = (fs::temp_directory_path() / ("troupe-timeline-" + std::to_string(::getpid()) + ".json")).string();
+  auto r = run_process({troupe_bin(), "train", "--dataset", "synthetic", "--train-samples", "8000", "--epochs", "2",
+                        "--mode", "ssp", "--staleness", "0", "--metrics", "off", "--trace", path},
+                       120s);
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  std::map<int, std::string> rows;
+  std::map<int, std::vector<nlohmann::json>> spans;
+  std::map<std::uint64_t, int> async_balance;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
+    if (ph == "X") spans[e["tid"]].push_back(e);
+    if (ph == "b") ++async_balance[e["id"]];
+    if (ph == "e") --async_balance[e["id"]];
+  }
+  int worker_rows = 0;
+  for (const auto& [tid, name] : rows) {
+    if (name.rfind("worker", 0) != 0) continue;
+    ++worker_rows;
+    auto& v = spans[tid];
+    BOOST_TEST_CONTEXT(name) {
+      BOOST_REQUIRE(v.size() > 20u);
+      std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) {
+        return a["ts"] < b["ts"] || (a["ts"] == b["ts"] && a["dur"] > b["dur"]);
+      });
+      // Nesting: a stack of open spans; each new span must start inside the top and end
+      // inside it, or after it (then the top is closed).
+      std::vector<std::pair<std::int64_t, std::int64_t>> open;
+      std::map<std::string, int> count;
+      std::int64_t covered = 0, first = v.front()["ts"], last = 0;
+      int partial_overlaps = 0, outside_step = 0;
+      for (const auto& e : v) {
+        const std::int64_t b = e["ts"], end = b + e["dur"].get<std::int64_t>();
+        while (!open.empty() && open.back().second <= b) open.pop_back();
+        if (!open.empty() && end > open.back().second) ++partial_overlaps;
+        const std::string n = e["name"];
+        ++count[n];
+        if (n == "step") {
+          covered += end - b;
+          last = std::max(last, end);
+        } else if (open.empty()) {
+          ++outside_step;
+        }
+        open.emplace_back(b, end);
+      }
+      BOOST_TEST(partial_overlaps == 0);
+      BOOST_TEST(outside_step == 0);
+      for (const char* n : {"step", "pull", "forward", "backward", "push"}) BOOST_TEST(count[n] > 10, n);
+      BOOST_TEST(count["forward"] == count["step"]);
+      // The steps cover the worker's time from its first step to its last.
+      BOOST_TEST(static_cast<double>(covered) / static_cast<double>(last - first) > 0.7);
+    }
+  }
+  BOOST_TEST(worker_rows == 2);
+  BOOST_TEST(rows.size() >= 4u);  // two workers, two shards
+  for (const auto& [id, balance] : async_balance) BOOST_TEST(balance == 0);
+  BOOST_TEST(!async_balance.empty());  // ssp with bound 0 holds pulls
+  fs::remove(path);
+}

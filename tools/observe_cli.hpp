@@ -1,0 +1,31 @@
+// --metrics and --trace for every command that runs actors: starting the metric registry
+// and its exposer, the trace timeline, and writing the trace at the end.
+#pragma once
+
+#include <string>
+
+#include "actors/observability.hpp"
+#include "tools/cli_common.hpp"
+
+namespace troupe::cli {
+
+inline constexpr const char* group_observe = "Observability";
+
+struct observe_options {
+  std::string metrics = "auto";   // HOST:PORT, "off", or "auto" (the command's default)
+  std::string trace;              // Chrome trace-event JSON file
+  std::size_t trace_events = 200000;
+  CLI::Option* metrics_flag = nullptr;
+};
+
+void add_observe_options(CLI::App& app, observe_options& o);
+
+// Starts what the options ask for. `fallback` is the address "auto" means; when it was
+// not asked for explicitly and its port is busy, any free port is used instead.
+expected<observability> start_observability(const observe_options& o, const std::string& job_id,
+                                            const std::string& fallback);
+
+// Writes the trace (if any) for this process.
+void finish_observability(const observability& obs, const observe_options& o, const std::string& process_name);
+
+}  // namespace troupe::cli
