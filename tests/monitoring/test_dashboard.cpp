@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "tests/support/background.hpp"
@@ -75,6 +76,38 @@ std::vector<std::pair<std::string, std::string>> dashboard_queries() {
   return out;
 }
 
+// Waits for Prometheus at `prom` to hold several scrapes, then checks every dashboard query.
+void check_dashboard(int prom, background_process& job, background_process& prometheus) {
+  std::string why;
+  bool ready = false;
+  for (int i = 0; i < 600 && !ready; ++i) {
+    std::this_thread::sleep_for(100ms);
+    ready = query(prom, "count_over_time(troupe_samples_total[1m]) > 8", why) > 0;
+  }
+  BOOST_REQUIRE_MESSAGE(ready, "Prometheus never collected the job's metrics; job stderr: " << job.err()
+                                                                                          << "\nprometheus: " << prometheus.err());
+  BOOST_REQUIRE(job.running());
+  int checked = 0;
+  for (const auto& [title, q] : dashboard_queries()) {
+    // The pipeline row needs a pipeline job; these jobs have no stages.
+    if (q.find("troupe_stage_") != std::string::npos || q.find("troupe_pipeline_") != std::string::npos) continue;
+    const int n = query(prom, q, why);
+    BOOST_TEST_CONTEXT(title << ": " << q) {
+      BOOST_TEST(n >= 0, why);
+      BOOST_TEST(n > 0, "no data");
+    }
+    ++checked;
+  }
+  BOOST_TEST_MESSAGE(checked << " dashboard queries returned data");
+  BOOST_TEST(checked > 30);
+}
+
+background_process start_prometheus(const fs::path& dir, const fs::path& config, int port) {
+  return background_process({"prometheus", "--config.file=" + config.string(), "--storage.tsdb.path=" + (dir / "data").string(),
+                             "--web.listen-address=127.0.0.1:" + std::to_string(port)},
+                            (dir / "prometheus").string());
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_live_job) {
@@ -87,34 +120,39 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_live_job) {
   std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
                                         << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
                                         << "      - targets: ['127.0.0.1:" << metrics << "']\n";
-  background_process prometheus({"prometheus", "--config.file=" + (dir / "prometheus.yml").string(),
-                                 "--storage.tsdb.path=" + (dir / "data").string(),
-                                 "--web.listen-address=127.0.0.1:" + std::to_string(prom)},
-                                (dir / "prometheus").string());
-  // Wait until Prometheus holds several scrapes of a training job.
-  std::string why;
-  bool ready = false;
-  for (int i = 0; i < 300 && !ready; ++i) {
-    std::this_thread::sleep_for(100ms);
-    ready = query(prom, "count_over_time(troupe_samples_total[1m]) > 8", why) > 0;
-  }
-  BOOST_REQUIRE_MESSAGE(ready, "Prometheus never collected the job's metrics; job stderr: " << job.err()
-                                                                                          << "\nprometheus: " << prometheus.err());
-  BOOST_REQUIRE(job.running());
-  int checked = 0;
-  for (const auto& [title, q] : dashboard_queries()) {
-    // The pipeline row needs a pipeline job; the plain job above has no stages.
-    if (q.find("troupe_stage_") != std::string::npos || q.find("troupe_pipeline_") != std::string::npos) continue;
-    const int n = query(prom, q, why);
-    BOOST_TEST_CONTEXT(title << ": " << q) {
-      BOOST_TEST(n >= 0, why);
-      BOOST_TEST(n > 0, "no data");
-    }
-    ++checked;
-  }
-  BOOST_TEST_MESSAGE(checked << " dashboard queries returned data");
-  BOOST_TEST(checked > 30);
+  background_process prometheus = start_prometheus(dir, dir / "prometheus.yml", prom);
+  check_dashboard(prom, job, prometheus);
   job.signal(SIGTERM);
+  prometheus.signal(SIGTERM);
+  prometheus.wait(10s);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
+  const fs::path dir = fs::temp_directory_path() / ("troupe-dash-launch-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const int prom = free_port();
+  const auto config = dir / "prometheus.yml";
+  background_process job({troupe_bin(), "launch", "--local", "--dataset", "synthetic", "--simulate-compute", "3",
+                          "--epochs", "40", "--mode", "ssp", "--prometheus-config", config.string()},
+                         (dir / "job").string());
+  for (int i = 0; i < 300 && !fs::exists(config); ++i) std::this_thread::sleep_for(100ms);
+  BOOST_REQUIRE_MESSAGE(fs::exists(config), job.err());
+  std::this_thread::sleep_for(200ms);
+  // Scrape every second instead of the written 5 s, so the test waits less.
+  std::string yml;
+  {
+    std::ifstream in(config);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    yml = std::regex_replace(ss.str(), std::regex("5s"), "1s");
+  }
+  BOOST_TEST(yml.find("node: 'worker-1'") != std::string::npos);
+  std::ofstream(dir / "fast.yml") << yml;
+  background_process prometheus = start_prometheus(dir, dir / "fast.yml", prom);
+  check_dashboard(prom, job, prometheus);
+  job.signal(SIGTERM);
+  job.wait(30s);
   prometheus.signal(SIGTERM);
   prometheus.wait(10s);
   fs::remove_all(dir);
