@@ -18,6 +18,8 @@ using clock_type = std::chrono::steady_clock;
 
 struct worker_info {
   caf::actor handle;
+  std::string host;                  // where pipeline neighbours reach it (cluster)
+  std::uint16_t port = 0;
   bool live = true;
   bool done = false;
   std::int32_t epochs_reported = 0;  // epochs this worker has finished
@@ -31,6 +33,25 @@ struct epoch_agg {
   std::int64_t steps = 0, samples = 0;
 };
 
+// Note [Measuring the bubble]
+// Every stage reports, per step, its busy time (forwards and backwards) and the wall-clock
+// window from its parameters being ready to its last action. Once all K stages of a
+// replica have reported a step, its makespan is the union of their windows and the bubble
+// is the share of K * makespan no stage spent computing: 1 - sum(busy) / (K * makespan),
+// the quantity (K - 1) / (M + K - 1) predicts for equal stages. Windows from different
+// hosts compare wall clocks, so hosts need synchronised clocks (NTP: well under a
+// millisecond on a LAN) for the measurement, never for training.
+struct step_window {
+  std::uint32_t reports = 0;
+  double busy = 0.0;
+  std::int64_t begin_us = std::numeric_limits<std::int64_t>::max(), end_us = 0;
+};
+
+struct bubble_total {
+  double busy = 0.0, capacity = 0.0;  // stage-seconds
+  double fraction() const { return capacity > 0 ? 1.0 - busy / capacity : 0.0; }
+};
+
 struct stats_total {
   std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0, rejected = 0;
 };
@@ -39,6 +60,7 @@ struct coordinator_state {
   job_spec job;
   key_table table;
   std::int64_t num_params = 0;
+  std::optional<model> layout;  // the job's model (stage spans)
   std::shared_ptr<const dataset_split> data;
   evaluator_actor evaluator;
   job_callbacks cb;
@@ -62,6 +84,11 @@ struct coordinator_state {
   double final_accuracy = 0.0, final_loss = 0.0;
   bool final_evaluated = false;
   tensor final_params;
+  std::map<std::pair<std::uint32_t, std::int64_t>, step_window> windows;  // (replica, clock)
+  std::map<std::int32_t, bubble_total> bubbles;                           // per epoch
+  bubble_total bubble_all;
+  std::map<std::int32_t, tensor> epoch_params;  // --servers 0: assembled from the stages
+  std::string first_loss;                       // why the first member was lost
   std::optional<caf::typed_response_promise<job_result>> run_promise;
   std::optional<monitoring::coordinator_metrics> m;
   clock_type::time_point last_tick;
@@ -74,6 +101,12 @@ using coord_pointer = coordinator_actor::stateful_pointer<coordinator_state>;
 
 std::chrono::milliseconds request_timeout(coord_pointer self) {
   return std::chrono::milliseconds(self->state.job.request_timeout_ms);
+}
+
+// "worker 3", or "stage 1 of replica 0" in a pipeline job.
+std::string member_name(const job_spec& job, std::uint32_t r) {
+  if (job.pipeline_stages == 1) return "worker " + std::to_string(r);
+  return "stage " + std::to_string(r % job.pipeline_stages) + " of replica " + std::to_string(r / job.pipeline_stages);
 }
 
 void event(coord_pointer self, const std::string& what) {
@@ -162,9 +195,17 @@ struct gather {
   std::size_t pending = 0;
 };
 
-void collect(coord_pointer self, bool with_params, std::function<void(gather&)> done) {
+// With --servers 0 there are no shards: the parameters are those the stages sent with
+// epoch `epoch`'s reports, and there are no stats.
+void collect(coord_pointer self, bool with_params, std::int32_t epoch, std::function<void(gather&)> done) {
   auto& st = self->state;
   auto g = std::make_shared<gather>();
+  if (st.shards.empty()) {
+    if (with_params) g->params = std::move(st.epoch_params[epoch]);
+    st.epoch_params.erase(epoch);
+    done(*g);
+    return;
+  }
   if (with_params) g->params = tensor({st.num_params});
   g->pending = st.shards.size() * (with_params ? 2 : 1);
   auto finish_one = [=] {
@@ -203,6 +244,24 @@ stats_total sum_stats(const std::vector<shard_stats>& v) {
 
 void maybe_finalize(coord_pointer self);
 
+// Files a stage's step window; a replica's step is measured once all its stages reported.
+void note_window(coord_pointer self, const step_report& r) {
+  auto& st = self->state;
+  const std::uint32_t k = st.job.pipeline_stages;
+  step_window& w = st.windows[{r.rank / k, r.clock}];
+  ++w.reports;
+  w.busy += r.busy_seconds;
+  w.begin_us = std::min(w.begin_us, r.window_begin_us);
+  w.end_us = std::max(w.end_us, r.window_end_us);
+  if (w.reports < k) return;
+  const double capacity = static_cast<double>(k) * static_cast<double>(std::max<std::int64_t>(0, w.end_us - w.begin_us)) / 1e6;
+  for (bubble_total* t : {&st.bubbles[r.epoch], &st.bubble_all}) {
+    t->busy += w.busy;
+    t->capacity += capacity;
+  }
+  st.windows.erase({r.rank / k, r.clock});
+}
+
 // Summarises epoch e: collects stats (and parameters, unless compute is simulated),
 // evaluates, reports through the callback.
 void close_epoch(coord_pointer self, std::int32_t e) {
@@ -221,7 +280,18 @@ void close_epoch(coord_pointer self, std::int32_t e) {
   const bool evaluate_params = st.job.simulate_compute_ms <= 0.0;
   const bool last = e + 1 == st.job.train.epochs;
   ++st.evals_pending;
-  collect(self, evaluate_params, [=](gather& g) {
+  const bubble_total bubble = st.bubbles[e];
+  if (st.job.pipeline_stages > 1) {
+    sum.pipeline_stages = st.job.pipeline_stages;
+    sum.microbatches = st.job.microbatches;
+    sum.bubble = bubble.fraction();
+    sum.theoretical_bubble = theoretical_bubble(static_cast<int>(st.job.pipeline_stages), st.job.microbatches);
+    if (st.m) {
+      st.m->pipeline_bubble("measured")->Set(sum.bubble);
+      st.m->pipeline_bubble("theoretical")->Set(sum.theoretical_bubble);
+    }
+  }
+  collect(self, evaluate_params, e, [=](gather& g) {
     auto& s = self->state;
     const stats_total t = sum_stats(g.stats);
     epoch_summary out = sum;
@@ -284,13 +354,16 @@ void check_epochs(coord_pointer self) {
 void maybe_finalize(coord_pointer self) {
   auto& st = self->state;
   if (!st.training_done || st.finished || st.evals_pending > 0 || st.epochs_closed < st.job.train.epochs) return;
-  collect(self, false, [=](gather& g) {
+  collect(self, false, -1, [=](gather& g) {
     auto& s = self->state;
     const stats_total t = sum_stats(g.stats);
     job_result r;
     r.mode = std::string(name_of(s.job.mode));
     r.workers = s.job.workers;
     r.servers = s.job.servers;
+    r.pipeline_stages = s.job.pipeline_stages;
+    r.microbatches = s.job.microbatches;
+    r.bubble = s.bubble_all.fraction();
     r.epochs = s.job.train.epochs;
     r.evaluated = s.final_evaluated;
     r.test_accuracy = s.final_accuracy;
@@ -320,7 +393,9 @@ void check_training_done(coord_pointer self) {
     any_done = any_done || w.done;
   }
   if (!any_done) {
-    fail(self, make_error(errc::all_workers_lost, "every worker died before finishing; see the log for their errors"));
+    fail(self, make_error(errc::all_workers_lost,
+                          "every worker died before finishing; the first: " +
+                              (st.first_loss.empty() ? std::string("see the log") : st.first_loss)));
     return;
   }
   st.training_done = true;
@@ -334,11 +409,33 @@ void check_training_done(coord_pointer self) {
 // their addresses: a handle forwarded by the coordinator makes the worker's node route
 // to the shard through the coordinator's node, and with CAF 0.17 such indirect routes
 // broke TLS connections when a node left. Workers connect to each shard directly.
+// Pipeline neighbours go the same way: by handle in one process, by address (each member
+// publishes itself) across nodes.
 worker_welcome welcome_for(coord_pointer self, std::uint32_t rank, std::int64_t resume_clock) {
   const auto& s = self->state;
   const bool by_address = !s.shard_hosts.empty() && !s.shard_hosts.front().empty();
-  return worker_welcome{rank,          s.job.workers, s.job,       s.table, by_address ? std::vector<shard_actor>{} : s.shards,
-                        s.shard_hosts, s.shard_ports, resume_clock};
+  worker_welcome w;
+  w.rank = rank;
+  w.world = s.job.workers;
+  w.job = s.job;
+  w.table = s.table;
+  if (!by_address) w.shards = s.shards;
+  w.shard_hosts = s.shard_hosts;
+  w.shard_ports = s.shard_ports;
+  w.resume_clock = resume_clock;
+  const std::uint32_t k = s.job.pipeline_stages, stage = rank % k;
+  auto wire = [&](std::uint32_t r, caf::actor& handle, std::string& host, std::uint16_t& port) {
+    const worker_info& n = s.workers[r];
+    if (!n.host.empty()) {
+      host = n.host;
+      port = n.port;
+    } else {
+      handle = n.handle;
+    }
+  };
+  if (stage > 0) wire(rank - 1, w.prev, w.prev_host, w.prev_port);
+  if (stage + 1 < k) wire(rank + 1, w.next, w.next_host, w.next_port);
+  return w;
 }
 
 // A worker joining a running job takes the rank of one that died. In sync it joins at a
@@ -356,6 +453,9 @@ std::optional<std::uint32_t> free_rank(coord_pointer self) {
 
 caf::result<worker_welcome> rejoin(coord_pointer self, caf::actor handle) {
   auto& st = self->state;
+  if (st.job.pipeline_stages > 1)
+    return make_error(errc::cluster_full, "the job is running and a pipeline stage cannot be replaced in a running "
+                                          "job; its replica stopped when the stage was lost");
   auto promise = self->make_response_promise<worker_welcome>();
   self->monitor(handle);
   if (auto rank = free_rank(self)) {
@@ -379,7 +479,8 @@ void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_we
   if (slowest == std::numeric_limits<std::int64_t>::max()) slowest = fastest = 0;
   const std::int64_t clock = st.job.mode == sync_mode::sync ? fastest + 2 : slowest;
   worker_info& w = st.workers[rank];
-  w = worker_info{handle};
+  w = worker_info{};
+  w.handle = handle;
   w.clock = clock;
   w.epochs_reported = static_cast<std::int32_t>(clock / std::max<std::int64_t>(1, steps_per_epoch(st.job)));
   st.last_progress = clock_type::now();
@@ -396,23 +497,31 @@ void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_we
 
 void maybe_start(coord_pointer self) {
   auto& st = self->state;
-  if (st.starting || st.shards.size() < st.job.servers || st.pending_joins.size() < st.job.workers) return;
+  if (st.starting || st.shards.size() < st.job.servers || st.pending_joins.size() < members(st.job)) return;
   st.starting = true;
   membership m;
-  for (std::uint32_t r = 0; r < st.job.workers; ++r) m.workers.push_back(r);
+  for (std::uint32_t r = 0; r < members(st.job); ++r) {
+    m.workers.push_back(r);
+    m.stages.push_back(r % st.job.pipeline_stages);
+  }
+  auto go = [=] {
+    auto& s = self->state;
+    s.started = true;
+    s.t_start = s.epoch_start = s.last_progress = clock_type::now();
+    for (std::uint32_t r = 0; r < s.pending_joins.size(); ++r) s.pending_joins[r].deliver(welcome_for(self, r, 0));
+    s.pending_joins.clear();
+    count_nodes(self);
+  };
+  if (st.shards.empty()) {  // --servers 0
+    go();
+    return;
+  }
   auto acks = std::make_shared<std::size_t>(st.shards.size());
   for (auto& shard : st.shards) {
     self->request(shard, request_timeout(self), start_atom::value, m)
         .then(
             [=](caf::ok_atom) {
-              if (--*acks > 0) return;
-              auto& s = self->state;
-              s.started = true;
-              s.t_start = s.epoch_start = s.last_progress = clock_type::now();
-              for (std::uint32_t r = 0; r < s.pending_joins.size(); ++r)
-                s.pending_joins[r].deliver(welcome_for(self, r, 0));
-              s.pending_joins.clear();
-              count_nodes(self);
+              if (--*acks == 0) go();
             },
             [=](caf::error& e) { fail(self, make_error(errc::shard_lost, "a shard did not start: " + describe(e))); });
   }
@@ -447,8 +556,9 @@ void on_down(coord_pointer self, caf::down_msg& dm) {
     ++st.workers_lost;
     if (st.m) st.m->workers_lost->Increment();
     count_nodes(self);
-    event(self, "worker " + std::to_string(r) + " is gone (" + describe(dm.reason) + "); continuing with " +
-                    std::to_string(live_workers(self)) + " workers");
+    if (st.first_loss.empty()) st.first_loss = member_name(st.job, r) + ": " + describe(dm.reason);
+    event(self, member_name(st.job, r) + " is gone (" + describe(dm.reason) + "); continuing with " +
+                    std::to_string(live_workers(self)) + (st.job.pipeline_stages > 1 ? " members" : " workers"));
     for (auto& shard : st.shards) self->send(shard, left_atom::value, r);
     if (!st.standby.empty()) {
       auto [promise, handle] = st.standby.front();
@@ -471,11 +581,11 @@ void on_tick(coord_pointer self) {
     std::string who;
     if (!st.started) {
       who = std::to_string(st.shards.size()) + " of " + std::to_string(st.job.servers) + " shards and " +
-            std::to_string(st.pending_joins.size()) + " of " + std::to_string(st.job.workers) + " workers joined";
+            std::to_string(st.pending_joins.size()) + " of " + std::to_string(members(st.job)) + " workers joined";
     } else {
       for (std::uint32_t r = 0; r < st.workers.size(); ++r)
         if (st.workers[r].live && !st.workers[r].done)
-          who += (who.empty() ? "" : ", ") + std::string("worker ") + std::to_string(r) + " at clock " +
+          who += (who.empty() ? "" : ", ") + member_name(st.job, r) + " at clock " +
                  std::to_string(st.workers[r].clock);
     }
     fail(self, make_error(errc::stalled, "no progress for " + std::to_string(st.job.stall_timeout_ms / 1000) +
@@ -497,10 +607,11 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
   // staleness stays below (2s + 2) * workers updates. Async has no bound to export.
   if (st.m && job.mode == sync_mode::sync) st.m->staleness_bound->Set(0);
   if (st.m && job.mode == sync_mode::ssp)
-    st.m->staleness_bound->Set(static_cast<double>((2 * job.staleness + 2) * static_cast<std::int64_t>(job.workers)));
+    st.m->staleness_bound->Set(static_cast<double>((2 * job.staleness + 2) * static_cast<std::int64_t>(members(job))));
   st.job = std::move(job);
-  st.table = partition_parameters(m, st.job.servers, st.job.big_array_bound);
+  if (st.job.servers > 0) st.table = partition_parameters(m, st.job.servers, st.job.big_array_bound);
   st.num_params = m.num_params();
+  st.layout = m;
   st.data = data;
   st.cb = std::move(cb);
   if (st.job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, data);
@@ -532,10 +643,16 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         if (auto err = check_job_id(self, j.job_id)) return err;
         auto handle = caf::actor_cast<caf::actor>(self->current_sender());
         if (s.started && !s.training_done) return rejoin(self, handle);
-        if (s.starting || s.pending_joins.size() >= s.job.workers)
-          return make_error(errc::cluster_full, "the job already has its " + std::to_string(s.job.workers) + " workers");
+        if (s.starting || s.pending_joins.size() >= members(s.job))
+          return make_error(errc::cluster_full,
+                            "the job already has its " + std::to_string(members(s.job)) + " workers" +
+                                (s.job.pipeline_stages > 1 ? " (replicas x pipeline stages)" : ""));
         self->monitor(handle);
-        s.workers.push_back(worker_info{handle});
+        worker_info info;
+        info.handle = handle;
+        info.host = j.host;
+        info.port = j.port;
+        s.workers.push_back(std::move(info));
         s.last_progress = clock_type::now();
         auto promise = self->make_response_promise<worker_welcome>();
         s.pending_joins.push_back(promise);
@@ -552,6 +669,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         s.workers[r.rank].clock = r.clock;
         s.samples += r.samples;
         s.last_progress = clock_type::now();
+        if (s.job.pipeline_stages > 1) note_window(self, r);
         if (s.m) {
           std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
           for (const auto& w : s.workers)
@@ -571,6 +689,19 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         agg.samples += r.samples;
         s.workers[r.rank].epochs_reported = r.epoch + 1;
         s.last_progress = clock_type::now();
+        if (s.shards.empty() && !r.params.empty()) {  // --servers 0: this stage's part of the model
+          const auto spans = job_stage_spans(s.job, *s.layout);
+          const stage_span& span = spans[r.rank % s.job.pipeline_stages];
+          if (r.params.numel() != span.numel) {
+            fail(self, make_error(errc::bad_shape, member_name(s.job, r.rank) + " reported " +
+                                                       std::to_string(r.params.numel()) + " parameters, expected " +
+                                                       std::to_string(span.numel)));
+            return;
+          }
+          auto& full = s.epoch_params[r.epoch];
+          if (full.empty()) full = tensor({s.num_params});
+          copy(full.view().flat(span.param_offset, span.numel), r.params);
+        }
         check_epochs(self);
       },
       [=](done_atom, const worker_done& r) {

@@ -31,7 +31,12 @@ struct epoch_summary {
   std::int64_t max_staleness = 0;   // since the start
   bool evaluated = false;
   double test_accuracy = 0.0, test_loss = 0.0;
-  std::uint32_t live_workers = 0;
+  std::uint32_t live_workers = 0;   // members: workers, or stages of all replicas
+  // Pipelines (pipeline_stages > 1): the bubble measured over this epoch's steps and the
+  // (K - 1) / (M + K - 1) of equal stages.
+  std::uint32_t pipeline_stages = 1;
+  std::int32_t microbatches = 1;
+  double bubble = 0.0, theoretical_bubble = 0.0;
 };
 
 struct job_callbacks {

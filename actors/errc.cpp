@@ -21,6 +21,7 @@ std::string to_string(errc x) {
     case errc::diverged: return "diverged";
     case errc::bad_job: return "bad_job";
     case errc::malformed: return "malformed";
+    case errc::stage_lost: return "stage_lost";
   }
   return "unknown(" + std::to_string(static_cast<int>(x)) + ")";
 }

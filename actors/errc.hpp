@@ -25,6 +25,7 @@ enum class errc : std::uint8_t {
   diverged,          // the training loss stopped being finite
   bad_job,           // an invalid job spec
   malformed,         // a payload that does not decode (bad header, byte order, size)
+  stage_lost,        // a pipeline stage died: its pipeline cannot finish the step
 };
 
 std::string to_string(errc x);

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/pipeline_layout.hpp"
+#include "actors/pipeline_schedule.hpp"
 #include "tensor/expected.hpp"
 #include "tensor/trainer.hpp"
 
@@ -32,14 +34,19 @@ struct job_spec {
   std::int64_t train_size = 0;        // training samples in use; set once the data is loaded
   std::vector<std::int64_t> input_shape;  // per sample, e.g. {1, 28, 28}; set with train_size
   std::int64_t num_classes = 0;           // set with train_size
-  std::uint32_t workers = 2;
-  std::uint32_t servers = 2;
+  std::uint32_t workers = 2;          // data-parallel replicas (each a pipeline of pipeline_stages)
+  std::uint32_t servers = 2;          // 0: a single pipeline applies the optimizer in its stages
+  std::uint32_t pipeline_stages = 1;  // K: the model cut into K stages, one actor each
+  std::int32_t microbatches = 1;      // M: a minibatch runs through the pipeline in M parts
+  pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
+  stage_balance balance = stage_balance::flops;
+  std::vector<std::int32_t> cuts;     // K - 1 layer indices; empty until prepare_job balances them
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 2;         // ssp bound
   bool staleness_lr = false;          // async/ssp: lr / max(1, staleness)
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
-  std::int32_t slow_worker = -1;      // rank slowed down by slow_factor (-1 = none)
+  std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)
   double slow_factor = 1.0;
   std::int64_t request_timeout_ms = 300000;  // every request to another actor
   std::int64_t stall_timeout_ms = 120000;    // no worker progress for this long fails the job
@@ -48,6 +55,10 @@ struct job_spec {
 // The first problem with the spec, as a message naming the flag; nullopt when valid.
 std::optional<std::string> validate(const job_spec& job);
 
+// Members: the actors that train, workers * pipeline_stages. Member m is stage
+// m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.
+std::uint32_t members(const job_spec& job);
+
 // Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
 std::int64_t samples_per_worker(const job_spec& job);
 std::int64_t steps_per_epoch(const job_spec& job);
@@ -55,5 +66,13 @@ std::int64_t steps_per_epoch(const job_spec& job);
 lr_schedule job_schedule(const job_spec& job);
 // The model of the job, for its input_shape and num_classes.
 expected<model> build_model(const job_spec& job);
+// The job's pipeline stages over m (one stage spanning m without a pipeline).
+std::vector<stage_span> job_stage_spans(const job_spec& job, const model& m);
+// A minibatch of b samples splits into `parts` consecutive microbatches whose sizes
+// differ by at most one: where microbatch i starts, and its rows.
+std::int64_t microbatch_rows(std::int64_t b, int parts, int i);
+std::int64_t microbatch_begin(std::int64_t b, int parts, int i);
+// Microbatches a minibatch of b samples runs as: min(microbatches, b).
+int microbatches_for(const job_spec& job, std::int64_t b);
 
 }  // namespace troupe

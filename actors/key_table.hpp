@@ -33,6 +33,10 @@ struct key_table {
 // heavier than another; with one shard nothing is split.
 key_table partition_parameters(const model& m, std::uint32_t shards, std::int64_t bound);
 
+// (offset, length) ranges of a shard's buffer, in buffer order: the part of it one
+// pipeline stage owns (Note [Slices] in shard_core.hpp).
+using shard_slice = std::vector<std::pair<std::int64_t, std::int64_t>>;
+
 // shard_buffer (shard_numel[s]) <- the shard's ranges of flat (num_params).
 void pack_shard(tensor_view shard_buffer, const_tensor_view flat, const std::vector<key_range>& ranges);
 // flat's ranges of the shard <- shard_buffer.

@@ -40,6 +40,8 @@ using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using eval_atom = caf::atom_constant<caf::atom("eval")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
+using activation_atom = caf::atom_constant<caf::atom("activation")>;
+using act_grad_atom = caf::atom_constant<caf::atom("actgrad")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -83,7 +85,8 @@ struct params_reply {
 };
 
 struct membership {
-  std::vector<std::uint32_t> workers;  // live ranks
+  std::vector<std::uint32_t> workers;  // live members
+  std::vector<std::uint32_t> stages;   // each one's pipeline stage (empty: all 0)
 };
 
 struct shard_stats {
@@ -108,8 +111,29 @@ struct shard_welcome {
   std::vector<key_range> ranges;  // this shard's, in buffer order
 };
 
+// A member (worker, or pipeline stage) -> coordinator. host/port: where its pipeline
+// neighbours reach it directly (empty in one process).
 struct worker_join {
   std::string job_id;
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// Pipeline stage -> the next stage: the output of `stage` for one microbatch of the
+// replica's minibatch at clock `step`: (rows, next stage's input shape...) f32.
+struct activation {
+  std::uint32_t replica = 0, stage = 0;  // the sender
+  std::int64_t step = 0;
+  std::int32_t microbatch = 0;
+  tensor data;
+};
+
+// Pipeline stage -> the previous stage: dL/d(its output) for one microbatch.
+struct activation_grad {
+  std::uint32_t replica = 0, stage = 0;  // the sender
+  std::int64_t step = 0;
+  std::int32_t microbatch = 0;
+  tensor data;
 };
 
 // Coordinator -> shard: worker `rank` (re)joins a running job at `clock`.
@@ -119,13 +143,18 @@ struct member_joined {
 };
 
 
-// Worker -> coordinator after every step.
+// Worker -> coordinator after every step. A pipeline's loss and samples come from its
+// last stage (the others report 0); every stage reports its busy time and the wall-clock
+// window of the step's forwards and backwards, from which the coordinator measures the
+// bubble (Note [Measuring the bubble] in coordinator.cpp).
 struct step_report {
   std::uint32_t rank = 0;
   std::int64_t clock = 0;         // iterations finished
   std::int32_t epoch = 0;
   double loss = 0.0;
   std::int64_t samples = 0;       // in this step
+  double busy_seconds = 0.0;      // computing forwards and backwards
+  std::int64_t window_begin_us = 0, window_end_us = 0;  // system clock, microseconds
 };
 
 // Worker -> coordinator at the end of each of its epochs.
@@ -136,6 +165,7 @@ struct worker_epoch {
   std::int64_t steps = 0;
   std::int64_t samples = 0;
   double seconds = 0.0;
+  tensor params;                  // --servers 0: the stage's parameters after the epoch
 };
 
 struct worker_done {
@@ -172,6 +202,9 @@ struct job_result {
   std::int64_t max_staleness = 0;
   std::int64_t workers_lost = 0;
   std::int64_t rejected = 0;
+  std::uint32_t pipeline_stages = 1;
+  std::int32_t microbatches = 1;
+  double bubble = 0.0;            // pipelines: measured over the whole job
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };
 
@@ -199,6 +232,11 @@ struct worker_welcome {
   std::vector<std::string> shard_hosts;   // where to reach them directly; empty in one process
   std::vector<std::uint16_t> shard_ports;
   std::int64_t resume_clock = 0;          // > 0 when this worker replaces one that died
+  // Pipeline neighbours (stage - 1 and stage + 1 of the same replica; invalid at the
+  // ends): handles in one process, addresses across nodes.
+  caf::actor prev, next;
+  std::string prev_host, next_host;
+  std::uint16_t prev_port = 0, next_port = 0;
 };
 
 using coordinator_actor = caf::typed_actor<
@@ -244,7 +282,8 @@ typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
-           x.input_shape, x.num_classes, x.workers, x.servers, x.mode, x.staleness, x.staleness_lr,
+           x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
+           x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms);
 }
@@ -269,23 +308,26 @@ TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad)
 TROUPE_INSPECT(push_ack, x.version, x.staleness)
 TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock)
 TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
-TROUPE_INSPECT(membership, x.workers)
+TROUPE_INSPECT(membership, x.workers, x.stages)
 TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
                x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
 TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port)
 TROUPE_INSPECT(member_joined, x.rank, x.clock)
 TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
-TROUPE_INSPECT(worker_join, x.job_id)
+TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port)
+TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
+TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards, x.shard_hosts, x.shard_ports,
-               x.resume_clock)
-TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples)
-TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds)
+               x.resume_clock, x.prev, x.next, x.prev_host, x.next_host, x.prev_port, x.next_port)
+TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
+               x.window_end_us)
+TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
 TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
-               x.rejected, x.params)
+               x.rejected, x.pipeline_stages, x.microbatches, x.bubble, x.params)
 
 #undef TROUPE_INSPECT
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "actors/shard_server.hpp"
-#include "actors/worker.hpp"
+#include "actors/pipeline_stage.hpp"
 
 namespace troupe {
 
@@ -28,7 +28,17 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data) {
   job.num_classes = data.train.num_classes;
   if (job.job_id.empty()) job.job_id = fresh_job_id();
   if (auto problem = validate(job)) return failure{*problem};
-  return build_model(job);
+  auto m = build_model(job);
+  if (!m) return m.error();
+  if (job.pipeline_stages > 1 && job.cuts.empty()) {
+    auto cuts = balanced_cuts(*m, static_cast<int>(job.pipeline_stages), job.balance);
+    if (!cuts) return failure{"--pipeline-stages " + std::to_string(job.pipeline_stages) + ": " + cuts.error().message};
+    job.cuts.assign(cuts->begin(), cuts->end());
+  } else if (!job.cuts.empty()) {
+    auto stages = m->cut(std::vector<int>(job.cuts.begin(), job.cuts.end()));
+    if (!stages) return failure{"--cuts: " + stages.error().message};
+  }
+  return m;
 }
 
 void configure_in_process(caf::actor_system_config& cfg) {
@@ -52,12 +62,15 @@ job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& 
     h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id, join_timeout, obs));
     join_as_shard(h.shards.back(), {}, 0);
   }
-  worker_options opts;
+  stage_options opts;
   opts.job_id = job.job_id;
   opts.join_timeout = join_timeout;
   opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
   opts.obs = obs;
-  for (std::uint32_t w = 0; w < job.workers; ++w) h.workers.push_back(spawn_worker(sys, h.coordinator, opts));
+  for (std::uint32_t w = 0; w < members(job); ++w) {
+    h.workers.push_back(spawn_pipeline_stage(sys, h.coordinator, opts));
+    join_as_member(h.workers.back(), {}, 0);
+  }
   return h;
 }
 

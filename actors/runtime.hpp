@@ -1,5 +1,5 @@
 // Running a whole job inside one process: prepare the spec from the loaded data, spawn
-// the coordinator, S shard servers and N workers in one actor system, and wait for the
+// the coordinator, S shard servers and N workers (or D replicas x K pipeline stages) in one actor system, and wait for the
 // outcome. `troupe train` and the tests use it; nothing here opens a network port.
 #pragma once
 
@@ -14,7 +14,8 @@
 namespace troupe {
 
 // Fills in the data-dependent fields (train_size, input_shape, num_classes), a fresh job
-// id if there is none, and checks the result, including that the model fits the data.
+// id if there is none, the pipeline's cut points (balanced when not given), and checks
+// the result, including that the model fits the data and the cuts fit the model.
 expected<model> prepare_job(job_spec& job, const dataset_split& data);
 
 // Scheduler threads for an in-process job (one per core; workers bring their own threads).
@@ -23,7 +24,7 @@ void configure_in_process(caf::actor_system_config& cfg);
 struct job_handles {
   coordinator_actor coordinator;
   std::vector<shard_actor> shards;
-  std::vector<caf::actor> workers;
+  std::vector<caf::actor> workers;  // members, in join order
 };
 
 // Spawns one prepared job in `sys`; the protocol types must be registered in its config.

@@ -19,11 +19,58 @@ int staleness_bucket(std::int64_t s) {
 shard_core::shard_core(shard_config cfg, tensor params)
     : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, params_.numel()) {
   TROUPE_CHECK(params_.type() == dtype::f32 && params_.rank() == 1, "shard parameters must be a flat f32 tensor");
+  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, params_.numel()}});
+  for (const auto& slice : cfg_.stage_slices)
+    for (const auto& [off, len] : slice)
+      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= params_.numel(), "a slice reaches outside the shard");
 }
 
-void shard_core::start(const std::vector<std::uint32_t>& workers) {
+const shard_slice& shard_core::slice_of_stage(std::uint32_t stage) const {
+  TROUPE_CHECK(stage < cfg_.stage_slices.size(), "no slice for this stage");
+  return cfg_.stage_slices[stage];
+}
+
+bool shard_core::has_slice(std::uint32_t stage) const {
+  for (const auto& r : slice_of_stage(stage))
+    if (r.second > 0) return true;
+  return false;
+}
+
+std::int64_t shard_core::slice_numel(std::uint32_t worker) const {
+  auto it = members_.find(worker);
+  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
+  std::int64_t n = 0;
+  for (const auto& r : slice_of_stage(stage)) n += r.second;
+  return n;
+}
+
+tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) const {
+  auto it = members_.find(worker);
+  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
+  const shard_slice& slice = slice_of_stage(stage);
+  if (slice.size() == 1 && slice[0].first == 0 && slice[0].second == params_.numel()) {
+    tensor whole = tensor::uninitialized({params_.numel()});
+    copy(whole, buffer);
+    return whole;
+  }
+  tensor out = tensor::uninitialized({slice_numel(worker)});
+  std::int64_t pos = 0;
+  for (const auto& [off, len] : slice) {
+    copy(out.view().flat(pos, len), buffer.flat(off, len));
+    pos += len;
+  }
+  return out;
+}
+
+void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages) {
   members_.clear();
-  for (auto w : workers) members_[w] = member{};
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    member m;
+    m.stage = i < stages.size() ? stages[i] : 0;
+    TROUPE_CHECK(m.stage < cfg_.stage_slices.size(), "a member of an unknown pipeline stage");
+    if (!has_slice(m.stage)) continue;  // its stage keeps nothing here: it never pushes or pulls
+    members_[workers[i]] = m;
+  }
   started_ = true;
 }
 
@@ -44,14 +91,15 @@ std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& 
   return std::nullopt;
 }
 
-std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::string& detail) const {
+std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel,
+                                            std::string& detail) const {
   if (grad.empty() || grad.type() != dtype::f32) {
     detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
     return errc::bad_dtype;
   }
-  if (grad.rank() != 1 || grad.numel() != params_.numel()) {
-    detail = "gradient of shape " + grad.sizes().str() + " for shard " + std::to_string(cfg_.index) + " of " +
-             std::to_string(params_.numel()) + " floats";
+  if (grad.rank() != 1 || grad.numel() != expected_numel) {
+    detail = "gradient of shape " + grad.sizes().str() + " where the sender's slice of shard " +
+             std::to_string(cfg_.index) + " has " + std::to_string(expected_numel) + " floats";
     return errc::bad_shape;
   }
   if (grad.where().kind != device_kind::cpu) {
@@ -104,7 +152,7 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
     return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
                                        std::to_string(members_[worker].from_round));
   std::string detail;
-  if (auto e = check_tensor(grad, detail)) {
+  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
     round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
     auto out = reject(*e, std::move(detail));
     maybe_complete_round();
@@ -126,15 +174,26 @@ void shard_core::maybe_complete_round() {
     if (!round_.count(rank)) return;  // a live worker has not submitted yet
   }
   if (live == 0) return;  // nobody left to serve; the coordinator ends the job
-  // Sum in rank order (std::map iterates by key), so the result does not depend on arrival order.
+  // Sum in member order (std::map iterates by key), so the result does not depend on
+  // arrival order: per stage, the first contribution is copied and the rest added.
   std::int64_t contributions = 0;
+  std::map<std::uint32_t, bool> stage_seen;
   for (const auto& [rank, g] : round_) {
     if (g.empty()) continue;
     if (contributions == 0) {
       if (sum_.empty()) sum_ = tensor::uninitialized({params_.numel()});
-      copy(sum_, g);
-    } else {
-      axpy(sum_, 1.f, g);
+      if (cfg_.stage_slices.size() > 1) sum_.fill_zero();  // parts no live stage covers get no gradient
+    }
+    const std::uint32_t stage = members_[rank].stage;
+    const bool first = !stage_seen[stage];
+    stage_seen[stage] = true;
+    std::int64_t pos = 0;
+    for (const auto& [off, len] : slice_of_stage(stage)) {
+      if (first)
+        copy(sum_.view().flat(off, len), g.view().flat(pos, len));
+      else
+        axpy(sum_.view().flat(off, len), 1.f, g.view().flat(pos, len));
+      pos += len;
     }
     ++contributions;
   }
@@ -157,7 +216,7 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
                                        " but its next clock is " + std::to_string(m.completed));
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
   std::string detail;
-  if (auto e = check_tensor(grad, detail)) {
+  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
     auto out = reject(*e, std::move(detail));
     release_ready();
     return out;
@@ -165,7 +224,17 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   const std::int64_t staleness = std::max<std::int64_t>(0, version_ - base_version);
   float lr = cfg_.schedule.at(clock);
   if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
-  opt_.step(params_, grad, lr);
+  const shard_slice& slice = slice_of_stage(m.stage);
+  if (slice.size() == 1 && slice[0].second == params_.numel()) {
+    opt_.step(params_, grad, lr);
+  } else {
+    const std::int64_t t = ++stage_steps_[m.stage];
+    std::int64_t pos = 0;
+    for (const auto& [off, len] : slice) {
+      opt_.step_range(params_.view().flat(off, len), grad.view().flat(pos, len), off, lr, t);
+      pos += len;
+    }
+  }
   ++version_;
   ++counters_.updates;
   ++counters_.gradients;
@@ -230,8 +299,9 @@ void shard_core::worker_left(std::uint32_t worker) {
   release_ready();
 }
 
-void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock) {
+void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock, std::uint32_t stage) {
   member m;
+  m.stage = stage;
   m.completed = clock;
   m.from_round = std::max(clock, version_);
   members_[worker] = m;

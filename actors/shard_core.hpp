@@ -20,6 +20,14 @@
 //   ssp:   like async, but a pull at clock c is held until every live worker has
 //          finished at least c - staleness iterations.
 // staleness of a gradient = version at arrival - version the worker computed on.
+//
+// Note [Slices]
+// Members are the actors that push and pull: data-parallel workers, or the stages of
+// pipeline replicas. A member of stage k owns the slice of the shard's buffer that holds
+// stage k's parameters (for a plain worker, stage 0 of 1: the whole buffer); it pushes
+// and pulls exactly that slice, packed in buffer order. A sync round sums each stage's
+// contributions in member order (the first copies, the rest add) and applies one update
+// to the whole buffer; async and ssp apply a push to its slice alone.
 #pragma once
 
 #include <array>
@@ -31,6 +39,7 @@
 
 #include "actors/errc.hpp"
 #include "actors/job.hpp"
+#include "actors/key_table.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -38,6 +47,7 @@ namespace troupe {
 
 struct shard_config {
   std::uint32_t index = 0;
+  std::vector<shard_slice> stage_slices;  // per pipeline stage; empty: one stage, the whole buffer
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 0;  // ssp bound
   bool staleness_lr = false;
@@ -65,8 +75,10 @@ class shard_core {
 
   shard_core(shard_config cfg, tensor params);
 
-  // Sets the live workers, all at clock 0. Until then pushes and pulls are refused.
-  void start(const std::vector<std::uint32_t>& workers);
+  // Sets the live members, all at clock 0, with each one's pipeline stage (default 0).
+  // Members of a stage with no slice here are left out. Until then pushes and pulls are
+  // refused.
+  void start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages = {});
   bool started() const { return started_; }
 
   struct push_outcome {
@@ -90,7 +102,11 @@ class shard_core {
   // A worker (re)joins a running job at `clock`: in sync it is expected from round `clock`
   // on (a round that has closed already moves it to the open one); in async/ssp it counts
   // as having finished `clock` iterations.
-  void worker_joined(std::uint32_t worker, std::int64_t clock);
+  void worker_joined(std::uint32_t worker, std::int64_t clock, std::uint32_t stage = 0);
+
+  // The member's slice of `buffer` (the parameters, or any tensor laid out like them), packed.
+  tensor pack_slice(std::uint32_t worker, const_tensor_view buffer) const;
+  std::int64_t slice_numel(std::uint32_t worker) const;
 
   // Held pulls that may be answered now / that never will be (their worker left).
   std::vector<token> take_released();
@@ -109,6 +125,7 @@ class shard_core {
     bool live = true;
     std::int64_t completed = 0;   // iterations finished (async/ssp)
     std::int64_t from_round = 0;  // sync: the first round that needs this worker
+    std::uint32_t stage = 0;
   };
   struct held_pull {
     token t;
@@ -117,7 +134,7 @@ class shard_core {
   };
 
   std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
-  std::optional<errc> check_tensor(const_tensor_view grad, std::string& detail) const;
+  std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail) const;
   push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
   push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
   push_outcome reject(errc e, std::string detail);
@@ -140,6 +157,10 @@ class shard_core {
   std::vector<held_pull> held_;
   std::vector<token> released_, dropped_;
   shard_counters counters_;
+  std::map<std::uint32_t, std::int64_t> stage_steps_;  // async/ssp: optimizer steps per slice (Adam)
+
+  const shard_slice& slice_of_stage(std::uint32_t stage) const;
+  bool has_slice(std::uint32_t stage) const;
 };
 
 }  // namespace troupe

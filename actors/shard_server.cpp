@@ -17,6 +17,7 @@ using wall = std::chrono::system_clock;
 struct held_pull {
   caf::typed_response_promise<params_reply> promise;
   wall::time_point since;
+  std::uint32_t member = 0;
 };
 
 struct shard_state {
@@ -38,9 +39,10 @@ params_reply snapshot(shard_pointer self) {
   return {self->state.index, core.version(), core.params()};
 }
 
-// A pull answered: counts the bytes it carries.
-params_reply answer(shard_pointer self) {
-  params_reply r = snapshot(self);
+// A pull answered with the member's slice: counts the bytes it carries.
+params_reply answer(shard_pointer self, std::uint32_t member) {
+  const auto& core = *self->state.core;
+  params_reply r{self->state.index, core.version(), core.pack_slice(member, core.params())};
   if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
   return r;
 }
@@ -64,7 +66,7 @@ void settle_held(shard_pointer self) {
   for (auto t : st.core->take_released()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.promise.deliver(answer(self));
+    it->second.promise.deliver(answer(self, it->second.member));
     if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
     if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
     st.held.erase(it);
@@ -101,6 +103,7 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   pack_shard(mine, full, w.ranges);
   shard_config cfg;
   cfg.index = w.index;
+  if (w.job.pipeline_stages > 1) cfg.stage_slices = shard_stage_slices(w.ranges, job_stage_spans(w.job, *m));
   cfg.mode = w.job.mode;
   cfg.staleness = w.job.staleness;
   cfg.staleness_lr = w.job.staleness_lr;
@@ -145,7 +148,7 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
       },
       [=](start_atom, membership& m) -> caf::result<caf::ok_atom> {
         if (!self->state.core) return not_started(self);
-        self->state.core->start(m.workers);
+        self->state.core->start(m.workers, m.stages);
         return caf::ok_atom::value;
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
@@ -173,14 +176,14 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self);
+          case shard_core::pull_decision::answer: return answer(self, r.worker);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
           case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
-        self->state.held.emplace(token, held_pull{promise, wall::now()});
+        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker});
         observe(self);
         return promise;
       },

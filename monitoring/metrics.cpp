@@ -224,9 +224,16 @@ shard_metrics registry::shard(std::uint32_t index) {
 struct coordinator_metrics::impl {
   registry::families* f;
   std::mutex mu;
-  std::map<std::string, Gauge*> nodes;
+  std::map<std::string, Gauge*> nodes, bubbles;
   std::map<std::uint32_t, Gauge*> rates, clocks;
 };
+
+Gauge* coordinator_metrics::pipeline_bubble(const std::string& kind) {
+  std::lock_guard<std::mutex> g(self->mu);
+  auto& slot = self->bubbles[kind];
+  if (!slot) slot = &self->f->bubble_fraction->Add({{"role", "coordinator"}, {"kind", kind}});
+  return slot;
+}
 
 Gauge* coordinator_metrics::nodes_up(const std::string& node_role) {
   std::lock_guard<std::mutex> g(self->mu);
@@ -272,11 +279,6 @@ stage_metrics registry::stage(std::uint32_t replica, std::uint32_t stage) {
   m.stored_activations = &f_->stage_stored->Add(l);
   m.peak_stored_activations = &f_->stage_peak->Add(l);
   m.microbatches = &f_->stage_microbatches->Add(l);
-  auto measured = l, theoretical = l;
-  measured["kind"] = "measured";
-  theoretical["kind"] = "theoretical";
-  m.bubble_fraction = &f_->bubble_fraction->Add(measured);
-  m.theoretical_bubble_fraction = &f_->bubble_fraction->Add(theoretical);
   return m;
 }
 

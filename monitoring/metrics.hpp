@@ -72,6 +72,9 @@ struct coordinator_metrics {
   // median's; a straggler shows well below 1.
   prometheus::Gauge* relative_step_rate(std::uint32_t rank);
   prometheus::Gauge* worker_clock(std::uint32_t rank);
+  // troupe_pipeline_bubble_fraction{kind=measured|theoretical}: over the last epoch
+  // (created by the first pipeline epoch, so data-parallel jobs do not export it).
+  prometheus::Gauge* pipeline_bubble(const std::string& kind);
 
   struct impl;
   std::shared_ptr<impl> self;
@@ -84,8 +87,6 @@ struct stage_metrics {
   prometheus::Gauge* stored_activations = nullptr;
   prometheus::Gauge* peak_stored_activations = nullptr;
   prometheus::Counter* microbatches = nullptr;
-  prometheus::Gauge* bubble_fraction = nullptr;    // measured over the last epoch
-  prometheus::Gauge* theoretical_bubble_fraction = nullptr;
 };
 
 class registry {

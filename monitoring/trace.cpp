@@ -24,9 +24,10 @@ std::uint32_t trace_log::track(const std::string& name) {
   return static_cast<std::uint32_t>(tracks_.size());
 }
 
-void trace_log::span(std::uint32_t track, const char* name, time_point begin, time_point end) {
+void trace_log::span(std::uint32_t track, const char* name, time_point begin, time_point end, std::int64_t step,
+                     std::int32_t microbatch) {
   std::lock_guard<std::mutex> g(mu_);
-  ring_[next_] = {name, track, false, 0, micros(begin), micros(end)};
+  ring_[next_] = {name, track, false, 0, micros(begin), micros(end), step, microbatch};
   next_ = (next_ + 1) % ring_.size();
   ++total_;
 }
@@ -62,8 +63,11 @@ expected<bool> trace_log::write(const std::string& path, const std::string& proc
   std::stable_sort(ordered.begin(), ordered.end(), [](const event& a, const event& b) { return a.begin_us < b.begin_us; });
   for (const auto& e : ordered) {
     if (!e.async) {
-      events.push_back({{"ph", "X"}, {"name", e.name}, {"cat", "troupe"}, {"pid", pid}, {"tid", e.track},
-                        {"ts", e.begin_us}, {"dur", e.end_us - e.begin_us}});
+      nlohmann::json x{{"ph", "X"}, {"name", e.name}, {"cat", "troupe"}, {"pid", pid}, {"tid", e.track},
+                       {"ts", e.begin_us}, {"dur", e.end_us - e.begin_us}};
+      if (e.step >= 0) x["args"]["step"] = e.step;
+      if (e.microbatch >= 0) x["args"]["microbatch"] = e.microbatch;
+      events.push_back(std::move(x));
     } else {
       events.push_back({{"ph", "b"}, {"name", e.name}, {"cat", "troupe"}, {"id", e.id}, {"pid", pid}, {"tid", e.track},
                         {"ts", e.begin_us}});

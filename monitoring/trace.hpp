@@ -23,8 +23,10 @@ class trace_log {
 
   // A named track (a thread row); returns its id.
   std::uint32_t track(const std::string& name);
-  // A span on a track; spans on one track must nest (the writer does not check).
-  void span(std::uint32_t track, const char* name, time_point begin, time_point end);
+  // A span on a track; spans on one track must nest (the writer does not check). name
+  // must outlive the log (a literal). step and microbatch (when >= 0) become its args.
+  void span(std::uint32_t track, const char* name, time_point begin, time_point end, std::int64_t step = -1,
+            std::int32_t microbatch = -1);
   // A span that may overlap others (e.g. a held pull), shown on its own lane.
   void async_span(std::uint32_t track, const char* name, std::uint64_t id, time_point begin, time_point end);
 
@@ -41,6 +43,8 @@ class trace_log {
     bool async;
     std::uint64_t id;
     std::int64_t begin_us, end_us;
+    std::int64_t step = -1;
+    std::int32_t microbatch = -1;
   };
   mutable std::mutex mu_;
   std::vector<event> ring_;

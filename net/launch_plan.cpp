@@ -176,7 +176,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
   for (std::uint32_t i = 0; i < req.workers; ++i) {
     const std::string host = slots[i % slots.size()];
     nodes.push_back({"worker " + std::to_string(i), "worker-" + std::to_string(i), host,
-                     {"--role", "worker", "--join", coord}});
+                     {"--role", "worker", "--listen", "0.0.0.0:0", "--advertise", host, "--join", coord}});
   }
   std::vector<std::pair<std::string, std::string>> certs;
   for (const auto& n : nodes) certs.emplace_back(n.cert, n.host);

@@ -7,7 +7,7 @@
 
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "actors/worker.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "net/node_runtime.hpp"
 
 namespace troupe {
@@ -102,7 +102,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   caf::actor_system sys{cfg};
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
-  worker_options opts;
+  stage_options opts;
   opts.job_id = plan.job_id;
   opts.join_timeout = ms(plan.connect_timeout_s);
   opts.connector = connector_of(sys, plan.tls.any());
@@ -112,7 +112,14 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
     if (!d) return d.error();
     return std::make_shared<const dataset_split>(std::move(*d));
   };
-  auto worker = spawn_worker(sys, *coordinator, opts);
+  // Published for its pipeline neighbours (a data-parallel worker is never contacted).
+  auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
+  auto port = publish_on(sys, worker, plan.listen, plan.tls.any());
+  if (!port) {
+    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
+    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
+  }
+  join_as_member(worker, plan.advertise, *port);
   return wait_for(sys, worker);
 }
 

@@ -134,9 +134,9 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   }
   const bool wildcard = p.listen.host == "0.0.0.0" || p.listen.host == "::";
   p.advertise = !o.advertise.empty() ? o.advertise : p.listen.host;
-  if (wildcard && o.advertise.empty() && p.role == node_role::server)
-    return failure{"--listen " + p.listen.str() + " binds every interface; say which address workers should use with "
-                   "--advertise HOST"};
+  if (wildcard && o.advertise.empty() && p.role != node_role::coordinator)
+    return failure{"--listen " + p.listen.str() + " binds every interface; say which address other nodes should use "
+                   "to reach this " + std::string(name_of(p.role)) + " with --advertise HOST"};
   // TLS files: --tls-dir, or each file.
   p.tls = o.tls;
   if (!o.tls_dir.empty() && !o.tls.any()) p.tls = tls_files_in(o.tls_dir);
@@ -148,7 +148,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   if (p.tls.any()) {
     if (auto problem = tls_preflight(p.tls)) return failure{"TLS preflight failed: " + *problem};
   } else {
-    const bool exposed = p.role != node_role::worker && !is_loopback(p.listen.host);
+    const bool exposed = !is_loopback(p.listen.host);
     const bool remote_peer = p.join && !is_loopback(p.join->host);
     if ((exposed || remote_peer) && !o.insecure_network)
       return failure{"this node would talk over the network (" + (exposed ? "--listen " + p.listen.str() : "--join " + p.join->str()) +

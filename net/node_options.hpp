@@ -23,7 +23,7 @@ std::string_view name_of(node_role r);
 
 struct node_options {
   std::optional<node_role> role;
-  std::string listen;             // HOST:PORT (coordinator and servers); default 127.0.0.1:7070 / :0
+  std::string listen;             // HOST:PORT; default 127.0.0.1:7070 (coordinator), 127.0.0.1:0 (others)
   std::string join;               // HOST:PORT of the coordinator (servers and workers)
   std::string advertise;          // host other nodes use to reach this one (default: the listen host)
   std::string job_id;             // empty: "default"

@@ -50,12 +50,19 @@ optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel
 
 void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr) {
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
-  ++steps_;
+  step_range(params, grads, 0, lr, ++steps_);
+}
+
+void optimizer_state::step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr,
+                                 std::int64_t step) {
+  const std::int64_t n = params.numel();
+  TROUPE_CHECK(offset >= 0 && offset + n <= numel_, "optimizer_state::step_range out of range");
   if (cfg_.kind == optimizer_kind::sgd) {
-    sgd_step(params, grads, slot1_, fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+    sgd_step(params, grads, slot1_.view().flat(offset, n),
+             fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
     return;
   }
-  const double t = static_cast<double>(steps_);
+  const double t = static_cast<double>(step);
   const fn::adam f{lr,
                    cfg_.beta1,
                    cfg_.beta2,
@@ -63,7 +70,7 @@ void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr
                    cfg_.weight_decay,
                    static_cast<float>(1.0 - std::pow(cfg_.beta1, t)),
                    static_cast<float>(std::sqrt(1.0 - std::pow(cfg_.beta2, t)))};
-  adam_step(params, grads, slot1_, slot2_, f);
+  adam_step(params, grads, slot1_.view().flat(offset, n), slot2_.view().flat(offset, n), f);
 }
 
 expected<lr_schedule_kind> parse_lr_schedule_kind(std::string_view name) {

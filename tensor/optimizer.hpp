@@ -35,6 +35,10 @@ class optimizer_state {
   optimizer_state(const optimizer_config& cfg, std::int64_t numel);
   // Applies one update with learning rate lr. params and grads have numel() elements.
   void step(tensor_view params, const_tensor_view grads, float lr);
+  // Updates only elements [offset, offset + params.numel()) of the range this state
+  // covers: params and grads are that sub-range. t is the step count Adam's bias
+  // correction uses for it (steps() is not advanced).
+  void step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr, std::int64_t t);
   std::int64_t steps() const { return steps_; }
   std::int64_t numel() const { return numel_; }
   const optimizer_config& config() const { return cfg_; }

@@ -21,26 +21,15 @@ double seconds_since(clock_type::time_point t0) {
 
 }  // namespace
 
-replica::replica(model m, std::int64_t max_batch)
-    : model_(std::move(m)),
-      params_({model_.num_params()}),
-      grads_({model_.num_params()}),
-      acts_(model_.make_activations(max_batch)),
-      scratch_(model_.make_scratch(max_batch)),
-      probs_(model_.output_shape().prepend(max_batch)),
-      dlogits_(model_.output_shape().prepend(max_batch)) {}
+replica::replica(model m, std::int64_t max_batch) : stage_(std::move(m), true, true, max_batch, 1) {}
 
 double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
   const auto t0 = clock_type::now();
-  const std::int64_t b = x.size(0), classes = model_.output_shape().numel();
-  const_tensor_view logits = model_.forward(acts_, scratch_, x, params_);
-  tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
-  const double loss = softmax_xent_forward(p, logits.reshape({b, classes}), y);
+  const int slot = stage_.forward(x);
+  const double loss = stage_.loss(slot, y, 1.0f / static_cast<float>(x.size(0)));
   const auto t1 = clock_type::now();
-  tensor_view dl = dlogits_.view().slice(0, b).reshape({b, classes});
-  softmax_xent_backward(dl, p, y, 1.0f / static_cast<float>(b));
-  grads_.fill_zero();
-  model_.backward(acts_, scratch_, x, dl, params_, grads_, tensor_view());
+  stage_.zero_grads();
+  stage_.backward(slot, const_tensor_view());
   forward_s_ = std::chrono::duration<double>(t1 - t0).count();
   backward_s_ = seconds_since(t1);
   return loss;

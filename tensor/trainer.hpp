@@ -12,6 +12,7 @@
 #include "tensor/expected.hpp"
 #include "tensor/model.hpp"
 #include "tensor/optimizer.hpp"
+#include "tensor/stage_replica.hpp"
 
 namespace troupe {
 
@@ -62,8 +63,8 @@ struct train_callbacks {
 };
 
 // One model replica: parameters, gradients and the buffers a training step needs, for
-// batches of up to max_batch samples. Workers compute gradients with it; local_stepper
-// adds an optimizer. Holds no data.
+// batches of up to max_batch samples: the one-stage, one-microbatch stage_replica.
+// local_stepper adds an optimizer. Holds no data.
 class replica {
  public:
   replica(model m, std::int64_t max_batch);
@@ -71,21 +72,17 @@ class replica {
   // holds the gradient of the batch's mean loss. Returns that loss (not finite if the
   // parameters have diverged).
   double compute_gradients(const_tensor_view x, const_tensor_view y);
-  const model& net() const { return model_; }
-  tensor& params() { return params_; }
-  const tensor& params() const { return params_; }
-  const tensor& grads() const { return grads_; }
+  const model& net() const { return stage_.net(); }
+  tensor& params() { return stage_.params(); }
+  const tensor& params() const { return stage_.params(); }
+  const tensor& grads() const { return stage_.grads(); }
   // Wall time of the last compute_gradients, split at the loss.
   double last_forward_seconds() const { return forward_s_; }
   double last_backward_seconds() const { return backward_s_; }
 
  private:
-  model model_;
+  stage_replica stage_;
   double forward_s_ = 0.0, backward_s_ = 0.0;
-  tensor params_, grads_;
-  model_activations acts_;
-  model_scratch scratch_;
-  tensor probs_, dlogits_;  // (max_batch, classes)
 };
 
 // A replica plus optimizer state: the training step of train_local, also used by benchmarks.

@@ -78,7 +78,7 @@ int run_launch(launch_cli& o) {
   }
   launch_request req;
   req.servers = job->servers;
-  req.workers = job->workers;
+  req.workers = members(*job);  // a process per worker, or per pipeline stage of each replica
   req.job_id = "job-" + random_hex(6);
   req.tls = !o.insecure_network;
   auto num = [](double v) {
@@ -90,7 +90,7 @@ int run_launch(launch_cli& o) {
   req.job_toml = job_options_as_toml(*o.app);
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
-      req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? req.workers : req.servers) + "\"\n";
+      req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? job->workers : job->servers) + "\"\n";
   // Metrics: a port per node (free ones locally, 9400 + n over ssh), listed in a
   // Prometheus configuration for the job. Trace: a file per node, merged at the end.
   std::vector<scrape_target> targets;

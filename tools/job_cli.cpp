@@ -12,6 +12,23 @@ namespace troupe::cli {
 
 namespace {
 
+// Parses "2,4" into layer indices; returns an error message or empty.
+std::string parse_cuts(const std::string& text, std::vector<std::int32_t>& cuts) {
+  std::size_t pos = 0;
+  while (pos <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string tok = text.substr(pos, comma - pos);
+    std::int32_t v = 0;
+    auto [p, e] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+    if (tok.empty() || e != std::errc() || p != tok.data() + tok.size() || v < 1)
+      return "--cuts: expected layer indices separated by commas, each at least 1 (e.g. 2,4), got '" + text + "'";
+    if (!cuts.empty() && v <= cuts.back()) return "--cuts: the cut points must increase, got '" + text + "'";
+    cuts.push_back(v);
+    pos = comma + 1;
+  }
+  return {};
+}
+
 // Parses RANK:FACTOR; returns an error message or empty.
 std::string parse_slow_worker(const std::string& text, std::int32_t& rank, double& factor) {
   const auto colon = text.find(':');
@@ -44,12 +61,33 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
   CLI::App& data_holder = app;
   add_data_options(data_holder, o.data);
   for (const char* name : {"--dataset", "--data", "--train-samples"}) app.get_option(name)->group(group_data);
-  app.add_option("--workers", o.job.workers, "Workers (data-parallel replicas)")
+  app.add_option("--workers,--replicas", o.job.workers,
+                 "Data-parallel replicas: workers, or pipelines of --pipeline-stages stages each")
       ->check(CLI::Range(1, 4096))
       ->capture_default_str()
       ->group(group_job);
-  app.add_option("--servers", o.job.servers, "Parameter shard servers")
-      ->check(CLI::Range(1, 1024))
+  app.add_option("--servers", o.job.servers,
+                 "Parameter shard servers (0: a single pipeline applies the optimizer in its stages)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--pipeline-stages", o.job.pipeline_stages, "Cut the model into K stages, one actor each")
+      ->check(CLI::Range(1, 64))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--microbatches", o.job.microbatches, "Split each minibatch into M microbatches for the pipeline")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--schedule", o.schedule,
+                 "Pipeline schedule: gpipe (all forwards, then all backwards) or 1f1b (one forward, one backward)")
+      ->check(CLI::IsMember({"gpipe", "1f1b"}))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--cuts", o.cuts, "Explicit stage cut points as layer indices, e.g. 2,4 (default: balanced)")
+      ->group(group_job);
+  app.add_option("--balance", o.balance, "Balance stages by forward flops or by params when --cuts is not given")
+      ->check(CLI::IsMember({"flops", "params"}))
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "
@@ -88,6 +126,14 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job_spec job = o.job;
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
+  auto schedule = parse_pipeline_schedule(o.schedule);
+  if (!schedule) return schedule.error();
+  job.schedule = *schedule;
+  auto balance = parse_stage_balance(o.balance);
+  if (!balance) return balance.error();
+  job.balance = *balance;
+  if (!o.cuts.empty())
+    if (auto err = parse_cuts(o.cuts, job.cuts); !err.empty()) return failure{err};
   job.dataset = o.data.dataset;
   job.data_dir = o.data.dir;
   job.train_samples = o.data.train_samples;
@@ -114,7 +160,15 @@ std::string describe(const job_spec& job, const dataset_split& data) {
   std::ostringstream s;
   s << name_of(job.mode);
   if (job.mode == sync_mode::ssp) s << " (staleness bound " << job.staleness << ")";
-  s << ", " << job.workers << " workers, " << job.servers << " shard servers, model " << job.train.model << ", "
+  if (job.pipeline_stages > 1) {
+    s << ", " << job.workers << (job.workers == 1 ? " pipeline" : " pipelines") << " of " << job.pipeline_stages
+      << " stages (" << name_of(job.schedule) << ", " << job.microbatches << " microbatches, cuts at layers";
+    for (std::size_t i = 0; i < job.cuts.size(); ++i) s << (i ? "," : " ") << job.cuts[i];
+    s << ")";
+  } else {
+    s << ", " << job.workers << " workers";
+  }
+  s << ", " << job.servers << " shard servers, model " << job.train.model << ", "
     << job.train_size << " training samples (" << data.train.name << "), " << job.train.epochs << " epochs, batch "
     << job.train.batch_size << " per worker, " << describe(job.train);
   if (job.simulate_compute_ms > 0) s << ", simulated compute " << job.simulate_compute_ms << " ms";
@@ -127,7 +181,12 @@ void print_epoch(const epoch_summary& s) {
                s.epochs, s.samples_per_second, s.train_loss, s.mean_staleness,
                static_cast<long long>(s.max_staleness));
   if (s.evaluated) std::fprintf(stderr, ", test accuracy %.2f%% (loss %.4f)", 100.0 * s.test_accuracy, s.test_loss);
-  std::fprintf(stderr, ", %u workers, %.1f s\n", s.live_workers, s.seconds);
+  if (s.pipeline_stages > 1)
+    std::fprintf(stderr, ", bubble %.1f%% (theory %.1f%% for K=%u, M=%d), %u stages live", 100.0 * s.bubble,
+                 100.0 * s.theoretical_bubble, s.pipeline_stages, s.microbatches, s.live_workers);
+  else
+    std::fprintf(stderr, ", %u workers", s.live_workers);
+  std::fprintf(stderr, ", %.1f s\n", s.seconds);
   std::fflush(stderr);
 }
 
@@ -143,6 +202,11 @@ void print_job_result(const job_result& r) {
   out["steady_samples_per_second"] = round_to(r.steady_samples_per_second, 1);
   out["mean_staleness"] = round_to(r.mean_staleness, 3);
   out["max_staleness"] = r.max_staleness;
+  if (r.pipeline_stages > 1) {
+    out["pipeline_stages"] = r.pipeline_stages;
+    out["microbatches"] = r.microbatches;
+    out["bubble"] = round_to(r.bubble, 4);
+  }
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
   std::cout << out.dump() << std::endl;

@@ -21,6 +21,9 @@ struct job_cli_options {
   data_options data;
   job_spec job;
   std::string mode = "async";
+  std::string schedule = "1f1b";
+  std::string balance = "flops";
+  std::string cuts;         // "2,4"
   std::string slow_worker;  // RANK:FACTOR
   double request_timeout_s = 300, stall_timeout_s = 120;
 };

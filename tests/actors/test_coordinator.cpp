@@ -41,7 +41,7 @@ struct worker_log {
 
 // A worker whose every step the test triggers by hand.
 caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c, std::string job_id, worker_log* log) {
-  self->request(c, caf::infinite, join_atom::value, worker_join{job_id})
+  self->request(c, caf::infinite, join_atom::value, worker_join{job_id, {}, 0})
       .then([=](worker_welcome& w) { log->welcome = std::move(w); },
             [=](caf::error& e) {
               log->join_error = e;
@@ -65,7 +65,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
       },
       [=](epoch_atom, std::int32_t epoch) {
         self->send(c, progress_atom::value, step_report{log->welcome->rank, epoch + 1, epoch, 0.5, 50});
-        self->send(c, epoch_atom::value, worker_epoch{log->welcome->rank, epoch, 0.5, 1, 50, 0.01});
+        self->send(c, epoch_atom::value, worker_epoch{log->welcome->rank, epoch, 0.5, 1, 50, 0.01, tensor()});
       },
       [=](done_atom, std::int64_t clock) {
         self->send(c, done_atom::value, worker_done{log->welcome->rank, clock, 0});

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "actors/runtime.hpp"
-#include "actors/worker.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "tensor/trainer.hpp"
 #include "tests/support/caf_fixture.hpp"
 
@@ -132,10 +132,10 @@ BOOST_AUTO_TEST_CASE(a_replacement_worker_rejoins_and_the_job_finishes) {
     cb.on_epoch = [&](const epoch_summary&) {
       if (epochs_seen++ != 0) return;
       caf::anon_send_exit(h.workers[0], caf::exit_reason::kill);
-      worker_options opts;
+      stage_options opts;
       opts.job_id = job.job_id;
       opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
-      spawn_worker(sys, h.coordinator, opts);
+      join_as_member(spawn_pipeline_stage(sys, h.coordinator, opts), {}, 0);
     };
     cb.on_event = [&](const std::string& e) { events.push_back(e); };
     h = spawn_job(sys, job, *m, data, cb);

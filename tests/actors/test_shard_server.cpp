@@ -75,7 +75,7 @@ struct fixture : test::deterministic_system {
   void start(std::vector<std::uint32_t> workers) {
     auto s = shard;
     sys->spawn([s, workers](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, start_atom::value, membership{workers}).then([](caf::ok_atom) {});
+      self->request(s, caf::infinite, start_atom::value, membership{workers, {}}).then([](caf::ok_atom) {});
     });
     sched->run();
   }

@@ -23,7 +23,8 @@ BOOST_AUTO_TEST_CASE(families_have_conventional_names_types_and_labels) {
   s.rejected("not_finite")->Increment();
   c.nodes_up("worker")->Set(4);
   c.relative_step_rate(3)->Set(0.4);
-  st.bubble_fraction->Set(0.25);
+  st.stored_activations->Set(3);
+  c.pipeline_bubble("measured")->Set(0.25);
   const std::string text = r.scrape();
   BOOST_TEST(text.find("# TYPE troupe_samples_total counter") != std::string::npos);
   BOOST_TEST(text.find("troupe_samples_total{troupe_job=\"job-1\",rank=\"3\",role=\"worker\"} 128") != std::string::npos);
@@ -34,7 +35,10 @@ BOOST_AUTO_TEST_CASE(families_have_conventional_names_types_and_labels) {
              std::string::npos);
   BOOST_TEST(text.find("troupe_worker_relative_step_rate{troupe_job=\"job-1\",role=\"coordinator\",worker_rank=\"3\"} 0.4") !=
              std::string::npos);
-  BOOST_TEST(text.find("troupe_pipeline_bubble_fraction{troupe_job=\"job-1\",kind=\"measured\"") != std::string::npos);
+  BOOST_TEST(text.find("troupe_pipeline_bubble_fraction{troupe_job=\"job-1\",kind=\"measured\",role=\"coordinator\"} 0.25") !=
+             std::string::npos);
+  BOOST_TEST(text.find("troupe_stage_stored_activations{troupe_job=\"job-1\",replica=\"0\",role=\"stage\",stage=\"2\"} 3") !=
+             std::string::npos);
   BOOST_TEST(text.find("troupe_process_resident_memory_bytes{troupe_job=\"job-1\"}") != std::string::npos);
   // Every sample line: troupe_ prefix, a troupe_job label; counters end in _total.
   std::regex sample(R"(^(troupe_[a-z_]+)\{troupe_job="job-1".*\} .+$)");

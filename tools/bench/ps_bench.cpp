@@ -108,7 +108,7 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
   caf::scoped_actor self{sys};
   const auto timeout = std::chrono::seconds(60);
   bool ok = true;
-  self->request(shard, timeout, start_atom::value, membership{{0}})
+  self->request(shard, timeout, start_atom::value, membership{{0}, {}})
       .receive([](caf::ok_atom) {}, [&](caf::error& e) {
         std::cerr << "start failed: " << describe(e) << "\n";
         ok = false;

@@ -1,0 +1,82 @@
+// stage_replica: slots, forward, loss and backward of one stage.
+#include "tensor/stage_replica.hpp"
+
+#include "tensor/loss.hpp"
+
+namespace troupe {
+
+stage_replica::stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots)
+    : model_(std::move(stage)),
+      first_(first),
+      last_(last),
+      max_rows_(max_rows),
+      params_({model_.num_params()}),
+      grads_({model_.num_params()}),
+      scratch_(model_.make_scratch(max_rows)) {
+  TROUPE_CHECK(max_rows >= 1 && slots >= 1, "stage_replica needs at least one row and one slot");
+  slots_.resize(static_cast<std::size_t>(slots));
+  for (auto& s : slots_) {
+    s.input = tensor(model_.input_shape().prepend(max_rows));
+    s.acts = model_.make_activations(max_rows);
+    if (last_) s.dlogits = tensor(model_.output_shape().prepend(max_rows));
+  }
+  if (last_) probs_ = tensor(model_.output_shape().prepend(max_rows));
+  if (!first_) grad_input_ = tensor(model_.input_shape().prepend(max_rows));
+}
+
+void stage_replica::zero_grads() { grads_.fill_zero(); }
+
+int stage_replica::forward(const_tensor_view input) {
+  const std::int64_t rows = input.size(0);
+  TROUPE_CHECK(rows >= 1 && rows <= max_rows_, "stage_replica::forward: " + std::to_string(rows) +
+                                                   " rows for buffers of " + std::to_string(max_rows_));
+  int id = -1;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (!slots_[i].busy) {
+      id = static_cast<int>(i);
+      break;
+    }
+  TROUPE_CHECK(id >= 0, "stage_replica::forward: all " + std::to_string(slots_.size()) + " slots are in use");
+  slot& s = slots_[id];
+  tensor_view in = s.input.view().slice(0, rows);
+  copy(in, input.reshape(in.sizes()));
+  model_.forward(s.acts, scratch_, in, params_);
+  s.busy = true;
+  s.rows = rows;
+  peak_ = std::max(peak_, ++stored_);
+  return id;
+}
+
+const_tensor_view stage_replica::output(int id) const {
+  const slot& s = slots_.at(static_cast<std::size_t>(id));
+  TROUPE_CHECK(s.busy, "stage_replica::output: slot not in use");
+  return s.acts.outs.back().view().slice(0, s.rows);
+}
+
+double stage_replica::loss(int id, const_tensor_view labels, float grad_scale) {
+  TROUPE_CHECK(last_, "stage_replica::loss: only the last stage computes the loss");
+  slot& s = slots_.at(static_cast<std::size_t>(id));
+  TROUPE_CHECK(s.busy && labels.numel() == s.rows, "stage_replica::loss: labels do not match the slot");
+  const std::int64_t b = s.rows, classes = model_.output_shape().numel();
+  tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
+  const double l = softmax_xent_forward(p, output(id).reshape({b, classes}), labels);
+  softmax_xent_backward(s.dlogits.view().slice(0, b).reshape({b, classes}), p, labels, grad_scale);
+  return l;
+}
+
+const_tensor_view stage_replica::backward(int id, const_tensor_view grad_output) {
+  slot& s = slots_.at(static_cast<std::size_t>(id));
+  TROUPE_CHECK(s.busy, "stage_replica::backward: slot not in use");
+  const std::int64_t b = s.rows;
+  const_tensor_view dy = last_ ? const_tensor_view(s.dlogits.view().slice(0, b)) : grad_output;
+  TROUPE_CHECK(dy.numel() == b * model_.output_shape().numel(), "stage_replica::backward: gradient of shape " +
+                                                                    dy.sizes().str() + " for " + std::to_string(b) +
+                                                                    " rows of " + model_.output_shape().str());
+  tensor_view gin = first_ ? tensor_view() : grad_input_.view().slice(0, b);
+  model_.backward(s.acts, scratch_, s.input.view().slice(0, b), dy, params_, grads_, gin);
+  s.busy = false;
+  --stored_;
+  return first_ ? const_tensor_view() : const_tensor_view(gin);
+}
+
+}  // namespace troupe

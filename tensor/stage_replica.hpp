@@ -1,0 +1,73 @@
+// stage_replica: one pipeline stage of a model (or the whole model: a one-stage pipeline)
+// with its parameters, gradients and the buffers of up to `slots` microbatches in flight.
+// A microbatch takes a slot at its forward and gives it back at its backward; the slot
+// keeps the stage's input and every layer's activations in between. Parameter gradients
+// accumulate over the microbatches of a minibatch until zero_grads().
+//
+// The math does not depend on how forwards and backwards interleave: each microbatch's
+// forward reads only its own slot and the parameters, and gradients accumulate in the
+// order backwards run (microbatch order under both schedules). With one microbatch the
+// result is bitwise the unsplit model's.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/model.hpp"
+
+namespace troupe {
+
+class stage_replica {
+ public:
+  // stage: the stage's model (model::stage or a whole model). first: its input is data
+  // (nothing upstream wants dL/d(input)); last: it ends in the loss. Microbatches have at
+  // most max_rows rows; at most `slots` are between forward and backward at once.
+  stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots);
+
+  const model& net() const { return model_; }
+  bool first() const { return first_; }
+  bool last() const { return last_; }
+  std::int64_t max_rows() const { return max_rows_; }
+  tensor& params() { return params_; }
+  const tensor& params() const { return params_; }
+  const tensor& grads() const { return grads_; }
+  void zero_grads();
+
+  // Microbatches between forward and backward now, and the most there ever were.
+  int stored() const { return stored_; }
+  int peak_stored() const { return peak_; }
+
+  // Copies input (rows, input_shape...) into a free slot and runs the stage forward.
+  // Returns the slot. Fails (TROUPE_CHECK) when every slot is taken or rows > max_rows.
+  int forward(const_tensor_view input);
+  // The stage's output for the slot's microbatch: (rows, output_shape...).
+  const_tensor_view output(int slot) const;
+  // Last stage only: softmax cross-entropy of the slot's output against labels (rows) i32;
+  // keeps grad_scale * dL/dlogits for the backward. Returns the mean loss over the rows.
+  double loss(int slot, const_tensor_view labels, float grad_scale);
+  // Backpropagates the slot's microbatch, accumulating into grads(), and frees the slot.
+  // grad_output: dL/d(output) (rows, output_shape...); ignored on the last stage, which
+  // uses its loss's. Returns dL/d(input) (empty on the first stage), valid until the next
+  // backward.
+  const_tensor_view backward(int slot, const_tensor_view grad_output);
+
+ private:
+  struct slot {
+    bool busy = false;
+    std::int64_t rows = 0;
+    tensor input;               // (max_rows, input_shape...)
+    model_activations acts;
+    tensor dlogits;             // last stage: (max_rows, classes)
+  };
+  model model_;
+  bool first_, last_;
+  std::int64_t max_rows_;
+  tensor params_, grads_;
+  std::vector<slot> slots_;
+  model_scratch scratch_;
+  tensor probs_;                // last stage: (max_rows, classes)
+  tensor grad_input_;           // not first: (max_rows, input_shape...)
+  int stored_ = 0, peak_ = 0;
+};
+
+}  // namespace troupe
