@@ -34,17 +34,18 @@ struct epoch_agg {
 };
 
 // Note [Measuring the bubble]
-// Every stage reports, per step, its busy time (forwards and backwards) and the wall-clock
-// window from its parameters being ready to its last action. Once all K stages of a
-// replica have reported a step, its makespan is the union of their windows and the bubble
-// is the share of K * makespan no stage spent computing: 1 - sum(busy) / (K * makespan),
-// the quantity (K - 1) / (M + K - 1) predicts for equal stages. Windows from different
-// hosts compare wall clocks, so hosts need synchronised clocks (NTP: well under a
-// millisecond on a LAN) for the measurement, never for training.
+// Every stage reports, per step, its busy time (forwards and backwards) and the window
+// from its first forward's start to its last backward's end. Under both schedules stage
+// 0 runs the minibatch's first action (forward 0) and its last (backward M-1), so stage
+// 0's window is the pipeline's makespan for that step, measured on one clock. Once all K
+// stages of a replica have reported a step, its bubble is the share of K * makespan no
+// stage spent computing: 1 - sum(busy) / (K * makespan), the quantity (K - 1) / (M + K - 1)
+// predicts for equal stages. (A union of all stages' windows would count twice the time
+// a later stage spends in step t+1 while stage 0 finishes step t.)
 struct step_window {
   std::uint32_t reports = 0;
   double busy = 0.0;
-  std::int64_t begin_us = std::numeric_limits<std::int64_t>::max(), end_us = 0;
+  std::int64_t begin_us = 0, end_us = 0;  // stage 0's
 };
 
 struct bubble_total {
@@ -251,8 +252,10 @@ void note_window(coord_pointer self, const step_report& r) {
   step_window& w = st.windows[{r.rank / k, r.clock}];
   ++w.reports;
   w.busy += r.busy_seconds;
-  w.begin_us = std::min(w.begin_us, r.window_begin_us);
-  w.end_us = std::max(w.end_us, r.window_end_us);
+  if (r.rank % k == 0) {
+    w.begin_us = r.window_begin_us;
+    w.end_us = r.window_end_us;
+  }
   if (w.reports < k) return;
   const double capacity = static_cast<double>(k) * static_cast<double>(std::max<std::int64_t>(0, w.end_us - w.begin_us)) / 1e6;
   for (bubble_total* t : {&st.bubbles[r.epoch], &st.bubble_all}) {

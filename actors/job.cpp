@@ -62,6 +62,10 @@ std::int64_t steps_per_epoch(const job_spec& job) {
   return (samples_per_worker(job) + job.train.batch_size - 1) / job.train.batch_size;
 }
 
+std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
+  return std::min(job.train.batch_size, samples_per_worker(job) - step_in_epoch * job.train.batch_size);
+}
+
 lr_schedule job_schedule(const job_spec& job) { return make_schedule(job.train, samples_per_worker(job)); }
 
 expected<model> build_model(const job_spec& job) {

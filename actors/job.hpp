@@ -62,6 +62,8 @@ std::uint32_t members(const job_spec& job);
 // Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
 std::int64_t samples_per_worker(const job_spec& job);
 std::int64_t steps_per_epoch(const job_spec& job);
+// Rows of a worker's minibatch at step_in_epoch (the last one of an epoch may be short).
+std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // The learning-rate schedule, indexed by a worker's clock (its step count).
 lr_schedule job_schedule(const job_spec& job);
 // The model of the job, for its input_shape and num_classes.

@@ -10,7 +10,7 @@
 
 #include "actors/pipeline_layout.hpp"
 #include "actors/pipeline_schedule.hpp"
-#include "tensor/ops.hpp"
+#include "actors/stage_inbox.hpp"
 #include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
 #include "tensor/stage_replica.hpp"
@@ -63,8 +63,9 @@ struct member_state {
   std::vector<int> slot_of;                      // per microbatch
   double step_loss = 0.0, busy = 0.0, forward_s = 0.0, backward_s = 0.0;
   int stored = 0, peak = 0;
-  wall::time_point window_begin;
-  std::map<std::pair<std::int64_t, std::int32_t>, tensor> acts_in, grads_in;
+  wall::time_point params_ready;                 // the step's parameters arrived
+  std::optional<wall::time_point> first_action;  // the step's first forward began
+  std::optional<stage_inbox> acts_in, grads_in;
   // Observability: metric handles (if metrics are on), the trace track (if tracing).
   std::optional<monitoring::worker_metrics> m;
   std::optional<monitoring::stage_metrics> sm;
@@ -171,14 +172,14 @@ bool try_forward(stage_pointer self, int mb) {
   auto& st = self->state;
   tensor received;
   if (!first_stage(st)) {
-    auto it = st.acts_in.find({st.clock, mb});
-    if (it == st.acts_in.end()) return false;
-    received = std::move(it->second);
-    st.acts_in.erase(it);
+    auto t = st.acts_in->take(st.clock, mb);
+    if (!t) return false;
+    received = std::move(*t);
   }
   const std::int64_t begin = microbatch_begin(st.batch, st.parts, mb), rows = microbatch_rows(st.batch, st.parts, mb);
   const auto t0 = wall::now();
   const auto c0 = clock_type::now();
+  if (!st.first_action) st.first_action = t0;
   tensor out_msg;
   if (simulated(st)) {
     simulate(self, true);
@@ -210,10 +211,9 @@ bool try_backward(stage_pointer self, int mb) {
   auto& st = self->state;
   tensor received;
   if (!last_stage(st)) {
-    auto it = st.grads_in.find({st.clock, mb});
-    if (it == st.grads_in.end()) return false;
-    received = std::move(it->second);
-    st.grads_in.erase(it);
+    auto t = st.grads_in->take(st.clock, mb);
+    if (!t) return false;
+    received = std::move(*t);
   }
   const std::int64_t rows = microbatch_rows(st.batch, st.parts, mb);
   const auto t0 = wall::now();
@@ -238,22 +238,18 @@ bool try_backward(stage_pointer self, int mb) {
   return true;
 }
 
-// The rows of the minibatch at the member's clock (the last one of an epoch may be short).
-std::int64_t batch_at(const member_state& st, std::int64_t step_in_epoch) {
-  return std::min(st.job.train.batch_size, samples_per_worker(st.job) - step_in_epoch * st.job.train.batch_size);
-}
-
 // The parameters are fresh: plan the minibatch's actions and run what can run.
 void begin_step(stage_pointer self) {
   auto& st = self->state;
   st.in_step = true;
-  st.batch = batch_at(st, st.step_in_epoch);
+  st.batch = batch_rows(st.job, st.step_in_epoch);
   st.parts = microbatches_for(st.job, st.batch);
   st.actions = stage_actions(st.job.schedule, static_cast<int>(st.stages), static_cast<int>(st.stage), st.parts);
   st.next_action = 0;
   st.slot_of.assign(static_cast<std::size_t>(st.parts), -1);
   st.step_loss = st.busy = st.forward_s = st.backward_s = 0.0;
-  st.window_begin = wall::now();
+  st.params_ready = wall::now();
+  st.first_action.reset();
   if (st.rep) st.rep->zero_grads();
   run_actions(self);
 }
@@ -308,7 +304,7 @@ void end_step(stage_pointer self) {
   } else {
     push_all(self);
   }
-  const double window = seconds_between(st.window_begin, window_end);
+  const double waited = seconds_between(st.params_ready, window_end) - st.busy;
   trace_span(self, "step", st.step_begin, wall::now());
   const std::int64_t samples = reports_loss ? st.batch : 0;
   if (st.m) {
@@ -323,14 +319,15 @@ void end_step(stage_pointer self) {
   }
   if (st.sm) {
     st.sm->busy_seconds->Increment(st.busy);
-    st.sm->bubble_seconds->Increment(std::max(0.0, window - st.busy));
+    st.sm->bubble_seconds->Increment(std::max(0.0, waited));
   }
   st.epoch_loss += loss;
   st.epoch_samples += samples;
   ++st.clock;
   ++st.step_in_epoch;
   self->send(st.coordinator, progress_atom::value,
-             step_report{st.rank, st.clock, st.epoch, loss, samples, st.busy, micros(st.window_begin), micros(window_end)});
+             step_report{st.rank, st.clock, st.epoch, loss, samples, st.busy, micros(st.first_action.value_or(window_end)),
+                         micros(window_end)});
   if (st.step_in_epoch == st.steps_per_epoch) {
     const double secs = std::chrono::duration<double>(clock_type::now() - st.epoch_start).count();
     worker_epoch report{st.rank, st.epoch, st.epoch_loss, reports_loss ? st.steps_per_epoch : 0, st.epoch_samples, secs,
@@ -392,48 +389,23 @@ void start_pulls(stage_pointer self) {
   }
 }
 
-// Checks an activation or activation gradient and files it for its action. Returns an
-// error for a malformed message from the neighbour (the stage cannot go on without the
-// right tensor); a message from anyone else is dropped.
+// Files an activation or activation gradient for its action, or returns why it is
+// refused (the checks in stage_inbox.hpp). A message from anyone but the neighbour is dropped.
 template <class Message>
 caf::error receive_stage_tensor(stage_pointer self, Message& msg, bool forward) {
   auto& st = self->state;
-  const char* kind = forward ? "activation" : "activation gradient";
   const caf::actor& expected_sender = forward ? st.prev : st.next;
   const std::uint32_t expected_stage = forward ? st.stage - 1 : st.stage + 1;
   const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   if (!expected_sender || sender != expected_sender.address() || msg.replica != st.replica ||
-      msg.stage != expected_stage) {
-    spdlog::warn("{}: dropped an {} from {} claiming stage {} of replica {}: not this stage's neighbour", who(st), kind,
-                 caf::to_string(sender), msg.stage, msg.replica);
+      msg.stage != expected_stage || !st.acts_in) {
+    spdlog::warn("{}: dropped an {} from {} claiming stage {} of replica {}: not this stage's neighbour", who(st),
+                 forward ? "activation" : "activation gradient", caf::to_string(sender), msg.stage, msg.replica);
     return caf::none;
   }
-  const std::string what = std::string(kind) + " from stage " + std::to_string(msg.stage) + " for microbatch " +
-                           std::to_string(msg.microbatch) + " of step " + std::to_string(msg.step);
-  // A neighbour sends for step t only once this stage has finished every action of the
-  // steps before t; one step of slack keeps a reordering transport from failing the job.
-  if (msg.step < st.clock || msg.step > st.clock + 1)
-    return make_error(errc::bad_clock, who(st) + " at step " + std::to_string(st.clock) + " got an " + what);
-  const std::int64_t step_in_epoch = (st.step_in_epoch + (msg.step - st.clock)) % st.steps_per_epoch;
-  const std::int64_t batch = batch_at(st, step_in_epoch);
-  const int parts = microbatches_for(st.job, batch);
-  if (msg.microbatch < 0 || msg.microbatch >= parts)
-    return make_error(errc::bad_shape, who(st) + " got an " + what + " but that step has " + std::to_string(parts) +
-                                           " microbatches");
-  const shape want = (forward ? st.net->input_shape() : st.net->output_shape())
-                         .prepend(microbatch_rows(batch, parts, msg.microbatch));
-  if (msg.data.empty() || msg.data.type() != dtype::f32 || msg.data.sizes() != want)
-    return make_error(errc::bad_shape, who(st) + " got an " + what + " of " +
-                                           (msg.data.empty() ? std::string("no tensor")
-                                                             : std::string(name_of(msg.data.type())) + msg.data.sizes().str()) +
-                                           ", expected f32" + want.str());
-  if (!all_finite(msg.data))
-    return make_error(errc::diverged, who(st) + " got an " + what +
-                                          " holding NaN or infinity: the parameters diverged; lower --lr or lengthen "
-                                          "--warmup-epochs");
-  auto& box = forward ? st.acts_in : st.grads_in;
-  if (!box.emplace(std::make_pair(msg.step, msg.microbatch), std::move(msg.data)).second)
-    return make_error(errc::duplicate, who(st) + " got a second " + what);
+  auto& box = forward ? *st.acts_in : *st.grads_in;
+  if (auto refused = box.file(st.clock, st.step_in_epoch, msg.step, msg.microbatch, std::move(msg.data)))
+    return make_error(refused->code, who(st) + " got " + refused->detail + " from stage " + std::to_string(msg.stage));
   run_actions(self);
   return caf::none;
 }
@@ -474,6 +446,8 @@ bool setup(stage_pointer self, worker_welcome& w) {
   }
   const stage_span& span = spans[st.stage];
   st.net = pipelined(st) ? full->stage(span.first_layer, span.last_layer) : *full;
+  st.acts_in.emplace(st.job, st.net->input_shape(), "activation");
+  st.grads_in.emplace(st.job, st.net->output_shape(), "activation gradient");
   for (std::uint32_t s = 0; s < w.table.shards(); ++s) {
     st.ranges.push_back(stage_ranges(w.table.ranges_of(s), span));
     std::int64_t n = 0;

@@ -30,6 +30,14 @@ const shard_slice& shard_core::slice_of_stage(std::uint32_t stage) const {
   return cfg_.stage_slices[stage];
 }
 
+std::int64_t shard_core::version_for(std::uint32_t worker) const {
+  if (cfg_.stage_slices.size() == 1 || cfg_.mode == sync_mode::sync) return version_;
+  auto it = members_.find(worker);
+  if (it == members_.end()) return version_;
+  auto steps = stage_steps_.find(it->second.stage);
+  return steps == stage_steps_.end() ? 0 : steps->second;
+}
+
 bool shard_core::has_slice(std::uint32_t stage) const {
   for (const auto& r : slice_of_stage(stage))
     if (r.second > 0) return true;
@@ -221,7 +229,7 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
     release_ready();
     return out;
   }
-  const std::int64_t staleness = std::max<std::int64_t>(0, version_ - base_version);
+  const std::int64_t staleness = std::max<std::int64_t>(0, version_for(worker) - base_version);
   float lr = cfg_.schedule.at(clock);
   if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
   const shard_slice& slice = slice_of_stage(m.stage);

@@ -114,6 +114,10 @@ class shard_core {
 
   const tensor& params() const { return params_; }
   std::int64_t version() const { return version_; }
+  // The version a member's pulls carry and its staleness is measured in: the shard's, or
+  // in async/ssp with several stages, the updates applied to the member's own slice
+  // (another stage's update does not make its parameters stale).
+  std::int64_t version_for(std::uint32_t worker) const;
   std::int64_t numel() const { return params_.numel(); }
   std::size_t held() const { return held_.size(); }
   std::size_t live_workers() const;

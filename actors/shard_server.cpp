@@ -42,7 +42,7 @@ params_reply snapshot(shard_pointer self) {
 // A pull answered with the member's slice: counts the bytes it carries.
 params_reply answer(shard_pointer self, std::uint32_t member) {
   const auto& core = *self->state.core;
-  params_reply r{self->state.index, core.version(), core.pack_slice(member, core.params())};
+  params_reply r{self->state.index, core.version_for(member), core.pack_slice(member, core.params())};
   if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
   return r;
 }

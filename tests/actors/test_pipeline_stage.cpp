@@ -1,9 +1,18 @@
-// Tests for actors/worker.cpp through small jobs: workers cover their data shard exactly
-// once per epoch, --simulate-compute replaces the compute but keeps the protocol, a slow
-// worker still finishes, and a worker whose data does not match the job refuses to train.
-#define BOOST_TEST_MODULE worker
+// Tests for actors/pipeline_stage.cpp through small jobs. As a data-parallel worker:
+// workers cover their data shard exactly once per epoch, --simulate-compute replaces the
+// compute but keeps the protocol, a slow worker still finishes, and a worker whose data
+// does not match the job refuses to train. As pipeline stages: one microbatch through
+// any number of stages is bitwise train-local (through shards or with --servers 0); an
+// MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
+// a lost stage stops its pipeline with a typed error, not the stall watchdog; a
+// stranger's activation is dropped.
+#define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
+#include <atomic>
+#include <cstring>
+
+#include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 
 using namespace troupe;
@@ -19,6 +28,32 @@ job_spec job_for(sync_mode mode, std::uint32_t workers) {
   j.train.batch_size = 64;
   j.stall_timeout_ms = 60000;
   return j;
+}
+
+std::shared_ptr<const dataset_split> fashion_subset(std::int64_t n) {
+  auto d = load_fashion_mnist(std::string(default_fashion_mnist_dir));
+  BOOST_REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().message));
+  d->train = head(d->train, n);
+  return std::make_shared<const dataset_split>(std::move(*d));
+}
+
+job_spec pipeline_job(std::uint32_t replicas, std::uint32_t stages, std::int32_t microbatches) {
+  job_spec j = job_for(sync_mode::sync, replicas);
+  j.pipeline_stages = stages;
+  j.microbatches = microbatches;
+  j.train.batch_size = 128;
+  j.train.epochs = 3;
+  return j;
+}
+
+job_result run_ok(const job_spec& job, std::shared_ptr<const dataset_split> data) {
+  auto r = run_job_in_process(job, std::move(data));
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  return std::move(*r);
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 }  // namespace
@@ -66,4 +101,120 @@ BOOST_AUTO_TEST_CASE(a_worker_whose_data_does_not_match_the_job_refuses) {
   auto r = await_job(sys, h.coordinator);
   BOOST_REQUIRE(!r);
   BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
+}
+
+BOOST_AUTO_TEST_CASE(one_microbatch_through_any_stages_is_bitwise_train_local) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(2000, 200, 3));
+  job_spec job = job_for(sync_mode::sync, 1);
+  job.train.batch_size = 50;
+  auto local = train_local(job.train, *data);
+  BOOST_REQUIRE(local.has_value());
+  for (std::uint32_t servers : {1u, 2u, 0u})
+    for (std::uint32_t stages : {2u, 3u})
+      BOOST_TEST_CONTEXT(stages << " stages, " << servers << " shard servers") {
+        job_spec p = job;
+        p.servers = servers;
+        p.pipeline_stages = stages;
+        const job_result r = run_ok(p, data);
+        BOOST_TEST(r.pipeline_stages == stages);
+        BOOST_TEST(same_bits(r.params, local->params));
+        BOOST_TEST(r.test_accuracy == local->test_accuracy);
+      }
+}
+
+BOOST_AUTO_TEST_CASE(an_mlp_in_two_stages_of_four_microbatches_learns) {
+  for (auto schedule : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b}) {
+    job_spec job = pipeline_job(1, 2, 4);
+    job.schedule = schedule;
+    const job_result r = run_ok(job, fashion_subset(10000));
+    BOOST_TEST_MESSAGE("mlp K=2 M=4 " << name_of(schedule) << ": " << r.test_accuracy << ", bubble " << r.bubble);
+    BOOST_TEST(r.test_accuracy >= 0.80, name_of(schedule) << " reached " << r.test_accuracy);
+    BOOST_TEST(r.bubble > 0.0);
+    BOOST_TEST(r.bubble < 1.0);
+    BOOST_TEST(r.samples == 3 * 10000);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_cnn_in_three_stages_of_four_microbatches_learns) {
+  job_spec job = pipeline_job(1, 3, 4);
+  job.train.model = "cnn";
+  job.train.epochs = 2;
+  job.mode = sync_mode::async;
+  const job_result r = run_ok(job, fashion_subset(6000));
+  BOOST_TEST_MESSAGE("cnn K=3 M=4: " << r.test_accuracy);
+  BOOST_TEST(r.test_accuracy >= 0.80, "reached " << r.test_accuracy);
+  BOOST_TEST(r.mean_staleness <= 1.0);  // one pipeline: only its own previous push is missing
+}
+
+BOOST_AUTO_TEST_CASE(two_replicas_of_two_stages_learn) {
+  job_spec job = pipeline_job(2, 2, 4);
+  const job_result r = run_ok(job, fashion_subset(10000));
+  BOOST_TEST_MESSAGE("hybrid D=2 K=2 M=4: " << r.test_accuracy);
+  BOOST_TEST(r.test_accuracy >= 0.80, "reached " << r.test_accuracy);
+  BOOST_TEST(r.workers == 2u);
+  BOOST_TEST(r.samples == 3 * 10000);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_stage_stops_its_pipeline_with_a_typed_error) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(4000, 100, 1));
+  for (std::uint32_t replicas : {1u, 2u}) {
+    job_spec job = pipeline_job(replicas, 2, 4);
+    job.train.epochs = 3;
+    job.stall_timeout_ms = 120000;  // far beyond the test: the error must not come from the watchdog
+    auto m = prepare_job(job, *data);
+    BOOST_REQUIRE(m.has_value());
+    caf::actor_system_config cfg;
+    configure_in_process(cfg);
+    caf::actor_system sys{cfg};
+    job_handles h;
+    std::vector<std::string> events;
+    std::atomic<int> epochs_seen{0};
+    job_callbacks cb;
+    cb.on_epoch = [&](const epoch_summary&) {
+      if (epochs_seen++ == 0) caf::anon_send_exit(h.workers[1], caf::exit_reason::kill);
+    };
+    cb.on_event = [&](const std::string& e) { events.push_back(e); };
+    h = spawn_job(sys, job, *m, data, cb);
+    auto r = await_job(sys, h.coordinator);
+    BOOST_TEST_CONTEXT(replicas << " replicas") {
+      if (replicas == 1) {
+        // Its partner stops with stage_lost; with no pipeline left the job fails.
+        BOOST_REQUIRE(!r);
+        BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
+        BOOST_TEST(describe(r.error()).find("of replica 0") != std::string::npos, describe(r.error()));
+        bool partner_stopped = false;
+        for (const auto& e : events) partner_stopped = partner_stopped || e.find("stage_lost") != std::string::npos;
+        BOOST_TEST(partner_stopped);
+      } else {
+        // The other replica trains on; the lost one's two stages are counted.
+        BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+        BOOST_TEST(r->workers_lost == 2);
+        BOOST_TEST(epochs_seen.load() == 3);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(3000, 100, 1));
+  job_spec job = pipeline_job(1, 2, 2);
+  auto m = prepare_job(job, *data);
+  BOOST_REQUIRE(m.has_value());
+  caf::actor_system_config cfg;
+  configure_in_process(cfg);
+  caf::actor_system sys{cfg};
+  job_handles h;
+  job_callbacks cb;
+  cb.on_epoch = [&](const epoch_summary& s) {
+    if (s.epoch != 0) return;
+    // Malformed on purpose: were it taken for the neighbour's, the stage would fail.
+    for (const auto& member : h.workers) {
+      caf::anon_send(member, activation_atom::value, activation{0, 0, 1, 0, tensor({3, 3})});
+      caf::anon_send(member, act_grad_atom::value, activation_grad{0, 1, 1, 0, tensor({3, 3})});
+    }
+  };
+  h = spawn_job(sys, job, *m, data, cb);
+  auto r = await_job(sys, h.coordinator);
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  BOOST_TEST(r->workers_lost == 0);
 }

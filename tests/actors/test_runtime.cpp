@@ -192,4 +192,15 @@ BOOST_AUTO_TEST_CASE(an_invalid_job_is_refused_before_anything_starts) {
   auto r2 = run_job_in_process(wrong_model, synthetic(2000));
   BOOST_REQUIRE(!r2);
   BOOST_TEST(describe(r2.error()).find("784") != std::string::npos);
+  job_spec bad_cuts = small_job(sync_mode::async, 1, 1);
+  bad_cuts.pipeline_stages = 2;
+  bad_cuts.cuts = {9};  // the mlp has 6 layers
+  auto r3 = run_job_in_process(bad_cuts, synthetic(2000));
+  BOOST_REQUIRE(!r3);
+  BOOST_TEST(describe(r3.error()).find("--cuts") != std::string::npos, describe(r3.error()));
+  job_spec too_deep = small_job(sync_mode::async, 1, 1);
+  too_deep.pipeline_stages = 8;
+  auto r4 = run_job_in_process(too_deep, synthetic(2000));
+  BOOST_REQUIRE(!r4);
+  BOOST_TEST(describe(r4.error()).find("too few for 8 pipeline stages") != std::string::npos, describe(r4.error()));
 }

@@ -36,7 +36,7 @@ BOOST_AUTO_TEST_CASE(writes_named_rows_and_spans) {
   const auto s = t.track("shard 0");
   const auto t0 = trace_log::time_point(1000000us);
   t.span(w, "step", t0, t0 + 10ms);
-  t.span(w, "forward", t0 + 1ms, t0 + 4ms);
+  t.span(w, "forward", t0 + 1ms, t0 + 4ms, 12, 3);
   t.async_span(s, "held pull", 7, t0, t0 + 3ms);
   const auto path = temp("a.json");
   BOOST_REQUIRE(t.write(path, "troupe train", 42).has_value());
@@ -52,7 +52,10 @@ BOOST_AUTO_TEST_CASE(writes_named_rows_and_spans) {
         BOOST_TEST(e["ts"] == 1001000);
         BOOST_TEST(e["dur"] == 3000);
         BOOST_TEST(e["tid"] == w);
+        BOOST_TEST(e["args"]["step"] == 12);
+        BOOST_TEST(e["args"]["microbatch"] == 3);
       }
+      if (e["name"] == "step") BOOST_TEST(!e.contains("args"));
     }
     if (e["ph"] == "b" || e["ph"] == "e") ++async;
   }

@@ -144,6 +144,25 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--slow-worker", "fast"}, {"--slow-worker", "RANK:FACTOR"});
   expect_usage_error({"train", "--slow-worker", "1:0.5"}, {"--slow-worker"});
   expect_usage_error({"train", "--workers", "2", "--slow-worker", "7:2", "--dataset", "synthetic"}, {"--slow-worker"});
+  expect_usage_error({"train", "--schedule", "zigzag"}, {"--schedule", "gpipe", "1f1b"});
+  expect_usage_error({"train", "--pipeline-stages", "2", "--cuts", "3,x"}, {"--cuts", "2,4"});
+  expect_usage_error({"train", "--pipeline-stages", "3", "--cuts", "4,2"}, {"--cuts", "increase"});
+  expect_usage_error({"train", "--pipeline-stages", "3", "--cuts", "2"}, {"--cuts", "--pipeline-stages"});
+  expect_usage_error({"train", "--servers", "0", "--workers", "2"}, {"--servers 0", "--workers 1"});
+  expect_usage_error({"train", "--microbatches", "500"}, {"--microbatches", "--batch-size"});
+}
+
+BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--epochs", "1",
+                       "--pipeline-stages", "2", "--microbatches", "4", "--replicas", "1", "--servers", "0"});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["pipeline_stages"].get<int>() == 2);
+  BOOST_TEST(j["microbatches"].get<int>() == 4);
+  BOOST_TEST(j["bubble"].get<double>() > 0.0);
+  BOOST_TEST(r.err.find("1 pipeline of 2 stages (1f1b, 4 microbatches, cuts at layers") != std::string::npos);
+  BOOST_TEST(r.err.find("(theory 20.0% for K=2, M=4)") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
