@@ -90,6 +90,7 @@ struct coordinator_state {
   bubble_total bubble_all;
   std::map<std::int32_t, tensor> epoch_params;  // --servers 0: assembled from the stages
   std::string first_loss;                       // why the first member was lost
+  std::vector<std::int32_t> peak_stored;        // per stage, over the replicas that finished
   std::optional<caf::typed_response_promise<job_result>> run_promise;
   std::optional<monitoring::coordinator_metrics> m;
   clock_type::time_point last_tick;
@@ -367,6 +368,7 @@ void maybe_finalize(coord_pointer self) {
     r.pipeline_stages = s.job.pipeline_stages;
     r.microbatches = s.job.microbatches;
     r.bubble = s.bubble_all.fraction();
+    r.peak_stored = s.peak_stored;
     r.epochs = s.job.train.epochs;
     r.evaluated = s.final_evaluated;
     r.test_accuracy = s.final_accuracy;
@@ -615,6 +617,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
   if (st.job.servers > 0) st.table = partition_parameters(m, st.job.servers, st.job.big_array_bound);
   st.num_params = m.num_params();
   st.layout = m;
+  st.peak_stored.assign(st.job.pipeline_stages, 0);
   st.data = data;
   st.cb = std::move(cb);
   if (st.job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, data);
@@ -711,6 +714,8 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         auto& s = self->state;
         if (r.rank >= s.workers.size()) return;
         s.workers[r.rank].done = true;
+        auto& peak = s.peak_stored[r.rank % s.job.pipeline_stages];
+        peak = std::max(peak, r.peak_stored);
         s.workers[r.rank].clock = r.clock;
         count_nodes(self);
         s.last_progress = clock_type::now();

@@ -22,6 +22,8 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using wall = std::chrono::system_clock;
 using connect_retry_atom = caf::atom_constant<caf::atom("reconnect")>;
+// Stage i -> stage i + 1 across nodes, once connected: "I am your previous stage".
+using stage_hello_atom = caf::atom_constant<caf::atom("stagehello")>;
 
 struct member_state {
   coordinator_actor coordinator;
@@ -52,6 +54,14 @@ struct member_state {
   std::chrono::milliseconds timeout{0};
   bool finishing = false;
   std::map<std::string, std::function<void()>> retries;  // pending connects, by peer
+  std::function<void()> on_prev_hello;                   // set while waiting for the previous stage
+  struct hello { caf::actor sender; std::uint32_t replica, stage; };
+  std::optional<hello> early_hello;                      // a hello that came before the welcome
+  bool welcomed = false;
+  // Until its neighbours are wired (a neighbour may start first and send at once), stage
+  // tensors wait here with their senders, and are checked when the stage starts.
+  bool wired = false;
+  std::vector<std::function<caf::error()>> early;
   lr_schedule schedule;
   // The minibatch in progress: its schedule, where the stage is in it, and the messages
   // that arrived before their action was due, by (step, microbatch).
@@ -112,7 +122,7 @@ void maybe_finish(stage_pointer self) {
   auto& st = self->state;
   if (!st.finishing || st.acks_pending > 0) return;
   spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(st), st.clock, st.rejected);
-  self->send(st.coordinator, done_atom::value, worker_done{st.rank, st.clock, st.rejected});
+  self->send(st.coordinator, done_atom::value, worker_done{st.rank, st.clock, st.rejected, st.peak});
   self->quit();
 }
 
@@ -389,16 +399,16 @@ void start_pulls(stage_pointer self) {
   }
 }
 
-// Files an activation or activation gradient for its action, or returns why it is
-// refused (the checks in stage_inbox.hpp). A message from anyone but the neighbour is dropped.
+// Files an activation or activation gradient from `sender` for its action, or returns
+// why it is refused (the checks in stage_inbox.hpp). A message from anyone but the
+// neighbour is dropped.
 template <class Message>
-caf::error receive_stage_tensor(stage_pointer self, Message& msg, bool forward) {
+caf::error receive_stage_tensor(stage_pointer self, const caf::actor_addr& sender, Message& msg, bool forward) {
   auto& st = self->state;
   const caf::actor& expected_sender = forward ? st.prev : st.next;
   const std::uint32_t expected_stage = forward ? st.stage - 1 : st.stage + 1;
-  const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
   if (!expected_sender || sender != expected_sender.address() || msg.replica != st.replica ||
-      msg.stage != expected_stage || !st.acts_in) {
+      msg.stage != expected_stage) {
     spdlog::warn("{}: dropped an {} from {} claiming stage {} of replica {}: not this stage's neighbour", who(st),
                  forward ? "activation" : "activation gradient", caf::to_string(sender), msg.stage, msg.replica);
     return caf::none;
@@ -410,8 +420,26 @@ caf::error receive_stage_tensor(stage_pointer self, Message& msg, bool forward) 
   return caf::none;
 }
 
+// The handler of both messages: checks now, or once the neighbours are wired.
+template <class Message>
+void on_stage_tensor(stage_pointer self, Message& msg, bool forward) {
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (!self->state.wired) {
+    if (self->state.early.size() >= 4096) {  // no stage sends more before it is answered
+      spdlog::warn("{}: dropped a stage tensor from {}: too many before the job started", who(self->state),
+                   caf::to_string(sender));
+      return;
+    }
+    self->state.early.push_back(
+        [=, m = std::move(msg)]() mutable { return receive_stage_tensor(self, sender, m, forward); });
+    return;
+  }
+  if (auto err = receive_stage_tensor(self, sender, msg, forward)) fail(self, std::move(err));
+}
+
 bool setup(stage_pointer self, worker_welcome& w) {
   auto& st = self->state;
+  st.welcomed = true;
   st.clock = w.resume_clock;
   st.rank = w.rank;
   st.world = w.world;
@@ -503,6 +531,12 @@ void start_training(stage_pointer self) {
     return;
   }
   begin_epoch(self, st.clock % st.steps_per_epoch);
+  st.wired = true;
+  for (auto& replay : std::exchange(st.early, {}))
+    if (auto err = replay()) {
+      fail(self, std::move(err));
+      return;
+    }
   start_pulls(self);
 }
 
@@ -545,8 +579,29 @@ void watch_neighbour(stage_pointer self, const caf::actor& n) {
   if (n) self->monitor(n);
 }
 
+// Wires the previous stage from its hello, once the welcome said who that must be.
+void take_hello(stage_pointer self, const caf::actor& sender, std::uint32_t replica, std::uint32_t stage) {
+  auto& st = self->state;
+  if (!st.on_prev_hello || replica != st.replica || stage + 1 != st.stage) {
+    spdlog::warn("{}: ignored a hello from {} claiming stage {} of replica {}", who(st), caf::to_string(sender), stage,
+                 replica);
+    return;
+  }
+  st.prev = sender;
+  auto done = std::move(st.on_prev_hello);
+  st.on_prev_hello = nullptr;
+  done();
+}
+
 // In a cluster the welcome names each shard's and neighbour's address: connect to every
 // one directly (through the node's plain or TLS middleman), then start.
+//
+// Note [One connection per neighbour pair]
+// When two CAF nodes connect to each other at the same moment, BASP keeps one of the two
+// connections and drops the other, and the proxies made on the dropped one die with
+// remote_link_unreachable: both stages then saw their neighbour "die" at start-up. So only
+// the earlier stage connects; it then sends stage_hello, and the later stage takes the
+// hello's sender as its previous stage (the one connection carries both directions).
 void connect_peers(stage_pointer self, worker_welcome& w) {
   auto& st = self->state;
   const bool direct = st.opts.connector && !w.shard_hosts.empty() && !w.shard_hosts.front().empty();
@@ -573,16 +628,20 @@ void connect_peers(stage_pointer self, worker_welcome& w) {
                      self->state.shards[s] = caf::actor_cast<shard_actor>(std::move(p));
                      one_done();
                    });
-  if (!w.prev_host.empty())
-    connect_peer(self, "stage " + std::to_string(st.stage - 1), w.prev_host, w.prev_port, deadline,
-                 [=](caf::strong_actor_ptr p) {
-                   self->state.prev = caf::actor_cast<caf::actor>(std::move(p));
-                   one_done();
-                 });
+  // Only stage i connects to stage i + 1 (Note [One connection per neighbour pair]); the
+  // previous stage is wired by its hello.
+  if (!w.prev_host.empty()) {
+    st.prev = caf::actor{};
+    st.on_prev_hello = one_done;
+    if (auto h = std::exchange(st.early_hello, std::nullopt)) take_hello(self, h->sender, h->replica, h->stage);
+    if (st.on_prev_hello)
+      self->delayed_send(self, st.timeout, stage_hello_atom::value, std::uint32_t{0}, std::uint32_t{0});
+  }
   if (!w.next_host.empty())
     connect_peer(self, "stage " + std::to_string(st.stage + 1), w.next_host, w.next_port, deadline,
                  [=](caf::strong_actor_ptr p) {
                    self->state.next = caf::actor_cast<caf::actor>(std::move(p));
+                   self->send(self->state.next, stage_hello_atom::value, self->state.replica, self->state.stage);
                    one_done();
                  });
   if (*pending == 0) one_done();
@@ -619,11 +678,22 @@ caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, sta
                 },
                 [=](caf::error& e) { fail(self, e); });
       },
-      [=](activation_atom, activation& a) {
-        if (auto err = receive_stage_tensor(self, a, true)) fail(self, std::move(err));
-      },
-      [=](act_grad_atom, activation_grad& g) {
-        if (auto err = receive_stage_tensor(self, g, false)) fail(self, std::move(err));
+      [=](activation_atom, activation& a) { on_stage_tensor(self, a, true); },
+      [=](act_grad_atom, activation_grad& g) { on_stage_tensor(self, g, false); },
+      [=](stage_hello_atom, std::uint32_t replica, std::uint32_t stage) {
+        auto& st = self->state;
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (sender == self) {  // the deadline set in connect_peers
+          if (st.on_prev_hello)
+            fail(self, make_error(errc::stage_lost, who(st) + " never heard from stage " + std::to_string(st.stage - 1) +
+                                                     " within --request-timeout; is that node reachable?"));
+          return;
+        }
+        if (!st.welcomed && !st.early_hello) {
+          st.early_hello = member_state::hello{std::move(sender), replica, stage};
+          return;
+        }
+        take_hello(self, sender, replica, stage);
       },
       [=](connect_retry_atom, const std::string& peer) {
         auto it = self->state.retries.find(peer);

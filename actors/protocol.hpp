@@ -172,6 +172,7 @@ struct worker_done {
   std::uint32_t rank = 0;
   std::int64_t clock = 0;
   std::int64_t rejected = 0;      // of its pushes
+  std::int32_t peak_stored = 0;   // most microbatch activations it held at once
 };
 
 struct eval_request {
@@ -205,6 +206,7 @@ struct job_result {
   std::uint32_t pipeline_stages = 1;
   std::int32_t microbatches = 1;
   double bubble = 0.0;            // pipelines: measured over the whole job
+  std::vector<std::int32_t> peak_stored;  // per stage: most activations any replica's stage held
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };
 
@@ -322,12 +324,12 @@ TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards, x.shar
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
-TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected)
+TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
-               x.rejected, x.pipeline_stages, x.microbatches, x.bubble, x.params)
+               x.rejected, x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.params)
 
 #undef TROUPE_INSPECT
 

@@ -206,6 +206,7 @@ void print_job_result(const job_result& r) {
     out["pipeline_stages"] = r.pipeline_stages;
     out["microbatches"] = r.microbatches;
     out["bubble"] = round_to(r.bubble, 4);
+    out["peak_stored"] = r.peak_stored;
   }
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;

@@ -68,7 +68,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
         self->send(c, epoch_atom::value, worker_epoch{log->welcome->rank, epoch, 0.5, 1, 50, 0.01, tensor()});
       },
       [=](done_atom, std::int64_t clock) {
-        self->send(c, done_atom::value, worker_done{log->welcome->rank, clock, 0});
+        self->send(c, done_atom::value, worker_done{log->welcome->rank, clock, 0, 0});
         self->quit();
       },
       [=](caf::error& reason) { self->quit(reason); },  // dies the way a failing worker does

@@ -132,6 +132,9 @@ BOOST_AUTO_TEST_CASE(an_mlp_in_two_stages_of_four_microbatches_learns) {
     BOOST_TEST(r.bubble > 0.0);
     BOOST_TEST(r.bubble < 1.0);
     BOOST_TEST(r.samples == 3 * 10000);
+    const std::vector<std::int32_t> peak = schedule == pipeline_schedule::gpipe ? std::vector<std::int32_t>{4, 4}
+                                                                               : std::vector<std::int32_t>{2, 1};
+    BOOST_TEST(r.peak_stored == peak, boost::test_tools::per_element());
   }
 }
 

@@ -1,7 +1,10 @@
-// The dashboard against the real thing: a live `troupe train` job serves metrics, the real
-// Prometheus server (Debian's `prometheus`) scrapes it every second, and every PromQL
-// expression in monitoring/grafana/troupe-dashboard.json is evaluated through Prometheus's
-// HTTP API. A query that errors or returns no data fails the test.
+// The dashboard against the real thing: a live `troupe train` job (data parallel, one
+// process) and a `troupe launch --local` job (two replicas of a two-stage pipeline, a
+// process per stage) serve metrics, the real Prometheus server (Debian's `prometheus`)
+// scrapes them every second, and every PromQL expression in
+// monitoring/grafana/troupe-dashboard.json is evaluated through Prometheus's HTTP API. A
+// query that errors or returns no data fails the test; the pipeline row is checked
+// against the pipeline job.
 #define BOOST_TEST_MODULE dashboard
 #include <boost/test/unit_test.hpp>
 
@@ -76,21 +79,25 @@ std::vector<std::pair<std::string, std::string>> dashboard_queries() {
   return out;
 }
 
-// Waits for Prometheus at `prom` to hold several scrapes, then checks every dashboard query.
-void check_dashboard(int prom, background_process& job, background_process& prometheus) {
+// Waits for Prometheus at `prom` to hold several scrapes (and, for a pipeline job, a
+// closed epoch's bubble), then checks every dashboard query (the pipeline row only for a
+// pipeline job).
+void check_dashboard(int prom, background_process& job, background_process& prometheus, bool pipeline) {
   std::string why;
   bool ready = false;
-  for (int i = 0; i < 600 && !ready; ++i) {
+  for (int i = 0; i < 900 && !ready; ++i) {
     std::this_thread::sleep_for(100ms);
-    ready = query(prom, "count_over_time(troupe_samples_total[1m]) > 8", why) > 0;
+    ready = query(prom, "count_over_time(troupe_samples_total[1m]) > 8", why) > 0 &&
+            (!pipeline || query(prom, "troupe_pipeline_bubble_fraction", why) > 0);
   }
   BOOST_REQUIRE_MESSAGE(ready, "Prometheus never collected the job's metrics; job stderr: " << job.err()
                                                                                           << "\nprometheus: " << prometheus.err());
   BOOST_REQUIRE(job.running());
   int checked = 0;
   for (const auto& [title, q] : dashboard_queries()) {
-    // The pipeline row needs a pipeline job; these jobs have no stages.
-    if (q.find("troupe_stage_") != std::string::npos || q.find("troupe_pipeline_") != std::string::npos) continue;
+    const bool pipeline_query =
+        q.find("troupe_stage_") != std::string::npos || q.find("troupe_pipeline_") != std::string::npos;
+    if (pipeline_query && !pipeline) continue;
     const int n = query(prom, q, why);
     BOOST_TEST_CONTEXT(title << ": " << q) {
       BOOST_TEST(n >= 0, why);
@@ -121,7 +128,7 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_live_job) {
                                         << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
                                         << "      - targets: ['127.0.0.1:" << metrics << "']\n";
   background_process prometheus = start_prometheus(dir, dir / "prometheus.yml", prom);
-  check_dashboard(prom, job, prometheus);
+  check_dashboard(prom, job, prometheus, false);
   job.signal(SIGTERM);
   prometheus.signal(SIGTERM);
   prometheus.wait(10s);
@@ -134,7 +141,8 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
   const int prom = free_port();
   const auto config = dir / "prometheus.yml";
   background_process job({troupe_bin(), "launch", "--local", "--dataset", "synthetic", "--simulate-compute", "3",
-                          "--epochs", "40", "--mode", "ssp", "--prometheus-config", config.string()},
+                          "--epochs", "40", "--mode", "ssp", "--replicas", "2", "--pipeline-stages", "2",
+                          "--microbatches", "4", "--prometheus-config", config.string()},
                          (dir / "job").string());
   for (int i = 0; i < 300 && !fs::exists(config); ++i) std::this_thread::sleep_for(100ms);
   BOOST_REQUIRE_MESSAGE(fs::exists(config), job.err());
@@ -147,10 +155,10 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
     ss << in.rdbuf();
     yml = std::regex_replace(ss.str(), std::regex("5s"), "1s");
   }
-  BOOST_TEST(yml.find("node: 'worker-1'") != std::string::npos);
+  BOOST_TEST(yml.find("node: 'worker-3'") != std::string::npos);  // 2 replicas x 2 stages
   std::ofstream(dir / "fast.yml") << yml;
   background_process prometheus = start_prometheus(dir, dir / "fast.yml", prom);
-  check_dashboard(prom, job, prometheus);
+  check_dashboard(prom, job, prometheus, true);
   job.signal(SIGTERM);
   job.wait(30s);
   prometheus.signal(SIGTERM);

@@ -29,6 +29,20 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_with_separate_processes) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(a_pipeline_learns_with_a_process_per_stage) {
+  // Stages reach each other directly over mutual TLS, as they would across hosts.
+  auto r = run_process({troupe_bin(), "launch", "--local", "--servers", "1", "--replicas", "1", "--pipeline-stages",
+                        "2", "--microbatches", "4", "--mode", "sync", "--train-samples", "10000", "--epochs", "3"},
+                       300s);
+  BOOST_REQUIRE(!r.timed_out);
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["pipeline_stages"].get<int>() == 2);
+  BOOST_TEST(j["test_accuracy"].get<double>() >= 0.80);
+  BOOST_TEST(r.err.find("bubble") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(a_failing_job_fails_the_launch) {
   auto r = run_process({troupe_bin(), "launch", "--local", "--dataset", "synthetic", "--train-samples", "2000", "--lr",
                         "1e6", "--warmup-epochs", "0"},
