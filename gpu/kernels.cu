@@ -1,0 +1,233 @@
+// Troupe's own CUDA kernels. Grid-stride loops, 256 threads a block; elementwise and
+// optimizer kernels apply the shared functors of tensor/elementwise.hpp per element.
+#include "gpu/kernels.hpp"
+
+#include <cmath>
+
+#include "gpu/cuda_status.hpp"
+#include "tensor/elementwise.hpp"
+
+namespace troupe::gpu {
+
+namespace {
+
+constexpr int threads = 256;
+
+unsigned blocks_for(std::int64_t n) {
+  const std::int64_t b = (n + threads - 1) / threads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 8 ? 65535 * 8 : b));
+}
+
+#define GRID_STRIDE(i, n) \
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < (n); \
+       i += static_cast<std::int64_t>(blockDim.x) * gridDim.x)
+
+__global__ void relu_forward_kernel(float* out, const float* in, std::int64_t n) {
+  const fn::relu f;
+  GRID_STRIDE(i, n) out[i] = f(in[i]);
+}
+
+__global__ void relu_backward_kernel(float* gi, const float* go, const float* y, std::int64_t n) {
+  const fn::relu_grad f;
+  GRID_STRIDE(i, n) gi[i] = f(y[i], go[i]);
+}
+
+__global__ void axpy_kernel(float* out, float alpha, const float* in, std::int64_t n) {
+  GRID_STRIDE(i, n) out[i] += alpha * in[i];
+}
+
+__global__ void scale_kernel(float* out, float alpha, std::int64_t n) { GRID_STRIDE(i, n) out[i] *= alpha; }
+
+__global__ void channel_bias_add_kernel(float* out, const float* bias, std::int64_t channels, std::int64_t positions,
+                                        std::int64_t n) {
+  GRID_STRIDE(i, n) out[i] += bias[(i / positions) % channels];
+}
+
+// One block per channel; a fixed reduction tree, so the result does not depend on timing.
+__global__ void bias_grad_kernel(float* grad_bias, const float* g, std::int64_t batch, std::int64_t channels,
+                                 std::int64_t positions) {
+  __shared__ float part[threads];
+  const std::int64_t c = blockIdx.x;
+  float s = 0.f;
+  for (std::int64_t j = threadIdx.x; j < batch * positions; j += blockDim.x) {
+    const std::int64_t b = j / positions, p = j % positions;
+    s += g[(b * channels + c) * positions + p];
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = threads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) grad_bias[c] += part[0];
+}
+
+__global__ void maxpool_forward_kernel(float* out, std::int32_t* argmax, const float* in, troupe_pool_geom g,
+                                       std::int64_t n) {
+  const std::int64_t oh_n = (g.in_h - g.kernel) / g.stride + 1, ow_n = (g.in_w - g.kernel) / g.stride + 1;
+  GRID_STRIDE(i, n) {
+    const std::int64_t ow = i % ow_n, oh = (i / ow_n) % oh_n, plane = i / (ow_n * oh_n);
+    const float* x = in + plane * g.in_h * g.in_w;
+    std::int64_t best = (oh * g.stride) * g.in_w + ow * g.stride;
+    float m = x[best];
+    for (std::int64_t kh = 0; kh < g.kernel; ++kh)
+      for (std::int64_t kw = 0; kw < g.kernel; ++kw) {
+        const std::int64_t at = (oh * g.stride + kh) * g.in_w + ow * g.stride + kw;
+        if (x[at] > m) {  // strict: the first maximum wins ties, as on the CPU
+          m = x[at];
+          best = at;
+        }
+      }
+    out[i] = m;
+    argmax[i] = static_cast<std::int32_t>(best);
+  }
+}
+
+__global__ void maxpool_backward_kernel(float* grad_in, const float* grad_out, const std::int32_t* argmax,
+                                        std::int64_t out_plane, std::int64_t in_plane, std::int64_t n) {
+  GRID_STRIDE(i, n) atomicAdd(grad_in + (i / out_plane) * in_plane + argmax[i], grad_out[i]);
+}
+
+// One block per row: max, sum of exponentials, probabilities, the row's loss.
+__global__ void softmax_xent_forward_kernel(float* probs, double* row_loss, const float* logits,
+                                            const std::int32_t* labels, std::int64_t classes) {
+  __shared__ float red[threads];
+  const std::int64_t r = blockIdx.x;
+  const float* z = logits + r * classes;
+  float* p = probs + r * classes;
+  float m = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j < classes; j += blockDim.x) m = fmaxf(m, z[j]);
+  red[threadIdx.x] = m;
+  __syncthreads();
+  for (int w = threads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
+    __syncthreads();
+  }
+  m = red[0];
+  __syncthreads();
+  float s = 0.f;
+  for (std::int64_t j = threadIdx.x; j < classes; j += blockDim.x) s += expf(z[j] - m);
+  red[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = threads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+    __syncthreads();
+  }
+  s = red[0];
+  for (std::int64_t j = threadIdx.x; j < classes; j += blockDim.x) p[j] = expf(z[j] - m) / s;
+  if (threadIdx.x == 0) {
+    const std::int32_t y = labels[r];
+    row_loss[r] = (y < 0 || y >= classes) ? NAN : static_cast<double>(logf(s) - (z[y] - m));
+  }
+}
+
+__global__ void softmax_xent_backward_kernel(float* grad, const float* probs, const std::int32_t* labels,
+                                             std::int64_t classes, float scale, std::int64_t n) {
+  GRID_STRIDE(i, n) {
+    const std::int64_t r = i / classes, j = i % classes;
+    grad[i] = scale * (probs[i] - (labels[r] == j ? 1.f : 0.f));
+  }
+}
+
+__global__ void count_correct_kernel(unsigned long long* correct, const float* logits, const std::int32_t* labels,
+                                     std::int64_t rows, std::int64_t classes) {
+  GRID_STRIDE(r, rows) {
+    const float* z = logits + r * classes;
+    std::int64_t best = 0;
+    for (std::int64_t j = 1; j < classes; ++j)
+      if (z[j] > z[best]) best = j;
+    if (best == labels[r]) atomicAdd(correct, 1ull);
+  }
+}
+
+__global__ void any_non_finite_kernel(unsigned int* bad, const float* x, std::int64_t n) {
+  GRID_STRIDE(i, n) if (!isfinite(x[i])) atomicOr(bad, 1u);
+}
+
+__global__ void sgd_kernel(float* p, const float* g, float* v, std::int64_t n, fn::sgd_momentum f) {
+  GRID_STRIDE(i, n) f(p[i], g[i], v[i]);
+}
+
+__global__ void adam_kernel(float* p, const float* g, float* m, float* v, std::int64_t n, fn::adam f) {
+  GRID_STRIDE(i, n) f(p[i], g[i], m[i], v[i]);
+}
+
+}  // namespace
+
+void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n) {
+  relu_forward_kernel<<<blocks_for(n), threads, 0, s>>>(out, in, n);
+  TROUPE_GPU_LAUNCHED("relu_forward_kernel");
+}
+void launch_relu_backward(cudaStream_t s, float* gi, const float* go, const float* y, std::int64_t n) {
+  relu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(gi, go, y, n);
+  TROUPE_GPU_LAUNCHED("relu_backward_kernel");
+}
+void launch_axpy(cudaStream_t s, float* out, float alpha, const float* in, std::int64_t n) {
+  axpy_kernel<<<blocks_for(n), threads, 0, s>>>(out, alpha, in, n);
+  TROUPE_GPU_LAUNCHED("axpy_kernel");
+}
+void launch_scale(cudaStream_t s, float* out, float alpha, std::int64_t n) {
+  scale_kernel<<<blocks_for(n), threads, 0, s>>>(out, alpha, n);
+  TROUPE_GPU_LAUNCHED("scale_kernel");
+}
+void launch_channel_bias_add(cudaStream_t s, float* out, const float* bias, std::int64_t batch,
+                             std::int64_t channels, std::int64_t positions) {
+  const std::int64_t n = batch * channels * positions;
+  channel_bias_add_kernel<<<blocks_for(n), threads, 0, s>>>(out, bias, channels, positions, n);
+  TROUPE_GPU_LAUNCHED("channel_bias_add_kernel");
+}
+void launch_bias_grad(cudaStream_t s, float* grad_bias, const float* grad_out, std::int64_t batch,
+                      std::int64_t channels, std::int64_t positions) {
+  if (channels == 0) return;
+  bias_grad_kernel<<<static_cast<unsigned>(channels), threads, 0, s>>>(grad_bias, grad_out, batch, channels,
+                                                                      positions);
+  TROUPE_GPU_LAUNCHED("bias_grad_kernel");
+}
+void launch_maxpool2d_forward(cudaStream_t s, float* out, std::int32_t* argmax, const float* in, std::int64_t batch,
+                              const troupe_pool_geom& g) {
+  const std::int64_t n = batch * g.channels * ((g.in_h - g.kernel) / g.stride + 1) * ((g.in_w - g.kernel) / g.stride + 1);
+  maxpool_forward_kernel<<<blocks_for(n), threads, 0, s>>>(out, argmax, in, g, n);
+  TROUPE_GPU_LAUNCHED("maxpool_forward_kernel");
+}
+void launch_maxpool2d_backward(cudaStream_t s, float* grad_in, const float* grad_out, const std::int32_t* argmax,
+                               std::int64_t batch, const troupe_pool_geom& g) {
+  const std::int64_t out_plane = ((g.in_h - g.kernel) / g.stride + 1) * ((g.in_w - g.kernel) / g.stride + 1);
+  const std::int64_t n = batch * g.channels * out_plane;
+  maxpool_backward_kernel<<<blocks_for(n), threads, 0, s>>>(grad_in, grad_out, argmax, out_plane, g.in_h * g.in_w, n);
+  TROUPE_GPU_LAUNCHED("maxpool_backward_kernel");
+}
+void launch_softmax_xent_forward(cudaStream_t s, float* probs, double* row_loss, const float* logits,
+                                 const std::int32_t* labels, std::int64_t rows, std::int64_t classes) {
+  if (rows == 0) return;
+  softmax_xent_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(probs, row_loss, logits, labels,
+                                                                               classes);
+  TROUPE_GPU_LAUNCHED("softmax_xent_forward_kernel");
+}
+void launch_softmax_xent_backward(cudaStream_t s, float* grad, const float* probs, const std::int32_t* labels,
+                                  std::int64_t rows, std::int64_t classes, float scale) {
+  const std::int64_t n = rows * classes;
+  softmax_xent_backward_kernel<<<blocks_for(n), threads, 0, s>>>(grad, probs, labels, classes, scale, n);
+  TROUPE_GPU_LAUNCHED("softmax_xent_backward_kernel");
+}
+void launch_count_correct(cudaStream_t s, unsigned long long* correct, const float* logits,
+                          const std::int32_t* labels, std::int64_t rows, std::int64_t classes) {
+  count_correct_kernel<<<blocks_for(rows), threads, 0, s>>>(correct, logits, labels, rows, classes);
+  TROUPE_GPU_LAUNCHED("count_correct_kernel");
+}
+void launch_any_non_finite(cudaStream_t s, unsigned int* bad, const float* x, std::int64_t n) {
+  any_non_finite_kernel<<<blocks_for(n), threads, 0, s>>>(bad, x, n);
+  TROUPE_GPU_LAUNCHED("any_non_finite_kernel");
+}
+void launch_sgd_step(cudaStream_t s, float* p, const float* g, float* v, std::int64_t n, const troupe_sgd_args& a) {
+  sgd_kernel<<<blocks_for(n), threads, 0, s>>>(p, g, v, n,
+                                               fn::sgd_momentum{a.lr, a.momentum, a.weight_decay, a.nesterov != 0});
+  TROUPE_GPU_LAUNCHED("sgd_kernel");
+}
+void launch_adam_step(cudaStream_t s, float* p, const float* g, float* m, float* v, std::int64_t n,
+                      const troupe_adam_args& a) {
+  adam_kernel<<<blocks_for(n), threads, 0, s>>>(
+      p, g, m, v, n, fn::adam{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.bias1, a.bias2_sqrt});
+  TROUPE_GPU_LAUNCHED("adam_kernel");
+}
+
+}  // namespace troupe::gpu

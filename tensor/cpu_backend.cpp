@@ -1,0 +1,221 @@
+// The CPU backend's function table (tensor/backend_abi.h): each entry wraps the host op in
+// tensor/ that computes it, so the table is the CPU reference through the same interface
+// the CUDA module implements. A context owns the convolution workspace.
+#include "tensor/cpu_backend.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "tensor/conv.hpp"
+#include "tensor/gemm.hpp"
+#include "tensor/loss.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/optimizer.hpp"
+#include "tensor/pool.hpp"
+
+namespace troupe {
+
+namespace {
+
+thread_local std::string last_error_message;
+
+struct cpu_context {
+  std::vector<float> workspace;
+  troupe_memory_stats stats{};
+};
+
+cpu_context& ctx_of(void* ctx) { return *static_cast<cpu_context*>(ctx); }
+
+// Runs `body`, turning a thrown contract or allocation error into a status.
+template <class F>
+int guarded(F&& body) {
+  try {
+    body();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error_message = e.what();
+    return 1;
+  }
+}
+
+tensor_view f32(float* p, shape s) { return tensor_view(reinterpret_cast<std::byte*>(p), dtype::f32, s); }
+const_tensor_view cf32(const float* p, shape s) {
+  return const_tensor_view(reinterpret_cast<const std::byte*>(p), dtype::f32, s);
+}
+tensor_view i32(std::int32_t* p, shape s) { return tensor_view(reinterpret_cast<std::byte*>(p), dtype::i32, s); }
+const_tensor_view ci32(const std::int32_t* p, shape s) {
+  return const_tensor_view(reinterpret_cast<const std::byte*>(p), dtype::i32, s);
+}
+
+conv_geometry conv_of(const troupe_conv_geom& g) {
+  return {g.in_channels, g.in_h, g.in_w, g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.pad};
+}
+pool_geometry pool_of(const troupe_pool_geom& g) { return {g.channels, g.in_h, g.in_w, g.kernel, g.stride}; }
+
+float* workspace(void* ctx, std::int64_t floats) {
+  auto& w = ctx_of(ctx).workspace;
+  if (static_cast<std::int64_t>(w.size()) < floats) w.resize(static_cast<std::size_t>(floats));
+  return w.data();
+}
+
+const troupe_backend_v1 table = {
+    TROUPE_BACKEND_ABI_VERSION,
+    "cpu",
+    [](int, void** ctx) { return guarded([&] { *ctx = new cpu_context(); }); },
+    [](void* ctx) { delete static_cast<cpu_context*>(ctx); },
+    [] { return last_error_message.c_str(); },
+    [](int* count) {
+      *count = 1;
+      return 0;
+    },
+    [](void*, troupe_device_info* info) {
+      *info = {};
+      std::strncpy(info->name, "host CPU (OpenBLAS)", sizeof info->name - 1);
+      info->device_count = 1;
+      return 0;
+    },
+    [](void*, int) { return 0; },
+    [](void* ctx, size_t bytes, void** ptr) {
+      return guarded([&] {
+        *ptr = std::aligned_alloc(tensor_alignment, (bytes + tensor_alignment - 1) / tensor_alignment * tensor_alignment);
+        if (!*ptr && bytes) throw std::bad_alloc();
+        auto& s = ctx_of(ctx).stats;
+        ++s.allocations;
+        ++s.device_mallocs;  // bytes are not tracked: the host allocator does not say a block's size
+      });
+    },
+    [](void*, void* ptr) {
+      std::free(ptr);
+      return 0;
+    },
+    [](void* ctx, troupe_memory_stats* s) {
+      *s = ctx_of(ctx).stats;
+      return 0;
+    },
+    [](void*, void* dst, const void* src, size_t bytes) {
+      std::memcpy(dst, src, bytes);
+      return 0;
+    },
+    [](void*, void* dst, const void* src, size_t bytes) {
+      std::memcpy(dst, src, bytes);
+      return 0;
+    },
+    [](void*, void* p, size_t bytes) {
+      std::memset(p, 0, bytes);
+      return 0;
+    },
+    [](void*) { return 0; },
+    [](void*, int ta, int tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+       const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+      return guarded([&] {
+        sgemm(ta ? transpose::yes : transpose::no, tb ? transpose::yes : transpose::no, m, n, k, alpha, a, lda, b, ldb,
+              beta, c, ldc);
+      });
+    },
+    [](void*, float* out, const float* bias, int64_t rows, int64_t cols) {
+      return guarded([&] { bias_add(f32(out, {rows, cols}), cf32(bias, {cols})); });
+    },
+    [](void*, float* out, const float* bias, int64_t batch, int64_t channels, int64_t positions) {
+      return guarded([&] { channel_bias_add(f32(out, {batch, channels, positions}), cf32(bias, {channels})); });
+    },
+    [](void*, float* grad_bias, const float* grad_out, int64_t batch, int64_t channels, int64_t positions) {
+      return guarded([&] {
+        bias_grad_accumulate(f32(grad_bias, {channels}), cf32(grad_out, {batch, channels, positions}));
+      });
+    },
+    [](void*, float* out, const float* in, int64_t n) {
+      return guarded([&] { relu_forward(f32(out, {n}), cf32(in, {n})); });
+    },
+    [](void*, float* grad_in, const float* grad_out, const float* out, int64_t n) {
+      return guarded([&] { relu_backward(f32(grad_in, {n}), cf32(grad_out, {n}), cf32(out, {n})); });
+    },
+    [](void*, float* out, float alpha, const float* in, int64_t n) {
+      return guarded([&] { axpy(f32(out, {n}), alpha, cf32(in, {n})); });
+    },
+    [](void*, float* out, float alpha, int64_t n) { return guarded([&] { scale(f32(out, {n}), alpha); }); },
+    [](void* ctx, float* out, const float* in, const float* weight, const float* bias, int64_t batch,
+       const troupe_conv_geom* gp) {
+      return guarded([&] {
+        const conv_geometry g = conv_of(*gp);
+        TROUPE_CHECK(g.valid(), "invalid conv geometry");
+        const std::int64_t ws = conv2d_workspace_floats(g);
+        conv2d_forward(f32(out, {batch, g.out_channels, g.out_h(), g.out_w()}),
+                       cf32(in, {batch, g.in_channels, g.in_h, g.in_w}), cf32(weight, {g.out_channels, g.col_rows()}),
+                       bias ? cf32(bias, {g.out_channels}) : const_tensor_view{}, g, f32(workspace(ctx, ws), {ws}));
+      });
+    },
+    [](void* ctx, float* grad_in, float* grad_weight, float* grad_bias, const float* grad_out, const float* in,
+       const float* weight, int64_t batch, const troupe_conv_geom* gp) {
+      return guarded([&] {
+        const conv_geometry g = conv_of(*gp);
+        TROUPE_CHECK(g.valid(), "invalid conv geometry");
+        const std::int64_t ws = conv2d_workspace_floats(g);
+        conv2d_backward(grad_in ? f32(grad_in, {batch, g.in_channels, g.in_h, g.in_w}) : tensor_view{},
+                        f32(grad_weight, {g.out_channels, g.col_rows()}),
+                        grad_bias ? f32(grad_bias, {g.out_channels}) : tensor_view{},
+                        cf32(grad_out, {batch, g.out_channels, g.out_h(), g.out_w()}),
+                        cf32(in, {batch, g.in_channels, g.in_h, g.in_w}), cf32(weight, {g.out_channels, g.col_rows()}),
+                        g, f32(workspace(ctx, ws), {ws}));
+      });
+    },
+    [](void*, float* out, int32_t* argmax, const float* in, int64_t batch, const troupe_pool_geom* gp) {
+      return guarded([&] {
+        const pool_geometry g = pool_of(*gp);
+        TROUPE_CHECK(g.valid(), "invalid pool geometry");
+        const shape os{batch, g.channels, g.out_h(), g.out_w()};
+        maxpool2d_forward(f32(out, os), i32(argmax, os), cf32(in, {batch, g.channels, g.in_h, g.in_w}), g);
+      });
+    },
+    [](void*, float* grad_in, const float* grad_out, const int32_t* argmax, int64_t batch,
+       const troupe_pool_geom* gp) {
+      return guarded([&] {
+        const pool_geometry g = pool_of(*gp);
+        TROUPE_CHECK(g.valid(), "invalid pool geometry");
+        const shape os{batch, g.channels, g.out_h(), g.out_w()};
+        maxpool2d_backward(f32(grad_in, {batch, g.channels, g.in_h, g.in_w}), cf32(grad_out, os), ci32(argmax, os), g);
+      });
+    },
+    [](void*, float* probs, const float* logits, const int32_t* labels, int64_t rows, int64_t classes,
+       double* loss) {
+      return guarded([&] {
+        *loss = softmax_xent_forward(f32(probs, {rows, classes}), cf32(logits, {rows, classes}), ci32(labels, {rows}));
+      });
+    },
+    [](void*, float* grad, const float* probs, const int32_t* labels, int64_t rows, int64_t classes, float s) {
+      return guarded([&] {
+        softmax_xent_backward(f32(grad, {rows, classes}), cf32(probs, {rows, classes}), ci32(labels, {rows}), s);
+      });
+    },
+    [](void*, const float* logits, const int32_t* labels, int64_t rows, int64_t classes, int64_t* correct) {
+      return guarded([&] { *correct = count_correct(cf32(logits, {rows, classes}), ci32(labels, {rows})); });
+    },
+    [](void*, const float* x, int64_t n, int* finite) {
+      return guarded([&] { *finite = all_finite(cf32(x, {n})) ? 1 : 0; });
+    },
+    [](void*, float* p, const float* g, float* v, int64_t n, const troupe_sgd_args* a) {
+      return guarded([&] {
+        sgd_step(f32(p, {n}), cf32(g, {n}), f32(v, {n}),
+                 fn::sgd_momentum{a->lr, a->momentum, a->weight_decay, a->nesterov != 0});
+      });
+    },
+    [](void*, float* p, const float* g, float* m, float* v, int64_t n, const troupe_adam_args* a) {
+      return guarded([&] {
+        adam_step(f32(p, {n}), cf32(g, {n}), f32(m, {n}), f32(v, {n}),
+                  fn::adam{a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->bias1, a->bias2_sqrt});
+      });
+    },
+    nullptr,
+    nullptr,
+    nullptr,
+    nullptr,
+};
+
+}  // namespace
+
+const troupe_backend_v1* cpu_backend_table() { return &table; }
+
+}  // namespace troupe
