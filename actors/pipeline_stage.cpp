@@ -13,6 +13,8 @@
 #include "actors/stage_inbox.hpp"
 #include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
+#include "tensor/backend.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/stage_replica.hpp"
 
 namespace troupe {
@@ -39,7 +41,9 @@ struct member_state {
   std::vector<std::int64_t> base_version;        // per shard, of the params in use
   caf::actor prev, next;                         // pipeline neighbours (invalid at the ends)
   std::optional<model> net;                      // this stage's layers
-  std::unique_ptr<stage_replica> rep;            // real compute
+  std::unique_ptr<backend_context> backend;      // opts.compute_device off the host
+  compute exec;                                  // the host, or backend
+  std::unique_ptr<stage_replica> rep;            // real compute (declared after exec: destroyed first)
   std::optional<optimizer_state> local_opt;      // --servers 0
   tensor synthetic_grad;                         // --simulate-compute
   tensor xb, yb;                                 // one microbatch of data
@@ -203,7 +207,7 @@ bool try_forward(stage_pointer self, int mb) {
       st.step_loss += st.rep->loss(slot, st.yb.view().slice(0, rows), 1.0f / static_cast<float>(st.batch)) *
                       static_cast<double>(rows) / static_cast<double>(st.batch);
     else
-      out_msg = copy_of(st.rep->output(slot));
+      out_msg = st.rep->output_on_host(slot);
     slow_down(self, clock_type::now() - c0);
   }
   const auto t1 = wall::now();
@@ -267,7 +271,7 @@ void begin_step(stage_pointer self) {
 void push_all(stage_pointer self) {
   auto& st = self->state;
   const auto p0 = wall::now();
-  const tensor& grads = simulated(st) ? st.synthetic_grad : st.rep->grads();
+  const tensor& grads = simulated(st) ? st.synthetic_grad : st.rep->fetch_grads();
   for (std::uint32_t s : st.active) {
     tensor g = tensor::uninitialized({st.slice_numel[s]});
     pack_shard(g, grads, st.ranges[s]);
@@ -309,7 +313,10 @@ void end_step(stage_pointer self) {
   }
   if (st.local_opt) {
     const auto u0 = wall::now();
-    if (!simulated(st)) st.local_opt->step(st.rep->params(), st.rep->grads(), st.schedule.at(st.clock));
+    if (!simulated(st)) {
+      st.local_opt->step(st.rep->params(), st.rep->fetch_grads(), st.schedule.at(st.clock));
+      st.rep->commit_params();
+    }
     trace_span(self, "update", u0, wall::now());
   } else {
     push_all(self);
@@ -387,6 +394,7 @@ void start_pulls(stage_pointer self) {
               state.base_version[s] = r.version;
               if (state.m) state.m->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
               if (--state.pulls_pending == 0) {
+                if (!simulated(state)) state.rep->commit_params();
                 trace_span(self, "pull", state.step_begin, wall::now());
                 if (state.m) state.m->pull_seconds->Observe(seconds_between(state.step_begin, wall::now()));
                 begin_step(self);
@@ -509,8 +517,21 @@ bool setup(stage_pointer self, worker_welcome& w) {
   const std::int64_t max_rows = (st.job.train.batch_size + st.job.microbatches - 1) / st.job.microbatches;
   const auto plan = stage_actions(st.job.schedule, static_cast<int>(st.stages), static_cast<int>(st.stage),
                                   microbatches_for(st.job, st.job.train.batch_size));
-  st.rep = std::make_unique<stage_replica>(*st.net, first_stage(st), last_stage(st), max_rows, peak_stored(plan));
-  if (st.local_opt) st.net->init_params(st.rep->params(), st.job.train.seed);
+  if (st.opts.compute_device.kind != device_kind::cpu && !simulated(st)) {
+    auto b = backend_context::open(st.opts.compute_device);
+    if (!b) {
+      fail(self, make_error(errc::bad_job, who(st) + ": " + b.error().message));
+      return false;
+    }
+    st.backend = std::make_unique<backend_context>(std::move(b).value());
+    st.exec = compute(*st.backend);
+  }
+  st.rep = std::make_unique<stage_replica>(*st.net, first_stage(st), last_stage(st), max_rows, peak_stored(plan),
+                                           st.exec);
+  if (st.local_opt) {
+    st.net->init_params(st.rep->params(), st.job.train.seed);
+    st.rep->commit_params();
+  }
   if (st.data) {
     st.xb = tensor(st.data->train.sample_shape().prepend(max_rows));
     st.yb = tensor({max_rows}, dtype::i32);

@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 
+#include "tensor/dtype.hpp"
+
 #include "actors/observability.hpp"
 #include "actors/protocol.hpp"
 #include "tensor/dataset.hpp"
@@ -44,6 +46,10 @@ struct stage_options {
   // middleman). Without it the handles in the welcome are used as they are.
   std::optional<caf::io::middleman_actor> connector;
   observability obs;
+  // Where the stage computes. Each stage opens its own context on this device (a context
+  // is one stream and is not shared between threads); a device that cannot be opened
+  // fails the stage with the backend's reason.
+  device compute_device = cpu_device;
 };
 
 // Spawns a member; it joins once join_as_member tells it where neighbours reach it.

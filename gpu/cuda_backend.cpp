@@ -423,6 +423,12 @@ const troupe_backend_v1 table = {
         TROUPE_GPU(cudaStreamWaitEvent(c.compute.get(), c.comm_done.get(), 0));
       });
     },
+    // copy
+    [](void* ctx, void* dst, const void* src, size_t bytes) {
+      return on_device(ctx, [&](context& c) {
+        TROUPE_GPU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c.compute.get()));
+      });
+    },
 };
 
 }  // namespace

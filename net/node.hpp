@@ -24,6 +24,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
 caf::error run_server_node(const node_plan& plan, const observability& obs);
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).
-caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs);
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
+                           device compute_device = cpu_device);
 
 }  // namespace troupe

@@ -77,7 +77,7 @@ expected<backend_context> backend_context::open(device d) {
   const troupe_backend_v1* table = *t;
   int count = 0;
   if (table->device_count(&count) != 0 || count <= 0)
-    return failure{"cannot use " + to_string(d) + ": " + table->last_error() + ". Use --device cpu"};
+    return failure{std::string(table->last_error()) + ". Use --device cpu"};
   if (d.index >= count)
     return failure{to_string(d) + " was asked for, but this machine has " + std::to_string(count) + " " + table->name +
                    " device" + (count == 1 ? "" : "s") + " (cuda:0 to cuda:" + std::to_string(count - 1) + ")"};

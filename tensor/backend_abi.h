@@ -130,6 +130,9 @@ typedef struct troupe_backend_v1 {
   int (*collective_open)(void* ctx, const unsigned char* id, size_t size, int ranks, int rank, void** comm);
   void (*collective_close)(void* comm);
   int (*all_reduce_sum)(void* ctx, void* comm, float* const* buffers, const int64_t* counts, int buffer_count);
+
+  /* dst = src, both in the backend's memory (they may not overlap). */
+  int (*copy)(void* ctx, void* dst, const void* src, size_t bytes);
 } troupe_backend_v1;
 
 /* What a module exports under TROUPE_BACKEND_ENTRY. */

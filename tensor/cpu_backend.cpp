@@ -212,6 +212,10 @@ const troupe_backend_v1 table = {
     nullptr,
     nullptr,
     nullptr,
+    [](void*, void* dst, const void* src, size_t bytes) {
+      std::memcpy(dst, src, bytes);
+      return 0;
+    },
 };
 
 }  // namespace

@@ -14,7 +14,9 @@ struct eval_result {
   std::int64_t samples = 0;
 };
 
-// Runs the whole dataset through the model in batches of batch_size (no shuffling).
-eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size = 1000);
+// Runs the whole dataset through the model in batches of batch_size (no shuffling), on
+// compute `c`. params is host memory.
+eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size = 1000,
+                     const compute& c = host_compute());
 
 }  // namespace troupe

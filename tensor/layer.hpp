@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/compute.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -25,7 +26,11 @@ struct param_decl {
 
 inline constexpr int max_layer_params = 2;
 
+// The host compute, for callers that name none.
+const compute& host_compute();
+
 struct layer_forward_args {
+  const compute* exec = &host_compute();                  // where the math runs; buffers live there
   tensor_view out;                                        // (B, out_shape...)
   const_tensor_view in;                                   // (B, in_shape...)
   std::array<const_tensor_view, max_layer_params> params; // in params() order
@@ -34,6 +39,7 @@ struct layer_forward_args {
 };
 
 struct layer_backward_args {
+  const compute* exec = &host_compute();
   tensor_view grad_in;                                    // (B, in_shape...) overwritten; empty = not needed
   const_tensor_view grad_out, in, out;
   std::array<const_tensor_view, max_layer_params> params;

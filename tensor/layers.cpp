@@ -8,6 +8,11 @@
 
 namespace troupe {
 
+const compute& host_compute() {
+  static const compute host;
+  return host;
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------------------
@@ -31,18 +36,19 @@ class linear_layer final : public layer {
     const std::int64_t b = a.in.size(0);
     tensor_view y = a.out.reshape({b, out_});
     // y (B, out) = x (B, in) * W^T; bias added row-wise.
-    gemm(y, a.in.reshape({b, in_}), transpose::no, a.params[0], transpose::yes);
-    bias_add(y, a.params[1]);
+    a.exec->gemm(y, a.in.reshape({b, in_}), transpose::no, a.params[0], transpose::yes);
+    a.exec->bias_add(y, a.params[1]);
   }
 
   void backward(const layer_backward_args& a) const override {
     const std::int64_t b = a.in.size(0);
     const_tensor_view dy = a.grad_out.reshape({b, out_});
     // dW (out, in) += dy^T (out, B) * x (B, in)
-    gemm(a.param_grads[0], dy, transpose::yes, a.in.reshape({b, in_}), transpose::no, 1.f, 1.f);
-    bias_grad_accumulate(a.param_grads[1], dy);
+    a.exec->gemm(a.param_grads[0], dy, transpose::yes, a.in.reshape({b, in_}), transpose::no, 1.f, 1.f);
+    a.exec->bias_grad_accumulate(a.param_grads[1], dy);
     // dx (B, in) = dy (B, out) * W (out, in)
-    if (!a.grad_in.empty()) gemm(a.grad_in.reshape({b, in_}), dy, transpose::no, a.params[0], transpose::no);
+    if (!a.grad_in.empty())
+      a.exec->gemm(a.grad_in.reshape({b, in_}), dy, transpose::no, a.params[0], transpose::no);
   }
 
  private:
@@ -75,10 +81,11 @@ class conv2d_layer final : public layer {
   }
 
   void forward(const layer_forward_args& a) const override {
-    conv2d_forward(a.out, a.in, a.params[0], a.params[1], g_, a.workspace);
+    a.exec->conv2d_forward(a.out, a.in, a.params[0], a.params[1], g_, a.workspace);
   }
   void backward(const layer_backward_args& a) const override {
-    conv2d_backward(a.grad_in, a.param_grads[0], a.param_grads[1], a.grad_out, a.in, a.params[0], g_, a.workspace);
+    a.exec->conv2d_backward(a.grad_in, a.param_grads[0], a.param_grads[1], a.grad_out, a.in, a.params[0], g_,
+                            a.workspace);
   }
 
  private:
@@ -101,9 +108,9 @@ class maxpool2d_layer final : public layer {
   }
   std::int64_t saved_per_sample() const override { return out_shape().numel(); }
 
-  void forward(const layer_forward_args& a) const override { maxpool2d_forward(a.out, a.saved, a.in, g_); }
+  void forward(const layer_forward_args& a) const override { a.exec->maxpool2d_forward(a.out, a.saved, a.in, g_); }
   void backward(const layer_backward_args& a) const override {
-    if (!a.grad_in.empty()) maxpool2d_backward(a.grad_in, a.grad_out, a.saved, g_);
+    if (!a.grad_in.empty()) a.exec->maxpool2d_backward(a.grad_in, a.grad_out, a.saved, g_);
   }
 
  private:
@@ -118,9 +125,9 @@ class relu_layer final : public layer {
   explicit relu_layer(const shape& in) : layer(in, in) {}
   std::string_view kind() const override { return "relu"; }
   std::string describe() const override { return "relu"; }
-  void forward(const layer_forward_args& a) const override { relu_forward(a.out, a.in); }
+  void forward(const layer_forward_args& a) const override { a.exec->relu_forward(a.out, a.in); }
   void backward(const layer_backward_args& a) const override {
-    if (!a.grad_in.empty()) relu_backward(a.grad_in, a.grad_out, a.out);
+    if (!a.grad_in.empty()) a.exec->relu_backward(a.grad_in, a.grad_out, a.out);
   }
 };
 
@@ -129,9 +136,9 @@ class flatten_layer final : public layer {
   explicit flatten_layer(const shape& in) : layer(in, {in.numel()}) {}
   std::string_view kind() const override { return "flatten"; }
   std::string describe() const override { return "flatten(" + in_shape().str() + " -> " + out_shape().str() + ")"; }
-  void forward(const layer_forward_args& a) const override { copy(a.out, a.in); }
+  void forward(const layer_forward_args& a) const override { a.exec->copy(a.out, a.in); }
   void backward(const layer_backward_args& a) const override {
-    if (!a.grad_in.empty()) copy(a.grad_in, a.grad_out);
+    if (!a.grad_in.empty()) a.exec->copy(a.grad_in, a.grad_out);
   }
 };
 

@@ -156,26 +156,27 @@ void model::init_params(tensor_view params, std::uint64_t seed) const {
   }
 }
 
-model_activations model::make_activations(std::int64_t capacity) const {
+model_activations model::make_activations(std::int64_t capacity, const compute& c) const {
   model_activations a;
   a.capacity = capacity;
   for (const auto& l : layers_) {
-    a.outs.emplace_back(l->out_shape().prepend(capacity));
+    a.outs.push_back(c.make(l->out_shape().prepend(capacity)));
     const std::int64_t saved = l->saved_per_sample();
-    a.saved.push_back(saved ? tensor({capacity * saved}, dtype::i32) : tensor());
+    a.saved.push_back(saved ? c.make({capacity * saved}, dtype::i32) : tensor());
   }
   return a;
 }
 
-model_scratch model::make_scratch(std::int64_t capacity) const {
+model_scratch model::make_scratch(std::int64_t capacity, const compute& c) const {
   model_scratch s;
   s.capacity = capacity;
   std::int64_t ws = 0;
   for (int i = 0; i < num_layers(); ++i) {
-    s.grads.push_back(i == 0 ? tensor() : tensor(layers_[i]->in_shape().prepend(capacity)));
+    s.grads.push_back(i == 0 ? tensor() : c.make(layers_[i]->in_shape().prepend(capacity)));
     ws = std::max(ws, layers_[i]->workspace_floats(capacity));
   }
-  s.workspace = tensor({std::max<std::int64_t>(ws, 1)});
+  // The workspace is host scratch for im2col; a backend brings its own.
+  s.workspace = c.host_memory() ? tensor({std::max<std::int64_t>(ws, 1)}) : tensor({1});
   return s;
 }
 
@@ -193,7 +194,7 @@ std::array<const_tensor_view, max_layer_params> block_views(const std::vector<pa
 }  // namespace
 
 const_tensor_view model::forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
-                                 const_tensor_view params) const {
+                                 const_tensor_view params, const compute& c) const {
   const std::int64_t b = input.size(0);
   TROUPE_CHECK(b <= acts.capacity && b <= scratch.capacity, "batch larger than buffer capacity");
   TROUPE_CHECK(input.numel() == b * input_shape().numel(), "input " + input.sizes().str() + " vs model input " +
@@ -202,6 +203,7 @@ const_tensor_view model::forward(model_activations& acts, model_scratch& scratch
   const_tensor_view x = input.reshape(input_shape().prepend(b));
   for (int i = 0; i < num_layers(); ++i) {
     layer_forward_args a;
+    a.exec = &c;
     a.out = acts.outs[i].view().slice(0, b);
     a.in = x;
     a.params = block_views(blocks_, layer_blocks_[i], params);
@@ -215,7 +217,7 @@ const_tensor_view model::forward(model_activations& acts, model_scratch& scratch
 
 void model::backward(const model_activations& acts, model_scratch& scratch, const_tensor_view input,
                      const_tensor_view grad_output, const_tensor_view params, tensor_view param_grads,
-                     tensor_view grad_input) const {
+                     tensor_view grad_input, const compute& c) const {
   const std::int64_t b = input.size(0);
   TROUPE_CHECK(b <= acts.capacity && b <= scratch.capacity, "batch larger than buffer capacity");
   TROUPE_CHECK(grad_output.numel() == b * output_shape().numel(), "grad_output size");
@@ -226,6 +228,7 @@ void model::backward(const model_activations& acts, model_scratch& scratch, cons
     // Layer i computes dL/d(its input) only if something before it consumes that.
     const bool need_grad_in = i == 0 ? want_input_grad : (want_input_grad || i > first_param_layer_);
     layer_backward_args a;
+    a.exec = &c;
     if (need_grad_in)
       a.grad_in = i == 0 ? grad_input.reshape(input_shape().prepend(b)) : scratch.grads[i].view().slice(0, b);
     a.grad_out = dy;

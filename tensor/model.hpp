@@ -65,19 +65,21 @@ class model {
   // stream keyed by its global index, so a stage initialises exactly as the full model does.
   void init_params(tensor_view params, std::uint64_t seed) const;
 
-  model_activations make_activations(std::int64_t capacity) const;
-  model_scratch make_scratch(std::int64_t capacity) const;
+  // Buffers in `c`'s memory (zero-filled).
+  model_activations make_activations(std::int64_t capacity, const compute& c = host_compute()) const;
+  model_scratch make_scratch(std::int64_t capacity, const compute& c = host_compute()) const;
 
   // Runs all layers on input (B, input_shape...), B <= capacity. Returns the output rows.
+  // Every buffer and view is in `c`'s memory.
   const_tensor_view forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
-                            const_tensor_view params) const;
+                            const_tensor_view params, const compute& c = host_compute()) const;
   // Backpropagates grad_output (B, output_shape...) through the batch last run forward with
   // `acts`. param_grads (num_params) is accumulated into (+=). grad_input receives
   // dL/d(input) when non-empty; when empty, gradients are only propagated as far back as
   // the first layer with parameters.
   void backward(const model_activations& acts, model_scratch& scratch, const_tensor_view input,
                 const_tensor_view grad_output, const_tensor_view params, tensor_view param_grads,
-                tensor_view grad_input) const;
+                tensor_view grad_input, const compute& c = host_compute()) const;
 
  private:
   model() = default;

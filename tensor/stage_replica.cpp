@@ -1,30 +1,57 @@
 // stage_replica: slots, forward, loss and backward of one stage.
 #include "tensor/stage_replica.hpp"
 
-#include "tensor/loss.hpp"
 
 namespace troupe {
 
-stage_replica::stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots)
-    : model_(std::move(stage)),
+stage_replica::stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots,
+                             const compute& c)
+    : c_(&c),
+      model_(std::move(stage)),
       first_(first),
       last_(last),
       max_rows_(max_rows),
-      params_({model_.num_params()}),
-      grads_({model_.num_params()}),
-      scratch_(model_.make_scratch(max_rows)) {
+      params_(c.make({model_.num_params()})),
+      grads_(c.make({model_.num_params()})),
+      scratch_(model_.make_scratch(max_rows, c)) {
   TROUPE_CHECK(max_rows >= 1 && slots >= 1, "stage_replica needs at least one row and one slot");
   slots_.resize(static_cast<std::size_t>(slots));
   for (auto& s : slots_) {
-    s.input = tensor(model_.input_shape().prepend(max_rows));
-    s.acts = model_.make_activations(max_rows);
-    if (last_) s.dlogits = tensor(model_.output_shape().prepend(max_rows));
+    s.input = c.make(model_.input_shape().prepend(max_rows));
+    s.acts = model_.make_activations(max_rows, c);
+    if (last_) s.dlogits = c.make(model_.output_shape().prepend(max_rows));
   }
-  if (last_) probs_ = tensor(model_.output_shape().prepend(max_rows));
-  if (!first_) grad_input_ = tensor(model_.input_shape().prepend(max_rows));
+  if (last_) {
+    probs_ = c.make(model_.output_shape().prepend(max_rows));
+    labels_ = c.make({max_rows}, dtype::i32);
+  } else {
+    grad_output_ = c.make(model_.output_shape().prepend(max_rows));
+  }
+  if (!first_) grad_input_ = c.make(model_.input_shape().prepend(max_rows));
+  if (mirrored()) {
+    host_params_ = tensor({model_.num_params()});
+    host_grads_ = tensor({model_.num_params()});
+    if (!first_) host_grad_input_ = tensor(model_.input_shape().prepend(max_rows));
+  }
 }
 
-void stage_replica::zero_grads() { grads_.fill_zero(); }
+void stage_replica::zero_grads() { c_->fill_zero(grads_); }
+
+void stage_replica::commit_params() {
+  if (mirrored()) c_->upload(params_, host_params_);
+}
+
+const tensor& stage_replica::fetch_grads() {
+  if (mirrored()) c_->download(host_grads_, grads_);
+  return grads();
+}
+
+tensor stage_replica::output_on_host(int id) const {
+  const_tensor_view out = output(id);
+  tensor host = tensor::uninitialized(out.sizes());
+  c_->download(host, out);
+  return host;
+}
 
 int stage_replica::forward(const_tensor_view input) {
   const std::int64_t rows = input.size(0);
@@ -39,8 +66,8 @@ int stage_replica::forward(const_tensor_view input) {
   TROUPE_CHECK(id >= 0, "stage_replica::forward: all " + std::to_string(slots_.size()) + " slots are in use");
   slot& s = slots_[id];
   tensor_view in = s.input.view().slice(0, rows);
-  copy(in, input.reshape(in.sizes()));
-  model_.forward(s.acts, scratch_, in, params_);
+  c_->upload(in, input.reshape(in.sizes()));
+  model_.forward(s.acts, scratch_, in, params_, *c_);
   s.busy = true;
   s.rows = rows;
   peak_ = std::max(peak_, ++stored_);
@@ -59,8 +86,14 @@ double stage_replica::loss(int id, const_tensor_view labels, float grad_scale) {
   TROUPE_CHECK(s.busy && labels.numel() == s.rows, "stage_replica::loss: labels do not match the slot");
   const std::int64_t b = s.rows, classes = model_.output_shape().numel();
   tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
-  const double l = softmax_xent_forward(p, output(id).reshape({b, classes}), labels);
-  softmax_xent_backward(s.dlogits.view().slice(0, b).reshape({b, classes}), p, labels, grad_scale);
+  const_tensor_view y = labels;
+  if (!c_->host_memory()) {
+    tensor_view staged = labels_.view().slice(0, b);
+    c_->upload(staged, labels);
+    y = staged;
+  }
+  const double l = c_->softmax_xent_forward(p, output(id).reshape({b, classes}), y);
+  c_->softmax_xent_backward(s.dlogits.view().slice(0, b).reshape({b, classes}), p, y, grad_scale);
   return l;
 }
 
@@ -68,15 +101,29 @@ const_tensor_view stage_replica::backward(int id, const_tensor_view grad_output)
   slot& s = slots_.at(static_cast<std::size_t>(id));
   TROUPE_CHECK(s.busy, "stage_replica::backward: slot not in use");
   const std::int64_t b = s.rows;
-  const_tensor_view dy = last_ ? const_tensor_view(s.dlogits.view().slice(0, b)) : grad_output;
-  TROUPE_CHECK(dy.numel() == b * model_.output_shape().numel(), "stage_replica::backward: gradient of shape " +
-                                                                    dy.sizes().str() + " for " + std::to_string(b) +
-                                                                    " rows of " + model_.output_shape().str());
+  if (!last_)
+    TROUPE_CHECK(grad_output.numel() == b * model_.output_shape().numel(),
+                 "stage_replica::backward: gradient of shape " + grad_output.sizes().str() + " for " +
+                     std::to_string(b) + " rows of " + model_.output_shape().str());
+  const_tensor_view dy;
+  if (last_) {
+    dy = s.dlogits.view().slice(0, b);
+  } else if (c_->host_memory()) {
+    dy = grad_output;
+  } else {
+    tensor_view staged = grad_output_.view().slice(0, b);
+    c_->upload(staged, grad_output.reshape(staged.sizes()));
+    dy = staged;
+  }
   tensor_view gin = first_ ? tensor_view() : grad_input_.view().slice(0, b);
-  model_.backward(s.acts, scratch_, s.input.view().slice(0, b), dy, params_, grads_, gin);
+  model_.backward(s.acts, scratch_, s.input.view().slice(0, b), dy, params_, grads_, gin, *c_);
   s.busy = false;
   --stored_;
-  return first_ ? const_tensor_view() : const_tensor_view(gin);
+  if (first_) return const_tensor_view();
+  if (!mirrored()) return gin;
+  tensor_view host = host_grad_input_.view().slice(0, b);
+  c_->download(host, gin);
+  return host;
 }
 
 }  // namespace troupe

@@ -22,15 +22,22 @@ class stage_replica {
   // stage: the stage's model (model::stage or a whole model). first: its input is data
   // (nothing upstream wants dL/d(input)); last: it ends in the loss. Microbatches have at
   // most max_rows rows; at most `slots` are between forward and backward at once.
-  stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots);
+  // `c` (and the backend behind it) must outlive the replica.
+  stage_replica(model stage, bool first, bool last, std::int64_t max_rows, int slots,
+                const compute& c = host_compute());
 
   const model& net() const { return model_; }
   bool first() const { return first_; }
   bool last() const { return last_; }
   std::int64_t max_rows() const { return max_rows_; }
-  tensor& params() { return params_; }
-  const tensor& params() const { return params_; }
-  const tensor& grads() const { return grads_; }
+  const compute& exec() const { return *c_; }
+  // Host-visible parameters; after writing them, commit_params() (a no-op on the host).
+  tensor& params() { return mirrored() ? host_params_ : params_; }
+  const tensor& params() const { return mirrored() ? host_params_ : params_; }
+  void commit_params();
+  // Host-visible gradients, current after fetch_grads() (a no-op on the host).
+  const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
+  const tensor& fetch_grads();
   void zero_grads();
 
   // Microbatches between forward and backward now, and the most there ever were.
@@ -40,15 +47,17 @@ class stage_replica {
   // Copies input (rows, input_shape...) into a free slot and runs the stage forward.
   // Returns the slot. Fails (TROUPE_CHECK) when every slot is taken or rows > max_rows.
   int forward(const_tensor_view input);
-  // The stage's output for the slot's microbatch: (rows, output_shape...).
+  // The stage's output for the slot's microbatch: (rows, output_shape...), in compute memory.
   const_tensor_view output(int slot) const;
+  // The same, copied into a new host tensor (for the next stage).
+  tensor output_on_host(int slot) const;
   // Last stage only: softmax cross-entropy of the slot's output against labels (rows) i32;
   // keeps grad_scale * dL/dlogits for the backward. Returns the mean loss over the rows.
   double loss(int slot, const_tensor_view labels, float grad_scale);
   // Backpropagates the slot's microbatch, accumulating into grads(), and frees the slot.
   // grad_output: dL/d(output) (rows, output_shape...); ignored on the last stage, which
-  // uses its loss's. Returns dL/d(input) (empty on the first stage), valid until the next
-  // backward.
+  // uses its loss's. Returns dL/d(input) (empty on the first stage) as a host view, valid
+  // until the next backward.
   const_tensor_view backward(int slot, const_tensor_view grad_output);
 
  private:
@@ -59,10 +68,17 @@ class stage_replica {
     model_activations acts;
     tensor dlogits;             // last stage: (max_rows, classes)
   };
+  bool mirrored() const { return !c_->host_memory(); }
+
+  const compute* c_;
   model model_;
   bool first_, last_;
   std::int64_t max_rows_;
-  tensor params_, grads_;
+  tensor params_, grads_;            // in compute memory
+  tensor host_params_, host_grads_;  // mirrors, when that memory is not the host's
+  tensor labels_;                    // last stage: (max_rows) i32, in compute memory
+  tensor grad_output_;               // not last: (max_rows, output_shape...), in compute memory
+  tensor host_grad_input_;           // mirror of grad_input_, when mirrored
   std::vector<slot> slots_;
   model_scratch scratch_;
   tensor probs_;                // last stage: (max_rows, classes)

@@ -69,7 +69,7 @@ std::byte* alloc_host(std::size_t nbytes, bool zero) {
 
 }  // namespace
 
-void tensor::free_host(std::byte* p) {
+void tensor::free_host(void*, std::byte* p) {
   if (!p) return;
   std::byte* base = p - header;
   std::size_t rounded = 0;
@@ -79,20 +79,27 @@ void tensor::free_host(std::byte* p) {
 }
 
 tensor::tensor(troupe::shape s, dtype t)
-    : data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), true), &free_host), type_(t), shape_(s) {}
+    : data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), true), buffer_release{&free_host, nullptr}),
+      type_(t),
+      shape_(s) {}
 
 tensor tensor::uninitialized(troupe::shape s, dtype t) {
   tensor out;
-  out.data_ = std::unique_ptr<std::byte, deleter>(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), false),
-                                                  &free_host);
+  out.data_ = std::unique_ptr<std::byte, buffer_release>(
+      alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), false), buffer_release{&free_host, nullptr});
   out.type_ = t;
   out.shape_ = s;
   return out;
 }
 
 tensor tensor::adopt(std::byte* data, deleter del, troupe::shape s, dtype t, device d) {
+  buffer_release r{[](void* fn, std::byte* p) { reinterpret_cast<deleter>(fn)(p); }, reinterpret_cast<void*>(del)};
+  return adopt(data, r, s, t, d);
+}
+
+tensor tensor::adopt(std::byte* data, buffer_release release, troupe::shape s, dtype t, device d) {
   tensor out;
-  out.data_ = std::unique_ptr<std::byte, deleter>(data, del);
+  out.data_ = std::unique_ptr<std::byte, buffer_release>(data, release);
   out.type_ = t;
   out.shape_ = s;
   out.device_ = d;
@@ -102,7 +109,8 @@ tensor tensor::adopt(std::byte* data, deleter del, troupe::shape s, dtype t, dev
 tensor::tensor(const tensor& other) : type_(other.type_), shape_(other.shape_), device_(other.device_) {
   if (other.empty()) return;
   TROUPE_CHECK(other.device_.kind == device_kind::cpu, "copy device tensors through their backend");
-  data_ = std::unique_ptr<std::byte, deleter>(alloc_host(other.nbytes(), false), &free_host);
+  data_ = std::unique_ptr<std::byte, buffer_release>(alloc_host(other.nbytes(), false),
+                                                     buffer_release{&free_host, nullptr});
   std::memcpy(data_.get(), other.data_.get(), other.nbytes());
 }
 

@@ -86,6 +86,16 @@ class basic_view {
 using tensor_view = basic_view<false>;
 using const_tensor_view = basic_view<true>;
 
+// How a tensor gives its buffer back: fn(ctx, data). Host tensors free their aligned
+// allocation; a backend's tensors go back to that backend's allocator.
+struct buffer_release {
+  void (*fn)(void* ctx, std::byte* data) = nullptr;
+  void* ctx = nullptr;
+  void operator()(std::byte* p) const {
+    if (p && fn) fn(ctx, p);
+  }
+};
+
 class tensor {
  public:
   using deleter = void (*)(std::byte*);
@@ -97,6 +107,7 @@ class tensor {
   static tensor uninitialized(troupe::shape s, dtype t = dtype::f32);
   // Takes ownership of memory allocated elsewhere (a device backend); `del` frees it.
   static tensor adopt(std::byte* data, deleter del, troupe::shape s, dtype t, device d);
+  static tensor adopt(std::byte* data, buffer_release release, troupe::shape s, dtype t, device d);
 
   tensor(const tensor& other);  // deep copy; host tensors only
   tensor& operator=(const tensor& other);
@@ -129,8 +140,8 @@ class tensor {
   void fill_zero();
 
  private:
-  static void free_host(std::byte* p);
-  std::unique_ptr<std::byte, deleter> data_{nullptr, &free_host};
+  static void free_host(void*, std::byte* p);
+  std::unique_ptr<std::byte, buffer_release> data_{nullptr, buffer_release{&free_host, nullptr}};
   dtype type_ = dtype::f32;
   troupe::shape shape_;
   device device_ = cpu_device;

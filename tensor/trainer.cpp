@@ -21,7 +21,8 @@ double seconds_since(clock_type::time_point t0) {
 
 }  // namespace
 
-replica::replica(model m, std::int64_t max_batch) : stage_(std::move(m), true, true, max_batch, 1) {}
+replica::replica(model m, std::int64_t max_batch, const compute& c)
+    : stage_(std::move(m), true, true, max_batch, 1, c) {}
 
 double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
   const auto t0 = clock_type::now();
@@ -30,19 +31,23 @@ double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
   const auto t1 = clock_type::now();
   stage_.zero_grads();
   stage_.backward(slot, const_tensor_view());
+  stage_.fetch_grads();
   forward_s_ = std::chrono::duration<double>(t1 - t0).count();
   backward_s_ = seconds_since(t1);
   return loss;
 }
 
-local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed)
-    : replica_(std::move(m), max_batch), opt_(opt, replica_.net().num_params()) {
+local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
+                             const compute& c)
+    : replica_(std::move(m), max_batch, c), opt_(opt, replica_.net().num_params()) {
   replica_.net().init_params(replica_.params(), seed);
+  replica_.commit_params();
 }
 
 double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
   const double loss = replica_.compute_gradients(x, y);
   opt_.step(replica_.params(), replica_.grads(), lr);
+  replica_.commit_params();
   return loss;
 }
 
@@ -57,7 +62,7 @@ lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n) {
 }
 
 expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data,
-                                   const train_callbacks& cb) {
+                                   const train_callbacks& cb, const compute& c) {
   auto spec = parse_model_spec(cfg.model);
   if (!spec) return spec.error();
   auto built = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
@@ -67,7 +72,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   if (n == 0) return failure{"the training set is empty"};
 
   const lr_schedule schedule = make_schedule(cfg, n);
-  local_stepper stepper(m, cfg.optimizer, batch, cfg.seed);
+  local_stepper stepper(m, cfg.optimizer, batch, cfg.seed, c);
   tensor xb(data.train.sample_shape().prepend(batch));
   tensor yb({batch}, dtype::i32);
 
@@ -96,7 +101,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     }
     const double epoch_seconds = seconds_since(t_epoch);
     train_seconds += epoch_seconds;
-    const eval_result ev = evaluate(m, stepper.params(), data.test);
+    const eval_result ev = evaluate(m, stepper.params(), data.test, 1000, c);
     epoch_report rep;
     rep.epoch = epoch;
     rep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);

@@ -67,15 +67,18 @@ struct train_callbacks {
 // local_stepper adds an optimizer. Holds no data.
 class replica {
  public:
-  replica(model m, std::int64_t max_batch);
+  replica(model m, std::int64_t max_batch, const compute& c = host_compute());
   // Forward, loss and backward on (x (B, ...), y (B) i32), B <= max_batch: grads() then
   // holds the gradient of the batch's mean loss. Returns that loss (not finite if the
   // parameters have diverged).
   double compute_gradients(const_tensor_view x, const_tensor_view y);
   const model& net() const { return stage_.net(); }
+  // Host-visible parameters and gradients (stage_replica's mirrors on a device).
   tensor& params() { return stage_.params(); }
   const tensor& params() const { return stage_.params(); }
+  void commit_params() { stage_.commit_params(); }
   const tensor& grads() const { return stage_.grads(); }
+  const compute& exec() const { return stage_.exec(); }
   // Wall time of the last compute_gradients, split at the loss.
   double last_forward_seconds() const { return forward_s_; }
   double last_backward_seconds() const { return backward_s_; }
@@ -88,12 +91,16 @@ class replica {
 // A replica plus optimizer state: the training step of train_local, also used by benchmarks.
 class local_stepper {
  public:
-  local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed);
+  // The optimizer runs on the host on the replica's host-visible parameters.
+  local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
+                const compute& c = host_compute());
   // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
   double step(const_tensor_view x, const_tensor_view y, float lr);
   const model& net() const { return replica_.net(); }
   const tensor& params() const { return replica_.params(); }
-  tensor take_params() { return std::move(replica_.params()); }
+  const compute& exec() const { return replica_.exec(); }
+  // The parameters as a host tensor that owns its memory.
+  tensor take_params() { return exec().on_backend() ? tensor(replica_.params()) : std::move(replica_.params()); }
 
  private:
   replica replica_;
@@ -105,7 +112,9 @@ lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n);
 
 // Trains from scratch. Fails (with a message that says what to change) if the model does
 // not fit the data or the loss stops being finite.
+// The math runs on `c` (the host unless a backend is given); results are the same to
+// within the backend's stated tolerances.
 expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data,
-                                   const train_callbacks& cb = {});
+                                   const train_callbacks& cb = {}, const compute& c = host_compute());
 
 }  // namespace troupe

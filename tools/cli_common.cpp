@@ -75,6 +75,23 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   app.add_option("--seed", o.train.seed, "Seed for initialisation and shuffling")->capture_default_str();
+  app.add_option("--device", o.device, "Where workers compute: cpu, cuda or cuda:N")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            auto d = parse_device(s);
+            return d ? std::string() : d.error().message;
+          },
+          "DEVICE"))
+      ->capture_default_str();
+}
+
+device chosen_device(const train_options& o) { return *parse_device(o.device); }
+
+std::optional<std::string> device_unusable(device d) {
+  if (d.kind == device_kind::cpu) return std::nullopt;
+  auto b = backend_context::open(d);
+  if (!b) return "--device " + to_string(d) + ": " + b.error().message;
+  return std::nullopt;
 }
 
 local_train_config resolve_train_options(const train_options& o) {

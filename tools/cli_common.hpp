@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
+#include "tensor/backend.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/expected.hpp"
 #include "tensor/trainer.hpp"
@@ -41,9 +43,15 @@ struct train_options {
   local_train_config train;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
+  std::string device = "cpu";  // --device: cpu, cuda, cuda:N
 };
 void add_train_options(CLI::App& app, train_options& opts);
 local_train_config resolve_train_options(const train_options& opts);
+// The device --device names (the validator has checked the text).
+device chosen_device(const train_options& opts);
+// Opens `d` once, so a command fails before it starts anything when the device cannot be
+// used; returns the backend's reason (no module, no driver, no device), or nothing.
+std::optional<std::string> device_unusable(device d);
 // "sgd lr 0.05 (cosine, warm-up 0.5 epochs), momentum 0.9, nesterov on, weight decay 0.0005"
 std::string describe(const local_train_config& c);
 

@@ -112,6 +112,9 @@ int run_launch(launch_cli& o) {
       flags.insert(flags.end(), {"--trace", file, "--trace-events", std::to_string(o.observe.trace_events)});
       traces.push_back(file);
     }
+    // The device is each worker node's own choice; the coordinator and shards ignore it.
+    if (node.rfind("worker-", 0) == 0 && o.job.train.device != "cpu")
+      flags.insert(flags.end(), {"--device", o.job.train.device});
     return flags;
   };
   req.job_dir = o.job_dir;

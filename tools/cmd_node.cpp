@@ -106,7 +106,8 @@ int run_node(node_cli& o) {
   if (plan->role != node_role::coordinator) {
     for (const CLI::Option* opt : o.app->get_options())
       if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&
-          opt->get_single_name() != "data" && opt->get_single_name() != "config")
+          opt->get_single_name() != "data" && opt->get_single_name() != "config" &&
+          opt->get_single_name() != "device")
         spdlog::warn("--{} is ignored on a {}: the job comes from the coordinator", opt->get_single_name(),
                      name_of(plan->role));
   }
@@ -127,9 +128,15 @@ int run_node(node_cli& o) {
       break;
     case node_role::worker: {
       set_blas_threads(1);
+      const device dev = chosen_device(o.job.train);
+      if (auto why = device_unusable(dev)) {
+        print_error(*why);
+        code = exit_failed;
+        break;
+      }
       const bool own_data = o.app->get_option("--data")->count() > 0;
       code = exit_ok;
-      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs)) {
+      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs, dev)) {
         print_error("worker: " + troupe::describe(err));
         code = exit_failed;
       }

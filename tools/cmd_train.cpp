@@ -29,6 +29,11 @@ int run_train(const train_cli& t) {
   }
   job_spec job = std::move(*spec);
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
+  const device dev = chosen_device(o.train);
+  if (auto why = device_unusable(dev)) {
+    print_error(*why);
+    return exit_failed;
+  }
   auto data = load_data(o.data, job.train.seed);
   if (!data) {
     print_error(data.error().message);
@@ -48,7 +53,7 @@ int run_train(const train_cli& t) {
   }
   job_callbacks cb;
   cb.on_epoch = print_epoch;
-  auto result = run_job_in_process(job, shared, cb, *obs);
+  auto result = run_job_in_process(job, shared, cb, *obs, dev);
   finish_observability(*obs, t.observe, "troupe train");
   if (!result) {
     print_error(troupe::describe(result.error()));

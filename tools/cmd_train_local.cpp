@@ -6,6 +6,8 @@
 #include <iostream>
 #include <memory>
 
+#include "tensor/backend.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
 #include "tools/progress.hpp"
@@ -24,6 +26,17 @@ struct train_local_options {
 int run_train_local(const train_local_options& o) {
   const local_train_config cfg = resolve_train_options(o.train);
   set_blas_threads(o.threads);
+  std::optional<backend_context> backend;
+  compute exec;
+  if (const device d = chosen_device(o.train); d.kind != device_kind::cpu) {
+    auto b = backend_context::open(d);
+    if (!b) {
+      print_error("--device " + to_string(d) + ": " + b.error().message);
+      return exit_failed;
+    }
+    backend.emplace(std::move(b).value());
+    exec = compute(*backend);
+  }
 
   auto data = load_data(o.data, cfg.seed);
   if (!data) {
@@ -44,7 +57,7 @@ int run_train_local(const train_local_options& o) {
   train_callbacks cb;
   cb.on_step = [&](const step_progress& p) { progress.on_step(p); };
   cb.on_epoch = [&](const epoch_report& r) { progress.on_epoch(r); };
-  auto result = train_local(cfg, *data, cb);
+  auto result = train_local(cfg, *data, cb, exec);
   if (!result) {
     print_error(result.error().message);
     return exit_failed;

@@ -103,6 +103,26 @@ BOOST_AUTO_TEST_CASE(a_worker_whose_data_does_not_match_the_job_refuses) {
   BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
 }
 
+// A stage that cannot open its device (here: no driver) stops the job with the backend's
+// reason instead of computing elsewhere; on a GPU machine the same job trains there.
+BOOST_AUTO_TEST_CASE(a_stage_without_its_device_stops_the_job_with_the_reason) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(1000, 100, 1));
+  job_spec job = job_for(sync_mode::sync, 2);
+  job.pipeline_stages = 2;
+  job.microbatches = 2;
+  job.train.epochs = 1;
+  auto r = run_job_in_process(job, data, {}, {}, device{device_kind::cuda, 0});
+  if (r) {
+    BOOST_TEST_MESSAGE("a CUDA device is usable here; the job trained on it");
+    BOOST_TEST(r->samples == 1000);
+    return;
+  }
+  const std::string why = describe(r.error());
+  BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), why);
+  BOOST_TEST(why.find("Use --device cpu") != std::string::npos, why);
+  BOOST_TEST(why.find("stage") != std::string::npos, why);
+}
+
 BOOST_AUTO_TEST_CASE(one_microbatch_through_any_stages_is_bitwise_train_local) {
   auto data = std::make_shared<const dataset_split>(make_synthetic(2000, 200, 3));
   job_spec job = job_for(sync_mode::sync, 1);

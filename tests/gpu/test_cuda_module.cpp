@@ -78,7 +78,7 @@ BOOST_AUTO_TEST_CASE(the_table_is_complete, *utf::precondition(module_built)) {
       reinterpret_cast<const void*>(b.all_finite), reinterpret_cast<const void*>(b.sgd_step),
       reinterpret_cast<const void*>(b.adam_step), reinterpret_cast<const void*>(b.collective_id),
       reinterpret_cast<const void*>(b.collective_open), reinterpret_cast<const void*>(b.collective_close),
-      reinterpret_cast<const void*>(b.all_reduce_sum)};
+      reinterpret_cast<const void*>(b.all_reduce_sum), reinterpret_cast<const void*>(b.copy)};
   int missing = 0;
   for (const void* e : entries) missing += e == nullptr;
   BOOST_TEST(missing == 0);

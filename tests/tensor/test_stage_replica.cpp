@@ -49,7 +49,7 @@ struct pipeline_outcome {
 // Runs one minibatch through the stages of m cut at `cuts`, each stage following its
 // action list; messages between stages are copies, as on the wire.
 pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cuts, int micro, pipeline_schedule sched,
-                              const tensor& params, const minibatch& mb) {
+                              const tensor& params, const minibatch& mb, const compute& c = host_compute()) {
   auto stages = m.cut(cuts);
   BOOST_REQUIRE(stages.has_value());
   const int k = static_cast<int>(stages->size());
@@ -62,9 +62,10 @@ pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cuts, int 
   for (int i = 0; i < k; ++i) {
     lists.push_back(stage_actions(sched, k, i, micro));
     reps.push_back(std::make_unique<stage_replica>((*stages)[i], i == 0, i == k - 1, (b + micro - 1) / micro,
-                                                   peak_stored(lists.back())));
+                                                   peak_stored(lists.back()), c));
     auto& p = reps.back()->params();
     copy(p, params.view().flat(offset, p.numel()));
+    reps.back()->commit_params();
     offset += p.numel();
     reps.back()->zero_grads();
   }
@@ -95,9 +96,7 @@ pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cuts, int 
           out.loss += reps[i]->loss(slot, mb.y.view().slice(first_row(j), first_row(j) + rows_of(j)), 1.0f / static_cast<float>(b)) *
                       static_cast<double>(rows_of(j)) / static_cast<double>(b);
         } else {
-          tensor msg = tensor::uninitialized(reps[i]->output(slot).sizes());
-          copy(msg, reps[i]->output(slot));
-          acts[{i + 1, j}] = std::move(msg);
+          acts[{i + 1, j}] = reps[i]->output_on_host(slot);
         }
       } else {
         tensor g;
@@ -125,7 +124,7 @@ pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cuts, int 
   out.grads = tensor({m.num_params()});
   offset = 0;
   for (int i = 0; i < k; ++i) {
-    copy(out.grads.view().flat(offset, reps[i]->grads().numel()), reps[i]->grads());
+    copy(out.grads.view().flat(offset, reps[i]->grads().numel()), reps[i]->fetch_grads());
     offset += reps[i]->grads().numel();
     out.peak.push_back(reps[i]->peak_stored());
     BOOST_TEST(reps[i]->stored() == 0);
@@ -217,4 +216,28 @@ BOOST_AUTO_TEST_CASE(slots_follow_the_schedule_and_are_bounded) {
   const tensor big = test::random_tensor({5, 1, 28, 28}, 1);
   stage_replica t(m, true, true, 4, 2);
   BOOST_CHECK_THROW(t.forward(big), contract_error);  // more rows than the buffers hold
+}
+
+// The backend path (tensor/compute.hpp) on the CPU backend, staged like a device: every
+// upload, download, mirror and table call a CUDA run makes, computing exactly what the
+// host computes (the CPU backend runs the same host ops in the same order).
+BOOST_AUTO_TEST_CASE(the_backend_path_computes_what_the_host_computes) {
+  auto cpu = backend_context::open(cpu_device);
+  BOOST_REQUIRE(cpu.has_value());
+  const compute staged(*cpu, true);
+  BOOST_REQUIRE(!staged.host_memory());
+  for (const char* spec : {"mlp", "cnn"}) {
+    const model m = build(spec);
+    const minibatch mb = random_batch(24, 9);
+    const reference ref = unsplit(m, mb);
+    for (auto [cuts, micro] : {std::pair{std::vector<int>{}, 1}, std::pair{std::vector<int>{2}, 3}})
+      BOOST_TEST_CONTEXT(spec << " with " << cuts.size() + 1 << " stages, M=" << micro) {
+        const auto host = run_pipeline(m, cuts, micro, pipeline_schedule::one_f_one_b, ref.params, mb);
+        const auto through = run_pipeline(m, cuts, micro, pipeline_schedule::one_f_one_b, ref.params, mb, staged);
+        BOOST_TEST(bitwise_equal(through.grads, host.grads));
+        BOOST_TEST(through.loss == host.loss);
+        BOOST_TEST(through.peak == host.peak);
+      }
+  }
+  BOOST_TEST(cpu->memory().allocations > 0u);  // the buffers came from the backend
 }

@@ -1,11 +1,12 @@
 // Tests for tensor/trainer.cpp: the MLP learns a 10k-sample subset of Fashion-MNIST to at
-// least 80% in one epoch, runs are bitwise reproducible for a seed, and a diverging run
-// stops with a message that says what to change.
+// least 80% in one epoch, runs are bitwise reproducible for a seed (and through a backend),
+// and a diverging run stops with a message that says what to change.
 #define BOOST_TEST_MODULE trainer
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
 
+#include "tensor/backend.hpp"
 #include "tensor/trainer.hpp"
 
 using namespace troupe;
@@ -45,6 +46,24 @@ BOOST_AUTO_TEST_CASE(runs_are_bitwise_reproducible) {
   cfg.seed = 2;
   auto c = train_local(cfg, data);
   BOOST_TEST(std::memcmp(a->params.bytes(), c->params.bytes(), a->params.nbytes()) != 0);
+}
+
+// Training through a backend (the CPU backend, staged like a device: parameters, batches
+// and gradients cross host/backend copies every step) gives the host's run bit for bit.
+BOOST_AUTO_TEST_CASE(training_through_a_backend_matches_the_host) {
+  auto data = make_synthetic(600, 200, 4);
+  local_train_config cfg;
+  cfg.epochs = 2;
+  cfg.batch_size = 50;
+  auto cpu = backend_context::open(cpu_device);
+  BOOST_REQUIRE(cpu.has_value());
+  const compute staged(*cpu, true);
+  auto host = train_local(cfg, data);
+  auto through = train_local(cfg, data, {}, staged);
+  BOOST_REQUIRE(host.has_value());
+  BOOST_REQUIRE_MESSAGE(through.has_value(), (through ? "" : through.error().message));
+  BOOST_TEST(through->test_accuracy == host->test_accuracy);
+  BOOST_TEST(std::memcmp(through->params.bytes(), host->params.bytes(), host->params.nbytes()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(divergence_is_reported) {

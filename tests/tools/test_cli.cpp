@@ -182,3 +182,33 @@ BOOST_AUTO_TEST_CASE(train_failure_exits_one_with_the_reason) {
   BOOST_TEST(r.err.find("diverged") != std::string::npos);
   BOOST_TEST(r.out.empty());
 }
+
+BOOST_AUTO_TEST_CASE(a_misspelled_device_is_a_usage_error) {
+  expect_usage_error({"train-local", "--device", "gpu"}, {"--device", "use cpu, cuda or cuda:N"});
+  expect_usage_error({"train", "--device", "cuda:x"}, {"--device"});
+}
+
+// Asking for CUDA where it cannot be used fails before anything starts, with the reason.
+// A build without the module (simulated by pointing at a missing one) says so; here, the
+// built module finds no driver. On a GPU machine the short run trains instead.
+BOOST_AUTO_TEST_CASE(cuda_without_a_usable_gpu_fails_with_the_reason) {
+  auto no_module = run_process(with({troupe_bin(), "train-local", "--device", "cuda"}, quick), 60s,
+                               {"TROUPE_CUDA_MODULE=/nonexistent/libtroupe_cuda.so"});
+  BOOST_TEST(no_module.exit_code == 1);
+  BOOST_TEST(no_module.err.find("this build has no CUDA backend") != std::string::npos, no_module.err);
+  BOOST_TEST(no_module.out.empty());
+
+  for (const auto& cmd : std::vector<std::vector<std::string>>{
+           {"train-local", "--device", "cuda"},
+           {"train", "--device", "cuda:0", "--mode", "sync"},
+           {"node", "--role", "worker", "--join", "127.0.0.1:9", "--device", "cuda", "--metrics", "off"}}) {
+    auto r = run_troupe(with(cmd, cmd[0] == "node" ? std::vector<std::string>{} : quick));
+    BOOST_TEST_CONTEXT(cmd[0] << ": " << r.err) {
+      if (r.exit_code == 0) continue;  // a usable GPU: it trained
+      BOOST_TEST(r.exit_code == 1);
+      BOOST_TEST(r.err.find("--device cuda") != std::string::npos);
+      BOOST_TEST(r.err.find("Use --device cpu") != std::string::npos);
+      BOOST_TEST(r.out.empty());
+    }
+  }
+}

@@ -1,12 +1,17 @@
 // bench_compute: Troupe's single-process training step throughput for one model, on
 // in-memory synthetic batches, with the optimizer compute_vs_pytorch gives the peers.
-// Prints one JSON line: {"model", "batch_size", "threads", "steps", "samples_per_second"}.
+// --device cuda runs the step on the GPU (the optimizer stays on the host; exit 3 with the
+// reason when the device cannot be opened).
+// Prints one JSON line: {"model", "batch_size", "threads", "device", "steps", "samples_per_second"}.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <iostream>
+#include <optional>
 
+#include "tensor/backend.hpp"
+#include "tensor/compute.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/sampler.hpp"
@@ -17,13 +22,31 @@ int main(int argc, char** argv) {
   std::string model_name = "mlp";
   std::int64_t batch = 128, steps = 300, warmup = 20;
   int threads = 1;
+  std::string device_text = "cpu";
   CLI::App app{"Time Troupe's training step (forward, backward, SGD) on synthetic data"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--batch-size", batch)->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--threads", threads)->check(CLI::Range(1, 256))->capture_default_str();
+  app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  auto dev = parse_device(device_text);
+  if (!dev) {
+    std::cerr << dev.error().message << "\n";
+    return 2;
+  }
+  std::optional<backend_context> backend;
+  compute exec;
+  if (dev->kind != device_kind::cpu) {
+    auto b = backend_context::open(*dev);
+    if (!b) {
+      std::cerr << "bench_compute: --device " << device_text << ": " << b.error().message << "\n";
+      return 3;
+    }
+    backend.emplace(std::move(b).value());
+    exec = compute(*backend);
+  }
 
   set_blas_threads(threads);
   const dataset_split data = make_synthetic(std::max<std::int64_t>(batch * 16, 2048), 1, 1);
@@ -38,7 +61,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The peers run SGD with Nesterov momentum 0.9 and weight decay 5e-4 at a fixed lr.
-  local_stepper stepper(*m, optimizer_config{optimizer_kind::sgd, 0.9f, true, 5e-4f}, batch, 1);
+  local_stepper stepper(*m, optimizer_config{optimizer_kind::sgd, 0.9f, true, 5e-4f}, batch, 1, exec);
   tensor x(data.train.sample_shape().prepend(batch)), y({batch}, dtype::i32);
   const auto order = epoch_indices(data.train.size(), 1, 0, 0, 1);
   const std::int64_t batches = data.train.size() / batch;
@@ -58,6 +81,7 @@ int main(int argc, char** argv) {
   out["model"] = m->name();
   out["batch_size"] = batch;
   out["threads"] = threads;
+  out["device"] = to_string(*dev);
   out["steps"] = steps;
   out["samples_per_second"] = static_cast<double>(steps * batch) / secs;
   out["final_loss"] = loss;

@@ -35,15 +35,19 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--warmup", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (exits 3 when CUDA is unavailable)")
     args = ap.parse_args()
+    if args.device != "cpu" and not torch.cuda.is_available():
+        raise SystemExit(3)
+    dev = torch.device(args.device)
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(1)
-    model = build(args.model)
+    model = build(args.model).to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
     nb = 16
-    xs = torch.randn(nb * args.batch_size, 1, 28, 28)
-    ys = torch.randint(0, 10, (nb * args.batch_size,))
+    xs = torch.randn(nb * args.batch_size, 1, 28, 28).to(dev)
+    ys = torch.randint(0, 10, (nb * args.batch_size,)).to(dev)
 
     def run(n):
         loss = None
@@ -54,13 +58,13 @@ def main():
             loss = F.cross_entropy(model(x), y)
             loss.backward()
             opt.step()
-        return loss.item()
+        return loss.item()  # waits for the device's queued work
 
     run(args.warmup)
     t0 = time.perf_counter()
     loss = run(args.steps)
     secs = time.perf_counter() - t0
-    print(json.dumps({"peer": "pytorch", "version": torch.__version__, "model": args.model,
+    print(json.dumps({"peer": "pytorch", "version": torch.__version__, "model": args.model, "device": args.device,
                       "batch_size": args.batch_size, "threads": torch.get_num_threads(), "steps": args.steps,
                       "samples_per_second": args.steps * args.batch_size / secs, "final_loss": loss}))
 

@@ -1,0 +1,69 @@
+// compute: where a model's math runs. Default-constructed it calls the host ops of
+// tensor/ directly; built on a backend_context it sends every op through that backend's
+// table, and its tensors live in that backend's memory (device memory for CUDA). Layers,
+// models and stage_replica do all their arithmetic and allocation through one, so the
+// same code trains on the host or on a GPU. Running it on the CPU backend takes the whole
+// backend path on the host, which is how the tests check it without a GPU.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tensor/backend.hpp"
+#include "tensor/conv.hpp"
+#include "tensor/gemm.hpp"
+#include "tensor/pool.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+class compute {
+ public:
+  compute() = default;  // the host, directly
+  // Through backend b. With `staged`, host-memory backends are treated like a device
+  // (inputs uploaded, results downloaded, host mirrors kept): the tests run the CUDA
+  // path's every copy on the CPU backend this way.
+  explicit compute(const backend_context& b, bool staged = false) : b_(&b), staged_(staged) {}
+
+  bool on_backend() const { return b_ != nullptr; }
+  // Whether callers may read and write this compute's tensors from the host directly.
+  bool host_memory() const { return !b_ || (b_->where().kind == device_kind::cpu && !staged_); }
+  std::string name() const;
+  const backend_context* backend() const { return b_; }
+
+  // A zero-filled tensor in this compute's memory.
+  tensor make(shape s, dtype t = dtype::f32) const;
+  // Between host memory and this compute's memory, and within it. Contiguous, same bytes.
+  void upload(tensor_view dst, const_tensor_view host_src) const;
+  void download(tensor_view host_dst, const_tensor_view src) const;
+  void copy(tensor_view dst, const_tensor_view src) const;
+  void fill_zero(tensor_view t) const;
+  void synchronize() const;
+
+  // The ops, with the host ops' contracts (tensor/gemm.hpp, ops.hpp, conv.hpp, pool.hpp,
+  // loss.hpp, optimizer.hpp). The convolution workspace is used on the host only.
+  void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha = 1.f,
+            float beta = 0.f) const;
+  void bias_add(tensor_view out, const_tensor_view bias) const;
+  void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) const;
+  void relu_forward(tensor_view out, const_tensor_view in) const;
+  void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) const;
+  void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
+                      const conv_geometry& g, tensor_view workspace) const;
+  void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias, const_tensor_view grad_out,
+                       const_tensor_view in, const_tensor_view weight, const conv_geometry& g,
+                       tensor_view workspace) const;
+  void maxpool2d_forward(tensor_view out, tensor_view argmax, const_tensor_view in, const pool_geometry& g) const;
+  void maxpool2d_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view argmax,
+                          const pool_geometry& g) const;
+  double softmax_xent_forward(tensor_view probs, const_tensor_view logits, const_tensor_view labels) const;
+  void softmax_xent_backward(tensor_view grad_logits, const_tensor_view probs, const_tensor_view labels,
+                             float scale) const;
+  std::int64_t count_correct(const_tensor_view logits, const_tensor_view labels) const;
+
+ private:
+  const backend_context* b_ = nullptr;
+  bool staged_ = false;
+};
+
+}  // namespace troupe
