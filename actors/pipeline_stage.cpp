@@ -83,6 +83,7 @@ struct member_state {
   // Observability: metric handles (if metrics are on), the trace track (if tracing).
   std::optional<monitoring::worker_metrics> m;
   std::optional<monitoring::stage_metrics> sm;
+  std::optional<monitoring::device_metrics> dm;  // on a backend
   std::uint32_t track = 0;
   wall::time_point step_begin;
   static inline const char* name = "troupe.pipeline_stage";
@@ -302,6 +303,10 @@ void push_all(stage_pointer self) {
 void end_step(stage_pointer self) {
   auto& st = self->state;
   st.in_step = false;
+  if (st.dm) {
+    const troupe_memory_stats mem = st.backend->memory();
+    st.dm->record(mem.bytes_in_use, mem.bytes_cached, mem.cache_hits, mem.device_mallocs);
+  }
   const auto window_end = wall::now();
   const bool reports_loss = last_stage(st);
   const double loss = reports_loss ? st.step_loss : 0.0;
@@ -525,6 +530,7 @@ bool setup(stage_pointer self, worker_welcome& w) {
     }
     st.backend = std::make_unique<backend_context>(std::move(b).value());
     st.exec = compute(*st.backend);
+    if (st.opts.obs.metrics) st.dm = st.opts.obs.metrics->device(st.rank, to_string(st.opts.compute_device));
   }
   st.rep = std::make_unique<stage_replica>(*st.net, first_stage(st), last_stage(st), max_rows, peak_stored(plan),
                                            st.exec);

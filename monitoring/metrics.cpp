@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <sstream>
@@ -97,6 +98,8 @@ struct registry::families {
   Family<Gauge>* stage_peak;
   Family<Counter>* stage_microbatches;
   Family<Gauge>* bubble_fraction;
+  Family<Gauge>* device_memory;
+  Family<Counter>* device_allocations;
   std::shared_ptr<process_collector> process;
 };
 
@@ -139,6 +142,9 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->stage_peak = gauge("troupe_stage_peak_stored_activations", "Most microbatch activations a stage has held");
   f_->stage_microbatches = counter("troupe_stage_microbatches_total", "Microbatches a stage has finished (forward and backward)");
   f_->bubble_fraction = gauge("troupe_pipeline_bubble_fraction", "Pipeline bubble fraction, measured and theoretical");
+  f_->device_memory = gauge("troupe_device_memory_bytes", "Device memory of a worker's caching allocator, by state");
+  f_->device_allocations =
+      counter("troupe_device_allocations_total", "Device buffer requests, by whether the cache or the device served them");
   f_->process = std::make_shared<process_collector>(job_);
 }
 
@@ -280,6 +286,31 @@ stage_metrics registry::stage(std::uint32_t replica, std::uint32_t stage) {
   m.peak_stored_activations = &f_->stage_peak->Add(l);
   m.microbatches = &f_->stage_microbatches->Add(l);
   return m;
+}
+
+device_metrics registry::device(std::uint32_t rank, const std::string& device) {
+  const std::map<std::string, std::string> l{{"role", "worker"}, {"rank", std::to_string(rank)}, {"device", device}};
+  auto with = [&](const char* key, const char* value) {
+    auto m = l;
+    m.emplace(key, value);
+    return m;
+  };
+  device_metrics m;
+  m.in_use_bytes = &f_->device_memory->Add(with("state", "in_use"));
+  m.cached_bytes = &f_->device_memory->Add(with("state", "cached"));
+  m.from_cache = &f_->device_allocations->Add(with("source", "cache"));
+  m.from_device = &f_->device_allocations->Add(with("source", "device"));
+  return m;
+}
+
+void device_metrics::record(std::uint64_t in_use, std::uint64_t cached, std::uint64_t cache_hits,
+                            std::uint64_t device_mallocs) {
+  in_use_bytes->Set(static_cast<double>(in_use));
+  cached_bytes->Set(static_cast<double>(cached));
+  if (cache_hits > hits_seen_) from_cache->Increment(static_cast<double>(cache_hits - hits_seen_));
+  if (device_mallocs > mallocs_seen_) from_device->Increment(static_cast<double>(device_mallocs - mallocs_seen_));
+  hits_seen_ = std::max(hits_seen_, cache_hits);
+  mallocs_seen_ = std::max(mallocs_seen_, device_mallocs);
 }
 
 std::string registry::scrape() const {

@@ -89,6 +89,20 @@ struct stage_metrics {
   prometheus::Counter* microbatches = nullptr;
 };
 
+// Handles a worker on a device updates (role="worker", rank=R, device="cuda:N"): its
+// backend's caching allocator.
+struct device_metrics {
+  prometheus::Gauge* in_use_bytes = nullptr;       // troupe_device_memory_bytes{state="in_use"}
+  prometheus::Gauge* cached_bytes = nullptr;       // {state="cached"}: free-list blocks kept for reuse
+  prometheus::Counter* from_cache = nullptr;       // troupe_device_allocations_total{source="cache"}
+  prometheus::Counter* from_device = nullptr;      // {source="device"}: reached cudaMalloc
+  // Sets the gauges and advances the counters to the allocator's cumulative figures.
+  void record(std::uint64_t in_use, std::uint64_t cached, std::uint64_t cache_hits, std::uint64_t device_mallocs);
+
+ private:
+  std::uint64_t hits_seen_ = 0, mallocs_seen_ = 0;
+};
+
 class registry {
  public:
   // job: the troupe_job label on every metric.
@@ -106,6 +120,7 @@ class registry {
   shard_metrics shard(std::uint32_t index);
   coordinator_metrics coordinator();
   stage_metrics stage(std::uint32_t replica, std::uint32_t stage);
+  device_metrics device(std::uint32_t rank, const std::string& device);
 
   // The text a scrape would return (for tests).
   std::string scrape() const;

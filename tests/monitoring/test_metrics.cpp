@@ -71,3 +71,20 @@ BOOST_AUTO_TEST_CASE(serves_over_http_and_reports_a_busy_port) {
   BOOST_TEST(busy.error().message.find(std::to_string(*port)) != std::string::npos);
   BOOST_TEST(busy.error().message.find("--metrics") != std::string::npos);
 }
+
+BOOST_AUTO_TEST_CASE(device_allocator_figures_become_gauges_and_counters) {
+  registry r("job-4");
+  auto d = r.device(1, "cuda:0");
+  d.record(4096, 1024, 3, 2);
+  d.record(8192, 0, 10, 2);  // cumulative figures: the counters advance by the difference
+  const std::string text = r.scrape();
+  const std::string labels = "device=\"cuda:0\",rank=\"1\",role=\"worker\"";
+  BOOST_TEST(text.find("troupe_device_memory_bytes{troupe_job=\"job-4\"," + labels + ",state=\"in_use\"} 8192") !=
+             std::string::npos, text);
+  BOOST_TEST(text.find("troupe_device_memory_bytes{troupe_job=\"job-4\"," + labels + ",state=\"cached\"} 0") !=
+             std::string::npos);
+  BOOST_TEST(text.find("troupe_device_allocations_total{troupe_job=\"job-4\"," + labels + ",source=\"cache\"} 10") !=
+             std::string::npos);
+  BOOST_TEST(text.find("troupe_device_allocations_total{troupe_job=\"job-4\"," + labels + ",source=\"device\"} 2") !=
+             std::string::npos);
+}
