@@ -11,10 +11,10 @@
 #include "actors/pipeline_layout.hpp"
 #include "actors/pipeline_schedule.hpp"
 #include "actors/stage_inbox.hpp"
-#include "tensor/random.hpp"
-#include "tensor/sampler.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/random.hpp"
+#include "tensor/sampler.hpp"
 #include "tensor/stage_replica.hpp"
 
 namespace troupe {

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 
-
 namespace troupe {
 
 eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size,

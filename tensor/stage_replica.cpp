@@ -21,14 +21,11 @@ stage_replica::stage_replica(model stage, bool first, bool last, std::int64_t ma
     s.acts = model_.make_activations(max_rows, c);
     if (last_) s.dlogits = c.make(model_.output_shape().prepend(max_rows));
   }
-  if (last_) {
-    probs_ = c.make(model_.output_shape().prepend(max_rows));
-    labels_ = c.make({max_rows}, dtype::i32);
-  } else {
-    grad_output_ = c.make(model_.output_shape().prepend(max_rows));
-  }
+  if (last_) probs_ = c.make(model_.output_shape().prepend(max_rows));
   if (!first_) grad_input_ = c.make(model_.input_shape().prepend(max_rows));
-  if (mirrored()) {
+  if (mirrored()) {  // staging for what arrives from the host
+    if (last_) labels_ = c.make({max_rows}, dtype::i32);
+    else grad_output_ = c.make(model_.output_shape().prepend(max_rows));
     host_params_ = tensor({model_.num_params()});
     host_grads_ = tensor({model_.num_params()});
     if (!first_) host_grad_input_ = tensor(model_.input_shape().prepend(max_rows));

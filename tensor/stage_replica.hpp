@@ -76,8 +76,8 @@ class stage_replica {
   std::int64_t max_rows_;
   tensor params_, grads_;            // in compute memory
   tensor host_params_, host_grads_;  // mirrors, when that memory is not the host's
-  tensor labels_;                    // last stage: (max_rows) i32, in compute memory
-  tensor grad_output_;               // not last: (max_rows, output_shape...), in compute memory
+  tensor labels_;                    // mirrored, last stage: (max_rows) i32, in compute memory
+  tensor grad_output_;               // mirrored, not last: (max_rows, output_shape...), in compute memory
   tensor host_grad_input_;           // mirror of grad_input_, when mirrored
   std::vector<slot> slots_;
   model_scratch scratch_;

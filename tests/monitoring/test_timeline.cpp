@@ -1,6 +1,7 @@
 // `troupe train --trace FILE` end to end: the file is Chrome trace-event JSON with a row
 // per actor; on every worker row the spans nest (pull, forward, backward and push inside
-// their step) and the steps cover the run; held pulls appear as balanced async spans.
+// their step) and the steps cover the run; held pulls appear as balanced async spans; a
+// pipeline gets a row per stage with a forward and a backward span per microbatch.
 #define BOOST_TEST_MODULE timeline
 #include <boost/test/unit_test.hpp>
 
@@ -9,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 
 #include "tests/support/process.hpp"
 
@@ -76,5 +78,36 @@ BOOST_AUTO_TEST_CASE(spans_nest_and_cover_the_run) {
   BOOST_TEST(rows.size() >= 4u);  // two workers, two shards
   for (const auto& [id, balance] : async_balance) BOOST_TEST(balance == 0);
   BOOST_TEST(!async_balance.empty());  // ssp with bound 0 holds pulls
+  fs::remove(path);
+}
+
+// A pipeline's trace: one row per stage ("replica R stage S"), and on each row one forward
+// and one backward span per microbatch per step, each naming its step and microbatch.
+BOOST_AUTO_TEST_CASE(a_pipeline_has_a_row_per_stage_and_a_span_per_microbatch) {
+  const auto path =
+      (fs::temp_directory_path() / ("troupe-timeline-pipe-" + std::to_string(::getpid()) + ".json")).string();
+  auto r = run_process({troupe_bin(), "train", "--dataset", "synthetic", "--train-samples", "1280", "--epochs", "1",
+                        "--workers", "1", "--servers", "1", "--mode", "sync", "--pipeline-stages", "2",
+                        "--microbatches", "4", "--metrics", "off", "--trace", path},
+                       120s);
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  std::map<int, std::string> rows;
+  std::map<std::string, std::map<std::string, std::set<std::pair<std::int64_t, std::int64_t>>>> seen;  // row, kind
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X" || (e["name"] != "forward" && e["name"] != "backward")) continue;
+    BOOST_REQUIRE(e.contains("args") && e["args"].contains("step") && e["args"].contains("microbatch"));
+    seen[rows[e["tid"]]][e["name"]].insert({e["args"]["step"].get<std::int64_t>(), e["args"]["microbatch"].get<std::int64_t>()});
+  }
+  const std::int64_t steps = 1280 / 128;
+  for (const char* row : {"replica 0 stage 0", "replica 0 stage 1"})
+    for (const char* kind : {"forward", "backward"}) BOOST_TEST_CONTEXT(row << " " << kind) {
+        const auto& s = seen[row][kind];
+        BOOST_TEST(s.size() == static_cast<std::size_t>(steps * 4));
+        BOOST_TEST((s.count({0, 3}) == 1 && s.count({steps - 1, 0}) == 1));
+      }
   fs::remove(path);
 }
