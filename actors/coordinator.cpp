@@ -20,6 +20,8 @@ struct worker_info {
   caf::actor handle;
   std::string host;                  // where pipeline neighbours reach it (cluster)
   std::uint16_t port = 0;
+  std::string locality;              // worker_join::locality
+  std::vector<std::uint32_t> group;  // --local-reduce: its local group (ascending), or empty
   bool live = true;
   bool done = false;
   std::int32_t epochs_reported = 0;  // epochs this worker has finished
@@ -440,6 +442,7 @@ worker_welcome welcome_for(coord_pointer self, std::uint32_t rank, std::int64_t 
   };
   if (stage > 0) wire(rank - 1, w.prev, w.prev_host, w.prev_port);
   if (stage + 1 < k) wire(rank + 1, w.next, w.next_host, w.next_port);
+  w.group = s.workers[rank].group;
   return w;
 }
 
@@ -461,6 +464,9 @@ caf::result<worker_welcome> rejoin(coord_pointer self, caf::actor handle) {
   if (st.job.pipeline_stages > 1)
     return make_error(errc::cluster_full, "the job is running and a pipeline stage cannot be replaced in a running "
                                           "job; its replica stopped when the stage was lost");
+  if (st.job.local_reduce)
+    return make_error(errc::cluster_full, "the job is running with --local-reduce, whose local groups cannot take "
+                                          "new members; a group stops as a whole when one of its workers is lost");
   auto promise = self->make_response_promise<worker_welcome>();
   self->monitor(handle);
   if (auto rank = free_rank(self)) {
@@ -500,12 +506,40 @@ void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_we
   event(self, "worker " + std::to_string(rank) + " rejoined at clock " + std::to_string(clock));
 }
 
+// Note [Local groups]
+// With --local-reduce (sync, one stage), workers that report the same locality form a
+// local group: after each backward they all-reduce their gradients among themselves
+// (NCCL between the GPUs of a node; threads on the CPU backend), and only the group's
+// leader (its lowest rank) pushes the sum and pulls the new parameters, which it then
+// shares with the group the same way (the others all-reduce zeros onto its copy). The
+// shards see one member per group: a sync round sums the leaders' sums, in rank order,
+// which is the same sum as every worker's gradient in rank order. The leader makes the
+// communicator's id; it reaches the others through this actor (group_atom). A group
+// whose member dies fails as a whole (its collectives time out) and is not replaced.
+void form_local_groups(coord_pointer self) {
+  auto& st = self->state;
+  if (!st.job.local_reduce) return;
+  std::map<std::string, std::vector<std::uint32_t>> by_locality;
+  for (std::uint32_t r = 0; r < st.workers.size(); ++r)
+    if (!st.workers[r].locality.empty()) by_locality[st.workers[r].locality].push_back(r);
+  for (const auto& [where, ranks] : by_locality) {
+    if (ranks.size() < 2) continue;
+    for (std::uint32_t r : ranks) st.workers[r].group = ranks;
+    event(self, "local group at " + where + ": workers " + std::to_string(ranks.front()) + " (leader) to " +
+                    std::to_string(ranks.back()) + ", " + std::to_string(ranks.size()) + " in all");
+  }
+}
+
+bool pushes_to_shards(const worker_info& w, std::uint32_t rank) { return w.group.empty() || w.group.front() == rank; }
+
 void maybe_start(coord_pointer self) {
   auto& st = self->state;
   if (st.starting || st.shards.size() < st.job.servers || st.pending_joins.size() < members(st.job)) return;
   st.starting = true;
+  form_local_groups(self);
   membership m;
   for (std::uint32_t r = 0; r < members(st.job); ++r) {
+    if (!pushes_to_shards(st.workers[r], r)) continue;
     m.workers.push_back(r);
     m.stages.push_back(r % st.job.pipeline_stages);
   }
@@ -658,12 +692,25 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         info.handle = handle;
         info.host = j.host;
         info.port = j.port;
+        info.locality = j.locality;
         s.workers.push_back(std::move(info));
         s.last_progress = clock_type::now();
         auto promise = self->make_response_promise<worker_welcome>();
         s.pending_joins.push_back(promise);
         maybe_start(self);
         return promise;
+      },
+      [=](group_atom, group_id& g) {
+        auto& s = self->state;
+        const auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+        if (g.leader >= s.workers.size() || s.workers[g.leader].group.empty() ||
+            s.workers[g.leader].group.front() != g.leader || s.workers[g.leader].handle.address() != sender) {
+          spdlog::warn("coordinator: ignored a local group id from {} claiming to lead worker {}'s group",
+                       caf::to_string(sender), g.leader);
+          return;
+        }
+        for (std::uint32_t r : s.workers[g.leader].group)
+          if (r != g.leader && s.workers[r].live) caf::anon_send(s.workers[r].handle, group_atom::value, g);
       },
       [=](progress_atom, const step_report& r) {
         auto& s = self->state;

@@ -27,6 +27,10 @@ std::optional<std::string> validate(const job_spec& job) {
     return "--servers 0 applies the optimizer inside the stages of a single pipeline; use --workers 1 (or "
            "--replicas 1), or give the replicas shard servers to share parameters through";
   if (job.microbatches < 1 || job.microbatches > 4096) return "--microbatches must be between 1 and 4096";
+  if (job.local_reduce && (job.mode != sync_mode::sync || job.pipeline_stages != 1 || job.servers == 0 ||
+                           job.simulate_compute_ms > 0))
+    return "--local-reduce sums gradients within each node before the shard servers see them; it needs --mode "
+           "sync, one pipeline stage, at least one shard server and real compute (no --simulate-compute)";
   if (job.microbatches > job.train.batch_size)
     return "--microbatches " + std::to_string(job.microbatches) + " splits a batch of " +
            std::to_string(job.train.batch_size) + " samples into empty parts; use at most --batch-size microbatches";

@@ -50,6 +50,10 @@ struct job_spec {
   double slow_factor = 1.0;
   std::int64_t request_timeout_ms = 300000;  // every request to another actor
   std::int64_t stall_timeout_ms = 120000;    // no worker progress for this long fails the job
+  // sync, one stage: the workers of one node sum their gradients among themselves (NCCL
+  // between GPUs, threads in one process on the CPU) and only each node's leader pushes
+  // the sum and pulls (Note [Local groups] in actors/coordinator.cpp).
+  bool local_reduce = false;
 };
 
 // The first problem with the spec, as a message naming the flag; nullopt when valid.

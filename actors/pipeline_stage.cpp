@@ -2,7 +2,9 @@
 #include "actors/pipeline_stage.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -13,6 +15,7 @@
 #include "actors/stage_inbox.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
+#include "tensor/group_comm.hpp"
 #include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
 #include "tensor/stage_replica.hpp"
@@ -24,6 +27,8 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 using wall = std::chrono::system_clock;
 using connect_retry_atom = caf::atom_constant<caf::atom("reconnect")>;
+// A member with nothing to pull, to itself: start the next step.
+using next_step_atom = caf::atom_constant<caf::atom("nextstep")>;
 // Stage i -> stage i + 1 across nodes, once connected: "I am your previous stage".
 using stage_hello_atom = caf::atom_constant<caf::atom("stagehello")>;
 
@@ -41,8 +46,14 @@ struct member_state {
   std::vector<std::int64_t> base_version;        // per shard, of the params in use
   caf::actor prev, next;                         // pipeline neighbours (invalid at the ends)
   std::optional<model> net;                      // this stage's layers
-  std::unique_ptr<backend_context> backend;      // opts.compute_device off the host
+  std::unique_ptr<backend_context> backend;      // off the host, or for a local group
   compute exec;                                  // the host, or backend
+  // --local-reduce (Note [Local groups] in coordinator.cpp): the group, ascending, [0]
+  // leads; its communicator; the id the leader made, once it has arrived.
+  std::vector<std::uint32_t> group;
+  std::unique_ptr<group_comm> comm;
+  std::optional<std::vector<std::uint8_t>> group_id_bytes;
+  bool awaiting_group = false;
   std::unique_ptr<stage_replica> rep;            // real compute (declared after exec: destroyed first)
   std::optional<optimizer_state> local_opt;      // --servers 0
   tensor synthetic_grad;                         // --simulate-compute
@@ -121,6 +132,21 @@ std::int64_t micros(wall::time_point t) {
 void fail(stage_pointer self, caf::error e) {
   spdlog::error("{}: {}", who(self->state), describe(e));
   self->quit(std::move(e));
+}
+
+bool grouped(const member_state& st) { return !st.group.empty(); }
+bool group_leader(const member_state& st) { return grouped(st) && st.group.front() == st.rank; }
+
+// A collective of the local group; a failure (a member died) stops this worker.
+template <class F>
+bool in_group(stage_pointer self, const char* what, F&& f) {
+  try {
+    f();
+    return true;
+  } catch (const backend_error& e) {
+    fail(self, make_error(errc::stage_lost, who(self->state) + ": the local group's " + what + " failed: " + e.what()));
+    return false;
+  }
 }
 
 void maybe_finish(stage_pointer self) {
@@ -316,6 +342,11 @@ void end_step(stage_pointer self) {
                                               "; lower --lr or lengthen --warmup-epochs"));
     return;
   }
+  if (grouped(st)) {
+    const auto r0 = wall::now();
+    if (!in_group(self, "gradient all-reduce", [&] { st.rep->all_reduce_grads(*st.comm); })) return;
+    trace_span(self, "all-reduce", r0, wall::now());
+  }
   if (st.local_opt) {
     const auto u0 = wall::now();
     if (!simulated(st)) {
@@ -381,7 +412,9 @@ void start_pulls(stage_pointer self) {
   st.step_begin = wall::now();
   st.pulls_pending = st.active.size();
   if (st.active.empty()) {
-    begin_step(self);
+    // Nothing to pull (--servers 0, or a local group's member): the step starts from the
+    // mailbox, so the loop never recurses and exits and deaths are seen every step.
+    self->send(self, next_step_atom::value);
     return;
   }
   for (std::uint32_t s : st.active) {
@@ -400,6 +433,9 @@ void start_pulls(stage_pointer self) {
               if (state.m) state.m->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
               if (--state.pulls_pending == 0) {
                 if (!simulated(state)) state.rep->commit_params();
+                if (grouped(state) &&
+                    !in_group(self, "parameter broadcast", [&] { state.rep->share_params(*state.comm, true); }))
+                  return;
                 trace_span(self, "pull", state.step_begin, wall::now());
                 if (state.m) state.m->pull_seconds->Observe(seconds_between(state.step_begin, wall::now()));
                 begin_step(self);
@@ -496,6 +532,8 @@ bool setup(stage_pointer self, worker_welcome& w) {
     st.slice_numel.push_back(n);
     if (n > 0) st.active.push_back(s);
   }
+  st.group = w.group;
+  if (grouped(st) && !group_leader(st)) st.active.clear();  // its leader talks to the shards
   st.base_version.assign(st.shards.size(), 0);
   if (st.job.servers == 0) st.local_opt.emplace(st.job.train.optimizer, st.net->num_params());
   if (simulated(st)) {
@@ -522,15 +560,25 @@ bool setup(stage_pointer self, worker_welcome& w) {
   const std::int64_t max_rows = (st.job.train.batch_size + st.job.microbatches - 1) / st.job.microbatches;
   const auto plan = stage_actions(st.job.schedule, static_cast<int>(st.stages), static_cast<int>(st.stage),
                                   microbatches_for(st.job, st.job.train.batch_size));
-  if (st.opts.compute_device.kind != device_kind::cpu && !simulated(st)) {
-    auto b = backend_context::open(st.opts.compute_device);
+  if (st.opts.compute.where.kind != device_kind::cpu && !simulated(st)) {
+    if (st.opts.compute.spread_over_devices) {
+      int count = 0;
+      auto table = backend_table(st.opts.compute.where.kind);
+      if (table && (*table)->device_count(&count) == 0 && count > 0)
+        st.opts.compute.where.index = static_cast<int>(st.rank % static_cast<std::uint32_t>(count));
+    }
+    auto b = backend_context::open(st.opts.compute.where);
     if (!b) {
       fail(self, make_error(errc::bad_job, who(st) + ": " + b.error().message));
       return false;
     }
     st.backend = std::make_unique<backend_context>(std::move(b).value());
     st.exec = compute(*st.backend);
-    if (st.opts.obs.metrics) st.dm = st.opts.obs.metrics->device(st.rank, to_string(st.opts.compute_device));
+    if (st.opts.compute.tf32) st.backend->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
+    if (st.opts.obs.metrics) st.dm = st.opts.obs.metrics->device(st.rank, to_string(st.opts.compute.where));
+  } else if (grouped(st)) {  // the CPU backend, for its collectives; the math is the host's
+    st.backend = std::make_unique<backend_context>(backend_context::open(cpu_device).value());
+    st.exec = compute(*st.backend);
   }
   st.rep = std::make_unique<stage_replica>(*st.net, first_stage(st), last_stage(st), max_rows, peak_stored(plan),
                                            st.exec);
@@ -546,8 +594,14 @@ bool setup(stage_pointer self, worker_welcome& w) {
 }
 
 // Starts (or, for a worker that replaces a dead one, resumes) the loop at st.clock.
+void open_group(stage_pointer self);
+
 void start_training(stage_pointer self) {
   auto& st = self->state;
+  if (grouped(st) && !st.comm) {
+    open_group(self);  // comes back here once the group's communicator is open
+    return;
+  }
   spdlog::info("{} ({} of {} members): training {} samples per epoch against {} shards{}", who(st), st.rank,
                st.world * st.stages, samples_per_worker(st.job), st.active.size(),
                st.clock > 0 ? ", resuming at clock " + std::to_string(st.clock) : std::string());
@@ -565,6 +619,39 @@ void start_training(stage_pointer self) {
       return;
     }
   start_pulls(self);
+}
+
+// Opens this member's communicator: the leader makes the id and sends it through the
+// coordinator; the others wait for it (at most --request-timeout). Opening blocks this
+// (detached) actor until every member has opened, or fails at the timeout.
+void open_group(stage_pointer self) {
+  auto& st = self->state;
+  if (group_leader(st) && !st.group_id_bytes) {
+    try {
+      st.group_id_bytes = group_comm::new_id(*st.backend);
+    } catch (const backend_error& e) {
+      fail(self, make_error(errc::stage_lost, who(st) + ": cannot make its local group's id: " + e.what()));
+      return;
+    }
+    self->send(st.coordinator, group_atom::value, group_id{st.rank, *st.group_id_bytes});
+  }
+  if (!st.group_id_bytes) {
+    if (!st.awaiting_group) {
+      st.awaiting_group = true;
+      self->delayed_send(self, st.timeout, group_atom::value, group_id{st.rank, {}});
+    }
+    return;
+  }
+  st.awaiting_group = false;
+  const auto index = std::find(st.group.begin(), st.group.end(), st.rank) - st.group.begin();
+  try {
+    st.comm = std::make_unique<group_comm>(*st.backend, *st.group_id_bytes, static_cast<int>(st.group.size()),
+                                           static_cast<int>(index), st.timeout);
+  } catch (const backend_error& e) {
+    fail(self, make_error(errc::stage_lost, who(st) + ": its local group did not form: " + e.what()));
+    return;
+  }
+  start_training(self);
 }
 
 // Connects to the actor published at host:port, retrying (with a growing pause) until
@@ -674,6 +761,15 @@ void connect_peers(stage_pointer self, worker_welcome& w) {
   if (*pending == 0) one_done();
 }
 
+// Where this member could share a local group: GPUs of one machine (NCCL), or threads of
+// one process (the CPU backend).
+std::string locality(device d) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return d.kind == device_kind::cuda ? "cuda@" + std::string(host)
+                                     : "cpu@" + std::string(host) + ":" + std::to_string(::getpid());
+}
+
 caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, stage_options opts) {
   self->state.coordinator = coordinator;
   self->state.opts = std::move(opts);
@@ -698,7 +794,7 @@ caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, sta
       [=](join_atom, std::string host, std::uint16_t port) {
         auto& st = self->state;
         self->request(st.coordinator, st.opts.join_timeout, join_atom::value,
-                      worker_join{st.opts.job_id, std::move(host), port})
+                      worker_join{st.opts.job_id, std::move(host), port, locality(st.opts.compute.where)})
             .then(
                 [=](worker_welcome& w) {
                   if (setup(self, w)) connect_peers(self, w);
@@ -721,6 +817,25 @@ caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, sta
           return;
         }
         take_hello(self, sender, replica, stage);
+      },
+      [=](next_step_atom) {
+        auto& st = self->state;
+        if (grouped(st) && !in_group(self, "parameter broadcast", [&] { st.rep->share_params(*st.comm, false); }))
+          return;
+        begin_step(self);
+      },
+      [=](group_atom, group_id& g) {
+        auto& st = self->state;
+        if (caf::actor_cast<caf::actor>(self->current_sender()) == self) {  // the deadline set in open_group
+          if (st.awaiting_group)
+            fail(self, make_error(errc::stage_lost, who(st) + " never received its local group's id from worker " +
+                                                     std::to_string(st.group.empty() ? 0 : st.group.front()) +
+                                                     " within --request-timeout"));
+          return;
+        }
+        if (st.group_id_bytes || g.id.empty()) return;
+        st.group_id_bytes = std::move(g.id);
+        if (st.awaiting_group) open_group(self);
       },
       [=](connect_retry_atom, const std::string& peer) {
         auto it = self->state.retries.find(peer);

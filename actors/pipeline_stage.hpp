@@ -34,6 +34,18 @@
 
 namespace troupe {
 
+// Where and how a member computes.
+struct compute_options {
+  // Each member opens its own context on this device (a context is one stream and is not
+  // shared between threads); a device that cannot be opened fails the member with the
+  // backend's reason.
+  device where = cpu_device;
+  // `--device cuda` without an index in one process: member r takes cuda:(r mod the
+  // number of devices), so the workers of a job spread over the machine's GPUs.
+  bool spread_over_devices = false;
+  bool tf32 = false;  // TF32 tensor-core math on CUDA
+};
+
 struct stage_options {
   std::string job_id;
   // Produces the job's dataset once the job is known (in one process: the shared copy;
@@ -46,10 +58,7 @@ struct stage_options {
   // middleman). Without it the handles in the welcome are used as they are.
   std::optional<caf::io::middleman_actor> connector;
   observability obs;
-  // Where the stage computes. Each stage opens its own context on this device (a context
-  // is one stream and is not shared between threads); a device that cannot be opened
-  // fails the stage with the backend's reason.
-  device compute_device = cpu_device;
+  compute_options compute;
 };
 
 // Spawns a member; it joins once join_as_member tells it where neighbours reach it.

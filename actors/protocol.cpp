@@ -84,6 +84,7 @@ void add_protocol_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<shard_welcome>("troupe.shard_welcome");
   cfg.add_message_type<worker_join>("troupe.worker_join");
   cfg.add_message_type<worker_welcome>("troupe.worker_welcome");
+  cfg.add_message_type<group_id>("troupe.group_id");
   cfg.add_message_type<activation>("troupe.activation");
   cfg.add_message_type<activation_grad>("troupe.activation_grad");
   cfg.add_message_type<member_joined>("troupe.member_joined");

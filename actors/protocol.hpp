@@ -42,6 +42,7 @@ using eval_atom = caf::atom_constant<caf::atom("eval")>;
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using activation_atom = caf::atom_constant<caf::atom("activation")>;
 using act_grad_atom = caf::atom_constant<caf::atom("actgrad")>;
+using group_atom = caf::atom_constant<caf::atom("group")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -117,6 +118,16 @@ struct worker_join {
   std::string job_id;
   std::string host;
   std::uint16_t port = 0;
+  // Who can form a local group with whom: equal non-empty strings can ("cuda@host" for
+  // GPUs of one machine, "cpu@host:pid" for threads of one process).
+  std::string locality;
+};
+
+// A local group's leader -> the coordinator -> the group's other members: the id of the
+// group's communicator (an NCCL unique id, or the CPU backend's).
+struct group_id {
+  std::uint32_t leader = 0;
+  std::vector<std::uint8_t> id;
 };
 
 // Pipeline stage -> the next stage: the output of `stage` for one microbatch of the
@@ -239,6 +250,9 @@ struct worker_welcome {
   caf::actor prev, next;
   std::string prev_host, next_host;
   std::uint16_t prev_port = 0, next_port = 0;
+  // --local-reduce: the members of this worker's local group, ascending (the first leads);
+  // empty when it pushes and pulls on its own.
+  std::vector<std::uint32_t> group;
 };
 
 using coordinator_actor = caf::typed_actor<
@@ -247,6 +261,7 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<progress_atom, step_report>,
     caf::reacts_to<epoch_atom, worker_epoch>,
     caf::reacts_to<done_atom, worker_done>,
+    caf::reacts_to<group_atom, group_id>,
     caf::replies_to<run_atom>::with<job_result>,
     caf::reacts_to<caf::tick_atom>>;
 
@@ -287,7 +302,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms);
+           x.stall_timeout_ms, x.local_reduce);
 }
 
 template <class Inspector>
@@ -316,11 +331,12 @@ TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.reject
 TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port)
 TROUPE_INSPECT(member_joined, x.rank, x.clock)
 TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
-TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port)
+TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality)
+TROUPE_INSPECT(group_id, x.leader, x.id)
 TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards, x.shard_hosts, x.shard_ports,
-               x.resume_clock, x.prev, x.next, x.prev_host, x.next_host, x.prev_port, x.next_port)
+               x.resume_clock, x.prev, x.next, x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)

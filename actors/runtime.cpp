@@ -55,7 +55,7 @@ void configure_in_process(caf::actor_system_config& cfg) {
 
 job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
                       std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs,
-                      device compute_device) {
+                      compute_options compute) {
   job_handles h;
   h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb), obs);
   const std::chrono::milliseconds join_timeout(job.request_timeout_ms);
@@ -68,7 +68,7 @@ job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& 
   opts.join_timeout = join_timeout;
   opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
   opts.obs = obs;
-  opts.compute_device = compute_device;
+  opts.compute = compute;
   for (std::uint32_t w = 0; w < members(job); ++w) {
     h.workers.push_back(spawn_pipeline_stage(sys, h.coordinator, opts));
     join_as_member(h.workers.back(), {}, 0);
@@ -85,13 +85,13 @@ caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_ac
 }
 
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
-                                             job_callbacks cb, observability obs, device compute_device) {
+                                             job_callbacks cb, observability obs, compute_options compute) {
   auto m = prepare_job(job, *data);
   if (!m) return make_error(errc::bad_job, m.error().message);
   caf::actor_system_config cfg;
   configure_in_process(cfg);
   caf::actor_system sys{cfg};
-  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb), std::move(obs), compute_device);
+  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb), std::move(obs), compute);
   return await_job(sys, h.coordinator);
 }
 

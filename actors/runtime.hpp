@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "actors/coordinator.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/expected.hpp"
@@ -30,7 +31,7 @@ struct job_handles {
 // Spawns one prepared job in `sys`; the protocol types must be registered in its config.
 job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
                       std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs = {},
-                      device compute_device = cpu_device);
+                      compute_options compute = {});
 
 // Waits for the job's result. Note [Waiting for a job]: the wait itself has no deadline
 // because a job may legitimately train for days; the coordinator's stall watchdog turns
@@ -40,6 +41,6 @@ caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_ac
 // prepare_job + a fresh actor system + spawn_job + await_job.
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
                                              job_callbacks cb = {}, observability obs = {},
-                                             device compute_device = cpu_device);
+                                             compute_options compute = {});
 
 }  // namespace troupe

@@ -30,6 +30,8 @@ class unique_handle {
   ~unique_handle() { reset(); }
 
   H get() const { return h_; }
+  // Gives up ownership without releasing (for a handle already torn down another way).
+  H release() { return std::exchange(h_, H{}); }
   explicit operator bool() const { return h_ != H{}; }
   void reset() {
     if (h_ != H{}) Release(std::exchange(h_, H{}));

@@ -96,7 +96,7 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
 }
 
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                           device compute_device) {
+                           compute_options compute) {
   raise_fd_limit();
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
@@ -108,7 +108,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.join_timeout = ms(plan.connect_timeout_s);
   opts.connector = connector_of(sys, plan.tls.any());
   opts.obs = obs;
-  opts.compute_device = compute_device;
+  opts.compute = compute;
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
     if (!d) return d.error();

@@ -9,6 +9,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/observability.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "net/node_options.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
@@ -25,6 +26,6 @@ caf::error run_server_node(const node_plan& plan, const observability& obs);
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                           device compute_device = cpu_device);
+                           compute_options compute = {});
 
 }  // namespace troupe

@@ -122,12 +122,16 @@ typedef struct troupe_backend_v1 {
   int (*adam_step)(void* ctx, float* param, const float* grad, float* m, float* v, int64_t n,
                    const troupe_adam_args* a);
 
-  /* Collectives (NCCL in the CUDA module; NULL in the CPU backend). The unique id is
-   * opaque bytes that travel between processes; comm is an opaque communicator. The
-   * all-reduce sums in place on the context's communication stream, ordered after the
-   * compute stream's work by an event; synchronize waits for both. */
+  /* Collectives among the members of one local group: NCCL across the GPUs of a node in
+   * the CUDA module, threads of one process in the CPU backend. The id is opaque bytes
+   * that one member makes and the others receive (through the coordinator); comm is an
+   * opaque communicator. Opening waits for every member, the all-reduce sums in place
+   * (CUDA: on the communication stream, after the compute stream's work) and returns once
+   * the sum is in every buffer; both fail, instead of waiting on, after timeout_ms (a
+   * member that died), and the communicator is then unusable. */
   int (*collective_id)(unsigned char* id, size_t capacity, size_t* size);
-  int (*collective_open)(void* ctx, const unsigned char* id, size_t size, int ranks, int rank, void** comm);
+  int (*collective_open)(void* ctx, const unsigned char* id, size_t size, int ranks, int rank, int64_t timeout_ms,
+                         void** comm);
   void (*collective_close)(void* comm);
   int (*all_reduce_sum)(void* ctx, void* comm, float* const* buffers, const int64_t* counts, int buffer_count);
 

@@ -1,17 +1,22 @@
 // The CPU backend's function table (tensor/backend_abi.h): each entry wraps the host op in
 // tensor/ that computes it, so the table is the CPU reference through the same interface
-// the CUDA module implements. A context owns the convolution workspace.
+// the CUDA module implements; its collectives are host_collective (threads of one
+// process). A context owns the convolution workspace.
 #include "tensor/cpu_backend.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
+#include "tensor/host_collective.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/optimizer.hpp"
@@ -208,10 +213,33 @@ const troupe_backend_v1 table = {
                   fn::adam{a->lr, a->beta1, a->beta2, a->eps, a->weight_decay, a->bias1, a->bias2_sqrt});
       });
     },
-    nullptr,
-    nullptr,
-    nullptr,
-    nullptr,
+    // collective_id
+    [](unsigned char* id, size_t capacity, size_t* size) {
+      return guarded([&] {
+        const auto fresh = host_collective::new_id();
+        if (capacity < fresh.size()) throw std::length_error("collective id buffer too small");
+        std::copy(fresh.begin(), fresh.end(), id);
+        *size = fresh.size();
+      });
+    },
+    // collective_open
+    [](void*, const unsigned char* id, size_t size, int ranks, int rank, int64_t timeout_ms, void** comm) {
+      return guarded([&] {
+        auto c = host_collective::open(std::vector<unsigned char>(id, id + size), ranks, rank,
+                                       std::chrono::milliseconds(timeout_ms));
+        if (!c) throw std::runtime_error(c.error().message);
+        *comm = c->release();
+      });
+    },
+    // collective_close
+    [](void* comm) { delete static_cast<host_collective*>(comm); },
+    // all_reduce_sum
+    [](void*, void* comm, float* const* buffers, const int64_t* counts, int buffer_count) {
+      return guarded([&] {
+        const std::string why = static_cast<host_collective*>(comm)->all_reduce(buffers, counts, buffer_count);
+        if (!why.empty()) throw std::runtime_error(why);
+      });
+    },
     [](void*, void* dst, const void* src, size_t bytes) {
       std::memcpy(dst, src, bytes);
       return 0;

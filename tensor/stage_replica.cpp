@@ -43,6 +43,14 @@ const tensor& stage_replica::fetch_grads() {
   return grads();
 }
 
+void stage_replica::all_reduce_grads(group_comm& g) { g.all_reduce_sum({grads_.view()}); }
+
+void stage_replica::share_params(group_comm& g, bool leader) {
+  if (!leader) c_->fill_zero(params_);
+  g.all_reduce_sum({params_.view()});
+  if (mirrored()) c_->download(host_params_, params_);
+}
+
 tensor stage_replica::output_on_host(int id) const {
   const_tensor_view out = output(id);
   tensor host = tensor::uninitialized(out.sizes());

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tensor/group_comm.hpp"
 #include "tensor/model.hpp"
 
 namespace troupe {
@@ -39,6 +40,10 @@ class stage_replica {
   const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
   const tensor& fetch_grads();
   void zero_grads();
+  // Local groups: sums the gradients across the group, in place; and gives every member
+  // the leader's committed parameters (the others contribute zeros). Throw backend_error.
+  void all_reduce_grads(group_comm& g);
+  void share_params(group_comm& g, bool leader);
 
   // Microbatches between forward and backward now, and the most there ever were.
   int stored() const { return stored_; }

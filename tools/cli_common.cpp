@@ -83,6 +83,7 @@ void add_train_options(CLI::App& app, train_options& o) {
           },
           "DEVICE"))
       ->capture_default_str();
+  app.add_flag("--tf32", o.tf32, "On CUDA: TF32 tensor-core math for GEMMs and convolutions (faster, ~1e-3 relative)");
 }
 
 device chosen_device(const train_options& o) { return *parse_device(o.device); }

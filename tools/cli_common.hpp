@@ -44,6 +44,7 @@ struct train_options {
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
+  bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA
 };
 void add_train_options(CLI::App& app, train_options& opts);
 local_train_config resolve_train_options(const train_options& opts);

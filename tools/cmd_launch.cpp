@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -96,6 +97,7 @@ int run_launch(launch_cli& o) {
   std::vector<scrape_target> targets;
   std::vector<std::string> traces;
   std::uint16_t next_remote_metrics = 9400;
+  std::map<std::string, int> workers_on_host;
   req.per_node_flags = [&](const std::string& node, const std::string& host) {
     std::vector<std::string> flags;
     if (o.observe.metrics == "off") {
@@ -113,8 +115,14 @@ int run_launch(launch_cli& o) {
       traces.push_back(file);
     }
     // The device is each worker node's own choice; the coordinator and shards ignore it.
-    if (node.rfind("worker-", 0) == 0 && o.job.train.device != "cpu")
-      flags.insert(flags.end(), {"--device", o.job.train.device});
+    // `--device cuda` spreads a host's workers over its GPUs: the k-th worker on a host
+    // gets cuda:k (one that asks for a GPU the host lacks fails with that message).
+    if (node.rfind("worker-", 0) == 0 && o.job.train.device != "cpu") {
+      const std::string d = o.job.train.device == "cuda" ? "cuda:" + std::to_string(workers_on_host[host]++)
+                                                          : o.job.train.device;
+      flags.insert(flags.end(), {"--device", d});
+      if (o.job.train.tf32) flags.push_back("--tf32");
+    }
     return flags;
   };
   req.job_dir = o.job_dir;

@@ -136,7 +136,8 @@ int run_node(node_cli& o) {
       }
       const bool own_data = o.app->get_option("--data")->count() > 0;
       code = exit_ok;
-      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs, dev)) {
+      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs,
+                                     compute_options{dev, false, o.job.train.tf32})) {
         print_error("worker: " + troupe::describe(err));
         code = exit_failed;
       }

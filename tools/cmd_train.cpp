@@ -53,7 +53,8 @@ int run_train(const train_cli& t) {
   }
   job_callbacks cb;
   cb.on_epoch = print_epoch;
-  auto result = run_job_in_process(job, shared, cb, *obs, dev);
+  auto result =
+      run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32});
   finish_observability(*obs, t.observe, "troupe train");
   if (!result) {
     print_error(troupe::describe(result.error()));

@@ -35,6 +35,7 @@ int run_train_local(const train_local_options& o) {
       return exit_failed;
     }
     backend.emplace(std::move(b).value());
+    if (o.train.tf32) backend->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
     exec = compute(*backend);
   }
 

@@ -95,6 +95,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::IsMember({"sync", "async", "ssp"}))
       ->capture_default_str()
       ->group(group_job);
+  app.add_flag("--local-reduce", o.job.local_reduce,
+               "sync: workers of one node sum their gradients among themselves (NCCL between GPUs, threads in one "
+               "process) and one leader per node pushes the sum and pulls")
+      ->group(group_job);
   app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()

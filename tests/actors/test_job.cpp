@@ -39,6 +39,16 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
                j.slow_worker = 4;
              }).find("replica * stages + stage") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.staleness = -1; }).find("--staleness") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.local_reduce = true; }).find("--local-reduce") != std::string::npos);  // async
+  BOOST_TEST(problem([](job_spec& j) {
+               j.local_reduce = true;
+               j.mode = sync_mode::sync;
+               j.pipeline_stages = 2;
+             }).find("one pipeline stage") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.local_reduce = true;
+               j.mode = sync_mode::sync;
+             }).empty());
   BOOST_TEST(problem([](job_spec& j) { j.slow_worker = 5; }).find("--slow-worker") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.train.lr = 0; }).find("--lr") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.train_size = 1; j.workers = 4; }).find("fewer than the 4 workers") !=

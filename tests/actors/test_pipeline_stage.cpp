@@ -11,6 +11,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
+#include <sstream>
 
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
@@ -111,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_stage_without_its_device_stops_the_job_with_the_reason) {
   job.pipeline_stages = 2;
   job.microbatches = 2;
   job.train.epochs = 1;
-  auto r = run_job_in_process(job, data, {}, {}, device{device_kind::cuda, 0});
+  auto r = run_job_in_process(job, data, {}, {}, compute_options{device{device_kind::cuda, 0}});
   if (r) {
     BOOST_TEST_MESSAGE("a CUDA device is usable here; the job trained on it");
     BOOST_TEST(r->samples == 1000);
@@ -240,4 +242,85 @@ BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
   auto r = await_job(sys, h.coordinator);
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
+}
+
+namespace {
+
+// The sum of a counter family's series whose labels include `match`, from a scrape.
+double scraped_sum(const std::string& text, const std::string& family, const std::string& match) {
+  double sum = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(family + "{", 0) == 0 && line.find(match) != std::string::npos)
+      sum += std::stod(line.substr(line.rfind(' ') + 1));
+  return sum;
+}
+
+}  // namespace
+
+// --local-reduce in one process: the four workers form one group on the CPU backend, sum
+// their gradients among themselves and only the leader talks to the shards; the rank-order
+// sum makes the result bitwise the plain sync job's, with a quarter of the pushes.
+BOOST_AUTO_TEST_CASE(local_reduce_gives_the_same_parameters_with_one_pusher) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(2000, 200, 3));
+  job_spec job = job_for(sync_mode::sync, 4);
+  job.train.batch_size = 50;
+  job.train.epochs = 2;
+  std::map<bool, job_result> results;
+  std::map<bool, double> pushed_bytes;
+  for (bool local : {false, true}) {
+    job_spec j = job;
+    j.local_reduce = local;
+    observability obs;
+    obs.metrics = std::make_shared<monitoring::registry>("job-local-" + std::to_string(local));
+    std::vector<std::string> events;
+    job_callbacks cb;
+    cb.on_event = [&](const std::string& e) { events.push_back(e); };
+    auto r = run_job_in_process(j, data, cb, obs);
+    BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+    results[local] = std::move(*r);
+    pushed_bytes[local] = scraped_sum(obs.metrics->scrape(), "troupe_bytes_received_total", "role=\"server\"");
+    bool grouped = false;
+    for (const auto& e : events) grouped = grouped || e.find("local group at cpu@") != std::string::npos;
+    BOOST_TEST(grouped == local);
+  }
+  BOOST_TEST(same_bits(results[true].params, results[false].params));
+  BOOST_TEST(results[true].test_accuracy == results[false].test_accuracy);
+  BOOST_TEST(results[true].samples == results[false].samples);
+  BOOST_TEST(pushed_bytes[false] > 0);
+  BOOST_TEST(pushed_bytes[true] == pushed_bytes[false] / 4);
+}
+
+// A worker of a local group that dies takes its group down within --request-timeout (the
+// collectives fail instead of waiting for it); here the group is every worker, so the job
+// fails, each survivor naming the local group, instead of hanging.
+BOOST_AUTO_TEST_CASE(a_lost_group_member_stops_its_group_in_time) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(4000, 100, 1));
+  job_spec job = job_for(sync_mode::sync, 3);
+  job.local_reduce = true;
+  job.train.epochs = 40;  // long enough that the kill lands mid-run
+  job.request_timeout_ms = 3000;
+  auto m = prepare_job(job, *data);
+  BOOST_REQUIRE(m.has_value());
+  caf::actor_system_config cfg;
+  configure_in_process(cfg);
+  caf::actor_system sys{cfg};
+  job_handles h;
+  std::atomic<int> epochs_seen{0};
+  std::vector<std::string> events;
+  job_callbacks cb;
+  cb.on_epoch = [&](const epoch_summary&) {
+    if (epochs_seen++ == 0) caf::anon_send_exit(h.workers[2], caf::exit_reason::kill);
+  };
+  cb.on_event = [&](const std::string& e) { events.push_back(e); };
+  const auto t0 = std::chrono::steady_clock::now();
+  h = spawn_job(sys, job, *m, data, cb);
+  auto r = await_job(sys, h.coordinator);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  BOOST_REQUIRE(!r);
+  BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
+  int stopped_by_group = 0;  // the two survivors, each with the reason
+  for (const auto& e : events) stopped_by_group += e.find("the local group's") != std::string::npos;
+  BOOST_TEST(stopped_by_group == 2);
+  BOOST_TEST(took < 30.0);
 }

@@ -45,6 +45,7 @@ coordinator_actor::behavior_type fake_coordinator(coordinator_actor::pointer, jo
       [](progress_atom, const step_report&) {},
       [](epoch_atom, const worker_epoch&) {},
       [](done_atom, const worker_done&) {},
+      [](group_atom, const group_id&) {},
       [](run_atom) -> caf::result<job_result> { return make_error(errc::bad_job); },
       [](caf::tick_atom) {},
   };

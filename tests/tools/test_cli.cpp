@@ -150,6 +150,7 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--pipeline-stages", "3", "--cuts", "2"}, {"--cuts", "--pipeline-stages"});
   expect_usage_error({"train", "--servers", "0", "--workers", "2"}, {"--servers 0", "--workers 1"});
   expect_usage_error({"train", "--microbatches", "500"}, {"--microbatches", "--batch-size"});
+  expect_usage_error({"train", "--local-reduce", "--mode", "async"}, {"--local-reduce", "--mode sync"});
 }
 
 BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {
