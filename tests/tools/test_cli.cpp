@@ -213,3 +213,17 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_usable_gpu_fails_with_the_reason) {
     }
   }
 }
+
+// `launch --device cuda` gives the k-th worker of a host cuda:k, and passes --tf32 on;
+// the coordinator and the shard servers get no device.
+BOOST_AUTO_TEST_CASE(launch_spreads_workers_over_the_gpus_of_a_host) {
+  auto r = run_troupe({"launch", "--local", "--dry-run", "--workers", "3", "--servers", "1", "--device", "cuda",
+                       "--tf32", "--metrics", "off"});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string all = r.out + r.err;
+  for (int k = 0; k < 3; ++k) BOOST_TEST(all.find("--device cuda:" + std::to_string(k) + " --tf32") != std::string::npos, all);
+  BOOST_TEST(all.find("--device cuda:3") == std::string::npos);
+  std::size_t devices = 0;
+  for (std::size_t at = all.find("--device "); at != std::string::npos; at = all.find("--device ", at + 1)) ++devices;
+  BOOST_TEST(devices == 3u);  // workers only
+}
