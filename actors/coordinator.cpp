@@ -522,12 +522,21 @@ void form_local_groups(coord_pointer self) {
   std::map<std::string, std::vector<std::uint32_t>> by_locality;
   for (std::uint32_t r = 0; r < st.workers.size(); ++r)
     if (!st.workers[r].locality.empty()) by_locality[st.workers[r].locality].push_back(r);
+  bool any = false;
   for (const auto& [where, ranks] : by_locality) {
     if (ranks.size() < 2) continue;
-    for (std::uint32_t r : ranks) st.workers[r].group = ranks;
-    event(self, "local group at " + where + ": workers " + std::to_string(ranks.front()) + " (leader) to " +
-                    std::to_string(ranks.back()) + ", " + std::to_string(ranks.size()) + " in all");
+    any = true;
+    std::string names;
+    for (std::uint32_t r : ranks) {
+      st.workers[r].group = ranks;
+      names += (names.empty() ? "" : ", ") + std::to_string(r);
+    }
+    event(self, "local group at " + where + ": workers " + names + " (worker " + std::to_string(ranks.front()) +
+                    " leads and talks to the shards)");
   }
+  if (!any)
+    event(self, "--local-reduce: no two workers share a node (GPUs of one machine, or one process on the CPU), so "
+                "every worker pushes and pulls on its own");
 }
 
 bool pushes_to_shards(const worker_info& w, std::uint32_t rank) { return w.group.empty() || w.group.front() == rank; }
