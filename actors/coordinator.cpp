@@ -718,8 +718,9 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
                        caf::to_string(sender), g.leader);
           return;
         }
+        // Sent as the coordinator, so a member can tell the relay from a stranger's id.
         for (std::uint32_t r : s.workers[g.leader].group)
-          if (r != g.leader && s.workers[r].live) caf::anon_send(s.workers[r].handle, group_atom::value, g);
+          if (r != g.leader && s.workers[r].live) caf::unsafe_send_as(self, s.workers[r].handle, group_atom::value, g);
       },
       [=](progress_atom, const step_report& r) {
         auto& s = self->state;

@@ -834,6 +834,11 @@ caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, sta
           return;
         }
         if (st.group_id_bytes || g.id.empty()) return;
+        if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.coordinator.address()) {
+          spdlog::warn("{}: ignored a local group id from {}: only the coordinator relays them", who(st),
+                       caf::to_string(self->current_sender()));
+          return;
+        }
         st.group_id_bytes = std::move(g.id);
         if (st.awaiting_group) open_group(self);
       },

@@ -324,3 +324,24 @@ BOOST_AUTO_TEST_CASE(a_lost_group_member_stops_its_group_in_time) {
   BOOST_TEST(stopped_by_group == 2);
   BOOST_TEST(took < 30.0);
 }
+
+// A local group id from anyone but the coordinator is ignored: taken, it would split the
+// group (its members opening different communicators) and fail the job.
+BOOST_AUTO_TEST_CASE(a_strangers_group_id_is_ignored) {
+  auto data = std::make_shared<const dataset_split>(make_synthetic(1000, 100, 1));
+  job_spec job = job_for(sync_mode::sync, 3);
+  job.local_reduce = true;
+  job.train.epochs = 1;
+  job.request_timeout_ms = 5000;
+  auto m = prepare_job(job, *data);
+  BOOST_REQUIRE(m.has_value());
+  caf::actor_system_config cfg;
+  configure_in_process(cfg);
+  caf::actor_system sys{cfg};
+  auto h = spawn_job(sys, job, *m, data, {});
+  for (const auto& member : h.workers)  // before the real id can arrive
+    caf::anon_send(member, group_atom::value, group_id{0, std::vector<std::uint8_t>(16, 7)});
+  auto r = await_job(sys, h.coordinator);
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  BOOST_TEST(r->workers_lost == 0);
+}
