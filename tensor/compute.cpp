@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tensor/loss.hpp"
+#include "tensor/optimizer.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe {
@@ -28,6 +29,11 @@ troupe_conv_geom abi(const conv_geometry& g) {
 troupe_pool_geom abi(const pool_geometry& g) { return {g.channels, g.in_h, g.in_w, g.kernel, g.stride}; }
 
 }  // namespace
+
+const compute& host_compute() {
+  static const compute host;
+  return host;
+}
 
 std::string compute::name() const { return b_ ? to_string(b_->where()) + " (" + std::string(b_->name()) + " backend)" : "host"; }
 
@@ -182,6 +188,23 @@ std::int64_t compute::count_correct(const_tensor_view logits, const_tensor_view 
   b_->call("count_correct", &troupe_backend_v1::count_correct, fp(logits), ip(labels), logits.size(0), logits.size(1),
            &correct);
   return correct;
+}
+
+void compute::sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity,
+                       const fn::sgd_momentum& f) const {
+  if (!b_) return troupe::sgd_step(param, grad, velocity, f);
+  require(grad.numel() == param.numel() && velocity.numel() == param.numel(), "sgd_step sizes");
+  const troupe_sgd_args a{f.lr, f.momentum, f.weight_decay, f.nesterov ? 1 : 0};
+  b_->call("sgd_step", &troupe_backend_v1::sgd_step, fp(param), fp(grad), fp(velocity), param.numel(), &a);
+}
+
+void compute::adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v,
+                        const fn::adam& f) const {
+  if (!b_) return troupe::adam_step(param, grad, m, v, f);
+  require(grad.numel() == param.numel() && m.numel() == param.numel() && v.numel() == param.numel(),
+          "adam_step sizes");
+  const troupe_adam_args a{f.lr, f.beta1, f.beta2, f.eps, f.weight_decay, f.bias1, f.bias2_sqrt};
+  b_->call("adam_step", &troupe_backend_v1::adam_step, fp(param), fp(grad), fp(m), fp(v), param.numel(), &a);
 }
 
 }  // namespace troupe

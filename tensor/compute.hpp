@@ -11,6 +11,7 @@
 
 #include "tensor/backend.hpp"
 #include "tensor/conv.hpp"
+#include "tensor/elementwise.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/pool.hpp"
 #include "tensor/tensor.hpp"
@@ -60,10 +61,15 @@ class compute {
   void softmax_xent_backward(tensor_view grad_logits, const_tensor_view probs, const_tensor_view labels,
                              float scale) const;
   std::int64_t count_correct(const_tensor_view logits, const_tensor_view labels) const;
+  void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) const;
+  void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) const;
 
  private:
   const backend_context* b_ = nullptr;
   bool staged_ = false;
 };
+
+// The host compute, for callers that name none.
+const compute& host_compute();
 
 }  // namespace troupe

@@ -26,9 +26,6 @@ struct param_decl {
 
 inline constexpr int max_layer_params = 2;
 
-// The host compute, for callers that name none.
-const compute& host_compute();
-
 struct layer_forward_args {
   const compute* exec = &host_compute();                  // where the math runs; buffers live there
   tensor_view out;                                        // (B, out_shape...)

@@ -8,11 +8,6 @@
 
 namespace troupe {
 
-const compute& host_compute() {
-  static const compute host;
-  return host;
-}
-
 namespace {
 
 // ---------------------------------------------------------------------------------------

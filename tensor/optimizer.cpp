@@ -45,8 +45,12 @@ expected<optimizer_kind> parse_optimizer_kind(std::string_view name) {
 
 std::string_view name_of(optimizer_kind k) { return k == optimizer_kind::sgd ? "sgd" : "adam"; }
 
-optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel)
-    : cfg_(cfg), numel_(numel), slot1_({numel}), slot2_(cfg.kind == optimizer_kind::adam ? tensor({numel}) : tensor()) {}
+optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel, const compute& c)
+    : cfg_(cfg),
+      c_(&c),
+      numel_(numel),
+      slot1_(c.make({numel})),
+      slot2_(cfg.kind == optimizer_kind::adam ? c.make({numel}) : tensor()) {}
 
 void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr) {
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
@@ -58,8 +62,8 @@ void optimizer_state::step_range(tensor_view params, const_tensor_view grads, st
   const std::int64_t n = params.numel();
   TROUPE_CHECK(offset >= 0 && offset + n <= numel_, "optimizer_state::step_range out of range");
   if (cfg_.kind == optimizer_kind::sgd) {
-    sgd_step(params, grads, slot1_.view().flat(offset, n),
-             fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+    c_->sgd_step(params, grads, slot1_.view().flat(offset, n),
+                 fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
     return;
   }
   const double t = static_cast<double>(step);
@@ -70,7 +74,7 @@ void optimizer_state::step_range(tensor_view params, const_tensor_view grads, st
                    cfg_.weight_decay,
                    static_cast<float>(1.0 - std::pow(cfg_.beta1, t)),
                    static_cast<float>(std::sqrt(1.0 - std::pow(cfg_.beta2, t)))};
-  adam_step(params, grads, slot1_.view().flat(offset, n), slot2_.view().flat(offset, n), f);
+  c_->adam_step(params, grads, slot1_.view().flat(offset, n), slot2_.view().flat(offset, n), f);
 }
 
 expected<lr_schedule_kind> parse_lr_schedule_kind(std::string_view name) {

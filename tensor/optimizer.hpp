@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "tensor/compute.hpp"
 #include "tensor/elementwise.hpp"
 #include "tensor/expected.hpp"
 #include "tensor/tensor.hpp"
@@ -32,7 +33,9 @@ struct optimizer_config {
 
 class optimizer_state {
  public:
-  optimizer_state(const optimizer_config& cfg, std::int64_t numel);
+  // The state lives in `c`'s memory and updates run there (c must outlive this object);
+  // params and grads passed to step() are then in that memory too.
+  optimizer_state(const optimizer_config& cfg, std::int64_t numel, const compute& c = host_compute());
   // Applies one update with learning rate lr. params and grads have numel() elements.
   void step(tensor_view params, const_tensor_view grads, float lr);
   // Updates only elements [offset, offset + params.numel()) of the range this state
@@ -45,6 +48,7 @@ class optimizer_state {
 
  private:
   optimizer_config cfg_;
+  const compute* c_;
   std::int64_t numel_;
   std::int64_t steps_ = 0;
   tensor slot1_;  // sgd: velocity; adam: first moment

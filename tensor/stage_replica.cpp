@@ -38,6 +38,11 @@ void stage_replica::commit_params() {
   if (mirrored()) c_->upload(params_, host_params_);
 }
 
+const tensor& stage_replica::fetch_params() {
+  if (mirrored()) c_->download(host_params_, params_);
+  return params();
+}
+
 const tensor& stage_replica::fetch_grads() {
   if (mirrored()) c_->download(host_grads_, grads_);
   return grads();

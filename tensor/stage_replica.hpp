@@ -39,6 +39,11 @@ class stage_replica {
   // Host-visible gradients, current after fetch_grads() (a no-op on the host).
   const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
   const tensor& fetch_grads();
+  // The parameters and gradients in compute memory (for an optimizer that runs there);
+  // after updating them there, fetch_params() brings params() up to date.
+  tensor& compute_params() { return params_; }
+  const tensor& compute_grads() const { return grads_; }
+  const tensor& fetch_params();
   void zero_grads();
   // Local groups: sums the gradients across the group, in place; and gives every member
   // the leader's committed parameters (the others contribute zeros). Throw backend_error.

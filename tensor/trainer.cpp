@@ -31,7 +31,6 @@ double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
   const auto t1 = clock_type::now();
   stage_.zero_grads();
   stage_.backward(slot, const_tensor_view());
-  stage_.fetch_grads();
   forward_s_ = std::chrono::duration<double>(t1 - t0).count();
   backward_s_ = seconds_since(t1);
   return loss;
@@ -39,15 +38,14 @@ double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
 
 local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
                              const compute& c)
-    : replica_(std::move(m), max_batch, c), opt_(opt, replica_.net().num_params()) {
+    : replica_(std::move(m), max_batch, c), opt_(opt, replica_.net().num_params(), c) {
   replica_.net().init_params(replica_.params(), seed);
   replica_.commit_params();
 }
 
 double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
   const double loss = replica_.compute_gradients(x, y);
-  opt_.step(replica_.params(), replica_.grads(), lr);
-  replica_.commit_params();
+  opt_.step(replica_.compute_params(), replica_.compute_grads(), lr);
   return loss;
 }
 

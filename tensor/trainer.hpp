@@ -73,11 +73,15 @@ class replica {
   // parameters have diverged).
   double compute_gradients(const_tensor_view x, const_tensor_view y);
   const model& net() const { return stage_.net(); }
-  // Host-visible parameters and gradients (stage_replica's mirrors on a device).
+  // Host-visible parameters and gradients (stage_replica's mirrors on a device: write
+  // params() then commit_params(); grads() downloads them).
   tensor& params() { return stage_.params(); }
-  const tensor& params() const { return stage_.params(); }
   void commit_params() { stage_.commit_params(); }
-  const tensor& grads() const { return stage_.grads(); }
+  const tensor& grads() { return stage_.fetch_grads(); }
+  // The same in compute memory, for an optimizer that runs there.
+  tensor& compute_params() { return stage_.compute_params(); }
+  const tensor& compute_grads() const { return stage_.compute_grads(); }
+  const tensor& fetch_params() { return stage_.fetch_params(); }
   const compute& exec() const { return stage_.exec(); }
   // Wall time of the last compute_gradients, split at the loss.
   double last_forward_seconds() const { return forward_s_; }
@@ -91,16 +95,17 @@ class replica {
 // A replica plus optimizer state: the training step of train_local, also used by benchmarks.
 class local_stepper {
  public:
-  // The optimizer runs on the host on the replica's host-visible parameters.
+  // The optimizer runs where the model does (its state in that memory).
   local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
                 const compute& c = host_compute());
   // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
   double step(const_tensor_view x, const_tensor_view y, float lr);
   const model& net() const { return replica_.net(); }
-  const tensor& params() const { return replica_.params(); }
+  // The current parameters in host memory (downloaded first when they live on a device).
+  const tensor& params() { return replica_.fetch_params(); }
   const compute& exec() const { return replica_.exec(); }
   // The parameters as a host tensor that owns its memory.
-  tensor take_params() { return exec().on_backend() ? tensor(replica_.params()) : std::move(replica_.params()); }
+  tensor take_params() { return exec().on_backend() ? tensor(replica_.fetch_params()) : std::move(replica_.params()); }
 
  private:
   replica replica_;
