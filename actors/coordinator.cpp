@@ -8,7 +8,9 @@
 #include <map>
 #include <optional>
 
+#include "actors/bubble_meter.hpp"
 #include "actors/evaluator.hpp"
+#include "actors/local_groups.hpp"
 
 namespace troupe {
 
@@ -33,26 +35,6 @@ struct worker_info {
 struct epoch_agg {
   double loss_sum = 0.0;
   std::int64_t steps = 0, samples = 0;
-};
-
-// Note [Measuring the bubble]
-// Every stage reports, per step, its busy time (forwards and backwards) and the window
-// from its first forward's start to its last backward's end. Under both schedules stage
-// 0 runs the minibatch's first action (forward 0) and its last (backward M-1), so stage
-// 0's window is the pipeline's makespan for that step, measured on one clock. Once all K
-// stages of a replica have reported a step, its bubble is the share of K * makespan no
-// stage spent computing: 1 - sum(busy) / (K * makespan), the quantity (K - 1) / (M + K - 1)
-// predicts for equal stages. (A union of all stages' windows would count twice the time
-// a later stage spends in step t+1 while stage 0 finishes step t.)
-struct step_window {
-  std::uint32_t reports = 0;
-  double busy = 0.0;
-  std::int64_t begin_us = 0, end_us = 0;  // stage 0's
-};
-
-struct bubble_total {
-  double busy = 0.0, capacity = 0.0;  // stage-seconds
-  double fraction() const { return capacity > 0 ? 1.0 - busy / capacity : 0.0; }
 };
 
 struct stats_total {
@@ -87,9 +69,7 @@ struct coordinator_state {
   double final_accuracy = 0.0, final_loss = 0.0;
   bool final_evaluated = false;
   tensor final_params;
-  std::map<std::pair<std::uint32_t, std::int64_t>, step_window> windows;  // (replica, clock)
-  std::map<std::int32_t, bubble_total> bubbles;                           // per epoch
-  bubble_total bubble_all;
+  std::optional<bubble_meter> bubble;  // pipelines only
   std::map<std::int32_t, tensor> epoch_params;  // --servers 0: assembled from the stages
   std::string first_loss;                       // why the first member was lost
   std::vector<std::int32_t> peak_stored;        // per stage, over the replicas that finished
@@ -249,25 +229,6 @@ stats_total sum_stats(const std::vector<shard_stats>& v) {
 void maybe_finalize(coord_pointer self);
 
 // Files a stage's step window; a replica's step is measured once all its stages reported.
-void note_window(coord_pointer self, const step_report& r) {
-  auto& st = self->state;
-  const std::uint32_t k = st.job.pipeline_stages;
-  step_window& w = st.windows[{r.rank / k, r.clock}];
-  ++w.reports;
-  w.busy += r.busy_seconds;
-  if (r.rank % k == 0) {
-    w.begin_us = r.window_begin_us;
-    w.end_us = r.window_end_us;
-  }
-  if (w.reports < k) return;
-  const double capacity = static_cast<double>(k) * static_cast<double>(std::max<std::int64_t>(0, w.end_us - w.begin_us)) / 1e6;
-  for (bubble_total* t : {&st.bubbles[r.epoch], &st.bubble_all}) {
-    t->busy += w.busy;
-    t->capacity += capacity;
-  }
-  st.windows.erase({r.rank / k, r.clock});
-}
-
 // Summarises epoch e: collects stats (and parameters, unless compute is simulated),
 // evaluates, reports through the callback.
 void close_epoch(coord_pointer self, std::int32_t e) {
@@ -286,11 +247,10 @@ void close_epoch(coord_pointer self, std::int32_t e) {
   const bool evaluate_params = st.job.simulate_compute_ms <= 0.0;
   const bool last = e + 1 == st.job.train.epochs;
   ++st.evals_pending;
-  const bubble_total bubble = st.bubbles[e];
-  if (st.job.pipeline_stages > 1) {
+  if (st.bubble) {
     sum.pipeline_stages = st.job.pipeline_stages;
     sum.microbatches = st.job.microbatches;
-    sum.bubble = bubble.fraction();
+    sum.bubble = st.bubble->fraction(e);
     sum.theoretical_bubble = theoretical_bubble(static_cast<int>(st.job.pipeline_stages), st.job.microbatches);
     if (st.m) {
       st.m->pipeline_bubble("measured")->Set(sum.bubble);
@@ -369,7 +329,7 @@ void maybe_finalize(coord_pointer self) {
     r.servers = s.job.servers;
     r.pipeline_stages = s.job.pipeline_stages;
     r.microbatches = s.job.microbatches;
-    r.bubble = s.bubble_all.fraction();
+    r.bubble = s.bubble ? s.bubble->fraction() : 0.0;
     r.peak_stored = s.peak_stored;
     r.epochs = s.job.train.epochs;
     r.evaluated = s.final_evaluated;
@@ -506,40 +466,28 @@ void admit_replacement(coord_pointer self, caf::typed_response_promise<worker_we
   event(self, "worker " + std::to_string(rank) + " rejoined at clock " + std::to_string(clock));
 }
 
-// Note [Local groups]
-// With --local-reduce (sync, one stage), workers that report the same locality form a
-// local group: after each backward they all-reduce their gradients among themselves
-// (NCCL between the GPUs of a node; threads on the CPU backend), and only the group's
-// leader (its lowest rank) pushes the sum and pulls the new parameters, which it then
-// shares with the group the same way (the others all-reduce zeros onto its copy). The
-// shards see one member per group: a sync round sums the leaders' sums, in rank order,
-// which is the same sum as every worker's gradient in rank order. The leader makes the
-// communicator's id; it reaches the others through this actor (group_atom). A group
-// whose member dies fails as a whole (its collectives time out) and is not replaced.
+// With --local-reduce, groups the workers that share a node (Note [Local groups] in
+// local_groups.cpp) and says so.
 void form_local_groups(coord_pointer self) {
   auto& st = self->state;
   if (!st.job.local_reduce) return;
-  std::map<std::string, std::vector<std::uint32_t>> by_locality;
-  for (std::uint32_t r = 0; r < st.workers.size(); ++r)
-    if (!st.workers[r].locality.empty()) by_locality[st.workers[r].locality].push_back(r);
+  std::vector<std::string> localities;
+  for (const auto& w : st.workers) localities.push_back(w.locality);
+  const auto groups = local_groups(localities);
   bool any = false;
-  for (const auto& [where, ranks] : by_locality) {
-    if (ranks.size() < 2) continue;
+  for (std::uint32_t r = 0; r < groups.size(); ++r) {
+    st.workers[r].group = groups[r];
+    if (groups[r].empty() || groups[r].front() != r) continue;
     any = true;
     std::string names;
-    for (std::uint32_t r : ranks) {
-      st.workers[r].group = ranks;
-      names += (names.empty() ? "" : ", ") + std::to_string(r);
-    }
-    event(self, "local group at " + where + ": workers " + names + " (worker " + std::to_string(ranks.front()) +
+    for (std::uint32_t m : groups[r]) names += (names.empty() ? "" : ", ") + std::to_string(m);
+    event(self, "local group at " + st.workers[r].locality + ": workers " + names + " (worker " + std::to_string(r) +
                     " leads and talks to the shards)");
   }
   if (!any)
     event(self, "--local-reduce: no two workers share a node (GPUs of one machine, or one process on the CPU), so "
                 "every worker pushes and pulls on its own");
 }
-
-bool pushes_to_shards(const worker_info& w, std::uint32_t rank) { return w.group.empty() || w.group.front() == rank; }
 
 void maybe_start(coord_pointer self) {
   auto& st = self->state;
@@ -548,7 +496,7 @@ void maybe_start(coord_pointer self) {
   form_local_groups(self);
   membership m;
   for (std::uint32_t r = 0; r < members(st.job); ++r) {
-    if (!pushes_to_shards(st.workers[r], r)) continue;
+    if (!pushes_to_shards(st.workers[r].group, r)) continue;
     m.workers.push_back(r);
     m.stages.push_back(r % st.job.pipeline_stages);
   }
@@ -661,6 +609,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
   st.num_params = m.num_params();
   st.layout = m;
   st.peak_stored.assign(st.job.pipeline_stages, 0);
+  if (st.job.pipeline_stages > 1) st.bubble.emplace(st.job.pipeline_stages);
   st.data = data;
   st.cb = std::move(cb);
   if (st.job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, data);
@@ -732,7 +681,7 @@ coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, m
         s.workers[r.rank].clock = r.clock;
         s.samples += r.samples;
         s.last_progress = clock_type::now();
-        if (s.job.pipeline_stages > 1) note_window(self, r);
+        if (s.bubble) s.bubble->note(r);
         if (s.m) {
           std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
           for (const auto& w : s.workers)

@@ -52,7 +52,7 @@ struct job_spec {
   std::int64_t stall_timeout_ms = 120000;    // no worker progress for this long fails the job
   // sync, one stage: the workers of one node sum their gradients among themselves (NCCL
   // between GPUs, threads in one process on the CPU) and only each node's leader pushes
-  // the sum and pulls (Note [Local groups] in actors/coordinator.cpp).
+  // the sum and pulls (Note [Local groups] in actors/local_groups.cpp).
   bool local_reduce = false;
 };
 

@@ -1,113 +1,20 @@
-// pipeline_stage: the member's training loop as a chain of responses and messages.
+// pipeline_stage: the member's training loop as a chain of responses and messages (its
+// joining is member_wiring.cpp).
 #include "actors/pipeline_stage.hpp"
-
-#include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
-#include <functional>
-#include <map>
 #include <thread>
 
+#include "actors/member_state.hpp"
 #include "actors/pipeline_layout.hpp"
-#include "actors/pipeline_schedule.hpp"
-#include "actors/stage_inbox.hpp"
-#include "tensor/backend.hpp"
-#include "tensor/compute.hpp"
-#include "tensor/group_comm.hpp"
 #include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
-#include "tensor/stage_replica.hpp"
 
 namespace troupe {
 
-namespace {
+namespace member_detail {
 
-using clock_type = std::chrono::steady_clock;
-using wall = std::chrono::system_clock;
-using connect_retry_atom = caf::atom_constant<caf::atom("reconnect")>;
-// A member with nothing to pull, to itself: start the next step.
-using next_step_atom = caf::atom_constant<caf::atom("nextstep")>;
-// Stage i -> stage i + 1 across nodes, once connected: "I am your previous stage".
-using stage_hello_atom = caf::atom_constant<caf::atom("stagehello")>;
-
-struct member_state {
-  coordinator_actor coordinator;
-  stage_options opts;
-  std::shared_ptr<const dataset_split> data;     // the first and the last stage
-  std::uint32_t rank = 0, world = 1;             // member id; replicas
-  std::uint32_t replica = 0, stage = 0, stages = 1;
-  job_spec job;
-  std::vector<shard_actor> shards;
-  std::vector<std::uint32_t> active;             // shards that hold part of this stage
-  std::vector<std::vector<key_range>> ranges;    // per shard: this stage's, stage-local offsets
-  std::vector<std::int64_t> slice_numel;         // per shard
-  std::vector<std::int64_t> base_version;        // per shard, of the params in use
-  caf::actor prev, next;                         // pipeline neighbours (invalid at the ends)
-  std::optional<model> net;                      // this stage's layers
-  std::unique_ptr<backend_context> backend;      // off the host, or for a local group
-  compute exec;                                  // the host, or backend
-  // --local-reduce (Note [Local groups] in coordinator.cpp): the group, ascending, [0]
-  // leads; its communicator; the id the leader made, once it has arrived.
-  std::vector<std::uint32_t> group;
-  std::unique_ptr<group_comm> comm;
-  std::optional<std::vector<std::uint8_t>> group_id_bytes;
-  bool awaiting_group = false;
-  std::unique_ptr<stage_replica> rep;            // real compute (declared after exec: destroyed first)
-  std::optional<optimizer_state> local_opt;      // --servers 0
-  tensor synthetic_grad;                         // --simulate-compute
-  tensor xb, yb;                                 // one microbatch of data
-  std::vector<std::int64_t> order;
-  std::int64_t steps_per_epoch = 0, step_in_epoch = 0, clock = 0;
-  std::int32_t epoch = 0;
-  std::size_t pulls_pending = 0;
-  std::int64_t acks_pending = 0, rejected = 0;
-  double epoch_loss = 0.0;
-  std::int64_t epoch_samples = 0;
-  clock_type::time_point epoch_start;
-  std::chrono::milliseconds timeout{0};
-  bool finishing = false;
-  std::map<std::string, std::function<void()>> retries;  // pending connects, by peer
-  std::function<void()> on_prev_hello;                   // set while waiting for the previous stage
-  struct hello { caf::actor sender; std::uint32_t replica, stage; };
-  std::optional<hello> early_hello;                      // a hello that came before the welcome
-  bool welcomed = false;
-  // Until its neighbours are wired (a neighbour may start first and send at once), stage
-  // tensors wait here with their senders, and are checked when the stage starts.
-  bool wired = false;
-  std::vector<std::function<caf::error()>> early;
-  lr_schedule schedule;
-  // The minibatch in progress: its schedule, where the stage is in it, and the messages
-  // that arrived before their action was due, by (step, microbatch).
-  bool in_step = false;
-  std::int64_t batch = 0;
-  int parts = 0;
-  std::vector<pipeline_action> actions;
-  std::size_t next_action = 0;
-  std::vector<int> slot_of;                      // per microbatch
-  double step_loss = 0.0, busy = 0.0, forward_s = 0.0, backward_s = 0.0;
-  int stored = 0, peak = 0;
-  wall::time_point params_ready;                 // the step's parameters arrived
-  std::optional<wall::time_point> first_action;  // the step's first forward began
-  std::optional<stage_inbox> acts_in, grads_in;
-  // Observability: metric handles (if metrics are on), the trace track (if tracing).
-  std::optional<monitoring::worker_metrics> m;
-  std::optional<monitoring::stage_metrics> sm;
-  std::optional<monitoring::device_metrics> dm;  // on a backend
-  std::uint32_t track = 0;
-  wall::time_point step_begin;
-  static inline const char* name = "troupe.pipeline_stage";
-};
-
-using stage_pointer = caf::stateful_actor<member_state>*;
-
-bool pipelined(const member_state& st) { return st.stages > 1; }
-bool first_stage(const member_state& st) { return st.stage == 0; }
-bool last_stage(const member_state& st) { return st.stage + 1 == st.stages; }
-bool simulated(const member_state& st) { return st.job.simulate_compute_ms > 0.0; }
-
-// "worker 3" or "stage 1 of replica 0": how logs and errors name a member.
 std::string who(const member_state& st) {
   if (!pipelined(st)) return "worker " + std::to_string(st.rank);
   return "stage " + std::to_string(st.stage) + " of replica " + std::to_string(st.replica);
@@ -134,20 +41,7 @@ void fail(stage_pointer self, caf::error e) {
   self->quit(std::move(e));
 }
 
-bool grouped(const member_state& st) { return !st.group.empty(); }
-bool group_leader(const member_state& st) { return grouped(st) && st.group.front() == st.rank; }
 
-// A collective of the local group; a failure (a member died) stops this worker.
-template <class F>
-bool in_group(stage_pointer self, const char* what, F&& f) {
-  try {
-    f();
-    return true;
-  } catch (const backend_error& e) {
-    fail(self, make_error(errc::stage_lost, who(self->state) + ": the local group's " + what + " failed: " + e.what()));
-    return false;
-  }
-}
 
 void maybe_finish(stage_pointer self) {
   auto& st = self->state;
@@ -594,8 +488,6 @@ bool setup(stage_pointer self, worker_welcome& w) {
 }
 
 // Starts (or, for a worker that replaces a dead one, resumes) the loop at st.clock.
-void open_group(stage_pointer self);
-
 void start_training(stage_pointer self) {
   auto& st = self->state;
   if (grouped(st) && !st.comm) {
@@ -621,154 +513,6 @@ void start_training(stage_pointer self) {
   start_pulls(self);
 }
 
-// Opens this member's communicator: the leader makes the id and sends it through the
-// coordinator; the others wait for it (at most --request-timeout). Opening blocks this
-// (detached) actor until every member has opened, or fails at the timeout.
-void open_group(stage_pointer self) {
-  auto& st = self->state;
-  if (group_leader(st) && !st.group_id_bytes) {
-    try {
-      st.group_id_bytes = group_comm::new_id(*st.backend);
-    } catch (const backend_error& e) {
-      fail(self, make_error(errc::stage_lost, who(st) + ": cannot make its local group's id: " + e.what()));
-      return;
-    }
-    self->send(st.coordinator, group_atom::value, group_id{st.rank, *st.group_id_bytes});
-  }
-  if (!st.group_id_bytes) {
-    if (!st.awaiting_group) {
-      st.awaiting_group = true;
-      self->delayed_send(self, st.timeout, group_atom::value, group_id{st.rank, {}});
-    }
-    return;
-  }
-  st.awaiting_group = false;
-  const auto index = std::find(st.group.begin(), st.group.end(), st.rank) - st.group.begin();
-  try {
-    st.comm = std::make_unique<group_comm>(*st.backend, *st.group_id_bytes, static_cast<int>(st.group.size()),
-                                           static_cast<int>(index), st.timeout);
-  } catch (const backend_error& e) {
-    fail(self, make_error(errc::stage_lost, who(st) + ": its local group did not form: " + e.what()));
-    return;
-  }
-  start_training(self);
-}
-
-// Connects to the actor published at host:port, retrying (with a growing pause) until
-// `deadline`: a node may still be busy with other handshakes when many start at once.
-void connect_peer(stage_pointer self, std::string peer, std::string host, std::uint16_t port,
-                  clock_type::time_point deadline, std::function<void(caf::strong_actor_ptr)> on_connected,
-                  std::chrono::milliseconds pause = std::chrono::milliseconds(100)) {
-  auto& st = self->state;
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now());
-  self->request(*st.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value, host, port)
-      .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            if (!ptr) {
-              fail(self, make_error(errc::shard_lost, "nothing is published at " + host + ":" + std::to_string(port) +
-                                                          " where " + peer + " should be"));
-              return;
-            }
-            on_connected(std::move(ptr));
-          },
-          [=](caf::error& e) {
-            if (clock_type::now() + pause < deadline) {
-              spdlog::warn("{}: {} at {}:{} not reachable yet ({}); retrying", who(self->state), peer, host, port,
-                           describe(e));
-              self->delayed_send(self, pause, connect_retry_atom::value, peer);
-              self->state.retries[peer] = [=] {
-                connect_peer(self, peer, host, port, deadline, on_connected, pause * 2);
-              };
-              return;
-            }
-            fail(self, make_error(peer.starts_with("shard") ? errc::shard_lost : errc::stage_lost,
-                                  "cannot reach " + peer + " at " + host + ":" + std::to_string(port) + ": " +
-                                      describe(e)));
-          });
-}
-
-// A neighbour that dies takes this stage down with it: its pipeline cannot finish a step.
-// One that finishes normally has sent everything this stage needs from it.
-void watch_neighbour(stage_pointer self, const caf::actor& n) {
-  if (n) self->monitor(n);
-}
-
-// Wires the previous stage from its hello, once the welcome said who that must be.
-void take_hello(stage_pointer self, const caf::actor& sender, std::uint32_t replica, std::uint32_t stage) {
-  auto& st = self->state;
-  if (!st.on_prev_hello || replica != st.replica || stage + 1 != st.stage) {
-    spdlog::warn("{}: ignored a hello from {} claiming stage {} of replica {}", who(st), caf::to_string(sender), stage,
-                 replica);
-    return;
-  }
-  st.prev = sender;
-  auto done = std::move(st.on_prev_hello);
-  st.on_prev_hello = nullptr;
-  done();
-}
-
-// In a cluster the welcome names each shard's and neighbour's address: connect to every
-// one directly (through the node's plain or TLS middleman), then start.
-//
-// Note [One connection per neighbour pair]
-// When two CAF nodes connect to each other at the same moment, BASP keeps one of the two
-// connections and drops the other, and the proxies made on the dropped one die with
-// remote_link_unreachable: both stages then saw their neighbour "die" at start-up. So only
-// the earlier stage connects; it then sends stage_hello, and the later stage takes the
-// hello's sender as its previous stage (the one connection carries both directions).
-void connect_peers(stage_pointer self, worker_welcome& w) {
-  auto& st = self->state;
-  const bool direct = st.opts.connector && !w.shard_hosts.empty() && !w.shard_hosts.front().empty();
-  const bool neighbours_by_address = st.opts.connector && (!w.prev_host.empty() || !w.next_host.empty());
-  if (!direct && !neighbours_by_address) {
-    watch_neighbour(self, st.prev);
-    watch_neighbour(self, st.next);
-    start_training(self);
-    return;
-  }
-  auto pending = std::make_shared<std::size_t>((direct ? st.active.size() : 0) + !w.prev_host.empty() +
-                                               !w.next_host.empty());
-  auto one_done = [=] {
-    if (--*pending > 0) return;
-    watch_neighbour(self, self->state.prev);
-    watch_neighbour(self, self->state.next);
-    start_training(self);
-  };
-  const auto deadline = clock_type::now() + st.timeout;
-  if (direct)
-    for (std::uint32_t s : st.active)
-      connect_peer(self, "shard " + std::to_string(s), w.shard_hosts[s], w.shard_ports[s], deadline,
-                   [=](caf::strong_actor_ptr p) {
-                     self->state.shards[s] = caf::actor_cast<shard_actor>(std::move(p));
-                     one_done();
-                   });
-  // Only stage i connects to stage i + 1 (Note [One connection per neighbour pair]); the
-  // previous stage is wired by its hello.
-  if (!w.prev_host.empty()) {
-    st.prev = caf::actor{};
-    st.on_prev_hello = one_done;
-    if (auto h = std::exchange(st.early_hello, std::nullopt)) take_hello(self, h->sender, h->replica, h->stage);
-    if (st.on_prev_hello)
-      self->delayed_send(self, st.timeout, stage_hello_atom::value, std::uint32_t{0}, std::uint32_t{0});
-  }
-  if (!w.next_host.empty())
-    connect_peer(self, "stage " + std::to_string(st.stage + 1), w.next_host, w.next_port, deadline,
-                 [=](caf::strong_actor_ptr p) {
-                   self->state.next = caf::actor_cast<caf::actor>(std::move(p));
-                   self->send(self->state.next, stage_hello_atom::value, self->state.replica, self->state.stage);
-                   one_done();
-                 });
-  if (*pending == 0) one_done();
-}
-
-// Where this member could share a local group: GPUs of one machine (NCCL), or threads of
-// one process (the CPU backend).
-std::string locality(device d) {
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  return d.kind == device_kind::cuda ? "cuda@" + std::string(host)
-                                     : "cpu@" + std::string(host) + ":" + std::to_string(::getpid());
-}
 
 caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, stage_options opts) {
   self->state.coordinator = coordinator;
@@ -803,59 +547,22 @@ caf::behavior stage_actor(stage_pointer self, coordinator_actor coordinator, sta
       },
       [=](activation_atom, activation& a) { on_stage_tensor(self, a, true); },
       [=](act_grad_atom, activation_grad& g) { on_stage_tensor(self, g, false); },
-      [=](stage_hello_atom, std::uint32_t replica, std::uint32_t stage) {
-        auto& st = self->state;
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-        if (sender == self) {  // the deadline set in connect_peers
-          if (st.on_prev_hello)
-            fail(self, make_error(errc::stage_lost, who(st) + " never heard from stage " + std::to_string(st.stage - 1) +
-                                                     " within --request-timeout; is that node reachable?"));
-          return;
-        }
-        if (!st.welcomed && !st.early_hello) {
-          st.early_hello = member_state::hello{std::move(sender), replica, stage};
-          return;
-        }
-        take_hello(self, sender, replica, stage);
-      },
+      [=](stage_hello_atom, std::uint32_t replica, std::uint32_t stage) { on_stage_hello(self, replica, stage); },
       [=](next_step_atom) {
         auto& st = self->state;
         if (grouped(st) && !in_group(self, "parameter broadcast", [&] { st.rep->share_params(*st.comm, false); }))
           return;
         begin_step(self);
       },
-      [=](group_atom, group_id& g) {
-        auto& st = self->state;
-        if (caf::actor_cast<caf::actor>(self->current_sender()) == self) {  // the deadline set in open_group
-          if (st.awaiting_group)
-            fail(self, make_error(errc::stage_lost, who(st) + " never received its local group's id from worker " +
-                                                     std::to_string(st.group.empty() ? 0 : st.group.front()) +
-                                                     " within --request-timeout"));
-          return;
-        }
-        if (st.group_id_bytes || g.id.empty()) return;
-        if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != st.coordinator.address()) {
-          spdlog::warn("{}: ignored a local group id from {}: only the coordinator relays them", who(st),
-                       caf::to_string(self->current_sender()));
-          return;
-        }
-        st.group_id_bytes = std::move(g.id);
-        if (st.awaiting_group) open_group(self);
-      },
-      [=](connect_retry_atom, const std::string& peer) {
-        auto it = self->state.retries.find(peer);
-        if (it == self->state.retries.end()) return;
-        auto retry = std::move(it->second);
-        self->state.retries.erase(it);
-        retry();
-      },
+      [=](group_atom, group_id& g) { on_group_id(self, g); },
+      [=](connect_retry_atom, const std::string& peer) { on_connect_retry(self, peer); },
   };
 }
 
-}  // namespace
+}  // namespace member_detail
 
 caf::actor spawn_pipeline_stage(caf::actor_system& sys, coordinator_actor coordinator, stage_options opts) {
-  return sys.spawn<caf::detached>(stage_actor, std::move(coordinator), std::move(opts));
+  return sys.spawn<caf::detached>(member_detail::stage_actor, std::move(coordinator), std::move(opts));
 }
 
 void join_as_member(const caf::actor& member, std::string host, std::uint16_t port) {

@@ -157,7 +157,7 @@ struct member_joined {
 // Worker -> coordinator after every step. A pipeline's loss and samples come from its
 // last stage (the others report 0); every stage reports its busy time and the wall-clock
 // window from its first forward's start to its last backward's end, from which the
-// coordinator measures the bubble (Note [Measuring the bubble] in coordinator.cpp).
+// coordinator measures the bubble (Note [Measuring the bubble] in bubble_meter.cpp).
 struct step_report {
   std::uint32_t rank = 0;
   std::int64_t clock = 0;         // iterations finished

@@ -24,12 +24,11 @@
 #include "gpu/handles.hpp"
 #include "gpu/kernels.hpp"
 #include "tensor/backend_abi.h"
+#include "tensor/backend_guard.hpp"
 
 namespace troupe::gpu {
 
 namespace {
-
-thread_local std::string last_error_message;
 
 struct context {
   int device = 0;
@@ -45,17 +44,6 @@ struct context {
 };
 
 context& ctx_of(void* ctx) { return *static_cast<context*>(ctx); }
-
-template <class F>
-int guarded(F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    last_error_message = e.what();
-    return 1;
-  }
-}
 
 // Runs `body` with the context's device current.
 template <class F>
@@ -189,7 +177,7 @@ const troupe_backend_v1 table = {
       (void)cudaDeviceSynchronize();
       delete c;
     },
-    [] { return last_error_message.c_str(); },
+    [] { return backend_last_error().c_str(); },
     // device_count
     [](int* count) {
       return guarded([&] {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/backend_guard.hpp"
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/host_collective.hpp"
@@ -26,26 +27,12 @@ namespace troupe {
 
 namespace {
 
-thread_local std::string last_error_message;
-
 struct cpu_context {
   std::vector<float> workspace;
   troupe_memory_stats stats{};
 };
 
 cpu_context& ctx_of(void* ctx) { return *static_cast<cpu_context*>(ctx); }
-
-// Runs `body`, turning a thrown contract or allocation error into a status.
-template <class F>
-int guarded(F&& body) {
-  try {
-    body();
-    return 0;
-  } catch (const std::exception& e) {
-    last_error_message = e.what();
-    return 1;
-  }
-}
 
 tensor_view f32(float* p, shape s) { return tensor_view(reinterpret_cast<std::byte*>(p), dtype::f32, s); }
 const_tensor_view cf32(const float* p, shape s) {
@@ -72,7 +59,7 @@ const troupe_backend_v1 table = {
     "cpu",
     [](int, void** ctx) { return guarded([&] { *ctx = new cpu_context(); }); },
     [](void* ctx) { delete static_cast<cpu_context*>(ctx); },
-    [] { return last_error_message.c_str(); },
+    [] { return backend_last_error().c_str(); },
     [](int* count) {
       *count = 1;
       return 0;
