@@ -8,9 +8,9 @@
 #include <map>
 #include <optional>
 
-#include "actors/bubble_meter.hpp"
 #include "actors/evaluator.hpp"
-#include "actors/local_groups.hpp"
+#include "core/bubble_meter.hpp"
+#include "core/local_groups.hpp"
 
 namespace troupe {
 

@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/pipeline_schedule.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
-#include "actors/stage_inbox.hpp"
+#include "core/pipeline_schedule.hpp"
+#include "core/stage_inbox.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/group_comm.hpp"

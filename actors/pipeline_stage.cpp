@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "actors/member_state.hpp"
-#include "actors/pipeline_layout.hpp"
+#include "core/pipeline_layout.hpp"
 #include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
 

@@ -29,8 +29,8 @@
 
 #include "actors/observability.hpp"
 #include "actors/protocol.hpp"
+#include "base/expected.hpp"
 #include "tensor/dataset.hpp"
-#include "tensor/expected.hpp"
 
 namespace troupe {
 

@@ -9,8 +9,8 @@
 #include "actors/coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
+#include "base/expected.hpp"
 #include "tensor/dataset.hpp"
-#include "tensor/expected.hpp"
 
 namespace troupe {
 

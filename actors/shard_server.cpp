@@ -8,6 +8,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include "core/shard_core.hpp"
+
 namespace troupe {
 
 namespace {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 
 namespace troupe::monitoring {
 

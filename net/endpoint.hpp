@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 
 namespace troupe {
 

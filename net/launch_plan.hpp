@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "base/expected.hpp"
 #include "net/process_group.hpp"
-#include "tensor/expected.hpp"
 
 namespace troupe {
 

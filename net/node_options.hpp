@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "base/expected.hpp"
 #include "net/endpoint.hpp"
 #include "net/tls.hpp"
-#include "tensor/expected.hpp"
 
 namespace troupe {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
+#include "base/expected.hpp"
 #include "tensor/backend_abi.h"
 #include "tensor/dtype.hpp"
-#include "tensor/expected.hpp"
 
 namespace troupe {
 

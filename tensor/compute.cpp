@@ -4,8 +4,8 @@
 #include <cstring>
 
 #include "tensor/loss.hpp"
-#include "tensor/optimizer.hpp"
 #include "tensor/ops.hpp"
+#include "tensor/update_ops.hpp"
 
 namespace troupe {
 

@@ -42,7 +42,7 @@ class compute {
   void synchronize() const;
 
   // The ops, with the host ops' contracts (tensor/gemm.hpp, ops.hpp, conv.hpp, pool.hpp,
-  // loss.hpp, optimizer.hpp). The convolution workspace is used on the host only.
+  // loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
   void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha = 1.f,
             float beta = 0.f) const;
   void bias_add(tensor_view out, const_tensor_view bias) const;

@@ -20,8 +20,8 @@
 #include "tensor/host_collective.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
-#include "tensor/optimizer.hpp"
 #include "tensor/pool.hpp"
+#include "tensor/update_ops.hpp"
 
 namespace troupe {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 
 namespace troupe {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 
 namespace troupe {
 

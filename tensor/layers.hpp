@@ -4,8 +4,8 @@
 
 #include <memory>
 
+#include "base/expected.hpp"
 #include "tensor/conv.hpp"
-#include "tensor/expected.hpp"
 #include "tensor/layer.hpp"
 #include "tensor/pool.hpp"
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/expected.hpp"
+#include "base/expected.hpp"
 #include "tensor/layer.hpp"
 #include "tensor/model_spec.hpp"
 

@@ -1,23 +1,17 @@
-// Optimizers as free functions over (param, grad, state) views, plus optimizer_state that
-// owns the state for one flat range of parameters (a whole model on a local trainer, or
-// the blocks of one shard server), and learning-rate schedules.
+// optimizer_state, which owns the optimizer's state for one flat range of parameters (a
+// whole model on a local trainer, a stage, or the blocks of one shard server) in a
+// compute's memory and updates through that compute, and the learning-rate schedules.
+// The update loops themselves are tensor/update_ops.hpp, below compute.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
+#include "base/expected.hpp"
 #include "tensor/compute.hpp"
-#include "tensor/elementwise.hpp"
-#include "tensor/expected.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
-
-// param -= SGD-with-momentum update; velocity is the momentum buffer (zero at start).
-// All views contiguous f32 host, same numel.
-void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f);
-// Adam update with moment buffers m and v (zero at start); f carries the step's bias corrections.
-void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f);
 
 enum class optimizer_kind : std::uint8_t { sgd, adam };
 expected<optimizer_kind> parse_optimizer_kind(std::string_view name);

@@ -1,7 +1,7 @@
 // shape: construction, element counts and formatting.
 #include "tensor/shape.hpp"
 
-#include "tensor/check.hpp"
+#include "base/check.hpp"
 
 namespace troupe {
 

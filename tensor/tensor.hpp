@@ -9,7 +9,7 @@
 #include <memory>
 #include <type_traits>
 
-#include "tensor/check.hpp"
+#include "base/check.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/shape.hpp"
 

@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
+#include "base/expected.hpp"
 #include "tensor/dataset.hpp"
-#include "tensor/expected.hpp"
 #include "tensor/model.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/stage_replica.hpp"

@@ -10,9 +10,9 @@
 #include <optional>
 #include <string>
 
+#include "base/expected.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/dataset.hpp"
-#include "tensor/expected.hpp"
 #include "tensor/trainer.hpp"
 
 namespace troupe::cli {

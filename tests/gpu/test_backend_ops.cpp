@@ -20,8 +20,8 @@
 #include "tensor/gemm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
-#include "tensor/optimizer.hpp"
 #include "tensor/pool.hpp"
+#include "tensor/update_ops.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;

@@ -2,7 +2,7 @@
 #define BOOST_TEST_MODULE shape
 #include <boost/test/unit_test.hpp>
 
-#include "tensor/check.hpp"
+#include "base/check.hpp"
 #include "tensor/shape.hpp"
 
 using namespace troupe;

@@ -1,0 +1,95 @@
+// Mode names, job validation and the derived schedule.
+#include "core/job.hpp"
+
+namespace troupe {
+
+expected<sync_mode> parse_sync_mode(std::string_view name) {
+  if (name == "sync") return sync_mode::sync;
+  if (name == "async") return sync_mode::async;
+  if (name == "ssp") return sync_mode::ssp;
+  return failure{"unknown mode '" + std::string(name) + "'; use sync, async or ssp"};
+}
+
+std::string_view name_of(sync_mode m) {
+  switch (m) {
+    case sync_mode::sync: return "sync";
+    case sync_mode::async: return "async";
+    case sync_mode::ssp: return "ssp";
+  }
+  return "?";
+}
+
+std::optional<std::string> validate(const job_spec& job) {
+  if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
+  if (job.servers > 1024) return "--servers must be between 0 and 1024";
+  if (job.pipeline_stages < 1 || job.pipeline_stages > 64) return "--pipeline-stages must be between 1 and 64";
+  if (job.servers == 0 && job.workers != 1)
+    return "--servers 0 applies the optimizer inside the stages of a single pipeline; use --workers 1 (or "
+           "--replicas 1), or give the replicas shard servers to share parameters through";
+  if (job.microbatches < 1 || job.microbatches > 4096) return "--microbatches must be between 1 and 4096";
+  if (job.local_reduce && (job.mode != sync_mode::sync || job.pipeline_stages != 1 || job.servers == 0 ||
+                           job.simulate_compute_ms > 0))
+    return "--local-reduce sums gradients within each node before the shard servers see them; it needs --mode "
+           "sync, one pipeline stage, at least one shard server and real compute (no --simulate-compute)";
+  if (job.microbatches > job.train.batch_size)
+    return "--microbatches " + std::to_string(job.microbatches) + " splits a batch of " +
+           std::to_string(job.train.batch_size) + " samples into empty parts; use at most --batch-size microbatches";
+  if (job.schedule != pipeline_schedule::gpipe && job.schedule != pipeline_schedule::one_f_one_b)
+    return "--schedule must be gpipe or 1f1b";
+  if (!job.cuts.empty() && job.cuts.size() + 1 != job.pipeline_stages)
+    return "--cuts gives " + std::to_string(job.cuts.size()) + " cut points, which make " +
+           std::to_string(job.cuts.size() + 1) + " stages, but --pipeline-stages is " +
+           std::to_string(job.pipeline_stages);
+  if (job.train.epochs < 1) return "--epochs must be at least 1";
+  if (job.train.batch_size < 1) return "--batch-size must be at least 1";
+  if (!(job.train.lr > 0.f)) return "--lr must be positive";
+  if (job.staleness < 0) return "--staleness must be 0 or more";
+  if (job.mode != sync_mode::sync && job.mode != sync_mode::async && job.mode != sync_mode::ssp)
+    return "--mode must be sync, async or ssp";
+  if (job.simulate_compute_ms < 0.0) return "--simulate-compute must be 0 or more milliseconds";
+  if (job.slow_worker >= static_cast<std::int32_t>(members(job)))
+    return "--slow-worker names member " + std::to_string(job.slow_worker) + " but members are 0.." +
+           std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
+  if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
+  if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
+  if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
+    return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +
+           std::to_string(job.workers) + " workers";
+  return std::nullopt;
+}
+
+std::uint32_t members(const job_spec& job) { return job.workers * job.pipeline_stages; }
+
+std::int64_t samples_per_worker(const job_spec& job) { return job.train_size / job.workers; }
+
+std::int64_t steps_per_epoch(const job_spec& job) {
+  return (samples_per_worker(job) + job.train.batch_size - 1) / job.train.batch_size;
+}
+
+std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
+  return std::min(job.train.batch_size, samples_per_worker(job) - step_in_epoch * job.train.batch_size);
+}
+
+lr_schedule job_schedule(const job_spec& job) { return make_schedule(job.train, samples_per_worker(job)); }
+
+expected<model> build_model(const job_spec& job) {
+  auto spec = parse_model_spec(job.train.model);
+  if (!spec) return spec.error();
+  return model::build(*spec, shape(std::span<const std::int64_t>(job.input_shape)), job.num_classes);
+}
+
+std::vector<stage_span> job_stage_spans(const job_spec& job, const model& m) {
+  return stage_spans(m, std::vector<int>(job.cuts.begin(), job.cuts.end()));
+}
+
+std::int64_t microbatch_begin(std::int64_t b, int parts, int i) { return b * i / parts; }
+
+std::int64_t microbatch_rows(std::int64_t b, int parts, int i) {
+  return microbatch_begin(b, parts, i + 1) - microbatch_begin(b, parts, i);
+}
+
+int microbatches_for(const job_spec& job, std::int64_t b) {
+  return static_cast<int>(std::min<std::int64_t>(job.microbatches, b));
+}
+
+}  // namespace troupe

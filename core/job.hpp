@@ -1,0 +1,84 @@
+// The job spec: everything every node must agree on to train one job (model and
+// hyper-parameters, data, the cluster's shape, the consistency mode and the time limits),
+// plus the derived quantities all roles compute the same way.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/expected.hpp"
+#include "core/pipeline_layout.hpp"
+#include "core/pipeline_schedule.hpp"
+#include "tensor/trainer.hpp"
+
+namespace troupe {
+
+// sync: one averaged update per round from all live workers (MXNet's dist_sync).
+// async: each gradient applied on arrival (dist_async).
+// ssp: applied on arrival, but a worker may run at most `staleness` clocks ahead of the slowest.
+enum class sync_mode : std::uint8_t { sync = 0, async = 1, ssp = 2 };
+expected<sync_mode> parse_sync_mode(std::string_view name);
+std::string_view name_of(sync_mode m);
+
+struct job_spec {
+  job_spec() { train.epochs = 3; }
+
+  std::string job_id;                 // unique per job; every join must carry it
+  local_train_config train;           // model, epochs, batch, lr, optimizer, schedule, seed
+  std::string dataset = "fashion-mnist";
+  std::string data_dir;
+  std::int64_t train_samples = 0;     // use only the first N training samples (0 = all)
+  std::int64_t train_size = 0;        // training samples in use; set once the data is loaded
+  std::vector<std::int64_t> input_shape;  // per sample, e.g. {1, 28, 28}; set with train_size
+  std::int64_t num_classes = 0;           // set with train_size
+  std::uint32_t workers = 2;          // data-parallel replicas (each a pipeline of pipeline_stages)
+  std::uint32_t servers = 2;          // 0: a single pipeline applies the optimizer in its stages
+  std::uint32_t pipeline_stages = 1;  // K: the model cut into K stages, one actor each
+  std::int32_t microbatches = 1;      // M: a minibatch runs through the pipeline in M parts
+  pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
+  stage_balance balance = stage_balance::flops;
+  std::vector<std::int32_t> cuts;     // K - 1 layer indices; empty until prepare_job balances them
+  sync_mode mode = sync_mode::async;
+  std::int32_t staleness = 2;         // ssp bound
+  bool staleness_lr = false;          // async/ssp: lr / max(1, staleness)
+  std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
+  double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
+  std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)
+  double slow_factor = 1.0;
+  std::int64_t request_timeout_ms = 300000;  // every request to another actor
+  std::int64_t stall_timeout_ms = 120000;    // no worker progress for this long fails the job
+  // sync, one stage: the workers of one node sum their gradients among themselves (NCCL
+  // between GPUs, threads in one process on the CPU) and only each node's leader pushes
+  // the sum and pulls (Note [Local groups] in core/local_groups.cpp).
+  bool local_reduce = false;
+};
+
+// The first problem with the spec, as a message naming the flag; nullopt when valid.
+std::optional<std::string> validate(const job_spec& job);
+
+// Members: the actors that train, workers * pipeline_stages. Member m is stage
+// m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.
+std::uint32_t members(const job_spec& job);
+
+// Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
+std::int64_t samples_per_worker(const job_spec& job);
+std::int64_t steps_per_epoch(const job_spec& job);
+// Rows of a worker's minibatch at step_in_epoch (the last one of an epoch may be short).
+std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
+// The learning-rate schedule, indexed by a worker's clock (its step count).
+lr_schedule job_schedule(const job_spec& job);
+// The model of the job, for its input_shape and num_classes.
+expected<model> build_model(const job_spec& job);
+// The job's pipeline stages over m (one stage spanning m without a pipeline).
+std::vector<stage_span> job_stage_spans(const job_spec& job, const model& m);
+// A minibatch of b samples splits into `parts` consecutive microbatches whose sizes
+// differ by at most one: where microbatch i starts, and its rows.
+std::int64_t microbatch_rows(std::int64_t b, int parts, int i);
+std::int64_t microbatch_begin(std::int64_t b, int parts, int i);
+// Microbatches a minibatch of b samples runs as: min(microbatches, b).
+int microbatches_for(const job_spec& job, std::int64_t b);
+
+}  // namespace troupe

@@ -1,0 +1,178 @@
+// The messages of Troupe's protocol as plain structs, free of CAF, so the cores can take
+// and return them: actors/protocol.hpp gives them their inspect overloads, type IDs and
+// the typed interfaces that carry them. Who sends each to whom is said above it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/job.hpp"
+#include "core/key_table.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+// Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
+struct push_grads {
+  std::uint32_t shard = 0;
+  std::uint32_t worker = 0;       // rank
+  std::int64_t clock = 0;         // the worker's iteration
+  std::int64_t base_version = 0;  // shard version the gradient was computed on
+  tensor grad;                    // (shard_numel) f32
+};
+
+struct push_ack {
+  std::int64_t version = 0;       // shard version after the push
+  std::int64_t staleness = 0;
+};
+
+struct pull_request {
+  std::uint32_t shard = 0;
+  std::uint32_t worker = 0;
+  std::int64_t clock = 0;
+};
+
+struct params_reply {
+  std::uint32_t shard = 0;
+  std::int64_t version = 0;
+  tensor params;                  // (shard_numel) f32
+};
+
+struct membership {
+  std::vector<std::uint32_t> workers;  // live members
+  std::vector<std::uint32_t> stages;   // each one's pipeline stage (empty: all 0)
+};
+
+struct shard_stats {
+  std::uint32_t shard = 0;
+  std::int64_t version = 0, updates = 0, gradients = 0, rejected = 0, pulls = 0, pulls_held = 0;
+  std::int64_t held_now = 0;
+  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  std::vector<std::int64_t> staleness_hist;
+};
+
+// Shard -> coordinator. host/port: where workers reach this shard directly (empty in
+// one process, where the shard's handle is enough).
+struct shard_join {
+  std::string job_id;
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+struct shard_welcome {
+  std::uint32_t index = 0;
+  job_spec job;
+  std::vector<key_range> ranges;  // this shard's, in buffer order
+};
+
+// A member (worker, or pipeline stage) -> coordinator. host/port: where its pipeline
+// neighbours reach it directly (empty in one process).
+struct worker_join {
+  std::string job_id;
+  std::string host;
+  std::uint16_t port = 0;
+  // Who can form a local group with whom: equal non-empty strings can ("cuda@host" for
+  // GPUs of one machine, "cpu@host:pid" for threads of one process).
+  std::string locality;
+};
+
+// A local group's leader -> the coordinator -> the group's other members: the id of the
+// group's communicator (an NCCL unique id, or the CPU backend's).
+struct group_id {
+  std::uint32_t leader = 0;
+  std::vector<std::uint8_t> id;
+};
+
+// Pipeline stage -> the next stage: the output of `stage` for one microbatch of the
+// replica's minibatch at clock `step`: (rows, next stage's input shape...) f32.
+struct activation {
+  std::uint32_t replica = 0, stage = 0;  // the sender
+  std::int64_t step = 0;
+  std::int32_t microbatch = 0;
+  tensor data;
+};
+
+// Pipeline stage -> the previous stage: dL/d(its output) for one microbatch.
+struct activation_grad {
+  std::uint32_t replica = 0, stage = 0;  // the sender
+  std::int64_t step = 0;
+  std::int32_t microbatch = 0;
+  tensor data;
+};
+
+// Coordinator -> shard: worker `rank` (re)joins a running job at `clock`.
+struct member_joined {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;
+};
+
+
+// Worker -> coordinator after every step. A pipeline's loss and samples come from its
+// last stage (the others report 0); every stage reports its busy time and the wall-clock
+// window from its first forward's start to its last backward's end, from which the
+// coordinator measures the bubble (Note [Measuring the bubble] in bubble_meter.cpp).
+struct step_report {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;         // iterations finished
+  std::int32_t epoch = 0;
+  double loss = 0.0;
+  std::int64_t samples = 0;       // in this step
+  double busy_seconds = 0.0;      // computing forwards and backwards
+  std::int64_t window_begin_us = 0, window_end_us = 0;  // system clock, microseconds
+};
+
+// Worker -> coordinator at the end of each of its epochs.
+struct worker_epoch {
+  std::uint32_t rank = 0;
+  std::int32_t epoch = 0;
+  double loss_sum = 0.0;
+  std::int64_t steps = 0;
+  std::int64_t samples = 0;
+  double seconds = 0.0;
+  tensor params;                  // --servers 0: the stage's parameters after the epoch
+};
+
+struct worker_done {
+  std::uint32_t rank = 0;
+  std::int64_t clock = 0;
+  std::int64_t rejected = 0;      // of its pushes
+  std::int32_t peak_stored = 0;   // most microbatch activations it held at once
+};
+
+struct eval_request {
+  std::int32_t epoch = 0;
+  tensor params;                  // the full flat parameter vector
+};
+
+struct eval_reply {
+  std::int32_t epoch = 0;
+  double accuracy = 0.0;
+  double loss = 0.0;
+};
+
+struct job_result {
+  std::string mode;
+  std::uint32_t workers = 0, servers = 0;
+  std::int32_t epochs = 0;
+  bool evaluated = false;         // false with --simulate-compute
+  double test_accuracy = 0.0, test_loss = 0.0;
+  double train_seconds = 0.0;
+  double samples_per_second = 0.0;
+  // samples/s up to the moment the first worker finished: the rate while every worker
+  // was still training (what a straggler costs the others, independent of how long the
+  // slowest one takes to finish its own shard)
+  double steady_samples_per_second = 0.0;
+  std::int64_t samples = 0;
+  double mean_staleness = 0.0;
+  std::int64_t max_staleness = 0;
+  std::int64_t workers_lost = 0;
+  std::int64_t rejected = 0;
+  std::uint32_t pipeline_stages = 1;
+  std::int32_t microbatches = 1;
+  double bubble = 0.0;            // pipelines: measured over the whole job
+  std::vector<std::int32_t> peak_stored;  // per stage: most activations any replica's stage held
+  tensor params;                  // the final parameters (empty with --simulate-compute)
+};
+
+}  // namespace troupe

@@ -1,0 +1,324 @@
+// shard_core: validation, the three update rules, and held pulls (see Note [Clocks,
+// rounds and versions] in the header).
+#include "core/shard_core.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "tensor/ops.hpp"
+
+namespace troupe {
+
+int staleness_bucket(std::int64_t s) {
+  if (s <= 4) return static_cast<int>(std::max<std::int64_t>(s, 0));
+  if (s <= 8) return 5;
+  if (s <= 16) return 6;
+  return 7;
+}
+
+shard_core::shard_core(shard_config cfg, tensor params)
+    : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, params_.numel()) {
+  TROUPE_CHECK(params_.type() == dtype::f32 && params_.rank() == 1, "shard parameters must be a flat f32 tensor");
+  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, params_.numel()}});
+  for (const auto& slice : cfg_.stage_slices)
+    for (const auto& [off, len] : slice)
+      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= params_.numel(), "a slice reaches outside the shard");
+}
+
+const shard_slice& shard_core::slice_of_stage(std::uint32_t stage) const {
+  TROUPE_CHECK(stage < cfg_.stage_slices.size(), "no slice for this stage");
+  return cfg_.stage_slices[stage];
+}
+
+std::int64_t shard_core::version_for(std::uint32_t worker) const {
+  if (cfg_.stage_slices.size() == 1 || cfg_.mode == sync_mode::sync) return version_;
+  auto it = members_.find(worker);
+  if (it == members_.end()) return version_;
+  auto steps = stage_steps_.find(it->second.stage);
+  return steps == stage_steps_.end() ? 0 : steps->second;
+}
+
+bool shard_core::has_slice(std::uint32_t stage) const {
+  for (const auto& r : slice_of_stage(stage))
+    if (r.second > 0) return true;
+  return false;
+}
+
+std::int64_t shard_core::slice_numel(std::uint32_t worker) const {
+  auto it = members_.find(worker);
+  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
+  std::int64_t n = 0;
+  for (const auto& r : slice_of_stage(stage)) n += r.second;
+  return n;
+}
+
+tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) const {
+  auto it = members_.find(worker);
+  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
+  const shard_slice& slice = slice_of_stage(stage);
+  if (slice.size() == 1 && slice[0].first == 0 && slice[0].second == params_.numel()) {
+    tensor whole = tensor::uninitialized({params_.numel()});
+    copy(whole, buffer);
+    return whole;
+  }
+  tensor out = tensor::uninitialized({slice_numel(worker)});
+  std::int64_t pos = 0;
+  for (const auto& [off, len] : slice) {
+    copy(out.view().flat(pos, len), buffer.flat(off, len));
+    pos += len;
+  }
+  return out;
+}
+
+void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages) {
+  members_.clear();
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    member m;
+    m.stage = i < stages.size() ? stages[i] : 0;
+    TROUPE_CHECK(m.stage < cfg_.stage_slices.size(), "a member of an unknown pipeline stage");
+    if (!has_slice(m.stage)) continue;  // its stage keeps nothing here: it never pushes or pulls
+    members_[workers[i]] = m;
+  }
+  started_ = true;
+}
+
+std::size_t shard_core::live_workers() const {
+  return static_cast<std::size_t>(std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.second.live; }));
+}
+
+std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& detail) const {
+  if (!started_) {
+    detail = "shard " + std::to_string(cfg_.index) + " has not started yet";
+    return errc::not_started;
+  }
+  auto it = members_.find(worker);
+  if (it == members_.end() || !it->second.live) {
+    detail = "worker " + std::to_string(worker) + " is not a live member of this job";
+    return errc::not_member;
+  }
+  return std::nullopt;
+}
+
+std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel,
+                                            std::string& detail) const {
+  if (grad.empty() || grad.type() != dtype::f32) {
+    detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
+    return errc::bad_dtype;
+  }
+  if (grad.rank() != 1 || grad.numel() != expected_numel) {
+    detail = "gradient of shape " + grad.sizes().str() + " where the sender's slice of shard " +
+             std::to_string(cfg_.index) + " has " + std::to_string(expected_numel) + " floats";
+    return errc::bad_shape;
+  }
+  if (grad.where().kind != device_kind::cpu) {
+    detail = "gradient is not in host memory";
+    return errc::bad_dtype;
+  }
+  if (!all_finite(grad)) {
+    detail = "gradient holds NaN or infinite values";
+    return errc::not_finite;
+  }
+  return std::nullopt;
+}
+
+shard_core::push_outcome shard_core::reject(errc e, std::string detail) {
+  ++counters_.rejected;
+  ++counters_.rejected_by[e];
+  push_outcome out;
+  out.error = e;
+  out.detail = std::move(detail);
+  out.version = version_;
+  return out;
+}
+
+void shard_core::record_staleness(std::int64_t s) {
+  counters_.staleness_sum += s;
+  ++counters_.staleness_count;
+  counters_.staleness_max = std::max(counters_.staleness_max, s);
+  ++counters_.staleness_hist[staleness_bucket(s)];
+}
+
+shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
+                                          tensor grad) {
+  std::string detail;
+  if (auto e = check_sender(worker, detail)) return reject(*e, std::move(detail));
+  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad))
+                                      : push_on_arrival(worker, clock, base_version, std::move(grad));
+}
+
+shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
+                                               tensor grad) {
+  if (clock < version_)
+    return reject(errc::stale_round, "gradient for round " + std::to_string(clock) + ", which closed already (now " +
+                                         std::to_string(version_) + ")");
+  if (clock > version_)
+    return reject(errc::bad_clock, "gradient for round " + std::to_string(clock) + " while round " +
+                                       std::to_string(version_) + " is open");
+  if (round_.count(worker)) return reject(errc::duplicate, "second gradient from worker " + std::to_string(worker) +
+                                                               " for round " + std::to_string(clock));
+  if (members_[worker].from_round > clock)
+    return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
+                                       std::to_string(members_[worker].from_round));
+  std::string detail;
+  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
+    round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
+    auto out = reject(*e, std::move(detail));
+    maybe_complete_round();
+    return out;
+  }
+  const std::int64_t staleness = std::max<std::int64_t>(0, clock - base_version);
+  record_staleness(staleness);
+  ++counters_.gradients;
+  round_.emplace(worker, std::move(grad));
+  maybe_complete_round();
+  return {std::nullopt, {}, version_, staleness};
+}
+
+void shard_core::maybe_complete_round() {
+  std::size_t live = 0;
+  for (const auto& [rank, m] : members_) {
+    if (!m.live || m.from_round > version_) continue;
+    ++live;
+    if (!round_.count(rank)) return;  // a live worker has not submitted yet
+  }
+  if (live == 0) return;  // nobody left to serve; the coordinator ends the job
+  // Sum in member order (std::map iterates by key), so the result does not depend on
+  // arrival order: per stage, the first contribution is copied and the rest added.
+  std::int64_t contributions = 0;
+  std::map<std::uint32_t, bool> stage_seen;
+  for (const auto& [rank, g] : round_) {
+    if (g.empty()) continue;
+    if (contributions == 0) {
+      if (sum_.empty()) sum_ = tensor::uninitialized({params_.numel()});
+      if (cfg_.stage_slices.size() > 1) sum_.fill_zero();  // parts no live stage covers get no gradient
+    }
+    const std::uint32_t stage = members_[rank].stage;
+    const bool first = !stage_seen[stage];
+    stage_seen[stage] = true;
+    std::int64_t pos = 0;
+    for (const auto& [off, len] : slice_of_stage(stage)) {
+      if (first)
+        copy(sum_.view().flat(off, len), g.view().flat(pos, len));
+      else
+        axpy(sum_.view().flat(off, len), 1.f, g.view().flat(pos, len));
+      pos += len;
+    }
+    ++contributions;
+  }
+  if (contributions > 0) {
+    opt_.step(params_, sum_, cfg_.schedule.at(version_));
+    ++counters_.updates;
+  }
+  round_.clear();
+  ++version_;
+  release_ready();
+}
+
+shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::int64_t clock,
+                                                     std::int64_t base_version, tensor grad) {
+  member& m = members_[worker];
+  if (clock < m.completed)
+    return reject(errc::duplicate, "worker " + std::to_string(worker) + " already pushed clock " + std::to_string(clock));
+  if (clock > m.completed)
+    return reject(errc::bad_clock, "worker " + std::to_string(worker) + " pushed clock " + std::to_string(clock) +
+                                       " but its next clock is " + std::to_string(m.completed));
+  m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
+  std::string detail;
+  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
+    auto out = reject(*e, std::move(detail));
+    release_ready();
+    return out;
+  }
+  const std::int64_t staleness = std::max<std::int64_t>(0, version_for(worker) - base_version);
+  float lr = cfg_.schedule.at(clock);
+  if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
+  const shard_slice& slice = slice_of_stage(m.stage);
+  if (slice.size() == 1 && slice[0].second == params_.numel()) {
+    opt_.step(params_, grad, lr);
+  } else {
+    const std::int64_t t = ++stage_steps_[m.stage];
+    std::int64_t pos = 0;
+    for (const auto& [off, len] : slice) {
+      opt_.step_range(params_.view().flat(off, len), grad.view().flat(pos, len), off, lr, t);
+      pos += len;
+    }
+  }
+  ++version_;
+  ++counters_.updates;
+  ++counters_.gradients;
+  record_staleness(staleness);
+  release_ready();
+  return {std::nullopt, {}, version_, staleness};
+}
+
+std::int64_t shard_core::slowest_completed() const {
+  std::int64_t slowest = std::numeric_limits<std::int64_t>::max();
+  for (const auto& [rank, m] : members_)
+    if (m.live) slowest = std::min(slowest, m.completed);
+  return slowest;
+}
+
+bool shard_core::can_answer(std::int64_t clock) const {
+  switch (cfg_.mode) {
+    case sync_mode::sync: return version_ >= clock;
+    case sync_mode::async: return true;
+    case sync_mode::ssp: return clock - cfg_.staleness <= slowest_completed();
+  }
+  return true;
+}
+
+shard_core::pull_outcome shard_core::pull(std::uint32_t worker, std::int64_t clock, token t) {
+  pull_outcome out;
+  if (auto e = check_sender(worker, out.detail)) {
+    ++counters_.rejected;
+    ++counters_.rejected_by[*e];
+    out.decision = pull_decision::reject;
+    out.error = e;
+    return out;
+  }
+  if (can_answer(clock)) {
+    ++counters_.pulls;
+    out.decision = pull_decision::answer;
+    return out;
+  }
+  held_.push_back({t, worker, clock});
+  out.decision = pull_decision::hold;
+  return out;
+}
+
+void shard_core::release_ready() {
+  auto ready = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return !can_answer(h.clock); });
+  for (auto it = ready; it != held_.end(); ++it) {
+    released_.push_back(it->t);
+    ++counters_.pulls;
+    ++counters_.pulls_held;
+  }
+  held_.erase(ready, held_.end());
+}
+
+void shard_core::worker_left(std::uint32_t worker) {
+  auto it = members_.find(worker);
+  if (it == members_.end() || !it->second.live) return;
+  it->second.live = false;
+  auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.worker != worker; });
+  for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
+  held_.erase(gone, held_.end());
+  if (cfg_.mode == sync_mode::sync) maybe_complete_round();
+  release_ready();
+}
+
+void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock, std::uint32_t stage) {
+  member m;
+  m.stage = stage;
+  m.completed = clock;
+  m.from_round = std::max(clock, version_);
+  members_[worker] = m;
+  round_.erase(worker);
+  release_ready();
+}
+
+std::vector<shard_core::token> shard_core::take_released() { return std::exchange(released_, {}); }
+
+std::vector<shard_core::token> shard_core::take_dropped() { return std::exchange(dropped_, {}); }
+
+}  // namespace troupe

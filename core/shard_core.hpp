@@ -1,0 +1,170 @@
+// The logic of one parameter shard, free of CAF so it can be tested step by step: it owns
+// the shard's parameters, their optimizer state and version, validates every gradient,
+// applies updates according to the consistency mode, and decides which pulls are
+// answered now and which are held. The shard_server actor wraps it and turns held pulls
+// into response promises.
+//
+// Note [Clocks, rounds and versions]
+// A worker's clock is the number of iterations it has finished. Iteration c pulls with
+// clock c, computes on what it got, and pushes with clock c. The shard's version counts
+// the updates it has applied.
+//   sync:  round r collects the clock-r gradient of every live worker; when the last one
+//          arrives (or its sender leaves) the gradients are summed in rank order and
+//          applied once, so version == completed rounds. A pull at clock c is held until
+//          version >= c. A rejected gradient counts as "submitted nothing", so one bad
+//          worker cannot stall a round.
+// The sync update uses the sum, as MXNet's dist_sync does, not the mean: each worker's
+// gradient moves the parameters by lr per worker batch in every mode, which for sync is
+// the linear scaling rule (N workers of batch B act like one of batch N*B at N*lr).
+//   async: every valid gradient is applied on arrival. Pulls are never held.
+//   ssp:   like async, but a pull at clock c is held until every live worker has
+//          finished at least c - staleness iterations.
+// staleness of a gradient = version at arrival - version the worker computed on.
+//
+// Note [Slices]
+// Members are the actors that push and pull: data-parallel workers, or the stages of
+// pipeline replicas. A member of stage k owns the slice of the shard's buffer that holds
+// stage k's parameters (for a plain worker, stage 0 of 1: the whole buffer); it pushes
+// and pulls exactly that slice, packed in buffer order. A sync round sums each stage's
+// contributions in member order (the first copies, the rest add) and applies one update
+// to the whole buffer; async and ssp apply a push to its slice alone.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/errc.hpp"
+#include "core/job.hpp"
+#include "core/key_table.hpp"
+#include "tensor/optimizer.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+struct shard_config {
+  std::uint32_t index = 0;
+  std::vector<shard_slice> stage_slices;  // per pipeline stage; empty: one stage, the whole buffer
+  sync_mode mode = sync_mode::async;
+  std::int32_t staleness = 0;  // ssp bound
+  bool staleness_lr = false;
+  optimizer_config optimizer;
+  lr_schedule schedule;        // indexed by the pushing worker's clock
+};
+
+inline constexpr int staleness_buckets = 8;  // 0, 1, 2, 3, 4, 5-8, 9-16, >16
+int staleness_bucket(std::int64_t staleness);
+
+struct shard_counters {
+  std::int64_t updates = 0;              // optimizer steps applied
+  std::int64_t gradients = 0;            // gradients accepted
+  std::int64_t rejected = 0;             // gradients or pulls refused
+  std::map<errc, std::int64_t> rejected_by;
+  std::int64_t pulls = 0;                // pulls answered
+  std::int64_t pulls_held = 0;           // of those, answered after being held
+  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
+  std::array<std::int64_t, staleness_buckets> staleness_hist{};
+};
+
+class shard_core {
+ public:
+  using token = std::uint64_t;
+
+  shard_core(shard_config cfg, tensor params);
+
+  // Sets the live members, all at clock 0, with each one's pipeline stage (default 0).
+  // Members of a stage with no slice here are left out. Until then pushes and pulls are
+  // refused.
+  void start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages = {});
+  bool started() const { return started_; }
+
+  struct push_outcome {
+    std::optional<errc> error;
+    std::string detail;
+    std::int64_t version = 0;
+    std::int64_t staleness = 0;
+  };
+  push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+
+  enum class pull_decision { answer, hold, reject };
+  struct pull_outcome {
+    pull_decision decision = pull_decision::answer;
+    std::optional<errc> error;
+    std::string detail;
+  };
+  pull_outcome pull(std::uint32_t worker, std::int64_t clock, token t);
+
+  // A worker died or left: it no longer counts for rounds or bounds.
+  void worker_left(std::uint32_t worker);
+  // A worker (re)joins a running job at `clock`: in sync it is expected from round `clock`
+  // on (a round that has closed already moves it to the open one); in async/ssp it counts
+  // as having finished `clock` iterations.
+  void worker_joined(std::uint32_t worker, std::int64_t clock, std::uint32_t stage = 0);
+
+  // The member's slice of `buffer` (the parameters, or any tensor laid out like them), packed.
+  tensor pack_slice(std::uint32_t worker, const_tensor_view buffer) const;
+  std::int64_t slice_numel(std::uint32_t worker) const;
+
+  // Held pulls that may be answered now / that never will be (their worker left).
+  std::vector<token> take_released();
+  std::vector<token> take_dropped();
+
+  const tensor& params() const { return params_; }
+  std::int64_t version() const { return version_; }
+  // The version a member's pulls carry and its staleness is measured in: the shard's, or
+  // in async/ssp with several stages, the updates applied to the member's own slice
+  // (another stage's update does not make its parameters stale).
+  std::int64_t version_for(std::uint32_t worker) const;
+  std::int64_t numel() const { return params_.numel(); }
+  std::size_t held() const { return held_.size(); }
+  std::size_t live_workers() const;
+  const shard_counters& counters() const { return counters_; }
+  const shard_config& config() const { return cfg_; }
+
+ private:
+  struct member {
+    bool live = true;
+    std::int64_t completed = 0;   // iterations finished (async/ssp)
+    std::int64_t from_round = 0;  // sync: the first round that needs this worker
+    std::uint32_t stage = 0;
+  };
+  struct held_pull {
+    token t;
+    std::uint32_t worker;
+    std::int64_t clock;
+  };
+
+  std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
+  std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail) const;
+  push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  push_outcome reject(errc e, std::string detail);
+  void maybe_complete_round();
+  bool can_answer(std::int64_t clock) const;
+  std::int64_t slowest_completed() const;
+  void release_ready();
+  void record_staleness(std::int64_t s);
+
+  shard_config cfg_;
+  tensor params_;
+  optimizer_state opt_;
+  std::int64_t version_ = 0;
+  bool started_ = false;
+  std::map<std::uint32_t, member> members_;
+  // sync: the current round's submissions, by rank (ordered, so the sum is in rank order);
+  // an empty tensor marks a rejected submission.
+  std::map<std::uint32_t, tensor> round_;
+  tensor sum_;
+  std::vector<held_pull> held_;
+  std::vector<token> released_, dropped_;
+  shard_counters counters_;
+  std::map<std::uint32_t, std::int64_t> stage_steps_;  // async/ssp: optimizer steps per slice (Adam)
+
+  const shard_slice& slice_of_stage(std::uint32_t stage) const;
+  bool has_slice(std::uint32_t stage) const;
+};
+
+}  // namespace troupe

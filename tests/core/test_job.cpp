@@ -1,0 +1,95 @@
+// Tests for core/job.cpp: validation names the flag, the derived per-worker sizes and
+// schedule, and mode names.
+#define BOOST_TEST_MODULE job
+#include <boost/test/unit_test.hpp>
+
+#include "core/job.hpp"
+
+using namespace troupe;
+
+BOOST_AUTO_TEST_CASE(defaults_are_valid_and_the_embedded_job) {
+  job_spec j;
+  BOOST_TEST(!validate(j).has_value());
+  BOOST_TEST(j.train.epochs == 3);
+  BOOST_TEST((j.mode == sync_mode::async));
+  BOOST_TEST(j.workers == 2u);
+  BOOST_TEST(j.servers == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
+  auto problem = [](auto change) {
+    job_spec j;
+    change(j);
+    auto p = validate(j);
+    return p ? *p : std::string();
+  };
+  BOOST_TEST(problem([](job_spec& j) { j.workers = 0; }).find("--workers") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.servers = 0; }).find("--servers 0") != std::string::npos);  // 2 replicas
+  BOOST_TEST(problem([](job_spec& j) { j.servers = 2000; }).find("--servers") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.pipeline_stages = 0; }).find("--pipeline-stages") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.microbatches = 0; }).find("--microbatches") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.microbatches = 200; }).find("--batch-size") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.pipeline_stages = 3;
+               j.cuts = {2};
+             }).find("--cuts") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.pipeline_stages = 2;
+               j.slow_worker = 4;
+             }).find("replica * stages + stage") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.staleness = -1; }).find("--staleness") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.local_reduce = true; }).find("--local-reduce") != std::string::npos);  // async
+  BOOST_TEST(problem([](job_spec& j) {
+               j.local_reduce = true;
+               j.mode = sync_mode::sync;
+               j.pipeline_stages = 2;
+             }).find("one pipeline stage") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.local_reduce = true;
+               j.mode = sync_mode::sync;
+             }).empty());
+  BOOST_TEST(problem([](job_spec& j) { j.slow_worker = 5; }).find("--slow-worker") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.train.lr = 0; }).find("--lr") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.train_size = 1; j.workers = 4; }).find("fewer than the 4 workers") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {
+  job_spec j;
+  j.train_size = 1000;
+  j.workers = 3;
+  j.train.batch_size = 100;
+  BOOST_TEST(samples_per_worker(j) == 333);
+  BOOST_TEST(steps_per_epoch(j) == 4);
+  const lr_schedule s = job_schedule(j);
+  BOOST_TEST(s.total_steps == 4 * 3);
+  BOOST_TEST(s.warmup_steps == 2);
+}
+
+BOOST_AUTO_TEST_CASE(members_and_microbatches) {
+  job_spec j;
+  j.workers = 3;
+  j.pipeline_stages = 4;
+  BOOST_TEST(members(j) == 12u);
+  j.microbatches = 4;
+  std::int64_t total = 0;
+  for (int i = 0; i < 4; ++i) {
+    BOOST_TEST(microbatch_begin(10, 4, i) == total);
+    total += microbatch_rows(10, 4, i);
+    BOOST_TEST((microbatch_rows(10, 4, i) == 2 || microbatch_rows(10, 4, i) == 3));
+  }
+  BOOST_TEST(total == 10);
+  BOOST_TEST(microbatches_for(j, 3) == 3);  // a short last batch runs as fewer parts
+  BOOST_TEST(microbatches_for(j, 128) == 4);
+  j.train_size = 1000;
+  j.train.batch_size = 100;
+  j.workers = 3;
+  BOOST_TEST(batch_rows(j, 0) == 100);
+  BOOST_TEST(batch_rows(j, 3) == 33);  // 333 per worker
+}
+
+BOOST_AUTO_TEST_CASE(mode_names) {
+  BOOST_TEST((*parse_sync_mode("ssp") == sync_mode::ssp));
+  BOOST_TEST(parse_sync_mode("bsp").error().message.find("sync, async or ssp") != std::string::npos);
+  BOOST_TEST(name_of(sync_mode::sync) == "sync");
+}

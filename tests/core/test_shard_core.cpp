@@ -1,0 +1,241 @@
+// Tests for core/shard_core.cpp, step by step and without CAF: sync sums in rank order
+// and releases held pulls only when a round closes; ssp holds exactly the pulls past the
+// bound; async applies on arrival; a worker that leaves closes its rounds; every kind of
+// bad gradient is rejected with its error and leaves the parameters untouched.
+#define BOOST_TEST_MODULE shard_core
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <limits>
+
+#include "core/shard_core.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+
+namespace {
+
+constexpr std::int64_t n = 8;
+
+// Plain SGD with lr 1 and no momentum: an update subtracts the (averaged) gradient.
+shard_core make_shard(sync_mode mode, std::int32_t staleness = 0, bool staleness_lr = false) {
+  shard_config cfg;
+  cfg.mode = mode;
+  cfg.staleness = staleness;
+  cfg.staleness_lr = staleness_lr;
+  cfg.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
+  cfg.schedule = lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f};
+  shard_core core(cfg, tensor({n}));
+  core.start({0, 1, 2});
+  return core;
+}
+
+tensor filled(float v) {
+  tensor t({n});
+  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
+  return t;
+}
+
+bool same_bits(const tensor& a, const tensor& b) { return std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_sums_in_rank_order_whatever_the_arrival_order) {
+  // Values whose float sum depends on the order: (a + b) + c != a + (b + c).
+  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2), g2 = test::random_tensor({n}, 3, 1e-7f);
+  auto a = make_shard(sync_mode::sync), b = make_shard(sync_mode::sync);
+  a.push(0, 0, 0, g0);
+  a.push(1, 0, 0, g1);
+  a.push(2, 0, 0, g2);
+  b.push(2, 0, 0, g2);
+  b.push(0, 0, 0, g0);
+  b.push(1, 0, 0, g1);
+  BOOST_TEST(a.version() == 1);
+  BOOST_TEST(same_bits(a.params(), b.params()));
+  // And the update is -(g0 + g1 + g2), summed in rank order.
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float expect = -((g0.data<float>()[i] + g1.data<float>()[i]) + g2.data<float>()[i]);
+    BOOST_TEST(a.params().data<float>()[i] == expect);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_holds_pulls_until_the_round_closes) {
+  auto s = make_shard(sync_mode::sync);
+  BOOST_TEST((s.pull(0, 0, 100).decision == shard_core::pull_decision::answer));
+  s.push(0, 0, 0, filled(3.f));
+  BOOST_TEST((s.pull(0, 1, 101).decision == shard_core::pull_decision::hold));
+  s.push(1, 0, 0, filled(6.f));
+  BOOST_TEST((s.pull(1, 1, 102).decision == shard_core::pull_decision::hold));
+  BOOST_TEST(s.take_released().empty());
+  BOOST_TEST(s.params().data<float>()[0] == 0.f);  // nothing applied before the round closes
+  s.push(2, 0, 0, filled(9.f));
+  BOOST_TEST(s.version() == 1);
+  BOOST_TEST(s.params().data<float>()[0] == -18.f);  // the sum, applied once
+  auto released = s.take_released();
+  BOOST_TEST(released == (std::vector<shard_core::token>{101, 102}));
+  BOOST_TEST(s.counters().pulls_held == 2);
+}
+
+BOOST_AUTO_TEST_CASE(sync_rejects_rounds_out_of_order_and_duplicates) {
+  auto s = make_shard(sync_mode::sync);
+  BOOST_TEST((*s.push(0, 1, 0, filled(1.f)).error == errc::bad_clock));
+  s.push(0, 0, 0, filled(1.f));
+  BOOST_TEST((*s.push(0, 0, 0, filled(1.f)).error == errc::duplicate));
+  s.push(1, 0, 0, filled(1.f));
+  s.push(2, 0, 0, filled(1.f));
+  BOOST_TEST((*s.push(1, 0, 0, filled(1.f)).error == errc::stale_round));
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_that_leaves_does_not_stall_sync) {
+  auto s = make_shard(sync_mode::sync);
+  s.push(0, 0, 0, filled(2.f));
+  s.push(1, 0, 0, filled(4.f));
+  BOOST_TEST((s.pull(0, 1, 7).decision == shard_core::pull_decision::hold));
+  BOOST_TEST((s.pull(2, 1, 8).decision == shard_core::pull_decision::hold));  // a pull of the leaver
+  s.worker_left(2);
+  BOOST_TEST(s.version() == 1);
+  BOOST_TEST(s.params().data<float>()[0] == -6.f);
+  BOOST_TEST(s.take_released() == (std::vector<shard_core::token>{7}));
+  BOOST_TEST(s.take_dropped() == (std::vector<shard_core::token>{8}));
+  BOOST_TEST((*s.push(2, 1, 1, filled(1.f)).error == errc::not_member));
+  // The next round needs only the two who remain.
+  s.push(0, 1, 1, filled(1.f));
+  s.push(1, 1, 1, filled(1.f));
+  BOOST_TEST(s.version() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejected_gradient_counts_as_submitted_in_sync) {
+  auto s = make_shard(sync_mode::sync);
+  tensor bad = filled(1.f);
+  bad.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  s.push(0, 0, 0, filled(2.f));
+  s.push(1, 0, 0, filled(4.f));
+  BOOST_TEST((*s.push(2, 0, 0, bad).error == errc::not_finite));
+  BOOST_TEST(s.version() == 1);  // the round closed with the two good gradients
+  BOOST_TEST(s.params().data<float>()[3] == -6.f);
+}
+
+BOOST_AUTO_TEST_CASE(async_applies_each_gradient_on_arrival) {
+  auto s = make_shard(sync_mode::async);
+  auto out = s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(!out.error);
+  BOOST_TEST(s.version() == 1);
+  BOOST_TEST(s.params().data<float>()[0] == -1.f);
+  out = s.push(0, 0, 0, filled(2.f));  // computed on version 0, arrives at version 1
+  BOOST_TEST(out.staleness == 1);
+  BOOST_TEST(s.params().data<float>()[0] == -3.f);
+  BOOST_TEST((s.pull(2, 0, 1).decision == shard_core::pull_decision::answer));
+  BOOST_TEST(s.counters().staleness_max == 1);
+  BOOST_TEST((*s.push(1, 0, 1, filled(1.f)).error == errc::duplicate));
+  BOOST_TEST((*s.push(1, 5, 1, filled(1.f)).error == errc::bad_clock));
+}
+
+BOOST_AUTO_TEST_CASE(staleness_scales_the_learning_rate) {
+  auto s = make_shard(sync_mode::async, 0, true);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));   // staleness 1 -> lr 1
+  s.push(2, 0, 0, filled(4.f));   // staleness 2 -> lr 1/2
+  BOOST_TEST(s.params().data<float>()[0] == -4.f);
+}
+
+BOOST_AUTO_TEST_CASE(ssp_holds_exactly_the_pulls_past_the_bound) {
+  auto s = make_shard(sync_mode::ssp, 1);
+  // Worker 0 races ahead; workers 1 and 2 have finished nothing.
+  BOOST_TEST((s.pull(0, 0, 1).decision == shard_core::pull_decision::answer));
+  s.push(0, 0, 0, filled(1.f));
+  BOOST_TEST((s.pull(0, 1, 2).decision == shard_core::pull_decision::answer));  // 1 - 1 <= 0
+  s.push(0, 1, 1, filled(1.f));
+  BOOST_TEST((s.pull(0, 2, 3).decision == shard_core::pull_decision::hold));    // 2 - 1 > 0
+  s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(s.take_released().empty());  // worker 2 is still at 0
+  BOOST_TEST(s.version() == 3);           // but every gradient was applied on arrival
+  s.push(2, 0, 0, filled(1.f));
+  BOOST_TEST(s.take_released() == (std::vector<shard_core::token>{3}));
+}
+
+BOOST_AUTO_TEST_CASE(ssp_with_zero_staleness_waits_for_everyone) {
+  auto s = make_shard(sync_mode::ssp, 0);
+  s.push(0, 0, 0, filled(1.f));
+  BOOST_TEST((s.pull(0, 1, 1).decision == shard_core::pull_decision::hold));
+  s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(s.take_released().empty());
+  s.worker_left(2);  // the slowest leaves: the bound is met by those who remain
+  BOOST_TEST(s.take_released() == (std::vector<shard_core::token>{1}));
+}
+
+BOOST_AUTO_TEST_CASE(bad_gradients_are_rejected_and_leave_parameters_untouched) {
+  auto s = make_shard(sync_mode::async);
+  s.push(0, 0, 0, filled(1.f));
+  const tensor before = s.params();
+  const std::int64_t version = s.version();
+  tensor nan = filled(1.f), inf = filled(1.f);
+  nan.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  inf.data<float>()[7] = std::numeric_limits<float>::infinity();
+  struct bad_case {
+    std::uint32_t worker;
+    std::int64_t clock;
+    tensor grad;
+    errc expect;
+  };
+  std::vector<bad_case> cases;
+  cases.push_back({1, 0, nan, errc::not_finite});
+  cases.push_back({2, 0, inf, errc::not_finite});
+  cases.push_back({0, 1, tensor({n + 1}), errc::bad_shape});
+  cases.push_back({0, 2, tensor({2, 4}), errc::bad_shape});
+  cases.push_back({0, 3, tensor({n}, dtype::i32), errc::bad_dtype});
+  cases.push_back({0, 4, tensor(), errc::bad_dtype});
+  cases.push_back({9, 0, filled(1.f), errc::not_member});
+  for (auto& c : cases) {
+    auto out = s.push(c.worker, c.clock, 0, c.grad);
+    BOOST_REQUIRE(out.error.has_value());
+    BOOST_TEST((*out.error == c.expect), "expected " << to_string(c.expect) << ", got " << to_string(*out.error));
+    BOOST_TEST(!out.detail.empty());
+  }
+  BOOST_TEST(same_bits(s.params(), before));
+  BOOST_TEST(s.version() == version);
+  BOOST_TEST(s.counters().rejected == static_cast<std::int64_t>(cases.size()));
+  BOOST_TEST(s.counters().rejected_by.at(errc::not_finite) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_served_before_start) {
+  shard_config cfg;
+  shard_core s(cfg, tensor({n}));
+  BOOST_TEST((*s.push(0, 0, 0, filled(1.f)).error == errc::not_started));
+  BOOST_TEST((s.pull(0, 0, 1).decision == shard_core::pull_decision::reject));
+}
+
+BOOST_AUTO_TEST_CASE(staleness_bucket_edges) {
+  BOOST_TEST(staleness_bucket(0) == 0);
+  BOOST_TEST(staleness_bucket(4) == 4);
+  BOOST_TEST(staleness_bucket(5) == 5);
+  BOOST_TEST(staleness_bucket(9) == 6);
+  BOOST_TEST(staleness_bucket(100) == 7);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoining_worker_counts_from_its_round_in_sync) {
+  auto s = make_shard(sync_mode::sync);
+  s.worker_left(2);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 1);
+  s.worker_joined(2, 2);  // expected from round 2 on
+  s.push(0, 1, 1, filled(1.f));
+  s.push(1, 1, 1, filled(1.f));
+  BOOST_TEST(s.version() == 2);  // round 1 did not wait for it
+  BOOST_TEST((*s.push(2, 1, 1, filled(1.f)).error == errc::stale_round));
+  s.push(0, 2, 2, filled(1.f));
+  s.push(1, 2, 2, filled(1.f));
+  BOOST_TEST(s.version() == 2);  // round 2 waits for the rejoined worker
+  s.push(2, 2, 2, filled(1.f));
+  BOOST_TEST(s.version() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_rejoining_worker_starts_at_its_clock_in_ssp) {
+  auto s = make_shard(sync_mode::ssp, 0);
+  s.worker_left(2);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));
+  s.worker_joined(2, 1);
+  BOOST_TEST((s.pull(0, 1, 5).decision == shard_core::pull_decision::answer));  // worker 2 counts as at clock 1
+  BOOST_TEST(!s.push(2, 1, 2, filled(1.f)).error.has_value());
+}

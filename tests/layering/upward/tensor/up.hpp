@@ -1,0 +1,3 @@
+// A fixture for the layering test: tensor/ may not include actors/.
+#pragma once
+#include "actors/protocol.hpp"
