@@ -1,6 +1,7 @@
 // evaluator: one handler around tensor/evaluate.
 #include "actors/evaluator.hpp"
 
+#include "base/compute_fault.hpp"
 #include "tensor/evaluate.hpp"
 
 namespace troupe {
@@ -13,7 +14,10 @@ evaluator_actor::behavior_type evaluator(evaluator_actor::pointer, model m, std:
         if (r.params.numel() != m.num_params() || r.params.type() != dtype::f32)
           return make_error(errc::bad_shape, "evaluation got " + std::to_string(r.params.numel()) +
                                                  " parameters for a model of " + std::to_string(m.num_params()));
-        const eval_result ev = evaluate(m, r.params, data->test);
+        eval_result ev;
+        if (auto f = catch_compute("evaluating epoch " + std::to_string(r.epoch + 1),
+                                   [&] { ev = evaluate(m, r.params, data->test); }))
+          return make_error(*f);
         return eval_reply{r.epoch, ev.accuracy, ev.loss};
       },
   };

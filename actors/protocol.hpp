@@ -1,22 +1,27 @@
-// Troupe's actor protocol: atoms, message structs with their inspect overloads, the typed
-// interfaces of the shard server, coordinator and evaluator, the CAF error category for
-// errc, and add_protocol_types(), which every node calls before building its actor system
-// (an unregistered type silently becomes an empty message on the wire).
+// Troupe's actor protocol in one place: every atom; the typed interfaces each role
+// publishes to other nodes, and the local triggers only its own process may send it; the
+// welcome a member gets; the CAF error category for errc; and the type-ID block with
+// add_protocol_types(), which every node calls before building its actor system.
 //
-// Note [Tensors on the wire]
-// A tensor is serialized as dtype, byte order, rank, extents, byte count and one raw blob
-// (apply_raw), never element by element. The deserializer checks every field and the
-// size limit before it allocates; a mismatch (another byte order, an unknown dtype, a
-// size that disagrees with the shape) is a decode error, never a corrupted tensor.
+// Note [Type IDs and local triggers]
+// Every message type that may cross the wire is in the `troupe_protocol` type-ID block and
+// registered under its C++ name; the build defines CAF_ENABLE_TYPE_ID_CHECKS, so sending
+// a type that is not in the block does not compile (CAF 0.17 would otherwise send an
+// empty message). Local triggers (join now, the watchdog's tick, the next step, a retry,
+// a deadline, the run request) are structs allowed as unsafe message types and never
+// registered: another node cannot even encode them, and they are not part of the
+// published interfaces. Each actor's local handle (local_*_actor) extends its published
+// interface with its triggers; only the published one is given to other nodes.
 #pragma once
 
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
-#include <type_traits>
 #include <vector>
 
+#include "actors/wire.hpp"
 #include "base/errc.hpp"
 #include "core/messages.hpp"
 
@@ -36,10 +41,10 @@ using progress_atom = caf::atom_constant<caf::atom("progress")>;
 using epoch_atom = caf::atom_constant<caf::atom("epoch")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
 using eval_atom = caf::atom_constant<caf::atom("eval")>;
-using run_atom = caf::atom_constant<caf::atom("run")>;
 using activation_atom = caf::atom_constant<caf::atom("activation")>;
 using act_grad_atom = caf::atom_constant<caf::atom("actgrad")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
+using hello_atom = caf::atom_constant<caf::atom("stagehello")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -48,10 +53,42 @@ inline caf::error make_error(errc x) { return caf::error(static_cast<std::uint8_
 inline caf::error make_error(errc x, std::string detail) {
   return caf::error(static_cast<std::uint8_t>(x), caf::atom("troupe"), caf::make_message(std::move(detail)));
 }
+inline caf::error make_error(const fault& f) { return make_error(f.code, f.detail); }
 // The errc of a Troupe error; nullopt for CAF's own errors.
 std::optional<errc> troupe_code(const caf::error& e);
+// The code and detail of a Troupe error; nullopt for CAF's own errors.
+std::optional<fault> as_fault(const caf::error& e);
 // "not_finite: gradient holds NaN..." for Troupe errors, CAF's rendering for the others.
 std::string describe(const caf::error& e);
+
+// ---------------------------------------------------------------------------------------
+// Local triggers (Note [Type IDs and local triggers])
+
+// Join the coordinator, telling it where this actor is reached (empty host: one process).
+struct join_trigger {
+  std::string host;
+  std::uint16_t port = 0;
+};
+struct watchdog_tick {};     // the coordinator, to itself, about once a second
+struct run_request {};       // this process waits for the job's result
+struct next_step {};         // a member with nothing to pull, to itself
+struct connect_retry {       // a member, to itself: try connecting to `peer` again
+  std::string peer;
+};
+struct hello_deadline {};    // a member, to itself: its previous stage should have said hello
+struct group_deadline {};    // a member, to itself: its local group's id should have come
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::join_trigger)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::watchdog_tick)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::next_step)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::connect_retry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::hello_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
+
+namespace troupe {
 
 // ---------------------------------------------------------------------------------------
 // Typed interfaces
@@ -63,29 +100,32 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::reacts_to<left_atom, std::uint32_t>,
-    caf::replies_to<join_atom, member_joined>::with<caf::ok_atom>,
-    // Local trigger: join the coordinator, telling it where workers reach this shard.
-    caf::reacts_to<join_atom, std::string, std::uint16_t>>;
+    caf::replies_to<join_atom, member_joined>::with<caf::ok_atom>>;
+using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>>;
 
-// Coordinator -> worker: its rank, the job, the key-range table and the shards.
+// What pipeline neighbours and the coordinator's relay send a member.
+using stage_actor = caf::typed_actor<
+    caf::reacts_to<activation_atom, activation>,
+    caf::reacts_to<act_grad_atom, activation_grad>,
+    caf::reacts_to<hello_atom, stage_hello>,
+    caf::reacts_to<group_atom, group_id>>;
+using local_stage_actor =
+    stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
+                        caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>>;
+
+// Coordinator -> member: its place in the job, and in one process the handles of its
+// shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
+// nodes it reaches by the addresses in `place` (Note [Shard handles across nodes]).
 struct worker_welcome {
-  std::uint32_t rank = 0;
-  std::uint32_t world = 0;
-  job_spec job;
-  key_table table;
-  std::vector<shard_actor> shards;        // indexed by shard
-  std::vector<std::string> shard_hosts;   // where to reach them directly; empty in one process
-  std::vector<std::uint16_t> shard_ports;
-  std::int64_t resume_clock = 0;          // > 0 when this worker replaces one that died
-  // Pipeline neighbours (stage - 1 and stage + 1 of the same replica; invalid at the
-  // ends): handles in one process, addresses across nodes.
-  caf::actor prev, next;
-  std::string prev_host, next_host;
-  std::uint16_t prev_port = 0, next_port = 0;
-  // --local-reduce: the members of this worker's local group, ascending (the first leads);
-  // empty when it pushes and pulls on its own.
-  std::vector<std::uint32_t> group;
+  member_assignment place;
+  std::vector<shard_actor> shards;
+  stage_actor prev, next;
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
+  return f(caf::meta::type_name("worker_welcome"), x.place, x.shards, x.prev, x.next);
+}
 
 using coordinator_actor = caf::typed_actor<
     caf::replies_to<join_atom, shard_join>::with<shard_welcome>,
@@ -93,96 +133,39 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<progress_atom, step_report>,
     caf::reacts_to<epoch_atom, worker_epoch>,
     caf::reacts_to<done_atom, worker_done>,
-    caf::reacts_to<group_atom, group_id>,
-    caf::replies_to<run_atom>::with<job_result>,
-    caf::reacts_to<caf::tick_atom>>;
+    caf::reacts_to<group_atom, group_id>>;
+using local_coordinator_actor =
+    coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>>;
 
+// Spawned by the coordinator in its own process; never published.
 using evaluator_actor = caf::typed_actor<caf::replies_to<eval_atom, eval_request>::with<eval_reply>>;
 
-// ---------------------------------------------------------------------------------------
-// inspect overloads
-
-caf::error inspect(caf::serializer& f, tensor& x);
-caf::error inspect(caf::deserializer& f, tensor& x);
-
-template <class Inspector>
-std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> && !std::is_base_of_v<caf::deserializer, Inspector>,
-                 typename Inspector::result_type>
-inspect(Inspector& f, tensor& x) {
-  std::string summary = x.empty() ? "empty" : std::string(name_of(x.type())) + x.sizes().str();
-  return f(caf::meta::type_name("tensor"), summary);
-}
-
-// The largest tensor a node accepts from the wire.
-inline constexpr std::uint64_t max_wire_tensor_bytes = std::uint64_t{1} << 32;
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
-  return f(caf::meta::type_name("optimizer_config"), x.kind, x.momentum, x.nesterov, x.weight_decay, x.beta1, x.beta2,
-           x.eps);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
-  return f(caf::meta::type_name("train_config"), x.model, x.epochs, x.batch_size, x.lr, x.optimizer, x.schedule,
-           x.warmup_epochs, x.seed);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
-  return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
-           x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
-           x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
-           x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms, x.local_reduce);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, key_range& x) {
-  return f(caf::meta::type_name("key_range"), x.shard, x.block, x.offset, x.length);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, key_table& x) {
-  return f(caf::meta::type_name("key_table"), x.ranges, x.shard_numel);
-}
-
-#define TROUPE_INSPECT(type, ...)                                              \
-  template <class Inspector>                                                   \
-  typename Inspector::result_type inspect(Inspector& f, type& x) {             \
-    return f(caf::meta::type_name(#type), __VA_ARGS__);                        \
-  }
-
-TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad)
-TROUPE_INSPECT(push_ack, x.version, x.staleness)
-TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock)
-TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
-TROUPE_INSPECT(membership, x.workers, x.stages)
-TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
-               x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
-TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port)
-TROUPE_INSPECT(member_joined, x.rank, x.clock)
-TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
-TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality)
-TROUPE_INSPECT(group_id, x.leader, x.id)
-TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
-TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
-TROUPE_INSPECT(worker_welcome, x.rank, x.world, x.job, x.table, x.shards, x.shard_hosts, x.shard_ports,
-               x.resume_clock, x.prev, x.next, x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
-TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
-               x.window_end_us)
-TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
-TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored)
-TROUPE_INSPECT(eval_request, x.epoch, x.params)
-TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
-TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
-               x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness, x.max_staleness, x.workers_lost,
-               x.rejected, x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.params)
-
-#undef TROUPE_INSPECT
-
-// Registers every message type above (under the same names on every node) and the
-// "troupe" error category.
+// Registers every message type of the troupe_protocol block (under the same names on
+// every node) and the "troupe" error category.
 void add_protocol_types(caf::actor_system_config& cfg);
 
 }  // namespace troupe
+
+CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::push_grads))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::push_ack))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::pull_request))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::params_reply))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::membership))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_stats))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_join))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_welcome))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_join))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_welcome))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::member_joined))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::group_id))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::stage_hello))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::activation))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::activation_grad))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::step_report))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_epoch))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_done))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::eval_request))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::eval_reply))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::job_result))
+CAF_END_TYPE_ID_BLOCK(troupe_protocol)

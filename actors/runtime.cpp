@@ -4,8 +4,8 @@
 #include <random>
 #include <thread>
 
-#include "actors/shard_server.hpp"
 #include "actors/pipeline_stage.hpp"
+#include "actors/shard_server.hpp"
 
 namespace troupe {
 
@@ -76,10 +76,10 @@ job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& 
   return h;
 }
 
-caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_actor& coordinator) {
+caf::expected<job_result> await_job(caf::actor_system& sys, const local_coordinator_actor& coordinator) {
   caf::scoped_actor self{sys};
   caf::expected<job_result> out{caf::error{}};
-  self->request(coordinator, caf::infinite, run_atom::value)
+  self->request(coordinator, caf::infinite, run_request{})
       .receive([&](job_result& r) { out = std::move(r); }, [&](caf::error& e) { out = std::move(e); });
   return out;
 }

@@ -23,9 +23,9 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data);
 void configure_in_process(caf::actor_system_config& cfg);
 
 struct job_handles {
-  coordinator_actor coordinator;
-  std::vector<shard_actor> shards;
-  std::vector<caf::actor> workers;  // members, in join order
+  local_coordinator_actor coordinator;
+  std::vector<local_shard_actor> shards;
+  std::vector<local_stage_actor> workers;  // members, in spawn order
 };
 
 // Spawns one prepared job in `sys`; the protocol types must be registered in its config.
@@ -36,7 +36,7 @@ job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& 
 // Waits for the job's result. Note [Waiting for a job]: the wait itself has no deadline
 // because a job may legitimately train for days; the coordinator's stall watchdog turns
 // any lack of progress into an error within stall_timeout_ms, so the wait always ends.
-caf::expected<job_result> await_job(caf::actor_system& sys, const coordinator_actor& coordinator);
+caf::expected<job_result> await_job(caf::actor_system& sys, const local_coordinator_actor& coordinator);
 
 // prepare_job + a fresh actor system + spawn_job + await_job.
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,

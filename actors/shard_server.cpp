@@ -8,6 +8,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "base/compute_fault.hpp"
 #include "core/shard_core.hpp"
 
 namespace troupe {
@@ -34,7 +35,7 @@ struct shard_state {
   static inline const char* name = "troupe.shard_server";
 };
 
-using shard_pointer = shard_actor::stateful_pointer<shard_state>;
+using shard_pointer = local_shard_actor::stateful_pointer<shard_state>;
 
 params_reply snapshot(shard_pointer self) {
   const auto& core = *self->state.core;
@@ -123,7 +124,7 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
 }
 
-shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
+local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
                                         std::chrono::milliseconds join_timeout, observability obs) {
   self->state.obs = std::move(obs);
   self->monitor(coordinator);
@@ -134,8 +135,8 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
   });
   return {
       // Pushes and pulls before the welcome are refused as not_started.
-      [=](join_atom, const std::string& host, std::uint16_t port) {
-        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, host, port})
+      [=](const join_trigger& where) {
+        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, where.host, where.port})
             .then([=](shard_welcome& w) { init_from_welcome(self, w); },
                   [=](caf::error& e) {
                     spdlog::error("shard: the coordinator refused or did not answer the join: {}", describe(e));
@@ -159,7 +160,13 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
         auto& st = self->state;
         if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
         const auto t0 = wall::now();
-        auto out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad));
+        shard_core::push_outcome out;
+        if (auto f = catch_compute("shard " + std::to_string(st.index) + ": applying a gradient of worker " +
+                                       std::to_string(p.worker),
+                                   [&] { out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad)); })) {
+          spdlog::error("{}", to_string(*f));
+          return make_error(*f);
+        }
         if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
         settle_held(self);
         observe(self);
@@ -222,13 +229,13 @@ shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor co
 
 }  // namespace
 
-shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                               std::chrono::milliseconds join_timeout, observability obs) {
+local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
+                                     std::chrono::milliseconds join_timeout, observability obs) {
   return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs));
 }
 
-void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port) {
-  caf::anon_send(shard, join_atom::value, std::move(host), port);
+void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port) {
+  caf::anon_send(shard, join_trigger{std::move(host), port});
 }
 
 }  // namespace troupe

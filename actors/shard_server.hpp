@@ -7,15 +7,16 @@
 #include <chrono>
 #include <string>
 
-#include "actors/observability.hpp"
 #include "actors/protocol.hpp"
+#include "monitoring/observability.hpp"
 
 namespace troupe {
 
-// Spawns a shard that joins `coordinator` once told where workers can reach it.
-shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                               std::chrono::milliseconds join_timeout, observability obs = {});
+// Spawns a shard that joins `coordinator` once told where workers can reach it. The
+// handle is the local one; publish it as a shard_actor.
+local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
+                                     std::chrono::milliseconds join_timeout, observability obs = {});
 // Tells the shard to join, advertising host:port (empty host: one process, no address).
-void join_as_shard(const shard_actor& shard, std::string host, std::uint16_t port);
+void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port);
 
 }  // namespace troupe

@@ -77,6 +77,31 @@ struct worker_join {
   std::string locality;
 };
 
+// Coordinator -> member: its place in the job. actors/protocol.hpp's worker_welcome
+// carries it, with the handles of the shards and neighbours when they share a process.
+struct member_assignment {
+  std::uint32_t rank = 0;                 // member id: replica * pipeline_stages + stage
+  std::uint32_t world = 0;                // replicas
+  job_spec job;
+  key_table table;
+  std::vector<std::string> shard_hosts;   // where to reach the shards directly; empty in one process
+  std::vector<std::uint16_t> shard_ports;
+  std::int64_t resume_clock = 0;          // > 0 when this member replaces one that died
+  // Pipeline neighbours (stage - 1 and stage + 1 of the same replica) across nodes; empty
+  // at the ends and in one process.
+  std::string prev_host, next_host;
+  std::uint16_t prev_port = 0, next_port = 0;
+  // --local-reduce: the members of this member's local group, ascending (the first leads);
+  // empty when it pushes and pulls on its own.
+  std::vector<std::uint32_t> group;
+};
+
+// Stage i -> stage i + 1 across nodes, once connected: "I am your previous stage" (Note
+// [One connection per neighbour pair] in actors/member_wiring.cpp).
+struct stage_hello {
+  std::uint32_t replica = 0, stage = 0;
+};
+
 // A local group's leader -> the coordinator -> the group's other members: the id of the
 // group's communicator (an NCCL unique id, or the CPU backend's).
 struct group_id {

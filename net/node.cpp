@@ -5,9 +5,9 @@
 
 #include <thread>
 
+#include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "actors/pipeline_stage.hpp"
 #include "net/node_runtime.hpp"
 
 namespace troupe {
@@ -67,7 +67,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
   auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs);
-  auto port = publish_on(sys, coordinator, plan.listen, plan.tls.any());
+  auto port = publish_on(sys, coordinator_actor{coordinator}, plan.listen, plan.tls.any());
   if (!port) {
     caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
@@ -84,7 +84,7 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
   auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs);
-  auto port = publish_on(sys, shard, plan.listen, plan.tls.any());
+  auto port = publish_on(sys, shard_actor{shard}, plan.listen, plan.tls.any());
   if (!port) {
     caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
     return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
@@ -116,13 +116,13 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   };
   // Published for its pipeline neighbours (a data-parallel worker is never contacted).
   auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
-  auto port = publish_on(sys, worker, plan.listen, plan.tls.any());
+  auto port = publish_on(sys, stage_actor{worker}, plan.listen, plan.tls.any());
   if (!port) {
     caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
     return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
   }
   join_as_member(worker, plan.advertise, *port);
-  return wait_for(sys, worker);
+  return wait_for(sys, caf::actor_cast<caf::actor>(worker));
 }
 
 }  // namespace troupe

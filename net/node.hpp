@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "actors/coordinator.hpp"
-#include "actors/observability.hpp"
 #include "actors/pipeline_stage.hpp"
+#include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"

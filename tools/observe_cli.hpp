@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "actors/observability.hpp"
+#include "monitoring/observability.hpp"
 #include "tools/cli_common.hpp"
 
 namespace troupe::cli {

@@ -1,8 +1,10 @@
-// Tests for actors/coordinator.cpp under CAF's deterministic scheduler, with real shard
-// servers and scripted workers: admission waits for the whole cluster and refuses extra
-// or foreign nodes; a worker that dies mid-round does not stall sync; the job's result
-// counts what happened; a dead shard, a diverged worker and a stall end the job with
-// their typed errors.
+// Tests for actors/coordinator.cpp, the shell around job_core, under CAF's deterministic
+// scheduler with real shard servers and scripted workers: that the shell wires the core
+// to the actors. Admission waits for the whole cluster and refuses foreign nodes; a
+// member standing by replaces the first to die and is served by the shards; a worker
+// that dies mid-round does not stall sync; the job's result reaches the run request; a
+// dead shard, a diverged worker and a stall end the job with their typed errors. The
+// core's every case is stepped without actors in tests/core/test_job_core.cpp.
 #define BOOST_TEST_MODULE coordinator
 #include <boost/test/unit_test.hpp>
 
@@ -51,7 +53,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
       [=](pull_atom, std::int64_t clock) {
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
-          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.rank, clock})
+          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock})
               .then([=](params_reply& p) { log->params.push_back(std::move(p)); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },
@@ -59,16 +61,16 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
           self->request(w.shards[s], caf::infinite, push_atom::value,
-                        push_grads{s, w.rank, clock, clock, tensor({w.table.shard_numel[s]})})
+                        push_grads{s, w.place.rank, clock, clock, tensor({w.place.table.shard_numel[s]})})
               .then([=](const push_ack& a) { log->acks.push_back(a); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },
       [=](epoch_atom, std::int32_t epoch) {
-        self->send(c, progress_atom::value, step_report{log->welcome->rank, epoch + 1, epoch, 0.5, 50});
-        self->send(c, epoch_atom::value, worker_epoch{log->welcome->rank, epoch, 0.5, 1, 50, 0.01, tensor()});
+        self->send(c, progress_atom::value, step_report{log->welcome->place.rank, epoch + 1, epoch, 0.5, 50});
+        self->send(c, epoch_atom::value, worker_epoch{log->welcome->place.rank, epoch, 0.5, 1, 50, 0.01, tensor()});
       },
       [=](done_atom, std::int64_t clock) {
-        self->send(c, done_atom::value, worker_done{log->welcome->rank, clock, 0, 0});
+        self->send(c, done_atom::value, worker_done{log->welcome->place.rank, clock, 0, 0});
         self->quit();
       },
       [=](caf::error& reason) { self->quit(reason); },  // dies the way a failing worker does
@@ -76,8 +78,8 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
 }
 
 struct fixture : test::deterministic_system {
-  coordinator_actor coord;
-  std::vector<shard_actor> shards;
+  local_coordinator_actor coord;
+  std::vector<local_shard_actor> shards;
   std::vector<caf::actor> workers;
   std::vector<std::unique_ptr<worker_log>> logs;
   std::optional<caf::expected<job_result>> outcome;
@@ -89,7 +91,7 @@ struct fixture : test::deterministic_system {
     for (std::uint32_t s = 0; s < shard_count; ++s) add_shard();
     for (std::uint32_t w = 0; w < worker_count; ++w) add_worker(job.job_id);
     sys->spawn([this](caf::event_based_actor* self) {
-      self->request(coord, caf::infinite, run_atom::value)
+      self->request(coord, caf::infinite, run_request{})
           .then([this](job_result& r) { outcome = caf::expected<job_result>(std::move(r)); },
                 [this](caf::error& e) { outcome = caf::expected<job_result>(std::move(e)); });
     });
@@ -118,9 +120,9 @@ BOOST_FIXTURE_TEST_CASE(admission_waits_for_the_whole_cluster, fixture) {
   sched->run();
   BOOST_REQUIRE(logs[0]->welcome.has_value());
   BOOST_REQUIRE(logs[1]->welcome.has_value());
-  BOOST_TEST(logs[0]->welcome->rank + logs[1]->welcome->rank == 1u);
+  BOOST_TEST(logs[0]->welcome->place.rank + logs[1]->welcome->place.rank == 1u);
   BOOST_TEST(logs[0]->welcome->shards.size() == 2u);
-  BOOST_TEST(logs[0]->welcome->table.shard_numel.size() == 2u);
+  BOOST_TEST(logs[0]->welcome->place.table.shard_numel.size() == 2u);
   add_worker("another-job");
   sched->run();
   BOOST_TEST((troupe_code(logs[2]->join_error) == errc::bad_job));
@@ -130,7 +132,7 @@ BOOST_FIXTURE_TEST_CASE(admission_waits_for_the_whole_cluster, fixture) {
 BOOST_FIXTURE_TEST_CASE(an_extra_worker_stands_by_and_replaces_the_first_to_die, fixture) {
   boot(tiny_job(sync_mode::async), 2, 2);
   BOOST_REQUIRE(logs[1]->welcome.has_value());
-  const std::uint32_t dying_rank = logs[1]->welcome->rank;
+  const std::uint32_t dying_rank = logs[1]->welcome->place.rank;
   add_worker("job-under-test");  // the job is full: this one waits
   sched->run();
   BOOST_TEST(!logs[2]->welcome.has_value());
@@ -138,8 +140,8 @@ BOOST_FIXTURE_TEST_CASE(an_extra_worker_stands_by_and_replaces_the_first_to_die,
   caf::anon_send_exit(workers[1], caf::exit_reason::kill);
   sched->run();
   BOOST_REQUIRE(logs[2]->welcome.has_value());
-  BOOST_TEST(logs[2]->welcome->rank == dying_rank);
-  BOOST_TEST(logs[2]->welcome->resume_clock == 0);
+  BOOST_TEST(logs[2]->welcome->place.rank == dying_rank);
+  BOOST_TEST(logs[2]->welcome->place.resume_clock == 0);
   // The replacement is a member of every shard: its pulls are served.
   tell(2, pull_atom::value, std::int64_t{0});
   sched->run();

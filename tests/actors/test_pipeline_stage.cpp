@@ -9,15 +9,14 @@
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
-#include <atomic>
-#include <cstring>
 #include <map>
 #include <sstream>
 
 #include "actors/pipeline_stage.hpp"
-#include "actors/runtime.hpp"
+#include "tests/support/jobs.hpp"
 
 using namespace troupe;
+using namespace troupe::test;
 
 namespace {
 
@@ -32,13 +31,6 @@ job_spec job_for(sync_mode mode, std::uint32_t workers) {
   return j;
 }
 
-std::shared_ptr<const dataset_split> fashion_subset(std::int64_t n) {
-  auto d = load_fashion_mnist(std::string(default_fashion_mnist_dir));
-  BOOST_REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().message));
-  d->train = head(d->train, n);
-  return std::make_shared<const dataset_split>(std::move(*d));
-}
-
 job_spec pipeline_job(std::uint32_t replicas, std::uint32_t stages, std::int32_t microbatches) {
   job_spec j = job_for(sync_mode::sync, replicas);
   j.pipeline_stages = stages;
@@ -48,26 +40,15 @@ job_spec pipeline_job(std::uint32_t replicas, std::uint32_t stages, std::int32_t
   return j;
 }
 
-job_result run_ok(const job_spec& job, std::shared_ptr<const dataset_split> data) {
-  auto r = run_job_in_process(job, std::move(data));
-  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-  return std::move(*r);
-}
-
-bool same_bits(const tensor& a, const tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(each_worker_covers_its_shard_once_per_epoch) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(1000, 100, 1));
+  auto data = synthetic(1000, 100, 1);
   std::vector<epoch_summary> epochs;
   job_callbacks cb;
   cb.on_epoch = [&](const epoch_summary& s) { epochs.push_back(s); };
-  auto r = run_job_in_process(job_for(sync_mode::async, 3), data, cb);
-  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-  BOOST_TEST(r->samples == 2 * 999);  // 1000 / 3 = 333 per worker per epoch
+  const job_result r = run_ok(job_for(sync_mode::async, 3), data, cb);
+  BOOST_TEST(r.samples == 2 * 999);  // 1000 / 3 = 333 per worker per epoch
   BOOST_REQUIRE(epochs.size() == 2u);
   BOOST_TEST(epochs[0].epoch == 0);
   BOOST_TEST(epochs[1].epoch == 1);
@@ -75,32 +56,25 @@ BOOST_AUTO_TEST_CASE(each_worker_covers_its_shard_once_per_epoch) {
 }
 
 BOOST_AUTO_TEST_CASE(simulated_compute_keeps_the_protocol_and_skips_evaluation) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(640, 10, 1));
+  auto data = synthetic(640, 10, 1);
   job_spec job = job_for(sync_mode::ssp, 4);
   job.simulate_compute_ms = 1.0;
   job.slow_worker = 2;
   job.slow_factor = 3.0;
-  auto r = run_job_in_process(job, data);
-  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-  BOOST_TEST(!r->evaluated);
-  BOOST_TEST(r->params.empty());
-  BOOST_TEST(r->samples == 2 * 640);
-  BOOST_TEST(r->max_staleness <= 4 * (job.staleness + 1));
-  BOOST_TEST(r->rejected == 0);
+  const job_result r = run_ok(job, data);
+  BOOST_TEST(!r.evaluated);
+  BOOST_TEST(r.params.empty());
+  BOOST_TEST(r.samples == 2 * 640);
+  BOOST_TEST(r.max_staleness <= 4 * (job.staleness + 1));
+  BOOST_TEST(r.rejected == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_worker_whose_data_does_not_match_the_job_refuses) {
-  auto described = std::make_shared<const dataset_split>(make_synthetic(1000, 10, 1));
-  auto actual = std::make_shared<const dataset_split>(make_synthetic(900, 10, 1));
-  job_spec job = job_for(sync_mode::async, 2);
-  auto m = prepare_job(job, *described);
-  BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
+  auto described = synthetic(1000, 10, 1);
+  auto actual = synthetic(900, 10, 1);
   // The coordinator believes in 1000 samples; the workers hold 900.
-  auto h = spawn_job(sys, job, *m, actual, {});
-  auto r = await_job(sys, h.coordinator);
+  live_job live;
+  auto r = live.run(job_for(sync_mode::async, 2), described, {}, actual);
   BOOST_REQUIRE(!r);
   BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
 }
@@ -108,7 +82,7 @@ BOOST_AUTO_TEST_CASE(a_worker_whose_data_does_not_match_the_job_refuses) {
 // A stage that cannot open its device (here: no driver) stops the job with the backend's
 // reason instead of computing elsewhere; on a GPU machine the same job trains there.
 BOOST_AUTO_TEST_CASE(a_stage_without_its_device_stops_the_job_with_the_reason) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(1000, 100, 1));
+  auto data = synthetic(1000, 100, 1);
   job_spec job = job_for(sync_mode::sync, 2);
   job.pipeline_stages = 2;
   job.microbatches = 2;
@@ -126,7 +100,7 @@ BOOST_AUTO_TEST_CASE(a_stage_without_its_device_stops_the_job_with_the_reason) {
 }
 
 BOOST_AUTO_TEST_CASE(one_microbatch_through_any_stages_is_bitwise_train_local) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(2000, 200, 3));
+  auto data = synthetic(2000, 200, 3);
   job_spec job = job_for(sync_mode::sync, 1);
   job.train.batch_size = 50;
   auto local = train_local(job.train, *data);
@@ -181,65 +155,42 @@ BOOST_AUTO_TEST_CASE(two_replicas_of_two_stages_learn) {
 }
 
 BOOST_AUTO_TEST_CASE(a_lost_stage_stops_its_pipeline_with_a_typed_error) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(4000, 100, 1));
+  auto data = synthetic(4000, 100, 1);
   for (std::uint32_t replicas : {1u, 2u}) {
     job_spec job = pipeline_job(replicas, 2, 4);
     job.train.epochs = 3;
     job.stall_timeout_ms = 120000;  // far beyond the test: the error must not come from the watchdog
-    auto m = prepare_job(job, *data);
-    BOOST_REQUIRE(m.has_value());
-    caf::actor_system_config cfg;
-    configure_in_process(cfg);
-    caf::actor_system sys{cfg};
-    job_handles h;
-    std::vector<std::string> events;
-    std::atomic<int> epochs_seen{0};
-    job_callbacks cb;
-    cb.on_epoch = [&](const epoch_summary&) {
-      if (epochs_seen++ == 0) caf::anon_send_exit(h.workers[1], caf::exit_reason::kill);
-    };
-    cb.on_event = [&](const std::string& e) { events.push_back(e); };
-    h = spawn_job(sys, job, *m, data, cb);
-    auto r = await_job(sys, h.coordinator);
+    live_job live;
+    auto r = live.run(job, data, [](live_job& j, const epoch_summary& s) {
+      if (s.epoch == 0) caf::anon_send_exit(j.handles.workers[1], caf::exit_reason::kill);
+    });
     BOOST_TEST_CONTEXT(replicas << " replicas") {
       if (replicas == 1) {
         // Its partner stops with stage_lost; with no pipeline left the job fails.
         BOOST_REQUIRE(!r);
         BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
         BOOST_TEST(describe(r.error()).find("of replica 0") != std::string::npos, describe(r.error()));
-        bool partner_stopped = false;
-        for (const auto& e : events) partner_stopped = partner_stopped || e.find("stage_lost") != std::string::npos;
-        BOOST_TEST(partner_stopped);
+        BOOST_TEST(live.events_with("stage_lost") >= 1);
       } else {
         // The other replica trains on; the lost one's two stages are counted.
         BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
         BOOST_TEST(r->workers_lost == 2);
-        BOOST_TEST(epochs_seen.load() == 3);
+        BOOST_TEST(live.epochs.load() == 3);
       }
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(3000, 100, 1));
-  job_spec job = pipeline_job(1, 2, 2);
-  auto m = prepare_job(job, *data);
-  BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
-  job_handles h;
-  job_callbacks cb;
-  cb.on_epoch = [&](const epoch_summary& s) {
+  live_job live;
+  auto r = live.run(pipeline_job(1, 2, 2), synthetic(3000, 100, 1), [](live_job& j, const epoch_summary& s) {
     if (s.epoch != 0) return;
     // Malformed on purpose: were it taken for the neighbour's, the stage would fail.
-    for (const auto& member : h.workers) {
+    for (const auto& member : j.handles.workers) {
       caf::anon_send(member, activation_atom::value, activation{0, 0, 1, 0, tensor({3, 3})});
       caf::anon_send(member, act_grad_atom::value, activation_grad{0, 1, 1, 0, tensor({3, 3})});
     }
-  };
-  h = spawn_job(sys, job, *m, data, cb);
-  auto r = await_job(sys, h.coordinator);
+  });
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
 }
@@ -262,7 +213,7 @@ double scraped_sum(const std::string& text, const std::string& family, const std
 // their gradients among themselves and only the leader talks to the shards; the rank-order
 // sum makes the result bitwise the plain sync job's, with a quarter of the pushes.
 BOOST_AUTO_TEST_CASE(local_reduce_gives_the_same_parameters_with_one_pusher) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(2000, 200, 3));
+  auto data = synthetic(2000, 200, 3);
   job_spec job = job_for(sync_mode::sync, 4);
   job.train.batch_size = 50;
   job.train.epochs = 2;
@@ -276,9 +227,7 @@ BOOST_AUTO_TEST_CASE(local_reduce_gives_the_same_parameters_with_one_pusher) {
     std::vector<std::string> events;
     job_callbacks cb;
     cb.on_event = [&](const std::string& e) { events.push_back(e); };
-    auto r = run_job_in_process(j, data, cb, obs);
-    BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-    results[local] = std::move(*r);
+    results[local] = run_ok(j, data, cb, obs);
     pushed_bytes[local] = scraped_sum(obs.metrics->scrape(), "troupe_bytes_received_total", "role=\"server\"");
     bool grouped = false;
     for (const auto& e : events) grouped = grouped || e.find("local group at cpu@") != std::string::npos;
@@ -295,53 +244,37 @@ BOOST_AUTO_TEST_CASE(local_reduce_gives_the_same_parameters_with_one_pusher) {
 // collectives fail instead of waiting for it); here the group is every worker, so the job
 // fails, each survivor naming the local group, instead of hanging.
 BOOST_AUTO_TEST_CASE(a_lost_group_member_stops_its_group_in_time) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(4000, 100, 1));
   job_spec job = job_for(sync_mode::sync, 3);
   job.local_reduce = true;
   job.train.epochs = 40;  // long enough that the kill lands mid-run
   job.request_timeout_ms = 3000;
-  auto m = prepare_job(job, *data);
-  BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
-  job_handles h;
-  std::atomic<int> epochs_seen{0};
-  std::vector<std::string> events;
-  job_callbacks cb;
-  cb.on_epoch = [&](const epoch_summary&) {
-    if (epochs_seen++ == 0) caf::anon_send_exit(h.workers[2], caf::exit_reason::kill);
-  };
-  cb.on_event = [&](const std::string& e) { events.push_back(e); };
+  live_job live;
   const auto t0 = std::chrono::steady_clock::now();
-  h = spawn_job(sys, job, *m, data, cb);
-  auto r = await_job(sys, h.coordinator);
+  auto r = live.run(job, synthetic(4000, 100, 1), [](live_job& j, const epoch_summary& s) {
+    if (s.epoch == 0) caf::anon_send_exit(j.handles.workers[2], caf::exit_reason::kill);
+  });
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   BOOST_REQUIRE(!r);
   BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
-  int stopped_by_group = 0;  // the two survivors, each with the reason
-  for (const auto& e : events) stopped_by_group += e.find("the local group's") != std::string::npos;
-  BOOST_TEST(stopped_by_group == 2);
+  BOOST_TEST(live.events_with("the local group's") == 2);  // the two survivors, each with the reason
   BOOST_TEST(took < 30.0);
 }
 
 // A local group id from anyone but the coordinator is ignored: taken, it would split the
 // group (its members opening different communicators) and fail the job.
 BOOST_AUTO_TEST_CASE(a_strangers_group_id_is_ignored) {
-  auto data = std::make_shared<const dataset_split>(make_synthetic(1000, 100, 1));
   job_spec job = job_for(sync_mode::sync, 3);
   job.local_reduce = true;
   job.train.epochs = 1;
   job.request_timeout_ms = 5000;
+  live_job live;
+  auto data = synthetic(1000, 100, 1);
   auto m = prepare_job(job, *data);
   BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
-  auto h = spawn_job(sys, job, *m, data, {});
+  auto h = spawn_job(*live.sys, job, *m, data, {});
   for (const auto& member : h.workers)  // before the real id can arrive
     caf::anon_send(member, group_atom::value, group_id{0, std::vector<std::uint8_t>(16, 7)});
-  auto r = await_job(sys, h.coordinator);
+  auto r = await_job(*live.sys, h.coordinator);
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
 }

@@ -1,32 +1,19 @@
 // Whole jobs in one process (actors/runtime.cpp with every actor): sync with one worker
 // and one shard computes bitwise what train-local computes; sync with several workers is
-// bitwise reproducible; every mode learns; a killed worker does not stop the job; a killed
-// shard or a diverging run ends it with a typed error instead of a hang.
+// bitwise reproducible; every mode learns; a killed worker does not stop the job and a
+// replacement rejoins it; a killed shard, a diverging run or an invalid job ends it with
+// a typed error instead of a hang.
 #define BOOST_TEST_MODULE runtime
 #include <boost/test/unit_test.hpp>
 
-#include <atomic>
-#include <cstring>
-
-#include "actors/runtime.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "tensor/trainer.hpp"
-#include "tests/support/caf_fixture.hpp"
+#include "tests/support/jobs.hpp"
 
 using namespace troupe;
+using namespace troupe::test;
 
 namespace {
-
-std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
-  return std::make_shared<const dataset_split>(make_synthetic(n, 500, 3));
-}
-
-std::shared_ptr<const dataset_split> fashion_subset(std::int64_t n) {
-  auto d = load_fashion_mnist(std::string(default_fashion_mnist_dir));
-  BOOST_REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().message));
-  d->train = head(d->train, n);
-  return std::make_shared<const dataset_split>(std::move(*d));
-}
 
 job_spec small_job(sync_mode mode, std::uint32_t workers, std::uint32_t servers) {
   job_spec j;
@@ -37,16 +24,6 @@ job_spec small_job(sync_mode mode, std::uint32_t workers, std::uint32_t servers)
   j.train.batch_size = 50;
   j.stall_timeout_ms = 60000;
   return j;
-}
-
-job_result run_ok(job_spec job, std::shared_ptr<const dataset_split> data, job_callbacks cb = {}) {
-  auto r = run_job_in_process(job, std::move(data), std::move(cb));
-  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-  return std::move(*r);
-}
-
-bool same_bits(const tensor& a, const tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 }  // namespace
@@ -87,31 +64,18 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_a_fashion_mnist_subset) {
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {
-  auto data = synthetic(6000);
   job_spec job = small_job(sync_mode::sync, 3, 2);
   job.train.epochs = 3;
-  auto m = prepare_job(job, *data);
-  BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
-  std::vector<caf::actor> workers;
-  std::atomic<int> epochs_seen{0};
-  std::vector<std::string> events;
-  job_callbacks cb;
-  cb.on_epoch = [&](const epoch_summary& s) {
-    if (epochs_seen++ == 0) caf::anon_send_exit(workers[1], caf::exit_reason::kill);
+  live_job live;
+  auto r = live.run(job, synthetic(6000), [](live_job& j, const epoch_summary& s) {
+    if (s.epoch == 0) caf::anon_send_exit(j.handles.workers[1], caf::exit_reason::kill);
     if (s.epoch == 2) BOOST_TEST(s.live_workers == 2u);
-  };
-  cb.on_event = [&](const std::string& e) { events.push_back(e); };
-  auto h = spawn_job(sys, job, *m, data, cb);
-  workers = h.workers;
-  auto r = await_job(sys, h.coordinator);
+  });
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 1);
-  BOOST_TEST(epochs_seen.load() == 3);
-  BOOST_REQUIRE(!events.empty());
-  BOOST_TEST(events[0].find("is gone") != std::string::npos);
+  BOOST_TEST(live.epochs.load() == 3);
+  BOOST_REQUIRE(!live.events.empty());
+  BOOST_TEST(live.events[0].find("is gone") != std::string::npos);
   BOOST_TEST(r->test_accuracy > 0.5);
 }
 
@@ -120,53 +84,32 @@ BOOST_AUTO_TEST_CASE(a_replacement_worker_rejoins_and_the_job_finishes) {
     auto data = synthetic(6000);
     job_spec job = small_job(mode, 2, 2);
     job.train.epochs = 4;
-    auto m = prepare_job(job, *data);
-    BOOST_REQUIRE(m.has_value());
-    caf::actor_system_config cfg;
-    configure_in_process(cfg);
-    caf::actor_system sys{cfg};
-    job_handles h;
-    std::vector<std::string> events;
-    std::atomic<int> epochs_seen{0};
-    job_callbacks cb;
-    cb.on_epoch = [&](const epoch_summary&) {
-      if (epochs_seen++ != 0) return;
-      caf::anon_send_exit(h.workers[0], caf::exit_reason::kill);
+    live_job live;
+    auto r = live.run(job, data, [&](live_job& j, const epoch_summary& s) {
+      if (s.epoch != 0) return;
+      caf::anon_send_exit(j.handles.workers[0], caf::exit_reason::kill);
       stage_options opts;
-      opts.job_id = job.job_id;
+      opts.job_id = j.job.job_id;
       opts.data = [data](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
-      join_as_member(spawn_pipeline_stage(sys, h.coordinator, opts), {}, 0);
-    };
-    cb.on_event = [&](const std::string& e) { events.push_back(e); };
-    h = spawn_job(sys, job, *m, data, cb);
-    auto r = await_job(sys, h.coordinator);
+      join_as_member(spawn_pipeline_stage(*j.sys, j.handles.coordinator, opts), {}, 0);
+    });
     BOOST_TEST_CONTEXT(name_of(mode)) {
       BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
       BOOST_TEST(r->workers_lost == 1);
-      BOOST_TEST(epochs_seen.load() == 4);
-      bool rejoined = false;
-      for (const auto& e : events) rejoined = rejoined || e.find("rejoined") != std::string::npos;
-      BOOST_TEST(rejoined);
+      BOOST_TEST(live.epochs.load() == 4);
+      BOOST_TEST(live.events_with("rejoined") == 1);
       BOOST_TEST(r->rejected == 0);
     }
   }
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_shard_ends_the_job_with_an_error) {
-  auto data = synthetic(6000);
   job_spec job = small_job(sync_mode::async, 2, 2);
   job.train.epochs = 3;
-  auto m = prepare_job(job, *data);
-  BOOST_REQUIRE(m.has_value());
-  caf::actor_system_config cfg;
-  configure_in_process(cfg);
-  caf::actor_system sys{cfg};
-  std::vector<shard_actor> shards;
-  job_callbacks cb;
-  cb.on_epoch = [&](const epoch_summary&) { caf::anon_send_exit(shards[0], caf::exit_reason::kill); };
-  auto h = spawn_job(sys, job, *m, data, cb);
-  shards = h.shards;
-  auto r = await_job(sys, h.coordinator);
+  live_job live;
+  auto r = live.run(job, synthetic(6000), [](live_job& j, const epoch_summary&) {
+    caf::anon_send_exit(j.handles.shards[0], caf::exit_reason::kill);
+  });
   BOOST_REQUIRE(!r);
   BOOST_TEST((troupe_code(r.error()) == errc::shard_lost), describe(r.error()));
   BOOST_TEST(describe(r.error()).find("died") != std::string::npos);

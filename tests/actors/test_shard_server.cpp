@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
 #include "tests/support/caf_fixture.hpp"
 
@@ -35,22 +36,6 @@ job_spec tiny_job(sync_mode mode) {
 
 constexpr std::int64_t numel = 15;
 
-// A stand-in coordinator that welcomes exactly one shard.
-coordinator_actor::behavior_type fake_coordinator(coordinator_actor::pointer, job_spec job) {
-  return {
-      [=](join_atom, const shard_join&) -> caf::result<shard_welcome> {
-        return shard_welcome{0, job, {key_range{0, 0, 0, numel}}};
-      },
-      [](join_atom, const worker_join&) -> caf::result<worker_welcome> { return make_error(errc::cluster_full); },
-      [](progress_atom, const step_report&) {},
-      [](epoch_atom, const worker_epoch&) {},
-      [](done_atom, const worker_done&) {},
-      [](group_atom, const group_id&) {},
-      [](run_atom) -> caf::result<job_result> { return make_error(errc::bad_job); },
-      [](caf::tick_atom) {},
-  };
-}
-
 struct recorder {
   std::vector<push_ack> acks;
   std::vector<params_reply> params;
@@ -68,9 +53,10 @@ struct fixture : test::deterministic_system {
   recorder rec;
 
   void boot(sync_mode mode) {
-    auto coord = own(sys->spawn(fake_coordinator, tiny_job(mode)));
-    shard = own(spawn_shard_server(*sys, coord, "test-job", std::chrono::seconds(10)));
-    join_as_shard(shard, {}, 0);
+    auto coord = own(spawn_welcome_only_coordinator(*sys, tiny_job(mode), numel));
+    auto local = own(spawn_shard_server(*sys, coord, "test-job", std::chrono::seconds(10)));
+    join_as_shard(local, {}, 0);
+    shard = local;
     sched->run();
   }
   void start(std::vector<std::uint32_t> workers) {

@@ -12,6 +12,7 @@
 #include <iostream>
 #include <thread>
 
+#include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
 #include "net/node_runtime.hpp"
 
@@ -33,21 +34,6 @@ job_spec block_job(std::int64_t floats) {
   j.servers = 1;
   j.mode = sync_mode::async;
   return j;
-}
-
-coordinator_actor::behavior_type welcome_only(coordinator_actor::pointer, job_spec job, std::int64_t numel) {
-  return {
-      [=](join_atom, const shard_join&) -> caf::result<shard_welcome> {
-        return shard_welcome{0, job, {key_range{0, 0, 0, numel}}};
-      },
-      [](join_atom, const worker_join&) -> caf::result<worker_welcome> { return make_error(errc::cluster_full); },
-      [](progress_atom, const step_report&) {},
-      [](epoch_atom, const worker_epoch&) {},
-      [](done_atom, const worker_done&) {},
-      [](group_atom, const group_id&) {},
-      [](run_atom) -> caf::result<job_result> { return make_error(errc::bad_job); },
-      [](caf::tick_atom) {},
-  };
 }
 
 node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir, bool serve) {
@@ -72,10 +58,10 @@ int serve(const std::string& listen, const std::string& tls_dir, std::int64_t fl
   caf::actor_system sys{cfg};
   const job_spec job = block_job(floats);
   const std::int64_t numel = build_model(job)->num_params();
-  auto coord = sys.spawn(welcome_only, job, numel);
+  auto coord = spawn_welcome_only_coordinator(sys, job, numel);
   auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10));
   join_as_shard(shard, {}, 0);
-  auto port = publish_on(sys, shard, plan.listen, plan.tls.any());
+  auto port = publish_on(sys, shard_actor{shard}, plan.listen, plan.tls.any());
   if (!port) {
     std::cerr << "cannot listen: " << describe(port.error()) << "\n";
     return 1;

@@ -1,5 +1,5 @@
-// What the actors report to: the process's metric registry and its trace timeline. Either
-// may be absent (--metrics off, no --trace); the actors then record nothing.
+// What the roles report to: the process's metric registry and its trace timeline. Either
+// may be absent (--metrics off, no --trace); nothing is recorded then.
 #pragma once
 
 #include <memory>

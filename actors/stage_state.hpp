@@ -1,0 +1,59 @@
+// The state of one pipeline_stage actor and what its two source files share:
+// pipeline_stage.cpp decodes messages for member_core and carries out its actions,
+// member_wiring.cpp connects the member to its shards and its pipeline neighbours.
+// Private to those two files.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "actors/pipeline_stage.hpp"
+#include "actors/protocol.hpp"
+#include "core/member_core.hpp"
+
+namespace troupe::stage_shell {
+
+struct stage_state {
+  std::unique_ptr<member_core> core;
+  coordinator_actor coordinator;
+  stage_options opts;
+  std::vector<shard_actor> shards;  // by index
+  stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
+  // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
+  // hello that came before the welcome.
+  std::map<std::string, std::function<void()>> retries;
+  std::function<void()> on_prev_hello;
+  std::optional<std::pair<stage_actor, stage_hello>> early_hello;
+  // Until the member trains (a neighbour may start first and send at once), stage
+  // tensors wait here with their senders, and are checked when training starts.
+  std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad>>> early;
+  bool training = false;  // the training behaviour is in place
+  static inline const char* name = "troupe.pipeline_stage";
+};
+
+using stage_pointer = local_stage_actor::stateful_pointer<stage_state>;
+
+// "worker 3" or "stage 1 of replica 0" once welcomed; "a member" before.
+std::string who(stage_pointer self);
+// Logs e and stops the member with it.
+void fail(stage_pointer self, const fault& e);
+// Carries out the core's actions; once the core trains, switches to the training
+// behaviour and replays the early stage tensors.
+void carry_out(stage_pointer self, member_actions_list actions);
+
+// member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
+// the core it is wired.
+void connect_peers(stage_pointer self, worker_welcome& w);
+// A hello from the previous stage (Note [One connection per neighbour pair]).
+void on_stage_hello(stage_pointer self, const stage_hello& h);
+void on_hello_deadline(stage_pointer self);
+void on_connect_retry(stage_pointer self, const std::string& peer);
+
+}  // namespace troupe::stage_shell

@@ -1,0 +1,103 @@
+// How Troupe's messages cross the wire: the inspect overloads CAF serializes them with,
+// for every message of core/messages.hpp and the types inside them. actors/protocol.hpp
+// includes this and registers the messages; nothing else needs it directly.
+//
+// Note [Tensors on the wire]
+// A tensor is serialized as dtype, byte order, rank, extents, byte count and one raw blob
+// (apply_raw), never element by element. The deserializer checks every field and the
+// size limit before it allocates; a mismatch (another byte order, an unknown dtype, a
+// size that disagrees with the shape) is a decode error, never a corrupted tensor.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include "core/messages.hpp"
+
+namespace troupe {
+
+caf::error inspect(caf::serializer& f, tensor& x);
+caf::error inspect(caf::deserializer& f, tensor& x);
+
+template <class Inspector>
+std::enable_if_t<!std::is_base_of_v<caf::serializer, Inspector> && !std::is_base_of_v<caf::deserializer, Inspector>,
+                 typename Inspector::result_type>
+inspect(Inspector& f, tensor& x) {
+  std::string summary = x.empty() ? "empty" : std::string(name_of(x.type())) + x.sizes().str();
+  return f(caf::meta::type_name("tensor"), summary);
+}
+
+// The largest tensor a node accepts from the wire.
+inline constexpr std::uint64_t max_wire_tensor_bytes = std::uint64_t{1} << 32;
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
+  return f(caf::meta::type_name("optimizer_config"), x.kind, x.momentum, x.nesterov, x.weight_decay, x.beta1, x.beta2,
+           x.eps);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
+  return f(caf::meta::type_name("train_config"), x.model, x.epochs, x.batch_size, x.lr, x.optimizer, x.schedule,
+           x.warmup_epochs, x.seed);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
+  return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
+           x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
+           x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
+           x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
+           x.stall_timeout_ms, x.local_reduce);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_range& x) {
+  return f(caf::meta::type_name("key_range"), x.shard, x.block, x.offset, x.length);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, key_table& x) {
+  return f(caf::meta::type_name("key_table"), x.ranges, x.shard_numel);
+}
+
+#define TROUPE_INSPECT(type, ...)                                              \
+  template <class Inspector>                                                   \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {             \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                        \
+  }
+
+TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad)
+TROUPE_INSPECT(push_ack, x.version, x.staleness)
+TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock)
+TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
+TROUPE_INSPECT(membership, x.workers, x.stages)
+TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
+               x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
+TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port)
+TROUPE_INSPECT(member_joined, x.rank, x.clock)
+TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
+TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality)
+TROUPE_INSPECT(group_id, x.leader, x.id)
+TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
+TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
+TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts, x.shard_ports, x.resume_clock,
+               x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
+TROUPE_INSPECT(stage_hello, x.replica, x.stage)
+TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
+               x.window_end_us)
+TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
+TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored)
+TROUPE_INSPECT(eval_request, x.epoch, x.params)
+TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
+TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
+               x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness,
+               x.max_staleness, x.workers_lost, x.rejected, x.pipeline_stages, x.microbatches, x.bubble,
+               x.peak_stored, x.params)
+
+#undef TROUPE_INSPECT
+
+}  // namespace troupe

@@ -1,0 +1,248 @@
+// job_core, part 1: admission, the start, and replacing a lost worker (job_watch.cpp has
+// progress, failures and the watchdog; job_epochs.cpp closes epochs and the job).
+#include "core/job_core.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/local_groups.hpp"
+
+namespace troupe {
+
+using namespace job_actions;
+
+std::string_view name_of(job_phase p) {
+  switch (p) {
+    case job_phase::admitting: return "admitting";
+    case job_phase::starting: return "starting";
+    case job_phase::training: return "training";
+    case job_phase::finishing: return "finishing";
+    case job_phase::finished: return "finished";
+  }
+  return "?";
+}
+
+job_core::job_core(job_spec job, const model& m, observability obs, time_point now)
+    : job_(std::move(job)), layout_(m), num_params_(m.num_params()), last_progress_(now), last_tick_(now),
+      ledger_(job_) {
+  if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
+  if (obs.metrics) m_ = obs.metrics->coordinator();
+  // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
+  // missing up to s clocks of every other worker and push up to s clocks ahead, so
+  // staleness stays below (2s + 2) * workers updates. Async has no bound to export.
+  if (m_ && job_.mode == sync_mode::sync) m_->staleness_bound->Set(0);
+  if (m_ && job_.mode == sync_mode::ssp)
+    m_->staleness_bound->Set(static_cast<double>((2 * job_.staleness + 2) * static_cast<std::int64_t>(members(job_))));
+}
+
+std::string job_core::member_name(std::uint32_t r) const {
+  if (job_.pipeline_stages == 1) return "worker " + std::to_string(r);
+  return "stage " + std::to_string(r % job_.pipeline_stages) + " of replica " + std::to_string(r / job_.pipeline_stages);
+}
+
+std::uint32_t job_core::live_members() const {
+  std::uint32_t n = 0;
+  for (const auto& w : members_) n += w.live;
+  return n;
+}
+
+fault job_core::wrong_job(const std::string& id) const {
+  return {errc::bad_job, "this node was started for job '" + id + "' but the coordinator runs job '" + job_.job_id +
+                             "'; check its configuration"};
+}
+
+// ---------------------------------------------------------------------------------------
+// Admission and start
+
+job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_point now) {
+  if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
+  if (shard_hosts_.size() >= job_.servers)
+    return {refuse{t, {errc::cluster_full, "the job already has its " + std::to_string(job_.servers) + " shards"}}};
+  const auto index = static_cast<std::uint32_t>(shard_hosts_.size());
+  shard_hosts_.push_back(j.host);
+  shard_ports_.push_back(j.port);
+  count_nodes();
+  last_progress_ = now;
+  // The welcome comes before any start message can follow it (same sender, same order).
+  job_actions_list out{welcome_shard{t, shard_welcome{index, job_, table_.ranges_of(index)}}};
+  maybe_start(out);
+  return out;
+}
+
+job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_point now) {
+  if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
+  job_actions_list out;
+  if (phase_ == job_phase::training) {
+    rejoin(t, out, now);
+    return out;
+  }
+  if (phase_ != job_phase::admitting || pending_joins_.size() >= members(job_))
+    return {refuse{t,
+                   {errc::cluster_full, "the job already has its " + std::to_string(members(job_)) + " workers" +
+                                            (job_.pipeline_stages > 1 ? " (replicas x pipeline stages)" : "")}}};
+  member info;
+  info.host = j.host;
+  info.port = j.port;
+  info.locality = j.locality;
+  members_.push_back(std::move(info));
+  pending_joins_.push_back(t);
+  last_progress_ = now;
+  out.push_back(assign_rank{t, static_cast<std::uint32_t>(members_.size() - 1)});
+  maybe_start(out);
+  return out;
+}
+
+void job_core::maybe_start(job_actions_list& out) {
+  if (phase_ != job_phase::admitting || shard_hosts_.size() < job_.servers || pending_joins_.size() < members(job_))
+    return;
+  phase_ = job_phase::starting;
+  form_local_groups(out);
+  membership m;
+  for (std::uint32_t r = 0; r < members(job_); ++r) {
+    if (!pushes_to_shards(members_[r].group, r)) continue;
+    m.workers.push_back(r);
+    m.stages.push_back(r % job_.pipeline_stages);
+  }
+  if (shard_hosts_.empty()) {  // --servers 0: nothing to tell
+    auto go = shards_started(last_progress_);
+    out.insert(out.end(), go.begin(), go.end());
+    return;
+  }
+  out.push_back(start_shards{std::move(m)});
+}
+
+// With --local-reduce, groups the members that share a node (Note [Local groups] in
+// local_groups.cpp) and says so.
+void job_core::form_local_groups(job_actions_list& out) {
+  if (!job_.local_reduce) return;
+  std::vector<std::string> localities;
+  for (const auto& w : members_) localities.push_back(w.locality);
+  const auto groups = local_groups(localities);
+  bool any = false;
+  for (std::uint32_t r = 0; r < groups.size(); ++r) {
+    members_[r].group = groups[r];
+    if (groups[r].empty() || groups[r].front() != r) continue;
+    any = true;
+    std::string names;
+    for (std::uint32_t m : groups[r]) names += (names.empty() ? "" : ", ") + std::to_string(m);
+    out.push_back(note{"local group at " + members_[r].locality + ": workers " + names + " (worker " +
+                       std::to_string(r) + " leads and talks to the shards)"});
+  }
+  if (!any)
+    out.push_back(note{"--local-reduce: no two workers share a node (GPUs of one machine, or one process on the "
+                       "CPU), so every worker pushes and pulls on its own"});
+}
+
+job_actions_list job_core::shards_started(time_point now) {
+  if (phase_ != job_phase::starting) return {};
+  phase_ = job_phase::training;
+  ledger_.start(now);
+  last_progress_ = now;
+  job_actions_list out;
+  for (std::uint32_t r = 0; r < pending_joins_.size(); ++r)
+    out.push_back(welcome_member{pending_joins_[r], assignment(r, 0)});
+  pending_joins_.clear();
+  count_nodes();
+  return out;
+}
+
+// Note [Shard handles across nodes]
+// In one process the welcome carries the shards' handles. Across nodes it carries only
+// their addresses: a handle forwarded by the coordinator makes the worker's node route
+// to the shard through the coordinator's node, and with CAF 0.17 such indirect routes
+// broke TLS connections when a node left. Workers connect to each shard directly.
+// Pipeline neighbours go the same way: by handle in one process, by address (each member
+// publishes itself) across nodes. The shell adds the handles where no address is given.
+member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_clock) const {
+  member_assignment a;
+  a.rank = rank;
+  a.world = job_.workers;
+  a.job = job_;
+  a.table = table_;
+  a.shard_hosts = shard_hosts_;
+  a.shard_ports = shard_ports_;
+  a.resume_clock = resume_clock;
+  const std::uint32_t k = job_.pipeline_stages, stage = rank % k;
+  if (stage > 0) {
+    a.prev_host = members_[rank - 1].host;
+    a.prev_port = members_[rank - 1].port;
+  }
+  if (stage + 1 < k) {
+    a.next_host = members_[rank + 1].host;
+    a.next_port = members_[rank + 1].port;
+  }
+  a.group = members_[rank].group;
+  return a;
+}
+
+// ---------------------------------------------------------------------------------------
+// Replacement
+
+// A member joining a running job takes the rank of a worker that died, or stands by.
+void job_core::rejoin(ticket t, job_actions_list& out, time_point now) {
+  if (job_.pipeline_stages > 1) {
+    out.push_back(refuse{t,
+                         {errc::cluster_full, "the job is running and a pipeline stage cannot be replaced in a "
+                                              "running job; its replica stopped when the stage was lost"}});
+    return;
+  }
+  if (job_.local_reduce) {
+    out.push_back(refuse{t,
+                         {errc::cluster_full, "the job is running with --local-reduce, whose local groups cannot "
+                                              "take new members; a group stops as a whole when one of its workers "
+                                              "is lost"}});
+    return;
+  }
+  if (auto rank = free_rank()) {
+    admit_replacement(t, *rank, out, now);
+    return;
+  }
+  out.push_back(note{"a worker joined the running job; it stands by until a worker dies"});
+  standby_.push_back(t);
+}
+
+std::optional<std::uint32_t> job_core::free_rank() const {
+  for (std::uint32_t r = 0; r < members_.size(); ++r)
+    if (!members_[r].live && !members_[r].done && !admitting_.count(r)) return r;
+  return std::nullopt;
+}
+
+// In sync the replacement joins at a round a little ahead of the fastest worker, so every
+// shard can add it before that round opens; in async/ssp it starts level with the slowest
+// live worker.
+void job_core::admit_replacement(ticket t, std::uint32_t rank, job_actions_list& out, time_point now) {
+  std::int64_t slowest = std::numeric_limits<std::int64_t>::max(), fastest = 0;
+  for (const member& w : members_)
+    if (w.live && !w.done) {
+      slowest = std::min(slowest, w.clock);
+      fastest = std::max(fastest, w.clock);
+    }
+  if (slowest == std::numeric_limits<std::int64_t>::max()) slowest = fastest = 0;
+  const std::int64_t clock = job_.mode == sync_mode::sync ? fastest + 2 : slowest;
+  member& w = members_[rank];
+  w = member{};
+  w.clock = clock;
+  w.epochs_reported = static_cast<std::int32_t>(clock / std::max<std::int64_t>(1, steps_per_epoch(job_)));
+  last_progress_ = now;
+  admitting_[rank] = t;
+  out.push_back(assign_rank{t, rank});
+  out.push_back(note{"worker " + std::to_string(rank) + " rejoined at clock " + std::to_string(clock)});
+  if (shard_hosts_.empty()) {
+    auto welcome = member_added(rank, now);
+    out.insert(out.end(), welcome.begin(), welcome.end());
+    return;
+  }
+  out.push_back(add_to_shards{rank, clock});
+}
+
+job_actions_list job_core::member_added(std::uint32_t rank, time_point) {
+  auto it = admitting_.find(rank);
+  if (it == admitting_.end() || phase_ == job_phase::finished) return {};
+  const ticket t = it->second;
+  admitting_.erase(it);
+  return {welcome_member{t, assignment(rank, members_[rank].clock)}};
+}
+
+void job_core::on_standby_down(ticket t) { std::erase(standby_, t); }
+
+}  // namespace troupe

@@ -1,0 +1,181 @@
+// The coordinator's logic, free of CAF: it admits shards and members (assigning shard
+// indices and member ranks), starts the job once everyone has joined, tracks the members'
+// clocks and epochs, closes each epoch (the shards' statistics, an evaluation, a summary),
+// replaces a lost worker with one that stands by or rejoins, applies the failure policy,
+// watches for stalls, and produces the job's result or error. The coordinator actor
+// (actors/coordinator.cpp) is its shell: it decodes messages into the calls below, names
+// each pending request with a ticket, and carries out the actions they return, in order.
+//
+// Failure policy: a dead worker is logged, counted and removed from every shard's
+// membership (sync rounds close without it, ssp bounds ignore it); the job goes on while
+// one worker lives. A dead shard, a diverged worker, or no progress for stall_timeout
+// ends the job with an error, never a hang.
+//
+// Phases: admitting (joins are collected) -> starting (the shards are told the members)
+// -> training (members step; a lost worker may be replaced) -> finishing (every member is
+// done; the last epochs close and the result is gathered) -> finished.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/errc.hpp"
+#include "core/job_ledger.hpp"
+#include "core/messages.hpp"
+#include "monitoring/observability.hpp"
+#include "tensor/model.hpp"
+
+namespace troupe {
+
+// The shell's name for a request it answers later (a join's response promise).
+using ticket = std::uint64_t;
+
+namespace job_actions {
+struct welcome_shard { ticket t; shard_welcome welcome; };
+struct welcome_member { ticket t; member_assignment assignment; };
+struct refuse { ticket t; fault why; };
+// The member that joined with ticket t now has this rank (its handle is the rank's).
+struct assign_rank { ticket t; std::uint32_t rank; };
+// Every shard: start with these members; once all acknowledged, shards_started().
+struct start_shards { membership members; };
+// Every shard: this member (re)joins at clock; once all acknowledged, member_added(rank).
+struct add_to_shards { std::uint32_t rank; std::int64_t clock; };
+// Every shard: this member left.
+struct remove_from_shards { std::uint32_t rank; };
+// Every shard's statistics (and with_params, its parameter snapshot), each answer to
+// on_stats / on_snapshot with this id.
+struct gather { std::uint64_t id; bool with_params; };
+// Score the full parameter vector on the test set; answer with on_evaluated.
+struct evaluate { std::int32_t epoch; tensor params; };
+// Forward a local group's id, as the coordinator, to these members.
+struct relay_group_id { std::vector<std::uint32_t> to; group_id id; };
+struct epoch_closed { epoch_summary summary; };
+// Something an operator should read (a member lost, a group formed, a replacement).
+struct note { std::string text; };
+// The job is over: answer every run request with this and stop every member and shard
+// (with the fault as the reason, so remote nodes can tell, or normally).
+struct finish { std::variant<job_result, fault> outcome; };
+}  // namespace job_actions
+
+using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
+                                job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
+                                job_actions::remove_from_shards, job_actions::gather, job_actions::evaluate,
+                                job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
+                                job_actions::finish>;
+using job_actions_list = std::vector<job_action>;
+
+enum class job_phase : std::uint8_t { admitting, starting, training, finishing, finished };
+std::string_view name_of(job_phase p);
+
+class job_core {
+ public:
+  using time_point = job_clock::time_point;
+
+  // job must be prepared and valid (prepare_job), m its model.
+  job_core(job_spec job, const model& m, observability obs, time_point now);
+
+  job_actions_list on_shard_join(ticket t, const shard_join& j, time_point now);
+  job_actions_list on_member_join(ticket t, const worker_join& j, time_point now);
+  job_actions_list shards_started(time_point now);
+  job_actions_list member_added(std::uint32_t rank, time_point now);
+
+  job_actions_list on_step(const step_report& r, time_point now);
+  job_actions_list on_epoch(const worker_epoch& r, time_point now);
+  job_actions_list on_done(const worker_done& r, time_point now);
+  // A local group's id from the member that sent it (the shell knows who that is).
+  job_actions_list on_group_id(std::uint32_t sender, const group_id& g);
+
+  job_actions_list on_stats(std::uint64_t gather, const shard_stats& s);
+  job_actions_list on_snapshot(std::uint64_t gather, std::uint32_t shard, const params_reply& r);
+  job_actions_list on_evaluated(const eval_reply& r);
+
+  // A member or shard monitored by the shell went away. reason: the Troupe error it died
+  // with, if it was one; why: how the shell renders the reason.
+  job_actions_list on_member_down(std::uint32_t rank, const std::optional<fault>& reason, const std::string& why,
+                                  time_point now);
+  job_actions_list on_shard_down(std::uint32_t shard, const std::string& why);
+  // A member waiting to stand in went away before it got a rank.
+  void on_standby_down(ticket t);
+  // The watchdog, about once a second: a stall ends the job; step rates are updated.
+  job_actions_list on_tick(time_point now);
+  // Anything the shell could not do (a shard that did not answer): the job ends with f.
+  job_actions_list fail(fault f);
+
+  job_phase phase() const { return phase_; }
+  const job_spec& job() const { return job_; }
+  std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shard_hosts_.size()); }
+  // Members that have not died (finished ones count).
+  std::uint32_t live_members() const;
+  // "worker 3", or "stage 1 of replica 0" in a pipeline job.
+  std::string member_name(std::uint32_t rank) const;
+
+ private:
+  struct member {
+    std::string host;                  // where pipeline neighbours reach it (cluster)
+    std::uint16_t port = 0;
+    std::string locality;              // worker_join::locality
+    std::vector<std::uint32_t> group;  // --local-reduce: its local group (ascending), or empty
+    bool live = true, done = false;
+    std::int32_t epochs_reported = 0;  // epochs this member has finished
+    std::int64_t clock = 0;
+    std::int64_t clock_at_tick = 0;    // for the step rate
+    double step_rate = 0.0;            // steps/s, smoothed over ticks
+  };
+  struct pending_gather {
+    std::optional<std::int32_t> epoch;  // nullopt: the final one
+    std::size_t pending = 0;
+    std::vector<shard_stats> stats;
+    tensor params;
+  };
+
+  fault wrong_job(const std::string& id) const;
+  member_assignment assignment(std::uint32_t rank, std::int64_t resume_clock) const;
+  void maybe_start(job_actions_list& out);
+  void form_local_groups(job_actions_list& out);
+  void rejoin(ticket t, job_actions_list& out, time_point now);
+  void admit_replacement(ticket t, std::uint32_t rank, job_actions_list& out, time_point now);
+  std::optional<std::uint32_t> free_rank() const;
+  void check_epochs(job_actions_list& out, time_point now);
+  void close_epoch(std::int32_t e, job_actions_list& out, time_point now);
+  void start_gather(std::optional<std::int32_t> epoch, bool with_params, job_actions_list& out);
+  void gathered(std::uint64_t id, job_actions_list& out);
+  void report_epoch(std::int32_t e, job_actions_list& out);
+  void check_training_done(job_actions_list& out, time_point now);
+  void maybe_finalize(job_actions_list& out);
+  void finish(std::variant<job_result, fault> outcome, job_actions_list& out);
+  void count_nodes();
+  void update_step_rates(time_point now);
+
+  job_spec job_;
+  key_table table_;
+  model layout_;
+  std::int64_t num_params_ = 0;
+  std::optional<monitoring::coordinator_metrics> m_;
+  job_phase phase_ = job_phase::admitting;
+  std::vector<std::string> shard_hosts_;
+  std::vector<std::uint16_t> shard_ports_;
+  std::vector<member> members_;
+  std::vector<ticket> pending_joins_;  // by rank, until the job starts
+  // Members that joined a running job while no rank was free: each takes the next rank
+  // whose worker dies (a restarted node can come up before its old self is known dead).
+  std::vector<ticket> standby_;
+  std::map<std::uint32_t, ticket> admitting_;  // rank -> the join it answers once the shards added it
+  time_point last_progress_, last_tick_;
+  job_ledger ledger_;
+  std::int32_t epochs_closed_ = 0;  // epochs whose summary is under way or done
+  int evals_pending_ = 0;
+  bool finalizing_ = false;
+  std::uint64_t next_gather_ = 1;
+  std::map<std::uint64_t, pending_gather> gathers_;
+  std::map<std::int32_t, epoch_summary> summaries_;  // epochs being closed, by epoch
+  std::map<std::int32_t, tensor> epoch_params_;     // --servers 0: assembled from the stages
+  tensor final_params_;
+  std::int64_t workers_lost_ = 0;
+  std::string first_loss_;  // why the first member was lost
+};
+
+}  // namespace troupe

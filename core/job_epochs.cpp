@@ -1,0 +1,143 @@
+// job_core, part 3: closing epochs (the shards' statistics, the parameters, an
+// evaluation, the summary), the end of training and the job's result.
+#include "core/job_core.hpp"
+
+namespace troupe {
+
+using namespace job_actions;
+
+// Closes every epoch all live members have finished. The last epoch is closed only once
+// training is over, so its evaluation sees every gradient (all pushes are acknowledged
+// before a member reports done).
+void job_core::check_epochs(job_actions_list& out, time_point now) {
+  while (epochs_closed_ < job_.train.epochs) {
+    const std::int32_t e = epochs_closed_;
+    if (e + 1 == job_.train.epochs && phase_ != job_phase::finishing) return;
+    bool complete = ledger_.has_reports_for(e);
+    for (const auto& w : members_)
+      if (w.live && !w.done && w.epochs_reported <= e) complete = false;
+    if (!complete) return;
+    ++epochs_closed_;
+    close_epoch(e, out, now);
+  }
+}
+
+// Summarises epoch e: gathers the shards' statistics (and the parameters, unless compute
+// is simulated), then evaluates and reports.
+void job_core::close_epoch(std::int32_t e, job_actions_list& out, time_point now) {
+  epoch_summary s = ledger_.open_summary(e, live_members(), now);
+  if (m_ && s.pipeline_stages > 1) {
+    m_->pipeline_bubble("measured")->Set(s.bubble);
+    m_->pipeline_bubble("theoretical")->Set(s.theoretical_bubble);
+  }
+  ++evals_pending_;
+  summaries_[e] = s;
+  start_gather(e, job_.simulate_compute_ms <= 0.0, out);
+}
+
+// With --servers 0 there are no shards: the parameters are those the stages sent with
+// the epoch's reports, and there are no statistics.
+void job_core::start_gather(std::optional<std::int32_t> epoch, bool with_params, job_actions_list& out) {
+  const std::uint64_t id = next_gather_++;
+  pending_gather& g = gathers_[id];
+  g.epoch = epoch;
+  if (shard_hosts_.empty()) {
+    if (with_params && epoch) g.params = std::move(epoch_params_[*epoch]);
+    if (epoch) epoch_params_.erase(*epoch);
+    gathered(id, out);
+    return;
+  }
+  if (with_params) g.params = tensor({num_params_});
+  g.pending = shard_hosts_.size() * (with_params ? 2 : 1);
+  out.push_back(gather{id, with_params});
+}
+
+job_actions_list job_core::on_stats(std::uint64_t id, const shard_stats& s) {
+  auto it = gathers_.find(id);
+  if (it == gathers_.end() || phase_ == job_phase::finished) return {};
+  it->second.stats.push_back(s);
+  job_actions_list out;
+  if (--it->second.pending == 0) gathered(id, out);
+  return out;
+}
+
+job_actions_list job_core::on_snapshot(std::uint64_t id, std::uint32_t shard, const params_reply& r) {
+  auto it = gathers_.find(id);
+  if (it == gathers_.end() || phase_ == job_phase::finished) return {};
+  if (shard >= table_.shards() || r.params.numel() != table_.shard_numel[shard] || r.params.type() != dtype::f32)
+    return fail({errc::bad_shape, "shard " + std::to_string(shard) + " sent a snapshot of the wrong size"});
+  unpack_shard(it->second.params, r.params, table_.ranges_of(shard));
+  job_actions_list out;
+  if (--it->second.pending == 0) gathered(id, out);
+  return out;
+}
+
+void job_core::gathered(std::uint64_t id, job_actions_list& out) {
+  pending_gather g = std::move(gathers_.at(id));
+  gathers_.erase(id);
+  const staleness_totals totals = sum_stats(g.stats);
+  if (!g.epoch) {  // the final gather
+    finish(ledger_.result(totals, workers_lost_, std::move(final_params_)), out);
+    return;
+  }
+  const std::int32_t e = *g.epoch;
+  ledger_.add_staleness(summaries_[e], totals);
+  if (job_.simulate_compute_ms > 0.0) {
+    report_epoch(e, out);
+    return;
+  }
+  if (e + 1 == job_.train.epochs) final_params_ = g.params;
+  out.push_back(evaluate{e, std::move(g.params)});
+}
+
+job_actions_list job_core::on_evaluated(const eval_reply& r) {
+  auto it = summaries_.find(r.epoch);
+  if (it == summaries_.end() || phase_ == job_phase::finished) return {};
+  it->second.evaluated = true;
+  it->second.test_accuracy = r.accuracy;
+  it->second.test_loss = r.loss;
+  job_actions_list out;
+  report_epoch(r.epoch, out);
+  return out;
+}
+
+void job_core::report_epoch(std::int32_t e, job_actions_list& out) {
+  const epoch_summary s = summaries_.at(e);
+  summaries_.erase(e);
+  if (m_) {
+    m_->epoch->Set(s.epoch + 1);
+    m_->train_loss->Set(s.train_loss);
+    if (s.evaluated) m_->test_accuracy->Set(s.test_accuracy);
+  }
+  out.push_back(epoch_closed{s});
+  if (e + 1 == job_.train.epochs) ledger_.record_final(s);
+  --evals_pending_;
+  maybe_finalize(out);
+}
+
+void job_core::check_training_done(job_actions_list& out, time_point now) {
+  if (phase_ != job_phase::training) return;
+  bool any_done = false;
+  for (const auto& w : members_) {
+    if (w.live && !w.done) return;
+    any_done = any_done || w.done;
+  }
+  if (!any_done) {
+    finish(fault{errc::all_workers_lost, "every worker died before finishing; the first: " +
+                                             (first_loss_.empty() ? std::string("see the log") : first_loss_)},
+           out);
+    return;
+  }
+  phase_ = job_phase::finishing;
+  ledger_.training_over(now);
+  check_epochs(out, now);
+  maybe_finalize(out);
+}
+
+void job_core::maybe_finalize(job_actions_list& out) {
+  if (phase_ != job_phase::finishing || finalizing_ || evals_pending_ > 0 || epochs_closed_ < job_.train.epochs) return;
+  finalizing_ = true;
+  start_gather(std::nullopt, false, out);
+}
+
+}  // namespace troupe

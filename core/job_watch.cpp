@@ -1,0 +1,175 @@
+// job_core, part 2: the members' progress reports, local group ids, losing members and
+// shards, the stall watchdog and the metrics they move.
+#include <algorithm>
+#include <limits>
+
+#include "core/job_core.hpp"
+
+namespace troupe {
+
+using namespace job_actions;
+
+namespace {
+
+std::string plural_members(const job_spec& job) { return job.pipeline_stages > 1 ? " members" : " workers"; }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// Progress
+
+job_actions_list job_core::on_step(const step_report& r, time_point now) {
+  if (r.rank >= members_.size() || !members_[r.rank].live) return {};
+  ledger_.step(r, now);
+  members_[r.rank].clock = r.clock;
+  last_progress_ = now;
+  if (m_) {
+    std::int64_t lo = std::numeric_limits<std::int64_t>::max(), hi = 0;
+    for (const auto& w : members_)
+      if (w.live && !w.done) {
+        lo = std::min(lo, w.clock);
+        hi = std::max(hi, w.clock);
+      }
+    if (hi >= lo) m_->clock_spread->Set(static_cast<double>(hi - lo));
+  }
+  return {};
+}
+
+job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
+  if (r.rank >= members_.size() || !members_[r.rank].live) return {};
+  ledger_.epoch(r);
+  members_[r.rank].epochs_reported = r.epoch + 1;
+  last_progress_ = now;
+  if (shard_hosts_.empty() && !r.params.empty()) {  // --servers 0: this stage's part of the model
+    const stage_span span = job_stage_spans(job_, layout_)[r.rank % job_.pipeline_stages];
+    if (r.params.numel() != span.numel)
+      return fail({errc::bad_shape, member_name(r.rank) + " reported " + std::to_string(r.params.numel()) +
+                                        " parameters, expected " + std::to_string(span.numel)});
+    auto& full = epoch_params_[r.epoch];
+    if (full.empty()) full = tensor({num_params_});
+    copy(full.view().flat(span.param_offset, span.numel), r.params);
+  }
+  job_actions_list out;
+  check_epochs(out, now);
+  return out;
+}
+
+job_actions_list job_core::on_done(const worker_done& r, time_point now) {
+  if (r.rank >= members_.size()) return {};
+  members_[r.rank].done = true;
+  members_[r.rank].clock = r.clock;
+  count_nodes();
+  last_progress_ = now;
+  ledger_.done(r, now);
+  job_actions_list out;
+  check_training_done(out, now);
+  return out;
+}
+
+job_actions_list job_core::on_group_id(std::uint32_t sender, const group_id& g) {
+  if (g.leader >= members_.size() || members_[g.leader].group.empty() || members_[g.leader].group.front() != g.leader ||
+      g.leader != sender)
+    return {note{"ignored a local group id from " + member_name(sender) + " claiming to lead worker " +
+                 std::to_string(g.leader) + "'s group"}};
+  relay_group_id relay{{}, g};
+  for (std::uint32_t r : members_[g.leader].group)
+    if (r != g.leader && members_[r].live) relay.to.push_back(r);
+  return {std::move(relay)};
+}
+
+// ---------------------------------------------------------------------------------------
+// Failures and the watchdog
+
+job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optional<fault>& reason,
+                                          const std::string& why, time_point now) {
+  if (phase_ == job_phase::finished || rank >= members_.size()) return {};
+  member& w = members_[rank];
+  if (!w.live || w.done) return {};  // a finished member quits
+  w.live = false;
+  admitting_.erase(rank);
+  if (reason && reason->code == errc::diverged) return fail(*reason);
+  ++workers_lost_;
+  if (m_) m_->workers_lost->Increment();
+  count_nodes();
+  if (first_loss_.empty()) first_loss_ = member_name(rank) + ": " + why;
+  job_actions_list out{note{member_name(rank) + " is gone (" + why + "); continuing with " +
+                            std::to_string(live_members()) + plural_members(job_)},
+                       remove_from_shards{rank}};
+  if (!standby_.empty()) {
+    const ticket t = standby_.front();
+    standby_.erase(standby_.begin());
+    admit_replacement(t, rank, out, now);
+    return out;
+  }
+  check_epochs(out, now);
+  check_training_done(out, now);
+  return out;
+}
+
+job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string& why) {
+  return fail({errc::shard_lost, "shard " + std::to_string(shard) + " died (" + why +
+                                     "); its parameters are gone and recovery from checkpoints is not supported "
+                                     "yet, so the job stops"});
+}
+
+job_actions_list job_core::on_tick(time_point now) {
+  if (phase_ == job_phase::finishing || phase_ == job_phase::finished) return {};  // the evaluations have deadlines
+  if (now - last_progress_ > std::chrono::milliseconds(job_.stall_timeout_ms)) {
+    std::string who;
+    if (phase_ != job_phase::training) {
+      who = std::to_string(shard_hosts_.size()) + " of " + std::to_string(job_.servers) + " shards and " +
+            std::to_string(pending_joins_.size()) + " of " + std::to_string(members(job_)) + " workers joined";
+    } else {
+      for (std::uint32_t r = 0; r < members_.size(); ++r)
+        if (members_[r].live && !members_[r].done)
+          who += (who.empty() ? "" : ", ") + member_name(r) + " at clock " + std::to_string(members_[r].clock);
+    }
+    return fail({errc::stalled, "no progress for " + std::to_string(job_.stall_timeout_ms / 1000) + " s (" + who + ")"});
+  }
+  update_step_rates(now);
+  return {};
+}
+
+job_actions_list job_core::fail(fault f) {
+  job_actions_list out;
+  finish(std::move(f), out);
+  return out;
+}
+
+void job_core::finish(std::variant<job_result, fault> outcome, job_actions_list& out) {
+  if (phase_ == job_phase::finished) return;
+  phase_ = job_phase::finished;
+  out.push_back(job_actions::finish{std::move(outcome)});
+}
+
+void job_core::count_nodes() {
+  if (!m_) return;
+  m_->nodes_up("coordinator")->Set(1);
+  m_->nodes_up("server")->Set(static_cast<double>(shard_hosts_.size()));
+  double workers = 0;
+  for (const auto& w : members_) workers += w.live && !w.done;
+  m_->nodes_up("worker")->Set(workers);
+}
+
+// Each live member's step rate (smoothed over ticks) relative to the median: a straggler
+// shows well below 1 under its rank.
+void job_core::update_step_rates(time_point now) {
+  const double dt = std::chrono::duration<double>(now - last_tick_).count();
+  last_tick_ = now;
+  if (phase_ != job_phase::training || dt <= 0) return;
+  std::vector<double> rates;
+  for (auto& w : members_) {
+    const double inst = static_cast<double>(w.clock - w.clock_at_tick) / dt;
+    w.clock_at_tick = w.clock;
+    w.step_rate = w.step_rate == 0.0 ? inst : 0.7 * w.step_rate + 0.3 * inst;
+    if (w.live && !w.done) rates.push_back(w.step_rate);
+  }
+  if (!m_ || rates.empty()) return;
+  std::nth_element(rates.begin(), rates.begin() + rates.size() / 2, rates.end());
+  const double median = rates[rates.size() / 2];
+  for (std::uint32_t r = 0; r < members_.size(); ++r)
+    if (members_[r].live && !members_[r].done)
+      m_->relative_step_rate(r)->Set(median > 0 ? members_[r].step_rate / median : 1.0);
+}
+
+}  // namespace troupe

@@ -1,0 +1,236 @@
+// member_core, part 1: building the stage from the welcome, starting (or resuming) the
+// loop, the local group, and stopping (member_step.cpp is the loop itself).
+#include "core/member_core.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "base/compute_fault.hpp"
+#include "core/job.hpp"
+#include "core/pipeline_layout.hpp"
+#include "tensor/random.hpp"
+
+namespace troupe {
+
+using namespace member_actions;
+
+std::string_view name_of(member_phase p) {
+  switch (p) {
+    case member_phase::joining: return "joining";
+    case member_phase::wiring: return "wiring";
+    case member_phase::grouping: return "grouping";
+    case member_phase::training: return "training";
+    case member_phase::finishing: return "finishing";
+    case member_phase::stopped: return "stopped";
+  }
+  return "?";
+}
+
+std::string member_locality(device d) {
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return d.kind == device_kind::cuda ? "cuda@" + std::string(host)
+                                     : "cpu@" + std::string(host) + ":" + std::to_string(::getpid());
+}
+
+member_core::member_core(member_setup setup) : setup_(std::move(setup)) {}
+member_core::~member_core() = default;
+
+std::string member_core::who() const {
+  if (!pipelined()) return "worker " + std::to_string(place_.rank);
+  return "stage " + std::to_string(stage_) + " of replica " + std::to_string(replica_);
+}
+
+void member_core::stop(fault why, member_actions_list& out) {
+  if (phase_ == member_phase::stopped) return;
+  phase_ = member_phase::stopped;
+  out.push_back(member_actions::stop{std::move(why)});
+}
+
+member_actions_list member_core::on_welcome(const member_assignment& a) {
+  member_actions_list out;
+  if (phase_ != member_phase::joining) return out;
+  if (auto f = build(a)) {
+    stop(std::move(*f), out);
+    return out;
+  }
+  phase_ = member_phase::wiring;
+  return out;
+}
+
+std::optional<fault> member_core::build(const member_assignment& a) {
+  place_ = a;
+  const job_spec& job = place_.job;
+  replica_ = a.rank / job.pipeline_stages;
+  stage_ = a.rank % job.pipeline_stages;
+  clock_ = a.resume_clock;
+  steps_per_epoch_ = steps_per_epoch(job);
+  schedule_ = job_schedule(job);
+  if (setup_.obs.metrics) {
+    m_ = setup_.obs.metrics->worker(a.rank);
+    if (pipelined()) sm_ = setup_.obs.metrics->stage(replica_, stage_);
+  }
+  if (setup_.obs.trace)
+    track_ = setup_.obs.trace->track(pipelined() ? "replica " + std::to_string(replica_) + " stage " +
+                                                       std::to_string(stage_)
+                                                 : "worker " + std::to_string(a.rank));
+  auto full = build_model(job);
+  if (!full) return fault{errc::bad_job, full.error().message};
+  const auto spans = job_stage_spans(job, *full);
+  if (spans.size() != job.pipeline_stages)
+    return fault{errc::bad_job, "the job's cut points do not make " + std::to_string(job.pipeline_stages) + " stages"};
+  const stage_span& span = spans[stage_];
+  net_ = pipelined() ? full->stage(span.first_layer, span.last_layer) : *full;
+  acts_in_.emplace(job, net_->input_shape(), "activation");
+  grads_in_.emplace(job, net_->output_shape(), "activation gradient");
+  for (std::uint32_t s = 0; s < a.table.shards(); ++s) {
+    ranges_.push_back(stage_ranges(a.table.ranges_of(s), span));
+    std::int64_t n = 0;
+    for (const auto& r : ranges_.back()) n += r.length;
+    slice_numel_.push_back(n);
+    if (n > 0) active_.push_back(s);
+  }
+  if (grouped() && !group_leader()) active_.clear();  // its leader talks to the shards
+  base_version_.assign(a.table.shards(), 0);
+  if (job.servers == 0) local_opt_.emplace(job.train.optimizer, net_->num_params());
+  if (simulated()) {
+    // A fixed, small, finite gradient: enough for the shards to do their real work.
+    synthetic_grad_ = tensor({net_->num_params()});
+    rng r(derive_seed(job.train.seed, {0x51, a.rank}));
+    float* g = synthetic_grad_.data<float>();
+    for (std::int64_t i = 0; i < net_->num_params(); ++i) g[i] = 1e-4f * r.normal();
+    return std::nullopt;
+  }
+  if (first_stage() || last_stage()) {
+    auto data = setup_.data(job);
+    if (!data) return fault{errc::bad_job, data.error().message};
+    data_ = std::move(*data);
+    if (data_->train.size() != job.train_size)
+      return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
+                                      " samples but the job has " + std::to_string(job.train_size)};
+  }
+  const std::int64_t max_rows = (job.train.batch_size + job.microbatches - 1) / job.microbatches;
+  const auto plan = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_),
+                                  microbatches_for(job, job.train.batch_size));
+  return open_device(max_rows, peak_stored(plan));
+}
+
+// The stage's compute: its device (or the CPU backend, for a local group's collectives),
+// the replica with its buffers, the local optimizer's initial parameters, the data buffers.
+std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) {
+  compute_options& c = setup_.compute;
+  if (c.where.kind != device_kind::cpu) {
+    if (c.spread_over_devices) {
+      int count = 0;
+      auto table = backend_table(c.where.kind);
+      if (table && (*table)->device_count(&count) == 0 && count > 0)
+        c.where.index = static_cast<int>(place_.rank % static_cast<std::uint32_t>(count));
+    }
+    auto b = backend_context::open(c.where);
+    if (!b) return fault{errc::bad_job, who() + ": " + b.error().message};
+    backend_ = std::make_unique<backend_context>(std::move(b).value());
+    exec_ = compute(*backend_);
+    if (setup_.obs.metrics) dm_ = setup_.obs.metrics->device(place_.rank, to_string(c.where));
+  } else if (grouped()) {  // the CPU backend, for its collectives; the math is the host's
+    backend_ = std::make_unique<backend_context>(backend_context::open(cpu_device).value());
+    exec_ = compute(*backend_);
+  }
+  return catch_compute(who() + ": allocating its stage", [&] {
+    if (c.tf32 && c.where.kind != device_kind::cpu) backend_->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
+    rep_ = std::make_unique<stage_replica>(*net_, first_stage(), last_stage(), max_rows, slots, exec_);
+    if (local_opt_) {
+      net_->init_params(rep_->params(), place_.job.train.seed);
+      rep_->commit_params();
+    }
+    if (data_) {
+      xb_ = tensor(data_->train.sample_shape().prepend(max_rows));
+      yb_ = tensor({max_rows}, dtype::i32);
+    }
+  });
+}
+
+member_actions_list member_core::on_wired() {
+  member_actions_list out;
+  if (phase_ != member_phase::wiring) return out;
+  start_training(out);
+  return out;
+}
+
+// Starts (or, for a member that replaces a dead one, resumes) the loop at clock_.
+void member_core::start_training(member_actions_list& out) {
+  if (grouped() && !comm_) {
+    phase_ = member_phase::grouping;
+    open_group(out);  // comes back here once the group's communicator is open
+    return;
+  }
+  phase_ = member_phase::training;
+  epoch_ = static_cast<std::int32_t>(clock_ / std::max<std::int64_t>(1, steps_per_epoch_));
+  if (epoch_ >= place_.job.train.epochs) {
+    phase_ = member_phase::finishing;
+    maybe_finish(out);
+    return;
+  }
+  begin_epoch(clock_ % steps_per_epoch_);
+  start_pulls(out);
+}
+
+// Opens this member's communicator: the leader makes the id and sends it through the
+// coordinator; the others wait for it (at most --request-timeout). Opening blocks until
+// every member has opened, or fails at the timeout, so the leader opens only on its next
+// call, after the shell has sent the id.
+void member_core::open_group(member_actions_list& out) {
+  if (group_leader() && !group_id_) {
+    try {
+      group_id_ = group_comm::new_id(*backend_);
+    } catch (const std::exception& e) {
+      stop({errc::stage_lost, who() + ": cannot make its local group's id: " + e.what()}, out);
+      return;
+    }
+    out.push_back(send_group_id{group_id{place_.rank, *group_id_}});
+    out.push_back(schedule_step{});  // opens from the mailbox, once the id is on its way
+    return;
+  }
+  if (!group_id_) {
+    out.push_back(await_group_id{});
+    return;
+  }
+  const auto index = std::find(place_.group.begin(), place_.group.end(), place_.rank) - place_.group.begin();
+  try {
+    comm_ = std::make_unique<group_comm>(*backend_, *group_id_, static_cast<int>(place_.group.size()),
+                                         static_cast<int>(index), std::chrono::milliseconds(place_.job.request_timeout_ms));
+  } catch (const std::exception& e) {
+    stop({errc::stage_lost, who() + ": its local group did not form: " + e.what()}, out);
+    return;
+  }
+  start_training(out);
+}
+
+member_actions_list member_core::on_group_id(std::vector<std::uint8_t> id) {
+  member_actions_list out;
+  if (group_id_ || id.empty() || phase_ == member_phase::stopped) return out;
+  group_id_ = std::move(id);
+  if (phase_ == member_phase::grouping) open_group(out);
+  return out;
+}
+
+member_actions_list member_core::on_group_deadline() {
+  member_actions_list out;
+  if (phase_ == member_phase::grouping && !group_id_)
+    stop({errc::stage_lost, who() + " never received its local group's id from worker " +
+                                std::to_string(place_.group.empty() ? 0 : place_.group.front()) +
+                                " within --request-timeout"},
+         out);
+  return out;
+}
+
+member_actions_list member_core::on_neighbour_down(bool previous, const std::string& why) {
+  member_actions_list out;
+  stop({errc::stage_lost, "stage " + std::to_string(previous ? stage_ - 1 : stage_ + 1) + " of replica " +
+                              std::to_string(replica_) + " is gone (" + why + "); " + who() +
+                              " stops, since its pipeline cannot finish a step without it"},
+       out);
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,247 @@
+// The logic of one member of a job, free of CAF: a data-parallel worker, or one stage of
+// one pipeline replica (a worker is the one-stage case). Given its welcome it builds its
+// stage (its layers of the model, its data, its device, the optimizer with --servers 0)
+// and then loops over its replica's data shard until the job's epochs are done:
+//   pull its slice of every shard -> follow the schedule's actions for the minibatch
+//   (forward: stage 0 reads data, the others wait for the previous stage's activation;
+//   the last stage computes the loss; backward: the last stage starts from the loss, the
+//   others wait for the next stage's activation gradient) -> push its gradient slices
+//   (with --servers 0: apply the optimizer itself) -> report the step.
+// A message that arrives before its action is due waits in the stage's inbox; one from a
+// stranger is dropped; a malformed one from a neighbour stops the member with a typed
+// error, and so does a neighbour that dies, a diverging loss, or an op that throws
+// (compute_failed), never a hang. The pipeline_stage actor (actors/pipeline_stage.cpp) is
+// its shell: it decodes messages into the calls below and carries out the actions.
+//
+// Phases: joining (no welcome yet) -> wiring (the shell connects to the shards and the
+// neighbours) -> grouping (--local-reduce: opening the local group) -> training (pulling,
+// then computing a step) -> finishing (waiting for the last pushes' answers) -> stopped.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/compute_fault.hpp"
+#include "base/errc.hpp"
+#include "base/expected.hpp"
+#include "core/messages.hpp"
+#include "core/pipeline_schedule.hpp"
+#include "core/stage_inbox.hpp"
+#include "monitoring/observability.hpp"
+#include "tensor/backend.hpp"
+#include "tensor/compute.hpp"
+#include "tensor/dataset.hpp"
+#include "tensor/group_comm.hpp"
+#include "tensor/optimizer.hpp"
+#include "tensor/stage_replica.hpp"
+
+namespace troupe {
+
+// Where and how a member computes.
+struct compute_options {
+  // Each member opens its own context on this device (a context is one stream and is not
+  // shared between threads); a device that cannot be opened fails the member with the
+  // backend's reason.
+  device where = cpu_device;
+  // `--device cuda` without an index in one process: member r takes cuda:(r mod the
+  // number of devices), so the workers of a job spread over the machine's GPUs.
+  bool spread_over_devices = false;
+  bool tf32 = false;  // TF32 tensor-core math on CUDA
+};
+
+// What a member needs besides its welcome.
+struct member_setup {
+  // Produces the job's dataset once the job is known (in one process: the shared copy;
+  // on a worker node: loaded from the job's dataset and data_dir). Its training set must
+  // have the job's train_size samples. Only stages that read data call it (the first and
+  // the last).
+  std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
+  compute_options compute;
+  observability obs;
+};
+
+// Where this member could share a local group: GPUs of one machine (NCCL), or threads of
+// one process (the CPU backend).
+std::string member_locality(device d);
+
+namespace member_actions {
+struct pull { std::uint32_t shard; pull_request request; };  // answer: on_params / on_pull_failed
+struct push { std::uint32_t shard; push_grads grads; };      // answer: on_push_ack / on_push_refused
+struct send_activation { activation a; };                   // to the next stage
+struct send_activation_grad { activation_grad g; };         // to the previous stage
+struct report_step { step_report r; };                      // to the coordinator
+struct report_epoch { worker_epoch r; };                    // to the coordinator
+struct send_group_id { group_id id; };                      // to the coordinator, which relays it
+struct await_group_id {};        // call on_group_deadline after --request-timeout
+struct schedule_step {};         // call on_next_step from the mailbox (nothing else to wait for)
+struct warn { std::string text; };  // for the log: a message dropped, a gradient refused
+struct finish { worker_done r; };  // send it to the coordinator, then stop normally
+struct stop { fault why; };        // stop with this error
+}  // namespace member_actions
+
+using member_action =
+    std::variant<member_actions::pull, member_actions::push, member_actions::send_activation,
+                 member_actions::send_activation_grad, member_actions::report_step, member_actions::report_epoch,
+                 member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
+                 member_actions::warn, member_actions::finish, member_actions::stop>;
+using member_actions_list = std::vector<member_action>;
+
+enum class member_phase : std::uint8_t { joining, wiring, grouping, training, finishing, stopped };
+std::string_view name_of(member_phase p);
+
+class member_core {
+ public:
+  explicit member_core(member_setup setup);
+  ~member_core();
+
+  // Builds the stage the welcome describes; the member is then wiring (or stopped).
+  member_actions_list on_welcome(const member_assignment& a);
+  // The shell has connected to the shards and neighbours: open the local group, or train.
+  member_actions_list on_wired();
+  member_actions_list on_group_id(std::vector<std::uint8_t> id);  // relayed by the coordinator
+  member_actions_list on_group_deadline();
+  member_actions_list on_params(std::uint32_t shard, params_reply r);
+  member_actions_list on_pull_failed(std::uint32_t shard, const std::string& why);
+  // What comes next with nothing to wait for: the next step, or opening the local group.
+  member_actions_list on_next_step();
+  // A stage tensor, once training; from_neighbour: the shell saw it come from this
+  // stage's neighbour (anyone else's is dropped with a warning); sender: how the warning
+  // names who sent it.
+  member_actions_list on_activation(activation a, bool from_neighbour, const std::string& sender);
+  member_actions_list on_activation_grad(activation_grad g, bool from_neighbour, const std::string& sender);
+  member_actions_list on_push_ack(std::uint32_t shard, double seconds);
+  member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
+  // A pipeline neighbour died (a normal exit is no loss: it sent everything needed).
+  member_actions_list on_neighbour_down(bool previous, const std::string& why);
+
+  member_phase phase() const { return phase_; }
+  const member_assignment& place() const { return place_; }
+  // The shards this member pushes to and pulls from.
+  const std::vector<std::uint32_t>& active_shards() const { return active_; }
+  std::uint32_t stage() const { return stage_; }
+  std::uint32_t replica() const { return replica_; }
+  bool first_stage() const { return stage_ == 0; }
+  bool last_stage() const { return stage_ + 1 == place_.job.pipeline_stages; }
+  // "worker 3" or "stage 1 of replica 0": how logs and errors name this member.
+  std::string who() const;
+
+ private:
+  using wall = std::chrono::system_clock;
+  using steady = std::chrono::steady_clock;
+
+  bool pipelined() const { return place_.job.pipeline_stages > 1; }
+  bool simulated() const { return place_.job.simulate_compute_ms > 0.0; }
+  bool grouped() const { return !place_.group.empty(); }
+  bool group_leader() const { return grouped() && place_.group.front() == place_.rank; }
+
+  // member_core.cpp: building the stage, starting, the local group.
+  std::optional<fault> build(const member_assignment& a);
+  std::optional<fault> open_device(std::int64_t max_rows, int slots);
+  void start_training(member_actions_list& out);
+  void open_group(member_actions_list& out);
+  void stop(fault why, member_actions_list& out);
+  // Runs a compute call; a throw stops the member with compute_failed naming `op`.
+  template <class F>
+  bool guarded(const std::string& op, member_actions_list& out, F&& body);
+  // Runs a collective of the local group; a failure (a member died) stops this member
+  // with stage_lost.
+  template <class F>
+  bool in_group(const char* what, member_actions_list& out, F&& body);
+  static double seconds_between(wall::time_point a, wall::time_point b) {
+    return std::chrono::duration<double>(b - a).count();
+  }
+  static std::int64_t micros(wall::time_point t) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+  }
+  // member_step.cpp: the training loop.
+  void begin_epoch(std::int64_t first_step = 0);
+  void start_pulls(member_actions_list& out);
+  void begin_step(member_actions_list& out);
+  void run_actions(member_actions_list& out);
+  bool try_forward(int mb, member_actions_list& out);
+  bool try_backward(int mb, member_actions_list& out);
+  void end_step(member_actions_list& out);
+  void push_all(member_actions_list& out);
+  void maybe_finish(member_actions_list& out);
+  void simulate(bool forward) const;
+  void slow_down(steady::duration took) const;
+  void note_stored(int delta);
+  void gather_microbatch(std::int64_t begin, std::int64_t rows);
+  void trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch = -1);
+  template <class Message>
+  void on_stage_tensor(Message& m, bool forward, bool from_neighbour, const std::string& sender,
+                       member_actions_list& out);
+
+  member_setup setup_;
+  member_phase phase_ = member_phase::joining;
+  member_assignment place_;
+  std::uint32_t replica_ = 0, stage_ = 0;
+  std::shared_ptr<const dataset_split> data_;  // the first and the last stage
+  std::vector<std::uint32_t> active_;           // shards that hold part of this stage
+  std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
+  std::vector<std::int64_t> slice_numel_;       // per shard
+  std::vector<std::int64_t> base_version_;      // per shard, of the params in use
+  std::optional<model> net_;                    // this stage's layers
+  std::unique_ptr<backend_context> backend_;    // off the host, or for a local group
+  compute exec_;                                // the host, or backend_
+  std::unique_ptr<group_comm> comm_;            // --local-reduce (Note [Local groups])
+  std::optional<std::vector<std::uint8_t>> group_id_;  // the leader's, once made or relayed
+  std::unique_ptr<stage_replica> rep_;          // real compute (declared after exec_: destroyed first)
+  std::optional<optimizer_state> local_opt_;    // --servers 0
+  tensor synthetic_grad_;                       // --simulate-compute
+  tensor xb_, yb_;                              // one microbatch of data
+  std::vector<std::int64_t> order_;
+  lr_schedule schedule_;
+  std::int64_t steps_per_epoch_ = 0, step_in_epoch_ = 0, clock_ = 0;
+  std::int32_t epoch_ = 0;
+  std::size_t pulls_pending_ = 0;
+  std::int64_t acks_pending_ = 0, rejected_ = 0;
+  double epoch_loss_ = 0.0;
+  std::int64_t epoch_samples_ = 0;
+  steady::time_point epoch_start_;
+  std::optional<stage_inbox> acts_in_, grads_in_;
+  // The minibatch in progress: its schedule, where the stage is in it.
+  bool in_step_ = false;
+  std::int64_t batch_ = 0;
+  int parts_ = 0;
+  std::vector<pipeline_action> actions_;
+  std::size_t next_action_ = 0;
+  std::vector<int> slot_of_;                    // per microbatch
+  double step_loss_ = 0.0, busy_ = 0.0, forward_s_ = 0.0, backward_s_ = 0.0;
+  int stored_ = 0, peak_ = 0;
+  wall::time_point step_begin_, params_ready_;
+  std::optional<wall::time_point> first_action_;  // the step's first forward began
+  // Observability: metric handles (if metrics are on), the trace track (if tracing).
+  std::optional<monitoring::worker_metrics> m_;
+  std::optional<monitoring::stage_metrics> sm_;
+  std::optional<monitoring::device_metrics> dm_;  // on a backend
+  std::uint32_t track_ = 0;
+};
+
+template <class F>
+bool member_core::guarded(const std::string& op, member_actions_list& out, F&& body) {
+  if (auto f = catch_compute(who() + ": " + op, std::forward<F>(body))) {
+    stop(std::move(*f), out);
+    return false;
+  }
+  return true;
+}
+
+template <class F>
+bool member_core::in_group(const char* what, member_actions_list& out, F&& body) {
+  try {
+    body();
+    return true;
+  } catch (const std::exception& e) {
+    stop({errc::stage_lost, who() + ": the local group's " + what + " failed: " + e.what()}, out);
+    return false;
+  }
+}
+
+}  // namespace troupe

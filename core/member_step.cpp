@@ -1,0 +1,258 @@
+// member_core, part 2: the training loop: pull, the schedule's forwards and backwards,
+// push (or the local update), the step and epoch reports, and finishing.
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "core/job.hpp"
+#include "core/key_table.hpp"
+#include "core/member_core.hpp"
+#include "tensor/sampler.hpp"
+
+namespace troupe {
+
+using namespace member_actions;
+
+// name: a literal. Forward and backward spans carry their step and microbatch.
+void member_core::trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch) {
+  if (setup_.obs.trace) setup_.obs.trace->span(track_, name, begin, end, microbatch >= 0 ? clock_ : -1, microbatch);
+}
+
+void member_core::begin_epoch(std::int64_t first_step) {
+  if (data_)
+    order_ = epoch_indices(data_->train.size(), place_.job.train.seed, epoch_, static_cast<int>(replica_),
+                           static_cast<int>(place_.world));
+  step_in_epoch_ = first_step;
+  epoch_loss_ = 0.0;
+  epoch_samples_ = 0;
+  epoch_start_ = steady::now();
+}
+
+// Sleeps for this stage's share of the simulated compute of the action (forward one
+// third, backward two thirds of simulate_compute_ms per minibatch), slowed if this is
+// the slow member.
+void member_core::simulate(bool forward) const {
+  const job_spec& job = place_.job;
+  const double factor = static_cast<std::int32_t>(place_.rank) == job.slow_worker ? job.slow_factor : 1.0;
+  const double share = (forward ? 1.0 : 2.0) / (3.0 * parts_);
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(job.simulate_compute_ms * share * factor));
+}
+
+// The slow member repeats (factor - 1) times the time real compute took.
+void member_core::slow_down(steady::duration took) const {
+  const job_spec& job = place_.job;
+  if (static_cast<std::int32_t>(place_.rank) != job.slow_worker || job.slow_factor <= 1.0) return;
+  std::this_thread::sleep_for(took * (job.slow_factor - 1.0));
+}
+
+void member_core::note_stored(int delta) {
+  stored_ += delta;
+  peak_ = std::max(peak_, stored_);
+  if (sm_) {
+    sm_->stored_activations->Set(stored_);
+    sm_->peak_stored_activations->Set(peak_);
+  }
+}
+
+// Gathers rows [begin, begin + rows) of the step's minibatch into xb_/yb_.
+void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
+  const auto idx =
+      std::span<const std::int64_t>(order_).subspan(step_in_epoch_ * place_.job.train.batch_size + begin, rows);
+  gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
+}
+
+void member_core::start_pulls(member_actions_list& out) {
+  step_begin_ = wall::now();
+  pulls_pending_ = active_.size();
+  if (active_.empty()) {
+    // Nothing to pull (--servers 0, or a local group's member): the step starts from the
+    // mailbox, so the loop never recurses and exits and deaths are seen every step.
+    out.push_back(schedule_step{});
+    return;
+  }
+  for (std::uint32_t s : active_) out.push_back(pull{s, pull_request{s, place_.rank, clock_}});
+}
+
+member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
+  member_actions_list out;
+  if (phase_ != member_phase::training || pulls_pending_ == 0) return out;
+  if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != slice_numel_[s] || r.params.type() != dtype::f32) {
+    stop({errc::bad_shape, "shard " + std::to_string(s) + " answered with " + std::to_string(r.params.numel()) +
+                               " parameters, expected " + std::to_string(s < slice_numel_.size() ? slice_numel_[s] : 0)},
+         out);
+    return out;
+  }
+  if (!simulated() && !guarded("taking the parameters of shard " + std::to_string(s), out,
+                               [&] { unpack_shard(rep_->params(), r.params, ranges_[s]); }))
+    return out;
+  base_version_[s] = r.version;
+  if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+  if (--pulls_pending_ > 0) return out;
+  if (!simulated() && !guarded("uploading its parameters", out, [&] { rep_->commit_params(); })) return out;
+  if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return out;
+  trace_span("pull", step_begin_, wall::now());
+  if (m_) m_->pull_seconds->Observe(seconds_between(step_begin_, wall::now()));
+  begin_step(out);
+  return out;
+}
+
+member_actions_list member_core::on_pull_failed(std::uint32_t s, const std::string& why) {
+  member_actions_list out;
+  stop({errc::stalled, "pull from shard " + std::to_string(s) + " at clock " + std::to_string(clock_) +
+                           " failed: " + why},
+       out);
+  return out;
+}
+
+member_actions_list member_core::on_next_step() {
+  member_actions_list out;
+  if (phase_ == member_phase::grouping) {
+    open_group(out);
+    return out;
+  }
+  if (phase_ != member_phase::training || in_step_) return out;
+  if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, false); })) return out;
+  begin_step(out);
+  return out;
+}
+
+// The parameters are fresh: plan the minibatch's actions and run what can run.
+void member_core::begin_step(member_actions_list& out) {
+  const job_spec& job = place_.job;
+  in_step_ = true;
+  batch_ = batch_rows(job, step_in_epoch_);
+  parts_ = microbatches_for(job, batch_);
+  actions_ = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_), parts_);
+  next_action_ = 0;
+  slot_of_.assign(static_cast<std::size_t>(parts_), -1);
+  step_loss_ = busy_ = forward_s_ = backward_s_ = 0.0;
+  params_ready_ = wall::now();
+  first_action_.reset();
+  if (rep_ && !guarded("zeroing its gradients", out, [&] { rep_->zero_grads(); })) return;
+  run_actions(out);
+}
+
+void member_core::run_actions(member_actions_list& out) {
+  while (in_step_ && phase_ == member_phase::training && next_action_ < actions_.size()) {
+    const pipeline_action a = actions_[next_action_];
+    if (!(a.forward ? try_forward(a.microbatch, out) : try_backward(a.microbatch, out))) return;  // wait
+    ++next_action_;
+  }
+  if (in_step_ && phase_ == member_phase::training) end_step(out);
+}
+
+// Runs the forward of microbatch mb if its input is here. Returns false to wait (or on
+// a failure, which has stopped the member).
+bool member_core::try_forward(int mb, member_actions_list& out) {
+  tensor received;
+  if (!first_stage()) {
+    auto t = acts_in_->take(clock_, mb);
+    if (!t) return false;
+    received = std::move(*t);
+  }
+  const std::int64_t begin = microbatch_begin(batch_, parts_, mb), rows = microbatch_rows(batch_, parts_, mb);
+  const auto t0 = wall::now();
+  const auto c0 = steady::now();
+  if (!first_action_) first_action_ = t0;
+  tensor out_msg;
+  if (simulated()) {
+    simulate(true);
+    if (!last_stage()) out_msg = tensor(net_->output_shape().prepend(rows));
+  } else if (!guarded("forward of microbatch " + std::to_string(mb), out, [&] {
+               if (first_stage() || last_stage()) gather_microbatch(begin, rows);
+               const_tensor_view input = first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
+               const int slot = rep_->forward(input);
+               slot_of_[mb] = slot;
+               if (last_stage())
+                 step_loss_ += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(batch_)) *
+                               static_cast<double>(rows) / static_cast<double>(batch_);
+               else
+                 out_msg = rep_->output_on_host(slot);
+             })) {
+    return false;
+  } else {
+    slow_down(steady::now() - c0);
+  }
+  const auto t1 = wall::now();
+  busy_ += seconds_between(t0, t1);
+  forward_s_ += seconds_between(t0, t1);
+  note_stored(+1);
+  trace_span("forward", t0, t1, mb);
+  if (!last_stage()) out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  return true;
+}
+
+// Runs the backward of microbatch mb if its output gradient is here. Returns false to
+// wait (or on a failure, which has stopped the member).
+bool member_core::try_backward(int mb, member_actions_list& out) {
+  tensor received;
+  if (!last_stage()) {
+    auto t = grads_in_->take(clock_, mb);
+    if (!t) return false;
+    received = std::move(*t);
+  }
+  const std::int64_t rows = microbatch_rows(batch_, parts_, mb);
+  const auto t0 = wall::now();
+  const auto c0 = steady::now();
+  tensor out_msg;
+  if (simulated()) {
+    simulate(false);
+    if (!first_stage()) out_msg = tensor(net_->input_shape().prepend(rows));
+  } else if (!guarded("backward of microbatch " + std::to_string(mb), out, [&] {
+               const_tensor_view gin = rep_->backward(slot_of_[mb], received.empty() ? const_tensor_view() : received.view());
+               if (!first_stage()) {
+                 out_msg = tensor::uninitialized(gin.sizes());
+                 copy(out_msg, gin);
+               }
+             })) {
+    return false;
+  } else {
+    slow_down(steady::now() - c0);
+  }
+  const auto t1 = wall::now();
+  busy_ += seconds_between(t0, t1);
+  backward_s_ += seconds_between(t0, t1);
+  note_stored(-1);
+  if (sm_) sm_->microbatches->Increment();
+  trace_span("backward", t0, t1, mb);
+  if (!first_stage())
+    out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  return true;
+}
+
+// Files an activation or activation gradient for its action, or stops the member with
+// why it is refused (the checks in stage_inbox.hpp): the pipeline cannot go on without
+// the right tensor. One from anyone but the neighbour is dropped with a warning.
+template <class Message>
+void member_core::on_stage_tensor(Message& msg, bool forward, bool from_neighbour, const std::string& sender,
+                                  member_actions_list& out) {
+  if (phase_ == member_phase::stopped) return;
+  const std::uint32_t expected_stage = forward ? stage_ - 1 : stage_ + 1;
+  const bool before_training = phase_ == member_phase::joining || phase_ == member_phase::wiring;
+  if (!from_neighbour || before_training || msg.replica != replica_ || msg.stage != expected_stage) {
+    out.push_back(warn{who() + ": dropped an " + (forward ? "activation" : "activation gradient") + " from " + sender +
+                       " claiming stage " + std::to_string(msg.stage) + " of replica " + std::to_string(msg.replica) +
+                       ": not this stage's neighbour"});
+    return;
+  }
+  auto& box = forward ? *acts_in_ : *grads_in_;
+  if (auto refused = box.file(clock_, step_in_epoch_, msg.step, msg.microbatch, std::move(msg.data))) {
+    stop({refused->code, who() + " got " + refused->detail + " from stage " + std::to_string(msg.stage)}, out);
+    return;
+  }
+  run_actions(out);
+}
+
+member_actions_list member_core::on_activation(activation a, bool from_neighbour, const std::string& sender) {
+  member_actions_list out;
+  on_stage_tensor(a, true, from_neighbour, sender, out);
+  return out;
+}
+
+member_actions_list member_core::on_activation_grad(activation_grad g, bool from_neighbour, const std::string& sender) {
+  member_actions_list out;
+  on_stage_tensor(g, false, from_neighbour, sender, out);
+  return out;
+}
+
+}  // namespace troupe
