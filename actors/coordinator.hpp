@@ -23,7 +23,7 @@ struct job_callbacks {
   std::function<void(const std::string&)> on_event;  // a worker lost, a group formed...
 };
 
-// job must be prepared and valid (see prepare_job in actors/runtime.hpp) and m must be
+// job must be prepared and valid (see prepare_job in core/job.hpp) and m must be
 // its model; data is used for evaluation only (none with simulated compute). The handle
 // is the local one: run_request waits for the job's result. Publish it as a
 // coordinator_actor.

@@ -1,6 +1,7 @@
-// Running a whole job inside one process: prepare the spec from the loaded data, spawn
-// the coordinator, S shard servers and N workers (or D replicas x K pipeline stages) in one actor system, and wait for the
-// outcome. `troupe train` and the tests use it; nothing here opens a network port.
+// Running a whole job inside one process: spawn the coordinator, S shard servers and N
+// workers (or D replicas x K pipeline stages) of a job prepared by prepare_job (in
+// core/job.hpp) in one actor system, and wait for the outcome. `troupe train` and the
+// tests use it; nothing here opens a network port.
 #pragma once
 
 #include <memory>
@@ -10,14 +11,10 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "base/expected.hpp"
+#include "core/job.hpp"
 #include "tensor/dataset.hpp"
 
 namespace troupe {
-
-// Fills in the data-dependent fields (train_size, input_shape, num_classes), a fresh job
-// id if there is none, the pipeline's cut points (balanced when not given), and checks
-// the result, including that the model fits the data and the cuts fit the model.
-expected<model> prepare_job(job_spec& job, const dataset_split& data);
 
 // Scheduler threads for an in-process job (one per core; workers bring their own threads).
 void configure_in_process(caf::actor_system_config& cfg);

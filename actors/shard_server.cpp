@@ -92,28 +92,14 @@ caf::error wrong_shard(shard_pointer self, std::uint32_t asked) {
 }
 
 void init_from_welcome(shard_pointer self, shard_welcome& w) {
-  auto m = build_model(w.job);
-  if (!m) {
-    spdlog::error("shard: cannot build the job's model: {}", m.error().message);
-    self->quit(make_error(errc::bad_job, m.error().message));
+  auto core = shard_for(w);
+  if (!core) {
+    spdlog::error("shard: cannot build the job's model: {}", core.error().message);
+    self->quit(make_error(errc::bad_job, core.error().message));
     return;
   }
-  tensor full({m->num_params()});
-  m->init_params(full, w.job.train.seed);
-  std::int64_t numel = 0;
-  for (const auto& r : w.ranges) numel += r.length;
-  tensor mine({numel});
-  pack_shard(mine, full, w.ranges);
-  shard_config cfg;
-  cfg.index = w.index;
-  if (w.job.pipeline_stages > 1) cfg.stage_slices = shard_stage_slices(w.ranges, job_stage_spans(w.job, *m));
-  cfg.mode = w.job.mode;
-  cfg.staleness = w.job.staleness;
-  cfg.staleness_lr = w.job.staleness_lr;
-  cfg.optimizer = w.job.train.optimizer;
-  cfg.schedule = job_schedule(w.job);
   self->state.index = w.index;
-  self->state.core = std::make_unique<shard_core>(cfg, std::move(mine));
+  self->state.core = std::move(*core);
   if (self->state.obs.metrics) {
     self->state.m = self->state.obs.metrics->shard(w.index);
     // Every reason a shard can refuse exists from the start, at zero.

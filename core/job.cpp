@@ -1,7 +1,41 @@
-// Mode names, job validation and the derived schedule.
+// Mode names, job validation and preparation, and the derived schedule.
 #include "core/job.hpp"
 
+#include <random>
+
 namespace troupe {
+
+namespace {
+
+std::string fresh_job_id() {
+  std::random_device rd;
+  const std::uint64_t v = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+expected<model> prepare_job(job_spec& job, const dataset_split& data) {
+  job.train_size = data.train.size();
+  const shape s = data.train.sample_shape();
+  job.input_shape.assign(s.begin(), s.end());
+  job.num_classes = data.train.num_classes;
+  if (job.job_id.empty()) job.job_id = fresh_job_id();
+  if (auto problem = validate(job)) return failure{*problem};
+  auto m = build_model(job);
+  if (!m) return m.error();
+  if (job.pipeline_stages > 1 && job.cuts.empty()) {
+    auto cuts = balanced_cuts(*m, static_cast<int>(job.pipeline_stages), job.balance);
+    if (!cuts) return failure{"--pipeline-stages " + std::to_string(job.pipeline_stages) + ": " + cuts.error().message};
+    job.cuts.assign(cuts->begin(), cuts->end());
+  } else if (!job.cuts.empty()) {
+    auto stages = m->cut(std::vector<int>(job.cuts.begin(), job.cuts.end()));
+    if (!stages) return failure{"--cuts: " + stages.error().message};
+  }
+  return m;
+}
 
 expected<sync_mode> parse_sync_mode(std::string_view name) {
   if (name == "sync") return sync_mode::sync;

@@ -12,6 +12,7 @@
 #include "base/expected.hpp"
 #include "core/pipeline_layout.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "tensor/dataset.hpp"
 #include "tensor/trainer.hpp"
 
 namespace troupe {
@@ -58,6 +59,11 @@ struct job_spec {
 
 // The first problem with the spec, as a message naming the flag; nullopt when valid.
 std::optional<std::string> validate(const job_spec& job);
+
+// Fills in the data-dependent fields (train_size, input_shape, num_classes), a fresh job
+// id if there is none, the pipeline's cut points (balanced when not given), and checks
+// the result, including that the model fits the data and the cuts fit the model.
+expected<model> prepare_job(job_spec& job, const dataset_split& data);
 
 // Members: the actors that train, workers * pipeline_stages. Member m is stage
 // m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.

@@ -229,7 +229,9 @@ void member_core::on_stage_tensor(Message& msg, bool forward, bool from_neighbou
   if (phase_ == member_phase::stopped) return;
   const std::uint32_t expected_stage = forward ? stage_ - 1 : stage_ + 1;
   const bool before_training = phase_ == member_phase::joining || phase_ == member_phase::wiring;
-  if (!from_neighbour || before_training || msg.replica != replica_ || msg.stage != expected_stage) {
+  const bool no_such_neighbour = forward ? first_stage() : last_stage();
+  if (!from_neighbour || before_training || no_such_neighbour || msg.replica != replica_ ||
+      msg.stage != expected_stage) {
     out.push_back(warn{who() + ": dropped an " + (forward ? "activation" : "activation gradient") + " from " + sender +
                        " claiming stage " + std::to_string(msg.stage) + " of replica " + std::to_string(msg.replica) +
                        ": not this stage's neighbour"});

@@ -321,4 +321,24 @@ std::vector<shard_core::token> shard_core::take_released() { return std::exchang
 
 std::vector<shard_core::token> shard_core::take_dropped() { return std::exchange(dropped_, {}); }
 
+expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
+  auto m = build_model(w.job);
+  if (!m) return m.error();
+  tensor full({m->num_params()});
+  m->init_params(full, w.job.train.seed);
+  std::int64_t numel = 0;
+  for (const auto& r : w.ranges) numel += r.length;
+  tensor mine({numel});
+  pack_shard(mine, full, w.ranges);
+  shard_config cfg;
+  cfg.index = w.index;
+  if (w.job.pipeline_stages > 1) cfg.stage_slices = shard_stage_slices(w.ranges, job_stage_spans(w.job, *m));
+  cfg.mode = w.job.mode;
+  cfg.staleness = w.job.staleness;
+  cfg.staleness_lr = w.job.staleness_lr;
+  cfg.optimizer = w.job.train.optimizer;
+  cfg.schedule = job_schedule(w.job);
+  return std::make_unique<shard_core>(cfg, std::move(mine));
+}
+
 }  // namespace troupe

@@ -33,6 +33,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,7 @@
 #include "base/errc.hpp"
 #include "core/job.hpp"
 #include "core/key_table.hpp"
+#include "core/messages.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -166,5 +168,10 @@ class shard_core {
   const shard_slice& slice_of_stage(std::uint32_t stage) const;
   bool has_slice(std::uint32_t stage) const;
 };
+
+// The shard a welcome describes: its ranges of the model initialised from the job's seed
+// (exactly as a local run would), the job's mode, optimizer and schedule, and each
+// pipeline stage's slice. Fails when the job's model cannot be built.
+expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w);
 
 }  // namespace troupe

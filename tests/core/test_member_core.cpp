@@ -1,0 +1,225 @@
+// Tests for core/member_core.cpp, member_step.cpp and member_update.cpp, stepped without
+// actors or threads (tests/support/member_bench.hpp runs the members against a real
+// shard_core): one microbatch through two stages, or two stages applying the optimizer
+// themselves, is bitwise train-local; each schedule stores what it promises; a
+// replacement resumes at its clock; a stranger's activation is dropped with a warning; a
+// malformed one from the neighbour, a lost neighbour, a failed pull, a diverging loss, an
+// op that throws and data that does not match the job stop the member with their typed
+// errors; a refused push is counted and training goes on; simulated compute needs no data.
+#define BOOST_TEST_MODULE member_core
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+#include "tensor/trainer.hpp"
+#include "tests/support/member_bench.hpp"
+
+using namespace troupe;
+using test::member_bench;
+
+namespace {
+
+std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
+  return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
+}
+
+job_spec pipeline(std::uint32_t stages, std::int32_t microbatches, std::uint32_t servers = 1) {
+  job_spec j;
+  j.job_id = "member-under-test";
+  j.mode = sync_mode::sync;
+  j.workers = 1;
+  j.servers = servers;
+  j.pipeline_stages = stages;
+  j.microbatches = microbatches;
+  j.train.epochs = 2;
+  j.train.batch_size = 40;
+  return j;
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+std::string stop_of(const member_actions_list& actions) {
+  for (const auto& a : actions)
+    if (auto* s = std::get_if<member_actions::stop>(&a)) return to_string(s->why);
+  return "";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(one_microbatch_through_two_stages_is_bitwise_train_local) {
+  auto data = synthetic(400);
+  member_bench bench(pipeline(2, 1), data);
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_REQUIRE_EQUAL(bench.done.size(), 2u);
+  BOOST_TEST(bench.done[0].clock == 20);  // 2 epochs of 400 / 40 steps
+  auto local = train_local(bench.job.train, *data);
+  BOOST_REQUIRE(local.has_value());
+  BOOST_TEST(same_bits(bench.params(), local->params));
+  BOOST_TEST(bench.epochs.size() == 4u);  // each stage reports each epoch
+  for (std::uint32_t r = 0; r < 2; ++r) BOOST_TEST((bench.members[r]->phase() == member_phase::stopped));
+}
+
+BOOST_AUTO_TEST_CASE(stages_that_apply_the_optimizer_themselves_are_bitwise_train_local) {
+  auto data = synthetic(400);
+  member_bench bench(pipeline(2, 1, 0), data);
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_TEST(bench.pulls.empty());  // nothing to pull: every step starts from the mailbox
+  tensor full({bench.m.num_params()});
+  const auto spans = job_stage_spans(bench.job, bench.m);
+  for (const auto& e : bench.epochs)
+    if (e.epoch == 1) copy(full.view().flat(spans[e.rank].param_offset, spans[e.rank].numel), e.params);
+  auto local = train_local(bench.job.train, *data);
+  BOOST_TEST(same_bits(full, local->params));
+}
+
+BOOST_AUTO_TEST_CASE(each_schedule_stores_what_it_promises) {
+  for (auto schedule : {pipeline_schedule::gpipe, pipeline_schedule::one_f_one_b}) {
+    job_spec job = pipeline(2, 4);
+    job.schedule = schedule;
+    job.train.epochs = 1;
+    member_bench bench(job, synthetic(200));
+    bench.start();
+    bench.run();
+    BOOST_REQUIRE(bench.stopped.empty());
+    const std::vector<std::int32_t> peaks{bench.done[0].peak_stored, bench.done[1].peak_stored};
+    const std::vector<std::int32_t> want =
+        schedule == pipeline_schedule::gpipe ? std::vector<std::int32_t>{4, 4} : std::vector<std::int32_t>{2, 1};
+    BOOST_TEST(peaks == want, boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_replacement_resumes_at_its_clock) {
+  job_spec job = pipeline(1, 1);
+  job.mode = sync_mode::async;  // alone in sync, it would wait for rounds nobody closes
+  job.train.epochs = 3;
+  member_bench bench(job, synthetic(400));
+  bench.start(12);  // 10 steps per epoch: in epoch 1, step 2
+  BOOST_REQUIRE(!bench.pulls.empty());
+  BOOST_TEST(bench.pulls.front().clock == 12);
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_TEST(bench.steps.front().epoch == 1);
+  BOOST_TEST(bench.epochs.size() == 2u);  // epochs 1 and 2
+  BOOST_TEST(bench.epochs.front().samples == 8 * 40);  // the rest of epoch 1
+  BOOST_TEST(bench.done[0].clock == 30);
+}
+
+BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped_with_a_warning) {
+  member_bench bench(pipeline(2, 2), synthetic(200));
+  bench.start();
+  const auto dropped = bench.members[1]->on_activation(activation{0, 0, 0, 0, tensor({3, 3})}, false, "a stranger");
+  BOOST_TEST(stop_of(dropped).empty());
+  BOOST_REQUIRE_EQUAL(dropped.size(), 1u);
+  const auto& w = std::get<member_actions::warn>(dropped.front());
+  BOOST_TEST(w.text == "stage 1 of replica 0: dropped an activation from a stranger claiming stage 0 of replica 0: "
+                       "not this stage's neighbour");
+  // A neighbour's message that claims another replica is a stranger's too.
+  BOOST_TEST(stop_of(bench.members[1]->on_activation(activation{3, 0, 0, 0, tensor({3, 3})}, true, "x")).empty());
+  bench.run();
+  BOOST_TEST(bench.stopped.empty());
+  BOOST_TEST(bench.done.size() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_activation_from_the_neighbour_stops_the_stage) {
+  member_bench bench(pipeline(2, 2), synthetic(200));
+  bench.start();
+  const auto wrong_shape = bench.members[1]->on_activation(activation{0, 0, 0, 0, tensor({3, 3})}, true, "stage 0");
+  BOOST_TEST(stop_of(wrong_shape) == "bad_shape: stage 1 of replica 0 got an activation for microbatch 0 of step 0 "
+                                     "of f32(3, 3), expected f32(20, 256) from stage 0",
+             stop_of(wrong_shape));
+  BOOST_TEST((bench.members[1]->phase() == member_phase::stopped));
+  member_bench late(pipeline(2, 2), synthetic(200));
+  late.start();
+  const auto future = late.members[1]->on_activation_grad(activation_grad{0, 2, 5, 0, tensor({1})}, true, "stage 2");
+  BOOST_TEST(stop_of(future).empty());  // stage 1 is the last: any gradient sent to it is a stranger's
+  const auto stale = late.members[0]->on_activation_grad(activation_grad{0, 1, 7, 0, tensor({1})}, true, "stage 1");
+  BOOST_TEST(stop_of(stale).find("bad_clock") == 0u, stop_of(stale));
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_neighbour_and_a_failed_pull_stop_the_member) {
+  member_bench bench(pipeline(2, 2), synthetic(200));
+  bench.start();
+  BOOST_TEST(stop_of(bench.members[0]->on_neighbour_down(false, "remote_link_unreachable")) ==
+             "stage_lost: stage 1 of replica 0 is gone (remote_link_unreachable); stage 0 of replica 0 stops, since "
+             "its pipeline cannot finish a step without it");
+  BOOST_TEST(stop_of(bench.members[1]->on_pull_failed(0, "request_timeout")) ==
+             "stalled: pull from shard 0 at clock 0 failed: request_timeout");
+  BOOST_TEST(bench.members[1]->on_params(0, params_reply{}).empty());  // a stopped member takes nothing
+}
+
+BOOST_AUTO_TEST_CASE(a_diverging_loss_stops_with_diverged) {
+  job_spec job = pipeline(1, 1);
+  job.train.lr = 1e6f;
+  job.train.warmup_epochs = 0.f;
+  member_bench bench(job, synthetic(400));
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE_EQUAL(bench.stopped.size(), 1u);
+  BOOST_TEST((bench.stopped[0].code == errc::diverged));
+  BOOST_TEST(bench.stopped[0].detail.find("lower --lr") != std::string::npos, bench.stopped[0].detail);
+}
+
+// Images of 1x14x14 where the job says 1x28x28: the first layer's check throws, and the
+// member stops with compute_failed naming what it was doing instead of crashing.
+BOOST_AUTO_TEST_CASE(an_op_that_throws_stops_with_compute_failed) {
+  auto data = synthetic(200);
+  auto small = std::make_shared<dataset_split>(*data);
+  small->train.images = tensor({200, 1, 14, 14});
+  member_setup setup;
+  setup.data = [small](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> {
+    return std::shared_ptr<const dataset_split>(small);
+  };
+  member_bench bench(pipeline(1, 1), data, setup);
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE_EQUAL(bench.stopped.size(), 1u);
+  BOOST_TEST((bench.stopped[0].code == errc::compute_failed));
+  BOOST_TEST(bench.stopped[0].detail.find("worker 0: forward of microbatch 0 failed: ") == 0u,
+             bench.stopped[0].detail);
+}
+
+BOOST_AUTO_TEST_CASE(data_that_does_not_match_the_job_stops_at_the_welcome) {
+  member_setup setup;
+  setup.data = [](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return synthetic(150); };
+  member_bench bench(pipeline(1, 1), synthetic(200), setup);
+  const auto out = bench.members[0]->on_welcome(bench.assignment(0));
+  BOOST_TEST(stop_of(out) == "bad_job: worker 0's training set has 150 samples but the job has 200");
+  BOOST_TEST(bench.members[0]->on_wired().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_push_is_counted_and_training_goes_on) {
+  job_spec job = pipeline(1, 1);
+  job.train.epochs = 1;
+  member_bench bench(job, synthetic(200));
+  bench.poison_pushes = 1;
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_TEST(bench.done[0].rejected == 1);
+  BOOST_REQUIRE(!bench.warnings.empty());
+  BOOST_TEST(bench.warnings[0].find("shard 0 refused the gradient of clock 0: not_finite") != std::string::npos,
+             bench.warnings[0]);
+}
+
+BOOST_AUTO_TEST_CASE(simulated_compute_pushes_a_synthetic_gradient_without_data) {
+  job_spec job = pipeline(2, 2);
+  job.simulate_compute_ms = 0.01;
+  job.train.epochs = 1;
+  member_setup setup;
+  setup.data = [](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> {
+    return failure{"simulated compute must not read data"};
+  };
+  member_bench bench(job, synthetic(200), setup);
+  const tensor before = bench.params();
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_TEST(bench.done.size() == 2u);
+  BOOST_TEST(!same_bits(bench.params(), before));  // the shard applied the synthetic gradients
+}

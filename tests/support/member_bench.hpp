@@ -1,0 +1,158 @@
+// Test helper: the members of one job (member_core) run against one shard_core in one
+// thread, without actors. Every action a member returns is delivered as the shells
+// would deliver it, through a FIFO queue: pulls and pushes go to the shard (held pulls
+// are answered when it releases them), activations to the neighbour, reports are kept.
+// Deterministic: the same job gives the same bits every time.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "core/job.hpp"
+#include "core/member_core.hpp"
+#include "core/shard_core.hpp"
+
+namespace troupe::test {
+
+struct member_bench {
+  job_spec job;
+  std::shared_ptr<const dataset_split> data;
+  model m;
+  key_table table;
+  std::unique_ptr<shard_core> shard;  // none with --servers 0
+  std::vector<std::unique_ptr<member_core>> members;
+  std::deque<std::function<void()>> queue;
+  // What happened.
+  std::vector<step_report> steps;
+  std::vector<worker_epoch> epochs;
+  std::map<std::uint32_t, worker_done> done;
+  std::map<std::uint32_t, fault> stopped;
+  std::vector<std::string> warnings;
+  std::vector<pull_request> pulls;
+  int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
+
+  // job: not yet prepared; data: what the members read (the job's own unless given).
+  member_bench(job_spec j, std::shared_ptr<const dataset_split> d, member_setup setup = {})
+      : job(std::move(j)), data(std::move(d)), m(*prepare(job, *data)) {
+    if (job.servers > 0) {
+      table = partition_parameters(m, 1, job.big_array_bound);
+      auto built = shard_for(shard_welcome{0, job, table.ranges_of(0)});
+      BOOST_REQUIRE(built.has_value());
+      shard = std::move(*built);
+      std::vector<std::uint32_t> ranks, stages;
+      for (std::uint32_t r = 0; r < troupe::members(job); ++r) {
+        ranks.push_back(r);
+        stages.push_back(r % job.pipeline_stages);
+      }
+      shard->start(ranks, stages);
+    }
+    if (!setup.data)
+      setup.data = [this](const job_spec&) -> expected<std::shared_ptr<const dataset_split>> { return data; };
+    for (std::uint32_t r = 0; r < troupe::members(job); ++r) members.push_back(std::make_unique<member_core>(setup));
+  }
+
+  static expected<model> prepare(job_spec& job, const dataset_split& d) {
+    auto m = prepare_job(job, d);
+    BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+    return m;
+  }
+
+  member_assignment assignment(std::uint32_t rank, std::int64_t resume_clock = 0) const {
+    member_assignment a;
+    a.rank = rank;
+    a.world = job.workers;
+    a.job = job;
+    a.table = table;
+    a.resume_clock = resume_clock;
+    return a;
+  }
+
+  // Welcomes and wires every member; with resume_clock > 0, as replacements joining at
+  // that clock (the shard is told first, as the coordinator does).
+  void start(std::int64_t resume_clock = 0) {
+    for (std::uint32_t r = 0; r < members.size(); ++r) {
+      if (resume_clock > 0 && shard) shard->worker_joined(r, resume_clock, r % job.pipeline_stages);
+      deliver(r, members[r]->on_welcome(assignment(r, resume_clock)));
+      deliver(r, members[r]->on_wired());
+    }
+  }
+
+  // Delivers queued work until none is left (or `limit` deliveries).
+  void run(std::size_t limit = 10'000'000) {
+    while (!queue.empty() && limit-- > 0) {
+      auto next = std::move(queue.front());
+      queue.pop_front();
+      next();
+    }
+  }
+
+  // The model's parameters as the shard holds them now.
+  tensor params() const {
+    tensor full({m.num_params()});
+    unpack_shard(full, shard->params(), table.ranges_of(0));
+    return full;
+  }
+
+  void deliver(std::uint32_t rank, member_actions_list actions) {
+    for (auto& action : actions) std::visit([&](auto& a) { handle(rank, a); }, action);
+  }
+
+ private:
+  member_core& at(std::uint32_t r) { return *members[r]; }
+  void later(std::uint32_t r, std::function<member_actions_list(member_core&)> f) {
+    queue.push_back([this, r, f] { deliver(r, f(at(r))); });
+  }
+  params_reply answer(std::uint32_t r) const { return {0, shard->version_for(r), shard->pack_slice(r, shard->params())}; }
+
+  void handle(std::uint32_t r, member_actions::pull& a) {
+    pulls.push_back(a.request);
+    const auto out = shard->pull(r, a.request.clock, r);
+    if (out.decision == shard_core::pull_decision::answer)
+      later(r, [p = answer(r)](member_core& c) { return c.on_params(0, p); });
+    else if (out.decision == shard_core::pull_decision::reject)
+      later(r, [why = out.detail](member_core& c) { return c.on_pull_failed(0, why); });
+  }
+  void handle(std::uint32_t r, member_actions::push& a) {
+    const std::int64_t clock = a.grads.clock;
+    if (poison_pushes > 0 && poison_pushes--) a.grads.grad.data<float>()[0] = std::nanf("");
+    const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad));
+    if (out.error)
+      later(r, [clock, why = to_string(fault{*out.error, out.detail})](member_core& c) {
+        return c.on_push_refused(0, clock, why);
+      });
+    else
+      later(r, [](member_core& c) { return c.on_push_ack(0, 0.0); });
+    for (auto token : shard->take_released()) {
+      const auto member = static_cast<std::uint32_t>(token);
+      later(member, [p = answer(member)](member_core& c) { return c.on_params(0, p); });
+    }
+  }
+  void handle(std::uint32_t r, member_actions::send_activation& a) {
+    later(r + 1, [a = std::move(a.a), r](member_core& c) mutable {
+      return c.on_activation(std::move(a), true, "member " + std::to_string(r));
+    });
+  }
+  void handle(std::uint32_t r, member_actions::send_activation_grad& a) {
+    later(r - 1, [g = std::move(a.g), r](member_core& c) mutable {
+      return c.on_activation_grad(std::move(g), true, "member " + std::to_string(r));
+    });
+  }
+  void handle(std::uint32_t, member_actions::report_step& a) { steps.push_back(a.r); }
+  void handle(std::uint32_t, member_actions::report_epoch& a) { epochs.push_back(std::move(a.r)); }
+  void handle(std::uint32_t, member_actions::send_group_id&) { BOOST_FAIL("the bench has no local groups"); }
+  void handle(std::uint32_t, member_actions::await_group_id&) { BOOST_FAIL("the bench has no local groups"); }
+  void handle(std::uint32_t r, member_actions::schedule_step&) {
+    later(r, [](member_core& c) { return c.on_next_step(); });
+  }
+  void handle(std::uint32_t, member_actions::warn& a) { warnings.push_back(a.text); }
+  void handle(std::uint32_t r, member_actions::finish& a) { done[r] = a.r; }
+  void handle(std::uint32_t r, member_actions::stop& a) { stopped[r] = a.why; }
+};
+
+}  // namespace troupe::test
