@@ -11,7 +11,23 @@
  *   Results returned through host pointers (loss, counts, finiteness) are synchronous.
  * - Shapes: row-major, f32; labels and argmax are int32. Gradients that say "accumulate"
  *   add into their output, so microbatches can sum; everything else overwrites.
- * The table only grows at the end; abi_version says how long it is. */
+ * The table only grows at the end; abi_version says how long it is.
+ *
+ * Note [Adding an op]
+ * A new op touches these files, in this order:
+ * 1. tensor/<family>.hpp/.cpp (ops, conv, pool, loss, update_ops): the host op, the
+ *    reference every backend is checked against; elementwise arithmetic goes in
+ *    tensor/elementwise.hpp as a functor, which the CUDA kernels share.
+ * 2. tensor/backend_abi.h: its entry at the end of this table, with its contract, and
+ *    TROUPE_BACKEND_ABI_VERSION + 1 (tensor/backend.cpp refuses an older module).
+ * 3. tensor/cpu_backend.cpp: the CPU table's entry, wrapping the host op in guarded().
+ * 4. gpu/kernels.cu and gpu/kernels.hpp (a kernel and its launcher), or a library call;
+ *    the entry in gpu/cuda_ops.cpp, declared in gpu/cuda_entries.hpp, and its line in
+ *    gpu/cuda_backend.cpp's table.
+ * 5. tensor/compute.hpp/.cpp: the method layers call, which runs the host op or the entry.
+ * 6. tests/tensor/test_<family>.cpp for the host op, and tests/gpu/test_backend_ops.cpp for
+ *    the entry on every backend against the host (a backward also against finite
+ *    differences); test_cuda_module already checks that the module fills every entry. */
 #ifndef TROUPE_TENSOR_BACKEND_ABI_H
 #define TROUPE_TENSOR_BACKEND_ABI_H
 
