@@ -28,6 +28,14 @@ set(TROUPE_TEST_gpu_USES base monitoring tensor)
 set(TROUPE_CAF_LAYERS actors net tools)
 set(TROUPE_CUDA_LAYERS gpu)
 
+# The static library `target` of `layer` from the sources that follow: the source root on
+# its include path, linked to the layers it uses.
+function(troupe_layer_library target layer)
+  add_library(${target} STATIC ${ARGN})
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR})
+  troupe_link_layers(${target} ${layer})
+endfunction()
+
 # Links `target` to the libraries of the layers `layer` uses (a layer's library is
 # troupe_<layer>; entries naming single header files link nothing).
 function(troupe_link_layers target layer)

@@ -153,15 +153,21 @@ job_actions_list job_core::shards_started(time_point now) {
 // broke TLS connections when a node left. Workers connect to each shard directly.
 // Pipeline neighbours go the same way: by handle in one process, by address (each member
 // publishes itself) across nodes. The shell adds the handles where no address is given.
-member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_clock) const {
+member_assignment basic_assignment(const job_spec& job, const key_table& table, std::uint32_t rank,
+                                   std::int64_t resume_clock) {
   member_assignment a;
   a.rank = rank;
-  a.world = job_.workers;
-  a.job = job_;
-  a.table = table_;
+  a.world = job.workers;
+  a.job = job;
+  a.table = table;
+  a.resume_clock = resume_clock;
+  return a;
+}
+
+member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_clock) const {
+  member_assignment a = basic_assignment(job_, table_, rank, resume_clock);
   a.shard_hosts = shard_hosts_;
   a.shard_ports = shard_ports_;
-  a.resume_clock = resume_clock;
   const std::uint32_t k = job_.pipeline_stages, stage = rank % k;
   if (stage > 0) {
     a.prev_host = members_[rank - 1].host;

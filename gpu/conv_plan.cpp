@@ -8,10 +8,18 @@ namespace {
 
 constexpr int max_algos = 16;
 
-template <class Perf>
-const Perf& first_supported(const Perf* perf, int count, const char* what) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS) return perf[i];
+// The first algorithm cuDNN's heuristics (`find`) rank as supported, and its workspace
+// size (`size`).
+template <class Perf, class Find, class Size>
+auto choose(const char* what, Find find, Size size, std::size_t& workspace) {
+  Perf perf[max_algos];
+  int found = 0;
+  TROUPE_GPU(find(max_algos, &found, perf));
+  for (int i = 0; i < found; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) {
+      TROUPE_GPU(size(perf[i].algo, &workspace));
+      return perf[i].algo;
+    }
   throw gpu_error(std::string("cuDNN offers no ") + what + " algorithm for this convolution");
 }
 
@@ -40,27 +48,34 @@ const conv_plan& conv_plan_cache::get(cudnnHandle_t h, std::int64_t batch, const
   p.out_w = ow;
   TROUPE_GPU(cudnnSetTensor4dDescriptor(p.y.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c, oh, ow));
 
-  int found = 0;
-  cudnnConvolutionFwdAlgoPerf_t fwd[max_algos];
-  TROUPE_GPU(cudnnGetConvolutionForwardAlgorithm_v7(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(), max_algos,
-                                                    &found, fwd));
-  p.forward_algo = first_supported(fwd, found, "forward").algo;
-  TROUPE_GPU(cudnnGetConvolutionForwardWorkspaceSize(h, p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
-                                                     p.forward_algo, &p.forward_workspace));
-
-  cudnnConvolutionBwdDataAlgoPerf_t bwd_data[max_algos];
-  TROUPE_GPU(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(), max_algos,
-                                                         &found, bwd_data));
-  p.data_algo = first_supported(bwd_data, found, "backward-data").algo;
-  TROUPE_GPU(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
-                                                          p.data_algo, &p.data_workspace));
-
-  cudnnConvolutionBwdFilterAlgoPerf_t bwd_filter[max_algos];
-  TROUPE_GPU(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                           max_algos, &found, bwd_filter));
-  p.filter_algo = first_supported(bwd_filter, found, "backward-filter").algo;
-  TROUPE_GPU(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
-                                                            p.filter_algo, &p.filter_workspace));
+  const auto x = p.x.get(), y = p.y.get();
+  const auto w = p.w.get();
+  const auto conv = p.conv.get();
+  p.forward_algo = choose<cudnnConvolutionFwdAlgoPerf_t>(
+      "forward",
+      [&](int count, int* f, auto* perf) {
+        return cudnnGetConvolutionForwardAlgorithm_v7(h, x, w, conv, y, count, f, perf);
+      },
+      [&](auto algo, std::size_t* ws) { return cudnnGetConvolutionForwardWorkspaceSize(h, x, w, conv, y, algo, ws); },
+      p.forward_workspace);
+  p.data_algo = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+      "backward-data",
+      [&](int count, int* f, auto* perf) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w, y, conv, x, count, f, perf);
+      },
+      [&](auto algo, std::size_t* ws) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w, y, conv, x, algo, ws);
+      },
+      p.data_workspace);
+  p.filter_algo = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      "backward-filter",
+      [&](int count, int* f, auto* perf) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x, y, conv, w, count, f, perf);
+      },
+      [&](auto algo, std::size_t* ws) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x, y, conv, w, algo, ws);
+      },
+      p.filter_workspace);
   return plans_.emplace(k, std::move(p)).first->second;
 }
 

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
 #include <thread>
 
 #include "actors/pipeline_stage.hpp"
@@ -56,39 +57,51 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
   return reason;
 }
 
+// A node's actor system, configured from its plan (TLS or plain, heartbeats, the
+// protocol) after raising the file-descriptor limit.
+struct node_system {
+  explicit node_system(const node_plan& plan) {
+    raise_fd_limit();
+    configure_node(cfg, plan);
+    sys.emplace(cfg);
+  }
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+};
+
+// Publishes the local actor's published interface on the plan's listen address; when that
+// fails, stops the actor and says why.
+template <class Published, class Local>
+caf::expected<std::uint16_t> publish_role(caf::actor_system& sys, const Local& local, const node_plan& plan) {
+  auto port = publish_on(sys, Published{local}, plan.listen, plan.tls.any());
+  if (port) return port;
+  caf::anon_send_exit(local, caf::exit_reason::user_shutdown);
+  return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
+}
+
 }  // namespace
 
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                const observability& obs,
                                                const std::function<void(const endpoint&)>& on_listening) {
-  raise_fd_limit();
-  caf::actor_system_config cfg;
-  configure_node(cfg, plan);
-  caf::actor_system sys{cfg};
+  node_system node(plan);
+  caf::actor_system& sys = *node.sys;
   auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs);
-  auto port = publish_on(sys, coordinator_actor{coordinator}, plan.listen, plan.tls.any());
-  if (!port) {
-    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
-    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
-  }
+  auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
+  if (!port) return port.error();
   on_listening(endpoint{plan.listen.host, *port});
   return await_job(sys, coordinator);
 }
 
 caf::error run_server_node(const node_plan& plan, const observability& obs) {
-  raise_fd_limit();
-  caf::actor_system_config cfg;
-  configure_node(cfg, plan);
-  caf::actor_system sys{cfg};
+  node_system node(plan);
+  caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
   auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs);
-  auto port = publish_on(sys, shard_actor{shard}, plan.listen, plan.tls.any());
-  if (!port) {
-    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
-    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
-  }
+  auto port = publish_role<shard_actor>(sys, shard, plan);
+  if (!port) return port.error();
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
                endpoint{plan.advertise, *port}.str(), plan.join->str());
   join_as_shard(shard, plan.advertise, *port);
@@ -97,10 +110,8 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
 
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
                            compute_options compute) {
-  raise_fd_limit();
-  caf::actor_system_config cfg;
-  configure_node(cfg, plan);
-  caf::actor_system sys{cfg};
+  node_system node(plan);
+  caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
   stage_options opts;
@@ -116,11 +127,8 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   };
   // Published for its pipeline neighbours (a data-parallel worker is never contacted).
   auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
-  auto port = publish_on(sys, stage_actor{worker}, plan.listen, plan.tls.any());
-  if (!port) {
-    caf::anon_send_exit(worker, caf::exit_reason::user_shutdown);
-    return make_error(errc::bad_job, "cannot listen on " + plan.listen.str() + ": " + describe(port.error()));
-  }
+  auto port = publish_role<stage_actor>(sys, worker, plan);
+  if (!port) return port.error();
   join_as_member(worker, plan.advertise, *port);
   return wait_for(sys, caf::actor_cast<caf::actor>(worker));
 }

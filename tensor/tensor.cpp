@@ -79,9 +79,8 @@ void tensor::free_host(void*, std::byte* p) {
 }
 
 tensor::tensor(troupe::shape s, dtype t)
-    : data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), true), buffer_release{&free_host, nullptr}),
-      type_(t),
-      shape_(s) {}
+    : tensor_layout(t, s, cpu_device),
+      data_(alloc_host(static_cast<std::size_t>(s.numel()) * size_of(t), true), buffer_release{&free_host, nullptr}) {}
 
 tensor tensor::uninitialized(troupe::shape s, dtype t) {
   tensor out;
@@ -106,7 +105,7 @@ tensor tensor::adopt(std::byte* data, buffer_release release, troupe::shape s, d
   return out;
 }
 
-tensor::tensor(const tensor& other) : type_(other.type_), shape_(other.shape_), device_(other.device_) {
+tensor::tensor(const tensor& other) : tensor_layout(other) {
   if (other.empty()) return;
   TROUPE_CHECK(other.device_.kind == device_kind::cpu, "copy device tensors through their backend");
   data_ = std::unique_ptr<std::byte, buffer_release>(alloc_host(other.nbytes(), false),

@@ -17,8 +17,29 @@ namespace troupe {
 
 inline constexpr std::size_t tensor_alignment = 64;
 
+// What a tensor and a view both know of their elements, with its accessors: the dtype,
+// the shape and the device.
+class tensor_layout {
+ public:
+  dtype type() const { return type_; }
+  const troupe::shape& sizes() const { return shape_; }
+  std::int64_t size(int i) const { return shape_[i]; }
+  int rank() const { return shape_.rank(); }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
+  device where() const { return device_; }
+
+ protected:
+  tensor_layout() = default;
+  tensor_layout(dtype t, troupe::shape s, device d) : type_(t), shape_(s), device_(d) {}
+
+  dtype type_ = dtype::f32;
+  troupe::shape shape_;
+  device device_ = cpu_device;
+};
+
 template <bool Const>
-class basic_view {
+class basic_view : public tensor_layout {
  public:
   using byte_ptr = std::conditional_t<Const, const std::byte*, std::byte*>;
   template <class T>
@@ -27,14 +48,14 @@ class basic_view {
   basic_view() = default;
   // A contiguous view of `s` elements of type `t` starting at `data`.
   basic_view(byte_ptr data, dtype t, troupe::shape s, device d = cpu_device)
-      : data_(data), type_(t), shape_(s), strides_(s.contiguous_strides()), device_(d) {}
+      : tensor_layout(t, s, d), data_(data), strides_(s.contiguous_strides()) {}
   template <class T>
   basic_view(elem_ptr<T> data, troupe::shape s)
       : basic_view(reinterpret_cast<byte_ptr>(data), dtype_of<std::remove_const_t<T>>::value, s) {}
   // A mutable view converts to a const one, never the other way round.
   template <bool C2, class = std::enable_if_t<Const && !C2>>
   basic_view(const basic_view<C2>& o)
-      : data_(o.bytes()), type_(o.type()), shape_(o.sizes()), strides_(o.strides()), device_(o.where()) {}
+      : tensor_layout(o.type(), o.sizes(), o.where()), data_(o.bytes()), strides_(o.strides()) {}
 
   // Typed element pointer; the dtype must match T.
   template <class T>
@@ -43,14 +64,7 @@ class basic_view {
     return reinterpret_cast<elem_ptr<T>>(data_);
   }
   byte_ptr bytes() const { return data_; }
-  dtype type() const { return type_; }
-  const troupe::shape& sizes() const { return shape_; }
-  std::int64_t size(int i) const { return shape_[i]; }
-  int rank() const { return shape_.rank(); }
-  std::int64_t numel() const { return shape_.numel(); }
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
   const std::array<std::int64_t, troupe::shape::max_rank>& strides() const { return strides_; }
-  device where() const { return device_; }
   bool empty() const { return data_ == nullptr; }
   bool is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
 
@@ -77,10 +91,7 @@ class basic_view {
 
  private:
   byte_ptr data_ = nullptr;
-  dtype type_ = dtype::f32;
-  troupe::shape shape_;
   std::array<std::int64_t, troupe::shape::max_rank> strides_{};
-  device device_ = cpu_device;
 };
 
 using tensor_view = basic_view<false>;
@@ -96,7 +107,7 @@ struct buffer_release {
   }
 };
 
-class tensor {
+class tensor : public tensor_layout {
  public:
   using deleter = void (*)(std::byte*);
 
@@ -125,14 +136,6 @@ class tensor {
   const T* data() const { return view().data<T>(); }
   std::byte* bytes() { return data_.get(); }
   const std::byte* bytes() const { return data_.get(); }
-
-  dtype type() const { return type_; }
-  const troupe::shape& sizes() const { return shape_; }
-  std::int64_t size(int i) const { return shape_[i]; }
-  int rank() const { return shape_.rank(); }
-  std::int64_t numel() const { return shape_.numel(); }
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
-  device where() const { return device_; }
   bool empty() const { return !data_; }
 
   // Changes the shape in place; the element count must stay the same.
@@ -142,9 +145,6 @@ class tensor {
  private:
   static void free_host(void*, std::byte* p);
   std::unique_ptr<std::byte, buffer_release> data_{nullptr, buffer_release{&free_host, nullptr}};
-  dtype type_ = dtype::f32;
-  troupe::shape shape_;
-  device device_ = cpu_device;
 };
 
 // Copies `src` into `dst`; both host, contiguous, same dtype and numel.

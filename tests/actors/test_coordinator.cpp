@@ -13,22 +13,14 @@
 #include "actors/coordinator.hpp"
 #include "actors/shard_server.hpp"
 #include "tests/support/caf_fixture.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
 
 namespace {
 
 job_spec tiny_job(sync_mode mode) {
-  job_spec j;
-  j.job_id = "job-under-test";
-  j.train.model = "mlp:4-3";
-  j.train.epochs = 2;
-  j.input_shape = {4};
-  j.num_classes = 3;
-  j.train_size = 100;
-  j.workers = 2;
-  j.servers = 2;
-  j.mode = mode;
+  job_spec j = test::tiny_job(mode);
   j.simulate_compute_ms = 1;  // no evaluator: nothing here runs detached
   return j;
 }

@@ -1,115 +1,17 @@
-// Tests for actors/protocol.cpp: tensors cross the wire as raw blobs and come back bit
-// for bit; a header that lies (byte order, dtype, size, extents) is a decode error, not a
-// corrupted tensor or a huge allocation; messages and errors round-trip; the error
-// category renders.
+// Tests for actors/protocol.cpp and protocol.hpp: errors carry their code and detail
+// and render; every message of the type-ID block is registered under its C++ name, so a
+// node can decode it; the local triggers are not (another node cannot send one) and are
+// not part of any published interface.
 #define BOOST_TEST_MODULE protocol
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
+#include <algorithm>
 
 #include "tests/support/caf_fixture.hpp"
-#include "tests/support/numeric.hpp"
 
 using namespace troupe;
 
-namespace {
-
-std::vector<char> serialize(caf::actor_system& sys, tensor t) {
-  std::vector<char> buf;
-  caf::binary_serializer bs{sys, buf};
-  auto err = inspect(bs, t);
-  BOOST_REQUIRE(!err);
-  return buf;
-}
-
-caf::error deserialize(caf::actor_system& sys, const std::vector<char>& buf, tensor& out) {
-  caf::binary_deserializer bd{sys, buf};
-  return inspect(bd, out);
-}
-
-}  // namespace
-
-BOOST_FIXTURE_TEST_SUITE(wire, test::threaded_system)
-
-BOOST_AUTO_TEST_CASE(tensors_round_trip_as_raw_blobs) {
-  tensor t = test::random_tensor({2, 3, 50}, 1);
-  auto buf = serialize(*sys, t);
-  // dtype, order and rank bytes, three extents, the byte count, and the payload: nothing per element.
-  BOOST_TEST(buf.size() == 3 + 3 * 8 + 8 + t.nbytes());
-  tensor back;
-  BOOST_REQUIRE(!deserialize(*sys, buf, back));
-  BOOST_TEST(back.sizes() == t.sizes());
-  BOOST_TEST(std::memcmp(back.bytes(), t.bytes(), t.nbytes()) == 0);
-  tensor ints({4}, dtype::i32);
-  ints.data<std::int32_t>()[2] = -7;
-  tensor ints_back;
-  BOOST_REQUIRE(!deserialize(*sys, serialize(*sys, ints), ints_back));
-  BOOST_TEST((ints_back.type() == dtype::i32));
-  BOOST_TEST(ints_back.data<std::int32_t>()[2] == -7);
-  tensor empty_back = tensor({1});
-  BOOST_REQUIRE(!deserialize(*sys, serialize(*sys, tensor()), empty_back));
-  BOOST_TEST(empty_back.empty());
-}
-
-BOOST_AUTO_TEST_CASE(lying_headers_are_decode_errors) {
-  const auto good = serialize(*sys, test::random_tensor({4, 4}, 2));
-  auto expect_malformed = [&](std::vector<char> buf, const char* what) {
-    tensor out;
-    auto err = deserialize(*sys, buf, out);
-    BOOST_TEST_CONTEXT(what) {
-      BOOST_REQUIRE(err);
-      BOOST_TEST((troupe_code(err) == errc::malformed || err.category() == caf::atom("system")), describe(err));
-    }
-  };
-  auto order = good;
-  order[1] = 2;  // big-endian peer
-  expect_malformed(order, "byte order");
-  auto type = good;
-  type[0] = 9;
-  expect_malformed(type, "dtype");
-  auto rank = good;
-  rank[2] = 9;
-  expect_malformed(rank, "rank");
-  auto size = good;
-  size[3 + 2 * 8] ^= 1;  // the byte count no longer matches the shape
-  expect_malformed(size, "byte count");
-  auto huge = good;
-  for (int i = 0; i < 8; ++i) huge[3 + i] = static_cast<char>(0x7f);  // an extent near 2^63
-  expect_malformed(huge, "extent");
-  auto truncated = good;
-  truncated.resize(truncated.size() - 5);
-  expect_malformed(truncated, "truncated payload");
-}
-
-BOOST_AUTO_TEST_CASE(messages_round_trip) {
-  push_grads p{3, 7, 11, 9, test::random_tensor({16}, 3)};
-  std::vector<char> buf;
-  caf::binary_serializer bs{*sys, buf};
-  BOOST_REQUIRE(!inspect(bs, p));
-  push_grads q;
-  caf::binary_deserializer bd{*sys, buf};
-  BOOST_REQUIRE(!inspect(bd, q));
-  BOOST_TEST(q.shard == 3u);
-  BOOST_TEST(q.worker == 7u);
-  BOOST_TEST(q.clock == 11);
-  BOOST_TEST(q.base_version == 9);
-  BOOST_TEST(std::memcmp(q.grad.bytes(), p.grad.bytes(), p.grad.nbytes()) == 0);
-  job_spec j;
-  j.job_id = "abc";
-  j.mode = sync_mode::ssp;
-  j.input_shape = {1, 28, 28};
-  j.train.lr = 0.125f;
-  std::vector<char> jb;
-  caf::binary_serializer js{*sys, jb};
-  BOOST_REQUIRE(!inspect(js, j));
-  job_spec k;
-  caf::binary_deserializer jd{*sys, jb};
-  BOOST_REQUIRE(!inspect(jd, k));
-  BOOST_TEST(k.job_id == "abc");
-  BOOST_TEST((k.mode == sync_mode::ssp));
-  BOOST_TEST(k.input_shape == j.input_shape);
-  BOOST_TEST(k.train.lr == 0.125f);
-}
+BOOST_FIXTURE_TEST_SUITE(protocol, test::threaded_system)
 
 BOOST_AUTO_TEST_CASE(errors_carry_code_and_detail) {
   auto e = make_error(errc::not_finite, "gradient holds NaN");
@@ -118,6 +20,43 @@ BOOST_AUTO_TEST_CASE(errors_carry_code_and_detail) {
   BOOST_TEST(sys->render(e).find("troupe: not_finite") != std::string::npos);
   BOOST_TEST(!troupe_code(caf::make_error(caf::sec::request_timeout)).has_value());
   BOOST_TEST(to_string(errc::stalled) == "stalled");
+  const auto f = as_fault(e);
+  BOOST_REQUIRE(f.has_value());
+  BOOST_TEST((f->code == errc::not_finite));
+  BOOST_TEST(f->detail == "gradient holds NaN");
+  BOOST_TEST(describe(make_error(fault{errc::stage_lost, "gone"})) == "stage_lost: gone");
+  BOOST_TEST(!as_fault(caf::make_error(caf::sec::request_timeout)).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(every_message_is_registered_under_its_name_and_no_local_trigger_is) {
+  for (const char* name : {"troupe::push_grads", "troupe::params_reply", "troupe::worker_welcome",
+                           "troupe::member_joined", "troupe::stage_hello", "troupe::activation", "troupe::job_result"})
+    BOOST_TEST(static_cast<bool>(sys->types().make_value(name)), name << " cannot be decoded");
+  for (const char* name : {"troupe::join_trigger", "troupe::watchdog_tick", "troupe::run_request",
+                           "troupe::next_step", "troupe::connect_retry", "troupe::hello_deadline",
+                           "troupe::group_deadline"})
+    BOOST_TEST(!sys->types().make_value(name), name << " could arrive from another node");
+  // Serialising a local trigger fails, so not even a peer built from this code can send one.
+  std::vector<char> buf;
+  caf::binary_serializer bs{*sys, buf};
+  auto msg = caf::make_message(join_trigger{"127.0.0.1", 1});
+  BOOST_TEST(static_cast<bool>(msg.save(bs)));
+}
+
+// The published interfaces are what other nodes see (and what a joining node checks);
+// each local one adds exactly the triggers of its own process.
+template <class Published, class Local>
+void local_extends_published_by(caf::actor_system& sys, std::size_t triggers) {
+  const auto published = sys.message_types<Published>(), local = sys.message_types<Local>();
+  BOOST_TEST(local.size() == published.size() + triggers);
+  BOOST_TEST(std::includes(local.begin(), local.end(), published.begin(), published.end()));
+  for (const auto& signature : published) BOOST_TEST(signature.find("trigger") == std::string::npos, signature);
+}
+
+BOOST_AUTO_TEST_CASE(published_interfaces_leave_the_local_triggers_out) {
+  local_extends_published_by<coordinator_actor, local_coordinator_actor>(*sys, 2);
+  local_extends_published_by<shard_actor, local_shard_actor>(*sys, 1);
+  local_extends_published_by<stage_actor, local_stage_actor>(*sys, 5);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

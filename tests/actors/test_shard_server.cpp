@@ -11,26 +11,19 @@
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
 #include "tests/support/caf_fixture.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
 
 namespace {
 
-// A job small enough to check by hand: mlp:4-3 has 15 parameters, all on the one shard.
+// All 15 parameters of tiny_job's model on the one shard; plain SGD at lr 1.
 job_spec tiny_job(sync_mode mode) {
-  job_spec j;
-  j.job_id = "test-job";
-  j.train.model = "mlp:4-3";
+  job_spec j = test::tiny_job(mode, 2, 1);
   j.train.lr = 1.f;
   j.train.warmup_epochs = 0.f;
   j.train.schedule = lr_schedule_kind::constant;
   j.train.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
-  j.input_shape = {4};
-  j.num_classes = 3;
-  j.train_size = 100;
-  j.workers = 2;
-  j.servers = 1;
-  j.mode = mode;
   return j;
 }
 
@@ -54,7 +47,7 @@ struct fixture : test::deterministic_system {
 
   void boot(sync_mode mode) {
     auto coord = own(spawn_welcome_only_coordinator(*sys, tiny_job(mode), numel));
-    auto local = own(spawn_shard_server(*sys, coord, "test-job", std::chrono::seconds(10)));
+    auto local = own(spawn_shard_server(*sys, coord, "job-under-test", std::chrono::seconds(10)));
     join_as_shard(local, {}, 0);
     shard = local;
     sched->run();

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "core/job_core.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
 using namespace job_actions;
@@ -21,16 +22,7 @@ using std::chrono::milliseconds;
 namespace {
 
 job_spec tiny_job(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2) {
-  job_spec j;
-  j.job_id = "job-under-test";
-  j.train.model = "mlp:4-3";
-  j.train.epochs = 2;
-  j.input_shape = {4};
-  j.num_classes = 3;
-  j.train_size = 100;
-  j.workers = workers;
-  j.servers = servers;
-  j.mode = mode;
+  job_spec j = test::tiny_job(mode, workers, servers);
   j.stall_timeout_ms = 5000;
   return j;
 }

@@ -9,8 +9,6 @@
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <filesystem>
 #include <fstream>
@@ -27,18 +25,6 @@ using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
 namespace {
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string source_dir() {
   const char* p = std::getenv("TROUPE_SOURCE_DIR");
@@ -109,10 +95,15 @@ void check_dashboard(int prom, background_process& job, background_process& prom
   BOOST_TEST(checked > 30);
 }
 
-background_process start_prometheus(const fs::path& dir, const fs::path& config, int port) {
-  return background_process({"prometheus", "--config.file=" + config.string(), "--storage.tsdb.path=" + (dir / "data").string(),
-                             "--web.listen-address=127.0.0.1:" + std::to_string(port)},
-                            (dir / "prometheus").string());
+// Prometheus on a port the kernel picks; returns the process and that port.
+std::pair<std::unique_ptr<background_process>, int> start_prometheus(const fs::path& dir, const fs::path& config) {
+  auto p = std::make_unique<background_process>(
+      std::vector<std::string>{"prometheus", "--config.file=" + config.string(),
+                               "--storage.tsdb.path=" + (dir / "data").string(), "--web.listen-address=127.0.0.1:0"},
+      (dir / "prometheus").string());
+  const auto port = p->wait_for_port("msg=\"Listening on\" address=", 60s);
+  BOOST_REQUIRE_MESSAGE(port.has_value(), "Prometheus did not start: " << p->err());
+  return {std::move(p), *port};
 }
 
 }  // namespace
@@ -120,25 +111,25 @@ background_process start_prometheus(const fs::path& dir, const fs::path& config,
 BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_live_job) {
   const fs::path dir = fs::temp_directory_path() / ("troupe-dash-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const int metrics = free_port(), prom = free_port();
   background_process job({troupe_bin(), "train", "--dataset", "synthetic", "--simulate-compute", "3", "--epochs", "40",
-                          "--mode", "ssp", "--metrics", "127.0.0.1:" + std::to_string(metrics)},
+                          "--mode", "ssp", "--metrics", "127.0.0.1:0"},
                          (dir / "job").string());
+  const auto metrics = job.wait_for_port("metrics on http://", 60s);
+  BOOST_REQUIRE_MESSAGE(metrics.has_value(), "the job did not serve metrics: " << job.err());
   std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
                                         << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
-                                        << "      - targets: ['127.0.0.1:" << metrics << "']\n";
-  background_process prometheus = start_prometheus(dir, dir / "prometheus.yml", prom);
-  check_dashboard(prom, job, prometheus, false);
+                                        << "      - targets: ['127.0.0.1:" << *metrics << "']\n";
+  auto [prometheus, prom] = start_prometheus(dir, dir / "prometheus.yml");
+  check_dashboard(prom, job, *prometheus, false);
   job.signal(SIGTERM);
-  prometheus.signal(SIGTERM);
-  prometheus.wait(10s);
+  prometheus->signal(SIGTERM);
+  prometheus->wait(10s);
   fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
   const fs::path dir = fs::temp_directory_path() / ("troupe-dash-launch-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const int prom = free_port();
   const auto config = dir / "prometheus.yml";
   background_process job({troupe_bin(), "launch", "--local", "--dataset", "synthetic", "--simulate-compute", "3",
                           "--epochs", "40", "--mode", "ssp", "--replicas", "2", "--pipeline-stages", "2",
@@ -157,11 +148,11 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
   }
   BOOST_TEST(yml.find("node: 'worker-3'") != std::string::npos);  // 2 replicas x 2 stages
   std::ofstream(dir / "fast.yml") << yml;
-  background_process prometheus = start_prometheus(dir, dir / "fast.yml", prom);
-  check_dashboard(prom, job, prometheus, true);
+  auto [prometheus, prom] = start_prometheus(dir, dir / "fast.yml");
+  check_dashboard(prom, job, *prometheus, true);
   job.signal(SIGTERM);
   job.wait(30s);
-  prometheus.signal(SIGTERM);
-  prometheus.wait(10s);
+  prometheus->signal(SIGTERM);
+  prometheus->wait(10s);
   fs::remove_all(dir);
 }

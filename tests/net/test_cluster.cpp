@@ -19,12 +19,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The coordinator listens on a port the kernel picks; the others join it there.
 struct cluster {
   fs::path dir = fs::temp_directory_path() / ("troupe-cluster-" + std::to_string(::getpid()));
   std::string port;
   std::vector<std::unique_ptr<background_process>> procs;
 
-  explicit cluster(int port_number) : port(std::to_string(port_number)) { fs::create_directories(dir); }
+  cluster() { fs::create_directories(dir); }
   ~cluster() {
     procs.clear();
     fs::remove_all(dir);
@@ -37,15 +38,29 @@ struct cluster {
     return *procs.back();
   }
   background_process& coordinator(std::vector<std::string> job) {
-    std::vector<std::string> args{"--role", "coordinator", "--listen", coord(), "--dataset", "synthetic"};
+    std::vector<std::string> args{"--role", "coordinator", "--listen", "127.0.0.1:0", "--dataset", "synthetic"};
     args.insert(args.end(), job.begin(), job.end());
-    return start("coordinator", args);
+    auto& p = start("coordinator", args);
+    const auto bound = p.wait_for_port("listening on ", std::chrono::seconds(60));
+    BOOST_REQUIRE_MESSAGE(bound.has_value(), "the coordinator never said where it listens: " << p.err());
+    port = std::to_string(*bound);
+    return p;
   }
   background_process& server(const std::string& name = "server") {
     return start(name, {"--role", "server", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
   }
   background_process& worker(const std::string& name) {
     return start(name, {"--role", "worker", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+  }
+  // A coordinator (procs[0]), a server (procs[1]) and a worker (procs[2]) of a slow job,
+  // once its first epoch is over; returns the coordinator.
+  background_process& one_epoch_in() {
+    auto& coord = coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "1", "--servers", "1",
+                               "--simulate-compute", "15", "--batch-size", "64"});
+    server();
+    worker("w0");
+    BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+    return coord;
   }
 };
 
@@ -58,7 +73,7 @@ nlohmann::json result_of(background_process& p) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_plain_loopback_cluster_trains) {
-  cluster c(17311);
+  cluster c;
   auto& coord = c.coordinator({"--train-samples", "6000", "--epochs", "2", "--workers", "2", "--servers", "1"});
   auto& s = c.server();
   auto& w0 = c.worker("w0");
@@ -73,7 +88,7 @@ BOOST_AUTO_TEST_CASE(a_plain_loopback_cluster_trains) {
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) {
-  cluster c(17312);
+  cluster c;
   auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
                                "--mode", "sync", "--simulate-compute", "15", "--batch-size", "64"});
   c.server();
@@ -93,7 +108,7 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) {
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) {
-  cluster c(17313);
+  cluster c;
   auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
                                "--simulate-compute", "15", "--batch-size", "64"});
   auto& s = c.server();
@@ -113,14 +128,10 @@ BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) {
 }
 
 BOOST_AUTO_TEST_CASE(when_the_coordinator_dies_every_node_exits_with_a_message) {
-  cluster c(17314);
-  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "1", "--servers", "1",
-                               "--simulate-compute", "15", "--batch-size", "64"});
-  auto& s = c.server();
-  auto& w = c.worker("w0");
-  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  cluster c;
+  auto& coord = c.one_epoch_in();
   coord.signal(SIGKILL);
-  for (auto* p : {&s, &w}) {
+  for (auto* p : {c.procs[1].get(), c.procs[2].get()}) {
     const auto code = p->wait(15s);
     BOOST_REQUIRE_MESSAGE(code.has_value(), "a node kept running after the coordinator died");
     BOOST_TEST(*code == 1);
@@ -129,14 +140,10 @@ BOOST_AUTO_TEST_CASE(when_the_coordinator_dies_every_node_exits_with_a_message) 
 }
 
 BOOST_AUTO_TEST_CASE(a_hung_coordinator_is_detected_by_heartbeats) {
-  cluster c(17315);
-  auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "1", "--servers", "1",
-                               "--simulate-compute", "15", "--batch-size", "64"});
-  auto& s = c.server();
-  auto& w = c.worker("w0");
-  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
+  cluster c;
+  auto& coord = c.one_epoch_in();
   coord.signal(SIGSTOP);  // alive but silent: only heartbeats can tell
-  for (auto* p : {&s, &w}) {
+  for (auto* p : {c.procs[1].get(), c.procs[2].get()}) {
     const auto code = p->wait(20s);
     BOOST_REQUIRE_MESSAGE(code.has_value(), "a node kept waiting on a hung coordinator");
     BOOST_TEST(*code == 1);

@@ -24,6 +24,18 @@ bool has(const std::vector<std::string>& argv, const std::string& word) {
   return std::find(argv.begin(), argv.end(), word) != argv.end();
 }
 
+// A job of 2 servers and 3 workers in d, with the `troupe` on PATH, its coordinator on port.
+launch_request request(const temp_dir& d, const std::string& job_id, std::uint16_t port) {
+  launch_request req;
+  req.servers = 2;
+  req.workers = 3;
+  req.troupe_bin = "troupe";
+  req.job_id = job_id;
+  req.job_dir = d.path.string();
+  req.port = port;
+  return req;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(hostfiles) {
@@ -44,14 +56,9 @@ BOOST_AUTO_TEST_CASE(hostfiles) {
 
 BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
   temp_dir d;
-  launch_request req;
-  req.servers = 2;
-  req.workers = 3;
+  launch_request req = request(d, "job-x", 7123);
   req.troupe_bin = "/bin/troupe";
-  req.job_id = "job-x";
-  req.job_dir = d.path.string();
   req.job_toml = "epochs = \"1\"\n";
-  req.port = 7123;
   auto plan = plan_local_launch(req);
   BOOST_REQUIRE(plan.has_value());
   BOOST_REQUIRE(plan->nodes.size() == 6u);
@@ -72,13 +79,7 @@ BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
 
 BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
   temp_dir d;
-  launch_request req;
-  req.servers = 2;
-  req.workers = 3;
-  req.troupe_bin = "troupe";
-  req.job_id = "job-y";
-  req.job_dir = d.path.string();
-  req.port = 9000;
+  launch_request req = request(d, "job-y", 9000);
   req.hosts = {{"a", 2}, {"b", 1}};
   req.remote_dir = "/tmp/jy";
   auto plan = plan_ssh_launch(req);

@@ -1,6 +1,7 @@
 // A child process running in the background for multi-process tests: stdout and stderr
-// go to files the test can read while it runs; wait() has a deadline; the destructor
-// kills what is still running.
+// go to files the test can read while it runs; wait() has a deadline; a server started
+// on port 0 tells its port through wait_for_port; the destructor kills what is still
+// running.
 #pragma once
 
 #include <fcntl.h>
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -65,6 +68,21 @@ class background_process {
   }
   std::string out() const { return slurp(out_path_); }
   std::string err() const { return slurp(err_path_); }
+  // For a server started on port 0 that says where it listens: waits until stderr has
+  // `prefix` followed by HOST:PORT and returns PORT; nullopt at the deadline or when the
+  // process exits first.
+  std::optional<int> wait_for_port(const std::string& prefix, std::chrono::milliseconds timeout) {
+    const std::regex pattern(std::regex_replace(prefix, std::regex(R"([.^$|()\[\]{}*+?\\])"), R"(\$&)") +
+                             R"(\[?[0-9a-fA-F.:]*\]?:([0-9]+))");
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      std::smatch m;
+      const std::string text = err();
+      if (std::regex_search(text, m, pattern)) return std::stoi(m[1].str());
+      if (!running() || std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   // Waits until stderr contains `text`; false at the deadline or if the process exits first.
   bool wait_for_err(const std::string& text, std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;

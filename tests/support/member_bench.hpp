@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/job.hpp"
+#include "core/job_core.hpp"
 #include "core/member_core.hpp"
 #include "core/shard_core.hpp"
 
@@ -64,13 +65,7 @@ struct member_bench {
   }
 
   member_assignment assignment(std::uint32_t rank, std::int64_t resume_clock = 0) const {
-    member_assignment a;
-    a.rank = rank;
-    a.world = job.workers;
-    a.job = job;
-    a.table = table;
-    a.resume_clock = resume_clock;
-    return a;
+    return basic_assignment(job, table, rank, resume_clock);
   }
 
   // Welcomes and wires every member; with resume_clock > 0, as replacements joining at

@@ -5,13 +5,22 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <vector>
 
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe::test {
+
+// A 1-d f32 tensor holding `v`.
+inline tensor vec(std::initializer_list<float> v) {
+  tensor t({static_cast<std::int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
 
 inline tensor random_tensor(shape s, std::uint64_t seed, float scale = 1.f) {
   tensor t(s);

@@ -6,19 +6,11 @@
 #include <cmath>
 
 #include "tensor/optimizer.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
+using test::vec;
 namespace tt = boost::test_tools;
-
-namespace {
-
-tensor vec(std::initializer_list<float> v) {
-  tensor t({static_cast<std::int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(adam_first_step_moves_by_lr_times_sign) {
   // With bias correction, Adam's first step is lr * g / (|g| + eps) per element.

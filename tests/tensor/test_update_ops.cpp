@@ -6,19 +6,11 @@
 #include <cmath>
 
 #include "tensor/update_ops.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
+using test::vec;
 namespace tt = boost::test_tools;
-
-namespace {
-
-tensor vec(std::initializer_list<float> v) {
-  tensor t({static_cast<std::int64_t>(v.size())});
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(sgd_momentum_two_steps_by_hand) {
   tensor p = vec({1.f, -2.f}), g = vec({0.5f, 1.f}), v({2});

@@ -1,0 +1,127 @@
+// Tests for actors/wire.cpp and wire.hpp: tensors cross the wire as raw blobs and come
+// back bit for bit; a header that lies (byte order, dtype, size, extents) is a decode
+// error, not a corrupted tensor or a huge allocation; messages round-trip field for field.
+#define BOOST_TEST_MODULE wire
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+
+#include "tests/support/caf_fixture.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::vector<char> serialize(caf::actor_system& sys, tensor t) {
+  std::vector<char> buf;
+  caf::binary_serializer bs{sys, buf};
+  auto err = inspect(bs, t);
+  BOOST_REQUIRE(!err);
+  return buf;
+}
+
+caf::error deserialize(caf::actor_system& sys, const std::vector<char>& buf, tensor& out) {
+  caf::binary_deserializer bd{sys, buf};
+  return inspect(bd, out);
+}
+
+// x serialized and deserialized again, as another node would see it.
+template <class T>
+T round_trip(caf::actor_system& sys, T x) {
+  std::vector<char> buf;
+  caf::binary_serializer bs{sys, buf};
+  BOOST_REQUIRE(!inspect(bs, x));
+  T back;
+  caf::binary_deserializer bd{sys, buf};
+  BOOST_REQUIRE(!inspect(bd, back));
+  return back;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(wire, test::threaded_system)
+
+BOOST_AUTO_TEST_CASE(tensors_round_trip_as_raw_blobs) {
+  tensor t = test::random_tensor({2, 3, 50}, 1);
+  auto buf = serialize(*sys, t);
+  // dtype, order and rank bytes, three extents, the byte count, and the payload: nothing per element.
+  BOOST_TEST(buf.size() == 3 + 3 * 8 + 8 + t.nbytes());
+  tensor back;
+  BOOST_REQUIRE(!deserialize(*sys, buf, back));
+  BOOST_TEST(back.sizes() == t.sizes());
+  BOOST_TEST(std::memcmp(back.bytes(), t.bytes(), t.nbytes()) == 0);
+  tensor ints({4}, dtype::i32);
+  ints.data<std::int32_t>()[2] = -7;
+  tensor ints_back;
+  BOOST_REQUIRE(!deserialize(*sys, serialize(*sys, ints), ints_back));
+  BOOST_TEST((ints_back.type() == dtype::i32));
+  BOOST_TEST(ints_back.data<std::int32_t>()[2] == -7);
+  tensor empty_back = tensor({1});
+  BOOST_REQUIRE(!deserialize(*sys, serialize(*sys, tensor()), empty_back));
+  BOOST_TEST(empty_back.empty());
+}
+
+BOOST_AUTO_TEST_CASE(lying_headers_are_decode_errors) {
+  const auto good = serialize(*sys, test::random_tensor({4, 4}, 2));
+  auto expect_malformed = [&](std::vector<char> buf, const char* what) {
+    tensor out;
+    auto err = deserialize(*sys, buf, out);
+    BOOST_TEST_CONTEXT(what) {
+      BOOST_REQUIRE(err);
+      BOOST_TEST((troupe_code(err) == errc::malformed || err.category() == caf::atom("system")), describe(err));
+    }
+  };
+  auto order = good;
+  order[1] = 2;  // big-endian peer
+  expect_malformed(order, "byte order");
+  auto type = good;
+  type[0] = 9;
+  expect_malformed(type, "dtype");
+  auto rank = good;
+  rank[2] = 9;
+  expect_malformed(rank, "rank");
+  auto size = good;
+  size[3 + 2 * 8] ^= 1;  // the byte count no longer matches the shape
+  expect_malformed(size, "byte count");
+  auto huge = good;
+  for (int i = 0; i < 8; ++i) huge[3 + i] = static_cast<char>(0x7f);  // an extent near 2^63
+  expect_malformed(huge, "extent");
+  auto truncated = good;
+  truncated.resize(truncated.size() - 5);
+  expect_malformed(truncated, "truncated payload");
+}
+
+BOOST_AUTO_TEST_CASE(messages_round_trip) {
+  const push_grads p{3, 7, 11, 9, test::random_tensor({16}, 3)};
+  const push_grads q = round_trip(*sys, p);
+  BOOST_TEST(q.shard == 3u);
+  BOOST_TEST(q.worker == 7u);
+  BOOST_TEST(q.clock == 11);
+  BOOST_TEST(q.base_version == 9);
+  BOOST_TEST(std::memcmp(q.grad.bytes(), p.grad.bytes(), p.grad.nbytes()) == 0);
+  job_spec j;
+  j.job_id = "abc";
+  j.mode = sync_mode::ssp;
+  j.input_shape = {1, 28, 28};
+  j.train.lr = 0.125f;
+  const job_spec k = round_trip(*sys, j);
+  BOOST_TEST(k.job_id == "abc");
+  BOOST_TEST((k.mode == sync_mode::ssp));
+  BOOST_TEST(k.input_shape == j.input_shape);
+  BOOST_TEST(k.train.lr == 0.125f);
+  member_assignment a;
+  a.rank = 5;
+  a.prev_host = "10.0.0.2";
+  a.next_port = 7001;
+  a.group = {4, 5};
+  a.shard_hosts = {"h"};
+  const member_assignment b = round_trip(*sys, a);
+  BOOST_TEST(b.rank == 5u);
+  BOOST_TEST(b.prev_host == "10.0.0.2");
+  BOOST_TEST(b.next_port == 7001);
+  BOOST_TEST((b.group == std::vector<std::uint32_t>{4, 5}));
+  BOOST_TEST((b.shard_hosts == std::vector<std::string>{"h"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
