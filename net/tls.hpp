@@ -2,7 +2,7 @@
 // the actor system exists (CAF would only notice at the first connection, and abort),
 // and the private per-job CA that `troupe launch` creates: one CA, one certificate per
 // node with serverAuth and clientAuth, files of mode 0600 in a directory of mode 0700.
-// See ../shared/notes/caf-tls-and-transport-security.md for what TLS does not protect.
+// What TLS does not protect is in docs/DESIGN.md ("Process model and security").
 #pragma once
 
 #include <chrono>

@@ -17,7 +17,7 @@ namespace troupe {
 // libcublasLt has a 92 KiB static-TLS block; linked into a process, every thread then
 // needs more than the 100 KiB stacks civetweb gives its threads, so the Prometheus
 // exposer cannot start. Loaded with dlopen, its TLS is dynamic and nothing breaks
-// (../shared/notes/caf-0.17-and-friends.md §5.3). So nothing links CUDA libraries: the
+// (see docs/DESIGN.md, "Compute"). So nothing links CUDA libraries: the
 // module is opened here, on first use, and its table is the only thing the rest sees.
 
 expected<device> parse_device(std::string_view text) {

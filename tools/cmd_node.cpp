@@ -42,7 +42,7 @@ std::string default_metrics_address(const node_plan& plan) {
 std::string node_name(const node_plan& plan) { return "troupe node (" + std::string(name_of(plan.role)) + ")"; }
 
 // Leaves without running CAF's shutdown, which can wait on connections that will never
-// finish (../shared/notes/caf-tls-and-transport-security.md); output is flushed first.
+// finish (a TLS handshake a stranger never completes); output is flushed first.
 [[noreturn]] void leave(int code) {
   std::fflush(stdout);
   std::fflush(stderr);
