@@ -113,7 +113,6 @@ void gather(coord_pointer self, std::uint64_t id, bool with_params) {
 void carry_out(coord_pointer self, job_actions_list actions) {
   auto& st = self->state;
   for (auto& action : actions) {
-    if (!self->state.core) return;
     std::visit(
         [&](auto& a) {
           using A = std::decay_t<decltype(a)>;
@@ -166,17 +165,16 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             if (st.cb.on_event) st.cb.on_event(a.text);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {
             finish(self, a.outcome);
-            self->state.core.reset();
           }
         },
         action);
+    if (std::holds_alternative<job_actions::finish>(action)) return;  // the actor has quit
   }
 }
 
 // The member (by rank) or shard (by index) whose actor sent the down message, if any.
 void on_down(coord_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
-  if (!st.core) return;
   const auto now = job_clock::now();
   for (std::uint32_t s = 0; s < st.shards.size(); ++s)
     if (dm.source == st.shards[s].address()) return carry_out(self, st.core->on_shard_down(s, caf::to_string(dm.reason)));
@@ -210,7 +208,6 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
   self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});
   return {
       [=](join_atom, const shard_join& j) -> caf::result<shard_welcome> {
-        if (!self->state.core) return make_error(errc::cluster_full, "the job has ended");
         const ticket t = self->state.next_ticket++;
         auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<shard_welcome>();
@@ -219,7 +216,6 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         return promise;
       },
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
-        if (!self->state.core) return make_error(errc::cluster_full, "the job has ended");
         const ticket t = self->state.next_ticket++;
         auto handle = caf::actor_cast<stage_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<worker_welcome>();
@@ -230,7 +226,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       },
       [=](group_atom, const group_id& g) {
         auto sender = rank_of(self, self->current_sender());
-        if (!sender || !self->state.core) {
+        if (!sender) {
           spdlog::warn("coordinator: ignored a local group id from {}, which is not a member",
                        caf::to_string(self->current_sender()));
           return;
@@ -238,13 +234,13 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         carry_out(self, self->state.core->on_group_id(*sender, g));
       },
       [=](progress_atom, const step_report& r) {
-        if (self->state.core) carry_out(self, self->state.core->on_step(r, job_clock::now()));
+        carry_out(self, self->state.core->on_step(r, job_clock::now()));
       },
       [=](epoch_atom, const worker_epoch& r) {
-        if (self->state.core) carry_out(self, self->state.core->on_epoch(r, job_clock::now()));
+        carry_out(self, self->state.core->on_epoch(r, job_clock::now()));
       },
       [=](done_atom, const worker_done& r) {
-        if (self->state.core) carry_out(self, self->state.core->on_done(r, job_clock::now()));
+        carry_out(self, self->state.core->on_done(r, job_clock::now()));
       },
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();
@@ -252,9 +248,9 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         return promise;
       },
       [=](watchdog_tick) {
-        if (!self->state.core) return;
         carry_out(self, self->state.core->on_tick(job_clock::now()));
-        if (self->state.core && self->state.core->phase() != job_phase::finishing)
+        const job_phase p = self->state.core->phase();
+        if (p != job_phase::finishing && p != job_phase::finished)
           self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});
       },
   };

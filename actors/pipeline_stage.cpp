@@ -146,7 +146,23 @@ void fail(stage_pointer self, const fault& e) {
   self->quit(make_error(e));
 }
 
+// Carries out the actions of one list in order (a `resume` last is left to carry_out).
+void carry_out_in_order(stage_pointer self, member_actions_list& actions);
+
 void carry_out(stage_pointer self, member_actions_list actions) {
+  auto& st = self->state;
+  for (bool resume = true; resume;) {
+    resume = !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
+    carry_out_in_order(self, actions);
+    if (resume) actions = st.core->on_resume();
+  }
+  if (!st.training && st.core && st.core->phase() == member_phase::training) {
+    st.training = true;
+    start_training(self);
+  }
+}
+
+void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
   auto& st = self->state;
   for (auto& action : actions) {
     std::visit(
@@ -171,6 +187,8 @@ void carry_out(stage_pointer self, member_actions_list actions) {
             self->delayed_send(self, request_timeout(self), group_deadline{});
           } else if constexpr (std::is_same_v<A, schedule_step>) {
             self->send(self, next_step{});
+          } else if constexpr (std::is_same_v<A, resume>) {
+            // handled below, once everything before it is out
           } else if constexpr (std::is_same_v<A, warn>) {
             spdlog::warn("{}", a.text);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
@@ -182,10 +200,6 @@ void carry_out(stage_pointer self, member_actions_list actions) {
           }
         },
         action);
-  }
-  if (!st.training && st.core && st.core->phase() == member_phase::training) {
-    st.training = true;
-    start_training(self);
   }
 }
 

@@ -55,6 +55,7 @@ fault job_core::wrong_job(const std::string& id) const {
 // Admission and start
 
 job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_point now) {
+  if (phase_ == job_phase::finished) return {refuse{t, {errc::cluster_full, "the job has ended"}}};
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
   if (shard_hosts_.size() >= job_.servers)
     return {refuse{t, {errc::cluster_full, "the job already has its " + std::to_string(job_.servers) + " shards"}}};
@@ -70,6 +71,7 @@ job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_poi
 }
 
 job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_point now) {
+  if (phase_ == job_phase::finished) return {refuse{t, {errc::cluster_full, "the job has ended"}}};
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
   job_actions_list out;
   if (phase_ == job_phase::training) {

@@ -13,7 +13,8 @@
 //
 // Phases: admitting (joins are collected) -> starting (the shards are told the members)
 // -> training (members step; a lost worker may be replaced) -> finishing (every member is
-// done; the last epochs close and the result is gathered) -> finished.
+// done; the last epochs close and the result is gathered) -> finished. Once finished,
+// every call returns nothing but refusals.
 #pragma once
 
 #include <cstdint>

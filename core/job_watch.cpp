@@ -19,6 +19,7 @@ std::string plural_members(const job_spec& job) { return job.pipeline_stages > 1
 // Progress
 
 job_actions_list job_core::on_step(const step_report& r, time_point now) {
+  if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size() || !members_[r.rank].live) return {};
   ledger_.step(r, now);
   members_[r.rank].clock = r.clock;
@@ -36,6 +37,7 @@ job_actions_list job_core::on_step(const step_report& r, time_point now) {
 }
 
 job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
+  if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size() || !members_[r.rank].live) return {};
   ledger_.epoch(r);
   members_[r.rank].epochs_reported = r.epoch + 1;
@@ -55,6 +57,7 @@ job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
 }
 
 job_actions_list job_core::on_done(const worker_done& r, time_point now) {
+  if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size()) return {};
   members_[r.rank].done = true;
   members_[r.rank].clock = r.clock;
@@ -67,6 +70,7 @@ job_actions_list job_core::on_done(const worker_done& r, time_point now) {
 }
 
 job_actions_list job_core::on_group_id(std::uint32_t sender, const group_id& g) {
+  if (phase_ == job_phase::finished) return {};
   if (g.leader >= members_.size() || members_[g.leader].group.empty() || members_[g.leader].group.front() != g.leader ||
       g.leader != sender)
     return {note{"ignored a local group id from " + member_name(sender) + " claiming to lead worker " +

@@ -80,6 +80,7 @@ struct report_epoch { worker_epoch r; };                    // to the coordinato
 struct send_group_id { group_id id; };                      // to the coordinator, which relays it
 struct await_group_id {};        // call on_group_deadline after --request-timeout
 struct schedule_step {};         // call on_next_step from the mailbox (nothing else to wait for)
+struct resume {};                // carry out what came before, then call on_resume at once
 struct warn { std::string text; };  // for the log: a message dropped, a gradient refused
 struct finish { worker_done r; };  // send it to the coordinator, then stop normally
 struct stop { fault why; };        // stop with this error
@@ -89,7 +90,7 @@ using member_action =
     std::variant<member_actions::pull, member_actions::push, member_actions::send_activation,
                  member_actions::send_activation_grad, member_actions::report_step, member_actions::report_epoch,
                  member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
-                 member_actions::warn, member_actions::finish, member_actions::stop>;
+                 member_actions::resume, member_actions::warn, member_actions::finish, member_actions::stop>;
 using member_actions_list = std::vector<member_action>;
 
 enum class member_phase : std::uint8_t { joining, wiring, grouping, training, finishing, stopped };
@@ -110,6 +111,8 @@ class member_core {
   member_actions_list on_pull_failed(std::uint32_t shard, const std::string& why);
   // What comes next with nothing to wait for: the next step, or opening the local group.
   member_actions_list on_next_step();
+  // Goes on with the step after a stage tensor has been sent (Note [Stage tensors leave at once]).
+  member_actions_list on_resume();
   // A stage tensor, once training; from_neighbour: the shell saw it come from this
   // stage's neighbour (anyone else's is dropped with a warning); sender: how the warning
   // names who sent it.
@@ -164,8 +167,11 @@ class member_core {
   void start_pulls(member_actions_list& out);
   void begin_step(member_actions_list& out);
   void run_actions(member_actions_list& out);
-  bool try_forward(int mb, member_actions_list& out);
-  bool try_backward(int mb, member_actions_list& out);
+  // Run the action if its input is here: done (and whether it produced a stage tensor
+  // to send), or not (wait, or a failure that has stopped the member).
+  enum class action_result { waiting, done, sent };
+  action_result try_forward(int mb, member_actions_list& out);
+  action_result try_backward(int mb, member_actions_list& out);
   void end_step(member_actions_list& out);
   void push_all(member_actions_list& out);
   void maybe_finish(member_actions_list& out);

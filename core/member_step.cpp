@@ -132,22 +132,38 @@ void member_core::begin_step(member_actions_list& out) {
   run_actions(out);
 }
 
+// Note [Stage tensors leave at once]
+// An activation or activation gradient must reach its neighbour as soon as it exists,
+// not after the stage's next actions: under GPipe stage 0 runs all M forwards back to
+// back, and holding the tensors until then would serialise the pipeline. So after an
+// action that produced one, the core returns with `resume` last; the shell sends what
+// came before and calls on_resume() at once, and the core goes on where it stopped.
 void member_core::run_actions(member_actions_list& out) {
   while (in_step_ && phase_ == member_phase::training && next_action_ < actions_.size()) {
     const pipeline_action a = actions_[next_action_];
-    if (!(a.forward ? try_forward(a.microbatch, out) : try_backward(a.microbatch, out))) return;  // wait
+    const action_result r = a.forward ? try_forward(a.microbatch, out) : try_backward(a.microbatch, out);
+    if (r == action_result::waiting) return;
     ++next_action_;
+    if (r == action_result::sent && next_action_ < actions_.size()) {
+      out.push_back(resume{});
+      return;
+    }
   }
   if (in_step_ && phase_ == member_phase::training) end_step(out);
 }
 
-// Runs the forward of microbatch mb if its input is here. Returns false to wait (or on
-// a failure, which has stopped the member).
-bool member_core::try_forward(int mb, member_actions_list& out) {
+member_actions_list member_core::on_resume() {
+  member_actions_list out;
+  run_actions(out);
+  return out;
+}
+
+// Runs the forward of microbatch mb if its input is here.
+member_core::action_result member_core::try_forward(int mb, member_actions_list& out) {
   tensor received;
   if (!first_stage()) {
     auto t = acts_in_->take(clock_, mb);
-    if (!t) return false;
+    if (!t) return action_result::waiting;
     received = std::move(*t);
   }
   const std::int64_t begin = microbatch_begin(batch_, parts_, mb), rows = microbatch_rows(batch_, parts_, mb);
@@ -169,7 +185,7 @@ bool member_core::try_forward(int mb, member_actions_list& out) {
                else
                  out_msg = rep_->output_on_host(slot);
              })) {
-    return false;
+    return action_result::waiting;
   } else {
     slow_down(steady::now() - c0);
   }
@@ -178,17 +194,17 @@ bool member_core::try_forward(int mb, member_actions_list& out) {
   forward_s_ += seconds_between(t0, t1);
   note_stored(+1);
   trace_span("forward", t0, t1, mb);
-  if (!last_stage()) out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
-  return true;
+  if (last_stage()) return action_result::done;
+  out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  return action_result::sent;
 }
 
-// Runs the backward of microbatch mb if its output gradient is here. Returns false to
-// wait (or on a failure, which has stopped the member).
-bool member_core::try_backward(int mb, member_actions_list& out) {
+// Runs the backward of microbatch mb if its output gradient is here.
+member_core::action_result member_core::try_backward(int mb, member_actions_list& out) {
   tensor received;
   if (!last_stage()) {
     auto t = grads_in_->take(clock_, mb);
-    if (!t) return false;
+    if (!t) return action_result::waiting;
     received = std::move(*t);
   }
   const std::int64_t rows = microbatch_rows(batch_, parts_, mb);
@@ -205,7 +221,7 @@ bool member_core::try_backward(int mb, member_actions_list& out) {
                  copy(out_msg, gin);
                }
              })) {
-    return false;
+    return action_result::waiting;
   } else {
     slow_down(steady::now() - c0);
   }
@@ -215,9 +231,9 @@ bool member_core::try_backward(int mb, member_actions_list& out) {
   note_stored(-1);
   if (sm_) sm_->microbatches->Increment();
   trace_span("backward", t0, t1, mb);
-  if (!first_stage())
-    out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
-  return true;
+  if (first_stage()) return action_result::done;
+  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  return action_result::sent;
 }
 
 // Files an activation or activation gradient for its action, or stops the member with

@@ -246,6 +246,7 @@ BOOST_AUTO_TEST_CASE(epochs_close_through_statistics_and_evaluation_into_the_res
   BOOST_TEST(r.params.numel() == h.m.num_params());
   BOOST_TEST((h.core->phase() == job_phase::finished));
   BOOST_TEST(h.step(0, 3, 1).empty());  // nothing happens after the end
+  BOOST_TEST(only<refuse>(h.member()).why.detail == "the job has ended");
 }
 
 BOOST_AUTO_TEST_CASE(simulated_compute_closes_epochs_without_parameters_or_evaluation) {

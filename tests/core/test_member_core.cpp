@@ -94,6 +94,27 @@ BOOST_AUTO_TEST_CASE(each_schedule_stores_what_it_promises) {
   }
 }
 
+// Note [Stage tensors leave at once]: under GPipe stage 0 runs four forwards back to
+// back, and each activation goes out before the next forward runs.
+BOOST_AUTO_TEST_CASE(each_stage_tensor_leaves_before_the_next_action_runs) {
+  job_spec job = pipeline(2, 4);
+  job.schedule = pipeline_schedule::gpipe;
+  member_bench bench(job, synthetic(200));
+  member_core& stage0 = *bench.members[0];
+  stage0.on_welcome(bench.assignment(0));
+  BOOST_REQUIRE_EQUAL(stage0.on_wired().size(), 1u);  // its pull
+  auto actions = stage0.on_params(0, params_reply{0, 0, bench.shard->pack_slice(0, bench.shard->params())});
+  for (int mb = 0; mb < 4; ++mb) {
+    BOOST_TEST_CONTEXT("after forward " << mb) {
+      BOOST_REQUIRE_EQUAL(actions.size(), 2u);
+      BOOST_TEST(std::get<member_actions::send_activation>(actions.front()).a.microbatch == mb);
+      BOOST_TEST(std::holds_alternative<member_actions::resume>(actions.back()));
+    }
+    actions = stage0.on_resume();
+  }
+  BOOST_TEST(actions.empty());  // the backwards wait for stage 1's gradients
+}
+
 BOOST_AUTO_TEST_CASE(a_replacement_resumes_at_its_clock) {
   job_spec job = pipeline(1, 1);
   job.mode = sync_mode::async;  // alone in sync, it would wait for rounds nobody closes

@@ -145,6 +145,7 @@ struct member_bench {
   void handle(std::uint32_t r, member_actions::schedule_step&) {
     later(r, [](member_core& c) { return c.on_next_step(); });
   }
+  void handle(std::uint32_t r, member_actions::resume&) { deliver(r, at(r).on_resume()); }
   void handle(std::uint32_t, member_actions::warn& a) { warnings.push_back(a.text); }
   void handle(std::uint32_t r, member_actions::finish& a) { done[r] = a.r; }
   void handle(std::uint32_t r, member_actions::stop& a) { stopped[r] = a.why; }
