@@ -37,13 +37,26 @@ using coord_pointer = local_coordinator_actor::stateful_pointer<coordinator_stat
 
 void carry_out(coord_pointer self, job_actions_list actions);
 
+// Calls the core and carries out what it returns; an exception that escapes the core
+// ends the job with compute_failed instead of reaching CAF.
+template <class F>
+void drive(coord_pointer self, F&& call) {
+  job_actions_list actions;
+  try {
+    actions = call(*self->state.core);
+  } catch (const std::exception& e) {
+    actions = self->state.core->fail({errc::compute_failed, std::string("coordinator: ") + e.what()});
+  }
+  carry_out(self, std::move(actions));
+}
+
 std::chrono::milliseconds request_timeout(coord_pointer self) {
   return std::chrono::milliseconds(self->state.core->job().request_timeout_ms);
 }
 
 // A handler for a failed request to a shard or the evaluator: the job ends with `code`.
 auto failing(coord_pointer self, errc code, std::string what) {
-  return [=](caf::error& e) { carry_out(self, self->state.core->fail({code, what + ": " + describe(e)})); };
+  return [=](caf::error& e) { drive(self, [&](job_core& c) { return c.fail({code, what + ": " + describe(e)}); }); };
 }
 
 // Calls `done` once every shard acknowledged `request` (right away with no shards).
@@ -101,11 +114,11 @@ void gather(coord_pointer self, std::uint64_t id, bool with_params) {
   for (std::uint32_t s = 0; s < self->state.shards.size(); ++s) {
     const auto& shard = self->state.shards[s];
     self->request(shard, request_timeout(self), stats_atom::value)
-        .then([=](const shard_stats& x) { carry_out(self, self->state.core->on_stats(id, x)); },
+        .then([=](const shard_stats& x) { drive(self, [&](job_core& c) { return c.on_stats(id, x); }); },
               failing(self, errc::shard_lost, "a shard did not answer"));
     if (with_params)
       self->request(shard, request_timeout(self), snapshot_atom::value)
-          .then([=](const params_reply& r) { carry_out(self, self->state.core->on_snapshot(id, s, r)); },
+          .then([=](const params_reply& r) { drive(self, [&](job_core& c) { return c.on_snapshot(id, s, r); }); },
                 failing(self, errc::shard_lost, "a shard did not answer"));
   }
 }
@@ -138,14 +151,14 @@ void carry_out(coord_pointer self, job_actions_list actions) {
           } else if constexpr (std::is_same_v<A, start_shards>) {
             ask_every_shard(
                 self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, a.members); },
-                [=] { carry_out(self, self->state.core->shards_started(job_clock::now())); }, errc::shard_lost,
+                [=] { drive(self, [&](job_core& c) { return c.shards_started(job_clock::now()); }); }, errc::shard_lost,
                 "a shard did not start");
           } else if constexpr (std::is_same_v<A, add_to_shards>) {
             const member_joined m{a.rank, a.clock};
             const std::uint32_t rank = a.rank;
             ask_every_shard(
                 self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), join_atom::value, m); },
-                [=] { carry_out(self, self->state.core->member_added(rank, job_clock::now())); }, errc::shard_lost,
+                [=] { drive(self, [&](job_core& c) { return c.member_added(rank, job_clock::now()); }); }, errc::shard_lost,
                 "a shard did not admit the rejoining worker");
           } else if constexpr (std::is_same_v<A, remove_from_shards>) {
             for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
@@ -153,7 +166,7 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             gather(self, a.id, a.with_params);
           } else if constexpr (std::is_same_v<A, evaluate>) {
             self->request(st.evaluator, request_timeout(self), eval_atom::value, eval_request{a.epoch, std::move(a.params)})
-                .then([=](const eval_reply& r) { carry_out(self, self->state.core->on_evaluated(r)); },
+                .then([=](const eval_reply& r) { drive(self, [&](job_core& c) { return c.on_evaluated(r); }); },
                       failing(self, errc::bad_job, "evaluation failed"));
           } else if constexpr (std::is_same_v<A, relay_group_id>) {
             // Sent as the coordinator, so a member can tell the relay from a stranger's id.
@@ -177,10 +190,10 @@ void on_down(coord_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   const auto now = job_clock::now();
   for (std::uint32_t s = 0; s < st.shards.size(); ++s)
-    if (dm.source == st.shards[s].address()) return carry_out(self, st.core->on_shard_down(s, caf::to_string(dm.reason)));
+    if (dm.source == st.shards[s].address()) return drive(self, [&](job_core& c) { return c.on_shard_down(s, caf::to_string(dm.reason)); });
   for (std::uint32_t r = 0; r < st.members.size(); ++r)
     if (st.members[r] && dm.source == st.members[r].address())
-      return carry_out(self, st.core->on_member_down(r, as_fault(dm.reason), describe(dm.reason), now));
+      return drive(self, [&](job_core& c) { return c.on_member_down(r, as_fault(dm.reason), describe(dm.reason), now); });
   for (auto it = st.member_joins.begin(); it != st.member_joins.end(); ++it)
     if (dm.source == it->second.handle.address()) {  // one that stood by
       st.core->on_standby_down(it->first);
@@ -212,7 +225,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<shard_welcome>();
         self->state.shard_joins[t] = {promise, handle};
-        carry_out(self, self->state.core->on_shard_join(t, j, job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_shard_join(t, j, job_clock::now()); });
         return promise;
       },
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
@@ -221,7 +234,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         auto promise = self->make_response_promise<worker_welcome>();
         self->monitor(handle);
         self->state.member_joins[t] = {promise, handle};
-        carry_out(self, self->state.core->on_member_join(t, j, job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_member_join(t, j, job_clock::now()); });
         return promise;
       },
       [=](group_atom, const group_id& g) {
@@ -231,16 +244,16 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
                        caf::to_string(self->current_sender()));
           return;
         }
-        carry_out(self, self->state.core->on_group_id(*sender, g));
+        drive(self, [&](job_core& c) { return c.on_group_id(*sender, g); });
       },
       [=](progress_atom, const step_report& r) {
-        carry_out(self, self->state.core->on_step(r, job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_step(r, job_clock::now()); });
       },
       [=](epoch_atom, const worker_epoch& r) {
-        carry_out(self, self->state.core->on_epoch(r, job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_epoch(r, job_clock::now()); });
       },
       [=](done_atom, const worker_done& r) {
-        carry_out(self, self->state.core->on_done(r, job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_done(r, job_clock::now()); });
       },
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();
@@ -248,7 +261,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         return promise;
       },
       [=](watchdog_tick) {
-        carry_out(self, self->state.core->on_tick(job_clock::now()));
+        drive(self, [&](job_core& c) { return c.on_tick(job_clock::now()); });
         const job_phase p = self->state.core->phase();
         if (p != job_phase::finishing && p != job_phase::finished)
           self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});

@@ -58,7 +58,7 @@ void wired(stage_pointer self) {
   auto& st = self->state;
   if (st.prev) self->monitor(st.prev);
   if (st.next) self->monitor(st.next);
-  carry_out(self, st.core->on_wired());
+  drive(self, [&](member_core& c) { return c.on_wired(); });
 }
 
 // Wires the previous stage from its hello, once the welcome said who that must be.

@@ -27,12 +27,13 @@ bool from(stage_pointer self, const caf::actor_addr& sender, bool forward) {
 
 // A stage tensor in the training behaviour (or replayed from before it).
 void take_tensor(stage_pointer self, const caf::actor_addr& sender, std::variant<activation, activation_grad> msg) {
-  auto& core = *self->state.core;
+  const std::string name = caf::to_string(sender);
   if (auto* a = std::get_if<activation>(&msg))
-    carry_out(self, core.on_activation(std::move(*a), from(self, sender, true), caf::to_string(sender)));
+    drive(self, [&](member_core& c) { return c.on_activation(std::move(*a), from(self, sender, true), name); });
   else
-    carry_out(self, core.on_activation_grad(std::move(std::get<activation_grad>(msg)), from(self, sender, false),
-                                            caf::to_string(sender)));
+    drive(self, [&](member_core& c) {
+      return c.on_activation_grad(std::move(std::get<activation_grad>(msg)), from(self, sender, false), name);
+    });
 }
 
 void on_group(stage_pointer self, group_id& g) {
@@ -41,13 +42,13 @@ void on_group(stage_pointer self, group_id& g) {
                  caf::to_string(self->current_sender()));
     return;
   }
-  if (self->state.core) carry_out(self, self->state.core->on_group_id(std::move(g.id)));
+  drive(self, [&](member_core& c) { return c.on_group_id(std::move(g.id)); });
 }
 
 void pull(stage_pointer self, std::uint32_t s, const pull_request& r) {
   self->request(self->state.shards[s], request_timeout(self), pull_atom::value, r)
-      .then([=](params_reply& p) { carry_out(self, self->state.core->on_params(s, std::move(p))); },
-            [=](caf::error& e) { carry_out(self, self->state.core->on_pull_failed(s, describe(e))); });
+      .then([=](params_reply& p) { drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); }); },
+            [=](caf::error& e) { drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); }); });
 }
 
 void push(stage_pointer self, std::uint32_t s, push_grads g) {
@@ -57,9 +58,9 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
       .then(
           [=](const push_ack&) {
             const double secs = std::chrono::duration<double>(wall::now() - sent).count();
-            carry_out(self, self->state.core->on_push_ack(s, secs));
+            drive(self, [&](member_core& c) { return c.on_push_ack(s, secs); });
           },
-          [=](caf::error& e) { carry_out(self, self->state.core->on_push_refused(s, clock, describe(e))); });
+          [=](caf::error& e) { drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); }); });
 }
 
 local_stage_actor::behavior_type training(stage_pointer self);
@@ -72,7 +73,7 @@ void start_training(stage_pointer self) {
                place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
   self->become(training(self));
   for (auto& [sender, msg] : std::exchange(st.early, {})) {
-    if (!st.core || st.core->phase() == member_phase::stopped) return;
+    if (st.core->phase() == member_phase::stopped) return;
     take_tensor(self, sender, std::move(msg));
   }
 }
@@ -91,10 +92,10 @@ local_stage_actor::behavior_type training(stage_pointer self) {
                      caf::to_string(self->current_sender()), h.stage, h.replica);
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
-      [=](next_step) { carry_out(self, self->state.core->on_next_step()); },
+      [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry&) {},
       [=](hello_deadline) {},
-      [=](group_deadline) { carry_out(self, self->state.core->on_group_deadline()); },
+      [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
   };
 }
 
@@ -115,8 +116,8 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
                       worker_join{st.opts.job_id, where.host, where.port, member_locality(st.opts.compute.where)})
             .then(
                 [=](worker_welcome& w) {
-                  carry_out(self, self->state.core->on_welcome(w.place));
-                  if (self->state.core && self->state.core->phase() == member_phase::wiring) connect_peers(self, w);
+                  drive(self, [&](member_core& c) { return c.on_welcome(w.place); });
+                  if (self->state.core->phase() == member_phase::wiring) connect_peers(self, w);
                 },
                 [=](caf::error& e) {
                   spdlog::error("{}: {}", who(self), describe(e));
@@ -127,10 +128,10 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](act_grad_atom, activation_grad& g) { hold(std::move(g)); },
       [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
       [=](group_atom, group_id& g) { on_group(self, g); },
-      [=](next_step) { carry_out(self, self->state.core->on_next_step()); },
+      [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
       [=](hello_deadline) { on_hello_deadline(self); },
-      [=](group_deadline) { carry_out(self, self->state.core->on_group_deadline()); },
+      [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
   };
 }
 
@@ -138,7 +139,7 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
 
 std::string who(stage_pointer self) {
   const auto& core = self->state.core;
-  return core && core->phase() != member_phase::joining ? core->who() : std::string("a member");
+  return core->phase() != member_phase::joining ? core->who() : std::string("a member");
 }
 
 void fail(stage_pointer self, const fault& e) {
@@ -154,9 +155,15 @@ void carry_out(stage_pointer self, member_actions_list actions) {
   for (bool resume = true; resume;) {
     resume = !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
     carry_out_in_order(self, actions);
-    if (resume) actions = st.core->on_resume();
+    if (!resume) break;
+    try {
+      actions = st.core->on_resume();
+    } catch (const std::exception& e) {
+      fail(self, {errc::compute_failed, who(self) + ": " + e.what()});
+      return;
+    }
   }
-  if (!st.training && st.core && st.core->phase() == member_phase::training) {
+  if (!st.training && st.core->phase() == member_phase::training) {
     st.training = true;
     start_training(self);
   }
@@ -221,7 +228,7 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
     const bool prev = s.prev && dm.source == s.prev.address();
     const bool next = s.next && dm.source == s.next.address();
     if ((!prev && !next) || dm.reason == caf::exit_reason::normal) return;
-    carry_out(self, s.core->on_neighbour_down(prev, describe(dm.reason)));
+    drive(self, [&](member_core& c) { return c.on_neighbour_down(prev, describe(dm.reason)); });
   });
   return joining(self);
 }

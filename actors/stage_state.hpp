@@ -48,6 +48,21 @@ void fail(stage_pointer self, const fault& e);
 // behaviour and replays the early stage tensors.
 void carry_out(stage_pointer self, member_actions_list actions);
 
+// Calls the core and carries out what it returns. The core guards its compute calls one
+// by one; this is the net under them: an exception that still escapes stops the member
+// with compute_failed instead of reaching CAF.
+template <class F>
+void drive(stage_pointer self, F&& call) {
+  member_actions_list actions;
+  try {
+    actions = call(*self->state.core);
+  } catch (const std::exception& e) {
+    fail(self, {errc::compute_failed, who(self) + ": " + e.what()});
+    return;
+  }
+  carry_out(self, std::move(actions));
+}
+
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.
 void connect_peers(stage_pointer self, worker_welcome& w);

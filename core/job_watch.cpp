@@ -44,9 +44,10 @@ job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
   last_progress_ = now;
   if (shard_hosts_.empty() && !r.params.empty()) {  // --servers 0: this stage's part of the model
     const stage_span span = job_stage_spans(job_, layout_)[r.rank % job_.pipeline_stages];
-    if (r.params.numel() != span.numel)
-      return fail({errc::bad_shape, member_name(r.rank) + " reported " + std::to_string(r.params.numel()) +
-                                        " parameters, expected " + std::to_string(span.numel)});
+    if (r.params.numel() != span.numel || r.params.type() != dtype::f32)
+      return fail({errc::bad_shape, member_name(r.rank) + " reported " + std::to_string(r.params.numel()) + " " +
+                                        std::string(name_of(r.params.type())) + " parameters, expected " +
+                                        std::to_string(span.numel) + " f32"});
     auto& full = epoch_params_[r.epoch];
     if (full.empty()) full = tensor({num_params_});
     copy(full.view().flat(span.param_offset, span.numel), r.params);

@@ -51,7 +51,10 @@ void member_core::stop(fault why, member_actions_list& out) {
 member_actions_list member_core::on_welcome(const member_assignment& a) {
   member_actions_list out;
   if (phase_ != member_phase::joining) return out;
-  if (auto f = build(a)) {
+  std::optional<fault> f;
+  if (auto thrown = catch_compute("member " + std::to_string(a.rank) + ": building its stage", [&] { f = build(a); }))
+    f = std::move(thrown);
+  if (f) {
     stop(std::move(*f), out);
     return out;
   }

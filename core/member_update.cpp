@@ -30,10 +30,11 @@ void member_core::push_all(member_actions_list& out) {
 void member_core::end_step(member_actions_list& out) {
   const job_spec& job = place_.job;
   in_step_ = false;
-  if (dm_) {
-    const troupe_memory_stats mem = backend_->memory();
-    dm_->record(mem.bytes_in_use, mem.bytes_cached, mem.cache_hits, mem.device_mallocs);
-  }
+  if (dm_ && !guarded("reading its device memory", out, [&] {
+        const troupe_memory_stats mem = backend_->memory();
+        dm_->record(mem.bytes_in_use, mem.bytes_cached, mem.cache_hits, mem.device_mallocs);
+      }))
+    return;
   const auto window_end = wall::now();
   const bool reports_loss = last_stage();
   const double loss = reports_loss ? step_loss_ : 0.0;

@@ -286,7 +286,13 @@ BOOST_AUTO_TEST_CASE(with_no_servers_the_stages_report_their_parameters) {
   harness bad(job);
   bad.start();
   const auto wrong = bad.core->on_epoch(worker_epoch{1, 0, 0.5, 1, 50, 0.1, tensor({1})}, bad.now);
-  BOOST_TEST(fault_of(wrong).find("stage 1 of replica 0 reported 1 parameters") != std::string::npos);
+  BOOST_TEST(fault_of(wrong).find("stage 1 of replica 0 reported 1 f32 parameters, expected") != std::string::npos,
+             fault_of(wrong));
+  harness ints(job);
+  ints.start();
+  const auto typed = ints.core->on_epoch(worker_epoch{1, 0, 0.5, 1, 50, 0.1, tensor({spans[1].numel}, dtype::i32)},
+                                         ints.now);
+  BOOST_TEST(fault_of(typed).find("i32 parameters") != std::string::npos, fault_of(typed));
 }
 
 BOOST_AUTO_TEST_CASE(a_bad_snapshot_a_dead_shard_and_a_diverged_member_end_the_job) {

@@ -9,12 +9,13 @@
 #define BOOST_TEST_MODULE member_core
 #include <boost/test/unit_test.hpp>
 
-#include <cstring>
 
 #include "tensor/trainer.hpp"
 #include "tests/support/member_bench.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
+using test::same_bits;
 using test::member_bench;
 
 namespace {
@@ -34,10 +35,6 @@ job_spec pipeline(std::uint32_t stages, std::int32_t microbatches, std::uint32_t
   j.train.epochs = 2;
   j.train.batch_size = 40;
   return j;
-}
-
-bool same_bits(const tensor& a, const tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 std::string stop_of(const member_actions_list& actions) {

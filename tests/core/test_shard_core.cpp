@@ -12,6 +12,7 @@
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
+using test::same_bits;
 
 namespace {
 
@@ -35,8 +36,6 @@ tensor filled(float v) {
   for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
   return t;
 }
-
-bool same_bits(const tensor& a, const tensor& b) { return std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0; }
 
 }  // namespace
 

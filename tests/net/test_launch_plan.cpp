@@ -9,23 +9,19 @@
 #include <fstream>
 
 #include "net/launch_plan.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct temp_dir {
-  fs::path path = fs::temp_directory_path() / ("troupe-plan-" + std::to_string(::getpid()));
-  ~temp_dir() { fs::remove_all(path); }
-};
-
 bool has(const std::vector<std::string>& argv, const std::string& word) {
   return std::find(argv.begin(), argv.end(), word) != argv.end();
 }
 
 // A job of 2 servers and 3 workers in d, with the `troupe` on PATH, its coordinator on port.
-launch_request request(const temp_dir& d, const std::string& job_id, std::uint16_t port) {
+launch_request request(const test::temp_dir& d, const std::string& job_id, std::uint16_t port) {
   launch_request req;
   req.servers = 2;
   req.workers = 3;
@@ -39,7 +35,7 @@ launch_request request(const temp_dir& d, const std::string& job_id, std::uint16
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(hostfiles) {
-  temp_dir d;
+  test::temp_dir d{"plan"};
   fs::create_directories(d.path);
   const auto good = (d.path / "hosts").string();
   std::ofstream(good) << "# the cluster\nnode-a slots=2\n\nnode-b   # one slot\n";
@@ -55,7 +51,7 @@ BOOST_AUTO_TEST_CASE(hostfiles) {
 }
 
 BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
-  temp_dir d;
+  test::temp_dir d{"plan"};
   launch_request req = request(d, "job-x", 7123);
   req.troupe_bin = "/bin/troupe";
   req.job_toml = "epochs = \"1\"\n";
@@ -78,7 +74,7 @@ BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
 }
 
 BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
-  temp_dir d;
+  test::temp_dir d{"plan"};
   launch_request req = request(d, "job-y", 9000);
   req.hosts = {{"a", 2}, {"b", 1}};
   req.remote_dir = "/tmp/jy";
@@ -95,7 +91,7 @@ BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
 }
 
 BOOST_AUTO_TEST_CASE(insecure_plans_say_so) {
-  temp_dir d;
+  test::temp_dir d{"plan"};
   launch_request req;
   req.tls = false;
   req.troupe_bin = "troupe";

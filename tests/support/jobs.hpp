@@ -1,4 +1,4 @@
-// Test helpers for whole jobs in one process: datasets, run_ok, same_bits, and live_job,
+// Test helpers for whole jobs in one process: datasets, run_ok, and live_job,
 // which runs a job while the test interferes from its epoch callback (kills a member,
 // starts a replacement, sends a stranger's message) and collects the job's events.
 #pragma once
@@ -6,13 +6,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/runtime.hpp"
+#include "tests/support/numeric.hpp"
 
 namespace troupe::test {
 
@@ -34,10 +34,6 @@ inline job_result run_ok(const job_spec& job, std::shared_ptr<const dataset_spli
   auto r = run_job_in_process(job, std::move(data), std::move(cb), std::move(obs));
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   return std::move(*r);
-}
-
-inline bool same_bits(const tensor& a, const tensor& b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 // One job in its own actor system. on_epoch runs on the coordinator's thread after each

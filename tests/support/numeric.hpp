@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <algorithm>
 #include <functional>
 #include <initializer_list>
@@ -28,6 +29,11 @@ inline tensor random_tensor(shape s, std::uint64_t seed, float scale = 1.f) {
   float* p = t.data<float>();
   for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = scale * r.normal();
   return t;
+}
+
+// Whether a and b hold the same bytes.
+inline bool same_bits(const_tensor_view a, const_tensor_view b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 // sum_i a[i] * b[i] in double.

@@ -152,10 +152,6 @@ inline reference unsplit(const model& m, const minibatch& mb) {
   return out;
 }
 
-inline bool bitwise_equal(const_tensor_view a, const_tensor_view b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
-}
-
 // max |a - b| / (max |b| over the whole tensor).
 inline double max_relative_difference(const_tensor_view a, const_tensor_view b) {
   double diff = 0.0, scale = 0.0;

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "tensor/backend.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 
@@ -41,10 +42,10 @@ BOOST_AUTO_TEST_CASE(each_way_a_module_can_fail_to_load_is_named) {
   BOOST_TEST(contains(missing.error().message, "this build has no CUDA backend"));
   BOOST_TEST(contains(missing.error().message, "--device cpu"));
 
-  const auto garbage = std::filesystem::temp_directory_path() / "troupe-test-not-a-library.so";
+  const test::temp_dir dir("backend");
+  const auto garbage = dir.file("not-a-library.so");
   std::ofstream(garbage) << "not an ELF file";
-  auto unloadable = load_backend_module(garbage.string());
-  std::filesystem::remove(garbage);
+  auto unloadable = load_backend_module(garbage);
   BOOST_REQUIRE(!unloadable);
   BOOST_TEST(contains(unloadable.error().message, "could not load the CUDA backend"));
 

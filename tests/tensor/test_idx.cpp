@@ -13,20 +13,12 @@
 #include <vector>
 
 #include "tensor/idx.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    path = fs::temp_directory_path() / ("troupe-idx-" + std::to_string(::getpid()));
-    fs::create_directories(path);
-  }
-  ~temp_dir() { fs::remove_all(path); }
-};
 
 std::vector<unsigned char> idx_bytes(std::vector<std::uint32_t> dims, unsigned char type = 0x08) {
   std::vector<unsigned char> b = {0, 0, type, static_cast<unsigned char>(dims.size())};
@@ -61,7 +53,7 @@ void expect_failure(const expected<idx_array>& r, const std::string& path, const
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(reads_raw_and_gzip) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   const auto bytes = idx_bytes({3, 4, 5});
   for (const auto& path : {write_raw(d.path / "a.idx", bytes), write_gz(d.path / "a.idx.gz", bytes)}) {
     auto r = read_idx(path, 3);
@@ -73,7 +65,7 @@ BOOST_AUTO_TEST_CASE(reads_raw_and_gzip) {
 }
 
 BOOST_AUTO_TEST_CASE(truncated_files) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   auto bytes = idx_bytes({10, 2});
   bytes.resize(bytes.size() - 3);
   const auto p = write_raw(d.path / "t.idx", bytes);
@@ -87,7 +79,7 @@ BOOST_AUTO_TEST_CASE(truncated_files) {
 }
 
 BOOST_AUTO_TEST_CASE(truncated_gzip_stream) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   const auto full = write_gz(d.path / "full.gz", idx_bytes({1000, 10}));
   std::vector<char> gz(fs::file_size(full));
   std::ifstream(full, std::ios::binary).read(gz.data(), gz.size());
@@ -99,7 +91,7 @@ BOOST_AUTO_TEST_CASE(truncated_gzip_stream) {
 }
 
 BOOST_AUTO_TEST_CASE(wrong_magic_type_and_rank) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   auto bytes = idx_bytes({4});
   bytes[0] = 0x1f;
   const auto magic = write_raw(d.path / "m.idx", bytes);
@@ -111,7 +103,7 @@ BOOST_AUTO_TEST_CASE(wrong_magic_type_and_rank) {
 }
 
 BOOST_AUTO_TEST_CASE(trailing_bytes_and_missing_file) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   auto bytes = idx_bytes({4});
   bytes.push_back(1);
   const auto p = write_raw(d.path / "x.idx", bytes);
@@ -121,7 +113,7 @@ BOOST_AUTO_TEST_CASE(trailing_bytes_and_missing_file) {
 }
 
 BOOST_AUTO_TEST_CASE(zero_dimension_is_rejected) {
-  temp_dir d;
+  test::temp_dir d{"idx"};
   const auto p = write_raw(d.path / "z.idx", idx_bytes({0, 3}));
   expect_failure(read_idx(p, 2), p, "is zero");
 }

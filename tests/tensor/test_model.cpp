@@ -12,6 +12,7 @@
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
+using test::same_bits;
 
 namespace {
 
@@ -21,10 +22,6 @@ model build(const char* spec, shape in = {1, 28, 28}, std::int64_t classes = 10)
   auto m = model::build(*s, in, classes);
   BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
   return *m;
-}
-
-bool bitwise_equal(const_tensor_view a, const_tensor_view b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 }  // namespace
@@ -67,8 +64,8 @@ BOOST_AUTO_TEST_CASE(initialisation_is_deterministic_and_scaled) {
   m.init_params(a, 7);
   m.init_params(b, 7);
   m.init_params(c, 8);
-  BOOST_TEST(bitwise_equal(a, b));
-  BOOST_TEST(!bitwise_equal(a, c));
+  BOOST_TEST(same_bits(a, b));
+  BOOST_TEST(!same_bits(a, c));
   const param_block& w = m.blocks()[0];
   double sq = 0;
   for (std::int64_t i = 0; i < w.numel; ++i) sq += std::pow(a.data<float>()[w.offset + i], 2);
@@ -133,7 +130,7 @@ BOOST_AUTO_TEST_CASE(stages_compute_bitwise_what_the_whole_model_computes) {
     inputs.push_back(cur);
     cur = (*stages)[i].forward(sa[i], ss[i], cur, stage_params[i]);
   }
-  BOOST_TEST(bitwise_equal(cur, full_out));
+  BOOST_TEST(same_bits(cur, full_out));
 
   tensor dy = test::random_tensor({batch, 10}, 13);
   tensor full_grads({m.num_params()});
