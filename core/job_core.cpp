@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/frame_bound.hpp"
 #include "core/local_groups.hpp"
 
 namespace troupe {
@@ -26,6 +27,7 @@ job_core::job_core(job_spec job, const model& m, observability obs, time_point n
     : job_(std::move(job)), layout_(m), num_params_(m.num_params()), last_progress_(now), last_tick_(now),
       ledger_(job_) {
   if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
+  set_frame_bound(max_frame_bytes(job_, m));
   if (obs.metrics) m_ = obs.metrics->coordinator();
   // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
   // missing up to s clocks of every other worker and push up to s clocks ahead, so

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "base/compute_fault.hpp"
+#include "core/frame_bound.hpp"
 #include "core/job.hpp"
 #include "core/pipeline_layout.hpp"
 #include "tensor/random.hpp"
@@ -80,6 +81,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
                                                  : "worker " + std::to_string(a.rank));
   auto full = build_model(job);
   if (!full) return fault{errc::bad_job, full.error().message};
+  set_frame_bound(max_frame_bytes(job, *full));
   const auto spans = job_stage_spans(job, *full);
   if (spans.size() != job.pipeline_stages)
     return fault{errc::bad_job, "the job's cut points do not make " + std::to_string(job.pipeline_stages) + " stages"};

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/frame_bound.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe {
@@ -324,6 +325,7 @@ std::vector<shard_core::token> shard_core::take_dropped() { return std::exchange
 expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
   auto m = build_model(w.job);
   if (!m) return m.error();
+  set_frame_bound(max_frame_bytes(w.job, *m));
   tensor full({m->num_params()});
   m->init_params(full, w.job.train.seed);
   std::int64_t numel = 0;

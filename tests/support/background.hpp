@@ -50,6 +50,14 @@ class background_process {
   background_process& operator=(const background_process&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  // Resident memory in MiB (0 once it has exited).
+  long rss_mib() const {
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);)
+      if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6)) / 1024;
+    return 0;
+  }
   bool running() {
     poll();
     return pid_ > 0 && !exited_;
