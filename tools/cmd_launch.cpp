@@ -3,8 +3,6 @@
 // with the job's status.
 #include "tools/cmd_launch.hpp"
 
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -19,6 +17,7 @@
 #include "monitoring/trace.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/observe_cli.hpp"
+#include "tools/port_reservation.hpp"
 
 namespace troupe::cli {
 
@@ -54,19 +53,6 @@ std::string random_hex(int bytes) {
   return out;
 }
 
-// A port nobody listens on right now (the coordinator binds it a moment later).
-std::uint16_t free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
 int run_launch(launch_cli& o) {
   if (o.local == !o.hostfile.empty()) {
     print_error("launch needs exactly one of --local and --hostfile FILE");
@@ -98,12 +84,24 @@ int run_launch(launch_cli& o) {
   std::vector<std::string> traces;
   std::uint16_t next_remote_metrics = 9400;
   std::map<std::string, int> workers_on_host;
+  // Local ports stay reserved until launch returns (see port_reservation.hpp).
+  std::vector<port_reservation> reserved;
+  std::string reservation_error;
+  auto reserve = [&]() -> std::uint16_t {
+    auto r = port_reservation::on_loopback();
+    if (!r) {
+      reservation_error = r.error().message;
+      return 0;
+    }
+    reserved.push_back(std::move(*r));
+    return reserved.back().port();
+  };
   req.per_node_flags = [&](const std::string& node, const std::string& host) {
     std::vector<std::string> flags;
     if (o.observe.metrics == "off") {
       flags = {"--metrics", "off"};
     } else {
-      const std::string at = o.local ? "127.0.0.1:" + std::to_string(free_port())
+      const std::string at = o.local ? "127.0.0.1:" + std::to_string(reserve())
                                      : "0.0.0.0:" + std::to_string(next_remote_metrics);
       flags = {"--metrics", at};
       targets.push_back({node, o.local ? at : host + ":" + std::to_string(next_remote_metrics)});
@@ -138,8 +136,9 @@ int run_launch(launch_cli& o) {
   if (o.local) {
     std::error_code ec;
     req.troupe_bin = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    req.port = o.port ? o.port : free_port();
+    req.port = o.port ? o.port : reserve();
     plan = plan_local_launch(req);
+    if (plan && !reservation_error.empty()) plan = failure{reservation_error};
   } else {
     auto hosts = parse_hostfile(o.hostfile);
     if (!hosts) {
