@@ -1,5 +1,5 @@
 // metrics: the families, the handles each role gets, the exposer, and a collector for
-// the process's CPU time and resident memory.
+// the process's CPU time, resident memory and refusals.
 #include "monitoring/metrics.hpp"
 
 #include <prometheus/collectable.h>
@@ -17,6 +17,8 @@
 #include <mutex>
 #include <sstream>
 
+#include "monitoring/refusals.hpp"
+
 namespace troupe::monitoring {
 
 using prometheus::BuildCounter;
@@ -33,7 +35,8 @@ const Histogram::BucketBoundaries seconds_buckets{0.0005, 0.001, 0.002, 0.005, 0
                                                   0.1,    0.2,   0.5,   1,     2,    5,    10};
 const Histogram::BucketBoundaries staleness_buckets{0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128};
 
-// CPU seconds and resident memory of this process, computed at each scrape.
+// CPU seconds, resident memory and refusals (monitoring/refusals.hpp) of this process,
+// read at each scrape.
 class process_collector : public prometheus::Collectable {
  public:
   explicit process_collector(std::string job) : job_(std::move(job)) {}
@@ -58,6 +61,17 @@ class process_collector : public prometheus::Collectable {
     out[1].metric.resize(1);
     out[1].metric[0].label = {{"troupe_job", job_}};
     out[1].metric[0].gauge.value = rss;
+    out.emplace_back();
+    out[2].name = "troupe_refusals_total";
+    out[2].help = "Frames, connections and messages refused for the job's safety, by reason";
+    out[2].type = prometheus::MetricType::Counter;
+    for (std::size_t i = 0; i < refusal_kinds; ++i) {
+      const auto r = static_cast<refusal>(i);
+      prometheus::ClientMetric m;
+      m.label = {{"troupe_job", job_}, {"reason", std::string(name_of(r))}};
+      m.counter.value = static_cast<double>(refusals(r));
+      out[2].metric.push_back(std::move(m));
+    }
     return out;
   }
 

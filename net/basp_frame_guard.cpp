@@ -10,14 +10,17 @@
 // after reading a header and before that resize, so the executable's definition below
 // runs instead: a frame longer than frame_bound() (the job's largest message plus
 // headroom, core/frame_bound.hpp) is invalid, and CAF closes the connection as it does
-// for any invalid header, having allocated nothing. Refusals are counted and logged at
-// most once per second.
+// for any invalid header, having allocated nothing. Refusals are counted
+// (troupe_refusals_total{reason="oversized_frame"}) and, since a header does not say
+// which connection it came on, logged at most once a minute.
 #include <caf/io/basp/header.hpp>
 
 #include <dlfcn.h>
 
+#include <spdlog/spdlog.h>
+
 #include "core/frame_bound.hpp"
-#include "net/frame_guard.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace caf::io::basp {
 
@@ -26,7 +29,10 @@ bool valid(const header& hdr) {
   static const auto real = reinterpret_cast<real_fn>(dlsym(RTLD_NEXT, "_ZN3caf2io4basp5validERKNS1_6headerE"));
   const std::uint64_t bound = troupe::frame_bound();
   if (hdr.payload_len > bound) {
-    troupe::note_refused_frame(hdr.payload_len, bound);
+    using troupe::monitoring::refusal;
+    if (troupe::monitoring::count_refusal(refusal::oversized_frame, {}))
+      spdlog::warn("refused a frame of {} bytes, over this job's bound of {} bytes, and closed its connection ({} so far)",
+                   hdr.payload_len, bound, troupe::monitoring::refusals(refusal::oversized_frame));
     return false;
   }
   return real(hdr);

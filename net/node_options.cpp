@@ -120,6 +120,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   p.heartbeat_s = o.heartbeat_s;
   p.connection_timeout_s = o.connection_timeout_s;
   p.connect_timeout_s = o.connect_timeout_s;
+  p.handshake_timeout_s = o.handshake_timeout_s;
   const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
   auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
   if (!listen) return listen.error();

@@ -34,6 +34,7 @@ struct node_options {
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node
+  double handshake_timeout_s = 10.0;  // a TLS handshake must finish within this
   bool slurm = false;
   std::uint32_t slurm_servers = 1;  // with --slurm: tasks 1..S are shard servers
   std::uint16_t slurm_port = 7070;
@@ -61,6 +62,7 @@ struct node_plan {
   std::string job_id = "default";
   tls_files tls;                 // empty: plain transport
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
+  double handshake_timeout_s = 10.0;
 };
 
 // Checks and resolves the options: the role is known, the addresses parse, servers and

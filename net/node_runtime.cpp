@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/protocol.hpp"
+#include "net/handshake_ledger.hpp"
 
 namespace troupe {
 
@@ -22,6 +23,9 @@ void configure_node(caf::actor_system_config& cfg, const node_plan& plan) {
   tune_allocator();
   cfg.load<caf::io::middleman>();
   if (plan.tls.any()) {
+    handshake_limits limits;
+    limits.deadline = std::chrono::milliseconds(static_cast<std::int64_t>(plan.handshake_timeout_s * 1000));
+    set_handshake_limits(limits);
     cfg.load<caf::openssl::manager>();
     cfg.openssl_certificate = plan.tls.certificate;
     cfg.openssl_key = plan.tls.key;

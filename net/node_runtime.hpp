@@ -18,8 +18,8 @@
 
 namespace troupe {
 
-// Loads the middleman (and the OpenSSL manager with the plan's files), turns heartbeats
-// on, and registers the protocol types.
+// Loads the middleman (and the OpenSSL manager with the plan's files and handshake
+// deadline), turns heartbeats on, and registers the protocol types.
 void configure_node(caf::actor_system_config& cfg, const node_plan& plan);
 
 // Raises the soft RLIMIT_NOFILE to the hard limit (CAF aborts when accept() runs out of fds).

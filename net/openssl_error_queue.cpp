@@ -1,6 +1,7 @@
-// Clears OpenSSL's error queue before every SSL_read, SSL_write, SSL_connect and
-// SSL_accept in the process. It must be linked into each executable that uses CAF's
-// OpenSSL module (the definitions interpose libssl's).
+// Clears OpenSSL's error queue before every SSL_read and SSL_write in the process (the
+// handshake guard, net/tls_handshake_guard.cpp, does it before SSL_connect and
+// SSL_accept). It must be linked into each executable that uses CAF's OpenSSL module (the
+// definitions interpose libssl's).
 //
 // Note [CAF 0.17 and OpenSSL's error queue]
 // OpenSSL keeps one error queue per thread, and SSL_get_error() reports SSL_ERROR_SSL
@@ -35,18 +36,6 @@ int SSL_write(SSL* s, const void* buf, int num) {
   static const auto fn = real<int (*)(SSL*, const void*, int)>("SSL_write");
   ERR_clear_error();
   return fn(s, buf, num);
-}
-
-int SSL_connect(SSL* s) {
-  static const auto fn = real<int (*)(SSL*)>("SSL_connect");
-  ERR_clear_error();
-  return fn(s);
-}
-
-int SSL_accept(SSL* s) {
-  static const auto fn = real<int (*)(SSL*)>("SSL_accept");
-  ERR_clear_error();
-  return fn(s);
 }
 
 }  // extern "C"

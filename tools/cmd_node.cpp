@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "actors/runtime.hpp"
+#include "net/endpoint.hpp"
 #include "net/node.hpp"
 #include "tensor/gemm.hpp"
-#include "net/endpoint.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/observe_cli.hpp"
 
@@ -186,6 +186,11 @@ command add_node(CLI::App& parent) {
       ->group(group_node);
   app->add_option("--connect-timeout", o->node.connect_timeout_s, "Give up reaching another node after this many seconds")
       ->check(CLI::Range(0.05, 86400.0))
+      ->capture_default_str()
+      ->group(group_node);
+  app->add_option("--tls-handshake-timeout", o->node.handshake_timeout_s,
+                  "Close a TLS connection whose handshake has not finished after this many seconds")
+      ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str()
       ->group(group_node);
   app->add_flag("--slurm", o->node.slurm, "Take the role from SLURM_PROCID (0: coordinator, then --servers servers)")

@@ -7,18 +7,13 @@
 #define BOOST_TEST_MODULE security
 #include <boost/test/unit_test.hpp>
 
-#include <nlohmann/json.hpp>
-
 #include <atomic>
 #include <filesystem>
 #include <mutex>
 #include <thread>
 
-#include "net/tls.hpp"
 #include "tests/support/attack.hpp"
-#include "tests/support/background.hpp"
-#include "tests/support/process.hpp"
-#include "tests/support/temp_dir.hpp"
+#include "tests/support/secured_job.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -91,59 +86,28 @@ class recording_proxy {
   std::thread thread_;
 };
 
-struct pki {
-  temp_dir scratch{"sec"};
-  fs::path dir = scratch.path;
-  fs::path other = dir / "other";
-  pki() {
-    BOOST_REQUIRE(create_ca(dir.string(), "job CA", 1h).has_value());
-    BOOST_REQUIRE(create_ca(other.string(), "job CA", 1h).has_value());
-    for (const char* n : {"coordinator", "server", "worker"})
-      BOOST_REQUIRE(issue_node_certificate(dir.string(), n, {"IP:127.0.0.1"}, -60s, 1h).has_value());
-    BOOST_REQUIRE(issue_node_certificate(dir.string(), "expired", {"IP:127.0.0.1"}, -7200s, 3600s).has_value());
-    BOOST_REQUIRE(issue_node_certificate(other.string(), "stranger", {"IP:127.0.0.1"}, -60s, 1h).has_value());
-  }
-  std::string pem(const std::string& n) const { return (dir / (n + ".pem")).string(); }
-  std::string ca() const { return (dir / "ca.pem").string(); }
-  std::vector<std::string> tls(const std::string& n) const {
-    return {"--tls-cert", pem(n), "--tls-key", pem(n), "--tls-ca", ca()};
-  }
-};
-
-std::vector<std::string> cat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 }  // namespace
 
-BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, pki) {
+BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, job_pki) {
+  coordinator_under_attack c("secure-job", tls("coordinator"));
+  const int port = c.port;
+  const std::string at = c.address();
   const std::string log = (dir / "log").string();
-  background_process coord(cat({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0", "--job-id",
-                                "secure-job", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "1",
-                                "--workers", "1", "--servers", "1"},
-                               tls("coordinator")),
-                           log + "-coord");
-  const auto bound = coord.wait_for_port("listening on ", 60s);
-  BOOST_REQUIRE_MESSAGE(bound.has_value(), coord.err());
-  const int port = *bound;
-  const std::string at = "127.0.0.1:" + std::to_string(port);
 
   // A plain CAF node and a node whose certificate comes from another CA.
   auto plain = run_process({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job",
                             "--connect-timeout", "3"},
                            30s);
   BOOST_TEST(plain.exit_code == 1, plain.err);
-  const std::string stranger = (other / "stranger.pem").string();
   auto foreign = run_process({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job",
-                              "--connect-timeout", "3", "--tls-cert", stranger, "--tls-key", stranger, "--tls-ca",
-                              (other / "ca.pem").string()},
+                              "--connect-timeout", "3", "--tls-cert", stranger(), "--tls-key", stranger(), "--tls-ca",
+                              other_ca()},
                              30s);
   BOOST_TEST(foreign.exit_code == 1, foreign.err);
 
   // Raw TLS clients: none, another CA's and an expired certificate.
   BOOST_TEST(tls_client(port, "", ca()).refused());
-  BOOST_TEST(tls_client(port, stranger, ca()).refused());
+  BOOST_TEST(tls_client(port, stranger(), ca()).refused());
   BOOST_TEST(tls_client(port, pem("expired"), ca()).refused());
   // Garbage bytes.
   const int g = connect_tcp(port);
@@ -180,21 +144,9 @@ BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, pki) {
   close(r);
 
   // The coordinator is alive and admitted no one: its own members join and finish the job.
-  BOOST_REQUIRE(coord.running());
-  background_process s(cat({troupe_bin(), "node", "--role", "server", "--join", at, "--job-id", "secure-job"},
-                           tls("server")),
-                       log + "-server");
-  background_process w(cat({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job"},
-                           tls("worker")),
-                       log + "-worker");
-  const auto code = coord.wait(120s);
-  BOOST_REQUIRE(code.has_value());
-  BOOST_TEST(*code == 0, coord.err());
-  const auto j = nlohmann::json::parse(coord.out());
-  BOOST_TEST(j["workers_lost"].get<int>() == 0);
-  BOOST_TEST(j["rejected_messages"].get<int>() == 0);
-  BOOST_TEST(coord.err().find("stands by") == std::string::npos, coord.err());
-  BOOST_TEST((w.wait(20s) == std::optional<int>(0)), w.err());
+  BOOST_REQUIRE(c.coord->running());
+  c.runs_a_real_job(tls("server"), tls("worker"));
+  BOOST_TEST(c.coord->err().find("stands by") == std::string::npos, c.coord->err());
 }
 
 BOOST_AUTO_TEST_CASE(listening_off_loopback_without_tls_is_refused) {
@@ -204,7 +156,7 @@ BOOST_AUTO_TEST_CASE(listening_off_loopback_without_tls_is_refused) {
   BOOST_TEST(r.err.find("--insecure-network") != std::string::npos, r.err);
 }
 
-BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, pki) {
+BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, job_pki) {
   auto refused = [&](const std::string& cert, const std::string& key, const std::string& ca_file) {
     auto r = run_process({troupe_bin(), "node", "--role", "worker", "--join", "127.0.0.1:1", "--tls-cert", cert,
                           "--tls-key", key, "--tls-ca", ca_file},
@@ -215,7 +167,6 @@ BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, pki) {
   BOOST_TEST(refused(pem("worker"), pem("worker"), "/nonexistent/ca.pem").find("/nonexistent/ca.pem: no such file") !=
              std::string::npos);
   BOOST_TEST(refused(pem("worker"), pem("server"), ca()).find("does not belong to the certificate") != std::string::npos);
-  const std::string stranger = (other / "stranger.pem").string();
-  BOOST_TEST(refused(stranger, stranger, ca()).find("does not verify against the CA") != std::string::npos);
+  BOOST_TEST(refused(stranger(), stranger(), ca()).find("does not verify against the CA") != std::string::npos);
   BOOST_TEST(refused(pem("expired"), pem("expired"), ca()).find("expired") != std::string::npos);
 }

@@ -98,6 +98,21 @@ class tls_client {
     }
     return false;
   }
+  // True when the server sends something (a node's BASP handshake follows the TLS one)
+  // within `timeout`.
+  bool receives_within(std::chrono::milliseconds timeout) {
+    if (!connected_) return false;
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[256];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (SSL_pending(ssl_) == 0 && poll(&p, 1, 20) <= 0) continue;
+      const int r = SSL_read(ssl_, buf, sizeof buf);
+      if (r > 0) return true;
+      if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) return false;
+    }
+    return false;
+  }
   // True if the server refused this client: the handshake failed, or (TLS 1.3, where the
   // server checks the client's certificate after the client finished) it closed the
   // connection instead of answering.

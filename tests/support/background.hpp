@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -57,6 +58,19 @@ class background_process {
     for (std::string line; std::getline(status, line);)
       if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6)) / 1024;
     return 0;
+  }
+  // User and system CPU seconds it has used so far (0 once it has exited).
+  double cpu_seconds() const {
+    std::ifstream stat("/proc/" + std::to_string(pid_) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');
+    if (close == std::string::npos) return 0.0;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    long ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i)
+      if (i == 14 || i == 15) ticks += std::stol(field);  // utime, stime
+    return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
   bool running() {
     poll();

@@ -1,0 +1,123 @@
+// handshake_ledger: pending handshakes, their deadlines and the cap, and the epoll
+// interest they may have.
+#include "net/handshake_ledger.hpp"
+
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <mutex>
+
+namespace troupe {
+
+namespace {
+
+std::mutex limits_mutex;
+handshake_limits limits_now;
+
+}  // namespace
+
+void set_handshake_limits(const handshake_limits& l) {
+  std::lock_guard lock(limits_mutex);
+  limits_now = l;
+}
+
+handshake_limits current_handshake_limits() {
+  std::lock_guard lock(limits_mutex);
+  return limits_now;
+}
+
+std::uint32_t handshake_ledger::to_register(int fd, std::uint32_t wanted) const {
+  const auto h = pending_.find(fd);
+  if (h != pending_.end() && h->second.waits_for_peer) return wanted & ~std::uint32_t{EPOLLOUT};
+  return wanted;
+}
+
+std::uint32_t handshake_ledger::on_register(int epfd, int fd, std::uint32_t wanted, std::uint64_t data) {
+  const std::uint32_t given = to_register(fd, wanted);
+  registered_[fd] = {epfd, wanted, given, data};
+  return given;
+}
+
+void handshake_ledger::on_unregister(int fd) { registered_.erase(fd); }
+
+bool handshake_ledger::may_continue(int fd, clock::time_point now) const {
+  const auto h = pending_.find(fd);
+  return h == pending_.end() || (!h->second.condemned && now < h->second.deadline);
+}
+
+handshake_ledger::step_result handshake_ledger::on_step(int fd, const void* session, bool accepting, progress p,
+                                                        clock::time_point now) {
+  step_result out;
+  auto h = pending_.find(fd);
+  if (h != pending_.end() && h->second.session != session) {
+    pending_.erase(h);
+    h = pending_.end();
+  }
+  if (p == progress::finished || p == progress::failed) {
+    if (h != pending_.end()) pending_.erase(h);
+  } else {
+    if (h == pending_.end()) {
+      h = pending_.emplace(fd, handshake{session, accepting, false, false, now, now + limits_.deadline}).first;
+      if (accepting && pending_accepts() > limits_.max_pending_accepts) {
+        // Evict the oldest: a real peer finishes its handshake in milliseconds, so under a
+        // flood the ones that have waited longest are the least likely to be real.
+        auto oldest = pending_.end();
+        for (auto i = pending_.begin(); i != pending_.end(); ++i)
+          if (i->second.accepting && !i->second.condemned && i->first != fd &&
+              (oldest == pending_.end() || i->second.started < oldest->second.started))
+            oldest = i;
+        if (oldest != pending_.end()) {
+          oldest->second.condemned = true;
+          out.evicted.push_back(oldest->first);
+        }
+      }
+    }
+    h->second.waits_for_peer = p == progress::waiting_for_peer;
+  }
+  const auto r = registered_.find(fd);
+  if (r != registered_.end()) {
+    const std::uint32_t now_given = to_register(fd, r->second.wanted);
+    if (now_given != r->second.given) {
+      r->second.given = now_given;
+      out.change = interest{r->second.epfd, fd, now_given, r->second.data};
+    }
+  }
+  return out;
+}
+
+void handshake_ledger::forget(int fd, const void* session) {
+  const auto h = pending_.find(fd);
+  if (h != pending_.end() && h->second.session == session) pending_.erase(h);
+}
+
+std::vector<int> handshake_ledger::take_expired(clock::time_point now) {
+  std::vector<int> out;
+  for (auto& [fd, h] : pending_)
+    if (!h.condemned && now >= h.deadline) {
+      h.condemned = true;
+      out.push_back(fd);
+    }
+  return out;
+}
+
+std::optional<handshake_ledger::clock::duration> handshake_ledger::time_to_next_deadline(clock::time_point now) const {
+  std::optional<clock::duration> out;
+  for (const auto& [fd, h] : pending_)
+    if (!h.condemned) {
+      const auto left = std::max(clock::duration::zero(), h.deadline - now);
+      if (!out || left < *out) out = left;
+    }
+  return out;
+}
+
+std::size_t handshake_ledger::pending_accepts() const {
+  return static_cast<std::size_t>(
+      std::count_if(pending_.begin(), pending_.end(), [](const auto& e) { return e.second.accepting && !e.second.condemned; }));
+}
+
+bool handshake_ledger::condemned(int fd) const {
+  const auto h = pending_.find(fd);
+  return h != pending_.end() && h->second.condemned;
+}
+
+}  // namespace troupe

@@ -1,0 +1,217 @@
+// Keeps TLS handshakes from costing CPU while they wait for a peer, from lasting forever,
+// and from piling up. It must be linked into each executable that runs nodes: its
+// definitions interpose libssl's SSL_accept, SSL_connect and SSL_free and libc's
+// epoll_ctl and epoll_wait. The decisions are handshake_ledger's (net/handshake_ledger.hpp).
+//
+// Note [Idle handshakes]
+// CAF 0.17's openssl::session runs the handshake inside read_some and write_some and
+// answers "success, 0 bytes" whenever OpenSSL wants to read. A node queues its BASP
+// handshake as soon as a connection opens, so the socket is registered for EPOLLOUT; a
+// socket is always writable, so epoll_wait returns at once, write_some calls SSL_accept,
+// which still wants to read, and the multiplexer spins at 100% of a core for as long as
+// any handshake waits for its peer: one half-open connection from anybody was enough,
+// and it had no deadline. The guard watches every handshake call. While a handshake waits
+// for its peer, its socket's EPOLLOUT interest is withheld from epoll (CAF's own
+// bookkeeping is unchanged), and given back as soon as the handshake finishes or wants
+// to send, so the connection wakes only when the peer sends. Every handshake has a
+// deadline (--tls-handshake-timeout): epoll_wait sleeps no longer than the next one, and
+// an expired handshake's socket is shut down, so CAF reads end-of-file and closes it as
+// it closes any failed handshake; a handshake call on a condemned socket fails without
+// reaching OpenSSL. A new inbound handshake beyond the cap evicts the oldest. Refusals are
+// counted (troupe_refusals_total) and logged once per peer address.
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <spdlog/spdlog.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "monitoring/refusals.hpp"
+#include "net/handshake_ledger.hpp"
+
+namespace {
+
+using troupe::handshake_ledger;
+using troupe::monitoring::refusal;
+using clock = handshake_ledger::clock;
+
+template <class Fn>
+Fn real(const char* name) {
+  return reinterpret_cast<Fn>(dlsym(RTLD_NEXT, name));
+}
+
+struct guard {
+  std::mutex mutex;  // around every ledger call and the epoll and shutdown calls they lead to
+  handshake_ledger ledger{troupe::current_handshake_limits()};
+};
+
+guard& the_guard() {
+  static auto* g = new guard;  // never destroyed: CAF's threads may still run during exit
+  return *g;
+}
+
+std::string peer_address(int fd) {
+  sockaddr_storage a{};
+  socklen_t n = sizeof a;
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0) return {};
+  char text[INET6_ADDRSTRLEN] = {};
+  if (a.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in&>(a).sin_addr, text, sizeof text);
+  else if (a.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6&>(a).sin6_addr, text, sizeof text);
+  return text;
+}
+
+struct closed_handshake {
+  std::string peer;
+  refusal why;
+};
+
+// Shuts fd down (the guard holds its lock, so the socket is still this handshake's: CAF
+// frees the session, which the guard sees, before it closes the socket).
+closed_handshake shut(int fd, refusal why) {
+  closed_handshake c{peer_address(fd), why};
+  shutdown(fd, SHUT_RDWR);
+  return c;
+}
+
+void log_refusals(const std::vector<closed_handshake>& closed) {
+  const auto limits = troupe::current_handshake_limits();
+  for (const auto& c : closed) {
+    if (!troupe::monitoring::count_refusal(c.why, c.peer)) continue;
+    const std::string who = c.peer.empty() ? "an unknown peer" : c.peer;
+    if (c.why == refusal::handshake_cap)
+      spdlog::warn("closed a TLS handshake with {}: {} were under way, the most this node allows; further refusals "
+                   "of this peer are counted in troupe_refusals_total, not logged",
+                   who, limits.max_pending_accepts);
+    else
+      spdlog::warn("closed a TLS handshake with {} that did not finish within {} ms; further refusals of this peer "
+                   "are counted in troupe_refusals_total, not logged",
+                   who, limits.deadline.count());
+  }
+}
+
+handshake_ledger::progress progress_of(SSL* s, int result) {
+  if (result == 1) return handshake_ledger::progress::finished;
+  switch (SSL_get_error(s, result)) {
+    case SSL_ERROR_WANT_READ: return handshake_ledger::progress::waiting_for_peer;
+    case SSL_ERROR_WANT_WRITE: return handshake_ledger::progress::waiting_to_send;
+    default: return handshake_ledger::progress::failed;
+  }
+}
+
+// One handshake call (SSL_accept or SSL_connect) under the guard. Also clears OpenSSL's
+// error queue first (Note [CAF 0.17 and OpenSSL's error queue]).
+int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
+  static const auto epoll_mod = real<int (*)(int, int, int, epoll_event*)>("epoll_ctl");
+  guard& g = the_guard();
+  const int fd = SSL_get_fd(s);
+  ERR_clear_error();
+  std::vector<closed_handshake> closed;
+  bool refuse = false;
+  {
+    std::lock_guard lock(g.mutex);
+    g.ledger.set_limits(troupe::current_handshake_limits());
+    if (!g.ledger.may_continue(fd, clock::now())) {
+      refuse = true;
+      if (!g.ledger.condemned(fd)) closed.push_back({peer_address(fd), refusal::handshake_deadline});
+      g.ledger.forget(fd, s);
+    }
+  }
+  if (refuse) {
+    log_refusals(closed);
+    ERR_raise(ERR_LIB_SSL, SSL_R_READ_TIMEOUT_EXPIRED);  // SSL_get_error: SSL_ERROR_SSL, so CAF closes
+    return -1;
+  }
+  const int result = call(s);
+  {
+    std::lock_guard lock(g.mutex);
+    auto step = g.ledger.on_step(fd, s, accepting, progress_of(s, result), clock::now());
+    if (step.change) {
+      epoll_event e{};
+      e.events = step.change->events;
+      e.data.u64 = step.change->data;
+      epoll_mod(step.change->epfd, EPOLL_CTL_MOD, step.change->fd, &e);
+    }
+    for (int evicted : step.evicted) closed.push_back(shut(evicted, refusal::handshake_cap));
+  }
+  log_refusals(closed);
+  return result;
+}
+
+}  // namespace
+
+extern "C" {
+
+int SSL_accept(SSL* s) {
+  static const auto fn = real<int (*)(SSL*)>("SSL_accept");
+  return guarded_handshake(s, true, fn);
+}
+
+int SSL_connect(SSL* s) {
+  static const auto fn = real<int (*)(SSL*)>("SSL_connect");
+  return guarded_handshake(s, false, fn);
+}
+
+void SSL_free(SSL* s) {
+  static const auto fn = real<void (*)(SSL*)>("SSL_free");
+  if (s != nullptr) {
+    guard& g = the_guard();
+    std::lock_guard lock(g.mutex);
+    g.ledger.forget(SSL_get_fd(s), s);
+  }
+  fn(s);
+}
+
+int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
+  static const auto fn = real<int (*)(int, int, int, epoll_event*)>("epoll_ctl");
+  guard& g = the_guard();
+  std::lock_guard lock(g.mutex);
+  if (op == EPOLL_CTL_DEL || event == nullptr) {
+    g.ledger.on_unregister(fd);
+    return fn(epfd, op, fd, event);
+  }
+  epoll_event given = *event;
+  given.events = g.ledger.on_register(epfd, fd, event->events, event->data.u64);
+  const int result = fn(epfd, op, fd, &given);
+  if (result != 0) {
+    const int saved = errno;
+    if (op == EPOLL_CTL_ADD && saved != EEXIST) g.ledger.on_unregister(fd);
+    errno = saved;
+  }
+  return result;
+}
+
+int epoll_wait(int epfd, epoll_event* events, int max_events, int timeout_ms) {
+  static const auto fn = real<int (*)(int, epoll_event*, int, int)>("epoll_wait");
+  guard& g = the_guard();
+  int timeout = timeout_ms;
+  {
+    std::lock_guard lock(g.mutex);
+    if (const auto left = g.ledger.time_to_next_deadline(clock::now())) {
+      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*left).count() + 1;
+      const int until_deadline = static_cast<int>(std::min<std::int64_t>(ms, 60'000));
+      timeout = timeout_ms < 0 ? until_deadline : std::min(timeout_ms, until_deadline);
+    }
+  }
+  const int result = fn(epfd, events, max_events, timeout);
+  const int saved = errno;
+  std::vector<closed_handshake> closed;
+  {
+    std::lock_guard lock(g.mutex);
+    for (int fd : g.ledger.take_expired(clock::now())) closed.push_back(shut(fd, refusal::handshake_deadline));
+  }
+  log_refusals(closed);
+  errno = saved;
+  return result;
+}
+
+}  // extern "C"
