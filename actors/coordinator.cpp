@@ -9,6 +9,7 @@
 
 #include "actors/evaluator.hpp"
 #include "core/job_core.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe {
 
@@ -72,13 +73,23 @@ void ask_every_shard(coord_pointer self, Request request, std::function<void()> 
         failing(self, code, what));
 }
 
+// The actor that holds `rank` (empty before it is assigned).
+member_identity identity_of_rank(coord_pointer self, std::uint32_t rank) {
+  const auto& members = self->state.members;
+  if (rank >= members.size()) return {};
+  return identity_of(caf::actor_cast<caf::strong_actor_ptr>(members[rank]));
+}
+
 worker_welcome welcome_for(coord_pointer self, member_assignment a) {
   const auto& st = self->state;
   worker_welcome w;
   const bool shards_by_handle = a.shard_hosts.empty() || a.shard_hosts.front().empty();
   if (shards_by_handle) w.shards = st.shards;
   const std::uint32_t k = a.job.pipeline_stages, stage = a.rank % k;
-  if (stage > 0 && a.prev_host.empty()) w.prev = st.members[a.rank - 1];
+  if (stage > 0) {
+    w.prev_identity = identity_of_rank(self, a.rank - 1);
+    if (a.prev_host.empty()) w.prev = st.members[a.rank - 1];
+  }
   if (stage + 1 < k && a.next_host.empty()) w.next = st.members[a.rank + 1];
   w.place = std::move(a);
   return w;
@@ -149,12 +160,15 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             if (st.members.size() <= a.rank) st.members.resize(a.rank + 1);
             st.members[a.rank] = st.member_joins.at(a.t).handle;
           } else if constexpr (std::is_same_v<A, start_shards>) {
+            shard_start start{a.members, {}};
+            for (std::uint32_t rank : a.members.workers)
+              start.identities.push_back(identity_of_rank(self, rank));
             ask_every_shard(
-                self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, a.members); },
+                self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, start); },
                 [=] { drive(self, [&](job_core& c) { return c.shards_started(job_clock::now()); }); }, errc::shard_lost,
                 "a shard did not start");
           } else if constexpr (std::is_same_v<A, add_to_shards>) {
-            const member_joined m{a.rank, a.clock};
+            const shard_admit m{{a.rank, a.clock}, identity_of_rank(self, a.rank)};
             const std::uint32_t rank = a.rank;
             ask_every_shard(
                 self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), join_atom::value, m); },
@@ -210,6 +224,20 @@ std::optional<std::uint32_t> rank_of(coord_pointer self, const caf::strong_actor
   return std::nullopt;
 }
 
+// Counts and (once per peer) logs a member's report from an actor that does not hold
+// the rank it names (Note [Members are identities]).
+void note_refused(coord_pointer self, const char* what) {
+  const std::string peer = caf::to_string(self->current_sender());
+  if (monitoring::count_refusal(monitoring::refusal::not_a_member, peer))
+    spdlog::warn("coordinator: refused {} from {}, which does not hold the rank it names", what, peer);
+}
+
+bool from_member(coord_pointer self, std::uint32_t rank, const char* what) {
+  if (rank_of(self, self->current_sender()) == rank) return true;
+  note_refused(self, what);
+  return false;
+}
+
 local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
                                                    std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                    observability obs) {
@@ -239,20 +267,19 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       },
       [=](group_atom, const group_id& g) {
         auto sender = rank_of(self, self->current_sender());
-        if (!sender) {
-          spdlog::warn("coordinator: ignored a local group id from {}, which is not a member",
-                       caf::to_string(self->current_sender()));
-          return;
-        }
+        if (!sender) return note_refused(self, "a local group id");
         drive(self, [&](job_core& c) { return c.on_group_id(*sender, g); });
       },
       [=](progress_atom, const step_report& r) {
+        if (!from_member(self, r.rank, "a step report")) return;
         drive(self, [&](job_core& c) { return c.on_step(r, job_clock::now()); });
       },
       [=](epoch_atom, const worker_epoch& r) {
+        if (!from_member(self, r.rank, "an epoch report")) return;
         drive(self, [&](job_core& c) { return c.on_epoch(r, job_clock::now()); });
       },
       [=](done_atom, const worker_done& r) {
+        if (!from_member(self, r.rank, "a done report")) return;
         drive(self, [&](job_core& c) { return c.on_done(r, job_clock::now()); });
       },
       [=](run_request) -> caf::result<job_result> {

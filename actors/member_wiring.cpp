@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "actors/stage_state.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe::stage_shell {
 
@@ -64,6 +65,12 @@ void wired(stage_pointer self) {
 // Wires the previous stage from its hello, once the welcome said who that must be.
 void take_hello(stage_pointer self, const stage_actor& sender, const stage_hello& h) {
   auto& st = self->state;
+  if (!sent_by(caf::actor_cast<caf::strong_actor_ptr>(sender), st.prev_identity)) {
+    const std::string peer = caf::to_string(sender);
+    if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, peer))
+      spdlog::warn("{}: refused a hello from {}, which is not its previous stage", who(self), peer);
+    return;
+  }
   if (!st.on_prev_hello || h.replica != st.core->replica() || h.stage + 1 != st.core->stage()) {
     spdlog::warn("{}: ignored a hello from {} claiming stage {} of replica {}", who(self), caf::to_string(sender),
                  h.stage, h.replica);
@@ -90,6 +97,7 @@ void connect_peers(stage_pointer self, worker_welcome& w) {
   st.shards.resize(place.table.shards());  // by address: filled below
   st.prev = w.prev;
   st.next = w.next;
+  st.prev_identity = w.prev_identity;
   const bool direct = st.opts.connector && !place.shard_hosts.empty() && !place.shard_hosts.front().empty();
   const bool neighbours_by_address = st.opts.connector && (!place.prev_host.empty() || !place.next_host.empty());
   if (!direct && !neighbours_by_address) {

@@ -7,6 +7,7 @@
 
 #include "actors/stage_state.hpp"
 #include "core/job.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe {
 
@@ -28,6 +29,11 @@ bool from(stage_pointer self, const caf::actor_addr& sender, bool forward) {
 // A stage tensor in the training behaviour (or replayed from before it).
 void take_tensor(stage_pointer self, const caf::actor_addr& sender, std::variant<activation, activation_grad> msg) {
   const std::string name = caf::to_string(sender);
+  if (!from(self, sender, std::holds_alternative<activation>(msg))) {
+    if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, name))
+      spdlog::warn("{}: refused a stage tensor from {}, which is not its neighbour", who(self), name);
+    return;
+  }
   if (auto* a = std::get_if<activation>(&msg))
     drive(self, [&](member_core& c) { return c.on_activation(std::move(*a), from(self, sender, true), name); });
   else
@@ -38,8 +44,9 @@ void take_tensor(stage_pointer self, const caf::actor_addr& sender, std::variant
 
 void on_group(stage_pointer self, group_id& g) {
   if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
-    spdlog::warn("{}: ignored a local group id from {}: only the coordinator relays them", who(self),
-                 caf::to_string(self->current_sender()));
+    const std::string peer = caf::to_string(self->current_sender());
+    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
+      spdlog::warn("{}: refused a local group id from {}: only the coordinator relays them", who(self), peer);
     return;
   }
   drive(self, [&](member_core& c) { return c.on_group_id(std::move(g.id)); });

@@ -21,6 +21,15 @@ std::string describe(const caf::error& e) {
   return caf::to_string(e);
 }
 
+member_identity identity_of(const caf::strong_actor_ptr& actor) {
+  if (!actor) return {};
+  return {actor->node(), actor->id()};
+}
+
+bool sent_by(const caf::strong_actor_ptr& sender, const member_identity& who) {
+  return sender && who.id != 0 && sender->id() == who.id && sender->node() == who.node;
+}
+
 void add_protocol_types(caf::actor_system_config& cfg) {
   cfg.add_message_types<caf::id_block::troupe_protocol>();
   // (0.17's add_error_category<T> template does not compile; give the renderer directly.)

@@ -12,6 +12,22 @@
 // registered: another node cannot even encode them, and they are not part of the
 // published interfaces. Each actor's local handle (local_*_actor) extends its published
 // interface with its triggers; only the published one is given to other nodes.
+//
+// Note [Members are identities]
+// A message's fields say which rank or shard it claims to come from; CAF tells who sent
+// it. Every receiver checks the second against what the coordinator recorded when the
+// member joined, and refuses the message (counting it, troupe_refusals_total, and telling
+// the sender nothing about the job) when they disagree:
+// - the coordinator takes progress, epoch, done and group reports only from the actor
+//   that holds the rank they name;
+// - a shard takes start, admit, leave, snapshot and statistics requests only from its
+//   coordinator, and a push or pull only from the actor that holds the rank it names
+//   (shard_start and shard_admit carry each member's member_identity);
+// - a stage takes activations only from its neighbours, its previous stage's hello only
+//   from the actor the welcome names (prev_identity), and local group ids only from the
+//   coordinator.
+// The sender is only as trustworthy as the transport: with TLS only holders of a job
+// certificate can send at all; docs/DESIGN.md says what such a holder can still claim.
 #pragma once
 
 #include <caf/all.hpp>
@@ -91,16 +107,57 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
 namespace troupe {
 
 // ---------------------------------------------------------------------------------------
+// Identities (Note [Members are identities])
+
+// The actor a member joined the coordinator from: its node and its id on that node. Only
+// that actor may act as the member's rank; an empty identity matches no one.
+struct member_identity {
+  caf::node_id node;
+  caf::actor_id id = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, member_identity& x) {
+  return f(caf::meta::type_name("member_identity"), x.node, x.id);
+}
+
+member_identity identity_of(const caf::strong_actor_ptr& actor);
+// True when `sender` is the actor `who` names (never for an empty identity or sender).
+bool sent_by(const caf::strong_actor_ptr& sender, const member_identity& who);
+
+// Coordinator -> shard: start with these members; identities[i] is members.workers[i]'s.
+struct shard_start {
+  membership members;
+  std::vector<member_identity> identities;
+};
+
+// Coordinator -> shard: this member (re)joins, from this actor.
+struct shard_admit {
+  member_joined joined;
+  member_identity identity;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_start& x) {
+  return f(caf::meta::type_name("shard_start"), x.members, x.identities);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_admit& x) {
+  return f(caf::meta::type_name("shard_admit"), x.joined, x.identity);
+}
+
+// ---------------------------------------------------------------------------------------
 // Typed interfaces
 
 using shard_actor = caf::typed_actor<
-    caf::replies_to<start_atom, membership>::with<caf::ok_atom>,
+    caf::replies_to<start_atom, shard_start>::with<caf::ok_atom>,
     caf::replies_to<push_atom, push_grads>::with<push_ack>,
     caf::replies_to<pull_atom, pull_request>::with<params_reply>,
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::reacts_to<left_atom, std::uint32_t>,
-    caf::replies_to<join_atom, member_joined>::with<caf::ok_atom>>;
+    caf::replies_to<join_atom, shard_admit>::with<caf::ok_atom>>;
 using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>>;
 
 // What pipeline neighbours and the coordinator's relay send a member.
@@ -116,15 +173,17 @@ using local_stage_actor =
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
 // nodes it reaches by the addresses in `place` (Note [Shard handles across nodes]).
+// prev_identity: the previous stage's actor, the only one whose hello wires it.
 struct worker_welcome {
   member_assignment place;
   std::vector<shard_actor> shards;
   stage_actor prev, next;
+  member_identity prev_identity;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
-  return f(caf::meta::type_name("worker_welcome"), x.place, x.shards, x.prev, x.next);
+  return f(caf::meta::type_name("worker_welcome"), x.place, x.shards, x.prev, x.next, x.prev_identity);
 }
 
 using coordinator_actor = caf::typed_actor<
@@ -158,6 +217,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_join))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::worker_welcome))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::member_joined))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_start))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_admit))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::group_id))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::stage_hello))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::activation))

@@ -10,6 +10,7 @@
 
 #include "base/compute_fault.hpp"
 #include "core/shard_core.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe {
 
@@ -32,6 +33,7 @@ struct shard_state {
   std::optional<monitoring::shard_metrics> m;
   std::uint32_t track = 0;
   std::int64_t updates_seen = 0;
+  std::vector<member_identity> members;  // by rank: the only actor that may push and pull as it
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -91,6 +93,35 @@ caf::error wrong_shard(shard_pointer self, std::uint32_t asked) {
                                          std::to_string(self->state.index));
 }
 
+// Note [Members are identities]: what a stranger hears back. It names nothing of the job.
+caf::error refused() { return make_error(errc::not_member, "refused"); }
+
+// Counts and (once per peer) logs a message refused for who sent it.
+void note_refused(shard_pointer self, monitoring::refusal why, const char* what) {
+  const std::string peer = caf::to_string(self->current_sender());
+  if (monitoring::count_refusal(why, peer))
+    spdlog::warn("shard {}: refused {} from {}: {}", self->state.index, what, peer, monitoring::name_of(why));
+}
+
+bool from_coordinator(shard_pointer self, const coordinator_actor& coordinator, const char* what) {
+  if (self->current_sender() && self->current_sender()->address() == coordinator.address()) return true;
+  note_refused(self, monitoring::refusal::not_the_coordinator, what);
+  return false;
+}
+
+bool from_member(shard_pointer self, std::uint32_t rank, const char* what) {
+  const auto& m = self->state.members;
+  if (rank < m.size() && sent_by(self->current_sender(), m[rank])) return true;
+  note_refused(self, monitoring::refusal::not_a_member, what);
+  return false;
+}
+
+void record_member(shard_pointer self, std::uint32_t rank, member_identity who) {
+  auto& m = self->state.members;
+  if (m.size() <= rank) m.resize(rank + 1);
+  m[rank] = std::move(who);
+}
+
 void init_from_welcome(shard_pointer self, shard_welcome& w) {
   auto core = shard_for(w);
   if (!core) {
@@ -129,18 +160,27 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
                     self->quit(e);
                   });
       },
-      [=](join_atom, const member_joined& m) -> caf::result<caf::ok_atom> {
+      [=](join_atom, shard_admit& a) -> caf::result<caf::ok_atom> {
+        if (!from_coordinator(self, coordinator, "an admission")) return refused();
         if (!self->state.core) return not_started(self);
-        self->state.core->worker_joined(m.rank, m.clock);
+        record_member(self, a.joined.rank, std::move(a.identity));
+        self->state.core->worker_joined(a.joined.rank, a.joined.clock);
         settle_held(self);
         return caf::ok_atom::value;
       },
-      [=](start_atom, membership& m) -> caf::result<caf::ok_atom> {
+      [=](start_atom, shard_start& s) -> caf::result<caf::ok_atom> {
+        if (!from_coordinator(self, coordinator, "a start")) return refused();
         if (!self->state.core) return not_started(self);
-        self->state.core->start(m.workers, m.stages);
+        if (s.identities.size() != s.members.workers.size())
+          return make_error(errc::bad_job, "a start names " + std::to_string(s.members.workers.size()) +
+                                               " members but " + std::to_string(s.identities.size()) + " identities");
+        for (std::size_t i = 0; i < s.identities.size(); ++i)
+          record_member(self, s.members.workers[i], std::move(s.identities[i]));
+        self->state.core->start(s.members.workers, s.members.stages);
         return caf::ok_atom::value;
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
+        if (!from_member(self, p.worker, "a push")) return refused();
         if (!self->state.core) return not_started(self);
         if (p.shard != self->state.index) return wrong_shard(self, p.shard);
         auto& st = self->state;
@@ -166,6 +206,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         return push_ack{out.version, out.staleness};
       },
       [=](pull_atom, const pull_request& r) -> caf::result<params_reply> {
+        if (!from_member(self, r.worker, "a pull")) return refused();
         if (!self->state.core) return not_started(self);
         if (r.shard != self->state.index) return wrong_shard(self, r.shard);
         const auto token = self->state.next_token++;
@@ -183,10 +224,12 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         return promise;
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
+        if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
         if (!self->state.core) return not_started(self);
         return snapshot(self);
       },
       [=](stats_atom) -> caf::result<shard_stats> {
+        if (!from_coordinator(self, coordinator, "a statistics request")) return refused();
         if (!self->state.core) return not_started(self);
         const auto& core = *self->state.core;
         const auto& c = core.counters();
@@ -206,7 +249,8 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         return s;
       },
       [=](left_atom, std::uint32_t rank) {
-        if (!self->state.core) return;
+        if (!from_coordinator(self, coordinator, "a leave") || !self->state.core) return;
+        if (rank < self->state.members.size()) self->state.members[rank] = {};
         self->state.core->worker_left(rank);
         settle_held(self);
       },

@@ -30,6 +30,7 @@ struct stage_state {
   // hello that came before the welcome.
   std::map<std::string, std::function<void()>> retries;
   std::function<void()> on_prev_hello;
+  member_identity prev_identity;    // the only actor whose hello wires the previous stage
   std::optional<std::pair<stage_actor, stage_hello>> early_hello;
   // Until the member trains (a neighbour may start first and send at once), stage
   // tensors wait here with their senders, and are checked when training starts.

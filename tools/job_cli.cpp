@@ -8,6 +8,8 @@
 #include <iostream>
 #include <sstream>
 
+#include "base/fingerprint.hpp"
+
 namespace troupe::cli {
 
 namespace {
@@ -214,6 +216,10 @@ void print_job_result(const job_result& r) {
   }
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
+  // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).
+  const bool have_params = r.evaluated && r.params.numel() > 0 && r.params.bytes() != nullptr;
+  out["params_fnv1a"] = have_params ? nlohmann::ordered_json(hex64(fnv1a64(r.params.bytes(), r.params.nbytes())))
+                                    : nlohmann::ordered_json(nullptr);
   std::cout << out.dump() << std::endl;
 }
 

@@ -1,15 +1,18 @@
 // Tests for actors/shard_server.cpp under CAF's deterministic scheduler: the shard joins,
 // refuses work before it starts, holds sync pulls in response promises until the round
 // closes, answers bad gradients with typed errors without touching its parameters, and
-// releases a leaver's round.
+// releases a leaver's round; pushes, pulls and administration from anyone but the
+// rank's own actor and the coordinator are refused and change nothing.
 #define BOOST_TEST_MODULE shard_server
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
+#include "monitoring/refusals.hpp"
 #include "tests/support/caf_fixture.hpp"
 #include "tests/support/tiny_job.hpp"
 
@@ -41,36 +44,68 @@ tensor filled(float v) {
   return t;
 }
 
+// Runs a function in a member stand-in actor (so its requests come from that actor).
+struct act {
+  std::function<void(caf::event_based_actor*)> f;
+};
+
+}  // namespace
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(act)
+
+namespace {
+
 struct fixture : test::deterministic_system {
+  lone_coordinator_actor coord;
   shard_actor shard;
+  std::vector<caf::actor> members;  // by rank, as they joined the stand-in coordinator
   recorder rec;
 
   void boot(sync_mode mode) {
-    auto coord = own(spawn_welcome_only_coordinator(*sys, tiny_job(mode), numel));
+    coord = own(spawn_lone_coordinator(*sys, tiny_job(mode), numel));
     auto local = own(spawn_shard_server(*sys, coord, "job-under-test", std::chrono::seconds(10)));
     join_as_shard(local, {}, 0);
     shard = local;
     sched->run();
   }
-  void start(std::vector<std::uint32_t> workers) {
-    auto s = shard;
-    sys->spawn([s, workers](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, start_atom::value, membership{workers, {}}).then([](caf::ok_atom) {});
-    });
-    sched->run();
+  static caf::behavior member_behaviour(caf::event_based_actor* self) {
+    return {[=](const act& a) { a.f(self); }};
   }
-  void push(std::uint32_t worker, std::int64_t clock, tensor g) {
+  // The job's two members join the stand-in coordinator, which starts the shard with them.
+  void start() {
+    for (int r = 0; r < 2; ++r) {
+      members.push_back(own(sys->spawn(member_behaviour)));
+      auto c = coord;
+      run_as(members.back(), [c](caf::event_based_actor* self) {
+        self->request(c, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}})
+            .then([](const worker_welcome&) {});
+      });
+      sched->run();
+    }
+  }
+  void run_as(const caf::actor& who, std::function<void(caf::event_based_actor*)> f) {
+    caf::anon_send(who, act{std::move(f)});
+  }
+  // The member of that rank, or (for a rank nobody holds) a stranger.
+  caf::actor as(std::uint32_t worker) {
+    return worker < members.size() ? members[worker] : own(sys->spawn(member_behaviour));
+  }
+  void push(std::uint32_t worker, std::int64_t clock, tensor g, std::uint32_t to_shard = 0) {
+    push_from(as(worker), worker, clock, std::move(g), to_shard);
+  }
+  void push_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, tensor g, std::uint32_t to_shard = 0) {
     auto s = shard;
     auto* r = &rec;
-    sys->spawn([=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, push_atom::value, push_grads{0, worker, clock, clock, g})
+    run_as(who, [=](caf::event_based_actor* self) {
+      self->request(s, caf::infinite, push_atom::value, push_grads{to_shard, worker, clock, clock, g})
           .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
     });
   }
-  void pull(std::uint32_t worker, std::int64_t clock) {
+  void pull(std::uint32_t worker, std::int64_t clock) { pull_from(as(worker), worker, clock); }
+  void pull_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock) {
     auto s = shard;
     auto* r = &rec;
-    sys->spawn([=](caf::event_based_actor* self) {
+    run_as(who, [=](caf::event_based_actor* self) {
       self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock})
           .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
                 [=](caf::error& e) { r->errors.push_back(e); });
@@ -78,9 +113,9 @@ struct fixture : test::deterministic_system {
   }
   params_reply snapshot() {
     params_reply out;
-    auto s = shard;
+    auto c = coord;
     sys->spawn([=, &out](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, snapshot_atom::value).then([&out](params_reply& p) { out = std::move(p); });
+      self->request(c, caf::infinite, lone_snapshot{}).then([&out](params_reply& p) { out = std::move(p); });
     });
     sched->run();
     return out;
@@ -95,12 +130,13 @@ BOOST_FIXTURE_TEST_CASE(refuses_work_before_start, fixture) {
   pull(0, 0);
   sched->run();
   BOOST_REQUIRE(rec.errors.size() == 2u);
-  for (auto& e : rec.errors) BOOST_TEST((troupe_code(e) == errc::not_started));
+  // Before the start nobody holds a rank, so the shard says only that it refused.
+  for (auto& e : rec.errors) BOOST_TEST((troupe_code(e) == errc::not_member));
 }
 
 BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, fixture) {
   boot(sync_mode::sync);
-  start({0, 1});
+  start();
   const params_reply initial = snapshot();
   pull(0, 0);
   sched->run();
@@ -121,7 +157,7 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, fixture) {
 
 BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixture) {
   boot(sync_mode::async);
-  start({0, 1});
+  start();
   const params_reply before = snapshot();
   tensor nan = filled(1.f);
   nan.data<float>()[4] = std::numeric_limits<float>::quiet_NaN();
@@ -129,13 +165,7 @@ BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixtu
   push(0, 1, tensor({numel + 3}));
   push(5, 0, filled(1.f));
   sched->run();
-  // A push for another shard.
-  auto s = shard;
-  auto* r = &rec;
-  sys->spawn([=](caf::event_based_actor* self) {
-    self->request(s, caf::infinite, push_atom::value, push_grads{3, 1, 0, 0, filled(1.f)})
-        .then([](const push_ack&) {}, [=](caf::error& e) { r->errors.push_back(e); });
-  });
+  push(1, 0, filled(1.f), 3);  // for another shard
   sched->run();
   BOOST_REQUIRE(rec.errors.size() == 4u);
   BOOST_TEST((troupe_code(rec.errors[0]) == errc::not_finite));
@@ -150,13 +180,13 @@ BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixtu
 
 BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixture) {
   boot(sync_mode::sync);
-  start({0, 1});
+  start();
   push(0, 0, filled(2.f));
   pull(0, 1);
   pull(1, 1);
   sched->run();
   BOOST_TEST(rec.params.empty());
-  caf::anon_send(shard, left_atom::value, std::uint32_t{1});
+  caf::anon_send(coord, lone_leave{1});
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 1u);
   BOOST_TEST(rec.params[0].version == 1);
@@ -166,18 +196,67 @@ BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixt
 
 BOOST_FIXTURE_TEST_CASE(stats_report_counters, fixture) {
   boot(sync_mode::async);
-  start({0, 1});
+  start();
   push(0, 0, filled(1.f));
   push(1, 0, filled(1.f));
   sched->run();
   shard_stats st;
-  auto s = shard;
+  auto c = coord;
   sys->spawn([=, &st](caf::event_based_actor* self) {
-    self->request(s, caf::infinite, stats_atom::value).then([&st](shard_stats& x) { st = x; });
+    self->request(c, caf::infinite, lone_stats{}).then([&st](shard_stats& x) { st = x; });
   });
   sched->run();
   BOOST_TEST(st.updates == 2);
   BOOST_TEST(st.version == 2);
   BOOST_TEST(st.staleness_count == 2);
   BOOST_TEST(st.staleness_sum == 1);  // the second push was computed on version 0
+}
+
+BOOST_FIXTURE_TEST_CASE(only_a_rank_s_own_actor_pushes_and_pulls_and_only_the_coordinator_administers, fixture) {
+  boot(sync_mode::async);
+  start();
+  const params_reply before = snapshot();
+  const auto refused_members = monitoring::refusals(monitoring::refusal::not_a_member);
+  const auto refused_admin = monitoring::refusals(monitoring::refusal::not_the_coordinator);
+  // A stranger, and member 1, each claiming to be worker 0.
+  auto stranger = own(sys->spawn(member_behaviour));
+  push_from(stranger, 0, 0, filled(9.f));
+  push_from(members[1], 0, 0, filled(9.f));
+  pull_from(stranger, 0, 0);
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 3u);
+  for (auto& e : rec.errors) {
+    BOOST_TEST((troupe_code(e) == errc::not_member));
+    BOOST_TEST(describe(e) == "not_member: refused", "a refusal says nothing of the job: " << describe(e));
+  }
+  BOOST_TEST(rec.params.empty());
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_member) == refused_members + 3);
+  // The stranger asks for a snapshot and statistics, restarts the shard and removes
+  // worker 0, all as if it were the coordinator.
+  std::vector<caf::error> admin_errors;
+  auto s = shard;
+  run_as(stranger, [s, &admin_errors](caf::event_based_actor* self) {
+    auto keep = [&admin_errors](caf::error& e) { admin_errors.push_back(e); };
+    self->request(s, caf::infinite, snapshot_atom::value).then([](const params_reply&) {}, keep);
+    self->request(s, caf::infinite, stats_atom::value).then([](const shard_stats&) {}, keep);
+    self->request(s, caf::infinite, start_atom::value, shard_start{membership{{0}, {0}}, {identity_of(self->ctrl())}})
+        .then([](caf::ok_atom) {}, keep);
+    self->request(s, caf::infinite, join_atom::value, shard_admit{{0, 0}, identity_of(self->ctrl())})
+        .then([](caf::ok_atom) {}, keep);
+    self->send(s, left_atom::value, std::uint32_t{0});
+  });
+  sched->run();
+  BOOST_TEST(admin_errors.size() == 4u);
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_the_coordinator) == refused_admin + 5);
+  // Nothing changed, and worker 0's own actor is still served.
+  const params_reply after = snapshot();
+  BOOST_TEST(after.version == before.version);
+  BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
+  rec = {};
+  push(0, 0, filled(1.f));
+  pull(0, 1);
+  sched->run();
+  BOOST_TEST(rec.errors.empty());
+  BOOST_TEST(rec.acks.size() == 1u);
+  BOOST_TEST(rec.params.size() == 1u);
 }

@@ -1,7 +1,8 @@
 // bench_ps: push and pull of one large parameter block between two processes, through a
 // real shard server (validation and an SGD update on every push). `serve` runs the shard
-// (with a stand-in coordinator that only welcomes it) and publishes it; `client` connects
-// to it, times REPS pushes and pulls, and prints one JSON line with the medians.
+// with a stand-in coordinator (actors/lone_shard.hpp) and publishes the coordinator;
+// `client` joins it as the job's one member, times REPS pushes and pulls against the shard
+// it is given, and prints one JSON line with the medians.
 //   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR]
 //   bench_ps client --join 127.0.0.1:P [--floats N] [--reps 10] [--tls-dir DIR]
 #include <CLI/CLI.hpp>
@@ -58,10 +59,10 @@ int serve(const std::string& listen, const std::string& tls_dir, std::int64_t fl
   caf::actor_system sys{cfg};
   const job_spec job = block_job(floats);
   const std::int64_t numel = build_model(job)->num_params();
-  auto coord = spawn_welcome_only_coordinator(sys, job, numel);
+  auto coord = spawn_lone_coordinator(sys, job, numel);
   auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10));
   join_as_shard(shard, {}, 0);
-  auto port = publish_on(sys, shard_actor{shard}, plan.listen, plan.tls.any());
+  auto port = publish_on(sys, coordinator_actor{coord}, plan.listen, plan.tls.any());
   if (!port) {
     std::cerr << "cannot listen: " << describe(port.error()) << "\n";
     return 1;
@@ -90,17 +91,22 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
     std::cerr << "cannot reach the shard: " << describe(ptr.error()) << "\n";
     std::_Exit(1);
   }
-  auto shard = caf::actor_cast<shard_actor>(*ptr);
+  auto coord = caf::actor_cast<coordinator_actor>(*ptr);
   const std::int64_t numel = build_model(block_job(floats))->num_params();
   caf::scoped_actor self{sys};
   const auto timeout = std::chrono::seconds(60);
   bool ok = true;
-  self->request(shard, timeout, start_atom::value, membership{{0}, {}})
-      .receive([](caf::ok_atom) {}, [&](caf::error& e) {
-        std::cerr << "start failed: " << describe(e) << "\n";
+  // Joins as the job's one member; the stand-in starts the shard with this actor as rank 0.
+  shard_actor shard;
+  self->request(coord, timeout, join_atom::value, worker_join{"bench", {}, 0, {}})
+      .receive([&](worker_welcome& w) { if (!w.shards.empty()) shard = w.shards[0]; }, [&](caf::error& e) {
+        std::cerr << "join failed: " << describe(e) << "\n";
         ok = false;
       });
-  if (!ok) std::_Exit(1);
+  if (!ok || !shard) {
+    std::cerr << "the stand-in coordinator named no shard\n";
+    std::_Exit(1);
+  }
   tensor grad({numel});
   for (std::int64_t i = 0; i < numel; ++i) grad.data<float>()[i] = 1e-6f * static_cast<float>(i % 7);
   std::vector<double> push_ms, pull_ms;
