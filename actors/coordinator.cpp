@@ -30,6 +30,7 @@ struct coordinator_state {
   std::map<ticket, pending_join<shard_welcome, shard_actor>> shard_joins;
   std::map<ticket, pending_join<worker_welcome, stage_actor>> member_joins;
   std::vector<caf::typed_response_promise<job_result>> runs;
+  join_gate gate;
   ticket next_ticket = 1;
   static inline const char* name = "troupe.coordinator";
 };
@@ -238,17 +239,31 @@ bool from_member(coord_pointer self, std::uint32_t rank, const char* what) {
   return false;
 }
 
+// A join without proof of the job's secret: counted, logged once per node, and refused
+// before the node learns anything about the job.
+bool proven(coord_pointer self, const char* role, const std::string& proof) {
+  auto& gate = self->state.gate;
+  const auto& sender = self->current_sender();
+  const std::string node = sender ? caf::to_string(sender->node()) : std::string();
+  if (!gate || gate(role, proof, node)) return true;
+  if (monitoring::count_refusal(monitoring::refusal::unproven_join, node))
+    spdlog::warn("coordinator: refused a {} join from node {} without proof of the job's secret", role, node);
+  return false;
+}
+
 local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
                                                    std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                                   observability obs) {
+                                                   observability obs, join_gate gate) {
   auto& st = self->state;
   st.cb = std::move(cb);
+  st.gate = std::move(gate);
   if (job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, std::move(data));
   st.core = std::make_unique<job_core>(std::move(job), m, std::move(obs), job_clock::now());
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});
   return {
       [=](join_atom, const shard_join& j) -> caf::result<shard_welcome> {
+        if (!proven(self, "server", j.proof)) return make_error(errc::not_member, "refused");
         const ticket t = self->state.next_ticket++;
         auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<shard_welcome>();
@@ -257,6 +272,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         return promise;
       },
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
+        if (!proven(self, "worker", j.proof)) return make_error(errc::not_member, "refused");
         const ticket t = self->state.next_ticket++;
         auto handle = caf::actor_cast<stage_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<worker_welcome>();
@@ -300,8 +316,8 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
 
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                          observability obs) {
-  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs));
+                                          observability obs, join_gate gate) {
+  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate));
 }
 
 }  // namespace troupe

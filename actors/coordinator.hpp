@@ -23,12 +23,17 @@ struct job_callbacks {
   std::function<void(const std::string&)> on_event;  // a worker lost, a group formed...
 };
 
+// Decides whether a join proves the job's secret (Note [Join proofs] in
+// net/job_secret.hpp): role "server" or "worker", the join's proof, and the joining node
+// as CAF names it. Empty: every join is admitted (one process, or a job without secret).
+using join_gate = std::function<bool(const char* role, const std::string& proof, const std::string& node)>;
+
 // job must be prepared and valid (see prepare_job in core/job.hpp) and m must be
 // its model; data is used for evaluation only (none with simulated compute). The handle
 // is the local one: run_request waits for the job's result. Publish it as a
 // coordinator_actor.
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                          observability obs = {});
+                                          observability obs = {}, join_gate gate = {});
 
 }  // namespace troupe

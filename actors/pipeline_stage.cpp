@@ -120,14 +120,17 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](const join_trigger& where) {
         auto& st = self->state;
         self->request(st.coordinator, st.opts.join_timeout, join_atom::value,
-                      worker_join{st.opts.job_id, where.host, where.port, member_locality(st.opts.compute.where)})
+                      worker_join{st.opts.job_id, where.host, where.port, member_locality(st.opts.compute.where), where.proof})
             .then(
                 [=](worker_welcome& w) {
                   drive(self, [&](member_core& c) { return c.on_welcome(w.place); });
                   if (self->state.core->phase() == member_phase::wiring) connect_peers(self, w);
                 },
                 [=](caf::error& e) {
-                  spdlog::error("{}: {}", who(self), describe(e));
+                  spdlog::error("{}: the coordinator refused or did not answer the join: {}{}", who(self), describe(e),
+                                troupe_code(e) == errc::not_member
+                                    ? " (does this node hold the job's secret? pass --secret-file)"
+                                    : "");
                   self->quit(e);
                 });
       },
@@ -249,8 +252,8 @@ local_stage_actor spawn_pipeline_stage(caf::actor_system& sys, coordinator_actor
   return sys.spawn(stage_shell::stage, std::move(coordinator), std::move(opts));
 }
 
-void join_as_member(const local_stage_actor& member, std::string host, std::uint16_t port) {
-  caf::anon_send(member, join_trigger{std::move(host), port});
+void join_as_member(const local_stage_actor& member, std::string host, std::uint16_t port, std::string proof) {
+  caf::anon_send(member, join_trigger{std::move(host), port, std::move(proof)});
 }
 
 }  // namespace troupe

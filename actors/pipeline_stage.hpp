@@ -41,7 +41,8 @@ struct stage_options {
 local_stage_actor spawn_pipeline_stage(caf::actor_system& sys, coordinator_actor coordinator, stage_options opts);
 
 // Tells a member to join its coordinator; host/port: where it is published for its
-// pipeline neighbours (empty in one process).
-void join_as_member(const local_stage_actor& member, std::string host, std::uint16_t port);
+// pipeline neighbours (empty in one process); proof: of the job's secret (Note [Join
+// proofs] in net/job_secret.hpp; empty: none).
+void join_as_member(const local_stage_actor& member, std::string host, std::uint16_t port, std::string proof = {});
 
 }  // namespace troupe

@@ -80,10 +80,12 @@ std::string describe(const caf::error& e);
 // ---------------------------------------------------------------------------------------
 // Local triggers (Note [Type IDs and local triggers])
 
-// Join the coordinator, telling it where this actor is reached (empty host: one process).
+// Join the coordinator, telling it where this actor is reached (empty host: one process)
+// and proving the job's secret (Note [Join proofs] in net/job_secret.hpp; empty: none).
 struct join_trigger {
   std::string host;
   std::uint16_t port = 0;
+  std::string proof;
 };
 struct watchdog_tick {};     // the coordinator, to itself, about once a second
 struct run_request {};       // this process waits for the job's result

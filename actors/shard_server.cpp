@@ -153,10 +153,13 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
   return {
       // Pushes and pulls before the welcome are refused as not_started.
       [=](const join_trigger& where) {
-        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, where.host, where.port})
+        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, where.host, where.port, where.proof})
             .then([=](shard_welcome& w) { init_from_welcome(self, w); },
                   [=](caf::error& e) {
-                    spdlog::error("shard: the coordinator refused or did not answer the join: {}", describe(e));
+                    spdlog::error("shard: the coordinator refused or did not answer the join: {}{}", describe(e),
+                                  troupe_code(e) == errc::not_member
+                                      ? " (does this node hold the job's secret? pass --secret-file)"
+                                      : "");
                     self->quit(e);
                   });
       },
@@ -264,8 +267,8 @@ local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor c
   return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs));
 }
 
-void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port) {
-  caf::anon_send(shard, join_trigger{std::move(host), port});
+void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port, std::string proof) {
+  caf::anon_send(shard, join_trigger{std::move(host), port, std::move(proof)});
 }
 
 }  // namespace troupe

@@ -16,7 +16,8 @@ namespace troupe {
 // handle is the local one; publish it as a shard_actor.
 local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
                                      std::chrono::milliseconds join_timeout, observability obs = {});
-// Tells the shard to join, advertising host:port (empty host: one process, no address).
-void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port);
+// Tells the shard to join, advertising host:port (empty host: one process, no address)
+// and proving the job's secret with `proof` (Note [Join proofs]; empty: none).
+void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port, std::string proof = {});
 
 }  // namespace troupe

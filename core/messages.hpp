@@ -54,10 +54,13 @@ struct shard_stats {
 
 // Shard -> coordinator. host/port: where workers reach this shard directly (empty in
 // one process, where the shard's handle is enough).
+// proof: of the job's secret (Note [Join proofs] in net/job_secret.hpp); empty when the
+// node has none, which only a coordinator without a secret accepts.
 struct shard_join {
   std::string job_id;
   std::string host;
   std::uint16_t port = 0;
+  std::string proof;
 };
 
 struct shard_welcome {
@@ -75,6 +78,7 @@ struct worker_join {
   // Who can form a local group with whom: equal non-empty strings can ("cuda@host" for
   // GPUs of one machine, "cpu@host:pid" for threads of one process).
   std::string locality;
+  std::string proof;  // as shard_join's
 };
 
 // Coordinator -> member: its place in the job. actors/protocol.hpp's worker_welcome

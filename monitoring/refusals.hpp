@@ -15,7 +15,7 @@ enum class refusal : std::uint8_t {
   oversized_frame,     // a frame header longer than the job's bound
   handshake_deadline,  // a TLS handshake that did not finish in time
   handshake_cap,       // a TLS handshake evicted because too many were pending
-  unproven_join,       // a join without proof of the job's secret (or a certificate of its role)
+  unproven_join,       // a join without proof of the job's secret
   not_a_member,        // a member's message from a node that does not hold that rank
   not_the_coordinator, // a coordinator's request from any other node
   not_a_neighbour,     // a pipeline message from a node that is not the stage's neighbour

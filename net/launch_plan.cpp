@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "net/job_secret.hpp"
 #include "net/tls.hpp"
 
 namespace troupe {
@@ -48,6 +49,8 @@ expected<bool> prepare_job_dir(const launch_request& req, const std::vector<std:
     std::filesystem::create_directories(req.job_dir, ec);
     if (ec) return failure{"cannot create " + req.job_dir + ": " + ec.message()};
   }
+  if (auto secret = create_job_secret((std::filesystem::path(req.job_dir) / "job.secret").string()); !secret)
+    return secret.error();
   return write_private((std::filesystem::path(req.job_dir) / "job.toml").string(), req.job_toml);
 }
 
@@ -64,6 +67,7 @@ std::vector<std::string> node_argv(const launch_request& req, const std::string&
   argv.insert(argv.end(), {"--job-id", req.job_id});
   const auto tls = tls_flags(req, dir, cert);
   argv.insert(argv.end(), tls.begin(), tls.end());
+  argv.insert(argv.end(), {"--secret-file", (std::filesystem::path(dir) / "job.secret").string()});
   argv.insert(argv.end(), req.node_flags.begin(), req.node_flags.end());
   if (req.per_node_flags) {
     const auto extra = req.per_node_flags(cert, host);
@@ -191,7 +195,8 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
       auto mk = ssh_opts;
       mk.insert(mk.end(), {n.host, "mkdir -p -m 700 " + shell_quote({req.remote_dir})});
       plan.setup.push_back({"setup " + n.host, mk, false});
-      std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string()};
+      std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string(),
+                                     (std::filesystem::path(req.job_dir) / "job.secret").string()};
       if (req.tls) {
         files.push_back((std::filesystem::path(req.job_dir) / "ca.pem").string());
         for (const auto& m : nodes)

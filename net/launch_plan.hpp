@@ -1,7 +1,8 @@
 // What `troupe launch` runs: one `troupe node` per role, either as local processes or over
 // ssh on the hosts of a host file (as MXNet's tools/launch.py did), plus the job directory
-// they share: job.toml (the job's flags, for the coordinator) and, unless the network is
-// declared trusted, a private CA and one certificate per node (mode 0600 in a 0700 dir).
+// they share: job.toml (the job's flags, for the coordinator), job.secret (every node
+// proves it when joining) and, unless the network is declared trusted, a private CA and
+// one certificate per node (mode 0600 in a 0700 dir).
 #pragma once
 
 #include <cstdint>
@@ -44,7 +45,8 @@ struct launch_plan {
   std::vector<child_spec> nodes;          // then all together; "coordinator" leads
 };
 
-// Writes job.toml and, with TLS, the CA and every node's certificate into req.job_dir.
+// Writes job.toml, job.secret and, with TLS, the CA and every node's certificate into
+// req.job_dir.
 expected<launch_plan> plan_local_launch(const launch_request& req);
 expected<launch_plan> plan_ssh_launch(const launch_request& req);
 

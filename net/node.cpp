@@ -9,6 +9,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
+#include "net/job_secret.hpp"
 #include "net/node_runtime.hpp"
 
 namespace troupe {
@@ -39,6 +40,27 @@ caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const
     return make_error(errc::bad_job, "the actor at " + plan.join->str() +
                                          " is not a Troupe coordinator of this version; check the address and versions");
   return caf::actor_cast<coordinator_actor>(std::move(*ptr));
+}
+
+// This node's proof of the job's secret for joining `coordinator` as `role` (Note [Join
+// proofs]); empty without a secret.
+std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role, const coordinator_actor& coordinator) {
+  if (plan.secret.empty()) return {};
+  return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
+}
+
+// The coordinator's check of each join's proof; empty (admit all) without a secret.
+join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
+  if (plan.secret.empty()) {
+    spdlog::warn("no job secret (--secret-file): any process that can reach this coordinator may join the job; "
+                 "troupe launch and troupe tls init write one as job.secret");
+    return {};
+  }
+  const std::string own = caf::to_string(sys.node());
+  return [secret = plan.secret, job = plan.job_id, own](const char* role, const std::string& proof,
+                                                         const std::string& node) {
+    return proofs_match(join_proof(secret, job, role, node, own), proof);
+  };
 }
 
 // Waits for `a` to terminate; none when it stopped normally or at the end of the job.
@@ -87,7 +109,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
                                                const std::function<void(const endpoint&)>& on_listening) {
   node_system node(plan);
   caf::actor_system& sys = *node.sys;
-  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs);
+  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return port.error();
   on_listening(endpoint{plan.listen.host, *port});
@@ -104,7 +126,7 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
   if (!port) return port.error();
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
                endpoint{plan.advertise, *port}.str(), plan.join->str());
-  join_as_shard(shard, plan.advertise, *port);
+  join_as_shard(shard, plan.advertise, *port, proof_for(sys, plan, "server", *coordinator));
   return wait_for(sys, caf::actor_cast<caf::actor>(shard));
 }
 
@@ -129,7 +151,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
   auto port = publish_role<stage_actor>(sys, worker, plan);
   if (!port) return port.error();
-  join_as_member(worker, plan.advertise, *port);
+  join_as_member(worker, plan.advertise, *port, proof_for(sys, plan, "worker", *coordinator));
   return wait_for(sys, caf::actor_cast<caf::actor>(worker));
 }
 

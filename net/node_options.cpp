@@ -2,7 +2,10 @@
 #include "net/node_options.hpp"
 
 #include <charconv>
+#include <filesystem>
 #include <fstream>
+
+#include "net/job_secret.hpp"
 
 extern char** environ;
 
@@ -47,6 +50,7 @@ void apply_environment(node_options& o, const environment& env) {
   if (o.advertise.empty()) o.advertise = get("TROUPE_ADVERTISE");
   if (o.job_id.empty()) o.job_id = get("TROUPE_JOB_ID");
   if (o.tls_dir.empty()) o.tls_dir = get("TROUPE_TLS_DIR");
+  if (o.secret_file.empty()) o.secret_file = get("TROUPE_SECRET_FILE");
   const std::string insecure = get("TROUPE_INSECURE_NETWORK");
   if (insecure == "1" || insecure == "true") o.insecure_network = true;
 }
@@ -145,6 +149,14 @@ expected<node_plan> resolve_node_options(const node_options& o) {
     std::ifstream f(o.tls_passphrase_file);
     if (!f) return failure{"--tls-passphrase-file: cannot read " + o.tls_passphrase_file};
     std::getline(f, p.tls.passphrase);
+  }
+  std::string secret_file = o.secret_file;
+  if (secret_file.empty() && !o.tls_dir.empty() && std::filesystem::exists(std::filesystem::path(o.tls_dir) / "job.secret"))
+    secret_file = (std::filesystem::path(o.tls_dir) / "job.secret").string();
+  if (!secret_file.empty()) {
+    auto secret = load_job_secret(secret_file);
+    if (!secret) return secret.error();
+    p.secret = std::move(*secret);
   }
   if (p.tls.any()) {
     if (auto problem = tls_preflight(p.tls)) return failure{"TLS preflight failed: " + *problem};

@@ -30,6 +30,7 @@ struct node_options {
   std::string tls_dir;            // DIR/node.pem + DIR/ca.pem
   tls_files tls;                  // or the files one by one
   std::string tls_passphrase_file;
+  std::string secret_file;        // the job's secret (net/job_secret.hpp); default DIR/job.secret with --tls-dir
   bool insecure_network = false;
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
@@ -61,6 +62,7 @@ struct node_plan {
   std::string advertise;
   std::string job_id = "default";
   tls_files tls;                 // empty: plain transport
+  std::string secret;            // the job's secret; empty: none (every join is admitted)
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
 };

@@ -173,6 +173,10 @@ command add_node(CLI::App& parent) {
   app->add_option("--tls-ca", o->node.tls.ca, "The job's CA certificate: the only one trusted")->group(group_node);
   app->add_option("--tls-passphrase-file", o->node.tls_passphrase_file, "File holding the key's passphrase")
       ->group(group_node);
+  app->add_option("--secret-file", o->node.secret_file,
+                  "The job's secret (mode 0600; launch and tls init write job.secret); every join must prove it "
+                  "(default: job.secret in --tls-dir; TROUPE_SECRET_FILE)")
+      ->group(group_node);
   app->add_flag("--insecure-network", o->node.insecure_network,
                 "Allow plain TCP off loopback (only on an isolated, firewalled segment)")
       ->group(group_node);

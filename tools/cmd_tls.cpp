@@ -1,4 +1,4 @@
-// tls init: create the CA and one certificate+key file per named node.
+// tls init: create the CA, the job's secret and one certificate+key file per named node.
 #include "tools/cmd_tls.hpp"
 
 #include <unistd.h>
@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 
+#include "net/job_secret.hpp"
 #include "net/tls.hpp"
 
 namespace troupe::cli {
@@ -38,6 +39,15 @@ int run_tls_init(const tls_cli& o) {
     gethostname(host, sizeof host - 1);
     sans = {"DNS:localhost", "IP:127.0.0.1", std::string("DNS:") + host};
   }
+  const fs::path secret_path = fs::path(o.dir) / "job.secret";
+  std::error_code ec;
+  fs::remove(secret_path, ec);  // (only reached for a new CA: the old secret goes with it)
+  if (auto secret = create_job_secret(secret_path.string()); !secret) {
+    print_error(secret.error().message);
+    return exit_failed;
+  }
+  std::cerr << "wrote " << secret_path.string() << " (the job's secret; nodes started with --tls-dir " << o.dir
+            << " prove it when they join)\n";
   for (const auto& n : o.nodes) {
     auto path = issue_node_certificate(o.dir, n, sans, std::chrono::seconds(-300), valid);
     if (!path) {
@@ -57,7 +67,7 @@ int run_tls_init(const tls_cli& o) {
 command add_tls(CLI::App& parent) {
   auto o = std::make_shared<tls_cli>();
   CLI::App* tls = parent.add_subcommand("tls", "Certificates for mutual TLS between the nodes of a job");
-  CLI::App* init = tls->add_subcommand("init", "Create a private CA and node certificates in DIR (mode 0700, files 0600)");
+  CLI::App* init = tls->add_subcommand("init", "Create a private CA, the job's secret (job.secret) and node certificates in DIR (mode 0700, files 0600)");
   tls->require_subcommand(1);
   init->add_option("dir", o->dir, "Directory to create")->required();
   init->add_option("--node", o->nodes, "Certificate names (each becomes NAME.pem); default: node")->capture_default_str();

@@ -3,9 +3,12 @@
 // certificate, a plain (non-TLS) CAF node, garbage bytes, and a join recorded from a real
 // node and replayed from a raw socket; afterwards it still serves its own members and the
 // job completes. Listening off loopback without TLS is refused, and each preflight
-// failure has its own message.
+// failure has its own message. A node with the job's certificate but not its secret is
+// refused at the join, and a secret file others can read is refused at start.
 #define BOOST_TEST_MODULE security
 #include <boost/test/unit_test.hpp>
+
+#include <sys/stat.h>
 
 #include <atomic>
 #include <filesystem>
@@ -169,4 +172,34 @@ BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, job_pki) {
   BOOST_TEST(refused(pem("worker"), pem("server"), ca()).find("does not belong to the certificate") != std::string::npos);
   BOOST_TEST(refused(stranger(), stranger(), ca()).find("does not verify against the CA") != std::string::npos);
   BOOST_TEST(refused(pem("expired"), pem("expired"), ca()).find("expired") != std::string::npos);
+}
+
+BOOST_FIXTURE_TEST_CASE(a_node_without_the_job_s_secret_is_refused_before_it_learns_anything, job_pki) {
+  coordinator_under_attack c("secret-job", cat(tls("coordinator"), {"--secret-file", secret()}));
+  const auto join = [&](const std::vector<std::string>& secret_flags) {
+    return run_process(cat(cat({troupe_bin(), "node", "--role", "worker", "--join", c.address(), "--job-id", "secret-job",
+                                "--connect-timeout", "10"},
+                               tls("worker")),
+                           secret_flags),
+                       60s);
+  };
+  // A valid certificate of the job, but no secret, or another job's.
+  for (const auto& flags : {std::vector<std::string>{}, std::vector<std::string>{"--secret-file", other_secret()}}) {
+    auto r = join(flags);
+    BOOST_TEST(r.exit_code == 1, r.err);
+    BOOST_TEST(r.err.find("refused") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("--secret-file") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("samples per epoch") == std::string::npos, "a refused node learned the job: " << r.err);
+  }
+  BOOST_TEST(c.refusals("unproven_join") == 2);
+  BOOST_TEST(c.coord->err().find("without proof of the job's secret") != std::string::npos, c.coord->err());
+  c.runs_a_real_job(cat(tls("server"), {"--secret-file", secret()}), cat(tls("worker"), {"--secret-file", secret()}));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_secret_file_others_can_read_is_refused_at_start, job_pki) {
+  chmod(secret().c_str(), 0640);
+  auto r = run_process({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0", "--secret-file", secret()},
+                       30s);
+  BOOST_TEST(r.exit_code == 2, r.err);
+  BOOST_TEST(r.err.find("readable by other users") != std::string::npos, r.err);
 }

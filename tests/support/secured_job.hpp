@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "net/job_secret.hpp"
 #include "net/tls.hpp"
 #include "tests/support/background.hpp"
 #include "tests/support/http.hpp"
@@ -30,7 +31,8 @@ inline std::vector<std::string> cat(std::vector<std::string> a, const std::vecto
 }
 
 // The job's CA with certificates named coordinator, server, worker and expired, and
-// another CA (same name) with a certificate named stranger; all for IP:127.0.0.1.
+// another CA (same name) with a certificate named stranger; all for IP:127.0.0.1. Also
+// the job's secret, and another job's.
 struct job_pki {
   temp_dir scratch{"pki"};
   std::filesystem::path dir = scratch.path;
@@ -43,7 +45,11 @@ struct job_pki {
       BOOST_REQUIRE(issue_node_certificate(dir.string(), n, {"IP:127.0.0.1"}, -60s, 1h).has_value());
     BOOST_REQUIRE(issue_node_certificate(dir.string(), "expired", {"IP:127.0.0.1"}, -7200s, 3600s).has_value());
     BOOST_REQUIRE(issue_node_certificate(other.string(), "stranger", {"IP:127.0.0.1"}, -60s, 1h).has_value());
+    BOOST_REQUIRE(create_job_secret(secret()).has_value());
+    BOOST_REQUIRE(create_job_secret(other_secret()).has_value());
   }
+  std::string secret() const { return (dir / "job.secret").string(); }
+  std::string other_secret() const { return (other / "job.secret").string(); }
   std::string pem(const std::string& n) const { return (dir / (n + ".pem")).string(); }
   std::string ca() const { return (dir / "ca.pem").string(); }
   std::string stranger() const { return (other / "stranger.pem").string(); }
