@@ -234,7 +234,9 @@ void note_refused(coord_pointer self, const char* what) {
 }
 
 bool from_member(coord_pointer self, std::uint32_t rank, const char* what) {
-  if (rank_of(self, self->current_sender()) == rank) return true;
+  const auto& members = self->state.members;
+  const auto& sender = self->current_sender();
+  if (rank < members.size() && members[rank] && sender && members[rank].address() == sender->address()) return true;
   note_refused(self, what);
   return false;
 }

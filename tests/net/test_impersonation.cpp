@@ -69,16 +69,6 @@ struct live_job {
   }
 };
 
-double refusals(int metrics_port, const std::string& reason) {
-  const auto text = http_get(metrics_port, "/metrics");
-  if (!text) return -1;
-  std::istringstream lines(*text);
-  for (std::string line; std::getline(lines, line);)
-    if (line.rfind("troupe_refusals_total{", 0) == 0 && line.find("reason=\"" + reason + "\"") != std::string::npos)
-      return std::stod(line.substr(line.rfind(' ') + 1));
-  return -1;
-}
-
 // A CAF node of its own, holding the job's worker certificate.
 struct attacker {
   caf::actor_system_config cfg;
@@ -161,8 +151,8 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   for (const auto& answer : answers) BOOST_TEST(answer == "not_member: refused", "the shard answered: " << answer);
   // Counted by the nodes (read while they still run; the reports are one-way sends).
   const auto counted = [](int port, const char* reason, double expected) {
-    for (int i = 0; i < 100 && refusals(port, reason) < expected; ++i) std::this_thread::sleep_for(20ms);
-    return refusals(port, reason);
+    for (int i = 0; i < 100 && refusals_at(port, reason) < expected; ++i) std::this_thread::sleep_for(20ms);
+    return refusals_at(port, reason);
   };
   BOOST_TEST(counted(job.server_metrics, "not_a_member", 6) == 6);
   BOOST_TEST(counted(job.server_metrics, "not_the_coordinator", 5) == 5);

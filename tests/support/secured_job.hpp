@@ -60,6 +60,19 @@ struct job_pki {
   }
 };
 
+// troupe_refusals_total{reason=...} as the node whose metrics are at `metrics_port` says
+// now; -1 when they cannot be read.
+inline double refusals_at(int metrics_port, const std::string& reason) {
+  const auto text = http_get(metrics_port, "/metrics");
+  if (!text) return -1;
+  const std::string key = "reason=\"" + reason + "\"";
+  std::istringstream lines(*text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("troupe_refusals_total{", 0) == 0 && line.find(key) != std::string::npos)
+      return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
 // A coordinator of job `id` (1 epoch, 1 worker, 1 server, synthetic data) started with
 // `flags`; its port is known once constructed.
 struct coordinator_under_attack {
@@ -84,18 +97,7 @@ struct coordinator_under_attack {
   }
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
 
-  // troupe_refusals_total{reason=...} as the coordinator's metrics say now; -1 when
-  // they cannot be read.
-  double refusals(const std::string& reason) const {
-    const auto text = http_get(metrics_port, "/metrics");
-    if (!text) return -1;
-    const std::string key = "reason=\"" + reason + "\"";
-    std::istringstream lines(*text);
-    for (std::string line; std::getline(lines, line);)
-      if (line.rfind("troupe_refusals_total{", 0) == 0 && line.find(key) != std::string::npos)
-        return std::stod(line.substr(line.rfind(' ') + 1));
-    return -1;
-  }
+  double refusals(const std::string& reason) const { return refusals_at(metrics_port, reason); }
 
   // The share of one core the coordinator used over `window`.
   double cpu_share(std::chrono::milliseconds window) const {
