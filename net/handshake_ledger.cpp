@@ -46,7 +46,7 @@ bool handshake_ledger::may_continue(int fd, clock::time_point now) const {
 }
 
 handshake_ledger::step_result handshake_ledger::on_step(int fd, const void* session, bool accepting, progress p,
-                                                        clock::time_point now) {
+                                                        clock::time_point now, bool heard) {
   step_result out;
   auto h = pending_.find(fd);
   if (h != pending_.end() && h->second.session != session) {
@@ -57,22 +57,27 @@ handshake_ledger::step_result handshake_ledger::on_step(int fd, const void* sess
     if (h != pending_.end()) pending_.erase(h);
   } else {
     if (h == pending_.end()) {
-      h = pending_.emplace(fd, handshake{session, accepting, false, false, now, now + limits_.deadline}).first;
+      h = pending_.emplace(fd, handshake{session, accepting, false, false, heard, now, now + limits_.deadline}).first;
       if (accepting && pending_accepts() > limits_.max_pending_accepts) {
-        // Evict the oldest: a real peer finishes its handshake in milliseconds, so under a
-        // flood the ones that have waited longest are the least likely to be real.
-        auto oldest = pending_.end();
+        // A real peer sends its first message at once and finishes in milliseconds, so
+        // under a flood the silent ones, and among them the oldest, are the least likely
+        // to be real.
+        auto victim = pending_.end();
+        const auto before = [](const handshake& a, const handshake& b) {
+          return a.heard != b.heard ? !a.heard : a.started < b.started;
+        };
         for (auto i = pending_.begin(); i != pending_.end(); ++i)
           if (i->second.accepting && !i->second.condemned && i->first != fd &&
-              (oldest == pending_.end() || i->second.started < oldest->second.started))
-            oldest = i;
-        if (oldest != pending_.end()) {
-          oldest->second.condemned = true;
-          out.evicted.push_back(oldest->first);
+              (victim == pending_.end() || before(i->second, victim->second)))
+            victim = i;
+        if (victim != pending_.end()) {
+          victim->second.condemned = true;
+          out.evicted.push_back(victim->first);
         }
       }
     }
     h->second.waits_for_peer = p == progress::waiting_for_peer;
+    h->second.heard = h->second.heard || heard;
   }
   const auto r = registered_.find(fd);
   if (r != registered_.end()) {

@@ -54,8 +54,13 @@ class handshake_ledger {
   // Before a handshake call on fd: false when the handshake must fail instead (condemned,
   // or past its deadline).
   bool may_continue(int fd, clock::time_point now) const;
-  // After a handshake call on fd by `session` (a new session on fd starts a new handshake).
-  step_result on_step(int fd, const void* session, bool accepting, progress p, clock::time_point now);
+  // After a handshake call on fd by `session` (a new session on fd starts a new handshake);
+  // `heard` once the peer's first handshake message has arrived. Over the cap, the oldest
+  // inbound handshake that has not heard from its peer is evicted, and only when every one
+  // has, the oldest of all: a real peer sends its first message at once, so under a flood
+  // of silent connections a real handshake is never the one closed.
+  step_result on_step(int fd, const void* session, bool accepting, progress p, clock::time_point now,
+                      bool heard = false);
   // The session on fd is gone.
   void forget(int fd, const void* session);
 
@@ -73,6 +78,7 @@ class handshake_ledger {
     bool accepting = false;
     bool waits_for_peer = false;
     bool condemned = false;
+    bool heard = false;
     clock::time_point started, deadline;
   };
   struct registration {

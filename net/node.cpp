@@ -19,7 +19,9 @@ namespace {
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000)); }
 
 // Reaches the coordinator at plan.join and checks it speaks this version's protocol.
-// Nodes may start in any order, so a refused connection is retried until the deadline.
+// Nodes may start in any order, so a refused connection is retried until the deadline; so
+// is one that went silent before its handshake finished (a coordinator under a flood of
+// connections may close a handshake it could not tell from the flood's).
 caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const node_plan& plan) {
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + ms(plan.connect_timeout_s);
@@ -29,7 +31,7 @@ caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
     if (left.count() <= 0) break;
     ptr = connect_to(sys, plan.tls.any(), *plan.join, left, sigs);
-    if (ptr || ptr.error() != caf::sec::cannot_connect_to_node) break;
+    if (ptr || (ptr.error() != caf::sec::cannot_connect_to_node && ptr.error() != caf::sec::connection_timeout)) break;
     std::this_thread::sleep_for(std::min(pause, left));
   }
   if (!ptr)

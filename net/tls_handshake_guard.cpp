@@ -17,7 +17,8 @@
 // deadline (--tls-handshake-timeout): epoll_wait sleeps no longer than the next one, and
 // an expired handshake's socket is shut down, so CAF reads end-of-file and closes it as
 // it closes any failed handshake; a handshake call on a condemned socket fails without
-// reaching OpenSSL. A new inbound handshake beyond the cap evicts the oldest. Refusals are
+// reaching OpenSSL. A new inbound handshake beyond the cap evicts the oldest one whose peer
+// has sent nothing yet (the oldest of all when every peer has). Refusals are
 // counted (troupe_refusals_total) and logged once per peer address.
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -70,15 +71,25 @@ std::string peer_address(int fd) {
   return text;
 }
 
+// A handshake the guard ended, counted already; `log` when this peer's refusal is news.
 struct closed_handshake {
   std::string peer;
   refusal why;
+  bool log = false;
 };
 
-// Shuts fd down (the guard holds its lock, so the socket is still this handshake's: CAF
-// frees the session, which the guard sees, before it closes the socket).
-closed_handshake shut(int fd, refusal why) {
+// Counts the refusal of fd's peer; counted before the socket closes, so whoever sees the
+// connection end also sees it in troupe_refusals_total.
+closed_handshake refused(int fd, refusal why) {
   closed_handshake c{peer_address(fd), why};
+  c.log = troupe::monitoring::count_refusal(why, c.peer);
+  return c;
+}
+
+// Counts and shuts fd down (the guard holds its lock, so the socket is still this
+// handshake's: CAF frees the session, which the guard sees, before it closes the socket).
+closed_handshake shut(int fd, refusal why) {
+  auto c = refused(fd, why);
   shutdown(fd, SHUT_RDWR);
   return c;
 }
@@ -86,7 +97,7 @@ closed_handshake shut(int fd, refusal why) {
 void log_refusals(const std::vector<closed_handshake>& closed) {
   const auto limits = troupe::current_handshake_limits();
   for (const auto& c : closed) {
-    if (!troupe::monitoring::count_refusal(c.why, c.peer)) continue;
+    if (!c.log) continue;
     const std::string who = c.peer.empty() ? "an unknown peer" : c.peer;
     if (c.why == refusal::handshake_cap)
       spdlog::warn("closed a TLS handshake with {}: {} were under way, the most this node allows; further refusals "
@@ -122,7 +133,7 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
     g.ledger.set_limits(troupe::current_handshake_limits());
     if (!g.ledger.may_continue(fd, clock::now())) {
       refuse = true;
-      if (!g.ledger.condemned(fd)) closed.push_back({peer_address(fd), refusal::handshake_deadline});
+      if (!g.ledger.condemned(fd)) closed.push_back(refused(fd, refusal::handshake_deadline));
       g.ledger.forget(fd, s);
     }
   }
@@ -134,7 +145,8 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
   const int result = call(s);
   {
     std::lock_guard lock(g.mutex);
-    auto step = g.ledger.on_step(fd, s, accepting, progress_of(s, result), clock::now());
+    auto step = g.ledger.on_step(fd, s, accepting, progress_of(s, result), clock::now(),
+                                 SSL_get_state(s) != TLS_ST_BEFORE);
     if (step.change) {
       epoll_event e{};
       e.events = step.change->events;

@@ -1,7 +1,7 @@
 // Tests for net/handshake_ledger.cpp, stepped with a fake clock: a handshake waiting for
 // its peer loses EPOLLOUT and gets it back when it finishes or wants to send; deadlines
 // expire each handshake once and bound how long epoll may sleep; the cap evicts the
-// oldest inbound handshake; a new session on a reused socket starts afresh.
+// oldest inbound handshake, silent ones first; a new session on a reused socket starts afresh.
 #define BOOST_TEST_MODULE handshake_ledger
 #include <boost/test/unit_test.hpp>
 
@@ -89,6 +89,19 @@ BOOST_AUTO_TEST_CASE(over_the_cap_the_oldest_inbound_handshake_is_evicted) {
   BOOST_TEST(l.condemned(7));
   BOOST_TEST(!l.may_continue(7, t0 + 2s));
   BOOST_TEST(l.pending_accepts() == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(over_the_cap_a_handshake_that_heard_from_its_peer_outlives_silent_ones) {
+  int s4 = 0;
+  auto l = ledger(2);
+  // The oldest has received its peer's first message (on a later call); the next is silent.
+  l.on_step(7, &s1, true, progress::waiting_for_peer, t0);
+  l.on_step(7, &s1, true, progress::waiting_for_peer, t0 + 10ms, true);
+  l.on_step(8, &s2, true, progress::waiting_for_peer, t0 + 1s);
+  BOOST_TEST(l.on_step(9, &s3, true, progress::waiting_for_peer, t0 + 2s).evicted == std::vector<int>{8});
+  // When every other one has heard from its peer, the oldest goes.
+  l.on_step(9, &s3, true, progress::waiting_for_peer, t0 + 2s, true);
+  BOOST_TEST(l.on_step(10, &s4, true, progress::waiting_for_peer, t0 + 3s).evicted == std::vector<int>{7});
 }
 
 BOOST_AUTO_TEST_CASE(a_new_session_on_a_reused_socket_starts_a_new_handshake) {

@@ -116,7 +116,8 @@ struct coordinator_under_attack {
     background_process w(cat({troupe_bin(), "node", "--role", "worker", "--join", address(), "--job-id", id}, worker_flags),
                          dir.file("worker"));
     const auto code = coord->wait(120s);
-    BOOST_REQUIRE_MESSAGE(code.has_value(), "the job did not end: " << coord->err());
+    BOOST_REQUIRE_MESSAGE(code.has_value(), "the job did not end: " << coord->err() << "\nworker: " << w.err()
+                                                                     << "\nserver: " << s.err());
     BOOST_TEST(*code == 0, coord->err() << w.err() << s.err());
     const auto result = nlohmann::json::parse(coord->out());
     BOOST_TEST(result["workers_lost"].get<int>() == 0);
