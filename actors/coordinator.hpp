@@ -25,7 +25,7 @@ struct job_callbacks {
 
 // Decides whether a join proves the job's secret (Note [Join proofs] in
 // net/job_secret.hpp): role "server" or "worker", the join's proof, and the joining node
-// as CAF names it. Empty: every join is admitted (one process, or a job without secret).
+// as CAF names it. Empty: every join is admitted (one process, where nothing can reach it).
 using join_gate = std::function<bool(const char* role, const std::string& proof, const std::string& node)>;
 
 // job must be prepared and valid (see prepare_job in core/job.hpp) and m must be

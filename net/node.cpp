@@ -45,19 +45,13 @@ caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const
 }
 
 // This node's proof of the job's secret for joining `coordinator` as `role` (Note [Join
-// proofs]); empty without a secret.
+// proofs]); every node plan holds a secret.
 std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role, const coordinator_actor& coordinator) {
-  if (plan.secret.empty()) return {};
   return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
 }
 
-// The coordinator's check of each join's proof; empty (admit all) without a secret.
+// The coordinator's check of each join's proof.
 join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
-  if (plan.secret.empty()) {
-    spdlog::warn("no job secret (--secret-file): any process that can reach this coordinator may join the job; "
-                 "troupe launch and troupe tls init write one as job.secret");
-    return {};
-  }
   const std::string own = caf::to_string(sys.node());
   return [secret = plan.secret, job = plan.job_id, own](const char* role, const std::string& proof,
                                                          const std::string& node) {

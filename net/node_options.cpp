@@ -160,15 +160,20 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   }
   if (p.tls.any()) {
     if (auto problem = tls_preflight(p.tls)) return failure{"TLS preflight failed: " + *problem};
-  } else {
-    const bool exposed = !is_loopback(p.listen.host);
-    const bool remote_peer = p.join && !is_loopback(p.join->host);
-    if ((exposed || remote_peer) && !o.insecure_network)
-      return failure{"this node would talk over the network (" + (exposed ? "--listen " + p.listen.str() : "--join " + p.join->str()) +
-                     ") without TLS. CAF's plain transport authenticates nobody: anyone who can reach the port can "
-                     "inject messages. Give it the job's certificates (--tls-dir DIR, or --tls-cert/--tls-key/--tls-ca; "
-                     "`troupe tls init` makes them), or pass --insecure-network on an isolated, firewalled segment"};
+  } else if (!o.insecure_network) {
+    return failure{"this node has no TLS certificate. Every node speaks mutual TLS, on loopback too: CAF's plain "
+                   "transport authenticates nobody, so any process that can reach " + p.listen.str() +
+                   (p.join ? " or " + p.join->str() : std::string()) +
+                   " (any user of this host, on 127.0.0.1) could read the job's parameters and send its actors "
+                   "messages. Give it the job's certificates (--tls-dir DIR, or --tls-cert/--tls-key/--tls-ca; "
+                   "`troupe tls init DIR` makes them and `troupe launch` does it for you), or pass "
+                   "--insecure-network on an isolated, firewalled segment"};
   }
+  if (p.secret.empty())
+    return failure{"this node has no job secret: every node proves it holds the job's secret when it joins, and a "
+                   "coordinator admits no one without it. Pass --secret-file FILE (or set TROUPE_SECRET_FILE; with "
+                   "--tls-dir DIR, DIR/job.secret is used); `troupe tls init DIR` and `troupe tls secret FILE` write "
+                   "one, and `troupe launch` does it for you"};
   return p;
 }
 

@@ -62,7 +62,7 @@ struct node_plan {
   std::string advertise;
   std::string job_id = "default";
   tls_files tls;                 // empty: plain transport
-  std::string secret;            // the job's secret; empty: none (every join is admitted)
+  std::string secret;            // the job's secret (64 hex digits); a resolved plan always has one
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
 };

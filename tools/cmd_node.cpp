@@ -101,8 +101,10 @@ int run_node(node_cli& o) {
     return exit_usage;
   }
   if (!plan->tls.any() && o.node.insecure_network)
-    spdlog::warn("--insecure-network: this node talks plain TCP; anyone who can reach its port can inject messages "
-                 "into its actors, including ones that stop them. Use it only on an isolated, firewalled segment.");
+    spdlog::warn("--insecure-network: this node talks plain TCP and gives up what TLS gives: anyone who can watch "
+                 "the network reads every parameter and gradient it sends, and anyone who can reach its port can "
+                 "send its actors messages; the job's secret still guards joining, but a join seen on the wire can "
+                 "be replayed. Use it only on an isolated, firewalled segment.");
   if (plan->role != node_role::coordinator) {
     for (const CLI::Option* opt : o.app->get_options())
       if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&

@@ -1,4 +1,5 @@
-// tls init: create the CA, the job's secret and one certificate+key file per named node.
+// tls init: create the CA, the job's secret and one certificate+key file per named node;
+// tls secret: create only a job's secret (for --insecure-network jobs started by hand).
 #include "tools/cmd_tls.hpp"
 
 #include <unistd.h>
@@ -20,7 +21,18 @@ struct tls_cli {
   std::vector<std::string> sans;
   double hours = 24;
   bool force = false;
+  std::string secret_file;
 };
+
+int run_tls_secret(const tls_cli& o) {
+  if (auto secret = create_job_secret(o.secret_file); !secret) {
+    print_error(secret.error().message);
+    return exit_failed;
+  }
+  std::cerr << "wrote " << o.secret_file << " (a job's secret, mode 0600; give it to every node of the job with "
+            << "--secret-file, and to no one else)\n";
+  return exit_ok;
+}
 
 int run_tls_init(const tls_cli& o) {
   namespace fs = std::filesystem;
@@ -74,7 +86,9 @@ command add_tls(CLI::App& parent) {
   init->add_option("--san", o->sans, "Subject alternative names, e.g. IP:10.0.0.5 or DNS:host (default: this host)");
   init->add_option("--hours", o->hours, "Validity in hours")->check(CLI::Range(1.0, 24.0 * 3650))->capture_default_str();
   init->add_flag("--force", o->force, "Replace an existing CA");
-  return {tls, [o] { return run_tls_init(*o); }};
+  CLI::App* secret = tls->add_subcommand("secret", "Create only a job's secret in FILE (mode 0600; refuses to replace one)");
+  secret->add_option("file", o->secret_file, "File to create")->required();
+  return {tls, [o, tls, secret] { return tls->got_subcommand(secret) ? run_tls_secret(*o) : run_tls_init(*o); }};
 }
 
 }  // namespace troupe::cli

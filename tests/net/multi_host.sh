@@ -39,7 +39,7 @@ done
 
 "$troupe" tls init "$work/pki" --node coordinator --node server --node w0 --node w1 \
   --san IP:10.77.0.1 --san IP:10.77.0.2 --san IP:10.77.0.3 --san IP:10.77.0.4 2>/dev/null || fail "tls init failed"
-tls() { echo "--tls-cert $work/pki/$1.pem --tls-key $work/pki/$1.pem --tls-ca $work/pki/ca.pem"; }
+tls() { echo "--tls-cert $work/pki/$1.pem --tls-key $work/pki/$1.pem --tls-ca $work/pki/ca.pem --secret-file $work/pki/job.secret"; }
 common="--job-id netns-job"
 
 run_in() {  # namespace name, log name, command...; sets last_pid

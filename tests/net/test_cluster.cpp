@@ -1,5 +1,6 @@
 // Multi-process tests on loopback with the real troupe binary (net/node.cpp and the
-// roles): a plain cluster trains; a worker killed with SIGKILL is survived and its
+// roles), every node with the job's certificate and secret as launch gives them: a
+// cluster trains; a worker killed with SIGKILL is survived and its
 // restarted replacement rejoins; a killed shard stops the job cleanly; when the
 // coordinator dies or hangs, every node exits with a clear message. Every wait has a
 // deadline.
@@ -12,6 +13,7 @@
 
 #include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/secured_job.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
@@ -22,6 +24,7 @@ namespace {
 // The coordinator listens on a port the kernel picks; the others join it there.
 struct cluster {
   fs::path dir = fs::temp_directory_path() / ("troupe-cluster-" + std::to_string(::getpid()));
+  job_pki pki;
   std::string port;
   std::vector<std::unique_ptr<background_process>> procs;
 
@@ -31,8 +34,11 @@ struct cluster {
     fs::remove_all(dir);
   }
   std::string coord() const { return "127.0.0.1:" + port; }
-  background_process& start(const std::string& name, std::vector<std::string> args) {
+  // A node holding certificate `cert` and the job's secret.
+  background_process& start(const std::string& name, const std::string& cert, std::vector<std::string> args) {
     args.insert(args.begin(), {troupe_bin(), "node"});
+    const auto tls = pki.tls(cert);
+    args.insert(args.end(), tls.begin(), tls.end());
     procs.push_back(std::make_unique<background_process>(args, (dir / name).string()));
     BOOST_REQUIRE(procs.back()->started());
     return *procs.back();
@@ -40,17 +46,17 @@ struct cluster {
   background_process& coordinator(std::vector<std::string> job) {
     std::vector<std::string> args{"--role", "coordinator", "--listen", "127.0.0.1:0", "--dataset", "synthetic"};
     args.insert(args.end(), job.begin(), job.end());
-    auto& p = start("coordinator", args);
+    auto& p = start("coordinator", "coordinator", args);
     const auto bound = p.wait_for_port("listening on ", std::chrono::seconds(60));
     BOOST_REQUIRE_MESSAGE(bound.has_value(), "the coordinator never said where it listens: " << p.err());
     port = std::to_string(*bound);
     return p;
   }
   background_process& server(const std::string& name = "server") {
-    return start(name, {"--role", "server", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+    return start(name, "server", {"--role", "server", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
   }
   background_process& worker(const std::string& name) {
-    return start(name, {"--role", "worker", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+    return start(name, "worker", {"--role", "worker", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
   }
   // A coordinator (procs[0]), a server (procs[1]) and a worker (procs[2]) of a slow job,
   // once its first epoch is over; returns the coordinator.
@@ -72,7 +78,7 @@ nlohmann::json result_of(background_process& p) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_plain_loopback_cluster_trains) {
+BOOST_AUTO_TEST_CASE(a_loopback_cluster_trains) {
   cluster c;
   auto& coord = c.coordinator({"--train-samples", "6000", "--epochs", "2", "--workers", "2", "--servers", "1"});
   auto& s = c.server();

@@ -13,8 +13,8 @@ using namespace troupe;
 using namespace troupe::test;
 using namespace std::chrono_literals;
 
-BOOST_AUTO_TEST_CASE(an_oversized_frame_over_plain_tcp_closes_the_connection_and_allocates_nothing) {
-  coordinator_under_attack c("frame-job", {"--insecure-network"});
+BOOST_FIXTURE_TEST_CASE(an_oversized_frame_over_plain_tcp_closes_the_connection_and_allocates_nothing, job_pki) {
+  coordinator_under_attack c("frame-job", plain());
   const long before = c.coord->rss_mib();
   for (int i = 0; i < 4; ++i) {
     const int fd = connect_tcp(c.port);
@@ -26,7 +26,7 @@ BOOST_AUTO_TEST_CASE(an_oversized_frame_over_plain_tcp_closes_the_connection_and
   }
   BOOST_TEST(c.coord->rss_mib() - before < 16, "grew from " << before << " MiB to " << c.coord->rss_mib());
   BOOST_TEST(c.coord->err().find("refused a frame of 4294967295 bytes") != std::string::npos, c.coord->err());
-  c.runs_a_real_job({"--insecure-network"}, {"--insecure-network"});
+  c.runs_a_real_job(plain(), plain());
 }
 
 BOOST_FIXTURE_TEST_CASE(a_certificate_holders_oversized_frame_is_refused_too, job_pki) {

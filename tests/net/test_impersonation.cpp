@@ -69,7 +69,8 @@ struct live_job {
   }
 };
 
-// A CAF node of its own, holding the job's worker certificate.
+// A CAF node of its own, holding what a worker holds: the job's worker certificate and its
+// secret.
 struct attacker {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -80,6 +81,7 @@ struct attacker {
     o.role = node_role::worker;
     o.join = "127.0.0.1:1";  // (required by the role; the attacker connects by hand)
     o.tls = {pki.pem("worker"), pki.pem("worker"), pki.ca(), ""};
+    o.secret_file = pki.secret();
     o.job_id = "identity-job";
     auto plan = resolve_node_options(o);
     BOOST_REQUIRE_MESSAGE(plan.has_value(), (plan ? std::string() : plan.error().message));

@@ -1,12 +1,25 @@
 // Tests for net/node_options.cpp: TROUPE_* variables fill what flags left unset, Slurm
-// assigns roles and expands host lists, and the security posture is enforced: off
-// loopback a node needs TLS or an explicit --insecure-network.
+// assigns roles and expands host lists, and the security posture is enforced: every node,
+// on loopback too, needs TLS or an explicit --insecure-network, and the job's secret.
 #define BOOST_TEST_MODULE node_options
 #include <boost/test/unit_test.hpp>
 
+#include "net/job_secret.hpp"
 #include "net/node_options.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
+
+namespace {
+
+// A job's secret in a temporary directory.
+struct secret_fixture {
+  test::temp_dir dir{"node-options"};
+  std::string file = dir.file("job.secret");
+  secret_fixture() { BOOST_REQUIRE(create_job_secret(file).has_value()); }
+};
+
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(environment_fills_unset_fields_only) {
   node_options o;
@@ -51,26 +64,48 @@ BOOST_AUTO_TEST_CASE(slurm_assigns_roles_by_task) {
   BOOST_TEST(missing.error().message.find("srun") != std::string::npos);
 }
 
-BOOST_AUTO_TEST_CASE(off_loopback_without_tls_is_refused) {
-  node_options o;
-  o.role = node_role::coordinator;
-  o.listen = "0.0.0.0:7070";
-  auto p = resolve_node_options(o);
-  BOOST_REQUIRE(!p.has_value());
-  BOOST_TEST(p.error().message.find("without TLS") != std::string::npos);
-  BOOST_TEST(p.error().message.find("--insecure-network") != std::string::npos);
-  o.insecure_network = true;
-  BOOST_TEST(resolve_node_options(o).has_value());
+BOOST_FIXTURE_TEST_CASE(without_tls_every_node_is_refused_unless_insecure_network_is_asked_for, secret_fixture) {
+  for (const char* listen : {"0.0.0.0:7070", "127.0.0.1:7070"}) {
+    node_options o;
+    o.role = node_role::coordinator;
+    o.listen = listen;
+    o.secret_file = file;
+    auto p = resolve_node_options(o);
+    BOOST_REQUIRE(!p.has_value());
+    BOOST_TEST(p.error().message.find("no TLS certificate") != std::string::npos, p.error().message);
+    BOOST_TEST(p.error().message.find("--insecure-network") != std::string::npos);
+    BOOST_TEST(p.error().message.find("troupe tls init") != std::string::npos);
+    o.insecure_network = true;
+    BOOST_TEST(resolve_node_options(o).has_value());
+  }
   node_options w;
   w.role = node_role::worker;
-  w.join = "10.1.2.3:7070";
-  BOOST_TEST(!resolve_node_options(w).has_value());  // joining over the network is the same risk
-  w.join = "127.0.0.1:7070";
-  BOOST_TEST(resolve_node_options(w).has_value());   // loopback is fine
+  w.secret_file = file;
+  for (const char* join : {"10.1.2.3:7070", "127.0.0.1:7070"}) {
+    w.join = join;
+    BOOST_TEST(!resolve_node_options(w).has_value());
+  }
 }
 
-BOOST_AUTO_TEST_CASE(missing_pieces_are_named) {
+BOOST_FIXTURE_TEST_CASE(every_node_needs_the_job_s_secret, secret_fixture) {
   node_options o;
+  o.role = node_role::worker;
+  o.join = "127.0.0.1:7070";
+  o.insecure_network = true;
+  auto p = resolve_node_options(o);
+  BOOST_REQUIRE(!p.has_value());
+  BOOST_TEST(p.error().message.find("no job secret") != std::string::npos, p.error().message);
+  BOOST_TEST(p.error().message.find("--secret-file") != std::string::npos);
+  BOOST_TEST(p.error().message.find("troupe tls secret") != std::string::npos);
+  o.secret_file = file;
+  BOOST_TEST(resolve_node_options(o)->secret.size() == 64u);
+  o.secret_file = dir.file("missing.secret");
+  BOOST_TEST(!resolve_node_options(o).has_value());
+}
+
+BOOST_FIXTURE_TEST_CASE(missing_pieces_are_named, secret_fixture) {
+  node_options o;
+  o.secret_file = file;
   BOOST_TEST(resolve_node_options(o).error().message.find("--role") != std::string::npos);
   o.role = node_role::server;
   BOOST_TEST(resolve_node_options(o).error().message.find("--join") != std::string::npos);

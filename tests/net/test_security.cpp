@@ -2,9 +2,10 @@
 // refuses a client without a certificate, one from another CA, one with an expired
 // certificate, a plain (non-TLS) CAF node, garbage bytes, and a join recorded from a real
 // node and replayed from a raw socket; afterwards it still serves its own members and the
-// job completes. Listening off loopback without TLS is refused, and each preflight
-// failure has its own message. A node with the job's certificate but not its secret is
-// refused at the join, and a secret file others can read is refused at start.
+// job completes. A node without TLS is refused at start, on loopback too, and each
+// preflight failure has its own message. A node with the job's certificate but without a
+// secret does not start; with another job's secret it is refused at the join; a secret file
+// others can read is refused at start.
 #define BOOST_TEST_MODULE security
 #include <boost/test/unit_test.hpp>
 
@@ -98,13 +99,14 @@ BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, job_pki)
   const std::string log = (dir / "log").string();
 
   // A plain CAF node and a node whose certificate comes from another CA.
-  auto plain = run_process({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job",
-                            "--connect-timeout", "3"},
-                           30s);
-  BOOST_TEST(plain.exit_code == 1, plain.err);
+  auto plain_node = run_process(cat({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job",
+                                     "--connect-timeout", "3"},
+                                    plain()),
+                                30s);
+  BOOST_TEST(plain_node.exit_code == 1, plain_node.err);
   auto foreign = run_process({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", "secure-job",
                               "--connect-timeout", "3", "--tls-cert", stranger(), "--tls-key", stranger(), "--tls-ca",
-                              other_ca()},
+                              other_ca(), "--secret-file", other_secret()},
                              30s);
   BOOST_TEST(foreign.exit_code == 1, foreign.err);
 
@@ -124,15 +126,17 @@ BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, job_pki)
   // Record a real node's join to a plain coordinator of the same job, then replay it.
   std::string recorded;
   {
-    background_process plain_coord({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0",
-                                    "--job-id", "secure-job", "--dataset", "synthetic", "--train-samples", "2000",
-                                    "--workers", "1", "--servers", "1", "--stall-timeout", "30"},
+    background_process plain_coord(cat({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0",
+                                        "--job-id", "secure-job", "--dataset", "synthetic", "--train-samples", "2000",
+                                        "--workers", "1", "--servers", "1", "--stall-timeout", "30"},
+                                       plain()),
                                    log + "-plain");
     const auto plain_port = plain_coord.wait_for_port("listening on ", 60s);
     BOOST_REQUIRE_MESSAGE(plain_port.has_value(), plain_coord.err());
     recording_proxy proxy(*plain_port);
-    background_process recorded_worker({troupe_bin(), "node", "--role", "worker", "--join",
-                                        "127.0.0.1:" + std::to_string(proxy.port()), "--job-id", "secure-job"},
+    background_process recorded_worker(cat({troupe_bin(), "node", "--role", "worker", "--join",
+                                            "127.0.0.1:" + std::to_string(proxy.port()), "--job-id", "secure-job"},
+                                           plain()),
                                        log + "-recorded");
     for (int i = 0; i < 100 && proxy.recorded().size() < 200; ++i) std::this_thread::sleep_for(50ms);
     std::this_thread::sleep_for(500ms);
@@ -152,11 +156,17 @@ BOOST_FIXTURE_TEST_CASE(strangers_are_refused_and_members_still_served, job_pki)
   BOOST_TEST(c.coord->err().find("stands by") == std::string::npos, c.coord->err());
 }
 
-BOOST_AUTO_TEST_CASE(listening_off_loopback_without_tls_is_refused) {
-  auto r = run_process({troupe_bin(), "node", "--role", "coordinator", "--listen", "0.0.0.0:0"}, 30s);
+BOOST_FIXTURE_TEST_CASE(a_node_without_tls_is_refused_on_loopback_too, job_pki) {
+  for (const char* listen : {"0.0.0.0:0", "127.0.0.1:0"}) {
+    auto r = run_process({troupe_bin(), "node", "--role", "coordinator", "--listen", listen, "--secret-file", secret()},
+                         30s);
+    BOOST_TEST(r.exit_code == 2);
+    BOOST_TEST(r.err.find("no TLS certificate") != std::string::npos, r.err);
+    BOOST_TEST(r.err.find("--insecure-network") != std::string::npos, r.err);
+  }
+  auto r = run_process({troupe_bin(), "node", "--role", "worker", "--join", "127.0.0.1:1", "--connect-timeout", "1"}, 30s);
   BOOST_TEST(r.exit_code == 2);
-  BOOST_TEST(r.err.find("without TLS") != std::string::npos, r.err);
-  BOOST_TEST(r.err.find("--insecure-network") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("no TLS certificate") != std::string::npos, r.err);
 }
 
 BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, job_pki) {
@@ -175,25 +185,27 @@ BOOST_FIXTURE_TEST_CASE(each_preflight_failure_has_its_own_message, job_pki) {
 }
 
 BOOST_FIXTURE_TEST_CASE(a_node_without_the_job_s_secret_is_refused_before_it_learns_anything, job_pki) {
-  coordinator_under_attack c("secret-job", cat(tls("coordinator"), {"--secret-file", secret()}));
+  coordinator_under_attack c("secret-job", tls("coordinator"));
   const auto join = [&](const std::vector<std::string>& secret_flags) {
     return run_process(cat(cat({troupe_bin(), "node", "--role", "worker", "--join", c.address(), "--job-id", "secret-job",
                                 "--connect-timeout", "10"},
-                               tls("worker")),
+                               certs("worker")),
                            secret_flags),
                        60s);
   };
-  // A valid certificate of the job, but no secret, or another job's.
-  for (const auto& flags : {std::vector<std::string>{}, std::vector<std::string>{"--secret-file", other_secret()}}) {
-    auto r = join(flags);
-    BOOST_TEST(r.exit_code == 1, r.err);
-    BOOST_TEST(r.err.find("refused") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("--secret-file") != std::string::npos, r.err);
-    BOOST_TEST(r.err.find("samples per epoch") == std::string::npos, "a refused node learned the job: " << r.err);
-  }
-  BOOST_TEST(c.refusals("unproven_join") == 2);
+  // A valid certificate of the job but no secret: the node will not start.
+  auto none = join({});
+  BOOST_TEST(none.exit_code == 2, none.err);
+  BOOST_TEST(none.err.find("no job secret") != std::string::npos, none.err);
+  // Another job's secret: the coordinator refuses the join.
+  auto r = join({"--secret-file", other_secret()});
+  BOOST_TEST(r.exit_code == 1, r.err);
+  BOOST_TEST(r.err.find("refused") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("--secret-file") != std::string::npos, r.err);
+  BOOST_TEST(r.err.find("samples per epoch") == std::string::npos, "a refused node learned the job: " << r.err);
+  BOOST_TEST(c.refusals("unproven_join") == 1);
   BOOST_TEST(c.coord->err().find("without proof of the job's secret") != std::string::npos, c.coord->err());
-  c.runs_a_real_job(cat(tls("server"), {"--secret-file", secret()}), cat(tls("worker"), {"--secret-file", secret()}));
+  c.runs_a_real_job(tls("server"), tls("worker"));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_secret_file_others_can_read_is_refused_at_start, job_pki) {

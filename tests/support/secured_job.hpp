@@ -54,10 +54,14 @@ struct job_pki {
   std::string ca() const { return (dir / "ca.pem").string(); }
   std::string stranger() const { return (other / "stranger.pem").string(); }
   std::string other_ca() const { return (other / "ca.pem").string(); }
-  // The node flags of a node holding certificate n.
-  std::vector<std::string> tls(const std::string& n) const {
+  // The TLS flags of a node holding certificate n.
+  std::vector<std::string> certs(const std::string& n) const {
     return {"--tls-cert", pem(n), "--tls-key", pem(n), "--tls-ca", ca()};
   }
+  // The flags of a member of the job holding certificate n: its certificate and the secret.
+  std::vector<std::string> tls(const std::string& n) const { return cat(certs(n), {"--secret-file", secret()}); }
+  // The flags of a plain-TCP member of the job.
+  std::vector<std::string> plain() const { return {"--insecure-network", "--secret-file", secret()}; }
 };
 
 // troupe_refusals_total{reason=...} as the node whose metrics are at `metrics_port` says

@@ -1,16 +1,20 @@
 // End-to-end tests of the troupe binary (tools/main.cpp, cmd_train_local.cpp,
 // cli_common.cpp): bad flags and values exit 2 naming the flag and the allowed values, a
 // missing dataset exits 1 saying where it looked and how to get it, config files are
-// strict, and a short run prints the documented JSON line. Every run has a deadline.
+// strict, a short run prints the documented JSON line, and `tls init` and `tls secret`
+// write private files and replace nothing. Every run has a deadline.
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 
 #include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
@@ -199,10 +203,13 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_usable_gpu_fails_with_the_reason) {
   BOOST_TEST(no_module.err.find("this build has no CUDA backend") != std::string::npos, no_module.err);
   BOOST_TEST(no_module.out.empty());
 
+  temp_dir dir("cli-cuda");
+  BOOST_REQUIRE(run_troupe({"tls", "secret", dir.file("job.secret")}).exit_code == 0);
   for (const auto& cmd : std::vector<std::vector<std::string>>{
            {"train-local", "--device", "cuda"},
            {"train", "--device", "cuda:0", "--mode", "sync"},
-           {"node", "--role", "worker", "--join", "127.0.0.1:9", "--device", "cuda", "--metrics", "off"}}) {
+           {"node", "--role", "worker", "--join", "127.0.0.1:9", "--device", "cuda", "--metrics", "off",
+            "--insecure-network", "--secret-file", dir.file("job.secret")}}) {
     auto r = run_troupe(with(cmd, cmd[0] == "node" ? std::vector<std::string>{} : quick));
     BOOST_TEST_CONTEXT(cmd[0] << ": " << r.err) {
       if (r.exit_code == 0) continue;  // a usable GPU: it trained
@@ -212,6 +219,38 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_usable_gpu_fails_with_the_reason) {
       BOOST_TEST(r.out.empty());
     }
   }
+}
+
+// tls init writes a CA, the job's secret and certificates, private to the user; tls secret
+// writes only a secret; neither replaces what exists.
+BOOST_AUTO_TEST_CASE(tls_init_and_tls_secret_write_private_files_and_replace_nothing) {
+  temp_dir dir("cli-tls");
+  const auto mode = [](const std::string& path) {
+    struct stat st {};
+    BOOST_REQUIRE(stat(path.c_str(), &st) == 0);
+    return st.st_mode & 0777;
+  };
+  const std::string pki = dir.file("pki");
+  auto init = run_troupe({"tls", "init", pki, "--node", "w", "--san", "IP:127.0.0.1"});
+  BOOST_REQUIRE_MESSAGE(init.exit_code == 0, init.err);
+  for (const char* f : {"ca.key", "w.pem", "job.secret"}) BOOST_TEST(mode(pki + "/" + f) == 0600u, f);
+  auto again = run_troupe({"tls", "init", pki});
+  BOOST_TEST(again.exit_code == 2);
+  BOOST_TEST(again.err.find("--force") != std::string::npos, again.err);
+
+  const std::string secret = dir.file("job.secret");
+  auto made = run_troupe({"tls", "secret", secret});
+  BOOST_REQUIRE_MESSAGE(made.exit_code == 0, made.err);
+  BOOST_TEST(mode(secret) == 0600u);
+  std::string before;
+  std::getline(std::ifstream(secret), before);
+  BOOST_TEST(before.size() == 64u);
+  auto twice = run_troupe({"tls", "secret", secret});
+  BOOST_TEST(twice.exit_code == 1);
+  BOOST_TEST(twice.err.find(secret) != std::string::npos, twice.err);
+  std::string after;
+  std::getline(std::ifstream(secret), after);
+  BOOST_TEST(after == before);
 }
 
 // `launch --device cuda` gives the k-th worker of a host cuda:k, and passes --tf32 on;
