@@ -26,6 +26,7 @@ void connect_peer(stage_pointer self, std::string peer, std::string host, std::u
                   steady::time_point deadline, std::function<void(caf::strong_actor_ptr)> on_connected,
                   std::chrono::milliseconds pause = std::chrono::milliseconds(100)) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+  if (self->state.opts.expect_peer) self->state.opts.expect_peer(host, port, peer.starts_with("shard") ? "server" : "worker");
   self->request(*self->state.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value,
                 host, port)
       .then(

@@ -31,6 +31,10 @@ struct stage_options {
   // Connects to shards and neighbours by address (a cluster node: plain or TLS
   // middleman). Without it the handles in the welcome are used as they are.
   std::optional<caf::io::middleman_actor> connector;
+  // Told before each connection by address which role the peer there must hold: "server"
+  // for a shard, "worker" for a stage; a TLS node checks the peer's certificate against it
+  // (Note [Certificate roles] in net/tls_handshake_guard.cpp). Optional.
+  std::function<void(const std::string& host, std::uint16_t port, const char* role)> expect_peer;
   // On its own thread (compute blocks). Off only for tests under CAF's deterministic
   // scheduler with simulated compute.
   bool detached = true;

@@ -39,6 +39,8 @@ std::string_view name_of(refusal r) {
     case refusal::not_a_member: return "not_a_member";
     case refusal::not_the_coordinator: return "not_the_coordinator";
     case refusal::not_a_neighbour: return "not_a_neighbour";
+    case refusal::wrong_role: return "wrong_role";
+    case refusal::wrong_host: return "wrong_host";
   }
   return "unknown";
 }

@@ -19,8 +19,10 @@ enum class refusal : std::uint8_t {
   not_a_member,        // a member's message from a node that does not hold that rank
   not_the_coordinator, // a coordinator's request from any other node
   not_a_neighbour,     // a pipeline message from a node that is not the stage's neighbour
+  wrong_role,          // a dialled peer whose certificate is for another role
+  wrong_host,          // a dialled peer whose certificate does not name the host dialled
 };
-inline constexpr std::size_t refusal_kinds = 7;
+inline constexpr std::size_t refusal_kinds = 9;
 
 std::string_view name_of(refusal r);
 

@@ -11,6 +11,7 @@
 #include "actors/shard_server.hpp"
 #include "net/job_secret.hpp"
 #include "net/node_runtime.hpp"
+#include "net/peer_expectations.hpp"
 
 namespace troupe {
 
@@ -26,6 +27,7 @@ caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const
   using clock = std::chrono::steady_clock;
   const auto deadline = clock::now() + ms(plan.connect_timeout_s);
   std::set<std::string> sigs;
+  if (plan.tls.any()) expect_peer(plan.join->host, plan.join->port, "coordinator");  // Note [Certificate roles]
   caf::expected<caf::strong_actor_ptr> ptr{caf::sec::request_timeout};
   for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(1000))) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
@@ -136,6 +138,8 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.job_id = plan.job_id;
   opts.join_timeout = ms(plan.connect_timeout_s);
   opts.connector = connector_of(sys, plan.tls.any());
+  if (plan.tls.any())
+    opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) { expect_peer(host, port, role); };
   opts.obs = obs;
   opts.compute = compute;
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {

@@ -144,7 +144,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
                    "to reach this " + std::string(name_of(p.role)) + " with --advertise HOST"};
   // TLS files: --tls-dir, or each file.
   p.tls = o.tls;
-  if (!o.tls_dir.empty() && !o.tls.any()) p.tls = tls_files_in(o.tls_dir);
+  if (!o.tls_dir.empty() && !o.tls.any()) p.tls = tls_files_in(o.tls_dir, std::string(name_of(p.role)));
   if (!o.tls_passphrase_file.empty()) {
     std::ifstream f(o.tls_passphrase_file);
     if (!f) return failure{"--tls-passphrase-file: cannot read " + o.tls_passphrase_file};

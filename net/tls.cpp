@@ -79,10 +79,11 @@ std::optional<std::string> verify_purpose(X509_STORE* store, X509* cert, STACK_O
 
 }  // namespace
 
-tls_files tls_files_in(const std::string& dir, const std::string& node_file) {
+tls_files tls_files_in(const std::string& dir, const std::string& role) {
   const auto d = std::filesystem::path(dir);
   tls_files f;
-  f.certificate = (d / node_file).string();
+  f.certificate = (d / (role + ".pem")).string();
+  if (!std::filesystem::exists(f.certificate)) f.certificate = (d / "node.pem").string();
   f.key = f.certificate;
   f.ca = (d / "ca.pem").string();
   return f;
@@ -138,7 +139,7 @@ bool add_ext(X509* cert, X509* issuer, int nid, const char* value) {
 }
 
 x509_ptr new_certificate(EVP_PKEY* key, const std::string& cn, std::chrono::seconds not_before,
-                         std::chrono::seconds valid_for) {
+                         std::chrono::seconds valid_for, const std::string& role = {}) {
   x509_ptr cert(X509_new());
   if (!cert) return nullptr;
   X509_set_version(cert.get(), 2);
@@ -153,6 +154,9 @@ x509_ptr new_certificate(EVP_PKEY* key, const std::string& cn, std::chrono::seco
   X509_set_pubkey(cert.get(), key);
   X509_NAME* name = X509_get_subject_name(cert.get());
   X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1, 0);
+  if (!role.empty())
+    X509_NAME_add_entry_by_txt(name, "OU", MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(role.c_str()), -1, -1,
+                               0);
   return cert;
 }
 
@@ -184,6 +188,22 @@ x509_ptr read_cert(const std::string& path) {
 
 }  // namespace
 
+std::string role_for_certificate_name(const std::string& name) {
+  for (const char* role : {"coordinator", "server", "worker"})
+    if (name.rfind(role, 0) == 0) return role;
+  return any_role;
+}
+
+std::string role_of_certificate(const void* x509) {
+  if (x509 == nullptr) return {};
+  const X509_NAME* subject = X509_get_subject_name(static_cast<const X509*>(x509));
+  const int i = X509_NAME_get_index_by_NID(subject, NID_organizationalUnitName, -1);
+  if (i < 0) return {};
+  const ASN1_STRING* value = X509_NAME_ENTRY_get_data(X509_NAME_get_entry(subject, i));
+  return std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
+                     static_cast<std::size_t>(ASN1_STRING_length(value)));
+}
+
 expected<bool> create_ca(const std::string& dir, const std::string& common_name, std::chrono::hours valid_for) {
   if (auto ok = ensure_private_dir(dir); !ok) return ok.error();
   pkey_ptr key(EVP_EC_gen("P-256"));
@@ -214,7 +234,7 @@ expected<std::string> issue_node_certificate(const std::string& ca_dir, const st
   if (!ca_key || !ca_cert) return failure{"cannot read the CA in " + ca_dir + " (ca.pem, ca.key)"};
   pkey_ptr key(EVP_EC_gen("P-256"));
   if (!key) return failure{"cannot generate a node key: " + ossl_error()};
-  x509_ptr cert = new_certificate(key.get(), name, not_before, valid_for);
+  x509_ptr cert = new_certificate(key.get(), name, not_before, valid_for, role_for_certificate_name(name));
   if (!cert) return failure{"cannot create the certificate of " + name + ": " + ossl_error()};
   X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get()));
   std::string alt;

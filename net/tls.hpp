@@ -2,6 +2,8 @@
 // the actor system exists (CAF would only notice at the first connection, and abort),
 // and the private per-job CA that `troupe launch` creates: one CA, one certificate per
 // node with serverAuth and clientAuth, files of mode 0600 in a directory of mode 0700.
+// Every certificate carries its role (Note [Certificate roles] in
+// net/tls_handshake_guard.cpp) and the hosts it may serve (subject alternative names).
 // What TLS does not protect is in docs/DESIGN.md ("Process model and security").
 #pragma once
 
@@ -22,8 +24,19 @@ struct tls_files {
   bool any() const { return !certificate.empty() || !key.empty() || !ca.empty(); }
 };
 
-// DIR/<node_file> (certificate chain followed by the key) and DIR/ca.pem.
-tls_files tls_files_in(const std::string& dir, const std::string& node_file = "node.pem");
+// DIR/<role>.pem when it exists, else DIR/node.pem (certificate chain followed by the key),
+// and DIR/ca.pem.
+tls_files tls_files_in(const std::string& dir, const std::string& role);
+
+// The role a certificate is issued for, in its subject's organizational unit:
+// "coordinator", "server" or "worker"; "any" for one that may act as every role.
+inline constexpr const char* any_role = "any";
+// The role of a certificate named `name`: the role its name starts with (worker-3 is a
+// worker's), else "any".
+std::string role_for_certificate_name(const std::string& name);
+// The role written in a certificate's subject (X509*, untyped to keep OpenSSL out of this
+// header); empty when it names none (a certificate from before roles, or another issuer).
+std::string role_of_certificate(const void* x509);
 
 // Loads the certificate, key and CA, checks that key and certificate match, that the
 // node's own certificate verifies against the CA for both server and client use, and
@@ -31,8 +44,9 @@ tls_files tls_files_in(const std::string& dir, const std::string& node_file = "n
 std::optional<std::string> tls_preflight(const tls_files& f);
 
 // Creates a private CA in `dir` (ca.pem, ca.key), then one combined certificate+key file
-// per node (`<name>.pem`) valid from `not_before` (relative to now, may be negative) for
-// `valid_for`, with the given subject alternative names ("DNS:x" / "IP:a.b.c.d").
+// per node (`<name>.pem`, role role_for_certificate_name(name)) valid from `not_before`
+// (relative to now, may be negative) for `valid_for`, with the given subject alternative
+// names ("DNS:x" / "IP:a.b.c.d").
 expected<bool> create_ca(const std::string& dir, const std::string& common_name, std::chrono::hours valid_for);
 expected<std::string> issue_node_certificate(const std::string& ca_dir, const std::string& name,
                                              const std::vector<std::string>& sans, std::chrono::seconds not_before,

@@ -20,16 +20,34 @@
 // reaching OpenSSL. A new inbound handshake beyond the cap evicts the oldest one whose peer
 // has sent nothing yet (the oldest of all when every peer has). Refusals are
 // counted (troupe_refusals_total) and logged once per peer address.
+//
+// Note [Certificate roles]
+// A certificate of the job's CA proves membership, not what a member may do: a worker's
+// certificate presented by a process listening where a shard should be would receive
+// gradients and serve parameters. So every certificate carries its role (the subject's
+// OU: coordinator, server, worker, or any for one issued to act as every role) and the
+// hosts it may serve (subject alternative names), and the side that dials checks both:
+// the code that dials declares the host and role it expects (net/peer_expectations.hpp);
+// on the first SSL_connect of that connection the guard asks OpenSSL to verify that the
+// peer's certificate names the dialled host (an IP address or a DNS name, wildcards only
+// as the CA issued them), and when the handshake finishes it refuses a certificate of
+// another role. Both refusals fail the handshake, so CAF closes the connection before a
+// message crosses it; they are counted (wrong_host, wrong_role) and logged. The side that
+// accepts checks only the CA: a member's role at the coordinator is what its join proves
+// (Note [Join proofs]), and a node that joined in a role its certificate does not hold is
+// refused by every member that dials it.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <spdlog/spdlog.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -37,6 +55,8 @@
 
 #include "monitoring/refusals.hpp"
 #include "net/handshake_ledger.hpp"
+#include "net/peer_expectations.hpp"
+#include "net/tls.hpp"
 
 namespace {
 
@@ -52,6 +72,9 @@ Fn real(const char* name) {
 struct guard {
   std::mutex mutex;  // around every ledger call and the epoll and shutdown calls they lead to
   handshake_ledger ledger{troupe::current_handshake_limits()};
+  // Outbound sessions already looked up, with what their peer must be (nullopt: nothing
+  // was declared for that address).
+  std::map<const SSL*, std::optional<troupe::peer_expectation>> dialled;
 };
 
 guard& the_guard() {
@@ -59,17 +82,26 @@ guard& the_guard() {
   return *g;
 }
 
-std::string peer_address(int fd) {
+// The numeric address and port of fd's peer; empty and 0 when unknown.
+std::pair<std::string, std::uint16_t> peer_endpoint(int fd) {
   sockaddr_storage a{};
   socklen_t n = sizeof a;
   if (getpeername(fd, reinterpret_cast<sockaddr*>(&a), &n) != 0) return {};
   char text[INET6_ADDRSTRLEN] = {};
-  if (a.ss_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in&>(a).sin_addr, text, sizeof text);
-  else if (a.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<sockaddr_in6&>(a).sin6_addr, text, sizeof text);
-  return text;
+  if (a.ss_family == AF_INET) {
+    const auto& v4 = reinterpret_cast<sockaddr_in&>(a);
+    inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text);
+    return {text, ntohs(v4.sin_port)};
+  }
+  if (a.ss_family == AF_INET6) {
+    const auto& v6 = reinterpret_cast<sockaddr_in6&>(a);
+    inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text);
+    return {text, ntohs(v6.sin6_port)};
+  }
+  return {};
 }
+
+std::string peer_address(int fd) { return peer_endpoint(fd).first; }
 
 // A handshake the guard ended, counted already; `log` when this peer's refusal is news.
 struct closed_handshake {
@@ -119,6 +151,52 @@ handshake_ledger::progress progress_of(SSL* s, int result) {
   }
 }
 
+// On the first SSL_connect of a session: what its peer must be, and OpenSSL told to verify
+// that the peer's certificate names the host dialled. Called under the guard's lock.
+void prepare_dial(guard& g, SSL* s, int fd) {
+  if (g.dialled.contains(s)) return;
+  const auto [ip, port] = peer_endpoint(fd);
+  auto expected = ip.empty() ? std::nullopt : troupe::expectation_for(ip, port);
+  if (expected) {
+    X509_VERIFY_PARAM* param = SSL_get0_param(s);
+    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    in6_addr ignored{};
+    const bool numeric = inet_pton(AF_INET, expected->host.c_str(), &ignored) == 1 ||
+                         inet_pton(AF_INET6, expected->host.c_str(), &ignored) == 1;
+    if (numeric)
+      X509_VERIFY_PARAM_set1_ip_asc(param, expected->host.c_str());
+    else
+      X509_VERIFY_PARAM_set1_host(param, expected->host.c_str(), expected->host.size());
+  }
+  g.dialled.emplace(s, std::move(expected));
+}
+
+struct dial_refusal {
+  refusal why;
+  std::string message;
+};
+
+// After SSL_connect on a session with an expectation: a refusal when the certificate does
+// not name the host dialled (OpenSSL failed the handshake) or holds another role (the
+// handshake finished, and the guard fails it). Called under the guard's lock.
+std::optional<dial_refusal> check_dial(guard& g, SSL* s, int result) {
+  const auto d = g.dialled.find(s);
+  if (d == g.dialled.end() || !d->second) return std::nullopt;
+  const troupe::peer_expectation& e = *d->second;
+  if (result != 1) {
+    const long v = SSL_get_verify_result(s);
+    if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
+      return dial_refusal{refusal::wrong_host, "refused the " + e.role + " at " + e.host +
+                                                   ": its certificate does not name " + e.host};
+    return std::nullopt;
+  }
+  const std::string role = troupe::role_of_certificate(SSL_get0_peer_certificate(s));
+  if (role == e.role || role == troupe::any_role) return std::nullopt;
+  return dial_refusal{refusal::wrong_role, "refused the " + e.role + " at " + e.host + ": its certificate is for " +
+                                               (role.empty() ? std::string("no role") : "the role '" + role + "'") +
+                                               ", not '" + e.role + "'"};
+}
+
 // One handshake call (SSL_accept or SSL_connect) under the guard. Also clears OpenSSL's
 // error queue first (Note [CAF 0.17 and OpenSSL's error queue]).
 int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
@@ -135,6 +213,8 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
       refuse = true;
       if (!g.ledger.condemned(fd)) closed.push_back(refused(fd, refusal::handshake_deadline));
       g.ledger.forget(fd, s);
+    } else if (!accepting) {
+      prepare_dial(g, s, fd);
     }
   }
   if (refuse) {
@@ -142,9 +222,17 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
     ERR_raise(ERR_LIB_SSL, SSL_R_READ_TIMEOUT_EXPIRED);  // SSL_get_error: SSL_ERROR_SSL, so CAF closes
     return -1;
   }
-  const int result = call(s);
+  int result = call(s);
+  std::optional<dial_refusal> wrong_peer;
   {
     std::lock_guard lock(g.mutex);
+    if (!accepting && (wrong_peer = check_dial(g, s, result))) {
+      if (!troupe::monitoring::count_refusal(wrong_peer->why, peer_address(fd))) wrong_peer->message.clear();
+      if (result == 1) {
+        ERR_raise(ERR_LIB_SSL, SSL_R_CERTIFICATE_VERIFY_FAILED);  // SSL_get_error: SSL_ERROR_SSL, so CAF closes
+        result = -1;
+      }
+    }
     auto step = g.ledger.on_step(fd, s, accepting, progress_of(s, result), clock::now(),
                                  SSL_get_state(s) != TLS_ST_BEFORE);
     if (step.change) {
@@ -155,6 +243,9 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
     }
     for (int evicted : step.evicted) closed.push_back(shut(evicted, refusal::handshake_cap));
   }
+  if (wrong_peer && !wrong_peer->message.empty())
+    spdlog::error("{}; further refusals of this peer are counted in troupe_refusals_total, not logged",
+                  wrong_peer->message);
   log_refusals(closed);
   return result;
 }
@@ -179,6 +270,7 @@ void SSL_free(SSL* s) {
     guard& g = the_guard();
     std::lock_guard lock(g.mutex);
     g.ledger.forget(SSL_get_fd(s), s);
+    g.dialled.erase(s);
   }
   fn(s);
 }

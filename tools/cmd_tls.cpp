@@ -17,7 +17,7 @@ namespace {
 
 struct tls_cli {
   std::string dir;
-  std::vector<std::string> nodes{"node"};
+  std::vector<std::string> nodes{"coordinator", "server", "worker"};
   std::vector<std::string> sans;
   double hours = 24;
   bool force = false;
@@ -66,11 +66,15 @@ int run_tls_init(const tls_cli& o) {
       print_error(path.error().message);
       return exit_failed;
     }
-    std::cerr << "wrote " << *path << "\n";
+    const std::string role = role_for_certificate_name(n);
+    std::cerr << "wrote " << *path << " (role " << role << ")\n";
+    if (role == any_role)
+      std::cerr << "warning: " << n << " does not start with coordinator, server or worker, so its certificate may act "
+                << "as every role; a process holding it could pose as the coordinator or a shard\n";
   }
   std::cerr << "wrote " << (fs::path(o.dir) / "ca.pem").string() << " (the job's CA; keep ca.key private)\n"
-            << "start each node with --tls-dir " << o.dir << " (it uses node.pem) or --tls-cert/--tls-key "
-            << "DIR/NAME.pem --tls-ca DIR/ca.pem\n";
+            << "start each node with --tls-dir " << o.dir << " (a node uses ROLE.pem, else node.pem) or --tls-cert/"
+            << "--tls-key DIR/NAME.pem --tls-ca DIR/ca.pem\n";
   return exit_ok;
 }
 
@@ -82,7 +86,10 @@ command add_tls(CLI::App& parent) {
   CLI::App* init = tls->add_subcommand("init", "Create a private CA, the job's secret (job.secret) and node certificates in DIR (mode 0700, files 0600)");
   tls->require_subcommand(1);
   init->add_option("dir", o->dir, "Directory to create")->required();
-  init->add_option("--node", o->nodes, "Certificate names (each becomes NAME.pem); default: node")->capture_default_str();
+  init->add_option("--node", o->nodes,
+                   "Certificate names (each becomes NAME.pem, for the role its name starts with: coordinator, server "
+                   "or worker; any other name may act as every role)")
+      ->capture_default_str();
   init->add_option("--san", o->sans, "Subject alternative names, e.g. IP:10.0.0.5 or DNS:host (default: this host)");
   init->add_option("--hours", o->hours, "Validity in hours")->check(CLI::Range(1.0, 24.0 * 3650))->capture_default_str();
   init->add_flag("--force", o->force, "Replace an existing CA");

@@ -18,9 +18,9 @@ BOOST_FIXTURE_TEST_CASE(welcomes_one_shard_then_the_job_s_members, test::determi
   std::optional<shard_welcome> welcome;
   caf::error second_shard;
   sys->spawn([&, coord](caf::event_based_actor* self) {
-    self->request(coord, caf::infinite, join_atom::value, shard_join{"job-under-test", {}, 0})
+    self->request(coord, caf::infinite, join_atom::value, shard_join{"job-under-test", {}, 0, {}})
         .then([&](shard_welcome& w) { welcome = std::move(w); });
-    self->request(coord, caf::infinite, join_atom::value, shard_join{"job-under-test", {}, 0})
+    self->request(coord, caf::infinite, join_atom::value, shard_join{"job-under-test", {}, 0, {}})
         .then([](const shard_welcome&) {}, [&](caf::error& e) { second_shard = e; });
   });
   sched->run();
@@ -42,7 +42,7 @@ BOOST_FIXTURE_TEST_CASE(starts_the_shard_once_every_member_joined, test::determi
   caf::error third;
   for (int i = 0; i < 3; ++i)
     sys->spawn([&, coord](caf::event_based_actor* self) {
-      self->request(coord, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}})
+      self->request(coord, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}})
           .then([&](worker_welcome& w) { welcomes.push_back(std::move(w)); }, [&](caf::error& e) { third = e; });
     });
   sched->run();

@@ -61,11 +61,11 @@ struct harness {
   }
   void later(milliseconds d) { now += d; }
   job_actions_list shard(std::string host = {}, std::uint16_t port = 0, std::string id = "job-under-test") {
-    return core->on_shard_join(next++, shard_join{std::move(id), std::move(host), port}, now);
+    return core->on_shard_join(next++, shard_join{std::move(id), std::move(host), port, {}}, now);
   }
   job_actions_list member(std::string host = {}, std::uint16_t port = 0, std::string id = "job-under-test",
                           std::string locality = {}) {
-    return core->on_member_join(next++, worker_join{std::move(id), std::move(host), port, std::move(locality)}, now);
+    return core->on_member_join(next++, worker_join{std::move(id), std::move(host), port, std::move(locality), {}}, now);
   }
   // Every shard and member joins and the shards start; returns the members' welcomes.
   std::vector<welcome_member> start() {

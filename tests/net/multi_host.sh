@@ -37,7 +37,7 @@ for i in "${!hosts[@]}"; do
   ip -n "$ns" link set lo up
 done
 
-"$troupe" tls init "$work/pki" --node coordinator --node server --node w0 --node w1 \
+"$troupe" tls init "$work/pki" --node coordinator --node server --node worker-0 --node worker-1 \
   --san IP:10.77.0.1 --san IP:10.77.0.2 --san IP:10.77.0.3 --san IP:10.77.0.4 2>/dev/null || fail "tls init failed"
 tls() { echo "--tls-cert $work/pki/$1.pem --tls-key $work/pki/$1.pem --tls-ca $work/pki/ca.pem --secret-file $work/pki/job.secret"; }
 common="--job-id netns-job"
@@ -58,14 +58,14 @@ run_in coord coordinator "$troupe" node --role coordinator --listen 10.77.0.1:70
   --simulate-compute 15 --batch-size 64
 coord_pid=$last_pid
 run_in srv server "$troupe" node --role server --listen 10.77.0.2:7071 --join 10.77.0.1:7070 $common $(tls server)
-run_in w0 w0 "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls w0)
-run_in w1 w1 "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls w1)
+run_in w0 w0 "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls worker-0)
+run_in w1 w1 "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls worker-1)
 w1_pid=$last_pid
 
 wait_for "$work/coordinator.err" "epoch 1/3" 120 || fail "the job did not reach its first epoch"
 kill -9 "$w1_pid"; wait "$w1_pid" 2>/dev/null
 wait_for "$work/coordinator.err" "is gone" 20 || fail "the coordinator did not notice the dead worker"
-run_in w1 w1-again "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls w1)
+run_in w1 w1-again "$troupe" node --role worker --join 10.77.0.1:7070 $common $(tls worker-1)
 
 for ((i = 0; i < 1800; i++)); do kill -0 "$coord_pid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$coord_pid" 2>/dev/null && fail "the job did not finish within 180 s"

@@ -5,7 +5,9 @@
 // job completes. A node without TLS is refused at start, on loopback too, and each
 // preflight failure has its own message. A node with the job's certificate but without a
 // secret does not start; with another job's secret it is refused at the join; a secret file
-// others can read is refused at start.
+// others can read is refused at start. A node that dials a peer refuses a certificate of
+// another role (a worker's presented as the coordinator or as a shard), one issued for
+// another host, and a wildcard from a CA that is not the job's.
 #define BOOST_TEST_MODULE security
 #include <boost/test/unit_test.hpp>
 
@@ -214,4 +216,61 @@ BOOST_FIXTURE_TEST_CASE(a_secret_file_others_can_read_is_refused_at_start, job_p
                        30s);
   BOOST_TEST(r.exit_code == 2, r.err);
   BOOST_TEST(r.err.find("readable by other users") != std::string::npos, r.err);
+}
+
+namespace {
+
+// A worker of `job` joining the coordinator at `at` with the job's worker certificate and
+// secret; its result once it ended.
+process_result worker_joins(const job_pki& pki, const std::string& at, const std::string& job) {
+  using namespace std::chrono_literals;
+  return run_process(cat({troupe_bin(), "node", "--role", "worker", "--join", at, "--job-id", job, "--connect-timeout",
+                          "5", "--metrics", "off"},
+                         pki.tls("worker")),
+                     60s);
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_CASE(a_dialled_coordinator_must_hold_its_role_and_the_host_dialled, job_pki) {
+  BOOST_REQUIRE(issue_node_certificate(dir.string(), "coordinator-elsewhere", {"IP:127.0.0.2"}, -60s, 1h).has_value());
+  BOOST_REQUIRE(
+      issue_node_certificate(other.string(), "coordinator-wild", {"DNS:*", "DNS:localhost", "IP:127.0.0.1"}, -60s, 1h)
+          .has_value());
+  struct posing {
+    std::vector<std::string> flags;
+    std::string refusal;  // in the worker's log
+  };
+  const std::string wild = (other / "coordinator-wild.pem").string();
+  for (const auto& p : std::vector<posing>{
+           {cat(certs("worker"), {"--secret-file", secret()}), "its certificate is for the role 'worker', not 'coordinator'"},
+           {cat(certs("coordinator-elsewhere"), {"--secret-file", secret()}), "its certificate does not name 127.0.0.1"},
+           {{"--tls-cert", wild, "--tls-key", wild, "--tls-ca", other_ca(), "--secret-file", secret()}, ""}}) {
+    BOOST_TEST_CONTEXT(p.flags[1]) {
+      coordinator_under_attack c("role-job", p.flags);
+      auto w = worker_joins(*this, c.address(), "role-job");
+      BOOST_TEST(w.exit_code == 1, w.err);
+      BOOST_TEST(w.err.find("cannot reach the coordinator") != std::string::npos, w.err);
+      BOOST_TEST(w.err.find(p.refusal) != std::string::npos, w.err);
+      BOOST_TEST(w.err.find("samples per epoch") == std::string::npos, "the worker joined: " << w.err);
+    }
+  }
+}
+
+BOOST_FIXTURE_TEST_CASE(a_stolen_worker_certificate_cannot_act_as_a_shard, job_pki) {
+  coordinator_under_attack c("shard-job", cat(tls("coordinator"), {"--request-timeout", "3", "--stall-timeout", "30"}));
+  // The holder of a worker's certificate and the secret joins as the job's shard server.
+  background_process impostor(cat({troupe_bin(), "node", "--role", "server", "--join", c.address(), "--job-id", "shard-job"},
+                                  tls("worker")),
+                              c.dir.file("impostor"));
+  BOOST_REQUIRE_MESSAGE(impostor.wait_for_err("listening on ", 60s), impostor.err());
+  // A real worker dials the shard, refuses its certificate, and never sends it a gradient.
+  auto w = worker_joins(*this, c.address(), "shard-job");
+  BOOST_TEST(w.exit_code == 1, w.err);
+  BOOST_TEST(w.err.find("its certificate is for the role 'worker', not 'server'") != std::string::npos, w.err);
+  BOOST_TEST(w.err.find("cannot reach shard 0") != std::string::npos, w.err);
+  const auto code = c.coord->wait(60s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), c.coord->err());
+  BOOST_TEST(*code == 1, c.coord->err());
+  BOOST_TEST(impostor.err().find("push") == std::string::npos, impostor.err());
 }

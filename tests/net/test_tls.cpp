@@ -1,7 +1,8 @@
 // Tests for net/tls.cpp: the per-job CA and node certificates (private files, both
 // client and server use), and one clear preflight message for each way TLS files go
 // wrong: missing, key of another certificate, another CA, expired, encrypted without
-// its passphrase.
+// its passphrase; certificates carry the role their name gives, and a TLS directory
+// serves each role its own certificate.
 #define BOOST_TEST_MODULE tls
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +14,7 @@
 
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include "net/tls.hpp"
 
@@ -55,9 +57,35 @@ BOOST_FIXTURE_TEST_CASE(issued_files_are_private_and_pass_preflight, pki) {
     BOOST_REQUIRE(stat(at(f).c_str(), &st) == 0);
     BOOST_TEST((st.st_mode & 0777) == 0600u, f);
   }
-  const tls_files in_dir = tls_files_in(dir.string(), "good.pem");
+  const tls_files in_dir = tls_files_in(dir.string(), "good");
   BOOST_TEST(in_dir.certificate == at("good.pem"));
   BOOST_TEST(in_dir.ca == at("ca.pem"));
+  BOOST_TEST(tls_files_in(dir.string(), "worker").certificate == at("node.pem"));  // none of its own
+}
+
+BOOST_FIXTURE_TEST_CASE(certificates_carry_the_role_their_name_gives, pki) {
+  BOOST_TEST(role_for_certificate_name("coordinator") == "coordinator");
+  BOOST_TEST(role_for_certificate_name("server-1") == "server");
+  BOOST_TEST(role_for_certificate_name("worker-12") == "worker");
+  BOOST_TEST(role_for_certificate_name("node") == any_role);
+  BOOST_TEST(role_for_certificate_name("w0") == any_role);
+  BOOST_REQUIRE(issue_node_certificate(dir.string(), "worker-3", {"IP:127.0.0.1"}, -60s, 1h).has_value());
+  const auto role_in = [&](const std::string& name) {
+    std::FILE* f = std::fopen(at(name + ".pem").c_str(), "r");
+    BOOST_REQUIRE(f != nullptr);
+    X509* cert = PEM_read_X509(f, nullptr, nullptr, nullptr);
+    std::fclose(f);
+    BOOST_REQUIRE(cert != nullptr);
+    const std::string role = role_of_certificate(cert);
+    X509_free(cert);
+    return role;
+  };
+  BOOST_TEST(role_in("worker-3") == "worker");
+  BOOST_TEST(role_in("good") == any_role);
+  BOOST_TEST(role_of_certificate(nullptr).empty());
+  BOOST_TEST(tls_files_in(dir.string(), "worker").certificate == at("node.pem"));
+  BOOST_REQUIRE(issue_node_certificate(dir.string(), "worker", {"IP:127.0.0.1"}, -60s, 1h).has_value());
+  BOOST_TEST(tls_files_in(dir.string(), "worker").certificate == at("worker.pem"));
 }
 
 BOOST_FIXTURE_TEST_CASE(each_failure_has_its_own_message, pki) {
