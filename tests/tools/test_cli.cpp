@@ -256,8 +256,9 @@ BOOST_AUTO_TEST_CASE(tls_init_and_tls_secret_write_private_files_and_replace_not
 // `launch --device cuda` gives the k-th worker of a host cuda:k, and passes --tf32 on;
 // the coordinator and the shard servers get no device.
 BOOST_AUTO_TEST_CASE(launch_spreads_workers_over_the_gpus_of_a_host) {
+  temp_dir dir("cli-launch");  // a dry run keeps its job directory (its commands use it)
   auto r = run_troupe({"launch", "--local", "--dry-run", "--workers", "3", "--servers", "1", "--device", "cuda",
-                       "--tf32", "--metrics", "off"});
+                       "--tf32", "--metrics", "off", "--job-dir", dir.file("job")});
   BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
   const std::string all = r.out + r.err;
   for (int k = 0; k < 3; ++k) BOOST_TEST(all.find("--device cuda:" + std::to_string(k) + " --tf32") != std::string::npos, all);
