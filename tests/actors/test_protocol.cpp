@@ -39,7 +39,7 @@ BOOST_AUTO_TEST_CASE(every_message_is_registered_under_its_name_and_no_local_tri
   // Serialising a local trigger fails, so not even a peer built from this code can send one.
   std::vector<char> buf;
   caf::binary_serializer bs{*sys, buf};
-  auto msg = caf::make_message(join_trigger{"127.0.0.1", 1});
+  auto msg = caf::make_message(join_trigger{"127.0.0.1", 1, {}});
   BOOST_TEST(static_cast<bool>(msg.save(bs)));
 }
 
