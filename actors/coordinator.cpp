@@ -241,15 +241,18 @@ bool from_member(coord_pointer self, std::uint32_t rank, const char* what) {
   return false;
 }
 
-// A join without proof of the job's secret: counted, logged once per node, and refused
-// before the node learns anything about the job.
+// A join the gate refuses (no proof of the job's secret, or a certificate of another
+// role): counted, logged once per node, and refused before the node learns anything about
+// the job.
 bool proven(coord_pointer self, const char* role, const std::string& proof) {
   auto& gate = self->state.gate;
+  if (!gate) return true;
   const auto& sender = self->current_sender();
   const std::string node = sender ? caf::to_string(sender->node()) : std::string();
-  if (!gate || gate(role, proof, node)) return true;
-  if (monitoring::count_refusal(monitoring::refusal::unproven_join, node))
-    spdlog::warn("coordinator: refused a {} join from node {} without proof of the job's secret", role, node);
+  const auto refusal = gate(role, proof, node);
+  if (!refusal) return true;
+  if (monitoring::count_refusal(refusal->why, node))
+    spdlog::warn("coordinator: refused a {} join from node {} {}", role, node, refusal->reason);
   return false;
 }
 

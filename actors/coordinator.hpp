@@ -8,11 +8,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "actors/protocol.hpp"
 #include "core/job_ledger.hpp"
 #include "monitoring/observability.hpp"
+#include "monitoring/refusals.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
 
@@ -23,10 +25,19 @@ struct job_callbacks {
   std::function<void(const std::string&)> on_event;  // a worker lost, a group formed...
 };
 
-// Decides whether a join proves the job's secret (Note [Join proofs] in
-// net/job_secret.hpp): role "server" or "worker", the join's proof, and the joining node
-// as CAF names it. Empty: every join is admitted (one process, where nothing can reach it).
-using join_gate = std::function<bool(const char* role, const std::string& proof, const std::string& node)>;
+// Why a join was refused: counted under `why`, logged once per node with `reason`.
+struct join_refusal {
+  monitoring::refusal why;
+  std::string reason;
+};
+
+// Decides whether a join may proceed: whether it proves the job's secret (Note [Join
+// proofs] in net/job_secret.hpp) and came under a certificate of its role (Note
+// [Certificate roles] in net/tls_handshake_guard.cpp). Given role "server" or "worker",
+// the join's proof, and the joining node as CAF names it; nullopt admits. Empty: every
+// join is admitted (one process, where nothing can reach it).
+using join_gate = std::function<std::optional<join_refusal>(const char* role, const std::string& proof,
+                                                            const std::string& node)>;
 
 // job must be prepared and valid (see prepare_job in core/job.hpp) and m must be
 // its model; data is used for evaluation only (none with simulated compute). The handle

@@ -11,7 +11,9 @@
 #include "actors/shard_server.hpp"
 #include "net/job_secret.hpp"
 #include "net/node_runtime.hpp"
+#include "net/peer_certificates.hpp"
 #include "net/peer_expectations.hpp"
+#include "net/tls.hpp"
 
 namespace troupe {
 
@@ -52,12 +54,24 @@ std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char*
   return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
 }
 
-// The coordinator's check of each join's proof.
+// The coordinator's check of each join: its proof of the job's secret and, with TLS, the
+// certificate its node connected with (Note [Certificate roles]). An admitted node's
+// certificate is logged.
 join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
   const std::string own = caf::to_string(sys.node());
-  return [secret = plan.secret, job = plan.job_id, own](const char* role, const std::string& proof,
-                                                         const std::string& node) {
-    return proofs_match(join_proof(secret, job, role, node, own), proof);
+  return [secret = plan.secret, job = plan.job_id, own, tls = plan.tls.any()](
+             const char* role, const std::string& proof, const std::string& node) -> std::optional<join_refusal> {
+    using monitoring::refusal;
+    if (!proofs_match(join_proof(secret, job, role, node, own), proof))
+      return join_refusal{refusal::unproven_join, "without proof of the job's secret"};
+    if (!tls) return std::nullopt;
+    const auto cert = certificate_of(node);
+    if (!cert) return join_refusal{refusal::wrong_role, "that presented no certificate on a direct connection"};
+    if (cert->role != role && cert->role != any_role)
+      return join_refusal{refusal::wrong_role, "under the certificate " + cert->subject + ", which is for " +
+                                                   (cert->role.empty() ? std::string("no role") : "the role " + cert->role)};
+    spdlog::info("coordinator: {} node {} joins under the certificate {}", role, node, cert->subject);
+    return std::nullopt;
   };
 }
 

@@ -33,9 +33,12 @@
 // as the CA issued them), and when the handshake finishes it refuses a certificate of
 // another role. Both refusals fail the handshake, so CAF closes the connection before a
 // message crosses it; they are counted (wrong_host, wrong_role) and logged. The side that
-// accepts checks only the CA: a member's role at the coordinator is what its join proves
-// (Note [Join proofs]), and a node that joined in a role its certificate does not hold is
-// refused by every member that dials it.
+// accepts cannot tell in the handshake what the peer will ask for, so the coordinator
+// checks at the join: the guard records the certificate of every finished handshake by
+// socket (net/peer_certificates.hpp), net/basp_route_guard.cpp records which node each
+// socket carries when CAF's BASP learns it, and the coordinator's join gate refuses a
+// join whose node came under a certificate of another role (wrong_role) and logs the
+// certificate of each node it admits.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -55,6 +58,7 @@
 
 #include "monitoring/refusals.hpp"
 #include "net/handshake_ledger.hpp"
+#include "net/peer_certificates.hpp"
 #include "net/peer_expectations.hpp"
 #include "net/tls.hpp"
 
@@ -197,6 +201,15 @@ std::optional<dial_refusal> check_dial(guard& g, SSL* s, int result) {
                                                ", not '" + e.role + "'"};
 }
 
+// The certificate the peer of a finished handshake presented.
+troupe::peer_certificate certificate_presented(SSL* s) {
+  const X509* cert = SSL_get0_peer_certificate(s);
+  if (cert == nullptr) return {};
+  char subject[512] = {};
+  X509_NAME_oneline(X509_get_subject_name(cert), subject, sizeof subject);
+  return {subject, troupe::role_of_certificate(cert)};
+}
+
 // One handshake call (SSL_accept or SSL_connect) under the guard. Also clears OpenSSL's
 // error queue first (Note [CAF 0.17 and OpenSSL's error queue]).
 int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
@@ -233,6 +246,7 @@ int guarded_handshake(SSL* s, bool accepting, int (*call)(SSL*)) {
         result = -1;
       }
     }
+    if (result == 1) troupe::record_handshake(fd, certificate_presented(s));
     auto step = g.ledger.on_step(fd, s, accepting, progress_of(s, result), clock::now(),
                                  SSL_get_state(s) != TLS_ST_BEFORE);
     if (step.change) {
@@ -271,6 +285,7 @@ void SSL_free(SSL* s) {
     std::lock_guard lock(g.mutex);
     g.ledger.forget(SSL_get_fd(s), s);
     g.dialled.erase(s);
+    troupe::forget_handshake(SSL_get_fd(s));
   }
   fn(s);
 }
