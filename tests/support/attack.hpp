@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace troupe::test {
@@ -89,13 +90,8 @@ class tls_client {
   bool closed_by_peer(std::chrono::milliseconds timeout) {
     if (!connected_) return true;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[4096];
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (SSL_pending(ssl_) == 0 && poll(&p, 1, 100) <= 0) continue;
-      const int r = SSL_read(ssl_, buf, sizeof buf);
-      if (r <= 0 && SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) return true;
-    }
+    while (const auto r = read_before(deadline))
+      if (*r <= 0 && SSL_get_error(ssl_, *r) != SSL_ERROR_WANT_READ) return true;
     return false;
   }
   // True when the server sends something (a node's BASP handshake follows the TLS one)
@@ -103,13 +99,9 @@ class tls_client {
   bool receives_within(std::chrono::milliseconds timeout) {
     if (!connected_) return false;
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[256];
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (SSL_pending(ssl_) == 0 && poll(&p, 1, 20) <= 0) continue;
-      const int r = SSL_read(ssl_, buf, sizeof buf);
-      if (r > 0) return true;
-      if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) return false;
+    while (const auto r = read_before(deadline)) {
+      if (*r > 0) return true;
+      if (SSL_get_error(ssl_, *r) != SSL_ERROR_WANT_READ) return false;
     }
     return false;
   }
@@ -124,6 +116,18 @@ class tls_client {
   }
 
  private:
+  // The result of one SSL_read once the socket has something to read; nullopt when
+  // `deadline` passes first.
+  std::optional<int> read_before(std::chrono::steady_clock::time_point deadline) {
+    char buf[4096];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (SSL_pending(ssl_) == 0 && poll(&p, 1, 20) <= 0) continue;
+      return SSL_read(ssl_, buf, sizeof buf);
+    }
+    return std::nullopt;
+  }
+
   SSL_CTX* ctx_ = nullptr;
   SSL* ssl_ = nullptr;
   int fd_ = -1;
