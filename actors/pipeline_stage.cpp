@@ -52,22 +52,45 @@ void on_group(stage_pointer self, group_id& g) {
   drive(self, [&](member_core& c) { return c.on_group_id(std::move(g.id)); });
 }
 
-void pull(stage_pointer self, std::uint32_t s, const pull_request& r) {
-  self->request(self->state.shards[s], request_timeout(self), pull_atom::value, r)
-      .then([=](params_reply& p) { drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); }); },
-            [=](caf::error& e) { drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); }); });
+bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
+
+// Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
+void pull(stage_pointer self, std::uint32_t s, pull_request r) {
+  const bool lent = offer_reply_slot(self, s, r);
+  self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r))
+      .then(
+          [=](params_reply& p) {
+            if (!p.shared.empty()) {
+              if (auto taken = take_shared_reply(self, s, p); !taken) {
+                drive(self, [&](member_core& c) { return c.on_pull_failed(s, taken.error().message); });
+                return;
+              }
+            } else if (lent) {
+              settle_reply_slot(self, s, true, false);
+            }
+            drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); });
+          },
+          [=](caf::error& e) {
+            if (lent) settle_reply_slot(self, s, false, timed_out(e));
+            drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); });
+          });
 }
 
 void push(stage_pointer self, std::uint32_t s, push_grads g) {
   const auto sent = wall::now();
   const std::int64_t clock = g.clock;
+  const bool lent = share_push(self, s, g);
   self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g))
       .then(
           [=](const push_ack&) {
+            if (lent) settle_push_slot(self, s, false);
             const double secs = std::chrono::duration<double>(wall::now() - sent).count();
             drive(self, [&](member_core& c) { return c.on_push_ack(s, secs); });
           },
-          [=](caf::error& e) { drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); }); });
+          [=](caf::error& e) {
+            if (lent) settle_push_slot(self, s, timed_out(e));
+            drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); });
+          });
 }
 
 local_stage_actor::behavior_type training(stage_pointer self);

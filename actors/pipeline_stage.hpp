@@ -35,6 +35,9 @@ struct stage_options {
   // for a shard, "worker" for a stage; a TLS node checks the peer's certificate against it
   // (Note [Certificate roles] in net/tls_handshake_guard.cpp). Optional.
   std::function<void(const std::string& host, std::uint16_t port, const char* role)> expect_peer;
+  // The job's tag for the same-host fast path to remote shards (Note [Same-host fast path]
+  // in core/shared_slots.hpp); empty: every tensor travels in its message.
+  std::string fast_path_tag;
   // On its own thread (compute blocks). Off only for tests under CAF's deterministic
   // scheduler with simulated compute.
   bool detached = true;

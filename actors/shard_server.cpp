@@ -10,6 +10,7 @@
 
 #include "base/compute_fault.hpp"
 #include "core/shard_core.hpp"
+#include "core/shared_slots.hpp"
 #include "monitoring/refusals.hpp"
 
 namespace troupe {
@@ -22,6 +23,7 @@ struct held_pull {
   caf::typed_response_promise<params_reply> promise;
   wall::time_point since;
   std::uint32_t member = 0;
+  shared_tensor reply_to;
 };
 
 struct shard_state {
@@ -34,6 +36,7 @@ struct shard_state {
   std::uint32_t track = 0;
   std::int64_t updates_seen = 0;
   std::vector<member_identity> members;  // by rank: the only actor that may push and pull as it
+  std::optional<shm::worker_channels> channels;  // the same-host fast path; none when it is off
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -41,14 +44,25 @@ using shard_pointer = local_shard_actor::stateful_pointer<shard_state>;
 
 params_reply snapshot(shard_pointer self) {
   const auto& core = *self->state.core;
-  return {self->state.index, core.version(), core.params()};
+  return {self->state.index, core.version(), core.params(), {}};
 }
 
-// A pull answered with the member's slice: counts the bytes it carries.
-params_reply answer(shard_pointer self, std::uint32_t member) {
-  const auto& core = *self->state.core;
-  params_reply r{self->state.index, core.version_for(member), core.pack_slice(member, core.params())};
-  if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+// A pull answered with the member's slice, in the slot it offered when the fast path can
+// take it (Note [Same-host fast path]), in the message otherwise: counts the bytes.
+params_reply answer(shard_pointer self, std::uint32_t member, const shared_tensor& reply_to) {
+  auto& st = self->state;
+  const auto& core = *st.core;
+  params_reply r{st.index, core.version_for(member), core.pack_slice(member, core.params()), {}};
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+  if (st.channels && !reply_to.empty()) {
+    std::string refused;
+    if (auto where = st.channels->answer(member, reply_to, r.params, refused)) {
+      r.shared = std::move(*where);
+      r.params = tensor();
+    } else if (!refused.empty()) {
+      spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
+    }
+  }
   return r;
 }
 
@@ -71,7 +85,7 @@ void settle_held(shard_pointer self) {
   for (auto t : st.core->take_released()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.promise.deliver(answer(self, it->second.member));
+    it->second.promise.deliver(answer(self, it->second.member, it->second.reply_to));
     if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
     if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
     st.held.erase(it);
@@ -142,8 +156,10 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
 }
 
 local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
-                                        std::chrono::milliseconds join_timeout, observability obs) {
+                                        std::chrono::milliseconds join_timeout, observability obs,
+                                     std::string fast_path_tag) {
   self->state.obs = std::move(obs);
+  if (!fast_path_tag.empty()) self->state.channels.emplace(std::move(fast_path_tag));
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
     if (dm.source != coordinator.address()) return;
@@ -187,6 +203,16 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!self->state.core) return not_started(self);
         if (p.shard != self->state.index) return wrong_shard(self, p.shard);
         auto& st = self->state;
+        if (!p.shared.empty()) {
+          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared)
+                                  : expected<tensor>(failure{"this shard's same-host fast path is off"});
+          if (!grad) {
+            spdlog::warn("shard {}: refused the gradient of worker {} (clock {}) from shared memory: {}", st.index,
+                         p.worker, p.clock, grad.error().message);
+            return make_error(errc::malformed, "the gradient's shared-memory slot: " + grad.error().message);
+          }
+          p.grad = std::move(*grad);
+        }
         if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
         const auto t0 = wall::now();
         shard_core::push_outcome out;
@@ -215,14 +241,14 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self, r.worker);
+          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
           case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
-        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker});
+        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to});
         observe(self);
         return promise;
       },
@@ -254,6 +280,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       [=](left_atom, std::uint32_t rank) {
         if (!from_coordinator(self, coordinator, "a leave") || !self->state.core) return;
         if (rank < self->state.members.size()) self->state.members[rank] = {};
+        if (self->state.channels) self->state.channels->forget(rank);
         self->state.core->worker_left(rank);
         settle_held(self);
       },
@@ -263,8 +290,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
 }  // namespace
 
 local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
-                                     std::chrono::milliseconds join_timeout, observability obs) {
-  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs));
+                                     std::chrono::milliseconds join_timeout, observability obs,
+                                     std::string fast_path_tag) {
+  return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs),
+                   std::move(fast_path_tag));
 }
 
 void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port, std::string proof) {

@@ -17,14 +17,24 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "core/member_core.hpp"
+#include "core/shared_slots.hpp"
 
 namespace troupe::stage_shell {
+
+// The member's end of the same-host fast path to one shard: tried once, when the first
+// pull to the shard goes out; none when the shard shares the process, the fast path is
+// off, or the channel was declined by the shard or closed by a timeout.
+struct shard_fast_path {
+  bool tried = false;
+  std::optional<shm::shard_channel> channel;
+};
 
 struct stage_state {
   std::unique_ptr<member_core> core;
   coordinator_actor coordinator;
   stage_options opts;
   std::vector<shard_actor> shards;  // by index
+  std::vector<shard_fast_path> fast_paths;  // by shard index
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.
@@ -63,6 +73,17 @@ void drive(stage_pointer self, F&& call) {
   }
   carry_out(self, std::move(actions));
 }
+
+// stage_fast_path.cpp (Note [Same-host fast path]): a pull offers the reply slot of the
+// channel to shard s, if any; a push leaves its gradient in the push slot once the channel
+// is confirmed. Each returns whether it lent a slot, which settle_* then gives back:
+// `answered` in the message (the shard declined), or `timed_out` (the channel closes).
+bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r);
+// The parameters the shard left in the lent slot, moved into p.params.
+expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p);
+void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline, bool timed_out);
+bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
+void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.

@@ -127,6 +127,8 @@ class member_core {
   const member_assignment& place() const { return place_; }
   // The shards this member pushes to and pulls from.
   const std::vector<std::uint32_t>& active_shards() const { return active_; }
+  // The elements this member pushes to and pulls from `shard` (0 for a shard it does not use).
+  std::int64_t slice_numel(std::uint32_t shard) const { return shard < slice_numel_.size() ? slice_numel_[shard] : 0; }
   std::uint32_t stage() const { return stage_; }
   std::uint32_t replica() const { return replica_; }
   bool first_stage() const { return stage_ == 0; }

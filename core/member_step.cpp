@@ -70,7 +70,7 @@ void member_core::start_pulls(member_actions_list& out) {
     out.push_back(schedule_step{});
     return;
   }
-  for (std::uint32_t s : active_) out.push_back(pull{s, pull_request{s, place_.rank, clock_}});
+  for (std::uint32_t s : active_) out.push_back(pull{s, pull_request{s, place_.rank, clock_, {}}});
 }
 
 member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {

@@ -21,7 +21,7 @@ void member_core::push_all(member_actions_list& out) {
     pack_shard(g, *grads, ranges_[s]);
     if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++acks_pending_;
-    out.push_back(push{s, push_grads{s, place_.rank, clock_, base_version_[s], std::move(g)}});
+    out.push_back(push{s, push_grads{s, place_.rank, clock_, base_version_[s], std::move(g), {}}});
   }
   if (!active_.empty()) trace_span("push", p0, wall::now());
 }

@@ -13,6 +13,20 @@
 
 namespace troupe {
 
+// A tensor left in a same-host peer's shared memory instead of the message (Note
+// [Same-host fast path] in core/shared_slots.hpp): the segment, the slot's offset and
+// capacity in bytes, the ticket its writer stamped, and the tensor's dtype and extents.
+// An empty segment: nothing is shared, the tensor travels in the message.
+struct shared_tensor {
+  std::string segment;
+  std::uint64_t offset = 0;
+  std::uint64_t capacity = 0;
+  std::uint64_t ticket = 0;
+  std::uint8_t dtype = 0;
+  std::vector<std::int64_t> dims;
+  bool empty() const { return segment.empty(); }
+};
+
 // Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
 struct push_grads {
   std::uint32_t shard = 0;
@@ -20,6 +34,7 @@ struct push_grads {
   std::int64_t clock = 0;         // the worker's iteration
   std::int64_t base_version = 0;  // shard version the gradient was computed on
   tensor grad;                    // (shard_numel) f32
+  shared_tensor shared;           // or, on the same host, where the gradient lies (grad empty)
 };
 
 struct push_ack {
@@ -31,12 +46,14 @@ struct pull_request {
   std::uint32_t shard = 0;
   std::uint32_t worker = 0;
   std::int64_t clock = 0;
+  shared_tensor reply_to;         // on the same host, a slot the shard may answer into
 };
 
 struct params_reply {
   std::uint32_t shard = 0;
   std::int64_t version = 0;
   tensor params;                  // (shard_numel) f32
+  shared_tensor shared;           // or where the shard wrote them (the pull's reply_to; params empty)
 };
 
 struct membership {

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <fstream>
 #include <sstream>
 
@@ -61,11 +62,13 @@ expected<std::string> load_job_secret(const std::string& path) {
   return secret;
 }
 
-std::string join_proof(std::string_view secret, std::string_view job_id, std::string_view role,
-                       std::string_view joining_node, std::string_view coordinator_node) {
-  std::string message = "troupe-join-v1";
+namespace {
+
+// HMAC-SHA256(secret, label | fields...), each NUL-terminated, as hex.
+std::string mac_of(std::string_view secret, std::string_view label, std::initializer_list<std::string_view> fields) {
+  std::string message(label);
   message += '\0';
-  for (std::string_view field : {job_id, role, joining_node, coordinator_node}) {
+  for (std::string_view field : fields) {
     message += field;
     message += '\0';
   }
@@ -74,6 +77,17 @@ std::string join_proof(std::string_view secret, std::string_view job_id, std::st
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), reinterpret_cast<const unsigned char*>(message.data()),
        message.size(), mac, &len);
   return hex(mac, len);
+}
+
+}  // namespace
+
+std::string join_proof(std::string_view secret, std::string_view job_id, std::string_view role,
+                       std::string_view joining_node, std::string_view coordinator_node) {
+  return mac_of(secret, "troupe-join-v1", {job_id, role, joining_node, coordinator_node});
+}
+
+std::string shared_memory_tag(std::string_view secret, std::string_view job_id) {
+  return mac_of(secret, "troupe-shm-v1", {job_id}).substr(0, 16);
 }
 
 bool proofs_match(std::string_view expected_proof, std::string_view given) {

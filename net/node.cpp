@@ -9,6 +9,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
+#include "core/shm_segment.hpp"
 #include "net/job_secret.hpp"
 #include "net/node_runtime.hpp"
 #include "net/peer_certificates.hpp"
@@ -75,6 +76,16 @@ join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
   };
 }
 
+// The job's tag for the same-host fast path (empty when the plan turns it off), after
+// removing the segments a crashed process of the job left behind.
+std::string fast_path_tag(const node_plan& plan) {
+  if (!plan.shared_memory) return {};
+  std::string tag = shared_memory_tag(plan.secret, plan.job_id);
+  if (const auto swept = shm::sweep(tag))
+    spdlog::info("removed {} shared-memory segments that an ended process of job {} left behind", swept, plan.job_id);
+  return tag;
+}
+
 // Waits for `a` to terminate; none when it stopped normally or at the end of the job.
 caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
   caf::scoped_actor self{sys};
@@ -133,7 +144,7 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
   caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
-  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs);
+  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs, fast_path_tag(plan));
   auto port = publish_role<shard_actor>(sys, shard, plan);
   if (!port) return port.error();
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
@@ -156,6 +167,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
     opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) { expect_peer(host, port, role); };
   opts.obs = obs;
   opts.compute = compute;
+  opts.fast_path_tag = fast_path_tag(plan);
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
     if (!d) return d.error();

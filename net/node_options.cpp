@@ -53,6 +53,8 @@ void apply_environment(node_options& o, const environment& env) {
   if (o.secret_file.empty()) o.secret_file = get("TROUPE_SECRET_FILE");
   const std::string insecure = get("TROUPE_INSECURE_NETWORK");
   if (insecure == "1" || insecure == "true") o.insecure_network = true;
+  const std::string shm = get("TROUPE_SHARED_MEMORY");
+  if (shm == "0" || shm == "false") o.shared_memory = false;
 }
 
 expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list) {
@@ -125,6 +127,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   p.connection_timeout_s = o.connection_timeout_s;
   p.connect_timeout_s = o.connect_timeout_s;
   p.handshake_timeout_s = o.handshake_timeout_s;
+  p.shared_memory = o.shared_memory;
   const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
   auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
   if (!listen) return listen.error();

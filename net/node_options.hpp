@@ -32,6 +32,7 @@ struct node_options {
   std::string tls_passphrase_file;
   std::string secret_file;        // the job's secret (net/job_secret.hpp); default DIR/job.secret with --tls-dir
   bool insecure_network = false;
+  bool shared_memory = true;      // the same-host fast path (Note [Same-host fast path])
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node
@@ -45,7 +46,8 @@ using environment = std::map<std::string, std::string>;
 environment current_environment();
 
 // Fills unset fields from TROUPE_ROLE, TROUPE_COORDINATOR, TROUPE_LISTEN,
-// TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR and TROUPE_INSECURE_NETWORK.
+// TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR, TROUPE_INSECURE_NETWORK and
+// TROUPE_SHARED_MEMORY (0 or false: off).
 void apply_environment(node_options& o, const environment& env);
 
 // With o.slurm: role, listen and join from SLURM_PROCID and SLURM_NODELIST (task 0 is the
@@ -63,6 +65,7 @@ struct node_plan {
   std::string job_id = "default";
   tls_files tls;                 // empty: plain transport
   std::string secret;            // the job's secret (64 hex digits); a resolved plan always has one
+  bool shared_memory = true;     // shards and workers on one host exchange tensors in shared memory
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
 };

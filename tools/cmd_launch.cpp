@@ -35,6 +35,7 @@ struct launch_cli {
   std::string troupe_bin = "troupe";
   std::string ssh = "ssh";
   double heartbeat_s = 0.5, connection_timeout_s = 5.0;
+  bool no_shared_memory = false;
   job_cli_options job;
   observe_options observe;
   std::string prometheus_config;
@@ -74,6 +75,7 @@ int run_launch(launch_cli& o) {
     return s.str();
   };
   req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
+  if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
   req.job_toml = job_options_as_toml(*o.app);
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
@@ -224,6 +226,9 @@ command add_launch(CLI::App& parent) {
   app->add_option("--remote-dir", o->remote_dir, "ssh: the job directory on each host (default /tmp/troupe-JOBID)")->group(g);
   app->add_option("--troupe", o->troupe_bin, "ssh: the troupe binary on the remote hosts")->capture_default_str()->group(g);
   app->add_option("--ssh", o->ssh, "ssh: the ssh command")->capture_default_str()->group(g);
+  app->add_flag("--no-shared-memory", o->no_shared_memory,
+                "Send every tensor over the network, even between nodes on one host (default: shared memory there)")
+      ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str()

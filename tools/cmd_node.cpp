@@ -182,6 +182,10 @@ command add_node(CLI::App& parent) {
   app->add_flag("--insecure-network", o->node.insecure_network,
                 "Allow plain TCP off loopback (only on an isolated, firewalled segment)")
       ->group(group_node);
+  app->add_flag("--no-shared-memory", [o](std::int64_t) { o->node.shared_memory = false; },
+                "Send every tensor over the network, even to a shard on this host (default: shared memory on one "
+                "host; TROUPE_SHARED_MEMORY=0)")
+      ->group(group_node);
   app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str()

@@ -45,7 +45,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
       [=](pull_atom, std::int64_t clock) {
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
-          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock})
+          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock, {}})
               .then([=](params_reply& p) { log->params.push_back(std::move(p)); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },
@@ -53,7 +53,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
           self->request(w.shards[s], caf::infinite, push_atom::value,
-                        push_grads{s, w.place.rank, clock, clock, tensor({w.place.table.shard_numel[s]})})
+                        push_grads{s, w.place.rank, clock, clock, tensor({w.place.table.shard_numel[s]}), {}})
               .then([=](const push_ack& a) { log->acks.push_back(a); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },

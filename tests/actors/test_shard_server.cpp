@@ -97,7 +97,7 @@ struct fixture : test::deterministic_system {
     auto s = shard;
     auto* r = &rec;
     run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, push_atom::value, push_grads{to_shard, worker, clock, clock, g})
+      self->request(s, caf::infinite, push_atom::value, push_grads{to_shard, worker, clock, clock, g, {}})
           .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
     });
   }
@@ -106,7 +106,7 @@ struct fixture : test::deterministic_system {
     auto s = shard;
     auto* r = &rec;
     run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock})
+      self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock, {}})
           .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
                 [=](caf::error& e) { r->errors.push_back(e); });
     });

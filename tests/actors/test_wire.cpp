@@ -93,13 +93,25 @@ BOOST_AUTO_TEST_CASE(lying_headers_are_decode_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(messages_round_trip) {
-  const push_grads p{3, 7, 11, 9, test::random_tensor({16}, 3)};
+  const push_grads p{3, 7, 11, 9, test::random_tensor({16}, 3), {}};
   const push_grads q = round_trip(*sys, p);
   BOOST_TEST(q.shard == 3u);
   BOOST_TEST(q.worker == 7u);
   BOOST_TEST(q.clock == 11);
   BOOST_TEST(q.base_version == 9);
   BOOST_TEST(std::memcmp(q.grad.bytes(), p.grad.bytes(), p.grad.nbytes()) == 0);
+  BOOST_TEST(q.shared.empty());
+  // A gradient left in shared memory travels as its descriptor alone.
+  const push_grads shared{1, 2, 3, 4, tensor(), {"/troupe-0123456789abcdef-1-2-deadbeef", 128, 4096, 17, 0, {32, 8}}};
+  const push_grads r = round_trip(*sys, shared);
+  BOOST_TEST(r.grad.empty());
+  BOOST_TEST(r.shared.segment == shared.shared.segment);
+  BOOST_TEST(r.shared.offset == 128u);
+  BOOST_TEST(r.shared.capacity == 4096u);
+  BOOST_TEST(r.shared.ticket == 17u);
+  BOOST_TEST((r.shared.dims == std::vector<std::int64_t>{32, 8}));
+  const pull_request pr = round_trip(*sys, pull_request{0, 1, 2, shared.shared});
+  BOOST_TEST(pr.reply_to.segment == shared.shared.segment);
   job_spec j;
   j.job_id = "abc";
   j.mode = sync_mode::ssp;

@@ -103,7 +103,7 @@ struct member_bench {
   void later(std::uint32_t r, std::function<member_actions_list(member_core&)> f) {
     queue.push_back([this, r, f] { deliver(r, f(at(r))); });
   }
-  params_reply answer(std::uint32_t r) const { return {0, shard->version_for(r), shard->pack_slice(r, shard->params())}; }
+  params_reply answer(std::uint32_t r) const { return {0, shard->version_for(r), shard->pack_slice(r, shard->params()), {}}; }
 
   void handle(std::uint32_t r, member_actions::pull& a) {
     pulls.push_back(a.request);

@@ -113,13 +113,13 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
   std::int64_t version = 0;
   for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
     const auto t0 = std::chrono::steady_clock::now();
-    self->request(shard, timeout, push_atom::value, push_grads{0, 0, r, version, grad})
+    self->request(shard, timeout, push_atom::value, push_grads{0, 0, r, version, grad, {}})
         .receive([&](const push_ack& a) { version = a.version; }, [&](caf::error& e) {
           std::cerr << "push failed: " << describe(e) << "\n";
           ok = false;
         });
     const auto t1 = std::chrono::steady_clock::now();
-    self->request(shard, timeout, pull_atom::value, pull_request{0, 0, r + 1})
+    self->request(shard, timeout, pull_atom::value, pull_request{0, 0, r + 1, {}})
         .receive([&](params_reply& p) { ok = ok && p.params.numel() == numel; }, [&](caf::error& e) {
           std::cerr << "pull failed: " << describe(e) << "\n";
           ok = false;

@@ -1,0 +1,177 @@
+// shared_slots: a worker's channel and a shard's view of it carry tensors bit-exactly; the
+// push slot waits for a reply through the channel; slots are lent one request at a time; a
+// stale ticket, a slot outside the segment, a shape larger than its slot and another job's
+// segment are refused; a timeout closes the channel.
+#define BOOST_TEST_MODULE shared_slots
+#include <boost/test/unit_test.hpp>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "core/shared_slots.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::string fresh_tag() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
+  return buf;
+}
+
+tensor ramp(std::int64_t n, float start) {
+  tensor t({n});
+  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = start + 0.001f * static_cast<float>(i);
+  return t;
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.nbytes() == b.nbytes() && a.type() == b.type() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+struct channel_pair {
+  std::string tag = fresh_tag();
+  shm::shard_channel worker;
+  shm::worker_channels shard{tag};
+  channel_pair() {
+    auto c = shm::shard_channel::create(tag, shm::slot_bytes_for(1000));
+    BOOST_REQUIRE_MESSAGE(c.has_value(), (c ? std::string() : c.error().message));
+    worker = std::move(*c);
+  }
+  // One pull answered through the channel.
+  tensor pull(const tensor& params) {
+    auto slot = worker.lend_reply_slot();
+    BOOST_REQUIRE(slot.has_value());
+    std::string refused;
+    auto where = shard.answer(3, *slot, params, refused);
+    BOOST_REQUIRE_MESSAGE(where.has_value(), refused);
+    auto got = worker.take_reply(*where);
+    BOOST_REQUIRE_MESSAGE(got.has_value(), (got ? std::string() : got.error().message));
+    return std::move(*got);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tensors_cross_bit_exactly_both_ways) {
+  channel_pair p;
+  const std::string name = p.worker.name();
+  BOOST_TEST(std::filesystem::exists("/dev/shm" + name));
+  BOOST_TEST(!p.worker.put_push(ramp(1000, 1.0f)).has_value());  // not before the shard answered through it
+
+  const tensor params = ramp(1000, -3.0f);
+  BOOST_TEST(same_bits(p.pull(params), params));
+  BOOST_TEST(p.worker.confirmed());
+  BOOST_TEST(!std::filesystem::exists("/dev/shm" + name));  // mapped by both: the name is gone
+
+  for (int step = 0; step < 3; ++step) {
+    const tensor grad = ramp(1000, static_cast<float>(step));
+    auto where = p.worker.put_push(grad);
+    BOOST_REQUIRE(where.has_value());
+    BOOST_TEST(where->dims == std::vector<std::int64_t>{1000});
+    auto got = p.shard.take_push(3, *where);
+    BOOST_REQUIRE_MESSAGE(got.has_value(), (got ? std::string() : got.error().message));
+    BOOST_TEST(same_bits(*got, grad));
+    p.worker.push_settled(false);
+    const tensor next = ramp(1000, 10.0f + static_cast<float>(step));
+    BOOST_TEST(same_bits(p.pull(next), next));
+  }
+  BOOST_TEST(p.shard.mapped() == 1u);
+  p.shard.forget(3);
+  BOOST_TEST(p.shard.mapped() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_slot_is_lent_to_one_request_at_a_time) {
+  channel_pair p;
+  p.pull(ramp(1000, 0.0f));
+  BOOST_REQUIRE(p.worker.put_push(ramp(1000, 1.0f)).has_value());
+  BOOST_TEST(!p.worker.put_push(ramp(1000, 2.0f)).has_value());  // the first is not answered yet
+  p.worker.push_settled(false);
+  BOOST_TEST(p.worker.put_push(ramp(1000, 2.0f)).has_value());
+
+  BOOST_REQUIRE(p.worker.lend_reply_slot().has_value());
+  BOOST_TEST(!p.worker.lend_reply_slot().has_value());
+  p.worker.reply_failed(false);  // a refused pull gives the slot back
+  BOOST_TEST(p.worker.lend_reply_slot().has_value());
+
+  BOOST_TEST(!p.worker.put_push(ramp(1001, 0.0f)).has_value());  // too large for the slot: in the message
+}
+
+BOOST_AUTO_TEST_CASE(a_timeout_closes_the_channel) {
+  channel_pair p;
+  p.pull(ramp(1000, 0.0f));
+  BOOST_REQUIRE(p.worker.put_push(ramp(1000, 1.0f)).has_value());
+  p.worker.push_settled(true);
+  BOOST_TEST(p.worker.closed());
+  BOOST_TEST(!p.worker.put_push(ramp(1000, 1.0f)).has_value());
+  BOOST_TEST(!p.worker.lend_reply_slot().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(stale_torn_and_out_of_bounds_slots_are_refused) {
+  channel_pair p;
+  p.pull(ramp(1000, 0.0f));
+  auto where = p.worker.put_push(ramp(1000, 5.0f));
+  BOOST_REQUIRE(where.has_value());
+  auto refused = [&](shared_tensor w, const char* expect) {
+    auto got = p.shard.take_push(3, w);
+    BOOST_REQUIRE(!got.has_value());
+    BOOST_TEST(got.error().message.find(expect) != std::string::npos, got.error().message);
+  };
+  shared_tensor stale = *where;
+  stale.ticket += 1;
+  refused(stale, "no longer holds ticket");
+  shared_tensor outside = *where;
+  outside.offset = 1 << 30;
+  refused(outside, "not inside the segment");
+  shared_tensor misaligned = *where;
+  misaligned.offset += 8;
+  refused(misaligned, "not inside the segment");
+  shared_tensor lying = *where;
+  lying.capacity = std::uint64_t{1} << 40;
+  refused(lying, "not inside the segment");
+  shared_tensor larger = *where;
+  larger.dims = {1500};
+  refused(larger, "does not fit");
+  shared_tensor huge = *where;
+  huge.dims = {100000};
+  refused(huge, "extent");
+  shared_tensor bad_dtype = *where;
+  bad_dtype.dtype = 200;
+  refused(bad_dtype, "unknown dtype");
+  shared_tensor negative = *where;
+  negative.dims = {-4};
+  refused(negative, "extent");
+  // The slot is overwritten by the next push: the old ticket is refused, the new one taken.
+  p.worker.push_settled(false);
+  auto next = p.worker.put_push(ramp(1000, 6.0f));
+  BOOST_REQUIRE(next.has_value());
+  refused(*where, "no longer holds ticket");
+  BOOST_TEST(p.shard.take_push(3, *next).has_value());
+
+  // A reply naming a slot the worker did not lend.
+  shared_tensor not_lent = *next;
+  BOOST_TEST(!p.worker.take_reply(not_lent).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(another_jobs_shard_answers_in_the_message) {
+  channel_pair p;
+  shm::worker_channels stranger(fresh_tag());
+  auto slot = p.worker.lend_reply_slot();
+  BOOST_REQUIRE(slot.has_value());
+  std::string why;
+  BOOST_TEST(!stranger.answer(0, *slot, ramp(1000, 0.0f), why).has_value());
+  BOOST_TEST(why.find("not one of this job's") != std::string::npos, why);
+  std::string again;
+  BOOST_TEST(!stranger.answer(0, *slot, ramp(1000, 0.0f), again).has_value());
+  BOOST_TEST(again.empty());  // said once, not per pull
+  BOOST_TEST(!stranger.take_push(0, *slot).has_value());
+  BOOST_TEST(!p.worker.confirmed());
+
+  // A slot too small for the answer: in the message as well.
+  std::string small_why;
+  BOOST_TEST(!p.shard.answer(1, *slot, ramp(2000, 0.0f), small_why).has_value());
+}

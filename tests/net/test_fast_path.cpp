@@ -1,0 +1,134 @@
+// The same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp) with real
+// `troupe node` processes over mutual TLS on loopback: a job gives the same bits with the
+// fast path on, off, and refused by its shard (which then answers over the network); a
+// segment a crashed process of the job left behind is removed by the next node of the job
+// to start; a worker killed while it trains leaves no segment behind.
+#define BOOST_TEST_MODULE fast_path
+#include <boost/test/unit_test.hpp>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "net/job_secret.hpp"
+#include "tests/support/secured_job.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const job_pki& pki() {
+  static const job_pki p;
+  return p;
+}
+
+// The segments of the job `id` in /dev/shm now.
+int segments_of(const std::string& id) {
+  const auto secret = load_job_secret(pki().secret());
+  BOOST_REQUIRE(secret.has_value());
+  const std::string prefix = "troupe-" + shared_memory_tag(*secret, id) + "-";
+  int n = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ++n;
+  return n;
+}
+
+struct job_run {
+  nlohmann::json result;
+  std::string worker_log, server_log;
+};
+
+// A 1-worker sync job (deterministic to the bit) with the server's and worker's extra flags.
+job_run run_job(const std::string& id, const std::vector<std::string>& server_extra,
+                const std::vector<std::string>& worker_extra) {
+  coordinator_under_attack c(id, pki().tls("coordinator"));
+  background_process s(
+      cat(cat({troupe_bin(), "node", "--role", "server", "--join", c.address(), "--job-id", id}, pki().tls("server")),
+          server_extra),
+      c.dir.file("server"));
+  background_process w(
+      cat(cat({troupe_bin(), "node", "--role", "worker", "--join", c.address(), "--job-id", id}, pki().tls("worker")),
+          worker_extra),
+      c.dir.file("worker"));
+  const auto code = c.coord->wait(120s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "the job did not end: " << c.coord->err() << w.err() << s.err());
+  BOOST_REQUIRE_MESSAGE(*code == 0, c.coord->err() << w.err() << s.err());
+  BOOST_TEST((w.wait(20s) == std::optional<int>(0)), w.err());
+  BOOST_TEST((s.wait(20s).has_value()), s.err());
+  return {nlohmann::json::parse(c.coord->out()), w.err(), s.err()};
+}
+
+bool says(const std::string& log, const std::string& text) { return log.find(text) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_job_gives_the_same_bits_with_the_fast_path_on_off_and_refused) {
+  const auto on = run_job("fast-on", {}, {});
+  BOOST_TEST(says(on.worker_log, "exchanges tensors with shard 0 through shared memory"), on.worker_log);
+  BOOST_TEST(segments_of("fast-on") == 0);
+
+  const auto off = run_job("fast-on", {"--no-shared-memory"}, {"--no-shared-memory"});
+  BOOST_TEST(!says(off.worker_log, "shared memory"), off.worker_log);
+
+  // The shard will not map the worker's segment: it answers in the message, and the worker
+  // closes its channel and goes on over the network.
+  const auto refused = run_job("fast-on", {"--no-shared-memory"}, {});
+  BOOST_TEST(says(refused.worker_log, "could not map it"), refused.worker_log);
+  BOOST_TEST(!says(refused.worker_log, "through shared memory"), refused.worker_log);
+  BOOST_TEST(segments_of("fast-on") == 0);
+
+  const auto fnv = on.result["params_fnv1a"].get<std::string>();
+  BOOST_TEST(fnv.size() == 16u);
+  BOOST_TEST(off.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(refused.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(on.result["rejected_messages"].get<int>() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_crashed_processes_segment_is_swept_and_a_killed_worker_leaves_none) {
+  const std::string id = "fast-sweep";
+  const auto secret = load_job_secret(pki().secret());
+  BOOST_REQUIRE(secret.has_value());
+  // What a worker killed between creating its segment and its first answer leaves: a
+  // segment of the job named after a process that is gone.
+  const pid_t gone = fork();
+  if (gone == 0) _exit(0);
+  waitpid(gone, nullptr, 0);
+  const std::string left = "/troupe-" + shared_memory_tag(*secret, id) + "-" + std::to_string(gone) + "-0-0badcafe";
+  const int fd = shm_open(left.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+  BOOST_REQUIRE(fd >= 0);
+  close(fd);
+  BOOST_TEST(segments_of(id) == 1);
+
+  temp_dir dir("fast-sweep");
+  background_process coord(cat({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0", "--job-id", id,
+                                "--dataset", "synthetic", "--train-samples", "20000", "--epochs", "50", "--workers",
+                                "1", "--servers", "1", "--mode", "async"},
+                               pki().tls("coordinator")),
+                           dir.file("coordinator"));
+  const auto port = coord.wait_for_port("listening on ", 60s);
+  BOOST_REQUIRE_MESSAGE(port.has_value(), coord.err());
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
+  background_process server(
+      cat({troupe_bin(), "node", "--role", "server", "--join", address, "--job-id", id}, pki().tls("server")),
+      dir.file("server"));
+  background_process worker(
+      cat({troupe_bin(), "node", "--role", "worker", "--join", address, "--job-id", id}, pki().tls("worker")),
+      dir.file("worker"));
+  BOOST_REQUIRE_MESSAGE(worker.wait_for_err("through shared memory", 60s), worker.err());
+  BOOST_TEST((says(server.err(), "removed 1 shared-memory segments") ||
+              says(worker.err(), "removed 1 shared-memory segments")),
+             server.err() << worker.err());
+  BOOST_TEST(segments_of(id) == 0);
+
+  worker.signal(SIGKILL);  // while it trains
+  BOOST_TEST(worker.wait(10s).has_value());
+  const auto code = coord.wait(60s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), coord.err());
+  BOOST_TEST(*code != 0);  // its only worker is gone
+  BOOST_TEST(segments_of(id) == 0);
+}
