@@ -248,7 +248,9 @@ namespace {
 local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coordinator, stage_options opts) {
   auto& st = self->state;
   st.coordinator = coordinator;
-  st.core = std::make_unique<member_core>(member_setup{opts.data, opts.compute, opts.obs});
+  st.core = std::make_unique<member_core>(member_setup{
+      opts.data, opts.compute, opts.obs,
+      [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); }});
   st.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {

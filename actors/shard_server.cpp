@@ -52,17 +52,19 @@ params_reply snapshot(shard_pointer self) {
 params_reply answer(shard_pointer self, std::uint32_t member, const shared_tensor& reply_to) {
   auto& st = self->state;
   const auto& core = *st.core;
-  params_reply r{st.index, core.version_for(member), core.pack_slice(member, core.params()), {}};
-  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+  params_reply r{st.index, core.version_for(member), tensor(), {}};
+  const std::int64_t numel = core.slice_numel(member);
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
   if (st.channels && !reply_to.empty()) {
     std::string refused;
-    if (auto where = st.channels->answer(member, reply_to, r.params, refused)) {
+    auto pack = [&](tensor_view out) { core.pack_slice_into(member, core.params(), out); };
+    if (auto where = st.channels->answer_with(member, reply_to, {numel}, pack, refused)) {
       r.shared = std::move(*where);
-      r.params = tensor();
-    } else if (!refused.empty()) {
-      spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
+      return r;
     }
+    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
   }
+  r.params = core.pack_slice(member, core.params());
   return r;
 }
 
@@ -204,7 +206,9 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (p.shard != self->state.index) return wrong_shard(self, p.shard);
         auto& st = self->state;
         if (!p.shared.empty()) {
-          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared)
+          // Borrowed from the worker's slot when the core does not keep it: the worker
+          // writes that slot again only after this push is answered.
+          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, !st.core->keeps_gradients())
                                   : expected<tensor>(failure{"this shard's same-host fast path is off"});
           if (!grad) {
             spdlog::warn("shard {}: refused the gradient of worker {} (clock {}) from shared memory: {}", st.index,

@@ -19,7 +19,8 @@ shm::shard_channel* channel_to(stage_pointer self, std::uint32_t s) {
     fp.tried = true;
     // In one process the message already shares the tensor; nothing to gain.
     if (st.shards[s].node() == self->node()) return nullptr;
-    auto made = shm::shard_channel::create(st.opts.fast_path_tag, shm::slot_bytes_for(st.core->slice_numel(s)));
+    auto made = shm::shard_channel::create(st.opts.fast_path_tag, shm::slot_bytes_for(st.core->slice_numel(s)),
+                                           st.core->place().rank);
     if (!made) {
       spdlog::warn("{}: no shared-memory channel to shard {} ({}); its tensors go over the network", who(self), s,
                    made.error().message);
@@ -73,11 +74,22 @@ void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline
     close_channel(self, s, "the shard could not map it: another host, or shared memory unavailable there");
 }
 
+tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel) {
+  auto* ch = channel_to(self, s);
+  if (!ch) return {};
+  auto buffer = ch->lend_push_buffer(numel);
+  return buffer ? std::move(*buffer) : tensor();
+}
+
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g) {
   auto* ch = channel_to(self, s);
-  if (!ch) return false;
-  auto where = ch->put_push(g.grad);
-  if (!where) return false;
+  auto where = ch ? ch->put_push(g.grad) : std::nullopt;
+  if (!where) {
+    // A slot buffer that cannot be sent from its slot travels as a copy: the mapping
+    // may be gone before the message is serialized.
+    if (ch && ch->holds(g.grad.bytes())) g.grad = tensor(g.grad);
+    return false;
+  }
   g.shared = std::move(*where);
   g.grad = tensor();
   return true;

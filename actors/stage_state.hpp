@@ -83,6 +83,8 @@ bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r);
 expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p);
 void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline, bool timed_out);
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
+// member_setup::push_buffer: the push slot of the confirmed channel to shard s, if free.
+tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells

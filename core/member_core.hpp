@@ -64,6 +64,10 @@ struct member_setup {
   std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
   compute_options compute;
   observability obs;
+  // Where the gradient for a shard is packed: a (numel) f32 tensor, such as one lying in
+  // the same-host fast path's push slot (Note [Same-host fast path]); unset or an empty
+  // tensor: a fresh one.
+  std::function<tensor(std::uint32_t shard, std::int64_t numel)> push_buffer;
 };
 
 // Where this member could share a local group: GPUs of one machine (NCCL), or threads of

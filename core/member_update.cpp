@@ -17,7 +17,8 @@ void member_core::push_all(member_actions_list& out) {
   const tensor* grads = &synthetic_grad_;
   if (!simulated() && !guarded("downloading its gradients", out, [&] { grads = &rep_->fetch_grads(); })) return;
   for (std::uint32_t s : active_) {
-    tensor g = tensor::uninitialized({slice_numel_[s]});
+    tensor g = setup_.push_buffer ? setup_.push_buffer(s, slice_numel_[s]) : tensor();
+    if (g.empty()) g = tensor::uninitialized({slice_numel_[s]});
     pack_shard(g, *grads, ranges_[s]);
     if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++acks_pending_;

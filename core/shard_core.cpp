@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/check.hpp"
 #include "core/frame_bound.hpp"
 #include "tensor/ops.hpp"
 
@@ -54,21 +55,23 @@ std::int64_t shard_core::slice_numel(std::uint32_t worker) const {
 }
 
 tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) const {
+  tensor out = tensor::uninitialized({slice_numel(worker)});
+  pack_slice_into(worker, buffer, out);
+  return out;
+}
+
+void shard_core::pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const {
   auto it = members_.find(worker);
   const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
   const shard_slice& slice = slice_of_stage(stage);
-  if (slice.size() == 1 && slice[0].first == 0 && slice[0].second == params_.numel()) {
-    tensor whole = tensor::uninitialized({params_.numel()});
-    copy(whole, buffer);
-    return whole;
-  }
-  tensor out = tensor::uninitialized({slice_numel(worker)});
+  TROUPE_CHECK(out.numel() == slice_numel(worker), "pack_slice_into: the output holds " +
+                                                       std::to_string(out.numel()) + " elements, the slice " +
+                                                       std::to_string(slice_numel(worker)));
   std::int64_t pos = 0;
   for (const auto& [off, len] : slice) {
-    copy(out.view().flat(pos, len), buffer.flat(off, len));
+    copy(out.flat(pos, len), buffer.flat(off, len));
     pos += len;
   }
-  return out;
 }
 
 void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages) {

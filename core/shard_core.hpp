@@ -108,6 +108,11 @@ class shard_core {
 
   // The member's slice of `buffer` (the parameters, or any tensor laid out like them), packed.
   tensor pack_slice(std::uint32_t worker, const_tensor_view buffer) const;
+  // The same, packed into `out` of slice_numel(worker) elements.
+  void pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const;
+  // Whether push() keeps the gradient beyond the call (sync, until its round closes); when
+  // it does not, the gradient may be borrowed memory that is valid only during the call.
+  bool keeps_gradients() const { return cfg_.mode == sync_mode::sync; }
   std::int64_t slice_numel(std::uint32_t worker) const;
 
   // Held pulls that may be answered now / that never will be (their worker left).

@@ -47,23 +47,30 @@ expected<std::pair<shape, dtype>> layout_of(const shared_tensor& where) {
   return std::pair{shape(std::span<const std::int64_t>(where.dims)), *dt};
 }
 
-void write_slot(const segment& s, std::uint64_t offset, std::uint64_t ticket, const_tensor_view t) {
-  auto stamp = ticket_of(s, offset);
-  stamp.store(0, std::memory_order_relaxed);
+// A writer opens a slot (its ticket zeroed: a reader refuses it from now on), fills it,
+// and stamps it with the ticket the message will name.
+void open_slot(const segment& s, std::uint64_t offset) {
+  ticket_of(s, offset).store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  if (t.nbytes() > 0) std::memcpy(s.data() + offset + slot_header, t.bytes(), t.nbytes());
-  stamp.store(ticket, std::memory_order_release);
+}
+void stamp_slot(const segment& s, std::uint64_t offset, std::uint64_t ticket) {
+  ticket_of(s, offset).store(ticket, std::memory_order_release);
 }
 
-expected<tensor> read_slot(const segment& s, const shared_tensor& where) {
+// The tensor in the slot `where` names: copied out, or borrowed (a tensor over the slot
+// that frees nothing) when the protocol keeps the writer away until the borrower is done.
+expected<tensor> read_slot(const segment& s, const shared_tensor& where, bool borrow) {
   auto layout = layout_of(where);
   if (!layout) return layout.error();
-  tensor out = tensor::uninitialized(layout->first, layout->second);
-  if (auto bad = out_of_bounds(s, where, out.nbytes())) return failure{*bad};
+  const auto nbytes = static_cast<std::uint64_t>(layout->first.numel()) * size_of(layout->second);
+  if (auto bad = out_of_bounds(s, where, nbytes)) return failure{*bad};
   auto stamp = ticket_of(s, where.offset);
   if (stamp.load(std::memory_order_acquire) != where.ticket)
     return failure{"the slot no longer holds ticket " + std::to_string(where.ticket) + " (stale or overwritten)"};
-  if (out.nbytes() > 0) std::memcpy(out.bytes(), s.data() + where.offset + slot_header, out.nbytes());
+  std::byte* data = s.data() + where.offset + slot_header;
+  if (borrow) return tensor::adopt(data, buffer_release{}, layout->first, layout->second, cpu_device);
+  tensor out = tensor::uninitialized(layout->first, layout->second);
+  if (nbytes > 0) std::memcpy(out.bytes(), data, nbytes);
   std::atomic_thread_fence(std::memory_order_acquire);
   if (stamp.load(std::memory_order_relaxed) != where.ticket)
     return failure{"the slot was overwritten while it was read (ticket " + std::to_string(where.ticket) + ")"};
@@ -82,9 +89,9 @@ shared_tensor describe(const std::string& segment, std::uint64_t offset, std::ui
 // ---------------------------------------------------------------------------------------
 // The worker's end
 
-expected<shard_channel> shard_channel::create(std::string_view tag, std::size_t slot_bytes) {
+expected<shard_channel> shard_channel::create(std::string_view tag, std::size_t slot_bytes, std::uint32_t rank) {
   const std::size_t cap = round_up(slot_bytes);
-  auto seg = segment::create(tag, header_bytes + 2 * (slot_header + cap));
+  auto seg = segment::create(tag, header_bytes + 2 * (slot_header + cap), rank);
   if (!seg) return seg.error();
   shard_channel c;
   c.seg_ = std::move(*seg);
@@ -108,7 +115,7 @@ expected<tensor> shard_channel::take_reply(const shared_tensor& where) {
   if (closed_ || where.segment != seg_.name() || where.offset != header_bytes + slot_header + slot_bytes_ ||
       where.capacity != slot_bytes_)
     return failure{"an answer names a slot this channel did not lend"};
-  auto t = read_slot(seg_, where);
+  auto t = read_slot(seg_, where, true);
   if (!t) return t;
   if (!confirmed_) {
     confirmed_ = true;
@@ -122,12 +129,30 @@ void shard_channel::reply_failed(bool timed_out) {
   if (timed_out) closed_ = true;
 }
 
-std::optional<shared_tensor> shard_channel::put_push(const_tensor_view grad) {
-  if (!confirmed_ || closed_ || push_lent_ || grad.nbytes() > slot_bytes_ || !grad.is_contiguous())
-    return std::nullopt;
+std::byte* shard_channel::push_data() const { return seg_.data() + header_bytes + slot_header; }
+
+bool shard_channel::can_push(std::size_t nbytes) const {
+  return confirmed_ && !closed_ && !push_lent_ && nbytes <= slot_bytes_;
+}
+
+std::optional<tensor> shard_channel::lend_push_buffer(std::int64_t numel) {
+  if (numel < 0 || !can_push(static_cast<std::size_t>(numel) * size_of(dtype::f32))) return std::nullopt;
   push_lent_ = true;
+  open_slot(seg_, header_bytes);
+  return tensor::adopt(push_data(), buffer_release{}, {numel}, dtype::f32, cpu_device);
+}
+
+std::optional<shared_tensor> shard_channel::put_push(const_tensor_view grad) {
+  if (!grad.is_contiguous()) return std::nullopt;
+  const bool in_place = push_lent_ && grad.bytes() == push_data();
+  if (!in_place) {
+    if (!can_push(grad.nbytes())) return std::nullopt;
+    push_lent_ = true;
+    open_slot(seg_, header_bytes);
+    if (grad.nbytes() > 0) std::memcpy(push_data(), grad.bytes(), grad.nbytes());
+  }
   const std::uint64_t ticket = next_ticket_++;
-  write_slot(seg_, header_bytes, ticket, grad);
+  stamp_slot(seg_, header_bytes, ticket);
   return describe(seg_.name(), header_bytes, slot_bytes_, ticket, grad);
 }
 
@@ -144,20 +169,35 @@ expected<segment*> worker_channels::channel_of(std::uint32_t rank, const std::st
   if (it != by_rank_.end() && it->second.name() == name) return &it->second;
   auto seg = segment::open(name, tag_);
   if (!seg) return seg.error();
+  if (seg->label() != rank)
+    return failure{"refused the shared-memory segment " + name + ": it is member " + std::to_string(seg->label()) +
+                   "'s, not member " + std::to_string(rank) + "'s"};
   auto& slot = by_rank_[rank];
   slot = std::move(*seg);
   return &slot;
 }
 
-expected<tensor> worker_channels::take_push(std::uint32_t rank, const shared_tensor& where) {
+expected<tensor> worker_channels::take_push(std::uint32_t rank, const shared_tensor& where, bool borrow) {
   auto seg = channel_of(rank, where.segment);
   if (!seg) return seg.error();
-  return read_slot(**seg, where);
+  return read_slot(**seg, where, borrow);
 }
 
 std::optional<shared_tensor> worker_channels::answer(std::uint32_t rank, const shared_tensor& reply_to,
                                                      const_tensor_view params, std::string& refused) {
-  if (reply_to.empty() || !params.is_contiguous()) return std::nullopt;
+  if (!params.is_contiguous() || params.type() != dtype::f32) return std::nullopt;
+  return answer_with(
+      rank, reply_to, params.sizes(),
+      [&](tensor_view out) {
+        if (params.nbytes() > 0) std::memcpy(out.bytes(), params.bytes(), params.nbytes());
+      },
+      refused);
+}
+
+std::optional<shared_tensor> worker_channels::answer_with(std::uint32_t rank, const shared_tensor& reply_to,
+                                                          const shape& s, const std::function<void(tensor_view)>& fill,
+                                                          std::string& refused) {
+  if (reply_to.empty()) return std::nullopt;
   if (auto r = refused_.find(rank); r != refused_.end() && r->second == reply_to.segment) return std::nullopt;
   auto seg = channel_of(rank, reply_to.segment);
   if (!seg) {
@@ -165,9 +205,13 @@ std::optional<shared_tensor> worker_channels::answer(std::uint32_t rank, const s
     refused = seg.error().message;
     return std::nullopt;
   }
-  if (out_of_bounds(**seg, reply_to, params.nbytes())) return std::nullopt;
-  write_slot(**seg, reply_to.offset, reply_to.ticket, params);
-  return describe(reply_to.segment, reply_to.offset, reply_to.capacity, reply_to.ticket, params);
+  const auto nbytes = static_cast<std::uint64_t>(s.numel()) * size_of(dtype::f32);
+  if (out_of_bounds(**seg, reply_to, nbytes)) return std::nullopt;
+  open_slot(**seg, reply_to.offset);
+  tensor_view out((*seg)->data() + reply_to.offset + slot_header, dtype::f32, s);
+  fill(out);
+  stamp_slot(**seg, reply_to.offset, reply_to.ticket);
+  return describe(reply_to.segment, reply_to.offset, reply_to.capacity, reply_to.ticket, out);
 }
 
 }  // namespace troupe::shm

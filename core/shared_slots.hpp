@@ -25,11 +25,21 @@
 // - Trust: the fast path trusts exactly what the host's permissions enforce. Only
 //   processes of the job's user can open a segment (0600, owner checked on open); TLS
 //   protects nothing between them that those permissions do not. A process of the same
-//   user could also read the job's memory directly, so it gains nothing here.
+//   user could also read the job's memory directly, so it gains nothing here. A
+//   segment's header names the member that made it, and a shard takes it only from that
+//   member (whose identity the shell checked first), so one member cannot point a shard
+//   at another member's slots.
+// - Copies: the worker packs its gradient straight into the push slot (lend_push_buffer)
+//   and unpacks parameters straight from the reply slot (take_reply borrows it); the shard
+//   packs its answer straight into the reply slot (answer_with) and, when its core does
+//   not keep gradients (async, ssp), applies one straight from the push slot. What is
+//   borrowed stays valid until the request that lends the slot again, which the borrower's
+//   own next step sends; so each tensor crosses memory once.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -44,23 +54,30 @@ namespace troupe::shm {
 // The worker's end of the fast path to one shard.
 class shard_channel {
  public:
-  // A channel whose slots each hold `slot_bytes` bytes of tensor data.
-  static expected<shard_channel> create(std::string_view tag, std::size_t slot_bytes);
+  // A channel of member `rank` whose slots each hold `slot_bytes` bytes of tensor data.
+  static expected<shard_channel> create(std::string_view tag, std::size_t slot_bytes, std::uint32_t rank);
 
   // For a pull: the reply slot to offer, or nullopt (ask for the answer in the message)
   // when the channel is closed or the slot is lent to a pull not yet answered.
   std::optional<shared_tensor> lend_reply_slot();
-  // The parameters a shard wrote where `where` says. The first confirms the channel: the
-  // shard has it mapped, so pushes may use it and its name is removed. The slot is free
-  // again either way.
+  // The parameters a shard wrote where `where` says, borrowed from the reply slot (valid
+  // until the slot is lent again; copy them to keep them). The first confirms the channel:
+  // the shard has it mapped, so pushes may use it and its name is removed. The slot is
+  // free again either way.
   expected<tensor> take_reply(const shared_tensor& where);
   // The pull failed (refused: the slot is free; timed out: the channel closes).
   void reply_failed(bool timed_out);
 
-  // For a push: writes `grad` into the push slot and says where, or nullopt (send it in
-  // the message) when the channel is not confirmed, is closed, the slot is lent to a push
-  // not yet answered, or `grad` does not fit.
+  // For a push: a (numel) f32 tensor that lies in the push slot, to pack the gradient
+  // into; nullopt when put_push could not take it now. The slot is lent from here on.
+  std::optional<tensor> lend_push_buffer(std::int64_t numel);
+  // For a push: says where `grad` lies, writing it into the push slot unless it is the
+  // buffer lend_push_buffer gave; nullopt (send it in the message) when the channel is not
+  // confirmed, is closed, the slot is lent to a push not yet answered, or `grad` does not
+  // fit.
   std::optional<shared_tensor> put_push(const_tensor_view grad);
+  // Whether `data` lies in this channel's push slot (a buffer lend_push_buffer gave).
+  bool holds(const std::byte* data) const { return seg_.mapped() && data == push_data(); }
   // The push was answered (acknowledged or refused: the slot is free) or timed out (the
   // channel closes).
   void push_settled(bool timed_out);
@@ -70,6 +87,8 @@ class shard_channel {
   const std::string& name() const { return seg_.name(); }
 
  private:
+  std::byte* push_data() const;
+  bool can_push(std::size_t nbytes) const;
   segment seg_;
   std::size_t slot_bytes_ = 0;
   std::uint64_t next_ticket_ = 1;
@@ -77,13 +96,19 @@ class shard_channel {
 };
 
 // A shard's view of its workers' channels, by rank: each mapped on first use and kept
-// until the worker leaves or names another segment.
+// until the worker leaves or names another segment. A segment is taken only for the rank
+// its header names, so a member cannot make the shard read or write another's slots.
 class worker_channels {
  public:
   explicit worker_channels(std::string tag) : tag_(std::move(tag)) {}
-  // The gradient worker `rank` left where `where` says, copied out; refused (with the
-  // reason) when the segment cannot be opened or the slot is out of bounds, torn or stale.
-  expected<tensor> take_push(std::uint32_t rank, const shared_tensor& where);
+  // The gradient worker `rank` left where `where` says: copied out, or with `borrow`
+  // borrowed from the slot (valid until the push is answered); refused (with the reason)
+  // when the segment cannot be opened or the slot is out of bounds, torn or stale.
+  expected<tensor> take_push(std::uint32_t rank, const shared_tensor& where, bool borrow = false);
+  // Fills the slot worker `rank` offered with a tensor of shape `s` (f32) through `fill`,
+  // and says what to send back in the reply; nullopt as for answer().
+  std::optional<shared_tensor> answer_with(std::uint32_t rank, const shared_tensor& reply_to, const shape& s,
+                                           const std::function<void(tensor_view)>& fill, std::string& refused);
   // Writes `params` into the slot worker `rank` offered; what to send back in the reply,
   // or nullopt (answer in the message) when the segment cannot be opened (another host,
   // another user or job) or the slot is too small. A segment refused once is not tried

@@ -30,6 +30,7 @@ struct header {
   std::uint32_t reserved;
   char tag[tag_digits];
   std::uint64_t bytes;
+  std::uint64_t label;
 };
 static_assert(sizeof(header) <= header_bytes);
 
@@ -73,6 +74,7 @@ segment::segment(segment&& o) noexcept
     : name_(std::move(o.name_)),
       data_(std::exchange(o.data_, nullptr)),
       size_(std::exchange(o.size_, 0)),
+      label_(o.label_),
       owner_(std::exchange(o.owner_, false)) {}
 
 segment& segment::operator=(segment&& o) noexcept {
@@ -81,6 +83,7 @@ segment& segment::operator=(segment&& o) noexcept {
     name_ = std::move(o.name_);
     data_ = std::exchange(o.data_, nullptr);
     size_ = std::exchange(o.size_, 0);
+    label_ = o.label_;
     owner_ = std::exchange(o.owner_, false);
   }
   return *this;
@@ -101,7 +104,7 @@ void segment::unlink() {
   owner_ = false;
 }
 
-expected<segment> segment::create(std::string_view tag, std::size_t bytes) {
+expected<segment> segment::create(std::string_view tag, std::size_t bytes, std::uint64_t label) {
   if (!valid_tag(tag)) return failure{"a shared-memory segment needs a job tag of 16 hex digits"};
   if (bytes < header_bytes) bytes = header_bytes;
   static std::atomic<unsigned> counter{0};
@@ -132,11 +135,13 @@ expected<segment> segment::create(std::string_view tag, std::size_t bytes) {
   s.data_ = static_cast<std::byte*>(p);
   s.size_ = bytes;
   s.owner_ = true;
+  s.label_ = label;
   header h{};
   std::memcpy(h.magic, magic, sizeof magic);
   h.version = layout_version;
   std::memcpy(h.tag, tag.data(), tag_digits);
   h.bytes = bytes;
+  h.label = label;
   std::memcpy(s.data_, &h, sizeof h);
   return s;
 }
@@ -183,6 +188,7 @@ expected<segment> segment::open(std::string_view name, std::string_view tag, uid
   if (std::memcmp(h.tag, tag.data(), tag_digits) != 0)
     return failure{"refused the shared-memory segment " + path + ": it belongs to another job"};
   if (h.bytes != bytes) return failure{"refused the shared-memory segment " + path + ": its size changed"};
+  s.label_ = h.label;
   return s;
 }
 

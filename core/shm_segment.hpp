@@ -34,8 +34,9 @@ class segment {
 
   // A new segment of `bytes` bytes (header included, zero-filled) for the job `tag`, named
   // /troupe-TAG-PID-N-RANDOM, mode 0600, owned by this process: its name is removed when
-  // it is destroyed unless unlink() already did.
-  static expected<segment> create(std::string_view tag, std::size_t bytes);
+  // it is destroyed unless unlink() already did. `label` goes into the header for peers to
+  // check (the fast path writes the creating member's rank).
+  static expected<segment> create(std::string_view tag, std::size_t bytes, std::uint64_t label = 0);
   // Maps another process's segment of the job `tag`. Refused, with the reason, unless the
   // name is one of the job's, the object is a regular file owned by `owner` (this
   // process's effective user by default) with no permission for group or others, at
@@ -46,6 +47,7 @@ class segment {
   const std::string& name() const { return name_; }
   std::byte* data() const { return data_; }
   std::size_t size() const { return size_; }
+  std::uint64_t label() const { return label_; }
   bool mapped() const { return data_ != nullptr; }
   // Removes the name (the mapping stays): once every peer has mapped it, a crash can leave
   // nothing behind. Only the creator unlinks.
@@ -56,6 +58,7 @@ class segment {
   std::string name_;
   std::byte* data_ = nullptr;
   std::size_t size_ = 0;
+  std::uint64_t label_ = 0;
   bool owner_ = false;
 };
 

@@ -38,7 +38,7 @@ struct channel_pair {
   shm::shard_channel worker;
   shm::worker_channels shard{tag};
   channel_pair() {
-    auto c = shm::shard_channel::create(tag, shm::slot_bytes_for(1000));
+    auto c = shm::shard_channel::create(tag, shm::slot_bytes_for(1000), 3);
     BOOST_REQUIRE_MESSAGE(c.has_value(), (c ? std::string() : c.error().message));
     worker = std::move(*c);
   }
@@ -101,6 +101,30 @@ BOOST_AUTO_TEST_CASE(a_slot_is_lent_to_one_request_at_a_time) {
   BOOST_TEST(!p.worker.put_push(ramp(1001, 0.0f)).has_value());  // too large for the slot: in the message
 }
 
+BOOST_AUTO_TEST_CASE(a_gradient_packed_into_the_slot_crosses_without_a_copy) {
+  channel_pair p;
+  BOOST_TEST(!p.worker.lend_push_buffer(1000).has_value());  // not before the channel is confirmed
+  p.pull(ramp(1000, 0.0f));
+  auto buffer = p.worker.lend_push_buffer(1000);
+  BOOST_REQUIRE(buffer.has_value());
+  BOOST_TEST(p.worker.holds(buffer->bytes()));
+  BOOST_TEST(!p.worker.lend_push_buffer(1000).has_value());  // lent already
+  const tensor grad = ramp(1000, 7.0f);
+  std::memcpy(buffer->bytes(), grad.bytes(), grad.nbytes());
+  auto where = p.worker.put_push(*buffer);
+  BOOST_REQUIRE(where.has_value());
+  auto borrowed = p.shard.take_push(3, *where, true);
+  BOOST_REQUIRE(borrowed.has_value());
+  BOOST_TEST(same_bits(*borrowed, grad));
+  auto copied = p.shard.take_push(3, *where, false);
+  BOOST_REQUIRE(copied.has_value());
+  BOOST_TEST(same_bits(*copied, grad));
+  BOOST_TEST(copied->bytes() != borrowed->bytes());
+  BOOST_TEST(!p.worker.put_push(grad).has_value());  // the slot stays lent until the push is answered
+  p.worker.push_settled(false);
+  BOOST_TEST(p.worker.lend_push_buffer(1000).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(a_timeout_closes_the_channel) {
   channel_pair p;
   p.pull(ramp(1000, 0.0f));
@@ -155,6 +179,19 @@ BOOST_AUTO_TEST_CASE(stale_torn_and_out_of_bounds_slots_are_refused) {
   // A reply naming a slot the worker did not lend.
   shared_tensor not_lent = *next;
   BOOST_TEST(!p.worker.take_reply(not_lent).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_member_cannot_name_another_members_channel) {
+  channel_pair p;  // member 3's
+  auto slot = p.worker.lend_reply_slot();
+  BOOST_REQUIRE(slot.has_value());
+  std::string why;
+  BOOST_TEST(!p.shard.answer(4, *slot, ramp(1000, 0.0f), why).has_value());  // member 4 names it
+  BOOST_TEST(why.find("member 3's, not member 4's") != std::string::npos, why);
+  auto push = p.shard.take_push(4, *slot);
+  BOOST_TEST(!push.has_value());
+  std::string fine;
+  BOOST_TEST(p.shard.answer(3, *slot, ramp(1000, 0.0f), fine).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(another_jobs_shard_answers_in_the_message) {

@@ -2,9 +2,14 @@
 // real shard server (validation and an SGD update on every push). `serve` runs the shard
 // with a stand-in coordinator (actors/lone_shard.hpp) and publishes the coordinator;
 // `client` joins it as the job's one member, times REPS pushes and pulls against the shard
-// it is given, and prints one JSON line with the medians.
-//   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR]
-//   bench_ps client --join 127.0.0.1:P [--floats N] [--reps 10] [--tls-dir DIR]
+// it is given, and prints one JSON line with the medians. With --shm-tag (the same 16 hex
+// digits on both sides) they use the same-host fast path as a worker does (Note [Same-host
+// fast path] in core/shared_slots.hpp): the client packs each gradient into its push slot
+// and copies each answer out of its reply slot, so each tensor still crosses memory once.
+// Without --tls-dir both sides run with --insecure-network and need --secret-file.
+//   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR | --secret-file F] [--shm-tag HEX]
+//   bench_ps client --join 127.0.0.1:P [--floats N] [--reps 10] [--tls-dir DIR | --secret-file F]
+//                   [--shm-tag HEX]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -15,6 +20,7 @@
 
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
+#include "core/shared_slots.hpp"
 #include "net/node_runtime.hpp"
 
 using namespace troupe;
@@ -37,12 +43,15 @@ job_spec block_job(std::int64_t floats) {
   return j;
 }
 
-node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir, bool serve) {
+node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir, const std::string& secret_file,
+                   bool serve) {
   node_options o;
   o.role = serve ? node_role::coordinator : node_role::worker;  // the roles whose addresses these are
   (serve ? o.listen : o.join) = listen_or_join;
   if (!serve) o.listen = "127.0.0.1:0";
   o.tls_dir = tls_dir;
+  o.insecure_network = tls_dir.empty();
+  o.secret_file = secret_file;
   o.job_id = "bench";
   auto p = resolve_node_options(o);
   if (!p) {
@@ -52,15 +61,16 @@ node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir
   return *p;
 }
 
-int serve(const std::string& listen, const std::string& tls_dir, std::int64_t floats) {
-  const node_plan plan = plan_for(listen, tls_dir, true);
+int serve(const std::string& listen, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
+          const std::string& shm_tag) {
+  const node_plan plan = plan_for(listen, tls_dir, secret_file, true);
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
   const job_spec job = block_job(floats);
   const std::int64_t numel = build_model(job)->num_params();
   auto coord = spawn_lone_coordinator(sys, job, numel);
-  auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10));
+  auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10), {}, shm_tag);
   join_as_shard(shard, {}, 0);
   auto port = publish_on(sys, coordinator_actor{coord}, plan.listen, plan.tls.any());
   if (!port) {
@@ -80,8 +90,9 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
-int client(const std::string& join, const std::string& tls_dir, std::int64_t floats, int reps) {
-  const node_plan plan = plan_for(join, tls_dir, false);
+int client(const std::string& join, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
+           int reps, const std::string& shm_tag) {
+  const node_plan plan = plan_for(join, tls_dir, secret_file, false);
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
@@ -109,21 +120,52 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
   }
   tensor grad({numel});
   for (std::int64_t i = 0; i < numel; ++i) grad.data<float>()[i] = 1e-6f * static_cast<float>(i % 7);
+  std::optional<shm::shard_channel> channel;
+  if (!shm_tag.empty()) {
+    auto made = shm::shard_channel::create(shm_tag, shm::slot_bytes_for(numel), 0);
+    if (!made) {
+      std::cerr << made.error().message << "\n";
+      std::_Exit(1);
+    }
+    channel = std::move(*made);
+  }
+  tensor params({numel});  // where a worker would unpack the answer
   std::vector<double> push_ms, pull_ms;
   std::int64_t version = 0;
-  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up and is not counted
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up (and confirms the channel) and is not counted
     const auto t0 = std::chrono::steady_clock::now();
-    self->request(shard, timeout, push_atom::value, push_grads{0, 0, r, version, grad, {}})
+    push_grads p{0, 0, r, version, tensor(), {}};
+    if (auto buffer = channel ? channel->lend_push_buffer(numel) : std::nullopt) {
+      copy(*buffer, grad);  // a worker packs its gradient here
+      p.shared = *channel->put_push(*buffer);
+    } else {
+      p.grad = grad;
+    }
+    self->request(shard, timeout, push_atom::value, std::move(p))
         .receive([&](const push_ack& a) { version = a.version; }, [&](caf::error& e) {
           std::cerr << "push failed: " << describe(e) << "\n";
           ok = false;
         });
+    if (channel) channel->push_settled(false);
     const auto t1 = std::chrono::steady_clock::now();
-    self->request(shard, timeout, pull_atom::value, pull_request{0, 0, r + 1, {}})
-        .receive([&](params_reply& p) { ok = ok && p.params.numel() == numel; }, [&](caf::error& e) {
-          std::cerr << "pull failed: " << describe(e) << "\n";
-          ok = false;
-        });
+    pull_request q{0, 0, r + 1, {}};
+    if (auto slot = channel ? channel->lend_reply_slot() : std::nullopt) q.reply_to = *slot;
+    self->request(shard, timeout, pull_atom::value, q)
+        .receive(
+            [&](params_reply& a) {
+              if (!a.shared.empty() && channel) {
+                auto got = channel->take_reply(a.shared);
+                ok = ok && got.has_value() && got->numel() == numel;
+                if (ok) copy(params, *got);  // a worker unpacks the answer
+              } else {
+                if (channel) channel->reply_failed(false);
+                ok = ok && a.params.numel() == numel;
+              }
+            },
+            [&](caf::error& e) {
+              std::cerr << "pull failed: " << describe(e) << "\n";
+              ok = false;
+            });
     const auto t2 = std::chrono::steady_clock::now();
     if (!ok) std::_Exit(1);
     if (r == 0) continue;
@@ -135,6 +177,7 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
   nlohmann::ordered_json out;
   out["floats"] = numel;
   out["tls"] = plan.tls.any();
+  out["shared_memory"] = channel && channel->confirmed();
   out["reps"] = reps;
   out["push_ms"] = push;
   out["pull_ms"] = pull;
@@ -148,7 +191,7 @@ int client(const std::string& join, const std::string& tls_dir, std::int64_t flo
 int main(int argc, char** argv) {
   CLI::App app{"Push/pull throughput of one shard across two processes"};
   app.require_subcommand(1);
-  std::string listen = "127.0.0.1:0", join, tls_dir;
+  std::string listen = "127.0.0.1:0", join, tls_dir, secret_file, shm_tag;
   std::int64_t floats = 10'000'000;
   int reps = 10;
   auto* s = app.add_subcommand("serve", "Run the shard");
@@ -159,7 +202,11 @@ int main(int argc, char** argv) {
   for (auto* sub : {s, c}) {
     sub->add_option("--floats", floats)->check(CLI::Range(int64_t{20}, int64_t{1} << 30))->capture_default_str();
     sub->add_option("--tls-dir", tls_dir, "DIR/node.pem and DIR/ca.pem: mutual TLS");
+    sub->add_option("--secret-file", secret_file, "The job's secret (without --tls-dir: plain TCP)");
+    sub->add_option("--shm-tag", shm_tag, "16 hex digits: the same-host fast path, under this job tag")
+        ->check([](const std::string& t) { return shm::valid_tag(t) ? std::string() : "16 lowercase hex digits"; });
   }
   CLI11_PARSE(app, argc, argv);
-  return s->parsed() ? serve(listen, tls_dir, floats) : client(join, tls_dir, floats, reps);
+  return s->parsed() ? serve(listen, tls_dir, secret_file, floats, shm_tag)
+                      : client(join, tls_dir, secret_file, floats, reps, shm_tag);
 }
