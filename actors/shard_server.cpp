@@ -37,6 +37,7 @@ struct shard_state {
   std::int64_t updates_seen = 0;
   std::vector<member_identity> members;  // by rank: the only actor that may push and pull as it
   std::optional<shm::worker_channels> channels;  // the same-host fast path; none when it is off
+  grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -54,17 +55,19 @@ params_reply answer(shard_pointer self, std::uint32_t member, const shared_tenso
   const auto& core = *st.core;
   params_reply r{st.index, core.version_for(member), tensor(), {}};
   const std::int64_t numel = core.slice_numel(member);
-  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
   if (st.channels && !reply_to.empty()) {
     std::string refused;
     auto pack = [&](tensor_view out) { core.pack_slice_into(member, core.params(), out); };
     if (auto where = st.channels->answer_with(member, reply_to, {numel}, pack, refused)) {
+      if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
       r.shared = std::move(*where);
       return r;
     }
     if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
   }
   r.params = core.pack_slice(member, core.params());
+  if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
   return r;
 }
 
@@ -147,11 +150,13 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   }
   self->state.index = w.index;
   self->state.core = std::move(*core);
+  self->state.compression = w.job.compression;
+  self->state.pull_precision = w.job.pull_precision;
   if (self->state.obs.metrics) {
     self->state.m = self->state.obs.metrics->shard(w.index);
     // Every reason a shard can refuse exists from the start, at zero.
     for (errc e : {errc::bad_shard, errc::bad_shape, errc::bad_dtype, errc::not_finite, errc::not_member, errc::bad_clock,
-                   errc::stale_round, errc::duplicate, errc::not_started})
+                   errc::stale_round, errc::duplicate, errc::not_started, errc::malformed})
       self->state.m->rejected(to_string(e));
   }
   if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
@@ -218,6 +223,16 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
           p.grad = std::move(*grad);
         }
         if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
+        if (st.compression.kind != codec_kind::none) {
+          auto grad = decode(st.compression, p.grad, st.core->slice_numel(p.worker));
+          if (!grad) {
+            if (st.m) st.m->rejected(to_string(errc::malformed))->Increment();
+            spdlog::warn("shard {}: refused the gradient of worker {} (clock {}): {}", st.index, p.worker, p.clock,
+                         grad.error().message);
+            return make_error(errc::malformed, grad.error().message);
+          }
+          p.grad = std::move(*grad);
+        }
         const auto t0 = wall::now();
         shard_core::push_outcome out;
         if (auto f = catch_compute("shard " + std::to_string(st.index) + ": applying a gradient of worker " +

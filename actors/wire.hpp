@@ -46,12 +46,17 @@ typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, grad_codec& x) {
+  return f(caf::meta::type_name("grad_codec"), x.kind, x.threshold, x.adaptive);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms, x.local_reduce);
+           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision);
 }
 
 template <class Inspector>
@@ -91,13 +96,13 @@ TROUPE_INSPECT(stage_hello, x.replica, x.stage)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
-TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored)
+TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness,
                x.max_staleness, x.workers_lost, x.rejected, x.pipeline_stages, x.microbatches, x.bubble,
-               x.peak_stored, x.params)
+               x.peak_stored, x.push_bytes_per_step, x.params)
 
 #undef TROUPE_INSPECT
 

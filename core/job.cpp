@@ -65,6 +65,10 @@ std::optional<std::string> validate(const job_spec& job) {
                            job.simulate_compute_ms > 0))
     return "--local-reduce sums gradients within each node before the shard servers see them; it needs --mode "
            "sync, one pipeline stage, at least one shard server and real compute (no --simulate-compute)";
+  if (job.compression.kind != codec_kind::none && job.servers == 0)
+    return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
+  if (job.pull_precision.kind == codec_kind::two_bit)
+    return "--pull-precision must be fp32, fp16 or bf16: parameters are not quantised to 2 bits";
   if (job.microbatches > job.train.batch_size)
     return "--microbatches " + std::to_string(job.microbatches) + " splits a batch of " +
            std::to_string(job.train.batch_size) + " samples into empty parts; use at most --batch-size microbatches";

@@ -13,6 +13,7 @@
 #include "core/pipeline_layout.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "tensor/dataset.hpp"
+#include "tensor/grad_codec.hpp"
 #include "tensor/trainer.hpp"
 
 namespace troupe {
@@ -55,6 +56,12 @@ struct job_spec {
   // between GPUs, threads in one process on the CPU) and only each node's leader pushes
   // the sum and pulls (Note [Local groups] in core/local_groups.cpp).
   bool local_reduce = false;
+  // How pushes carry gradients (none, fp16, bf16, 2-bit with error feedback; Note [2-bit
+  // gradients] in tensor/grad_codec.hpp) and pulls carry parameters (none = f32, fp16,
+  // bf16), worker -> shard and shard -> worker over the network. The same-host fast path
+  // carries parameters as f32 (it moves no bytes over a wire).
+  grad_codec compression;
+  grad_codec pull_precision;
 };
 
 // The first problem with the spec, as a message naming the flag; nullopt when valid.

@@ -47,6 +47,8 @@ void job_ledger::epoch(const worker_epoch& r) {
 void job_ledger::done(const worker_done& r, job_clock::time_point now) {
   auto& peak = peak_stored_[r.rank % job_.pipeline_stages];
   peak = std::max(peak, r.peak_stored);
+  bytes_pushed_ += r.bytes_pushed;
+  steps_done_ += r.clock;
   if (!first_done_) first_done_ = std::make_pair(now, samples_);
 }
 
@@ -94,6 +96,7 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.microbatches = job_.microbatches;
   r.bubble = bubble_ ? bubble_->fraction() : 0.0;
   r.peak_stored = peak_stored_;
+  r.push_bytes_per_step = steps_done_ > 0 ? static_cast<double>(bytes_pushed_) / static_cast<double>(steps_done_) : 0.0;
   r.epochs = job_.train.epochs;
   r.evaluated = final_evaluated_;
   r.test_accuracy = final_accuracy_;

@@ -74,6 +74,7 @@ class job_ledger {
   std::map<std::int32_t, epoch_sums> epochs_;
   std::optional<bubble_meter> bubble_;  // pipelines only
   std::vector<std::int32_t> peak_stored_;  // per stage, over the replicas that finished
+  std::int64_t bytes_pushed_ = 0, steps_done_ = 0;  // over the members that finished
   bool started_ = false;
   job_clock::time_point t_start_, t_end_, epoch_start_;
   std::int64_t samples_ = 0;

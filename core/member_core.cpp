@@ -95,6 +95,8 @@ std::optional<fault> member_core::build(const member_assignment& a) {
     for (const auto& r : ranges_.back()) n += r.length;
     slice_numel_.push_back(n);
     if (n > 0) active_.push_back(s);
+    // 2-bit pushes keep what they did not send (Note [2-bit gradients]).
+    residual_.push_back(job.compression.kind == codec_kind::two_bit && n > 0 ? tensor({n}) : tensor());
   }
   if (grouped() && !group_leader()) active_.clear();  // its leader talks to the shards
   base_version_.assign(a.table.shards(), 0);

@@ -198,6 +198,8 @@ class member_core {
   std::vector<std::uint32_t> active_;           // shards that hold part of this stage
   std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
   std::vector<std::int64_t> slice_numel_;       // per shard
+  std::vector<tensor> residual_;                // per shard: what 2-bit pushes have not sent yet
+  std::int64_t bytes_pushed_ = 0;               // as encoded
   std::vector<std::int64_t> base_version_;      // per shard, of the params in use
   std::optional<model> net_;                    // this stage's layers
   std::unique_ptr<backend_context> backend_;    // off the host, or for a local group

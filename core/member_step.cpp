@@ -76,6 +76,18 @@ void member_core::start_pulls(member_actions_list& out) {
 member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   member_actions_list out;
   if (phase_ != member_phase::training || pulls_pending_ == 0) return out;
+  const grad_codec& precision = place_.job.pull_precision;
+  if (precision.kind != codec_kind::none && r.params.type() != dtype::f32 && s < slice_numel_.size()) {
+    auto decoded = decode(precision, r.params, slice_numel_[s]);
+    if (!decoded) {
+      stop({errc::bad_dtype, "shard " + std::to_string(s) + " answered with " + decoded.error().message}, out);
+      return out;
+    }
+    if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+    r.params = std::move(*decoded);
+  } else if (m_) {
+    m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+  }
   if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != slice_numel_[s] || r.params.type() != dtype::f32) {
     stop({errc::bad_shape, "shard " + std::to_string(s) + " answered with " + std::to_string(r.params.numel()) +
                                " parameters, expected " + std::to_string(s < slice_numel_.size() ? slice_numel_[s] : 0)},
@@ -86,7 +98,6 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
                                [&] { unpack_shard(rep_->params(), r.params, ranges_[s]); }))
     return out;
   base_version_[s] = r.version;
-  if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
   if (--pulls_pending_ > 0) return out;
   if (!simulated() && !guarded("uploading its parameters", out, [&] { rep_->commit_params(); })) return out;
   if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return out;

@@ -17,9 +17,13 @@ void member_core::push_all(member_actions_list& out) {
   const tensor* grads = &synthetic_grad_;
   if (!simulated() && !guarded("downloading its gradients", out, [&] { grads = &rep_->fetch_grads(); })) return;
   for (std::uint32_t s : active_) {
-    tensor g = setup_.push_buffer ? setup_.push_buffer(s, slice_numel_[s]) : tensor();
+    const grad_codec& codec = place_.job.compression;
+    const bool plain = codec.kind == codec_kind::none;
+    tensor g = plain && setup_.push_buffer ? setup_.push_buffer(s, slice_numel_[s]) : tensor();
     if (g.empty()) g = tensor::uninitialized({slice_numel_[s]});
     pack_shard(g, *grads, ranges_[s]);
+    if (!plain) g = encode(codec, g, &residual_[s]);
+    bytes_pushed_ += static_cast<std::int64_t>(g.nbytes());
     if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++acks_pending_;
     out.push_back(push{s, push_grads{s, place_.rank, clock_, base_version_[s], std::move(g), {}}});
@@ -123,7 +127,7 @@ member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t c
 void member_core::maybe_finish(member_actions_list& out) {
   if (phase_ != member_phase::finishing || acks_pending_ > 0) return;
   phase_ = member_phase::stopped;
-  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, peak_}});
+  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, peak_, bytes_pushed_}});
 }
 
 }  // namespace troupe

@@ -184,6 +184,7 @@ struct worker_done {
   std::int64_t clock = 0;
   std::int64_t rejected = 0;      // of its pushes
   std::int32_t peak_stored = 0;   // most microbatch activations it held at once
+  std::int64_t bytes_pushed = 0;  // gradient bytes its pushes carried, as encoded
 };
 
 struct eval_request {
@@ -218,6 +219,7 @@ struct job_result {
   std::int32_t microbatches = 1;
   double bubble = 0.0;            // pipelines: measured over the whole job
   std::vector<std::int32_t> peak_stored;  // per stage: most activations any replica's stage held
+  double push_bytes_per_step = 0.0;  // gradient bytes a member's step pushed, as encoded, over the members that finished
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };
 

@@ -101,6 +101,15 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
                "sync: workers of one node sum their gradients among themselves (NCCL between GPUs, threads in one "
                "process) and one leader per node pushes the sum and pulls")
       ->group(group_job);
+  app.add_option("--compression", o.compression,
+                 "How gradients travel to the shards: none, fp16, bf16, or 2bit[:THRESHOLD] (2 bits per element "
+                 "with error feedback, MXNet's scheme; threshold 0.5)")
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--pull-precision", o.pull_precision, "How parameters travel back from the shards: fp32, fp16, bf16")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()
@@ -147,6 +156,10 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job.stall_timeout_ms = static_cast<std::int64_t>(o.stall_timeout_s * 1000);
   if (!o.slow_worker.empty())
     if (auto err = parse_slow_worker(o.slow_worker, job.slow_worker, job.slow_factor); !err.empty()) return failure{err};
+  auto codec = parse_grad_codec(o.compression);
+  if (!codec) return codec.error();
+  job.compression = *codec;
+  if (o.pull_precision != "fp32") job.pull_precision = *parse_grad_codec(o.pull_precision);
   if (auto problem = validate(job)) return failure{*problem};
   return job;
 }
@@ -214,6 +227,7 @@ void print_job_result(const job_result& r) {
     out["bubble"] = round_to(r.bubble, 4);
     out["peak_stored"] = r.peak_stored;
   }
+  out["push_bytes_per_step"] = round_to(r.push_bytes_per_step, 1);
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
   // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).

@@ -25,6 +25,8 @@ struct job_cli_options {
   std::string balance = "flops";
   std::string cuts;         // "2,4"
   std::string slow_worker;  // RANK:FACTOR
+  std::string compression = "none";
+  std::string pull_precision = "fp32";
   double request_timeout_s = 300, stall_timeout_s = 120;
 };
 

@@ -1,6 +1,7 @@
 // Whole jobs in one process (actors/runtime.cpp with every actor): sync with one worker
 // and one shard computes bitwise what train-local computes; sync with several workers is
-// bitwise reproducible; every mode learns; a killed worker does not stop the job and a
+// bitwise reproducible; every mode learns, and so do compressed pushes and pulls (fp16,
+// bf16, 2-bit) with the bytes they save; a killed worker does not stop the job and a
 // replacement rejoins it; a killed shard, a diverging run or an invalid job ends it with
 // a typed error instead of a hang.
 #define BOOST_TEST_MODULE runtime
@@ -61,6 +62,28 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_a_fashion_mnist_subset) {
     BOOST_TEST(r.mode == std::string(name_of(mode)));
     if (mode == sync_mode::ssp) BOOST_TEST(r.max_staleness <= 2 * (job.staleness + 1));
   }
+}
+
+BOOST_AUTO_TEST_CASE(compressed_pushes_still_learn_and_push_fewer_bytes) {
+  auto data = fashion_subset(10000);
+  auto run = [&](const char* compression, const char* pull) {
+    job_spec job = small_job(sync_mode::sync, 2, 2);  // sync: each figure is deterministic
+    job.train.epochs = 3;
+    job.train.batch_size = 128;
+    job.compression = *parse_grad_codec(compression);
+    if (std::string(pull) != "fp32") job.pull_precision = *parse_grad_codec(pull);
+    const job_result r = run_ok(job, data);
+    BOOST_TEST_MESSAGE(compression << " / pull " << pull << ": test accuracy " << r.test_accuracy << ", "
+                                   << r.push_bytes_per_step << " bytes pushed per step");
+    BOOST_TEST(r.test_accuracy >= 0.80, compression << " reached " << r.test_accuracy);
+    BOOST_TEST(r.rejected == 0);
+    return std::pair{r.push_bytes_per_step, r.params.numel()};
+  };
+  const auto [f32, params] = run("none", "fp32");
+  BOOST_TEST(f32 == 4.0 * static_cast<double>(params));  // every step pushes every parameter once
+  BOOST_TEST(run("fp16", "fp16").first == f32 / 2);
+  BOOST_TEST(run("bf16", "fp32").first == f32 / 2);
+  BOOST_TEST(run("2bit", "bf16").first <= f32 / 14);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {

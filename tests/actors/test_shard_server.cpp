@@ -1,7 +1,8 @@
 // Tests for actors/shard_server.cpp under CAF's deterministic scheduler: the shard joins,
 // refuses work before it starts, holds sync pulls in response promises until the round
-// closes, answers bad gradients with typed errors without touching its parameters, and
-// releases a leaver's round; pushes, pulls and administration from anyone but the
+// closes, answers bad gradients with typed errors without touching its parameters,
+// decodes compressed pushes (refusing malformed ones as malformed) and answers in the
+// job's pull precision, and releases a leaver's round; pushes, pulls and administration from anyone but the
 // rank's own actor and the coordinator are refused and change nothing.
 #define BOOST_TEST_MODULE shard_server
 #include <boost/test/unit_test.hpp>
@@ -61,8 +62,10 @@ struct fixture : test::deterministic_system {
   std::vector<caf::actor> members;  // by rank, as they joined the stand-in coordinator
   recorder rec;
 
-  void boot(sync_mode mode) {
-    coord = own(spawn_lone_coordinator(*sys, tiny_job(mode), numel));
+  void boot(sync_mode mode, const std::function<void(job_spec&)>& tweak = {}) {
+    job_spec job = tiny_job(mode);
+    if (tweak) tweak(job);
+    coord = own(spawn_lone_coordinator(*sys, job, numel));
     auto local = own(spawn_shard_server(*sys, coord, "job-under-test", std::chrono::seconds(10)));
     join_as_shard(local, {}, 0);
     shard = local;
@@ -176,6 +179,39 @@ BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixtu
   const params_reply after = snapshot();
   BOOST_TEST(after.version == before.version);
   BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
+}
+
+BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_nothing, fixture) {
+  boot(sync_mode::async, [](job_spec& j) {
+    j.compression = *parse_grad_codec("2bit:0.5");
+    j.pull_precision = *parse_grad_codec("fp16");
+  });
+  start();
+  const params_reply before = snapshot();
+  tensor residual({numel});
+  push(0, 0, encode(*parse_grad_codec("2bit:0.5"), filled(1.f), &residual));  // every element sends +0.5
+  sched->run();
+  BOOST_REQUIRE(rec.acks.size() == 1u);
+  push(0, 1, filled(1.f));  // f32 where the job's 2-bit codes belong
+  tensor bad({4 + (numel + 3) / 4}, dtype::u8);
+  bad.bytes()[4] = std::byte{0x03};
+  push(0, 2, bad);  // code 3
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 2u);
+  for (auto& e : rec.errors) BOOST_TEST((troupe_code(e) == errc::malformed));
+  const params_reply after = snapshot();
+  BOOST_TEST(after.version == before.version + 1);  // only the well-formed push
+  for (std::int64_t i = 0; i < numel; ++i)
+    BOOST_TEST(after.params.data<float>()[i] == before.params.data<float>()[i] - 0.5f);
+  // Pulls come back in fp16.
+  pull(0, 3);
+  sched->run();
+  BOOST_REQUIRE(rec.params.size() == 1u);
+  BOOST_TEST((rec.params[0].params.type() == dtype::f16));
+  auto decoded = decode(*parse_grad_codec("fp16"), rec.params[0].params, numel);
+  BOOST_REQUIRE(decoded.has_value());
+  for (std::int64_t i = 0; i < numel; ++i)
+    BOOST_TEST(decoded->data<float>()[i] == f16_to_f32(f32_to_f16(after.params.data<float>()[i])));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixture) {

@@ -155,6 +155,11 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--servers", "0", "--workers", "2"}, {"--servers 0", "--workers 1"});
   expect_usage_error({"train", "--microbatches", "500"}, {"--microbatches", "--batch-size"});
   expect_usage_error({"train", "--local-reduce", "--mode", "async"}, {"--local-reduce", "--mode sync"});
+  expect_usage_error({"train", "--compression", "fp8"}, {"--compression", "2bit"});
+  expect_usage_error({"train", "--compression", "2bit:-1"}, {"--compression", "threshold"});
+  expect_usage_error({"train", "--servers", "0", "--workers", "1", "--compression", "fp16"},
+                     {"--compression", "--servers 0"});
+  expect_usage_error({"train", "--pull-precision", "2bit"}, {"--pull-precision"});
 }
 
 BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {

@@ -1,0 +1,216 @@
+// grad_codec: f16/bf16 conversion and 2-bit quantisation with error feedback.
+#include "tensor/grad_codec.hpp"
+
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "base/check.hpp"
+
+namespace troupe {
+
+namespace {
+
+bool is_f32_1d(const const_tensor_view& x) { return x.type() == dtype::f32 && x.is_contiguous(); }
+
+}  // namespace
+
+expected<grad_codec> parse_grad_codec(std::string_view text) {
+  const auto bad = [&] {
+    return failure{"--compression: '" + std::string(text) +
+                   "' is not a codec; use none, fp16, bf16, 2bit or 2bit:THRESHOLD (e.g. 2bit:0.5)"};
+  };
+  if (text == "none") return grad_codec{};
+  if (text == "fp16") return grad_codec{codec_kind::fp16};
+  if (text == "bf16") return grad_codec{codec_kind::bf16};
+  if (text == "2bit") return grad_codec{codec_kind::two_bit, 0.0f, true};
+  if (text.rfind("2bit:", 0) != 0) return bad();
+  const std::string t(text.substr(5));
+  char* end = nullptr;
+  const float v = std::strtof(t.c_str(), &end);
+  if (t.empty() || end != t.c_str() + t.size() || !std::isfinite(v) || v <= 0)
+    return failure{"--compression: the 2-bit threshold must be a positive number, not '" + t + "'"};
+  return grad_codec{codec_kind::two_bit, v};
+}
+
+std::string to_string(const grad_codec& c) {
+  switch (c.kind) {
+    case codec_kind::none: return "none";
+    case codec_kind::fp16: return "fp16";
+    case codec_kind::bf16: return "bf16";
+    case codec_kind::two_bit: {
+      if (c.adaptive) return "2bit";
+      std::string t = std::to_string(c.threshold);
+      while (t.size() > 1 && t.back() == '0') t.pop_back();
+      if (t.back() == '.') t.pop_back();
+      return "2bit:" + t;
+    }
+  }
+  return "none";
+}
+
+std::uint16_t f32_to_f16(float f) {
+  const std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
+  const std::uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u)  // infinity, or NaN (kept quiet)
+    return sign | 0x7c00u | (a > 0x7f800000u ? 0x200u | ((a >> 13) & 0x3ffu) : 0u);
+  if (a >= 0x477ff000u) return sign | 0x7c00u;  // rounds past 65504
+  if (a < 0x38800000u) {                        // a half subnormal (or zero)
+    if (a < 0x33000000u) return sign;           // below half the smallest subnormal
+    const std::uint32_t exp = a >> 23;
+    const std::uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const std::uint32_t shift = 126 - exp;
+    std::uint32_t h = mant >> shift;
+    const std::uint32_t rem = mant & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (h & 1u))) ++h;
+    return static_cast<std::uint16_t>(sign | h);
+  }
+  std::uint32_t h = (a - 0x38000000u) >> 13;
+  const std::uint32_t rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<std::uint16_t>(sign | h);
+}
+
+float f16_to_f32(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));
+  return std::bit_cast<float>(sign | ((exp + 112) << 23) | (mant << 13));
+}
+
+std::uint16_t f32_to_bf16(float f) {
+  std::uint32_t x = std::bit_cast<std::uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<std::uint16_t>(x >> 16);
+}
+
+float bf16_to_f32(std::uint16_t b) { return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16); }
+
+std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel) {
+  switch (c.kind) {
+    case codec_kind::none: return numel * 4;
+    case codec_kind::fp16:
+    case codec_kind::bf16: return numel * 2;
+    case codec_kind::two_bit: return 4 + (numel + 3) / 4;
+  }
+  return numel * 4;
+}
+
+tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
+  TROUPE_CHECK(is_f32_1d(x), "encode: a contiguous f32 tensor");
+  const std::int64_t n = x.numel();
+  const float* in = x.data<float>();
+  switch (c.kind) {
+    case codec_kind::none: {
+      tensor out = tensor::uninitialized(x.sizes());
+      copy(out, x);
+      return out;
+    }
+    case codec_kind::fp16:
+    case codec_kind::bf16: {
+      tensor out = tensor::uninitialized({n}, c.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16);
+      auto* o = reinterpret_cast<std::uint16_t*>(out.bytes());
+      if (c.kind == codec_kind::fp16)
+        for (std::int64_t i = 0; i < n; ++i) o[i] = f32_to_f16(in[i]);
+      else
+        for (std::int64_t i = 0; i < n; ++i) o[i] = f32_to_bf16(in[i]);
+      return out;
+    }
+    case codec_kind::two_bit: {
+      TROUPE_CHECK(residual && residual->type() == dtype::f32 && residual->numel() == n,
+                   "encode: 2-bit needs a residual of the gradient's size");
+      tensor out({encoded_bytes(c, n)}, dtype::u8);  // zero: every code starts at 0
+      float* r = residual->data<float>();
+      for (std::int64_t i = 0; i < n; ++i) r[i] += in[i];
+      // The threshold, and the magnitude the codes stand for (Note [2-bit gradients]).
+      float t = c.threshold, s = c.threshold;
+      if (c.adaptive && n > 0) {
+        double sum = 0;
+        for (std::int64_t i = 0; i < n; ++i) sum += std::abs(r[i]);
+        t = static_cast<float>(sum / static_cast<double>(n));
+        double above = 0;
+        std::int64_t count = 0;
+        for (std::int64_t i = 0; i < n; ++i)
+          if (std::abs(r[i]) >= t) {
+            above += std::abs(r[i]);
+            ++count;
+          }
+        s = count > 0 ? static_cast<float>(above / static_cast<double>(count)) : 0.0f;
+        if (!(t > 0)) t = std::numeric_limits<float>::infinity();  // all zero: send nothing
+      }
+      std::memcpy(out.bytes(), &s, 4);
+      auto* o = reinterpret_cast<std::uint8_t*>(out.bytes()) + 4;
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = r[i];
+        std::uint8_t code = 0;
+        if (v >= t) {
+          code = 1;
+          r[i] = v - s;
+        } else if (v <= -t) {
+          code = 2;
+          r[i] = v + s;
+        }
+        o[i >> 2] |= static_cast<std::uint8_t>(code << (2 * (i & 3)));
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+expected<tensor> decode(const grad_codec& c, const tensor& wire, std::int64_t numel) {
+  const auto wrong = [&](const std::string& what) {
+    return failure{"a " + to_string(c) + " tensor " + what + " (" + std::string(name_of(wire.type())) + ", " +
+                   std::to_string(wire.nbytes()) + " bytes for " + std::to_string(numel) + " elements)"};
+  };
+  if (numel < 0) return wrong("of negative size");
+  if (wire.rank() != 1 || wire.nbytes() != static_cast<std::size_t>(encoded_bytes(c, numel)))
+    return wrong("of the wrong size");
+  switch (c.kind) {
+    case codec_kind::none:
+      if (wire.type() != dtype::f32) return wrong("of the wrong dtype");
+      return tensor(wire);
+    case codec_kind::fp16:
+    case codec_kind::bf16: {
+      if (wire.type() != (c.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16)) return wrong("of the wrong dtype");
+      tensor out = tensor::uninitialized({numel});
+      const auto* in = reinterpret_cast<const std::uint16_t*>(wire.bytes());
+      float* o = out.data<float>();
+      if (c.kind == codec_kind::fp16)
+        for (std::int64_t i = 0; i < numel; ++i) o[i] = f16_to_f32(in[i]);
+      else
+        for (std::int64_t i = 0; i < numel; ++i) o[i] = bf16_to_f32(in[i]);
+      return out;
+    }
+    case codec_kind::two_bit: {
+      if (wire.type() != dtype::u8) return wrong("of the wrong dtype");
+      float s = 0;
+      std::memcpy(&s, wire.bytes(), 4);
+      if (!std::isfinite(s) || s < 0) return wrong("with the magnitude " + std::to_string(s));
+      tensor out = tensor::uninitialized({numel});
+      const auto* in = reinterpret_cast<const std::uint8_t*>(wire.bytes()) + 4;
+      float* o = out.data<float>();
+      const float values[3] = {0.0f, s, -s};
+      for (std::int64_t i = 0; i < numel; ++i) {
+        const unsigned code = (in[i >> 2] >> (2 * (i & 3))) & 3u;
+        if (code == 3) return wrong("with the invalid code 3 at element " + std::to_string(i));
+        o[i] = values[code];
+      }
+      // Padding codes past the last element must be zero, or the sender packed another size.
+      for (std::int64_t i = numel; i < ((numel + 3) / 4) * 4; ++i)
+        if ((in[i >> 2] >> (2 * (i & 3))) & 3u) return wrong("with codes past its last element");
+      return out;
+    }
+  }
+  return wrong("of an unknown codec");
+}
+
+}  // namespace troupe

@@ -1,0 +1,183 @@
+// grad_codec: f16/bf16 conversions against hand-computed bit patterns and their round-trip
+// bounds; 2-bit quantisation (fixed and adaptive) and its error-feedback residual against
+// hand-computed values; malformed wire tensors and codec names refused with the reason.
+#define BOOST_TEST_MODULE grad_codec
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "tensor/grad_codec.hpp"
+
+using namespace troupe;
+
+namespace {
+
+tensor of(std::vector<float> v) {
+  tensor t({static_cast<std::int64_t>(v.size())});
+  std::memcpy(t.bytes(), v.data(), v.size() * 4);
+  return t;
+}
+
+std::vector<float> values(const tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+
+// A 2-bit wire tensor's magnitude (its first 4 bytes) and its code bytes (the rest).
+float magnitude(const tensor& t) {
+  float s = 0;
+  std::memcpy(&s, t.bytes(), 4);
+  return s;
+}
+std::vector<int> codes(const tensor& t) {
+  std::vector<int> out;
+  for (std::size_t i = 4; i < t.nbytes(); ++i) out.push_back(static_cast<int>(t.bytes()[i]));
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(f16_and_bf16_bit_patterns) {
+  BOOST_TEST(f32_to_f16(1.0f) == 0x3c00);
+  BOOST_TEST(f32_to_f16(-2.0f) == 0xc000);
+  BOOST_TEST(f32_to_f16(0.1f) == 0x2e66);
+  BOOST_TEST(f32_to_f16(1.0f / 3) == 0x3555);
+  BOOST_TEST(f32_to_f16(65504.0f) == 0x7bff);  // the largest half
+  BOOST_TEST(f32_to_f16(65520.0f) == 0x7c00);  // rounds to infinity
+  BOOST_TEST(f32_to_f16(std::ldexp(1.0f, -24)) == 0x0001);  // the smallest subnormal
+  BOOST_TEST(f32_to_f16(1e-8f) == 0x0000);
+  BOOST_TEST(f32_to_f16(-0.0f) == 0x8000);
+  BOOST_TEST(f32_to_f16(std::numeric_limits<float>::infinity()) == 0x7c00);
+  BOOST_TEST(std::isnan(f16_to_f32(f32_to_f16(std::nanf("")))));
+  BOOST_TEST(f16_to_f32(0x3555) == 0.333251953125f);
+  BOOST_TEST(f16_to_f32(0x0001) == std::ldexp(1.0f, -24));
+  BOOST_TEST(f16_to_f32(0x7bff) == 65504.0f);
+
+  BOOST_TEST(f32_to_bf16(1.0f) == 0x3f80);
+  BOOST_TEST(f32_to_bf16(0.1f) == 0x3dcd);  // 0x3dcccccd rounds up
+  BOOST_TEST(f32_to_bf16(-3.0f) == 0xc040);
+  BOOST_TEST(bf16_to_f32(0x3dcd) == 0.10009765625f);
+  BOOST_TEST(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+}
+
+BOOST_AUTO_TEST_CASE(f16_and_bf16_round_trips_stay_within_half_an_ulp) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-100.0f, 100.0f);
+  std::vector<float> v(4096);
+  for (auto& x : v) x = u(rng);
+  const tensor x = of(v);
+  for (auto kind : {codec_kind::fp16, codec_kind::bf16}) {
+    const grad_codec c{kind};
+    const tensor wire = encode(c, x);
+    BOOST_TEST(wire.nbytes() == x.nbytes() / 2);
+    auto back = decode(c, wire, x.numel());
+    BOOST_REQUIRE(back.has_value());
+    const float bound = kind == codec_kind::fp16 ? std::ldexp(1.0f, -11) : std::ldexp(1.0f, -8);
+    float worst = 0;
+    for (std::size_t i = 0; i < v.size(); ++i)
+      worst = std::max(worst, std::abs(back->data<float>()[i] - v[i]) / std::abs(v[i]));
+    BOOST_TEST(worst <= bound, to_string(c) << " relative error " << worst);
+    BOOST_TEST(worst > 0.0f);  // it did round
+  }
+}
+
+BOOST_AUTO_TEST_CASE(fixed_two_bit_quantises_and_keeps_the_residual) {
+  const grad_codec c{codec_kind::two_bit, 0.5f};
+  tensor residual({5});
+  // Step 1: 0.6 >= t, -0.7 <= -t, the rest below t.
+  tensor wire = encode(c, of({0.6f, -0.7f, 0.2f, 0.0f, 0.3f}), &residual);
+  BOOST_TEST((wire.type() == dtype::u8));
+  BOOST_TEST(magnitude(wire) == 0.5f);
+  BOOST_TEST((codes(wire) == std::vector<int>{0x09, 0x00}));  // codes 1, 2, 0, 0 | 0
+  std::vector<float> r = values(residual);
+  BOOST_TEST(r[0] == 0.6f - 0.5f);
+  BOOST_TEST(r[1] == -0.7f + 0.5f);
+  BOOST_TEST(r[2] == 0.2f);
+  BOOST_TEST(r[3] == 0.0f);
+  BOOST_TEST(r[4] == 0.3f);
+  auto sent = decode(c, wire, 5);
+  BOOST_REQUIRE(sent.has_value());
+  BOOST_TEST((values(*sent) == std::vector<float>{0.5f, -0.5f, 0.0f, 0.0f, 0.0f}));
+
+  // Step 2: the residual carries 0.2 and 0.3 over the threshold.
+  wire = encode(c, of({0.0f, 0.0f, 0.35f, 0.0f, 0.25f}), &residual);
+  BOOST_TEST((codes(wire) == std::vector<int>{0x10, 0x01}));  // codes 0, 0, 1, 0 | 1
+  r = values(residual);
+  BOOST_TEST(r[0] == 0.6f - 0.5f);
+  BOOST_TEST(r[2] == (0.2f + 0.35f) - 0.5f);
+  BOOST_TEST(r[4] == (0.3f + 0.25f) - 0.5f);
+  sent = decode(c, wire, 5);
+  BOOST_REQUIRE(sent.has_value());
+  BOOST_TEST((values(*sent) == std::vector<float>{0.0f, 0.0f, 0.5f, 0.0f, 0.5f}));
+
+  // A 4-byte magnitude, then 1/16 of the f32 bytes (rounded up to whole bytes).
+  BOOST_TEST(encoded_bytes(c, 1000) == 254);
+  BOOST_TEST(encoded_bytes(c, 1001) == 255);
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_two_bit_sends_the_big_elements_at_their_mean_size) {
+  const grad_codec c = *parse_grad_codec("2bit");
+  BOOST_TEST(c.adaptive);
+  tensor residual({5});
+  // mean |v| = 1.8 / 5 = 0.36: 0.6 and -0.7 are at or above it, and their mean size is 0.65.
+  tensor wire = encode(c, of({0.6f, -0.7f, 0.2f, 0.0f, 0.3f}), &residual);
+  BOOST_TEST(magnitude(wire) == 0.65f);
+  BOOST_TEST((codes(wire) == std::vector<int>{0x09, 0x00}));
+  std::vector<float> r = values(residual);
+  BOOST_TEST(r[0] == 0.6f - 0.65f);
+  BOOST_TEST(r[1] == -0.7f + 0.65f);
+  BOOST_TEST(r[2] == 0.2f);
+  BOOST_TEST(r[4] == 0.3f);
+  auto sent = decode(c, wire, 5);
+  BOOST_REQUIRE(sent.has_value());
+  BOOST_TEST((values(*sent) == std::vector<float>{0.65f, -0.65f, 0.0f, 0.0f, 0.0f}));
+
+  // A zero gradient with a zero residual sends nothing, at magnitude 0.
+  tensor none({3});
+  wire = encode(c, of({0.0f, 0.0f, 0.0f}), &none);
+  BOOST_TEST(magnitude(wire) == 0.0f);
+  BOOST_TEST((codes(wire) == std::vector<int>{0x00}));
+}
+
+BOOST_AUTO_TEST_CASE(malformed_wire_tensors_are_refused) {
+  const grad_codec two{codec_kind::two_bit, 0.5f};
+  tensor bad({6}, dtype::u8);
+  bad.bytes()[4] = std::byte{0x03};  // code 3
+  auto r = decode(two, bad, 5);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("invalid code 3 at element 0") != std::string::npos, r.error().message);
+  tensor padded({6}, dtype::u8);
+  padded.bytes()[5] = std::byte{0x04};  // element 5 of a 5-element tensor
+  r = decode(two, padded, 5);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("past its last element") != std::string::npos, r.error().message);
+  tensor nan_magnitude({6}, dtype::u8);
+  const float nan = std::nanf("");
+  std::memcpy(nan_magnitude.bytes(), &nan, 4);
+  r = decode(two, nan_magnitude, 5);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("magnitude") != std::string::npos, r.error().message);
+  BOOST_TEST(!decode(two, tensor({3}, dtype::u8), 5).has_value());           // wrong size
+  BOOST_TEST(!decode(two, tensor({5}, dtype::f16), 4).has_value());          // wrong dtype
+  BOOST_TEST(!decode(grad_codec{codec_kind::fp16}, tensor({4}), 4).has_value());  // f32 where f16 belongs
+  BOOST_TEST(!decode(grad_codec{}, tensor({4}, dtype::f16), 4).has_value());
+  BOOST_TEST(decode(grad_codec{}, tensor({4}), 4).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(codec_names_parse_and_print_back) {
+  for (const char* name : {"none", "fp16", "bf16", "2bit", "2bit:0.5", "2bit:0.25"}) {
+    auto c = parse_grad_codec(name);
+    BOOST_REQUIRE(c.has_value());
+    BOOST_TEST(to_string(*c) == name);
+  }
+  auto fixed = parse_grad_codec("2bit:0.5");
+  BOOST_REQUIRE(fixed.has_value());
+  BOOST_TEST(!fixed->adaptive);
+  BOOST_TEST(fixed->threshold == 0.5f);
+  for (const char* bad : {"fp8", "2bit:", "2bit:-1", "2bit:abc", "2bit:inf", ""}) {
+    auto c = parse_grad_codec(bad);
+    BOOST_TEST(!c.has_value(), bad);
+    if (!c) BOOST_TEST(c.error().message.find("--compression") != std::string::npos);
+  }
+}
