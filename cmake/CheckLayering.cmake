@@ -11,15 +11,27 @@ if(NOT ROOT)
 endif()
 include(${CMAKE_CURRENT_LIST_DIR}/TroupeLayers.cmake)
 
+# The sources under `dir` into `out`, never entering hidden folders: they hold no project
+# source, and the benchmarks' git-ignored virtualenvs there hold tens of thousands of
+# third-party files that would only slow the walk.
+function(project_sources out dir)
+  file(GLOB here "${dir}/*.h" "${dir}/*.hpp" "${dir}/*.cpp" "${dir}/*.cu" "${dir}/*.cuh")
+  file(GLOB children LIST_DIRECTORIES true "${dir}/*")
+  foreach(child IN LISTS children)
+    get_filename_component(name "${child}" NAME)
+    if(IS_DIRECTORY "${child}" AND NOT name MATCHES "^\\.")
+      project_sources(below "${child}")
+      list(APPEND here ${below})
+    endif()
+  endforeach()
+  set(${out} ${here} PARENT_SCOPE)
+endfunction()
+
 set(violations 0)
 set(checked 0)
 foreach(layer IN LISTS TROUPE_LAYERS)
   foreach(where "${layer}" "tests/${layer}")
-    file(GLOB_RECURSE files "${ROOT}/${where}/*.h" "${ROOT}/${where}/*.hpp" "${ROOT}/${where}/*.cpp"
-         "${ROOT}/${where}/*.cu" "${ROOT}/${where}/*.cuh")
-    # Hidden folders hold no project source (the benchmarks' git-ignored virtualenvs carry
-    # third-party headers).
-    list(FILTER files EXCLUDE REGEX "/\\.[^/]+/")
+    project_sources(files "${ROOT}/${where}")
     set(allowed ${layer} ${TROUPE_LAYER_${layer}_USES})
     if(where MATCHES "^tests/")
       list(APPEND allowed tests/support tests/${layer} ${TROUPE_TEST_${layer}_USES})
