@@ -214,6 +214,26 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
     BOOST_TEST(decoded->data<float>()[i] == f16_to_f32(f32_to_f16(after.params.data<float>()[i])));
 }
 
+BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_changes_nothing, fixture) {
+  boot(sync_mode::async);  // spawned without a fast-path tag, as in one process
+  start();
+  const params_reply before = snapshot();
+  auto s = shard;
+  auto* r = &rec;
+  run_as(members[0], [=](caf::event_based_actor* self) {
+    push_grads p{0, 0, 0, 0, tensor(), {"/troupe-0123456789abcdef-1-0-0badcafe", 64, 64, 1, 0, {numel}}};
+    self->request(s, caf::infinite, push_atom::value, std::move(p))
+        .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
+  });
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 1u);
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::malformed));
+  BOOST_TEST(describe(rec.errors[0]).find("fast path is off") != std::string::npos, describe(rec.errors[0]));
+  const params_reply after = snapshot();
+  BOOST_TEST(after.version == before.version);
+  BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
+}
+
 BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixture) {
   boot(sync_mode::sync);
   start();

@@ -7,21 +7,16 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "core/shared_slots.hpp"
+#include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
 
 namespace {
 
-std::string fresh_tag() {
-  std::random_device rd;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
-  return buf;
-}
+using test::fresh_shm_tag;
 
 tensor ramp(std::int64_t n, float start) {
   tensor t({n});
@@ -34,7 +29,7 @@ bool same_bits(const tensor& a, const tensor& b) {
 }
 
 struct channel_pair {
-  std::string tag = fresh_tag();
+  std::string tag = fresh_shm_tag();
   shm::shard_channel worker;
   shm::worker_channels shard{tag};
   channel_pair() {
@@ -196,7 +191,7 @@ BOOST_AUTO_TEST_CASE(a_member_cannot_name_another_members_channel) {
 
 BOOST_AUTO_TEST_CASE(another_jobs_shard_answers_in_the_message) {
   channel_pair p;
-  shm::worker_channels stranger(fresh_tag());
+  shm::worker_channels stranger(fresh_shm_tag());
   auto slot = p.worker.lend_reply_slot();
   BOOST_REQUIRE(slot.has_value());
   std::string why;

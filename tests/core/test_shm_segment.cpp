@@ -13,22 +13,16 @@
 
 #include <cstring>
 #include <filesystem>
-#include <random>
 #include <string>
 
 #include "core/shm_segment.hpp"
+#include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
 
 namespace {
 
-// A tag no other test run uses.
-std::string fresh_tag() {
-  std::random_device rd;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%08x%08x", static_cast<unsigned>(rd()), static_cast<unsigned>(rd()));
-  return buf;
-}
+using test::fresh_shm_tag;
 
 bool exists(const std::string& name) { return std::filesystem::exists("/dev/shm" + name); }
 
@@ -54,7 +48,7 @@ std::string name_for(const std::string& tag, pid_t pid) { return "/troupe-" + ta
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_created_segment_is_private_and_shared_with_a_peer) {
-  const std::string tag = fresh_tag();
+  const std::string tag = fresh_shm_tag();
   std::string name;
   {
     auto seg = shm::segment::create(tag, 1 << 16);
@@ -76,7 +70,7 @@ BOOST_AUTO_TEST_CASE(a_created_segment_is_private_and_shared_with_a_peer) {
 }
 
 BOOST_AUTO_TEST_CASE(unlink_removes_the_name_and_keeps_the_mapping) {
-  const std::string tag = fresh_tag();
+  const std::string tag = fresh_shm_tag();
   auto seg = shm::segment::create(tag, 4096);
   BOOST_REQUIRE(seg.has_value());
   auto peer = shm::segment::open(seg->name(), tag);
@@ -89,7 +83,7 @@ BOOST_AUTO_TEST_CASE(unlink_removes_the_name_and_keeps_the_mapping) {
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_refuses_what_is_not_the_jobs) {
-  const std::string tag = fresh_tag(), other = fresh_tag();
+  const std::string tag = fresh_shm_tag(), other = fresh_shm_tag();
   auto mine = shm::segment::create(tag, 4096);
   BOOST_REQUIRE(mine.has_value());
 
@@ -136,7 +130,7 @@ BOOST_AUTO_TEST_CASE(a_peer_refuses_what_is_not_the_jobs) {
 }
 
 BOOST_AUTO_TEST_CASE(the_sweep_removes_what_a_killed_process_left) {
-  const std::string tag = fresh_tag();
+  const std::string tag = fresh_shm_tag();
   int pipefd[2];
   BOOST_REQUIRE(pipe(pipefd) == 0);
   const pid_t child = fork();
@@ -171,5 +165,5 @@ BOOST_AUTO_TEST_CASE(the_sweep_removes_what_a_killed_process_left) {
   BOOST_TEST(shm::sweep(tag) == 1u);
   BOOST_TEST(left() == 0);
   BOOST_TEST(exists(live->name()));
-  BOOST_TEST(shm::sweep(fresh_tag()) == 0u);
+  BOOST_TEST(shm::sweep(fresh_shm_tag()) == 0u);
 }
