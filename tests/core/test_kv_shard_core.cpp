@@ -1,0 +1,189 @@
+// Tests for core/kv_shard_core.cpp, step by step and without CAF (Note [Per-key rounds]):
+// sync sums each part's round in rank order and holds a pull until the member's own
+// pushes are applied; a member may push a round ahead; async applies on arrival; ssp
+// holds exactly the pulls past the bound; without a server optimizer a part stores the
+// round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
+// and drops its held pulls; bad gradients and unknown parts are refused and change nothing.
+#define BOOST_TEST_MODULE kv_shard_core
+#include <boost/test/unit_test.hpp>
+
+#include <limits>
+
+#include "core/kv_shard_core.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+using test::same_bits;
+
+namespace {
+
+constexpr std::int64_t n = 6;
+const kv_part_id part_a = make_part_id(0, 0), part_b = make_part_id(1, 0);
+
+kv_optimizer plain_sgd() {  // lr 1, no momentum: an update subtracts the gradient
+  return {optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f}, lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f}};
+}
+
+kv_shard_core make(sync_mode mode, std::optional<kv_optimizer> opt = plain_sgd(), std::int32_t staleness = 0) {
+  kv_shard_config cfg;
+  cfg.mode = mode;
+  cfg.staleness = staleness;
+  cfg.optimizer = opt;
+  kv_shard_core core(cfg);
+  core.start({0, 1, 2});
+  BOOST_REQUIRE(!core.define(part_a, "s:a", tensor({n})));
+  BOOST_REQUIRE(!core.define(part_b, "s:b", tensor({n})));
+  return core;
+}
+
+tensor filled(float v) {
+  tensor t({n});
+  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
+  return t;
+}
+
+float at(const kv_shard_core& c, kv_part_id p, int i = 0) { return c.value(p).data<float>()[i]; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_sums_a_round_in_rank_order_whatever_the_arrival_order) {
+  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2), g2 = test::random_tensor({n}, 3, 1e-7f);
+  auto a = make(sync_mode::sync), b = make(sync_mode::sync);
+  a.push(0, part_a, 0, g0), a.push(1, part_a, 0, g1), a.push(2, part_a, 0, g2);
+  b.push(2, part_a, 0, g2), b.push(0, part_a, 0, g0), b.push(1, part_a, 0, g1);
+  BOOST_TEST(a.version(part_a) == 1);
+  BOOST_TEST(a.version(part_b) == 0);  // every part has its own rounds
+  BOOST_TEST(same_bits(a.value(part_a), b.value(part_a)));
+  for (int i = 0; i < n; ++i) {
+    const float expect = -((g0.data<float>()[i] + g1.data<float>()[i]) + g2.data<float>()[i]);
+    BOOST_TEST(at(a, part_a, i) == expect);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(sync_holds_a_pull_until_the_members_own_push_is_applied) {
+  auto c = make(sync_mode::sync);
+  BOOST_TEST((c.pull(0, part_a, 10).decision == kv_shard_core::pull_decision::answer));  // nothing pushed yet
+  c.push(0, part_a, 0, filled(1.f));
+  BOOST_TEST((c.pull(0, part_a, 11).decision == kv_shard_core::pull_decision::hold));
+  c.push(1, part_a, 0, filled(1.f));
+  BOOST_TEST(c.take_released().empty());
+  c.push(2, part_a, 0, filled(1.f));
+  BOOST_TEST((c.take_released() == std::vector<kv_shard_core::token>{11}));
+  BOOST_TEST(at(c, part_a) == -3.f);
+}
+
+BOOST_AUTO_TEST_CASE(sync_lets_a_member_push_a_round_ahead) {
+  auto c = make(sync_mode::sync);
+  c.push(0, part_a, 0, filled(1.f));
+  auto ahead = c.push(0, part_a, 0, filled(10.f));  // round 1 before round 0 closed
+  BOOST_TEST(!ahead.error);
+  BOOST_TEST(ahead.staleness == 1);  // computed on version 0, for round 1
+  c.push(1, part_a, 0, filled(1.f)), c.push(2, part_a, 0, filled(1.f));
+  BOOST_TEST(c.version(part_a) == 1);
+  BOOST_TEST(at(c, part_a) == -3.f);
+  c.push(1, part_a, 1, filled(10.f)), c.push(2, part_a, 1, filled(10.f));
+  BOOST_TEST(c.version(part_a) == 2);
+  BOOST_TEST(at(c, part_a) == -33.f);
+}
+
+BOOST_AUTO_TEST_CASE(async_applies_on_arrival_and_measures_staleness) {
+  auto c = make(sync_mode::async);
+  auto first = c.push(1, part_a, 0, filled(1.f));
+  BOOST_TEST(first.version == 1);
+  BOOST_TEST(first.staleness == 0);
+  auto second = c.push(0, part_a, 0, filled(2.f));  // computed on version 0, applied on 1
+  BOOST_TEST(second.staleness == 1);
+  BOOST_TEST(at(c, part_a) == -3.f);
+  BOOST_TEST((c.pull(2, part_a, 1).decision == kv_shard_core::pull_decision::answer));
+}
+
+BOOST_AUTO_TEST_CASE(ssp_holds_exactly_the_pulls_past_the_bound) {
+  auto c = make(sync_mode::ssp, plain_sgd(), 1);
+  c.push(0, part_a, 0, filled(1.f));
+  BOOST_TEST((c.pull(0, part_a, 1).decision == kv_shard_core::pull_decision::answer));  // 1 ahead: within the bound
+  c.push(0, part_a, 1, filled(1.f));
+  BOOST_TEST((c.pull(0, part_a, 2).decision == kv_shard_core::pull_decision::hold));    // 2 ahead of ranks 1 and 2
+  c.push(1, part_a, 2, filled(1.f));
+  BOOST_TEST(c.take_released().empty());
+  c.push(2, part_a, 3, filled(1.f));
+  BOOST_TEST((c.take_released() == std::vector<kv_shard_core::token>{2}));
+}
+
+BOOST_AUTO_TEST_CASE(without_a_server_optimizer_parts_store_what_workers_update_with) {
+  auto s = make(sync_mode::sync, std::nullopt);
+  s.push(0, part_a, 0, filled(1.f)), s.push(1, part_a, 0, filled(2.f)), s.push(2, part_a, 0, filled(4.f));
+  BOOST_TEST(at(s, part_a) == 7.f);  // the round's sum
+  auto a = make(sync_mode::async, std::nullopt);
+  a.push(0, part_a, 0, filled(1.f)), a.push(1, part_a, 0, filled(5.f));
+  BOOST_TEST(at(a, part_a) == 5.f);  // the latest gradient
+  a.set_optimizer(plain_sgd());
+  a.push(2, part_a, 0, filled(2.f));
+  BOOST_TEST(at(a, part_a) == 3.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_leaves_closes_its_rounds_and_drops_its_pulls) {
+  auto c = make(sync_mode::sync);
+  c.push(0, part_a, 0, filled(1.f)), c.push(2, part_a, 0, filled(1.f));
+  BOOST_TEST((c.pull(0, part_a, 5).decision == kv_shard_core::pull_decision::hold));
+  c.push(2, part_b, 0, filled(1.f));
+  BOOST_TEST((c.pull(2, part_b, 6).decision == kv_shard_core::pull_decision::hold));
+  c.member_left(2);
+  BOOST_TEST((c.take_dropped() == std::vector<kv_shard_core::token>{6}));
+  BOOST_TEST(c.version(part_a) == 0);  // rank 1 has not pushed yet
+  c.member_left(1);
+  BOOST_TEST(c.version(part_a) == 1);  // closed with the gradients of 0 and 2
+  BOOST_TEST((c.take_released() == std::vector<kv_shard_core::token>{5}));
+  BOOST_TEST(at(c, part_a) == -2.f);
+  BOOST_TEST(c.live_members() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_joining_a_running_job_starts_at_the_open_round) {
+  auto c = make(sync_mode::sync);
+  for (std::uint32_t r = 0; r < 3; ++r) c.push(r, part_a, 0, filled(1.f));
+  c.member_joined(3);
+  c.push(3, part_a, 1, filled(1.f));
+  for (std::uint32_t r = 0; r < 3; ++r) c.push(r, part_a, 1, filled(1.f));
+  BOOST_TEST(c.version(part_a) == 2);
+  BOOST_TEST(at(c, part_a) == -7.f);
+}
+
+BOOST_AUTO_TEST_CASE(bad_gradients_are_refused_and_change_nothing) {
+  auto c = make(sync_mode::async);
+  tensor nan = filled(1.f);
+  nan.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+  auto r1 = c.push(0, part_a, 0, nan);
+  BOOST_REQUIRE(r1.error);
+  BOOST_TEST((r1.error->code == errc::not_finite));
+  BOOST_TEST(r1.error->detail.find("\"a\"") != std::string::npos);
+  auto r2 = c.push(0, part_a, 0, tensor({n + 1}));
+  BOOST_REQUIRE(r2.error);
+  BOOST_TEST((r2.error->code == errc::bad_shape));
+  auto r3 = c.push(7, part_a, 0, filled(1.f));
+  BOOST_REQUIRE(r3.error);
+  BOOST_TEST((r3.error->code == errc::not_member));
+  auto r4 = c.push(0, make_part_id(9, 0), 0, filled(1.f));
+  BOOST_REQUIRE(r4.error);
+  BOOST_TEST((r4.error->code == errc::bad_shard));
+  BOOST_TEST((c.pull(0, make_part_id(9, 0), 1).decision == kv_shard_core::pull_decision::reject));
+  BOOST_TEST(at(c, part_a) == 0.f);
+  BOOST_TEST(c.version(part_a) == 0);
+  // A refused push does not count as one of the member's pushes.
+  c.push(0, part_a, 0, filled(1.f));
+  BOOST_TEST(c.version(part_a) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_first_definition_wins_and_rows_gather_in_order) {
+  kv_shard_config cfg;
+  kv_shard_core c(cfg);
+  c.start({0});
+  tensor first = test::vec({1, 2, 3, 4, 5, 6});
+  BOOST_TEST(!c.define(part_a, "s:a", first));
+  BOOST_TEST(!c.define(part_a, "s:a", filled(9.f)));
+  auto other = c.define(part_a, "s:a", tensor({4}));
+  BOOST_REQUIRE(other);
+  BOOST_TEST((other->code == errc::bad_shape));
+  tensor rows({4});
+  c.gather_rows(part_a, {2, 0}, 2, rows);  // rows of 2 elements: row 2 is {5, 6}
+  BOOST_TEST(same_bits(rows, test::vec({5, 6, 1, 2})));
+  BOOST_TEST(!c.started() == false);
+}
