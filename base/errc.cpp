@@ -23,6 +23,9 @@ std::string to_string(errc x) {
     case errc::malformed: return "malformed";
     case errc::stage_lost: return "stage_lost";
     case errc::compute_failed: return "compute_failed";
+    case errc::no_such_key: return "no_such_key";
+    case errc::timed_out: return "timed_out";
+    case errc::closed: return "closed";
   }
   return "unknown(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -28,7 +28,11 @@ enum class errc : std::uint8_t {
   malformed,         // a payload that does not decode (bad header, byte order, size)
   stage_lost,        // a pipeline stage died: its pipeline cannot finish the step
   compute_failed,    // an op threw (out of device memory, a backend failure, a broken contract)
+  no_such_key,       // a key-value job: a key that was never initialised
+  timed_out,         // a request got no answer within its timeout
+  closed,            // a call on a key-value store after close()
 };
+inline constexpr errc last_errc = errc::closed;
 
 // "bad_shape"; "unknown(N)" for a value that is not a code.
 std::string to_string(errc x);

@@ -10,22 +10,24 @@
 #               layout and schedules, the shard, job and member cores
 #   actors      the protocol and the actor shells around the cores
 #   net         nodes on a network: TLS, options, launchers
+#   client      the client library (libtroupe: troupe::kv::kvstore) and its Python module
 #   tools       the troupe CLI and the benchmarks
 #   gpu         the CUDA module: it shares only header-only parts of tensor's backend interface
-set(TROUPE_LAYERS base monitoring tensor core actors net tools gpu)
+set(TROUPE_LAYERS base monitoring tensor core actors net client tools gpu)
 set(TROUPE_LAYER_base_USES "")
 set(TROUPE_LAYER_monitoring_USES base)
 set(TROUPE_LAYER_tensor_USES base)
 set(TROUPE_LAYER_core_USES base monitoring tensor)
 set(TROUPE_LAYER_actors_USES base monitoring tensor core)
 set(TROUPE_LAYER_net_USES base monitoring tensor core actors)
-set(TROUPE_LAYER_tools_USES base monitoring tensor core actors net)
+set(TROUPE_LAYER_client_USES base monitoring tensor core actors net)
+set(TROUPE_LAYER_tools_USES base monitoring tensor core actors net client)
 set(TROUPE_LAYER_gpu_USES tensor/backend_abi.h tensor/backend_guard.hpp tensor/elementwise.hpp)
 # A test folder may also use these: the gpu tests reach the module through tensor's loader
 # and check that a process which loaded it still serves metrics.
 set(TROUPE_TEST_gpu_USES base monitoring tensor)
 # Only these layers (and their test folders) may include CAF; only gpu may include CUDA.
-set(TROUPE_CAF_LAYERS actors net tools)
+set(TROUPE_CAF_LAYERS actors net client tools)
 set(TROUPE_CUDA_LAYERS gpu)
 
 # The static library `target` of `layer` from the sources that follow: the source root on

@@ -11,12 +11,12 @@ using namespace troupe;
 
 BOOST_AUTO_TEST_CASE(every_code_has_its_own_name) {
   std::set<std::string> names;
-  for (int c = static_cast<int>(errc::bad_shard); c <= static_cast<int>(errc::compute_failed); ++c) {
+  for (int c = static_cast<int>(errc::bad_shard); c <= static_cast<int>(last_errc); ++c) {
     const std::string name = to_string(static_cast<errc>(c));
     BOOST_TEST(name.find("unknown") == std::string::npos, name);
     names.insert(name);
   }
-  BOOST_TEST(names.size() == static_cast<std::size_t>(errc::compute_failed));
+  BOOST_TEST(names.size() == static_cast<std::size_t>(last_errc));
   BOOST_TEST(to_string(errc::not_member) == "not_member");
   BOOST_TEST(to_string(static_cast<errc>(200)) == "unknown(200)");
 }

@@ -1,0 +1,77 @@
+// kv_transport: how a kvstore reaches the shards of its job, one implementation per kind
+// of job (in-process shards: local_transport). The store validates keys and arrays,
+// splits calls into parts per shard and keeps the handles; a transport only carries parts
+// to shards and answers back. Completions may run on any thread, at most once each.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "base/errc.hpp"
+#include "core/job.hpp"
+#include "core/kv_layout.hpp"
+#include "core/kv_shard_core.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe::kv {
+
+struct push_part {
+  kv_part_id part = 0;
+  std::int64_t base_version = 0;  // the part's version this worker last pulled
+  const float* data = nullptr;    // the part's numel floats; caller-owned until the completion
+  std::int64_t numel = 0;
+};
+
+struct pull_part {
+  kv_part_id part = 0;
+  float* out = nullptr;           // caller-owned until the completion
+  std::int64_t numel = 0;         // floats written to out
+  std::vector<std::int64_t> rows; // row_sparse: these rows (relative to the part), row_numel each
+  std::int64_t row_numel = 0;
+};
+
+struct part_result {
+  kv_part_id part = 0;
+  std::int64_t version = 0;
+  std::int64_t staleness = 0;     // pushes only
+};
+
+using completion = std::function<void(std::optional<fault>, std::vector<part_result>)>;
+
+// Views of n floats in caller-owned memory.
+inline const_tensor_view floats(const float* p, std::int64_t n) {
+  return {reinterpret_cast<const std::byte*>(p), dtype::f32, shape{n}};
+}
+inline tensor_view floats(float* p, std::int64_t n) { return {reinterpret_cast<std::byte*>(p), dtype::f32, shape{n}}; }
+
+template <class T>
+using or_fault = std::variant<T, fault>;
+
+class kv_transport {
+ public:
+  virtual ~kv_transport() = default;
+  virtual std::uint32_t rank() const = 0;
+  virtual std::uint32_t workers() const = 0;
+  virtual sync_mode mode() const = 0;
+  // Blocks until key `name` exists on its shards, defining it with `initial` when this is
+  // the job's first init of it; the key's layout, or why not.
+  virtual or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
+                                       const_tensor_view initial) = 0;
+  // The layout of a key some worker initialised, or no_such_key.
+  virtual or_fault<kv_key_layout> lookup(const std::string& name) = 0;
+  // One message to `shard` with these parts; `done` runs once every part is answered or
+  // the request failed.
+  virtual void push(std::uint32_t shard, std::vector<push_part> parts, completion done) = 0;
+  virtual void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) = 0;
+  virtual std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) = 0;
+  virtual std::optional<fault> barrier(std::chrono::milliseconds timeout) = 0;
+  // Leaves the job; pending completions run with an error or not at all.
+  virtual void close() = 0;
+};
+
+}  // namespace troupe::kv
