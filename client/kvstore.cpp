@@ -259,7 +259,22 @@ handle kvstore::row_sparse_pull(const key& key_, const std::vector<std::int64_t>
   return h;
 }
 
+namespace {
+[[noreturn]] void no_answer(std::chrono::milliseconds timeout) {
+  raise(fault{errc::timed_out, "no answer from the shards within " + std::to_string(timeout.count()) +
+                                   " ms; a shard may be lost or a sync round waits for a worker that has not pushed"});
+}
+}  // namespace
+
 void kvstore::wait(handle h) {
+  if (!wait_for(h, impl_->opts.timeout)) no_answer(impl_->opts.timeout);
+}
+
+void kvstore::wait_all() {
+  if (!wait_all_for(impl_->opts.timeout)) no_answer(impl_->opts.timeout);
+}
+
+bool kvstore::wait_for(handle h, std::chrono::milliseconds d) {
   std::unique_lock lock(impl_->mu);
   if (h == 0 || h >= impl_->next)
     raise(fault{errc::bad_job, "wait: handle " + std::to_string(h) + " was never returned by this store"});
@@ -267,29 +282,27 @@ void kvstore::wait(handle h) {
     auto it = impl_->ops.find(h);
     return it == impl_->ops.end() || it->second.pending == 0;
   };
-  if (!impl_->cv.wait_for(lock, impl_->opts.timeout, settled))
-    raise(fault{errc::timed_out, "no answer from the shards within " + std::to_string(impl_->opts.timeout.count()) +
-                                     " ms; a shard may be lost or a sync round waits for a worker that has not pushed"});
+  if (!impl_->cv.wait_for(lock, d, settled)) return false;
   auto it = impl_->ops.find(h);
-  if (it == impl_->ops.end()) return;
+  if (it == impl_->ops.end()) return true;
   auto err = it->second.error;
   impl_->ops.erase(it);
   if (err) raise(*err);
+  return true;
 }
 
-void kvstore::wait_all() {
+bool kvstore::wait_all_for(std::chrono::milliseconds d) {
   std::unique_lock lock(impl_->mu);
   auto settled = [&] {
     return std::all_of(impl_->ops.begin(), impl_->ops.end(), [](auto& o) { return o.second.pending == 0; });
   };
-  if (!impl_->cv.wait_for(lock, impl_->opts.timeout, settled))
-    raise(fault{errc::timed_out, "no answer from the shards within " + std::to_string(impl_->opts.timeout.count()) +
-                                     " ms; a shard may be lost or a sync round waits for a worker that has not pushed"});
+  if (!impl_->cv.wait_for(lock, d, settled)) return false;
   std::optional<fault> first;
   for (auto& [h, o] : impl_->ops)
     if (o.error && !first) first = o.error;
   impl_->ops.clear();
   if (first) raise(*first);
+  return true;
 }
 
 void kvstore::set_optimizer(const optimizer_spec& spec) {

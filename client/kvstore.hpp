@@ -116,9 +116,13 @@ class kvstore {
   handle pull(const std::vector<key>& keys, const std::vector<array>& outs, int priority = 0);
   // Only rows `row_ids` of a key of shape (R, ...) into out of shape (row_ids.size(), ...).
   handle row_sparse_pull(const key& k, const std::vector<std::int64_t>& row_ids, const array& out, int priority = 0);
-  // Blocks until the handle's operations are done; throws the first error among them.
+  // Blocks until the handle's operations are done (at most options.timeout, then throws
+  // timed_out); throws the first error among them.
   void wait(handle h);
   void wait_all();
+  // The same, but gives up after `d` and returns false when something is still in flight.
+  bool wait_for(handle h, std::chrono::milliseconds d);
+  bool wait_all_for(std::chrono::milliseconds d);
 
   void set_optimizer(const optimizer_spec& opt);
   // Every live worker reaches the barrier (bounded by options.timeout).

@@ -1,0 +1,148 @@
+// _troupe: the Python bindings of troupe::kv::kvstore. Arrays cross as buffers without a
+// copy: push reads and pull writes the caller's memory, which must be C-contiguous
+// float32 (and writable for pulls); anything else is refused with a message naming the
+// key, the dtype and the shape. Every blocking call releases the GIL, and waits in
+// slices so that Ctrl-C raises KeyboardInterrupt. kv::error becomes troupe.Error with
+// its code in `.code`. The friendlier API (torch tensors, lists of values) is troupe/kv.py.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+
+#include "client/kvstore.hpp"
+
+namespace py = pybind11;
+using namespace troupe;
+
+namespace {
+
+py::object error_type;  // troupe.Error, set at import
+
+std::string shape_str(const std::vector<py::ssize_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string key_str(const kv::key& k) {
+  if (auto* i = std::get_if<std::int64_t>(&k)) return std::to_string(*i);
+  return "\"" + std::get<std::string>(k) + "\"";
+}
+
+[[noreturn]] void refuse(const kv::key& k, const std::string& what) {
+  throw kv::error("bad_dtype", "key " + key_str(k) + ": " + what);
+}
+
+// The buffer of `obj` as a float32 array, refusing what would need a copy.
+kv::array as_array(const kv::key& k, const py::buffer& obj, bool writable) {
+  py::buffer_info info;
+  try {
+    info = obj.request(writable);
+  } catch (const py::error_already_set&) {
+    refuse(k, writable ? "the output is not a writable buffer (a read-only array?)" : "the value is not a buffer");
+  }
+  const std::string shape = shape_str(info.shape);
+  if (info.format != py::format_descriptor<float>::format() || info.itemsize != 4)
+    refuse(k, "dtype with format '" + info.format + "' and shape " + shape + "; Troupe takes float32");
+  py::ssize_t expect = 4;
+  for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
+    if (info.shape[d] != 1 && info.strides[d] != expect)
+      refuse(k, "float32 array of shape " + shape + " is not C-contiguous; pass a contiguous copy");
+    expect *= info.shape[d];
+  }
+  kv::array a;
+  a.data = static_cast<float*>(info.ptr);
+  a.shape.assign(info.shape.begin(), info.shape.end());
+  return a;
+}
+
+template <class F>
+auto unlocked(F&& f) {
+  py::gil_scoped_release release;
+  return f();
+}
+
+// wait()/wait_all() in slices of 100 ms, checking for Ctrl-C between them.
+void interruptible(const std::function<bool(std::chrono::milliseconds)>& step, std::chrono::milliseconds timeout,
+                   const std::function<void()>& last) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (unlocked([&] { return step(std::chrono::milliseconds(100)); })) return;
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+  }
+  unlocked([&] { last(); return 0; });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_troupe, m) {
+  m.doc() = "Troupe's key-value store client (use troupe.kv)";
+  error_type = py::reinterpret_borrow<py::object>(
+      py::module_::import("troupe.errors").attr("Error"));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const kv::error& e) {
+      py::object err = error_type(e.code(), e.what());
+      PyErr_SetObject(error_type.ptr(), err.ptr());
+    }
+  });
+
+  py::class_<kv::kvstore>(m, "Store")
+      .def("init", [](kv::kvstore& s, const kv::key& k, const py::buffer& v) {
+             kv::array a = as_array(k, v, false);
+             unlocked([&] { s.init(k, a); return 0; });
+           })
+      .def("push", [](kv::kvstore& s, const std::vector<kv::key>& keys, const std::vector<py::buffer>& vals, int prio) {
+             std::vector<kv::const_array> arrays;
+             for (std::size_t i = 0; i < vals.size() && i < keys.size(); ++i) arrays.push_back(as_array(keys[i], vals[i], false));
+             return unlocked([&] { return s.push(keys, arrays, prio); });
+           })
+      .def("pull", [](kv::kvstore& s, const std::vector<kv::key>& keys, const std::vector<py::buffer>& outs, int prio) {
+             std::vector<kv::array> arrays;
+             for (std::size_t i = 0; i < outs.size() && i < keys.size(); ++i) arrays.push_back(as_array(keys[i], outs[i], true));
+             return unlocked([&] { return s.pull(keys, arrays, prio); });
+           })
+      .def("row_sparse_pull", [](kv::kvstore& s, const kv::key& k, const std::vector<std::int64_t>& rows,
+                                 const py::buffer& out, int prio) {
+             kv::array a = as_array(k, out, true);
+             return unlocked([&] { return s.row_sparse_pull(k, rows, a, prio); });
+           })
+      .def("wait", [](kv::kvstore& s, kv::handle h, double timeout_s) {
+             interruptible([&](auto d) { return s.wait_for(h, d); },
+                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), [&] { s.wait(h); });
+           })
+      .def("wait_all", [](kv::kvstore& s, double timeout_s) {
+             interruptible([&](auto d) { return s.wait_all_for(d); },
+                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), [&] { s.wait_all(); });
+           })
+      .def("set_optimizer", [](kv::kvstore& s, const std::string& kind, float lr, float momentum, bool nesterov,
+                               float weight_decay, float beta1, float beta2, float eps, const std::string& schedule,
+                               std::int64_t warmup, std::int64_t total, float final_fraction) {
+             kv::optimizer_spec o{kind, lr, momentum, nesterov, weight_decay, beta1, beta2, eps, schedule, warmup, total,
+                                  final_fraction};
+             unlocked([&] { s.set_optimizer(o); return 0; });
+           })
+      .def("barrier", [](kv::kvstore& s) { unlocked([&] { s.barrier(); return 0; }); })
+      .def_property_readonly("rank", &kv::kvstore::rank)
+      .def_property_readonly("num_workers", &kv::kvstore::num_workers)
+      .def_property_readonly("type", &kv::kvstore::type)
+      .def_property_readonly("mode", &kv::kvstore::mode)
+      .def("staleness", &kv::kvstore::staleness)
+      .def("close", [](kv::kvstore& s) { unlocked([&] { s.close(); return 0; }); });
+
+  m.def("open", [](const std::string& type, const std::string& mode, std::uint32_t servers, std::int32_t staleness,
+                   std::int64_t bound, double timeout_s) {
+    kv::options o;
+    o.type = type, o.mode = mode, o.servers = servers, o.staleness = staleness, o.big_array_bound = bound;
+    o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+    return unlocked([&] { return kv::kvstore::open(o); });
+  });
+  m.def("open_local_group", [](std::uint32_t workers, const std::string& mode, std::uint32_t servers,
+                               std::int32_t staleness, std::int64_t bound, double timeout_s) {
+    kv::options o;
+    o.mode = mode, o.servers = servers, o.staleness = staleness, o.big_array_bound = bound;
+    o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
+    return kv::kvstore::open_local_group(o, workers);
+  });
+}

@@ -1,0 +1,11 @@
+"""Troupe: train your own models on Troupe's shard servers.
+
+- troupe.kv: MXNet-KVStore-style init/push/pull/wait on Troupe's shards
+  (``troupe.kv.create('local' | 'dist_sync' | 'dist_async' | 'dist_ssp')``).
+- troupe.torch: a Horovod-style DistributedOptimizer for PyTorch (imported on demand,
+  so troupe.kv works without PyTorch).
+"""
+from .errors import Error
+from . import kv
+
+__all__ = ["Error", "kv"]

@@ -1,0 +1,170 @@
+"""troupe.kv: the key-value store, as MXNet's KVStore users know it.
+
+    kv = troupe.kv.create('local')            # or 'dist_sync', 'dist_async', 'dist_ssp'
+    kv.init('w', w)                           # the first init of a key wins
+    kv.push('w', grad)                        # returns a handle
+    kv.pull('w', out=w)                       # writes into w, in place
+    kv.wait_all()
+
+Values are NumPy arrays or PyTorch CPU tensors, float32 and C-contiguous; they cross
+without a copy, so an array given to push or pull must stay untouched until wait() of
+its handle (or wait_all()); the store keeps a reference to it until then. Anything else
+is refused with troupe.Error naming the key, the dtype and the shape.
+"""
+import numbers
+
+import numpy as np
+
+from . import _troupe
+from .errors import Error
+
+_MODES = {"local": None, "device": None, "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp"}
+
+
+def create(name="local", *, mode="sync", servers=1, staleness=2, big_array_bound=1_000_000, timeout=300.0):
+    """A store. 'local' (or MXNet's 'device') keeps the shards in this process and trains
+    in `mode`; 'dist_*' join the job `troupe launch` started, as TROUPE_* describes it."""
+    if name not in _MODES:
+        raise Error("bad_job", f"kvstore type {name!r} is not one of {', '.join(_MODES)}")
+    kind = "local" if _MODES[name] is None else name
+    return KVStore(_troupe.open(kind, mode, servers, staleness, big_array_bound, timeout), timeout)
+
+
+def create_local_group(workers, *, mode="sync", servers=1, staleness=2, big_array_bound=1_000_000, timeout=300.0):
+    """`workers` stores sharing one set of in-process shards (threads of one process, tests)."""
+    stores = _troupe.open_local_group(workers, mode, servers, staleness, big_array_bound, timeout)
+    return [KVStore(s, timeout) for s in stores]
+
+
+def _key(k):
+    if isinstance(k, bool) or not isinstance(k, (numbers.Integral, str, bytes)):
+        raise Error("malformed", f"key {k!r} is not an integer or a string")
+    if isinstance(k, numbers.Integral):
+        return int(k)
+    try:
+        if isinstance(k, bytes):
+            return k.decode("utf-8")
+        k.encode("utf-8")  # a str with lone surrogates has no UTF-8 form
+        return k
+    except (UnicodeDecodeError, UnicodeEncodeError):
+        raise Error("malformed", f"key {k!r} is not valid UTF-8; keys are integers or UTF-8 strings") from None
+
+
+def _array(key, x, writable):
+    """A zero-copy NumPy view of x, or troupe.Error."""
+    if type(x).__module__.startswith("torch"):
+        if x.device.type != "cpu":
+            raise Error("bad_dtype", f"key {key!r}: a tensor on {x.device}; Troupe reads and writes CPU tensors")
+        if not x.is_contiguous():
+            raise Error("bad_dtype", f"key {key!r}: {x.dtype} tensor of shape {tuple(x.shape)} is not contiguous")
+        x = x.detach().numpy()
+    if not isinstance(x, np.ndarray):
+        raise Error("bad_dtype", f"key {key!r}: a {type(x).__name__}; pass a float32 NumPy array or a PyTorch CPU tensor")
+    if x.dtype != np.float32:
+        raise Error("bad_dtype", f"key {key!r}: dtype {x.dtype} with shape {x.shape}; Troupe takes float32")
+    if not x.flags["C_CONTIGUOUS"]:
+        raise Error("bad_dtype", f"key {key!r}: float32 array of shape {x.shape} is not C-contiguous")
+    if writable and not x.flags["WRITEABLE"]:
+        raise Error("bad_dtype", f"key {key!r}: the output array of shape {x.shape} is read-only")
+    return x
+
+
+def _pairs(key, value, what):
+    if isinstance(key, (list, tuple)):
+        if not isinstance(value, (list, tuple)) or len(value) != len(key):
+            raise Error("bad_shape", f"{what}: {len(key)} keys need a list of {len(key)} arrays")
+        return [_key(k) for k in key], list(value)
+    return [_key(key)], [value]
+
+
+class KVStore:
+    """init/push/pull/row_sparse_pull/wait on Troupe's shards (see the module's doc)."""
+
+    def __init__(self, store, timeout):
+        self._s = store
+        self._timeout = timeout
+        self._keep = {}  # handle -> the arrays it reads or writes
+
+    def init(self, key, value):
+        for k, v in zip(*_pairs(key, value, "init")):
+            self._s.init(k, _array(k, v, False))
+
+    def push(self, key, value, priority=0):
+        """Pushes gradients; a list of arrays for one key (one per device) is summed first."""
+        keys, values = _pairs(key, value, "push")
+        arrays = []
+        for k, v in zip(keys, values):
+            if isinstance(v, (list, tuple)):
+                parts = [_array(k, x, False) for x in v]
+                v = np.add.reduce(parts) if len(parts) > 1 else parts[0]
+            arrays.append(_array(k, v, False))
+        h = self._s.push(keys, arrays, priority)
+        self._keep[h] = arrays
+        return h
+
+    def pull(self, key, out, priority=0):
+        keys, outs = _pairs(key, out, "pull")
+        arrays = [_array(k, o, True) for k, o in zip(keys, outs)]
+        h = self._s.pull(keys, arrays, priority)
+        self._keep[h] = arrays
+        return h
+
+    def row_sparse_pull(self, key, out, row_ids, priority=0):
+        """Rows `row_ids` of a key of shape (R, ...) into out of shape (len(row_ids), ...)."""
+        k = _key(key)
+        ids = [int(r) for r in (row_ids.tolist() if hasattr(row_ids, "tolist") else row_ids)]
+        arr = _array(k, out, True)
+        h = self._s.row_sparse_pull(k, ids, arr, priority)
+        self._keep[h] = [arr]
+        return h
+
+    def wait(self, handle):
+        try:
+            self._s.wait(handle, self._timeout)
+        finally:
+            self._keep.pop(handle, None)
+
+    def wait_all(self):
+        try:
+            self._s.wait_all(self._timeout)
+        finally:
+            self._keep.clear()
+
+    def set_optimizer(self, kind="sgd", lr=0.01, momentum=0.0, nesterov=False, weight_decay=0.0, betas=(0.9, 0.999),
+                      eps=1e-8, schedule="constant", warmup_updates=0, total_updates=1, final_fraction=0.0):
+        """The shards' optimizer (MXNet's update_on_kvstore); the schedule counts each key's updates."""
+        self._s.set_optimizer(kind, lr, momentum, nesterov, weight_decay, betas[0], betas[1], eps, schedule,
+                              warmup_updates, total_updates, final_fraction)
+
+    def barrier(self):
+        self._s.barrier()
+
+    def staleness(self, key):
+        return self._s.staleness(_key(key))
+
+    @property
+    def rank(self):
+        return self._s.rank
+
+    @property
+    def num_workers(self):
+        return self._s.num_workers
+
+    @property
+    def type(self):
+        return self._s.type
+
+    @property
+    def mode(self):
+        return self._s.mode
+
+    def close(self):
+        self._s.close()
+        self._keep.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,133 @@
+"""troupe.torch: PyTorch training on Troupe's shard servers, the way Horovod wraps an optimizer.
+
+    kv = troupe.kv.create('dist_sync')
+    troupe.torch.broadcast_parameters(model, kv)           # rank 0's values everywhere
+    opt = troupe.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9),
+                                            model.named_parameters(), kv)
+    loss.backward(); opt.step(); opt.zero_grad()
+
+Each parameter's gradient is pushed from a hook as soon as backward has accumulated it,
+so communication overlaps the rest of the backward pass; step() waits for the pushes and
+pulls the parameters straight into the model's tensors (no copies).
+
+- update_on_kvstore=True (the default): the wrapped optimizer's kind and hyper-parameters
+  (SGD with momentum/nesterov/weight decay, or Adam) are sent to the shards, which update
+  the parameters; the wrapped optimizer itself never steps.
+- update_on_kvstore=False (sync only): step() pulls the workers' summed gradient into
+  .grad, averages it, and steps the wrapped optimizer locally.
+In sync each gradient is divided by the number of workers before it is pushed, so the
+shards apply the average (Horovod's convention); async and ssp push each worker's own
+gradient and every push is a full step (MXNet's dist_async).
+"""
+import torch as _torch
+
+from . import kv as _kv
+from .errors import Error
+
+
+def _named(params):
+    named = list(params)
+    if named and not isinstance(named[0], tuple):
+        named = [(f"param.{i}", p) for i, p in enumerate(named)]
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        raise Error("duplicate", "named_parameters holds a name twice; every parameter needs its own key")
+    return named
+
+
+def broadcast_parameters(model_or_params, kv, prefix=""):
+    """Makes every worker start from rank 0's parameters: rank 0 initialises the keys, the
+    others wait at a barrier and pull them into their tensors."""
+    named = _named(model_or_params.named_parameters() if hasattr(model_or_params, "named_parameters")
+                   else model_or_params)
+    if kv.rank == 0:
+        for name, p in named:
+            kv.init(prefix + name, p.data)
+    kv.barrier()
+    if kv.rank != 0:
+        for name, p in named:
+            kv.init(prefix + name, p.data)
+        for name, p in named:
+            kv.pull(prefix + name, out=p.data)
+        kv.wait_all()
+
+
+def _server_optimizer(optimizer):
+    if len(optimizer.param_groups) != 1:
+        raise Error("bad_job", "update_on_kvstore needs one parameter group; pass update_on_kvstore=False")
+    g = optimizer.param_groups[0]
+    if isinstance(optimizer, _torch.optim.SGD):
+        if g.get("dampening", 0) != 0:
+            raise Error("bad_job", "SGD with dampening is not supported on the shards")
+        return dict(kind="sgd", lr=g["lr"], momentum=g.get("momentum", 0.0), nesterov=g.get("nesterov", False),
+                    weight_decay=g.get("weight_decay", 0.0))
+    if type(optimizer) is _torch.optim.Adam:
+        if g.get("amsgrad", False):
+            raise Error("bad_job", "Adam with amsgrad is not supported on the shards")
+        return dict(kind="adam", lr=g["lr"], betas=tuple(g["betas"]), eps=g["eps"], weight_decay=g.get("weight_decay", 0.0))
+    raise Error("bad_job", f"{type(optimizer).__name__} cannot run on the shards (SGD and Adam can); "
+                           "pass update_on_kvstore=False to step it on the worker")
+
+
+class DistributedOptimizer:
+    def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=True, prefix=""):
+        self.optimizer = optimizer
+        self.kv = kv
+        self._named = [(prefix + n, p) for n, p in _named(named_parameters) if p.requires_grad]
+        self._update_on_kvstore = update_on_kvstore
+        self._sync = kv.mode == "sync"
+        self._scale = 1.0 / kv.num_workers if self._sync else 1.0
+        if not update_on_kvstore and not self._sync:
+            raise Error("bad_job", f"update_on_kvstore=False needs a sync store; in {kv.mode} the shards keep only "
+                                   "the latest gradient, so the optimizer must run on the shards")
+        if update_on_kvstore:
+            kv.set_optimizer(**_server_optimizer(optimizer))
+        self._pushes = []
+        self._pushed = set()
+        self._hooks = []
+        for name, p in self._named:
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]  # the parameter's gradient accumulator
+            self._hooks.append((acc, acc.register_hook(self._make_hook(name, p))))
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def _make_hook(self, name, p):
+        def hook(*_):
+            if name in self._pushed:
+                raise Error("duplicate", f"the gradient of {name} was pushed twice before step(); "
+                                         "call step() after every backward")
+            if self._scale != 1.0:
+                p.grad.mul_(self._scale)
+            self._pushes.append(self.kv.push(name, p.grad))
+            self._pushed.add(name)
+        return hook
+
+    def step(self, closure=None):
+        if closure is not None:
+            raise Error("bad_job", "DistributedOptimizer.step() takes no closure")
+        for h in self._pushes:
+            self.kv.wait(h)
+        self._pushes.clear()
+        missing = [n for n, _ in self._named if n not in self._pushed]
+        if missing and self._sync:
+            raise Error("bad_job", f"no gradient for {', '.join(missing[:3])}: in sync every worker pushes every "
+                                   "parameter each step (freeze unused parameters with requires_grad=False)")
+        pulled = [(n, p) for n, p in self._named if n in self._pushed]
+        self._pushed.clear()
+        if self._update_on_kvstore:
+            handles = [self.kv.pull(n, out=p.data) for n, p in pulled]
+        else:
+            handles = [self.kv.pull(n, out=p.grad) for n, p in pulled]
+        for h in handles:
+            self.kv.wait(h)
+        if not self._update_on_kvstore:
+            self.optimizer.step()
+
+    def zero_grad(self, set_to_none=False):
+        # Gradients stay allocated: the pushes read them in place.
+        self.optimizer.zero_grad(set_to_none=False)
+
+    def state_dict(self):
+        return self.optimizer.state_dict()

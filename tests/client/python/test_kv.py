@@ -1,0 +1,171 @@
+"""Tests for the troupe Python module's store (client/python/troupe/kv.py and bindings.cpp):
+arrays cross without a copy in both directions, torch CPU tensors work like NumPy arrays,
+everything else is refused naming the key, dtype and shape; errors of the job arrive as
+troupe.Error with their code; Ctrl-C interrupts a wait."""
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import troupe
+
+
+def test_pull_writes_into_the_callers_array_and_push_reads_it_in_place():
+    kv = troupe.kv.create("local")
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    kv.init("w", w)
+    kv.set_optimizer(lr=1.0)
+    g = np.ones((2, 3), np.float32)
+    kv.wait(kv.push("w", g))
+    out = np.zeros((2, 3), np.float32)
+    before = out.ctypes.data
+    kv.wait(kv.pull("w", out=out))
+    assert out.ctypes.data == before
+    np.testing.assert_array_equal(out, w - 1)
+    # A view into a bigger buffer is written in place, and nothing around it.
+    big = np.full((4, 3), 7, np.float32)
+    kv.wait(kv.pull("w", out=big[1:3]))
+    np.testing.assert_array_equal(big[1:3], w - 1)
+    assert (big[0] == 7).all() and (big[3] == 7).all()
+
+
+def test_torch_cpu_tensors_are_read_and_written_in_place():
+    torch = pytest.importorskip("torch")
+    kv = troupe.kv.create("local", mode="async")
+    p = torch.arange(4, dtype=torch.float32)
+    kv.init(0, p)
+    kv.set_optimizer(lr=0.5)
+    kv.push(0, torch.ones(4))
+    kv.wait_all()
+    kv.wait(kv.pull(0, out=p))  # straight into the tensor's storage
+    assert torch.equal(p, torch.arange(4, dtype=torch.float32) - 0.5)
+
+
+def test_several_keys_and_a_list_of_values_for_one_key():
+    kv = troupe.kv.create("local", servers=2, big_array_bound=4)
+    a, b = np.zeros(10, np.float32), np.zeros((3, 2), np.float32)
+    kv.init(["a", "b"], [a, b])
+    kv.push(["a", "b"], [np.ones(10, np.float32), np.full((3, 2), 2, np.float32)])
+    kv.wait_all()
+    kv.push("a", [np.ones(10, np.float32), np.full(10, 2, np.float32)])  # one key, two devices: summed
+    kv.wait_all()
+    outa, outb = np.empty(10, np.float32), np.empty((3, 2), np.float32)
+    kv.wait(kv.pull(["a", "b"], out=[outa, outb]))
+    np.testing.assert_array_equal(outa, np.full(10, 3, np.float32))  # sync, no optimizer: the round's sum
+    np.testing.assert_array_equal(outb, np.full((3, 2), 2, np.float32))
+
+
+def test_row_sparse_pull_returns_the_rows_asked_for():
+    kv = troupe.kv.create("local", mode="async", servers=2, big_array_bound=9)
+    emb = np.arange(40, dtype=np.float32).reshape(10, 4)
+    kv.init("emb", emb)
+    rows = np.array([9, 0, 4, 4], dtype=np.int64)
+    out = np.zeros((4, 4), np.float32)
+    kv.wait(kv.row_sparse_pull("emb", out=out, row_ids=rows))
+    np.testing.assert_array_equal(out, emb[rows])
+
+
+@pytest.mark.parametrize("bad, what", [
+    (np.zeros((2, 3), np.float64), "dtype float64 with shape (2, 3)"),
+    (np.zeros((3, 2), np.float32).T, "shape (2, 3) is not C-contiguous"),
+    ([[0.0] * 3] * 2, "a list"),
+])
+def test_what_would_need_a_copy_is_refused_naming_key_dtype_and_shape(bad, what):
+    kv = troupe.kv.create("local")
+    kv.init("w", np.zeros((2, 3), np.float32))
+    with pytest.raises(troupe.Error) as e:
+        kv.push("w", bad)
+    assert e.value.code == "bad_dtype"
+    assert "'w'" in str(e.value) and what in str(e.value)
+
+
+def test_a_read_only_output_is_refused():
+    kv = troupe.kv.create("local")
+    kv.init("w", np.zeros(3, np.float32))
+    out = np.zeros(3, np.float32)
+    out.setflags(write=False)
+    with pytest.raises(troupe.Error, match="read-only"):
+        kv.pull("w", out=out)
+
+
+def test_bad_keys_shapes_and_calls_after_close():
+    kv = troupe.kv.create("local")
+    kv.init("w", np.zeros((2, 2), np.float32))
+    with pytest.raises(troupe.Error) as e:
+        kv.push("never", np.zeros(2, np.float32))
+    assert e.value.code == "no_such_key" and '"never"' in str(e.value)
+    with pytest.raises(troupe.Error) as e:
+        kv.push("w", np.zeros(4, np.float32))
+    assert e.value.code == "bad_shape" and "(2, 2)" in str(e.value) and "(4,)" in str(e.value)
+    with pytest.raises(troupe.Error) as e:
+        kv.init("w", np.zeros(4, np.float32))
+    assert e.value.code == "bad_shape"
+    with pytest.raises(troupe.Error) as e:
+        kv.init("bad\udcff", np.zeros(1, np.float32))
+    assert e.value.code == "malformed" and "UTF-8" in str(e.value)
+    with pytest.raises(troupe.Error) as e:
+        kv.push("w", np.array([[1, np.nan], [0, 0]], np.float32))
+    assert e.value.code == "not_finite"
+    with pytest.raises(troupe.Error):
+        troupe.kv.create("dist_nowhere")
+    kv.close()
+    with pytest.raises(troupe.Error) as e:
+        kv.pull("w", out=np.zeros((2, 2), np.float32))
+    assert e.value.code == "closed"
+
+
+def test_a_sync_pull_nobody_completes_times_out_as_an_exception():
+    w0, w1 = troupe.kv.create_local_group(2, mode="sync", timeout=0.3)
+    w0.init("w", np.zeros(1, np.float32))
+    w0.push("w", np.ones(1, np.float32))
+    h = w0.pull("w", out=np.zeros(1, np.float32))
+    t = time.monotonic()
+    with pytest.raises(troupe.Error) as e:
+        w0.wait(h)
+    assert e.value.code == "timed_out"
+    assert time.monotonic() - t < 5
+
+
+def test_workers_in_threads_meet_in_sync_rounds():
+    stores = troupe.kv.create_local_group(3, mode="sync")
+    stores[0].init("w", np.zeros(2, np.float32))
+    outs = [np.zeros(2, np.float32) for _ in stores]
+
+    def worker(r):
+        s = stores[r]
+        s.barrier()
+        s.push("w", np.full(2, r + 1, np.float32))
+        s.wait(s.pull("w", out=outs[r]))
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    for o in outs:
+        np.testing.assert_array_equal(o, np.full(2, 6, np.float32))
+    assert [s.rank for s in stores] == [0, 1, 2] and stores[0].num_workers == 3
+
+
+def test_ctrl_c_interrupts_a_wait():
+    script = (
+        "import numpy as np, troupe, sys\n"
+        "w0, w1 = troupe.kv.create_local_group(2, mode='sync', timeout=60)\n"
+        "w0.init('w', np.zeros(1, np.float32)); w0.push('w', np.ones(1, np.float32))\n"
+        "h = w0.pull('w', out=np.zeros(1, np.float32))\n"
+        "print('waiting', flush=True)\n"
+        "w0.wait(h)\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=os.environ)
+    assert p.stdout.readline().strip() == "waiting"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=10)
+    assert p.returncode != 0
+    assert "KeyboardInterrupt" in err

@@ -1,0 +1,109 @@
+"""Tests for troupe.torch (client/python/troupe/torch.py): the DistributedOptimizer with one
+worker in sync matches a plain PyTorch run; two workers in threads, each on half of every
+batch, match one process on the whole batch (sync averages); update_on_kvstore=False
+steps the wrapped optimizer on the averaged gradient; broadcast_parameters gives every
+worker rank 0's values; unsupported optimizers are refused with a message."""
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import troupe  # noqa: E402
+import troupe.torch as tt  # noqa: E402
+
+
+def make_model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 3))
+
+
+def batches(steps, rows=12):
+    g = torch.Generator().manual_seed(5)
+    return [(torch.randn(rows, 8, generator=g), torch.randint(0, 3, (rows,), generator=g)) for _ in range(steps)]
+
+
+def reference(make_opt, steps):
+    model = make_model(1)
+    opt = make_opt(model.parameters())
+    for x, y in batches(steps):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def train(kv, make_opt, steps, part=None, update_on_kvstore=True):
+    model = make_model(1)
+    tt.broadcast_parameters(model, kv)
+    opt = tt.DistributedOptimizer(make_opt(model.parameters()), model.named_parameters(), kv,
+                                  update_on_kvstore=update_on_kvstore)
+    for x, y in batches(steps):
+        if part is not None:
+            x, y = x[part], y[part]
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
+    lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
+    lambda ps: torch.optim.Adam(ps, lr=0.01),
+], ids=["sgd", "nesterov", "adam"])
+def test_one_worker_in_sync_matches_plain_pytorch(make_opt):
+    expect = reference(make_opt, 6)
+    got = train(troupe.kv.create("local"), make_opt, 6)
+    for e, g in zip(expect, got):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_two_workers_on_half_batches_match_one_on_the_whole_batch():
+    make_opt = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    expect = reference(make_opt, 5)
+    stores = troupe.kv.create_local_group(2, mode="sync")
+    results = [None, None]
+
+    def run(r):
+        results[r] = train(stores[r], make_opt, 5, part=slice(6 * r, 6 * r + 6))
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for r in range(2):
+        for e, g in zip(expect, results[r]):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_update_on_the_worker_steps_the_wrapped_optimizer():
+    make_opt = lambda ps: torch.optim.RMSprop(ps, lr=0.01)  # noqa: E731
+    expect = reference(make_opt, 4)
+    got = train(troupe.kv.create("local"), make_opt, 4, update_on_kvstore=False)
+    for e, g in zip(expect, got):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_broadcast_gives_every_worker_rank_zeros_values():
+    stores = troupe.kv.create_local_group(2, mode="sync")
+    models = [make_model(10), make_model(20)]
+    threads = [threading.Thread(target=tt.broadcast_parameters, args=(models[r], stores[r])) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for a, b in zip(models[0].parameters(), models[1].parameters()):
+        assert torch.equal(a, b)
+
+
+def test_unsupported_setups_are_refused_with_a_message():
+    model = make_model(1)
+    kv = troupe.kv.create("local")
+    with pytest.raises(troupe.Error, match="RMSprop cannot run on the shards"):
+        tt.DistributedOptimizer(torch.optim.RMSprop(model.parameters()), model.named_parameters(), kv)
+    akv = troupe.kv.create("local", mode="async")
+    with pytest.raises(troupe.Error, match="needs a sync store"):
+        tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), akv,
+                                update_on_kvstore=False)
