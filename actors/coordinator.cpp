@@ -303,6 +303,10 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         if (!from_member(self, r.rank, "a done report")) return;
         drive(self, [&](job_core& c) { return c.on_done(r, job_clock::now()); });
       },
+      [=](kv_init_atom, const kv_init&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },
+      [=](kv_lookup_atom, const kv_lookup&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },
+      [=](kv_opt_atom, const kv_set_optimizer&) -> caf::result<caf::ok_atom> { return not_a_kv_job(); },
+      [=](kv_barrier_atom, const kv_barrier&) -> caf::result<caf::ok_atom> { return not_a_kv_job(); },
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();
         self->state.runs.push_back(promise);

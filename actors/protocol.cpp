@@ -21,6 +21,11 @@ std::string describe(const caf::error& e) {
   return caf::to_string(e);
 }
 
+caf::error not_a_kv_job() {
+  return make_error(errc::bad_job, "this job trains a built-in model; key-value calls need a job started with "
+                                   "`troupe launch ... -- COMMAND`");
+}
+
 member_identity identity_of(const caf::strong_actor_ptr& actor) {
   if (!actor) return {};
   return {actor->node(), actor->id()};

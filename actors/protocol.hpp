@@ -61,6 +61,11 @@ using activation_atom = caf::atom_constant<caf::atom("activation")>;
 using act_grad_atom = caf::atom_constant<caf::atom("actgrad")>;
 using group_atom = caf::atom_constant<caf::atom("group")>;
 using hello_atom = caf::atom_constant<caf::atom("stagehello")>;
+using kv_init_atom = caf::atom_constant<caf::atom("kvinit")>;
+using kv_lookup_atom = caf::atom_constant<caf::atom("kvlookup")>;
+using kv_define_atom = caf::atom_constant<caf::atom("kvdefine")>;
+using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
+using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -76,6 +81,8 @@ std::optional<errc> troupe_code(const caf::error& e);
 std::optional<fault> as_fault(const caf::error& e);
 // "not_finite: gradient holds NaN..." for Troupe errors, CAF's rendering for the others.
 std::string describe(const caf::error& e);
+// What a coordinator of a training job answers a key-value call.
+caf::error not_a_kv_job();
 
 // ---------------------------------------------------------------------------------------
 // Local triggers (Note [Type IDs and local triggers])
@@ -159,7 +166,12 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::reacts_to<left_atom, std::uint32_t>,
-    caf::replies_to<join_atom, shard_admit>::with<caf::ok_atom>>;
+    caf::replies_to<join_atom, shard_admit>::with<caf::ok_atom>,
+    // key-value jobs
+    caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
+    caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
+    caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
+    caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>>;
 using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>>;
 
 // What pipeline neighbours and the coordinator's relay send a member.
@@ -194,7 +206,12 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<progress_atom, step_report>,
     caf::reacts_to<epoch_atom, worker_epoch>,
     caf::reacts_to<done_atom, worker_done>,
-    caf::reacts_to<group_atom, group_id>>;
+    caf::reacts_to<group_atom, group_id>,
+    // key-value jobs (a training job refuses them)
+    caf::replies_to<kv_init_atom, kv_init>::with<kv_key_layout>,
+    caf::replies_to<kv_lookup_atom, kv_lookup>::with<kv_key_layout>,
+    caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
+    caf::replies_to<kv_barrier_atom, kv_barrier>::with<caf::ok_atom>>;
 using local_coordinator_actor =
     coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>>;
 
@@ -231,4 +248,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::eval_request))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::eval_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::job_result))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_key_layout))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_init))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_lookup))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_define))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_set_optimizer))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_barrier))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_push))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_push_ack))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull_reply))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

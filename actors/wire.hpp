@@ -15,6 +15,7 @@
 #include <string>
 #include <type_traits>
 
+#include "core/kv_messages.hpp"
 #include "core/messages.hpp"
 
 namespace troupe {
@@ -40,6 +41,11 @@ typename Inspector::result_type inspect(Inspector& f, optimizer_config& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, lr_schedule& x) {
+  return f(caf::meta::type_name("lr_schedule"), x.kind, x.base, x.warmup_steps, x.total_steps, x.final_fraction);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
   return f(caf::meta::type_name("train_config"), x.model, x.epochs, x.batch_size, x.lr, x.optimizer, x.schedule,
            x.warmup_epochs, x.seed);
@@ -56,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision);
+           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.kv);
 }
 
 template <class Inspector>
@@ -103,6 +109,18 @@ TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, 
                x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness,
                x.max_staleness, x.workers_lost, x.rejected, x.pipeline_stages, x.microbatches, x.bubble,
                x.peak_stored, x.push_bytes_per_step, x.params)
+
+TROUPE_INSPECT(kv_part, x.id, x.shard, x.row_begin, x.rows, x.numel)
+TROUPE_INSPECT(kv_key_layout, x.id, x.name, x.dims, x.parts)
+TROUPE_INSPECT(kv_init, x.worker, x.name, x.dims, x.value)
+TROUPE_INSPECT(kv_lookup, x.worker, x.name)
+TROUPE_INSPECT(kv_define, x.name, x.parts, x.values)
+TROUPE_INSPECT(kv_set_optimizer, x.worker, x.has_optimizer, x.config, x.schedule)
+TROUPE_INSPECT(kv_barrier, x.worker)
+TROUPE_INSPECT(kv_push, x.shard, x.worker, x.parts, x.base_versions, x.data)
+TROUPE_INSPECT(kv_push_ack, x.versions, x.staleness)
+TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel)
+TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data)
 
 #undef TROUPE_INSPECT
 

@@ -10,6 +10,8 @@
 #include "client/kv_transport.hpp"
 #include "client/local_transport.hpp"
 #include "client/optimizer_spec.hpp"
+#include "client/remote_transport.hpp"
+#include "net/node_options.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe::kv {
@@ -135,12 +137,19 @@ struct kvstore::impl {
 kvstore::kvstore(std::unique_ptr<impl> p) : impl_(std::move(p)) {}
 kvstore::~kvstore() { close(); }
 
+std::unique_ptr<kvstore> wrap_transport(std::unique_ptr<kv_transport> transport, const options& opts) {
+  auto p = std::make_unique<kvstore::impl>();
+  p->t = std::move(transport);
+  p->opts = opts;
+  return std::unique_ptr<kvstore>(new kvstore(std::move(p)));
+}
+
 std::unique_ptr<kvstore> kvstore::open(const options& opts) {
   if (opts.type == "local") return std::move(open_local_group(opts, 1).front());
-  if (opts.type == "dist_sync" || opts.type == "dist_async" || opts.type == "dist_ssp")
-    raise(fault{errc::bad_job, "type " + opts.type +
-                                   ": joining a launched job is not in this build yet; use type \"local\""});
-  raise(fault{errc::bad_job, "type " + opts.type + " is not local, dist_sync, dist_async or dist_ssp"});
+  if (opts.type != "dist_sync" && opts.type != "dist_async" && opts.type != "dist_ssp")
+    raise(fault{errc::bad_job, "type " + opts.type + " is not local, dist_sync, dist_async or dist_ssp"});
+  if (opts.timeout.count() <= 0) raise(fault{errc::bad_job, "timeout must be positive"});
+  return wrap_transport(take(join_from_environment(current_environment(), opts.type)), opts);
 }
 
 std::vector<std::unique_ptr<kvstore>> kvstore::open_local_group(const options& opts, std::uint32_t workers) {
@@ -155,12 +164,7 @@ std::vector<std::unique_ptr<kvstore>> kvstore::open_local_group(const options& o
   cfg.staleness = opts.staleness;
   cfg.big_array_bound = opts.big_array_bound;
   std::vector<std::unique_ptr<kvstore>> out;
-  for (auto& t : make_local_group(cfg, workers)) {
-    auto p = std::make_unique<impl>();
-    p->t = std::move(t);
-    p->opts = opts;
-    out.push_back(std::unique_ptr<kvstore>(new kvstore(std::move(p))));
-  }
+  for (auto& t : make_local_group(cfg, workers)) out.push_back(wrap_transport(std::move(t), opts));
   return out;
 }
 
@@ -324,7 +328,7 @@ void kvstore::barrier() {
 
 std::uint32_t kvstore::rank() const { return impl_->t->rank(); }
 std::uint32_t kvstore::num_workers() const { return impl_->t->workers(); }
-std::string kvstore::type() const { return impl_->opts.type == "local" ? "local" : impl_->opts.type; }
+std::string kvstore::type() const { return impl_->opts.type; }
 std::string kvstore::mode() const { return std::string(name_of(impl_->t->mode())); }
 
 std::int64_t kvstore::staleness(const key& k) const {

@@ -95,6 +95,11 @@ struct options {
 // A push or pull in flight.
 using handle = std::uint64_t;
 
+class kv_transport;  // how a store reaches its shards (internal)
+class kvstore;
+// A store over `transport` (internal: the factories below and tests use it).
+std::unique_ptr<kvstore> wrap_transport(std::unique_ptr<kv_transport> transport, const options& opts);
+
 class kvstore {
  public:
   // Throws kv::error for an unknown type or mode, or a job that cannot be joined.
@@ -143,6 +148,7 @@ class kvstore {
   struct impl;
 
  private:
+  friend std::unique_ptr<kvstore> wrap_transport(std::unique_ptr<kv_transport> transport, const options& opts);
   explicit kvstore(std::unique_ptr<impl> p);
   std::unique_ptr<impl> impl_;
 };

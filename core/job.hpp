@@ -62,6 +62,10 @@ struct job_spec {
   // carries parameters as f32 (it moves no bytes over a wire).
   grad_codec compression;
   grad_codec pull_precision;
+  // A key-value job: the members are users' training loops (the client library) that
+  // define their own keys; there is no model, dataset or epoch (Note [Per-key rounds] in
+  // core/kv_shard_core.hpp).
+  bool kv = false;
 };
 
 // The first problem with the spec, as a message naming the flag; nullopt when valid.

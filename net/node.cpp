@@ -6,6 +6,7 @@
 #include <optional>
 #include <thread>
 
+#include "actors/kv_coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
@@ -21,39 +22,6 @@ namespace troupe {
 namespace {
 
 std::chrono::milliseconds ms(double s) { return std::chrono::milliseconds(static_cast<std::int64_t>(s * 1000)); }
-
-// Reaches the coordinator at plan.join and checks it speaks this version's protocol.
-// Nodes may start in any order, so a refused connection is retried until the deadline; so
-// is one that went silent before its handshake finished (a coordinator under a flood of
-// connections may close a handshake it could not tell from the flood's).
-caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const node_plan& plan) {
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + ms(plan.connect_timeout_s);
-  std::set<std::string> sigs;
-  if (plan.tls.any()) expect_peer(plan.join->host, plan.join->port, "coordinator");  // Note [Certificate roles]
-  caf::expected<caf::strong_actor_ptr> ptr{caf::sec::request_timeout};
-  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(1000))) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-    if (left.count() <= 0) break;
-    ptr = connect_to(sys, plan.tls.any(), *plan.join, left, sigs);
-    if (ptr || (ptr.error() != caf::sec::cannot_connect_to_node && ptr.error() != caf::sec::connection_timeout)) break;
-    std::this_thread::sleep_for(std::min(pause, left));
-  }
-  if (!ptr)
-    return make_error(errc::stalled, "cannot reach the coordinator at " + plan.join->str() + ": " + describe(ptr.error()) +
-                                         (plan.tls.any() ? " (is it running, with TLS and the same CA?)"
-                                                         : " (is it running? does it expect TLS?)"));
-  if (sigs != sys.message_types<coordinator_actor>())
-    return make_error(errc::bad_job, "the actor at " + plan.join->str() +
-                                         " is not a Troupe coordinator of this version; check the address and versions");
-  return caf::actor_cast<coordinator_actor>(std::move(*ptr));
-}
-
-// This node's proof of the job's secret for joining `coordinator` as `role` (Note [Join
-// proofs]); every node plan holds a secret.
-std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role, const coordinator_actor& coordinator) {
-  return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
-}
 
 // The coordinator's check of each join: its proof of the job's secret and, with TLS, the
 // certificate its node connected with (Note [Certificate roles]). An admitted node's
@@ -126,6 +94,40 @@ caf::expected<std::uint16_t> publish_role(caf::actor_system& sys, const Local& l
 
 }  // namespace
 
+// Reaches the coordinator at plan.join and checks it speaks this version's protocol.
+// Nodes may start in any order, so a refused connection is retried until the deadline; so
+// is one that went silent before its handshake finished (a coordinator under a flood of
+// connections may close a handshake it could not tell from the flood's).
+caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const node_plan& plan) {
+  using clock = std::chrono::steady_clock;
+  const auto deadline = clock::now() + ms(plan.connect_timeout_s);
+  std::set<std::string> sigs;
+  if (plan.tls.any()) expect_peer(plan.join->host, plan.join->port, "coordinator");  // Note [Certificate roles]
+  caf::expected<caf::strong_actor_ptr> ptr{caf::sec::request_timeout};
+  for (auto pause = std::chrono::milliseconds(50);; pause = std::min(pause * 2, std::chrono::milliseconds(1000))) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+    if (left.count() <= 0) break;
+    ptr = connect_to(sys, plan.tls.any(), *plan.join, left, sigs);
+    if (ptr || (ptr.error() != caf::sec::cannot_connect_to_node && ptr.error() != caf::sec::connection_timeout)) break;
+    std::this_thread::sleep_for(std::min(pause, left));
+  }
+  if (!ptr)
+    return make_error(errc::stalled, "cannot reach the coordinator at " + plan.join->str() + ": " + describe(ptr.error()) +
+                                         (plan.tls.any() ? " (is it running, with TLS and the same CA?)"
+                                                         : " (is it running? does it expect TLS?)"));
+  if (sigs != sys.message_types<coordinator_actor>())
+    return make_error(errc::bad_job, "the actor at " + plan.join->str() +
+                                         " is not a Troupe coordinator of this version; check the address and versions");
+  return caf::actor_cast<coordinator_actor>(std::move(*ptr));
+}
+
+// This node's proof of the job's secret for joining `coordinator` as `role` (Note [Join
+// proofs]); every node plan holds a secret.
+std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role,
+                      const coordinator_actor& coordinator) {
+  return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
+}
+
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                const observability& obs,
@@ -133,6 +135,17 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
   node_system node(plan);
   caf::actor_system& sys = *node.sys;
   auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan));
+  auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
+  if (!port) return port.error();
+  on_listening(endpoint{plan.listen.host, *port});
+  return await_job(sys, coordinator);
+}
+
+caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
+                                                  const std::function<void(const endpoint&)>& on_listening) {
+  node_system node(plan);
+  caf::actor_system& sys = *node.sys;
+  auto coordinator = spawn_kv_coordinator(sys, job, std::move(cb), gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return port.error();
   on_listening(endpoint{plan.listen.host, *port});

@@ -16,11 +16,22 @@
 
 namespace troupe {
 
+// Reaches the coordinator at plan.join (retrying until plan.connect_timeout_s: nodes start
+// in any order) and checks that it speaks this version's protocol.
+caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const node_plan& plan);
+// This node's proof of the job's secret for joining `coordinator` as `role` (Note [Join proofs]).
+std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role,
+                      const coordinator_actor& coordinator);
+
 // job must be prepared (prepare_job) and m its model. on_listening gets the bound address.
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                const observability& obs,
                                                const std::function<void(const endpoint&)>& on_listening);
+
+// A key-value job's coordinator (job.kv): the members are users' training loops.
+caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
+                                                  const std::function<void(const endpoint&)>& on_listening);
 
 caf::error run_server_node(const node_plan& plan, const observability& obs);
 

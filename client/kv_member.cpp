@@ -1,0 +1,192 @@
+// kv_member: join, wiring to the shards, requests with deadlines, and failing fast when
+// the coordinator or a shard goes away.
+#include "client/kv_member.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+namespace troupe::kv {
+
+namespace {
+
+struct member_state {
+  member_options opts;
+  member_assignment place;
+  std::vector<shard_actor> shards;
+  std::optional<fault> lost;  // once set, every call fails with it
+  std::uint64_t next = 1;
+  std::map<std::uint64_t, std::function<void(const fault&)>> pending;
+  static inline const char* name = "troupe.kv_member";
+};
+
+using member_pointer = caf::stateful_actor<member_state>*;
+
+std::chrono::milliseconds request_timeout(member_pointer self) {
+  return std::chrono::milliseconds(self->state.place.job.request_timeout_ms);
+}
+
+fault to_fault(const caf::error& e, std::chrono::milliseconds timeout) {
+  if (auto f = as_fault(e)) return *f;
+  if (e == caf::sec::request_timeout)
+    return {errc::timed_out, "no answer within " + std::to_string(timeout.count()) + " ms (--request-timeout)"};
+  return {errc::shard_lost, describe(e)};
+}
+
+// Fails every call in flight and every later one with `f`.
+void lose(member_pointer self, fault f) {
+  auto& st = self->state;
+  if (st.lost) return;
+  st.lost = f;
+  if (f.code != errc::closed) spdlog::error("troupe.kv: {}", to_string(f));
+  for (auto& [id, fail] : std::exchange(st.pending, {})) fail(f);
+}
+
+// Sends a request and calls done exactly once: with the answer, the error, or the loss
+// of the job (whichever comes first).
+template <class Reply, class Dest, class Done, class... Ts>
+void ask(member_pointer self, const Dest& dest, std::chrono::milliseconds timeout, Done done, Ts&&... xs) {
+  auto& st = self->state;
+  if (st.lost) return done(*st.lost);
+  const auto id = st.next++;
+  st.pending.emplace(id, [done](const fault& f) { done(f); });
+  self->request(dest, timeout, std::forward<Ts>(xs)...)
+      .then(
+          [=](Reply& r) {
+            if (self->state.pending.erase(id)) done(std::move(r));
+          },
+          [=](caf::error& e) {
+            if (self->state.pending.erase(id)) done(to_fault(e, timeout));
+          });
+}
+
+// ok_atom answers become "no fault".
+auto no_fault(std::function<void(std::optional<fault>)> done) {
+  return [done](std::variant<caf::ok_atom, fault> r) {
+    if (auto* f = std::get_if<fault>(&r))
+      done(*f);
+    else
+      done(std::nullopt);
+  };
+}
+
+void joined(member_pointer self, const std::function<void(or_fault<member_assignment>)>& done) {
+  auto& st = self->state;
+  self->monitor(st.opts.coordinator);
+  for (auto& s : st.shards) self->monitor(s);
+  done(st.place);
+}
+
+// Connects to shard i and the ones after it by address, then finishes the join.
+void connect_shards(member_pointer self, std::size_t i, std::function<void(or_fault<member_assignment>)> done) {
+  auto& st = self->state;
+  if (i == st.place.shard_hosts.size()) return joined(self, done);
+  const std::string host = st.place.shard_hosts[i];
+  const std::uint16_t port = st.place.shard_ports[i];
+  if (st.opts.expect_peer) st.opts.expect_peer(host, port, "server");
+  self->request(*st.opts.connector, st.opts.connect_timeout, caf::connect_atom::value, host, port)
+      .then(
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            if (!ptr) return done(fault{errc::shard_lost, "nothing is published at " + host + ":" + std::to_string(port) +
+                                                              " where shard " + std::to_string(i) + " should be"});
+            self->state.shards.push_back(caf::actor_cast<shard_actor>(std::move(ptr)));
+            connect_shards(self, i + 1, done);
+          },
+          [=](caf::error& e) {
+            done(fault{errc::shard_lost, "cannot reach shard " + std::to_string(i) + " at " + host + ":" +
+                                             std::to_string(port) + ": " + describe(e)});
+          });
+}
+
+caf::behavior kv_member(member_pointer self, member_options opts) {
+  self->state.opts = std::move(opts);
+  self->set_down_handler([=](caf::down_msg& dm) {
+    auto& st = self->state;
+    if (dm.source == st.opts.coordinator.address())
+      return lose(self, {errc::shard_lost, "the job's coordinator went away (" + describe(dm.reason) + ")"});
+    for (std::size_t s = 0; s < st.shards.size(); ++s)
+      if (dm.source == st.shards[s].address())
+        return lose(self, {errc::shard_lost, "shard " + std::to_string(s) + " was lost (" + describe(dm.reason) +
+                                                 "); its parameters are gone, so the job cannot go on"});
+  });
+  // The coordinator stops its members when the job ends or fails: this actor stays, so
+  // the store's calls fail with the reason instead of going unanswered.
+  self->set_exit_handler([=](caf::exit_msg& em) {
+    if (em.source == self->state.opts.coordinator.address()) {
+      auto f = as_fault(em.reason);
+      lose(self, f ? *f : fault{errc::shard_lost, "the job ended (" + describe(em.reason) + ")"});
+      return;
+    }
+    self->quit(em.reason);
+  });
+  return {
+      [=](member_call_join& c) {
+        auto& st = self->state;
+        auto done = c.done;
+        self->request(st.opts.coordinator, st.opts.connect_timeout, join_atom::value,
+                      worker_join{c.job_id, {}, 0, {}, c.proof})
+            .then(
+                [=](worker_welcome& w) {
+                  self->state.place = std::move(w.place);
+                  if (!w.shards.empty() || self->state.place.shard_hosts.empty()) {
+                    self->state.shards = std::move(w.shards);
+                    return joined(self, done);
+                  }
+                  if (!self->state.opts.connector)
+                    return done(fault{errc::bad_job, "the job's shards are on other nodes but this store has no network"});
+                  connect_shards(self, 0, done);
+                },
+                [=](caf::error& e) {
+                  done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
+                             "the coordinator refused or did not answer the join: " + describe(e) +
+                                 (troupe_code(e) == errc::not_member ? " (does this process hold the job's secret?)" : "")});
+                });
+      },
+      [=](member_call_init& c) {
+        c.msg.worker = self->state.place.rank;
+        ask<kv_key_layout>(self, self->state.opts.coordinator, request_timeout(self), c.done, kv_init_atom::value,
+                           std::move(c.msg));
+      },
+      [=](member_call_lookup& c) {
+        c.msg.worker = self->state.place.rank;
+        ask<kv_key_layout>(self, self->state.opts.coordinator, request_timeout(self), c.done, kv_lookup_atom::value,
+                           std::move(c.msg));
+      },
+      [=](member_call_push& c) {
+        c.msg.worker = self->state.place.rank;
+        c.msg.shard = c.shard;
+        ask<kv_push_ack>(self, self->state.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
+                         std::move(c.msg));
+      },
+      [=](member_call_pull& c) {
+        c.msg.worker = self->state.place.rank;
+        c.msg.shard = c.shard;
+        ask<kv_pull_reply>(self, self->state.shards.at(c.shard), request_timeout(self), c.done, pull_atom::value,
+                           std::move(c.msg));
+      },
+      [=](member_call_optimizer& c) {
+        c.msg.worker = self->state.place.rank;
+        ask<caf::ok_atom>(self, self->state.opts.coordinator, request_timeout(self), no_fault(c.done),
+                          kv_opt_atom::value, std::move(c.msg));
+      },
+      [=](member_call_barrier& c) {
+        ask<caf::ok_atom>(self, self->state.opts.coordinator, c.timeout, no_fault(c.done), kv_barrier_atom::value,
+                          kv_barrier{self->state.place.rank});
+      },
+      [=](member_call_close& c) {
+        auto& st = self->state;
+        if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
+        lose(self, {errc::closed, "the store was closed"});
+        c.done();
+        self->quit();
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts) {
+  return sys.spawn(kv_member, std::move(opts));
+}
+
+}  // namespace troupe::kv

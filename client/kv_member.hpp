@@ -1,0 +1,76 @@
+// kv_member: the actor through which a client process (a user's training loop) is a
+// member of a key-value job. It joins the coordinator, connects to the shards the welcome
+// names (or takes their handles in one process), and carries the store's calls as
+// requests with the job's request timeout. It watches the coordinator and every shard:
+// when one goes away every call in flight fails at once with shard_lost (CAF 0.17 would
+// only time them out) and later calls fail the same way. Calls are local triggers
+// (Note [Type IDs and local triggers] in actors/protocol.hpp): only this process sends them.
+#pragma once
+
+#include <caf/all.hpp>
+#include <caf/io/middleman_actor.hpp>
+
+#include <functional>
+#include <optional>
+
+#include "actors/protocol.hpp"
+#include "client/kv_transport.hpp"
+#include "core/kv_messages.hpp"
+
+namespace troupe::kv {
+
+struct member_call_join {
+  std::string job_id, proof;
+  std::function<void(or_fault<member_assignment>)> done;
+};
+struct member_call_init {
+  kv_init msg;
+  std::function<void(or_fault<kv_key_layout>)> done;
+};
+struct member_call_lookup {
+  kv_lookup msg;
+  std::function<void(or_fault<kv_key_layout>)> done;
+};
+struct member_call_push {
+  std::uint32_t shard = 0;
+  kv_push msg;
+  std::function<void(or_fault<kv_push_ack>)> done;
+};
+struct member_call_pull {
+  std::uint32_t shard = 0;
+  kv_pull msg;
+  std::function<void(or_fault<kv_pull_reply>)> done;
+};
+struct member_call_optimizer {
+  kv_set_optimizer msg;
+  std::function<void(std::optional<fault>)> done;
+};
+struct member_call_barrier {
+  std::chrono::milliseconds timeout;
+  std::function<void(std::optional<fault>)> done;
+};
+struct member_call_close {
+  std::function<void()> done;
+};
+
+struct member_options {
+  coordinator_actor coordinator;
+  // Across nodes: opens connections to shards (TLS or plain) and declares which host
+  // and role each must present (Note [Certificate roles]); unset in one process.
+  std::optional<caf::io::middleman_actor> connector;
+  std::function<void(const std::string& host, std::uint16_t port, const char* role)> expect_peer;
+  std::chrono::milliseconds connect_timeout{30000};
+};
+
+caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);
+
+}  // namespace troupe::kv
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_join)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_init)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_lookup)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_push)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_pull)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_optimizer)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_barrier)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_close)

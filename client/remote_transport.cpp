@@ -1,0 +1,223 @@
+// remote_transport: the store's calls as member_call_* messages to a kv_member actor.
+#include "client/remote_transport.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <future>
+
+#include "net/node.hpp"
+#include "net/node_runtime.hpp"
+#include "net/peer_expectations.hpp"
+
+namespace troupe::kv {
+
+namespace {
+
+// Waits for a blocking call's answer, at most `timeout`.
+template <class T>
+or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout, const std::string& what) {
+  if (f.wait_for(timeout) != std::future_status::ready)
+    return fault{errc::timed_out, what + ": no answer within " + std::to_string(timeout.count()) + " ms"};
+  return f.get();
+}
+
+class remote_transport final : public kv_transport {
+ public:
+  // owned: a node's actor system this transport keeps (null when the caller owns sys).
+  remote_transport(std::unique_ptr<caf::actor_system_config> cfg, std::unique_ptr<caf::actor_system> owned,
+                   caf::actor_system& sys, member_options opts)
+      : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys) {
+    connect_timeout_ = opts.connect_timeout;
+    member_ = spawn_kv_member(sys_, std::move(opts));
+  }
+
+  ~remote_transport() override {
+    close();
+    member_ = nullptr;
+    owned_.reset();  // waits for the actors and flushes the connections
+  }
+
+  std::optional<fault> join(const std::string& job_id, const std::string& proof) {
+    auto p = std::make_shared<std::promise<or_fault<member_assignment>>>();
+    auto f = p->get_future();
+    caf::anon_send(member_, member_call_join{job_id, proof, [p](or_fault<member_assignment> r) { p->set_value(std::move(r)); }});
+    auto r = await(f, connect_timeout_ + std::chrono::seconds(5), "joining the job");
+    if (auto* e = std::get_if<fault>(&r)) return *e;
+    place_ = std::get<member_assignment>(std::move(r));
+    return std::nullopt;
+  }
+
+  std::uint32_t rank() const override { return place_.rank; }
+  std::uint32_t workers() const override { return place_.world; }
+  sync_mode mode() const override { return place_.job.mode; }
+
+  or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
+                               const_tensor_view initial) override {
+    kv_init msg{0, name, dims, tensor::uninitialized({initial.numel()})};
+    copy(msg.value, initial);
+    return blocking<kv_key_layout, member_call_init>(std::move(msg), "init of key " + kv_key_display(name));
+  }
+
+  or_fault<kv_key_layout> lookup(const std::string& name) override {
+    return blocking<kv_key_layout, member_call_lookup>(kv_lookup{0, name}, "looking up key " + kv_key_display(name));
+  }
+
+  void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
+    kv_push msg;
+    std::int64_t total = 0;
+    for (const auto& p : parts) total += p.numel;
+    msg.data = tensor::uninitialized({total});
+    std::int64_t pos = 0;
+    for (const auto& p : parts) {
+      msg.parts.push_back(p.part);
+      msg.base_versions.push_back(p.base_version);
+      copy(msg.data.view().flat(pos, p.numel), floats(p.data, p.numel));
+      pos += p.numel;
+    }
+    auto ids = msg.parts;
+    caf::anon_send(member_, member_call_push{shard, std::move(msg), [done, ids](or_fault<kv_push_ack> r) {
+                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+                                               const auto& ack = std::get<kv_push_ack>(r);
+                                               std::vector<part_result> out;
+                                               for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
+                                                 out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
+                                               done(std::nullopt, std::move(out));
+                                             }});
+  }
+
+  void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) override {
+    kv_pull msg;
+    for (const auto& p : parts) {
+      msg.parts.push_back(p.part);
+      msg.rows.push_back(p.rows);
+      msg.row_numel.push_back(p.rows.empty() ? 0 : p.row_numel);
+    }
+    caf::anon_send(member_, member_call_pull{shard, std::move(msg), [done, parts](or_fault<kv_pull_reply> r) {
+                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+                                               auto& reply = std::get<kv_pull_reply>(r);
+                                               std::int64_t total = 0;
+                                               for (const auto& p : parts) total += p.numel;
+                                               if (reply.data.numel() != total || reply.versions.size() != parts.size())
+                                                 return done(fault{errc::malformed, "a shard answered a pull with " +
+                                                                                        std::to_string(reply.data.numel()) +
+                                                                                        " values for " + std::to_string(total)},
+                                                             {});
+                                               std::vector<part_result> out;
+                                               std::int64_t pos = 0;
+                                               for (std::size_t i = 0; i < parts.size(); ++i) {
+                                                 copy(floats(parts[i].out, parts[i].numel),
+                                                      reply.data.view().flat(pos, parts[i].numel));
+                                                 pos += parts[i].numel;
+                                                 out.push_back({parts[i].part, reply.versions[i], 0});
+                                               }
+                                               done(std::nullopt, std::move(out));
+                                             }});
+  }
+
+  std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) override {
+    kv_set_optimizer msg;
+    msg.has_optimizer = opt.has_value();
+    if (opt) msg.config = opt->config, msg.schedule = opt->schedule;
+    return blocking_ok<member_call_optimizer>(std::move(msg), request_timeout(), "set_optimizer");
+  }
+
+  std::optional<fault> barrier(std::chrono::milliseconds timeout) override {
+    auto p = std::make_shared<std::promise<or_fault<bool>>>();
+    auto f = p->get_future();
+    caf::anon_send(member_, member_call_barrier{timeout, [p](std::optional<fault> e) {
+                                                  if (e) p->set_value(*e); else p->set_value(true);
+                                                }});
+    auto r = await(f, timeout + std::chrono::seconds(1), "barrier");
+    if (auto* e = std::get_if<fault>(&r)) return *e;
+    return std::nullopt;
+  }
+
+  void close() override {
+    if (closed_ || !member_) return;
+    closed_ = true;
+    auto p = std::make_shared<std::promise<void>>();
+    auto f = p->get_future();
+    caf::anon_send(member_, member_call_close{[p] { p->set_value(); }});
+    f.wait_for(std::chrono::seconds(10));
+  }
+
+ private:
+  std::chrono::milliseconds request_timeout() const {
+    return std::chrono::milliseconds(place_.job.request_timeout_ms) + std::chrono::seconds(1);
+  }
+
+  template <class T, class Call, class Msg>
+  or_fault<T> blocking(Msg msg, const std::string& what) {
+    auto p = std::make_shared<std::promise<or_fault<T>>>();
+    auto f = p->get_future();
+    caf::anon_send(member_, Call{std::move(msg), [p](or_fault<T> r) { p->set_value(std::move(r)); }});
+    return await(f, request_timeout(), what);
+  }
+
+  template <class Call, class Msg>
+  std::optional<fault> blocking_ok(Msg msg, std::chrono::milliseconds timeout, const std::string& what) {
+    auto p = std::make_shared<std::promise<or_fault<bool>>>();
+    auto f = p->get_future();
+    caf::anon_send(member_, Call{std::move(msg), [p](std::optional<fault> e) {
+                                   if (e) p->set_value(*e); else p->set_value(true);
+                                 }});
+    auto r = await(f, timeout, what);
+    if (auto* e = std::get_if<fault>(&r)) return *e;
+    return std::nullopt;
+  }
+
+  std::unique_ptr<caf::actor_system_config> cfg_;
+  std::unique_ptr<caf::actor_system> owned_;
+  caf::actor_system& sys_;
+  caf::actor member_;
+  member_assignment place_;
+  std::chrono::milliseconds connect_timeout_{30000};
+  bool closed_ = false;
+};
+
+}  // namespace
+
+or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, member_options opts,
+                                                       const std::string& job_id) {
+  auto t = std::make_unique<remote_transport>(nullptr, nullptr, sys, std::move(opts));
+  if (auto e = t->join(job_id, {})) return *e;
+  return std::unique_ptr<kv_transport>(std::move(t));
+}
+
+or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
+                                                             const std::string& type) {
+  node_options o;
+  o.role = node_role::worker;
+  apply_environment(o, env);
+  if (o.join.empty())
+    return fault{errc::bad_job, "type " + type + " joins the job that `troupe launch` started, but TROUPE_COORDINATOR "
+                                "is not set; start this script with `troupe launch --local --workers N -- COMMAND`, "
+                                "or use type \"local\""};
+  if (o.job_id.empty())
+    return fault{errc::bad_job, "TROUPE_JOB_ID is not set; `troupe launch` sets it with TROUPE_COORDINATOR"};
+  auto plan = resolve_node_options(o);
+  if (!plan) return fault{errc::bad_job, "the TROUPE_* environment is not usable: " + plan.error().message};
+  raise_fd_limit();
+  auto cfg = std::make_unique<caf::actor_system_config>();
+  configure_node(*cfg, *plan);
+  auto sys = std::make_unique<caf::actor_system>(*cfg);
+  auto coordinator = reach_coordinator(*sys, *plan);
+  if (!coordinator) return fault{errc::stalled, describe(coordinator.error())};
+  member_options opts;
+  opts.coordinator = *coordinator;
+  opts.connector = connector_of(*sys, plan->tls.any());
+  if (plan->tls.any())
+    opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) { expect_peer(host, port, role); };
+  opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
+  const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
+  caf::actor_system& ref = *sys;
+  auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts));
+  if (auto e = t->join(plan->job_id, proof)) return *e;
+  const std::string want = type.substr(5);
+  if (want != name_of(t->mode()))
+    return fault{errc::bad_job, "type " + type + " asked for " + want + " but the launched job runs " +
+                                    std::string(name_of(t->mode())) + "; pass --mode " + want + " to troupe launch"};
+  return std::unique_ptr<kv_transport>(std::move(t));
+}
+
+}  // namespace troupe::kv

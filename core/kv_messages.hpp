@@ -1,0 +1,81 @@
+// The messages of key-value jobs (the client library's), as plain structs: what a member
+// asks the coordinator (define a key, find one, set the shards' optimizer, a barrier),
+// what the coordinator tells the shards (a key's parts), and a member's pushes and pulls
+// of parts. actors/wire.hpp gives them their inspect overloads. Members leave with
+// worker_done, as in every job.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/kv_layout.hpp"
+#include "tensor/optimizer.hpp"
+#include "tensor/tensor.hpp"
+
+namespace troupe {
+
+// Member -> coordinator: define key `name` with this value (the first init wins), or wait
+// until it exists; answered with the key's layout.
+struct kv_init {
+  std::uint32_t worker = 0;
+  std::string name;                 // canonical (kv_key_name)
+  std::vector<std::int64_t> dims;
+  tensor value;                     // (numel) f32
+};
+
+// Member -> coordinator: the layout of a key some member initialised.
+struct kv_lookup {
+  std::uint32_t worker = 0;
+  std::string name;
+};
+
+// Coordinator -> shard: the parts of a new key that this shard holds, and their values.
+struct kv_define {
+  std::string name;
+  std::vector<kv_part_id> parts;
+  std::vector<tensor> values;       // one (numel) f32 tensor per part
+};
+
+// Member -> coordinator -> every shard: the shards' optimizer; has_optimizer false: none
+// (pulls return what workers update with).
+struct kv_set_optimizer {
+  std::uint32_t worker = 0;
+  bool has_optimizer = true;
+  optimizer_config config;
+  lr_schedule schedule;
+};
+
+// Member -> coordinator: answered once every live member has arrived.
+struct kv_barrier {
+  std::uint32_t worker = 0;
+};
+
+// Member -> shard: gradients of some parts, concatenated in the order of `parts`.
+struct kv_push {
+  std::uint32_t shard = 0, worker = 0;
+  std::vector<kv_part_id> parts;
+  std::vector<std::int64_t> base_versions;  // per part: the version this member last pulled
+  tensor data;                               // f32, the parts' numel summed
+};
+
+struct kv_push_ack {
+  std::vector<std::int64_t> versions, staleness;  // per part
+};
+
+// Member -> shard: the values of some parts (rows[i] empty: all of part i; else those
+// rows of it, relative to the part), concatenated in the reply.
+struct kv_pull {
+  std::uint32_t shard = 0, worker = 0;
+  std::vector<kv_part_id> parts;
+  std::vector<std::vector<std::int64_t>> rows;
+  std::vector<std::int64_t> row_numel;       // per part: elements per row
+};
+
+struct kv_pull_reply {
+  std::uint32_t shard = 0;
+  std::vector<std::int64_t> versions;        // per part
+  tensor data;
+};
+
+}  // namespace troupe

@@ -1,0 +1,174 @@
+// Tests for client/remote_transport.cpp and client/kv_member.cpp: stores that are members
+// of a key-value job's actors (the kv coordinator and shard servers, in one process, by
+// handle), so the whole path a launched job takes runs here: join, define on the shards,
+// per-shard pushes and pulls, barriers, the shards' optimizer. A worker that leaves lets
+// sync rounds close without it; a lost shard fails the calls in flight at once with
+// shard_lost instead of letting them time out; bad keys and shapes are refused by the
+// store and by the shard.
+#define BOOST_TEST_MODULE remote_transport
+#include <boost/test/unit_test.hpp>
+
+#include <future>
+#include <thread>
+
+#include "actors/kv_coordinator.hpp"
+#include "actors/runtime.hpp"
+#include "actors/shard_server.hpp"
+#include "client/kvstore.hpp"
+#include "client/remote_transport.hpp"
+
+using namespace troupe;
+using kv::kvstore;
+
+namespace {
+
+struct job_fixture {
+  explicit job_fixture(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2,
+                       std::int64_t bound = 0) {
+    configure_in_process(cfg);
+    sys.emplace(cfg);
+    job_spec job;
+    job.kv = true;
+    job.job_id = "kv-test";
+    job.mode = mode;
+    job.workers = workers;
+    job.servers = servers;
+    job.big_array_bound = bound;
+    job.request_timeout_ms = 5000;
+    coordinator = spawn_kv_coordinator(*sys, job, {});
+    for (std::uint32_t s = 0; s < servers; ++s) {
+      shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5)));
+      join_as_shard(shards.back(), "", 0);
+    }
+    // Every member's join completes when the job starts, once all have joined.
+    std::vector<std::future<std::unique_ptr<kvstore>>> joins;
+    for (std::uint32_t w = 0; w < workers; ++w)
+      joins.push_back(std::async(std::launch::async, [this] {
+        kv::member_options o;
+        o.coordinator = coordinator;
+        o.connect_timeout = std::chrono::seconds(5);
+        auto t = kv::join_in_process(*sys, o, "kv-test");
+        if (auto* f = std::get_if<fault>(&t)) throw std::runtime_error(to_string(*f));
+        kv::options opts;
+        opts.type = "dist_" + std::string(name_of(std::get<0>(t)->mode()));
+        opts.timeout = std::chrono::seconds(5);
+        return kv::wrap_transport(std::move(std::get<0>(t)), opts);
+      }));
+    for (auto& j : joins) stores.push_back(j.get());
+    std::sort(stores.begin(), stores.end(), [](auto& a, auto& b) { return a->rank() < b->rank(); });
+  }
+  ~job_fixture() {
+    stores.clear();
+    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+    for (auto& s : shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
+  }
+
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
+  local_coordinator_actor coordinator;
+  std::vector<local_shard_actor> shards;
+  std::vector<std::unique_ptr<kvstore>> stores;
+};
+
+template <class F>
+std::string code_of(F&& f) {
+  try {
+    f();
+  } catch (const kv::error& e) {
+    return e.code();
+  }
+  return "no error";
+}
+
+kv::optimizer_spec sgd(float lr) {
+  kv::optimizer_spec s;
+  s.lr = lr;
+  return s;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(two_members_sum_in_sync_across_two_shards) {
+  job_fixture job(sync_mode::sync, 2, 2, 10);
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  BOOST_TEST(w0.num_workers() == 2u);
+  BOOST_TEST(w0.mode() == "sync");
+  std::vector<float> init(30, 1.f), other(30, 9.f), out(30);
+  w0.init("w", {init.data(), {6, 5}});
+  w1.init("w", {other.data(), {6, 5}});  // the key exists: the first init won
+  w1.set_optimizer(sgd(0.5f));
+  std::vector<float> g0(30), g1(30);
+  for (int i = 0; i < 30; ++i) g0[i] = static_cast<float>(i), g1[i] = 100.f + static_cast<float>(i);
+  auto pushed = w0.push({"w"}, {{g0.data(), {6, 5}}});
+  auto pulled = w0.pull({"w"}, {{out.data(), {6, 5}}});
+  w1.wait(w1.push({"w"}, {{g1.data(), {6, 5}}}));
+  w0.wait(pushed);
+  w0.wait(pulled);
+  for (int i = 0; i < 30; ++i) BOOST_TEST(out[i] == 1.f - 0.5f * (g0[i] + g1[i]));
+  std::vector<float> rows(10);
+  w1.wait(w1.row_sparse_pull("w", {5, 0}, {rows.data(), {2, 5}}));
+  for (int c = 0; c < 5; ++c) {
+    BOOST_TEST(rows[c] == out[25 + c]);
+    BOOST_TEST(rows[5 + c] == out[c]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(async_applies_each_push_and_a_barrier_meets_everyone) {
+  job_fixture job(sync_mode::async);
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  std::vector<float> v(4, 0.f), g(4, 1.f), out(4);
+  w0.init(std::int64_t{7}, {v.data(), {4}});
+  w0.set_optimizer(sgd(1.f));
+  w0.wait(w0.push({std::int64_t{7}}, {{g.data(), {4}}}));
+  auto other = std::async(std::launch::async, [&] { w1.barrier(); });
+  w0.barrier();
+  other.get();
+  w1.wait(w1.push({std::int64_t{7}}, {{g.data(), {4}}}));
+  w1.wait(w1.pull({std::int64_t{7}}, {{out.data(), {4}}}));
+  BOOST_TEST(out[0] == -2.f);
+  BOOST_TEST(w1.staleness(std::int64_t{7}) == 1);  // it never pulled before its push: base version 0, applied at 1
+}
+
+BOOST_AUTO_TEST_CASE(bad_keys_and_shapes_are_refused_over_the_job_too) {
+  job_fixture job(sync_mode::async, 1, 1);
+  auto& w = *job.stores[0];
+  std::vector<float> v(4, 0.f);
+  w.init("w", {v.data(), {2, 2}});
+  BOOST_TEST(code_of([&] { w.push({"never"}, {{v.data(), {4}}}); }) == "no_such_key");
+  BOOST_TEST(code_of([&] { w.init("w", {v.data(), {4}}); }) == "bad_shape");
+  BOOST_TEST(code_of([&] { w.push({"w"}, {{v.data(), {4}}}); }) == "bad_shape");
+  kv::optimizer_spec bad = sgd(0.1f);
+  bad.kind = "lamb";
+  BOOST_TEST(code_of([&] { w.set_optimizer(bad); }) == "bad_job");
+  w.close();
+  BOOST_TEST(code_of([&] { w.barrier(); }) == "closed");
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_leaves_no_longer_holds_sync_rounds) {
+  job_fixture job(sync_mode::sync);
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  std::vector<float> v(2, 0.f), g(2, 3.f), out(2);
+  w0.init("w", {v.data(), {2}});
+  w1.close();
+  // The coordinator tells the shards; the round then closes with worker 0 alone.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  w0.push({"w"}, {{g.data(), {2}}});
+  w0.wait(w0.pull({"w"}, {{out.data(), {2}}}));
+  BOOST_TEST(out[0] == 3.f);  // no optimizer: the round's sum
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_shard_fails_the_calls_in_flight_at_once) {
+  job_fixture job(sync_mode::sync);
+  auto& w0 = *job.stores[0];
+  std::vector<float> v(2, 0.f), g(2, 1.f), out(2);
+  w0.init("w", {v.data(), {2}});
+  w0.push({"w"}, {{g.data(), {2}}});
+  auto held = w0.pull({"w"}, {{out.data(), {2}}});  // held: worker 1 has not pushed
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto& s : job.shards) caf::anon_send_exit(s, caf::exit_reason::kill);
+  std::string code = code_of([&] { w0.wait(held); });
+  BOOST_TEST(code == "shard_lost");
+  const bool fast = std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4);
+  BOOST_TEST(fast);  // well before the 5 s request timeout
+  BOOST_TEST(code_of([&] { w0.wait(w0.pull({"w"}, {{out.data(), {2}}})); }) == "shard_lost");
+}
