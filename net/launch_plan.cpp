@@ -133,6 +133,24 @@ std::string prometheus_config(const std::string& job_id, const std::vector<scrap
   return y.str();
 }
 
+std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
+                                                                    const std::string& coordinator, std::uint32_t index) {
+  const auto in = [&](const std::string& f) { return (std::filesystem::path(dir) / f).string(); };
+  std::vector<std::pair<std::string, std::string>> env{
+      {"TROUPE_COORDINATOR", coordinator},
+      {"TROUPE_JOB_ID", req.job_id},
+      {"TROUPE_SECRET_FILE", in("job.secret")},
+      {"TROUPE_WORKER_INDEX", std::to_string(index)},
+      {"TROUPE_WORKERS", std::to_string(req.workers)}};
+  if (req.tls) {
+    const std::string cert = in("worker-" + std::to_string(index) + ".pem");
+    env.insert(env.end(), {{"TROUPE_TLS_CERT", cert}, {"TROUPE_TLS_KEY", cert}, {"TROUPE_TLS_CA", in("ca.pem")}});
+  } else {
+    env.emplace_back("TROUPE_INSECURE_NETWORK", "1");
+  }
+  return env;
+}
+
 expected<launch_plan> plan_local_launch(const launch_request& req) {
   std::vector<std::pair<std::string, std::string>> certs{{"coordinator", "127.0.0.1"}};
   for (std::uint32_t i = 0; i < req.servers; ++i) certs.emplace_back("server-" + std::to_string(i), "127.0.0.1");
@@ -149,10 +167,16 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
                           node_argv(req, req.job_dir, "server-" + std::to_string(i),
                                     {"--role", "server", "--listen", "127.0.0.1:0", "--join", coord}),
                           false});
-  for (std::uint32_t i = 0; i < req.workers; ++i)
+  for (std::uint32_t i = 0; i < req.workers; ++i) {
+    if (!req.worker_command.empty()) {
+      plan.nodes.push_back({"worker " + std::to_string(i), req.worker_command, false,
+                            worker_environment(req, req.job_dir, coord, i)});
+      continue;
+    }
     plan.nodes.push_back({"worker " + std::to_string(i),
                           node_argv(req, req.job_dir, "worker-" + std::to_string(i), {"--role", "worker", "--join", coord}),
                           false});
+  }
   return plan;
 }
 
@@ -209,7 +233,15 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
     }
     auto cmd = ssh_opts;
     cmd.push_back(n.host);
-    cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags, n.host)));
+    if (!req.worker_command.empty() && n.cert.rfind("worker-", 0) == 0) {
+      std::vector<std::string> with_env{"env"};
+      for (const auto& [k, v] : worker_environment(req, req.remote_dir, coord, std::stoul(n.cert.substr(7))))
+        with_env.push_back(k + "=" + v);
+      with_env.insert(with_env.end(), req.worker_command.begin(), req.worker_command.end());
+      cmd.push_back(shell_quote(with_env));
+    } else {
+      cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags, n.host)));
+    }
     plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator"});
   }
   plan.nodes.front().name = "coordinator";

@@ -38,7 +38,16 @@ struct launch_request {
   std::vector<host_entry> hosts;          // ssh only
   std::string remote_dir;                 // ssh only: where the job directory goes on each host
   std::string ssh = "ssh";                // ssh only
+  // A key-value job: the workers are this command (a user's training script using the
+  // client library), started with the TROUPE_* environment that joins it to the job.
+  std::vector<std::string> worker_command;
 };
+
+// The environment a user's worker command joins the job with: the coordinator, the job
+// id, its certificate (or TROUPE_INSECURE_NETWORK) and the job's secret, all under `dir`
+// (the job directory on the worker's host), and its index among the launched workers.
+std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
+                                                                    const std::string& coordinator, std::uint32_t index);
 
 struct launch_plan {
   std::vector<child_spec> setup;          // run first, one after the other (ssh: mkdir, scp)

@@ -51,6 +51,11 @@ void apply_environment(node_options& o, const environment& env) {
   if (o.job_id.empty()) o.job_id = get("TROUPE_JOB_ID");
   if (o.tls_dir.empty()) o.tls_dir = get("TROUPE_TLS_DIR");
   if (o.secret_file.empty()) o.secret_file = get("TROUPE_SECRET_FILE");
+  if (!o.tls.any() && o.tls_dir.empty()) {
+    o.tls.certificate = get("TROUPE_TLS_CERT");
+    o.tls.key = get("TROUPE_TLS_KEY");
+    o.tls.ca = get("TROUPE_TLS_CA");
+  }
   const std::string insecure = get("TROUPE_INSECURE_NETWORK");
   if (insecure == "1" || insecure == "true") o.insecure_network = true;
   const std::string shm = get("TROUPE_SHARED_MEMORY");

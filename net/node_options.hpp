@@ -46,8 +46,9 @@ using environment = std::map<std::string, std::string>;
 environment current_environment();
 
 // Fills unset fields from TROUPE_ROLE, TROUPE_COORDINATOR, TROUPE_LISTEN,
-// TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR, TROUPE_INSECURE_NETWORK and
-// TROUPE_SHARED_MEMORY (0 or false: off).
+// TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR (or TROUPE_TLS_CERT, TROUPE_TLS_KEY and
+// TROUPE_TLS_CA), TROUPE_SECRET_FILE, TROUPE_INSECURE_NETWORK and TROUPE_SHARED_MEMORY
+// (0 or false: off).
 void apply_environment(node_options& o, const environment& env);
 
 // With o.slurm: role, listen and join from SLURM_PROCID and SLURM_NODELIST (task 0 is the

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,7 +64,23 @@ bool pump(running_child& c, int& fd, std::string& buf, bool from_stdout, group_r
   return true;
 }
 
-pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
+// The child's environment: ours, with `extra` set or replacing what we have.
+std::vector<std::string> child_environment(const std::vector<std::pair<std::string, std::string>>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string entry(*e);
+    const bool replaced = std::any_of(extra.begin(), extra.end(), [&](const auto& kv) {
+      return entry.size() > kv.first.size() && entry.compare(0, kv.first.size(), kv.first) == 0 &&
+             entry[kv.first.size()] == '=';
+    });
+    if (!replaced) env.push_back(entry);
+  }
+  for (const auto& [k, v] : extra) env.push_back(k + "=" + v);
+  return env;
+}
+
+pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+            const std::vector<std::pair<std::string, std::string>>& extra_env) {
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
@@ -70,8 +88,12 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  std::vector<std::string> env_strings = child_environment(extra_env);
+  std::vector<char*> env;
+  for (auto& e : env_strings) env.push_back(e.data());
+  env.push_back(nullptr);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), environ);
+  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), env.data());
   posix_spawn_file_actions_destroy(&fa);
   return rc == 0 ? pid : -1;
 }
@@ -88,7 +110,7 @@ void reap(running_child& c) {
 }  // namespace
 
 group_result run_process_group(const std::vector<child_spec>& specs, const std::string& leader,
-                               std::chrono::milliseconds grace) {
+                               std::chrono::milliseconds grace, const std::vector<std::string>& enders) {
   using clock = std::chrono::steady_clock;
   group_result g;
   pending_signal = 0;
@@ -102,7 +124,7 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     running_child c;
     c.spec = s;
-    c.pid = spawn(s.argv, out[1], err[1]);
+    c.pid = spawn(s.argv, out[1], err[1], s.env);
     close(out[1]);
     close(err[1]);
     c.out = out[0];
@@ -131,12 +153,14 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
       if (kids[i].out >= 0) fds.push_back({kids[i].out, POLLIN, 0}), owners.push_back({i, true});
       if (kids[i].err >= 0) fds.push_back({kids[i].err, POLLIN, 0}), owners.push_back({i, false});
     }
-    bool all_done = true;
+    bool all_done = true, enders_gone = !enders.empty();
     for (auto& c : kids) {
       reap(c);
       all_done = all_done && c.exited && c.out < 0 && c.err < 0;
       if (c.exited && c.spec.name == leader && !leader_gone) leader_gone = clock::now();
+      if (!c.exited && std::find(enders.begin(), enders.end(), c.spec.name) != enders.end()) enders_gone = false;
     }
+    if (enders_gone && !leader_gone) leader_gone = clock::now();
     if (all_done) break;
     if (leader_gone) {
       const auto waited = clock::now() - *leader_gone;

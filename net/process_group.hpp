@@ -16,6 +16,7 @@ struct child_spec {
   std::string name;               // "coordinator", "server 0", "worker 1"
   std::vector<std::string> argv;  // argv[0] is a path or a name looked up in PATH
   bool collect_stdout = false;    // keep this child's stdout lines instead of streaming them
+  std::vector<std::pair<std::string, std::string>> env;  // set (or replaced) in the child's environment
 };
 
 struct child_result {
@@ -31,9 +32,11 @@ struct group_result {
 };
 
 // Starts every child, streams their output, and returns when all have exited. When the
-// child named `leader` exits, the others get `grace` to finish, then SIGTERM, then SIGKILL.
+// child named `leader` exits, or every child named in `enders` has (a key-value job's
+// workers: when they are all gone nothing can end the job), the others get `grace` to
+// finish, then SIGTERM, then SIGKILL.
 group_result run_process_group(const std::vector<child_spec>& children, const std::string& leader,
-                               std::chrono::milliseconds grace);
+                               std::chrono::milliseconds grace, const std::vector<std::string>& enders = {});
 
 // Runs one command to completion, its output streamed under `name`; returns its exit code.
 int run_step(const std::string& name, const std::vector<std::string>& argv);

@@ -39,6 +39,7 @@ struct launch_cli {
   job_cli_options job;
   observe_options observe;
   std::string prometheus_config;
+  std::vector<std::string> command;  // after --: the workers of a key-value job
   CLI::App* app = nullptr;
 };
 
@@ -59,12 +60,14 @@ int run_launch(launch_cli& o) {
     print_error("launch needs exactly one of --local and --hostfile FILE");
     return exit_usage;
   }
+  if (!o.command.empty()) o.job.job.kv = true;  // the workers are the user's program
   auto job = resolve_job_options(o.job);
   if (!job) {
     print_error(job.error().message);
     return exit_usage;
   }
   launch_request req;
+  req.worker_command = o.command;
   req.servers = job->servers;
   req.workers = members(*job);  // a process per worker, or per pipeline stage of each replica
   req.job_id = "job-" + random_hex(6);
@@ -77,6 +80,7 @@ int run_launch(launch_cli& o) {
   req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
   req.job_toml = job_options_as_toml(*o.app);
+  if (job->kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
       req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? job->workers : job->servers) + "\"\n";
@@ -179,7 +183,11 @@ int run_launch(launch_cli& o) {
       print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");
       return exit_failed;
     }
-  group_result g = run_process_group(plan->nodes, "coordinator", std::chrono::seconds(15));
+  std::vector<std::string> enders;  // a key-value job's workers: once all have exited, the job is over
+  if (!req.worker_command.empty())
+    for (const auto& n : plan->nodes)
+      if (n.name.rfind("worker", 0) == 0) enders.push_back(n.name);
+  group_result g = run_process_group(plan->nodes, "coordinator", std::chrono::seconds(15), enders);
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
@@ -239,6 +247,10 @@ command add_launch(CLI::App& parent) {
       ->group(g);
   app->add_option("--prometheus-config", o->prometheus_config,
                   "Write the job's Prometheus scrape configuration here (default: JOB_DIR/prometheus.yml)")
+      ->group(g);
+  app->add_option("command", o->command,
+                  "After --: a program that uses Troupe's client library, started --workers times as the job's "
+                  "workers with the TROUPE_* environment that joins it (a key-value job)")
       ->group(g);
   add_job_options(*app, o->job);
   add_observe_options(*app, o->observe);

@@ -58,6 +58,19 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   }
   job_spec job = std::move(*spec);
   job.job_id = plan.job_id;
+  if (job.kv) {
+    auto result = run_kv_coordinator_node(plan, job, {}, [&](const endpoint& at) {
+      std::cerr << "coordinator of key-value job " << job.job_id << " listening on " << at.str()
+                << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
+                << job.servers << " shards, " << name_of(job.mode) << std::endl;
+    });
+    if (!result) {
+      print_error(troupe::describe(result.error()));
+      return exit_failed;
+    }
+    print_job_result(*result);
+    return exit_ok;
+  }
   set_blas_threads(1);
   auto data = load_data(o.job.data, job.train.seed);
   if (!data) {

@@ -97,6 +97,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::IsMember({"sync", "async", "ssp"}))
       ->capture_default_str()
       ->group(group_job);
+  app.add_flag("--kv", o.job.kv,
+               "A key-value job: the workers are programs that use Troupe's client library (troupe.kv, "
+               "troupe::kv::kvstore); `launch ... -- COMMAND` sets it")
+      ->group(group_job);
   app.add_flag("--local-reduce", o.job.local_reduce,
                "sync: workers of one node sum their gradients among themselves (NCCL between GPUs, threads in one "
                "process) and one leader per node pushes the sum and pulls")

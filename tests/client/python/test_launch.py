@@ -1,0 +1,122 @@
+"""Tests of users' scripts launched as a key-value job's workers (`troupe launch --local
+-- python3 SCRIPT`, tools/cmd_launch.cpp, client/remote_transport.cpp): separate processes
+over mutual TLS meet in sync rounds, a PyTorch model trained through troupe.torch
+learns, a worker killed mid-run is survived in async (and the launcher's exit code says
+a worker failed), and a script without the TROUPE_* environment, or asking for another
+mode than the job's, gets a troupe.Error saying what to do."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import troupe
+
+TROUPE = os.environ.get("TROUPE_BIN", "troupe")
+
+
+def launch(tmp_path, script, *flags, workers=2, timeout=240):
+    path = tmp_path / "script.py"
+    path.write_text(textwrap.dedent(script))
+    cmd = [TROUPE, "launch", "--local", "--workers", str(workers), "--servers", "2", "--metrics", "off",
+           "--job-dir", str(tmp_path / "job"), *flags, "--", sys.executable, str(path)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ)
+    lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
+    return p, (json.loads(lines[-1]) if lines else None)
+
+
+def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
+    p, result = launch(tmp_path, """
+        import numpy as np, troupe
+        kv = troupe.kv.create('dist_sync')
+        w = np.zeros((64, 8), np.float32)
+        kv.init('w', w)
+        kv.set_optimizer(lr=0.5)
+        for step in range(10):
+            kv.push('w', np.full((64, 8), kv.rank + 1, np.float32))
+            kv.wait(kv.pull('w', out=w))
+        print('RESULT', kv.rank, kv.num_workers, float(w[0, 0]), float(w[63, 7]), flush=True)
+        kv.close()
+    """, "--mode", "sync")
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "mutual TLS" in p.stderr
+    got = sorted(line.split()[-4:] for line in p.stderr.splitlines() if "RESULT" in line)
+    # Each round sums 1 + 2 and steps by 0.5 * 3: ten rounds give -15 on both workers.
+    assert got == [["0", "2", "-15.0", "-15.0"], ["1", "2", "-15.0", "-15.0"]]
+    assert result["mode"] == "sync" and result["workers_lost"] == 0
+
+
+def test_a_pytorch_model_trained_through_troupe_learns(tmp_path):
+    pytest.importorskip("torch")
+    p, _ = launch(tmp_path, """
+        import torch, troupe, troupe.torch as tt
+        kv = troupe.kv.create('dist_sync')
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(10, 32), torch.nn.ReLU(), torch.nn.Linear(32, 2))
+        tt.broadcast_parameters(model, kv)
+        opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9),
+                                      model.named_parameters(), kv)
+        g = torch.Generator().manual_seed(100 + kv.rank)
+        def batch():
+            x = torch.randn(64, 10, generator=g)
+            return x, (x[:, 0] + x[:, 1] > 0).long()
+        x, y = batch()
+        first = torch.nn.functional.cross_entropy(model(x), y).item()
+        for _ in range(60):
+            x, y = batch()
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+        x, y = batch()
+        acc = (model(x).argmax(1) == y).float().mean().item()
+        print('LEARNED', kv.rank, first, acc, flush=True)
+        kv.close()
+    """, "--mode", "sync")
+    assert p.returncode == 0, p.stderr[-3000:]
+    accs = [float(line.split()[-1]) for line in p.stderr.splitlines() if "LEARNED" in line]
+    assert len(accs) == 2 and min(accs) > 0.9
+
+
+def test_a_killed_worker_is_survived_in_async(tmp_path):
+    p, result = launch(tmp_path, """
+        import os, signal, time, numpy as np, troupe
+        kv = troupe.kv.create('dist_async')
+        w = np.zeros(16, np.float32)
+        kv.init('w', w)
+        kv.set_optimizer(lr=0.1)
+        kv.barrier()
+        for step in range(40):
+            if step == 5 and os.environ['TROUPE_WORKER_INDEX'] == '1':
+                os.kill(os.getpid(), signal.SIGKILL)
+            kv.push('w', np.ones(16, np.float32))
+            kv.wait(kv.pull('w', out=w))
+            time.sleep(0.02)
+        print('FINISHED', kv.rank, flush=True)
+        kv.close()
+    """, "--mode", "async")
+    assert "FINISHED" in p.stderr, p.stderr[-3000:]
+    assert "was lost" in p.stderr
+    assert result is not None and result["workers_lost"] == 1
+    assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
+
+
+def test_a_script_outside_a_launched_job_is_told_what_to_do(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("TROUPE_")]:
+        monkeypatch.delenv(k)
+    with pytest.raises(troupe.Error) as e:
+        troupe.kv.create("dist_async")
+    assert e.value.code == "bad_job" and "TROUPE_COORDINATOR" in str(e.value) and "troupe launch" in str(e.value)
+
+
+def test_asking_for_another_mode_than_the_job_runs_is_refused(tmp_path):
+    p, _ = launch(tmp_path, """
+        import troupe
+        try:
+            troupe.kv.create('dist_sync')
+        except troupe.Error as e:
+            print('REFUSED', e.code, e, flush=True)
+    """, "--mode", "async", workers=1)
+    line = next(line for line in p.stderr.splitlines() if "REFUSED" in line)
+    assert "bad_job" in line and "--mode sync" in line
