@@ -196,7 +196,7 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
 }
 
 int run_step(const std::string& name, const std::vector<std::string>& argv) {
-  auto g = run_process_group({child_spec{name, argv, false}}, name, std::chrono::hours(24));
+  auto g = run_process_group({child_spec{name, argv, false, {}}}, name, std::chrono::hours(24));
   return g.children.empty() ? -1 : g.children.front().exit_code;
 }
 

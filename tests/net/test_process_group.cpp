@@ -11,8 +11,8 @@ using namespace troupe;
 using namespace std::chrono_literals;
 
 BOOST_AUTO_TEST_CASE(collects_the_leaders_stdout_and_exit_codes) {
-  auto g = run_process_group({{"leader", {"sh", "-c", "echo one; echo '{\"x\":1}'; exit 0"}, true},
-                              {"other", {"sh", "-c", "echo to stderr >&2; exit 3"}, false}},
+  auto g = run_process_group({{"leader", {"sh", "-c", "echo one; echo '{\"x\":1}'; exit 0"}, true, {}},
+                              {"other", {"sh", "-c", "echo to stderr >&2; exit 3"}, false, {}}},
                              "leader", 5s);
   BOOST_REQUIRE(g.children.size() == 2u);
   BOOST_TEST(g.children[0].exit_code == 0);
@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(collects_the_leaders_stdout_and_exit_codes) {
 
 BOOST_AUTO_TEST_CASE(children_outliving_the_leader_are_stopped) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto g = run_process_group({{"leader", {"sh", "-c", "exit 0"}, false}, {"sleeper", {"sleep", "60"}, false}}, "leader",
+  auto g = run_process_group({{"leader", {"sh", "-c", "exit 0"}, false, {}}, {"sleeper", {"sleep", "60"}, false, {}}}, "leader",
                              200ms);
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 10s));
   BOOST_REQUIRE(g.children.size() == 2u);
