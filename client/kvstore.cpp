@@ -146,8 +146,8 @@ std::unique_ptr<kvstore> wrap_transport(std::unique_ptr<kv_transport> transport,
 
 std::unique_ptr<kvstore> kvstore::open(const options& opts) {
   if (opts.type == "local") return std::move(open_local_group(opts, 1).front());
-  if (opts.type != "dist_sync" && opts.type != "dist_async" && opts.type != "dist_ssp")
-    raise(fault{errc::bad_job, "type " + opts.type + " is not local, dist_sync, dist_async or dist_ssp"});
+  if (opts.type != "dist" && opts.type != "dist_sync" && opts.type != "dist_async" && opts.type != "dist_ssp")
+    raise(fault{errc::bad_job, "type " + opts.type + " is not local, dist, dist_sync, dist_async or dist_ssp"});
   if (opts.timeout.count() <= 0) raise(fault{errc::bad_job, "timeout must be positive"});
   return wrap_transport(take(join_from_environment(current_environment(), opts.type)), opts);
 }
@@ -328,7 +328,9 @@ void kvstore::barrier() {
 
 std::uint32_t kvstore::rank() const { return impl_->t->rank(); }
 std::uint32_t kvstore::num_workers() const { return impl_->t->workers(); }
-std::string kvstore::type() const { return impl_->opts.type; }
+std::string kvstore::type() const {
+  return impl_->opts.type == "dist" ? "dist_" + mode() : impl_->opts.type;
+}
 std::string kvstore::mode() const { return std::string(name_of(impl_->t->mode())); }
 
 std::int64_t kvstore::staleness(const key& k) const {

@@ -83,7 +83,8 @@ struct optimizer_spec {
 struct options {
   // local: the shards live in this process (one worker, or open_local_group's workers).
   // dist_sync | dist_async | dist_ssp: join the job that `troupe launch` started, as the
-  // TROUPE_* environment describes it.
+  // TROUPE_* environment describes it (an error when the job runs another mode); dist:
+  // join it in whatever mode it runs.
   std::string type = "local";
   std::string mode = "sync";                 // local only: sync | async | ssp
   std::uint32_t servers = 1;                 // local only: shards in this process

@@ -213,7 +213,7 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
   caf::actor_system& ref = *sys;
   auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts));
   if (auto e = t->join(plan->job_id, proof)) return *e;
-  const std::string want = type.substr(5);
+  const std::string want = type == "dist" ? std::string(name_of(t->mode())) : type.substr(5);
   if (want != name_of(t->mode()))
     return fault{errc::bad_job, "type " + type + " asked for " + want + " but the launched job runs " +
                                     std::string(name_of(t->mode())) + "; pass --mode " + want + " to troupe launch"};

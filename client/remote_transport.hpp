@@ -15,7 +15,7 @@ namespace troupe::kv {
 
 // Joins the job that `env` describes (TROUPE_COORDINATOR, TROUPE_JOB_ID, TROUPE_TLS_DIR
 // or TROUPE_INSECURE_NETWORK, TROUPE_SECRET_FILE). `type` is the store type asked for
-// (dist_sync, ...), checked against the job's mode.
+// (dist_sync, ...), checked against the job's mode; "dist" takes the job's mode.
 or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
                                                              const std::string& type);
 

@@ -18,12 +18,13 @@ import numpy as np
 from . import _troupe
 from .errors import Error
 
-_MODES = {"local": None, "device": None, "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp"}
+_MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp"}
 
 
 def create(name="local", *, mode="sync", servers=1, staleness=2, big_array_bound=1_000_000, timeout=300.0):
     """A store. 'local' (or MXNet's 'device') keeps the shards in this process and trains
-    in `mode`; 'dist_*' join the job `troupe launch` started, as TROUPE_* describes it."""
+    in `mode`; 'dist_*' join the job `troupe launch` started, as TROUPE_* describes it
+    ('dist' in whatever mode that job runs)."""
     if name not in _MODES:
         raise Error("bad_job", f"kvstore type {name!r} is not one of {', '.join(_MODES)}")
     kind = "local" if _MODES[name] is None else name

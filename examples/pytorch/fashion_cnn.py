@@ -1,0 +1,109 @@
+"""A PyTorch CNN of your own (BatchNorm and Dropout, which Troupe's model spec lacks)
+trained on Fashion-MNIST through Troupe's shard servers with troupe.torch.
+
+    troupe launch --local --workers 2 --servers 2 --mode sync  -- python3 examples/pytorch/fashion_cnn.py
+    troupe launch --local --workers 2 --servers 2 --mode async -- python3 examples/pytorch/fashion_cnn.py
+    python3 examples/pytorch/fashion_cnn.py --kv local          # one process, shards inside it
+
+Each worker trains on its own shard of the training set (TROUPE_WORKER_INDEX of
+TROUPE_WORKERS) and rank 0 prints the test accuracy after every epoch. Needs PyTorch
+(Debian's python3-torch) and PYTHONPATH=build/python (or the installed module).
+"""
+import argparse
+import gzip
+import os
+import struct
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import troupe
+import troupe.torch as tt
+
+
+def read_idx(directory, base):
+    for name in (base + ".gz", base):
+        path = os.path.join(directory, name)
+        if os.path.exists(path):
+            with (gzip.open if name.endswith(".gz") else open)(path, "rb") as f:
+                data = f.read()
+            ndim = struct.unpack(">I", data[:4])[0] & 0xFF
+            dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
+            return np.frombuffer(data, np.uint8, offset=4 + 4 * ndim).reshape(dims)
+    sys.exit(f"{base} not found in {directory}; install dataset-fashion-mnist or pass --data DIR")
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(1, 32, 3, padding=1), nn.BatchNorm2d(32)
+        self.conv2, self.bn2 = nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64)
+        self.drop = nn.Dropout(0.3)
+        self.fc1, self.fc2 = nn.Linear(64 * 7 * 7, 128), nn.Linear(128, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc2(self.drop(F.relu(self.fc1(x.flatten(1)))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kv", default=None, help="store type (default: dist in a launched job, else local)")
+    ap.add_argument("--epochs", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--train-samples", type=int, default=0, help="use only the first N training samples")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    kind = args.kv or ("dist" if "TROUPE_COORDINATOR" in os.environ else "local")
+    kv = troupe.kv.create(kind)
+
+    x_train, y_train = read_idx(args.data, "train-images-idx3-ubyte"), read_idx(args.data, "train-labels-idx1-ubyte")
+    x_test, y_test = read_idx(args.data, "t10k-images-idx3-ubyte"), read_idx(args.data, "t10k-labels-idx1-ubyte")
+    if args.train_samples:
+        x_train, y_train = x_train[:args.train_samples], y_train[:args.train_samples]
+    mean, std = x_train.mean() / 255.0, x_train.std() / 255.0
+    norm = lambda x: torch.from_numpy(((x / 255.0 - mean) / std).astype(np.float32)).unsqueeze(1)  # noqa: E731
+    index = int(os.environ.get("TROUPE_WORKER_INDEX", kv.rank))
+    workers = int(os.environ.get("TROUPE_WORKERS", kv.num_workers))
+    mine = slice(index, None, workers)
+    xs, ys = norm(x_train[mine]), torch.from_numpy(y_train[mine].astype(np.int64))
+    xt, yt = norm(x_test), torch.from_numpy(y_test.astype(np.int64))
+
+    torch.manual_seed(args.seed)
+    model = Net()
+    tt.broadcast_parameters(model, kv)
+    # BatchNorm's running statistics are buffers, not parameters: each worker keeps its own.
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4),
+                                  model.named_parameters(), kv)
+    g = torch.Generator().manual_seed(args.seed + index)
+    steps = len(xs) // args.batch_size
+    for epoch in range(args.epochs):
+        model.train()
+        t0, loss_sum = time.time(), 0.0
+        order = torch.randperm(len(xs), generator=g)
+        for s in range(steps):
+            idx = order[s * args.batch_size:(s + 1) * args.batch_size]
+            opt.zero_grad()
+            loss = F.cross_entropy(model(xs[idx]), ys[idx])
+            loss.backward()
+            opt.step()
+            loss_sum += loss.item()
+        seconds = time.time() - t0
+        model.eval()
+        with torch.no_grad():
+            acc = (model(xt).argmax(1) == yt).float().mean().item()
+        print(f"worker {kv.rank} epoch {epoch + 1}: loss {loss_sum / max(steps, 1):.4f}, "
+              f"{steps * args.batch_size / seconds:.0f} samples/s, test accuracy {100 * acc:.2f}%", flush=True)
+    kv.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+"""The Python examples run and learn: examples/pytorch/kvstore_numpy.py as two launched
+async workers over TLS, and examples/pytorch/fashion_cnn.py (BatchNorm, Dropout,
+troupe.torch) on a subset in one process. Thresholds are far below what the full runs
+reach; they catch an example that stopped learning, not a small regression."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.environ.get("TROUPE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", "..", ".."))
+TROUPE = os.environ.get("TROUPE_BIN", "troupe")
+EXAMPLES = os.path.join(ROOT, "examples", "pytorch")
+
+
+def accuracies(text):
+    return [float(a) for a in re.findall(r"test accuracy ([0-9.]+)%", text)]
+
+
+def test_the_numpy_kvstore_loop_learns_as_two_launched_workers(tmp_path):
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--mode", "async",
+                        "--metrics", "off", "--job-dir", str(tmp_path / "job"), "--", sys.executable,
+                        os.path.join(EXAMPLES, "kvstore_numpy.py"), "--steps", "200"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    acc = accuracies(p.stderr)
+    assert len(acc) == 2 and min(acc) > 70
+
+
+def test_the_pytorch_cnn_learns_through_troupe():
+    pytest.importorskip("torch")
+    p = subprocess.run([sys.executable, os.path.join(EXAMPLES, "fashion_cnn.py"), "--kv", "local", "--epochs", "1",
+                        "--train-samples", "2000"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
+    acc = accuracies(p.stdout)
+    assert len(acc) == 1 and acc[0] > 60
