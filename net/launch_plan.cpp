@@ -161,12 +161,12 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
   launch_plan plan;
   plan.nodes.push_back({"coordinator",
                         node_argv(req, req.job_dir, "coordinator", {"--role", "coordinator", "--listen", coord, "--config", toml}),
-                        true});
+                        true, {}});
   for (std::uint32_t i = 0; i < req.servers; ++i)
     plan.nodes.push_back({"server " + std::to_string(i),
                           node_argv(req, req.job_dir, "server-" + std::to_string(i),
                                     {"--role", "server", "--listen", "127.0.0.1:0", "--join", coord}),
-                          false});
+                          false, {}});
   for (std::uint32_t i = 0; i < req.workers; ++i) {
     if (!req.worker_command.empty()) {
       plan.nodes.push_back({"worker " + std::to_string(i), req.worker_command, false,
@@ -175,7 +175,7 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
     }
     plan.nodes.push_back({"worker " + std::to_string(i),
                           node_argv(req, req.job_dir, "worker-" + std::to_string(i), {"--role", "worker", "--join", coord}),
-                          false});
+                          false, {}});
   }
   return plan;
 }
@@ -218,7 +218,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
       hosts_done.push_back(n.host);
       auto mk = ssh_opts;
       mk.insert(mk.end(), {n.host, "mkdir -p -m 700 " + shell_quote({req.remote_dir})});
-      plan.setup.push_back({"setup " + n.host, mk, false});
+      plan.setup.push_back({"setup " + n.host, mk, false, {}});
       std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string(),
                                      (std::filesystem::path(req.job_dir) / "job.secret").string()};
       if (req.tls) {
@@ -229,7 +229,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
       std::vector<std::string> scp{"scp", "-q", "-p", "-o", "BatchMode=yes"};
       scp.insert(scp.end(), files.begin(), files.end());
       scp.push_back(n.host + ":" + req.remote_dir + "/");
-      plan.setup.push_back({"setup " + n.host, scp, false});
+      plan.setup.push_back({"setup " + n.host, scp, false, {}});
     }
     auto cmd = ssh_opts;
     cmd.push_back(n.host);
@@ -242,7 +242,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
     } else {
       cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags, n.host)));
     }
-    plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator"});
+    plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator", {}});
   }
   plan.nodes.front().name = "coordinator";
   return plan;
