@@ -39,6 +39,22 @@ std::int64_t numel_of(const std::vector<std::int64_t>& dims) {
   return n;
 }
 
+// Each shard's parts in messages of at most kv_max_message_floats (16 MiB), under every
+// node's frame bound (Note [Bounded frames]); a part alone never exceeds it (kv_layout).
+template <class Part>
+std::vector<std::pair<std::uint32_t, std::vector<Part>>> messages(std::map<std::uint32_t, std::vector<Part>>& by_shard) {
+  std::vector<std::pair<std::uint32_t, std::vector<Part>>> out;
+  for (auto& [shard, parts] : by_shard) {
+    std::int64_t floats = kv_max_message_floats;
+    for (auto& p : parts) {
+      if (floats + p.numel > kv_max_message_floats) out.emplace_back(shard, std::vector<Part>{}), floats = 0;
+      floats += p.numel;
+      out.back().second.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
 sync_mode mode_of(const options& o) {
   std::string m = o.type == "local" ? o.mode : o.type.substr(5);
   auto parsed = parse_sync_mode(m);
@@ -211,8 +227,9 @@ handle kvstore::push(const std::vector<key>& keys, const std::vector<const_array
     names.push_back(name);
   }
   impl_->reset_staleness(names);
-  auto [h, done] = impl_->begin(by_shard.size(), true);
-  for (auto& [shard, parts] : by_shard) impl_->t->push(shard, std::move(parts), done);
+  auto batches = messages(by_shard);
+  auto [h, done] = impl_->begin(batches.size(), true);
+  for (auto& [shard, parts] : batches) impl_->t->push(shard, std::move(parts), done);
   return h;
 }
 
@@ -227,8 +244,9 @@ handle kvstore::pull(const std::vector<key>& keys, const std::vector<array>& out
     for (const auto& p : k.parts)
       by_shard[p.shard].push_back({p.id, outs[i].data + p.row_begin * k.row_numel(), p.numel, {}, 0});
   }
-  auto [h, done] = impl_->begin(by_shard.size(), false);
-  for (auto& [shard, parts] : by_shard) impl_->t->pull(shard, std::move(parts), done);
+  auto batches = messages(by_shard);
+  auto [h, done] = impl_->begin(batches.size(), false);
+  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), done);
   return h;
 }
 
@@ -258,8 +276,9 @@ handle kvstore::row_sparse_pull(const key& key_, const std::vector<std::int64_t>
     pp.numel = static_cast<std::int64_t>(pp.rows.size()) * row;
     by_shard[part->shard].push_back(std::move(pp));
   }
-  auto [h, done] = impl_->begin(by_shard.size(), false);
-  for (auto& [shard, parts] : by_shard) impl_->t->pull(shard, std::move(parts), done);
+  auto batches = messages(by_shard);
+  auto [h, done] = impl_->begin(batches.size(), false);
+  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), done);
   return h;
 }
 

@@ -53,6 +53,11 @@ class remote_transport final : public kv_transport {
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {
+    // The first init carries the value through the coordinator in one message.
+    if (initial.numel() > kv_max_message_floats)
+      return fault{errc::bad_shape, "key " + kv_key_display(name) + " holds " + std::to_string(initial.numel()) +
+                                        " floats; a key of a launched job may hold at most " +
+                                        std::to_string(kv_max_message_floats) + " (split it into several keys)"};
     kv_init msg{0, name, dims, tensor::uninitialized({initial.numel()})};
     copy(msg.value, initial);
     return blocking<kv_key_layout, member_call_init>(std::move(msg), "init of key " + kv_key_display(name));

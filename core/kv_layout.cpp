@@ -67,7 +67,7 @@ std::int64_t kv_key_layout::row_numel() const {
 std::int64_t kv_key_layout::numel() const { return rows() * row_numel(); }
 
 kv_registry::kv_registry(std::uint32_t shards, std::int64_t bound)
-    : bound_(bound > 0 ? bound : 1000000), shard_numel_(std::max<std::uint32_t>(shards, 1), 0) {}
+    : bound_(bound > 0 ? std::min(bound, kv_max_message_floats) : 1000000), shard_numel_(std::max<std::uint32_t>(shards, 1), 0) {}
 
 const kv_key_layout* kv_registry::find(const std::string& name) const {
   auto it = by_name_.find(name);
@@ -101,6 +101,12 @@ kv_registry::init_outcome kv_registry::init(const std::string& name, const std::
   k.name = name;
   k.dims = dims;
   const std::int64_t row = k.row_numel();
+  if (row > kv_max_message_floats) {
+    out.error = fault{errc::bad_shape, "key " + kv_key_display(name) + " of shape " + dims_str(dims) + " has rows of " +
+                                           std::to_string(row) + " elements; a row may hold at most " +
+                                           std::to_string(kv_max_message_floats) + " (reshape it to more rows)"};
+    return out;
+  }
   const std::int64_t rows_per_part = std::max<std::int64_t>(1, bound_ / row);
   const std::int64_t parts = (k.rows() + rows_per_part - 1) / rows_per_part;
   if (parts > kv_max_parts) {

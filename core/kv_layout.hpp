@@ -30,6 +30,10 @@ std::string kv_key_name(std::string_view key);
 std::string kv_key_display(std::string_view canonical);
 bool valid_utf8(std::string_view s);
 
+// The most floats one key-value message (a part, or a push or pull of several) carries:
+// 16 MiB, well under every node's frame bound (Note [Bounded frames]).
+inline constexpr std::int64_t kv_max_message_floats = std::int64_t{4} << 20;
+
 using kv_part_id = std::uint64_t;
 inline constexpr int kv_max_parts = 1 << 16;
 inline kv_part_id make_part_id(std::uint32_t key, std::uint32_t part) {
@@ -56,7 +60,8 @@ struct kv_key_layout {
 // The layout of every key of a job, as the coordinator (or a local store) keeps it.
 class kv_registry {
  public:
-  // bound <= 0 means MXNet's default, 1,000,000 elements.
+  // bound <= 0 means MXNet's default, 1,000,000 elements; a bound above
+  // kv_max_message_floats is lowered to it.
   kv_registry(std::uint32_t shards, std::int64_t bound);
 
   struct init_outcome {

@@ -27,7 +27,7 @@ def main():
     yt = read_idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)
     w, b = np.zeros((784, 10), np.float32), np.zeros(10, np.float32)
     kv.init(["w", "b"], [w, b])                      # MXNet: kv.init(keys, values)
-    kv.set_optimizer(kind="sgd", lr=0.5, momentum=0.9)
+    kv.set_optimizer(kind="sgd", lr=0.1, momentum=0.9)
     rng = np.random.default_rng(kv.rank)
     for step in range(args.steps):
         kv.pull(["w", "b"], out=[w, b])              # MXNet: kv.pull(keys, out=values)

@@ -13,9 +13,11 @@
 #include <thread>
 
 #include "client/kvstore.hpp"
+#include "core/kv_layout.hpp"
 
 using namespace troupe;
 using kv::kvstore;
+using troupe::kv_max_message_floats;
 
 namespace {
 
@@ -264,4 +266,16 @@ BOOST_AUTO_TEST_CASE(bad_options_are_refused) {
   o = kv::options{};
   o.servers = 0;
   BOOST_TEST(error_of([&] { kvstore::open(o); }).first == "bad_job");
+}
+
+BOOST_AUTO_TEST_CASE(a_call_larger_than_one_message_is_split_and_comes_back_whole) {
+  auto kv = kvstore::open(opts("sync", 1));
+  const std::int64_t n = kv_max_message_floats + 1000;  // two parts on one shard: two messages
+  std::vector<float> value(n, 1.f), grad(n, 0.5f), out(n);
+  kv->init("big", {value.data(), {n}});
+  kv->set_optimizer(sgd(1.f));
+  kv->wait(kv->push({"big"}, {{grad.data(), {n}}}));
+  kv->wait(kv->pull({"big"}, {{out.data(), {n}}}));
+  BOOST_TEST(out.front() == 0.5f);
+  BOOST_TEST(out.back() == 0.5f);
 }

@@ -93,3 +93,14 @@ BOOST_AUTO_TEST_CASE(bad_names_and_shapes_are_refused) {
   BOOST_TEST((zero.error->code == errc::bad_shape));
   BOOST_TEST(reg.size() == 0u);
 }
+
+BOOST_AUTO_TEST_CASE(parts_and_rows_stay_within_one_message) {
+  kv_registry reg(2, std::int64_t{1} << 40);  // a bound above the message limit is lowered to it
+  auto big = reg.init(kv_key_name(std::int64_t{1}), {3 * (kv_max_message_floats / 1024), 1024});
+  BOOST_REQUIRE(!big.error);
+  BOOST_TEST(big.layout->parts.size() == 3u);
+  for (const auto& p : big.layout->parts) BOOST_TEST(p.numel <= kv_max_message_floats);
+  auto wide = reg.init(kv_key_name(std::int64_t{2}), {2, kv_max_message_floats + 1});
+  BOOST_REQUIRE(wide.error);
+  BOOST_TEST(wide.error->detail.find("reshape") != std::string::npos);
+}
