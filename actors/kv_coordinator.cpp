@@ -47,8 +47,8 @@ std::chrono::milliseconds request_timeout(kv_pointer self) {
   return std::chrono::milliseconds(self->state.core->job().request_timeout_ms);
 }
 
-// Calls done() once every shard in `to` acknowledged the request ask(index) makes; a
-// refusal or a timeout ends the job.
+// Calls done() once the request ask(i) makes, for each i in `to` (a shard, or a message
+// for one), was acknowledged; a refusal or a timeout ends the job.
 template <class Ask>
 void ask_shards(kv_pointer self, const std::vector<std::uint32_t>& to, Ask ask, std::function<void()> done,
                 std::string what) {
@@ -149,25 +149,34 @@ void carry_out(kv_pointer self, kv_job_actions_list actions) {
           } else if constexpr (std::is_same_v<A, remove_from_shards>) {
             for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
           } else if constexpr (std::is_same_v<A, define_on_shards>) {
-            // One definition per shard holding parts of the key, with its rows of the value.
-            std::map<std::uint32_t, kv_define> per_shard;
+            // Definitions for the shards holding parts of the key, with their rows of the
+            // value: one message per shard, or several where its parts would exceed one
+            // message (each part fits in one).
+            std::vector<std::pair<std::uint32_t, kv_define>> msgs;
+            std::map<std::uint32_t, std::pair<std::size_t, std::int64_t>> open;  // shard -> (message, floats)
             const std::int64_t row = a.layout.row_numel();
             for (const auto& p : a.layout.parts) {
-              auto& d = per_shard[p.shard];
-              d.name = a.layout.name;
+              auto it = open.find(p.shard);
+              if (it == open.end() || it->second.second + p.numel > kv_max_message_floats) {
+                msgs.push_back({p.shard, kv_define{a.layout.name, {}, {}}});
+                it = open.insert_or_assign(p.shard, std::make_pair(msgs.size() - 1, std::int64_t{0})).first;
+              }
+              auto& d = msgs[it->second.first].second;
+              it->second.second += p.numel;
               d.parts.push_back(p.id);
               tensor v = tensor::uninitialized({p.numel});
               copy(v, a.value.view().flat(p.row_begin * row, p.numel));
               d.values.push_back(std::move(v));
             }
-            std::vector<std::uint32_t> to;
-            for (auto& [s, d] : per_shard) to.push_back(s);
+            std::vector<std::uint32_t> to(msgs.size());
+            for (std::uint32_t i = 0; i < to.size(); ++i) to[i] = i;
             const std::uint64_t id = a.id;
+            auto shared = std::make_shared<std::vector<std::pair<std::uint32_t, kv_define>>>(std::move(msgs));
             ask_shards(
                 self, to,
-                [=](std::uint32_t s) {
-                  return self->request(self->state.shards[s], request_timeout(self), kv_define_atom::value,
-                                       per_shard.at(s));
+                [=](std::uint32_t i) {
+                  const auto& [shard, def] = (*shared)[i];
+                  return self->request(self->state.shards[shard], request_timeout(self), kv_define_atom::value, def);
                 },
                 [=] { drive(self, [&](kv_job_core& c) { return c.defined(id); }); },
                 "a shard did not define key " + kv_key_display(a.layout.name));

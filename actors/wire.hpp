@@ -112,7 +112,7 @@ TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, 
 
 TROUPE_INSPECT(kv_part, x.id, x.shard, x.row_begin, x.rows, x.numel)
 TROUPE_INSPECT(kv_key_layout, x.id, x.name, x.dims, x.parts)
-TROUPE_INSPECT(kv_init, x.worker, x.name, x.dims, x.value)
+TROUPE_INSPECT(kv_init, x.worker, x.name, x.dims, x.value, x.offset)
 TROUPE_INSPECT(kv_lookup, x.worker, x.name)
 TROUPE_INSPECT(kv_define, x.name, x.parts, x.values)
 TROUPE_INSPECT(kv_set_optimizer, x.worker, x.has_optimizer, x.config, x.schedule)

@@ -53,14 +53,20 @@ class remote_transport final : public kv_transport {
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {
-    // The first init carries the value through the coordinator in one message.
-    if (initial.numel() > kv_max_message_floats)
-      return fault{errc::bad_shape, "key " + kv_key_display(name) + " holds " + std::to_string(initial.numel()) +
-                                        " floats; a key of a launched job may hold at most " +
-                                        std::to_string(kv_max_message_floats) + " (split it into several keys)"};
-    kv_init msg{0, name, dims, tensor::uninitialized({initial.numel()})};
-    copy(msg.value, initial);
-    return blocking<kv_key_layout, member_call_init>(std::move(msg), "init of key " + kv_key_display(name));
+    // The value goes to the coordinator in chunks of at most one message each, until
+    // the answer is the key's layout (kv_init: the key exists, by this init or another).
+    const std::int64_t total = initial.numel();
+    const std::string what = "init of key " + kv_key_display(name);
+    for (std::int64_t offset = 0;;) {
+      const std::int64_t n = std::min(kv_max_message_floats, total - offset);
+      kv_init msg{0, name, dims, tensor::uninitialized({n}), offset};
+      copy(msg.value, initial.flat(offset, n));
+      auto r = blocking<kv_key_layout, member_call_init>(std::move(msg), what);
+      if (std::holds_alternative<fault>(r) || !std::get<kv_key_layout>(r).parts.empty()) return r;
+      offset += n;
+      if (offset >= total)
+        return fault{errc::malformed, what + ": the coordinator took every chunk but did not answer with the key"};
+    }
   }
 
   or_fault<kv_key_layout> lookup(const std::string& name) override {

@@ -92,24 +92,54 @@ kv_job_actions_list kv_job_core::on_init(ticket t, const kv_init& r) {
   if (phase_ != phase::running) return {refuse{t, {errc::not_started, "the job has not started"}}};
   const std::string shown = kv_key_display(r.name);
   std::int64_t numel = 1;
-  for (auto d : r.dims) numel *= d;
-  if (r.value.empty() || r.value.type() != dtype::f32 || r.value.numel() != numel)
+  for (auto d : r.dims) {
+    if (d <= 0 || numel > kv_max_key_floats / d)
+      return {refuse{t, {errc::bad_shape, "init of key " + shown + ": shape " + dims_str(r.dims) +
+                                              " needs dimensions of at least 1 and at most " +
+                                              std::to_string(kv_max_key_floats) + " elements in all"}}};
+    numel *= d;
+  }
+  const std::int64_t n = r.value.numel();
+  if (r.value.empty() || r.value.type() != dtype::f32 || r.offset < 0 || r.offset > numel - n)
     return {refuse{t, {errc::bad_shape, "init of key " + shown + ": the value does not hold " + dims_str(r.dims) +
                                             " float32 elements"}}};
   if (!all_finite(r.value))
     return {refuse{t, {errc::not_finite, "init of key " + shown + ": the value holds NaN or infinite values"}}};
+  const auto staging = std::make_pair(r.worker, r.name);
+  tensor assembled;
+  if (registry_.find(r.name) != nullptr) {
+    staged_.erase(staging);  // another init defined it: this one's chunks are moot
+  } else if (n < numel) {    // a chunk of the first init
+    auto& got = staged_[staging];
+    if (static_cast<std::int64_t>(got.size()) != r.offset) {
+      const std::size_t expected = got.size();
+      staged_.erase(staging);
+      return {refuse{t, {errc::malformed, "init of key " + shown + ": a chunk at element " + std::to_string(r.offset) +
+                                              ", where element " + std::to_string(expected) + " was next"}}};
+    }
+    got.insert(got.end(), r.value.data<float>(), r.value.data<float>() + n);
+    if (static_cast<std::int64_t>(got.size()) < numel) return {answer_key{t, {}}};  // send the next one
+    assembled = tensor::uninitialized({numel});
+    std::copy(got.begin(), got.end(), assembled.data<float>());
+    staged_.erase(staging);
+  }
   auto found = registry_.init(r.name, r.dims);
   if (found.error) return {refuse{t, *found.error}};
   const kv_key_layout& k = *found.layout;
   if (found.created) {
     defines_[k.id] = {r.name, {t}};
-    return {define_on_shards{k.id, k, r.value}};
+    return {define_on_shards{k.id, k, assembled.empty() ? r.value : std::move(assembled)}};
   }
   if (auto d = defines_.find(k.id); d != defines_.end()) {  // its shards are still defining it
     d->second.waiting.push_back(t);
     return {};
   }
   return {answer_key{t, k}};
+}
+
+void kv_job_core::drop_staged(std::uint32_t rank) {
+  for (auto it = staged_.lower_bound({rank, std::string()}); it != staged_.end() && it->first.first == rank;)
+    it = staged_.erase(it);
 }
 
 kv_job_actions_list kv_job_core::on_lookup(ticket t, const kv_lookup& r) {
@@ -169,6 +199,7 @@ kv_job_actions_list kv_job_core::on_done(std::uint32_t rank, time_point now) {
   kv_job_actions_list out;
   if (rank >= members_.size() || members_[rank].done || !members_[rank].live) return out;
   members_[rank].done = true;
+  drop_staged(rank);
   out.push_back(remove_from_shards{rank});
   check_barrier(out);
   maybe_finish(out, now);
@@ -180,6 +211,7 @@ kv_job_actions_list kv_job_core::on_member_down(std::uint32_t rank, const std::s
   if (rank >= members_.size() || !members_[rank].live || members_[rank].done) return out;
   members_[rank].live = false;
   ++members_lost_;
+  drop_staged(rank);
   if (admitting_.erase(rank)) return out;  // died while the shards admitted it
   out.push_back(remove_from_shards{rank});
   out.push_back(note{"worker " + std::to_string(rank) + " was lost (" + why + "); " + std::to_string(live_members()) +

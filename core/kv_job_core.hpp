@@ -1,8 +1,9 @@
 // The coordinator's logic for a key-value job (the client library's), free of CAF: it
 // admits shards and members (users' training loops), starts the job once the expected
 // members have joined and admits later ones into the running job (elastic), keeps the
-// key registry (the first init of a key defines it on its shards; every other init and
-// lookup waits until that is done), fans the shards' optimizer out, runs barriers over
+// key registry (the first init of a key defines it on its shards, its value assembled
+// from chunks when it is larger than one message; every other init and lookup waits
+// until that is done), fans the shards' optimizer out, runs barriers over
 // the live members, and ends the job when every member has left. The kv_coordinator
 // actor (actors/kv_coordinator.cpp) is its shell, as actors/coordinator.cpp is
 // job_core's.
@@ -106,6 +107,7 @@ class kv_job_core {
   member_assignment assignment(std::uint32_t rank) const;
   void maybe_start(kv_job_actions_list& out);
   void check_barrier(kv_job_actions_list& out);
+  void drop_staged(std::uint32_t rank);
   void maybe_finish(kv_job_actions_list& out, time_point now);
   void finish(std::variant<job_result, fault> outcome, kv_job_actions_list& out);
 
@@ -118,6 +120,9 @@ class kv_job_core {
   std::map<std::uint32_t, ticket> admitting_;  // rank -> its join, while the shards admit it
   kv_registry registry_;
   std::map<std::uint64_t, pending_define> defines_;  // by key id
+  // A first init sent in chunks (kv_init): the elements received so far, by (rank, key);
+  // they grow only with what a member sent, and go when it leaves or the key exists.
+  std::map<std::pair<std::uint32_t, std::string>, std::vector<float>> staged_;
   std::set<std::uint32_t> at_barrier_;
   std::vector<ticket> barrier_tickets_;
   time_point started_at_;

@@ -33,6 +33,9 @@ bool valid_utf8(std::string_view s);
 // The most floats one key-value message (a part, or a push or pull of several) carries:
 // 16 MiB, well under every node's frame bound (Note [Bounded frames]).
 inline constexpr std::int64_t kv_max_message_floats = std::int64_t{4} << 20;
+// The most elements one key may hold (2^40, 4 TiB of floats): shapes beyond are refused
+// before any arithmetic on them can overflow.
+inline constexpr std::int64_t kv_max_key_floats = std::int64_t{1} << 40;
 
 using kv_part_id = std::uint64_t;
 inline constexpr int kv_max_parts = 1 << 16;

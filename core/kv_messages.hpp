@@ -17,11 +17,17 @@ namespace troupe {
 
 // Member -> coordinator: define key `name` with this value (the first init wins), or wait
 // until it exists; answered with the key's layout.
+// A value larger than one message (kv_max_message_floats) travels in chunks, in order:
+// `value` holds the key's flattened elements [offset, offset + value.numel()). While the
+// key does not exist, each chunk before the last is answered with an empty layout (no
+// parts): send the next. Once it exists (this member's last chunk defined it, or another
+// member's init did), any chunk is answered with the layout, and the rest need not be sent.
 struct kv_init {
   std::uint32_t worker = 0;
   std::string name;                 // canonical (kv_key_name)
   std::vector<std::int64_t> dims;
-  tensor value;                     // (numel) f32
+  tensor value;                     // f32 elements of the key, from `offset` on
+  std::int64_t offset = 0;
 };
 
 // Member -> coordinator: the layout of a key some member initialised.

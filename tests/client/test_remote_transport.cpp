@@ -1,10 +1,10 @@
 // Tests for client/remote_transport.cpp and client/kv_member.cpp: stores that are members
 // of a key-value job's actors (the kv coordinator and shard servers, in one process, by
 // handle), so the whole path a launched job takes runs here: join, define on the shards,
-// per-shard pushes and pulls, barriers, the shards' optimizer. A worker that leaves lets
-// sync rounds close without it; a lost shard fails the calls in flight at once with
-// shard_lost instead of letting them time out; bad keys and shapes are refused by the
-// store and by the shard.
+// per-shard pushes and pulls, barriers, the shards' optimizer, a first init larger than
+// one message sent in chunks. A worker that leaves lets sync rounds close without it; a
+// lost shard fails the calls in flight at once with shard_lost instead of letting them
+// time out; bad keys and shapes are refused by the store and by the shard.
 #define BOOST_TEST_MODULE remote_transport
 #include <boost/test/unit_test.hpp>
 
@@ -127,6 +127,18 @@ BOOST_AUTO_TEST_CASE(async_applies_each_push_and_a_barrier_meets_everyone) {
   w1.wait(w1.pull({std::int64_t{7}}, {{out.data(), {4}}}));
   BOOST_TEST(out[0] == -2.f);
   BOOST_TEST(w1.staleness(std::int64_t{7}) == 1);  // it never pulled before its push: base version 0, applied at 1
+}
+
+BOOST_AUTO_TEST_CASE(a_key_larger_than_one_message_is_initialised_in_chunks) {
+  job_fixture job(sync_mode::async, 2, 1);  // one shard holds all 9 parts: three definitions
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  const std::int64_t n = 2 * kv_max_message_floats + 12345;
+  std::vector<float> init(n), other(n, 5.f), out(n);
+  for (std::int64_t i = 0; i < n; ++i) init[i] = static_cast<float>(i % 1000003);
+  w0.init("big", {init.data(), {n}});
+  w1.init("big", {other.data(), {n}});  // the key exists: answered at its first chunk
+  w1.wait(w1.pull({"big"}, {{out.data(), {n}}}));
+  BOOST_TEST(std::equal(out.begin(), out.end(), init.begin()));
 }
 
 BOOST_AUTO_TEST_CASE(bad_keys_and_shapes_are_refused_over_the_job_too) {

@@ -1,6 +1,7 @@
 """Tests of users' scripts launched as a key-value job's workers (`troupe launch --local
 -- python3 SCRIPT`, tools/cmd_launch.cpp, client/remote_transport.cpp): separate processes
-over mutual TLS meet in sync rounds, a PyTorch model trained through troupe.torch
+over mutual TLS meet in sync rounds, a key larger than one message (40 MB, past every
+node's frame bound) is initialised and pulled across processes, a PyTorch model trained through troupe.torch
 learns, a worker killed mid-run is survived in async (and the launcher's exit code says
 a worker failed), and a script without the TROUPE_* environment, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
@@ -25,6 +26,26 @@ def launch(tmp_path, script, *flags, workers=2, timeout=240):
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ)
     lines = [line for line in p.stdout.splitlines() if line.startswith("{")]
     return p, (json.loads(lines[-1]) if lines else None)
+
+
+def test_a_key_larger_than_one_message_crosses_processes(tmp_path):
+    p, _ = launch(tmp_path, """
+        import numpy as np, troupe
+        kv = troupe.kv.create('dist')
+        n = 10_000_000
+        w = np.arange(n, dtype=np.float32) if kv.rank == 0 else np.zeros(n, np.float32)
+        if kv.rank == 0:
+            kv.init('emb', w)
+        kv.barrier()
+        kv.init('emb', np.zeros(n, np.float32))   # the key exists: rank 0's value won
+        out = np.empty(n, np.float32)
+        kv.wait(kv.pull('emb', out=out))
+        print('RESULT', kv.rank, bool((out == np.arange(n, dtype=np.float32)).all()), flush=True)
+        kv.close()
+    """, "--mode", "async")
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = sorted(line.split()[-2:] for line in p.stderr.splitlines() if "RESULT" in line)
+    assert got == [["0", "True"], ["1", "True"]]
 
 
 def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):

@@ -33,8 +33,8 @@ def reference(make_opt, steps):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def train(kv, make_opt, steps, part=None, update_on_kvstore=True):
-    model = make_model(1)
+def train(kv, make_opt, steps, part=None, update_on_kvstore=True, model=None):
+    model = model if model is not None else make_model(1)
     tt.broadcast_parameters(model, kv)
     opt = tt.DistributedOptimizer(make_opt(model.parameters()), model.named_parameters(), kv,
                                   update_on_kvstore=update_on_kvstore)
@@ -64,9 +64,10 @@ def test_two_workers_on_half_batches_match_one_on_the_whole_batch():
     expect = reference(make_opt, 5)
     stores = troupe.kv.create_local_group(2, mode="sync")
     results = [None, None]
+    models = [make_model(1), make_model(1)]  # here: torch.manual_seed is global, threads would race on it
 
     def run(r):
-        results[r] = train(stores[r], make_opt, 5, part=slice(6 * r, 6 * r + 6))
+        results[r] = train(stores[r], make_opt, 5, part=slice(6 * r, 6 * r + 6), model=models[r])
 
     threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
     for t in threads:

@@ -1,0 +1,169 @@
+// Tests for core/kv_job_core.cpp, without CAF: a key-value job starts once its shards and
+// members joined; the first init of a key defines it on its shards and every other init
+// waits for that; a first init larger than one message arrives in chunks and is assembled
+// in order (a chunk out of order, or one after its member left, is refused; a chunk of a
+// key another member defined is answered with the layout); shapes that would overflow,
+// NaN values and other shapes are refused; barriers wait for the live members only; the
+// job ends when every member has left.
+#define BOOST_TEST_MODULE kv_job_core
+#include <boost/test/unit_test.hpp>
+
+#include <limits>
+
+#include "core/kv_job_core.hpp"
+#include "tests/support/numeric.hpp"
+
+using namespace troupe;
+using namespace troupe::kv_job_actions;
+
+namespace {
+
+const auto t0 = job_clock::time_point{};
+
+template <class A>
+std::vector<A> all_of(const kv_job_actions_list& out) {
+  std::vector<A> found;
+  for (const auto& a : out)
+    if (const auto* x = std::get_if<A>(&a)) found.push_back(*x);
+  return found;
+}
+
+template <class A>
+A only(const kv_job_actions_list& out) {
+  auto found = all_of<A>(out);
+  BOOST_REQUIRE_EQUAL(found.size(), 1u);
+  return found.front();
+}
+
+// A running job of `workers` members and `shards` shards; keys split above `bound` floats.
+kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
+  job_spec job;
+  job.job_id = "job-kv";
+  job.kv = true;
+  job.workers = workers;
+  job.servers = shards;
+  job.big_array_bound = bound;
+  kv_job_core core(job, t0);
+  ticket t = 1;
+  for (std::uint32_t s = 0; s < shards; ++s) only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
+  kv_job_actions_list last;
+  for (std::uint32_t w = 0; w < workers; ++w) last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", ""});
+  only<start_shards>(last);
+  BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
+  BOOST_REQUIRE(core.current_phase() == kv_job_core::phase::running);
+  return core;
+}
+
+tensor iota(std::int64_t n, std::int64_t from = 0) {
+  tensor t = tensor::uninitialized({n});
+  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(from + i);
+  return t;
+}
+
+kv_init init_of(std::uint32_t worker, std::string name, std::vector<std::int64_t> dims, tensor value,
+                std::int64_t offset = 0) {
+  return kv_init{worker, std::move(name), std::move(dims), std::move(value), offset};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_first_init_defines_and_the_others_wait_for_its_shards) {
+  auto core = running();
+  auto def = only<define_on_shards>(core.on_init(10, init_of(0, "s:w", {3000}, iota(3000))));
+  BOOST_TEST(def.layout.parts.size() == 3u);  // split above the bound of 1000
+  BOOST_TEST(test::same_bits(def.value, iota(3000)));
+  BOOST_TEST(core.on_init(11, init_of(1, "s:w", {3000}, iota(3000, 7))).empty());  // waits; its value loses
+  BOOST_TEST(core.on_lookup(12, kv_lookup{1, "s:w"}).empty());
+  auto answers = all_of<answer_key>(core.defined(def.id));
+  BOOST_REQUIRE_EQUAL(answers.size(), 3u);
+  for (const auto& a : answers) BOOST_TEST(a.layout.name == "s:w");
+  // Once defined, an init is answered at once; another shape is refused naming both.
+  BOOST_TEST(only<answer_key>(core.on_init(13, init_of(1, "s:w", {3000}, iota(3000)))).t == 13u);
+  auto wrong = only<refuse>(core.on_init(14, init_of(1, "s:w", {30, 100}, iota(3000))));
+  BOOST_TEST((wrong.why.code == errc::bad_shape));
+  BOOST_TEST(wrong.why.detail.find("(3000,)") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_first_init_in_chunks_is_assembled_in_order) {
+  auto core = running();
+  auto first = only<answer_key>(core.on_init(10, init_of(0, "i:5", {10, 100}, iota(400), 0)));
+  BOOST_TEST(first.layout.parts.empty());  // send the next chunk
+  BOOST_TEST(only<answer_key>(core.on_init(11, init_of(0, "i:5", {10, 100}, iota(400, 400), 400))).layout.parts.empty());
+  BOOST_TEST(core.registry().find("i:5") == nullptr);  // nothing is defined before the last chunk
+  auto def = only<define_on_shards>(core.on_init(12, init_of(0, "i:5", {10, 100}, iota(200, 800), 800)));
+  BOOST_TEST(test::same_bits(def.value, iota(1000)));
+  BOOST_TEST(def.layout.dims == (std::vector<std::int64_t>{10, 100}));
+  BOOST_TEST(only<answer_key>(core.defined(def.id)).t == 12u);
+}
+
+BOOST_AUTO_TEST_CASE(a_chunk_out_of_order_is_refused_and_the_init_starts_over) {
+  auto core = running();
+  only<answer_key>(core.on_init(10, init_of(0, "i:5", {1000}, iota(400), 0)));
+  auto skipped = only<refuse>(core.on_init(11, init_of(0, "i:5", {1000}, iota(200, 800), 800)));
+  BOOST_TEST((skipped.why.code == errc::malformed));
+  BOOST_TEST(skipped.why.detail.find("element 800, where element 400 was next") != std::string::npos);
+  // What was staged is gone: the next chunk must start at 0 again.
+  BOOST_TEST((only<refuse>(core.on_init(12, init_of(0, "i:5", {1000}, iota(400, 400), 400))).why.code == errc::malformed));
+  only<answer_key>(core.on_init(13, init_of(0, "i:5", {1000}, iota(600), 0)));
+  auto def = only<define_on_shards>(core.on_init(14, init_of(0, "i:5", {1000}, iota(400, 600), 600)));
+  BOOST_TEST(test::same_bits(def.value, iota(1000)));
+}
+
+BOOST_AUTO_TEST_CASE(two_members_staging_one_key_the_first_to_finish_wins) {
+  auto core = running();
+  only<answer_key>(core.on_init(10, init_of(0, "s:e", {1000}, iota(500, 0), 0)));
+  only<answer_key>(core.on_init(11, init_of(1, "s:e", {1000}, iota(500, 5000), 0)));
+  auto def = only<define_on_shards>(core.on_init(12, init_of(1, "s:e", {1000}, iota(500, 5500), 500)));
+  BOOST_TEST(test::same_bits(def.value, iota(1000, 5000)));
+  // Member 0's next chunk waits for the definition and is answered with the layout.
+  BOOST_TEST(core.on_init(13, init_of(0, "s:e", {1000}, iota(500, 500), 500)).empty());
+  auto answers = all_of<answer_key>(core.defined(def.id));
+  BOOST_REQUIRE_EQUAL(answers.size(), 2u);
+  BOOST_TEST(!answers[1].layout.parts.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_leaves_drops_what_it_staged) {
+  auto core = running(3);
+  only<answer_key>(core.on_init(10, init_of(1, "s:e", {1000}, iota(500), 0)));
+  core.on_member_down(1, "killed", t0);
+  only<answer_key>(core.on_init(11, init_of(2, "s:f", {1000}, iota(500), 0)));
+  core.on_done(2, t0);
+  // A late chunk (the shell refuses a dead member's messages first; the core holds nothing).
+  BOOST_TEST((only<refuse>(core.on_init(12, init_of(1, "s:e", {1000}, iota(500, 500), 500))).why.code == errc::malformed));
+  BOOST_TEST(core.registry().find("s:e") == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(bad_values_and_shapes_are_refused_naming_the_key) {
+  auto core = running();
+  const std::int64_t huge = std::int64_t{1} << 32;
+  auto overflow = only<refuse>(core.on_init(10, init_of(0, "s:big", {huge, huge, huge}, iota(4))));
+  BOOST_TEST((overflow.why.code == errc::bad_shape));
+  BOOST_TEST(overflow.why.detail.find("\"big\"") != std::string::npos);
+  BOOST_TEST((only<refuse>(core.on_init(11, init_of(0, "s:z", {0, 4}, iota(4)))).why.code == errc::bad_shape));
+  BOOST_TEST((only<refuse>(core.on_init(12, init_of(0, "s:w", {4}, iota(5)))).why.code == errc::bad_shape));
+  BOOST_TEST((only<refuse>(core.on_init(13, init_of(0, "s:w", {4}, iota(2), 3))).why.code == errc::bad_shape));
+  BOOST_TEST((only<refuse>(core.on_init(14, init_of(0, "s:w", {4}, iota(2), -1))).why.code == errc::bad_shape));
+  tensor nan = iota(4);
+  nan.data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+  BOOST_TEST((only<refuse>(core.on_init(15, init_of(0, "s:w", {4}, nan))).why.code == errc::not_finite));
+  BOOST_TEST(core.registry().size() == 0u);
+  auto missing = only<refuse>(core.on_lookup(16, kv_lookup{0, "s:nope"}));
+  BOOST_TEST((missing.why.code == errc::no_such_key));
+}
+
+BOOST_AUTO_TEST_CASE(a_barrier_waits_for_the_live_members_only) {
+  auto core = running(3);
+  BOOST_TEST(core.on_barrier(20, 0).empty());
+  BOOST_TEST(core.on_barrier(21, 1).empty());
+  auto out = core.on_member_down(2, "killed", t0);
+  BOOST_TEST(only<release>(out).tickets == (std::vector<ticket>{20, 21}));
+  BOOST_TEST(only<remove_from_shards>(out).rank == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_job_ends_when_every_member_has_left) {
+  auto core = running(2);
+  BOOST_TEST(all_of<finish>(core.on_done(0, t0)).empty());
+  auto end = only<finish>(core.on_done(1, t0));
+  BOOST_TEST(std::holds_alternative<job_result>(end.outcome));
+  BOOST_TEST((core.current_phase() == kv_job_core::phase::finished));
+}
