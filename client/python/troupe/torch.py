@@ -82,7 +82,8 @@ class DistributedOptimizer:
                                    "the latest gradient, so the optimizer must run on the shards")
         if update_on_kvstore:
             kv.set_optimizer(**_server_optimizer(optimizer))
-        self._pushes = []
+        self._pending = []  # push and pull handles of this step
+        self._incoming = {}  # name -> the buffer its pull writes (copied into the parameter by step())
         self._pushed = set()
         self._hooks = []
         for name, p in self._named:
@@ -94,34 +95,39 @@ class DistributedOptimizer:
         return self.optimizer.param_groups
 
     def _make_hook(self, name, p):
+        # The gradient is pushed as soon as backward has it, and the key's pull is asked for
+        # right behind the push: the shard answers it once the push is applied (in sync, once
+        # the round closes), so both overlap the rest of backward. The pull writes a buffer of
+        # its own, because backward may still read the parameter.
         def hook(*_):
             if name in self._pushed:
                 raise Error("duplicate", f"the gradient of {name} was pushed twice before step(); "
                                          "call step() after every backward")
             if self._scale != 1.0:
                 p.grad.mul_(self._scale)
-            self._pushes.append(self.kv.push(name, p.grad))
+            buf = self._incoming.get(name)
+            if buf is None:
+                buf = self._incoming[name] = _torch.empty_like(p.data, memory_format=_torch.contiguous_format)
+            self._pending.append(self.kv.push(name, p.grad))
+            self._pending.append(self.kv.pull(name, out=buf))
             self._pushed.add(name)
         return hook
 
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step() takes no closure")
-        for h in self._pushes:
+        for h in self._pending:
             self.kv.wait(h)
-        self._pushes.clear()
+        self._pending.clear()
         missing = [n for n, _ in self._named if n not in self._pushed]
         if missing and self._sync:
             raise Error("bad_job", f"no gradient for {', '.join(missing[:3])}: in sync every worker pushes every "
                                    "parameter each step (freeze unused parameters with requires_grad=False)")
-        pulled = [(n, p) for n, p in self._named if n in self._pushed]
+        with _torch.no_grad():
+            for n, p in self._named:
+                if n in self._pushed:
+                    (p if self._update_on_kvstore else p.grad).copy_(self._incoming[n])
         self._pushed.clear()
-        if self._update_on_kvstore:
-            handles = [self.kv.pull(n, out=p.data) for n, p in pulled]
-        else:
-            handles = [self.kv.pull(n, out=p.grad) for n, p in pulled]
-        for h in handles:
-            self.kv.wait(h)
         if not self._update_on_kvstore:
             self.optimizer.step()
 
