@@ -7,6 +7,7 @@
 #include <optional>
 #include <variant>
 
+#include "actors/drive_core.hpp"
 #include "actors/evaluator.hpp"
 #include "core/job_core.hpp"
 #include "monitoring/refusals.hpp"
@@ -43,13 +44,8 @@ void carry_out(coord_pointer self, job_actions_list actions);
 // ends the job with compute_failed instead of reaching CAF.
 template <class F>
 void drive(coord_pointer self, F&& call) {
-  job_actions_list actions;
-  try {
-    actions = call(*self->state.core);
-  } catch (const std::exception& e) {
-    actions = self->state.core->fail({errc::compute_failed, std::string("coordinator: ") + e.what()});
-  }
-  carry_out(self, std::move(actions));
+  drive_core(*self->state.core, std::forward<F>(call),
+             [self](job_actions_list actions) { carry_out(self, std::move(actions)); });
 }
 
 std::chrono::milliseconds request_timeout(coord_pointer self) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <variant>
 
+#include "actors/drive_core.hpp"
 #include "core/kv_job_core.hpp"
 #include "monitoring/refusals.hpp"
 
@@ -34,13 +35,8 @@ void carry_out(kv_pointer self, kv_job_actions_list actions);
 
 template <class F>
 void drive(kv_pointer self, F&& call) {
-  kv_job_actions_list actions;
-  try {
-    actions = call(*self->state.core);
-  } catch (const std::exception& e) {
-    actions = self->state.core->fail({errc::compute_failed, std::string("coordinator: ") + e.what()});
-  }
-  carry_out(self, std::move(actions));
+  drive_core(*self->state.core, std::forward<F>(call),
+             [self](kv_job_actions_list actions) { carry_out(self, std::move(actions)); });
 }
 
 std::chrono::milliseconds request_timeout(kv_pointer self) {

@@ -13,10 +13,13 @@
 #include <sstream>
 
 #include "core/job_core.hpp"
+#include "tests/support/actions.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
 using namespace job_actions;
+using test::all_of;
+using test::only;
 using std::chrono::milliseconds;
 
 namespace {
@@ -25,21 +28,6 @@ job_spec tiny_job(sync_mode mode, std::uint32_t workers = 2, std::uint32_t serve
   job_spec j = test::tiny_job(mode, workers, servers);
   j.stall_timeout_ms = 5000;
   return j;
-}
-
-template <class A>
-std::vector<A> all_of(const job_actions_list& actions) {
-  std::vector<A> out;
-  for (const auto& a : actions)
-    if (auto* x = std::get_if<A>(&a)) out.push_back(*x);
-  return out;
-}
-
-template <class A>
-A only(const job_actions_list& actions) {
-  auto v = all_of<A>(actions);
-  BOOST_REQUIRE_EQUAL(v.size(), 1u);
-  return v.front();
 }
 
 // The job's outcome from a finish action: its result, or the fault's text.

@@ -11,29 +11,17 @@
 #include <limits>
 
 #include "core/kv_job_core.hpp"
+#include "tests/support/actions.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
 using namespace troupe::kv_job_actions;
+using test::all_of;
+using test::only;
 
 namespace {
 
 const auto t0 = job_clock::time_point{};
-
-template <class A>
-std::vector<A> all_of(const kv_job_actions_list& out) {
-  std::vector<A> found;
-  for (const auto& a : out)
-    if (const auto* x = std::get_if<A>(&a)) found.push_back(*x);
-  return found;
-}
-
-template <class A>
-A only(const kv_job_actions_list& out) {
-  auto found = all_of<A>(out);
-  BOOST_REQUIRE_EQUAL(found.size(), 1u);
-  return found.front();
-}
 
 // A running job of `workers` members and `shards` shards; keys split above `bound` floats.
 kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {

@@ -9,7 +9,6 @@ and rank 0's test accuracy after the last epoch."""
 import argparse
 import json
 import os
-import socket
 import sys
 import time
 import warnings
@@ -21,10 +20,10 @@ sys.path.insert(0, os.path.join(here, "..", "..", "examples", "pytorch"))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
+import ddp_world  # noqa: E402
 import fashion_data  # noqa: E402
 from fashion_net import Net  # noqa: E402
 
@@ -34,11 +33,7 @@ def images(data_dir, base):
     return torch.frombuffer(bytearray(raw), dtype=torch.uint8).reshape(*dims)
 
 
-def run(rank, args, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+def run(rank, args, queue):
     x_train, y_train = images(args.data, "train-images-idx3-ubyte"), images(args.data, "train-labels-idx1-ubyte")
     x_test, y_test = images(args.data, "t10k-images-idx3-ubyte"), images(args.data, "t10k-labels-idx1-ubyte")
     if args.train_samples:
@@ -77,13 +72,6 @@ def run(rank, args, port, queue):
         queue.put({"peer": "pytorch-ddp", "version": torch.__version__, "world": args.world, "epochs": args.epochs,
                    "samples": samples, "train_seconds": seconds, "samples_per_second": samples / seconds,
                    "test_accuracy": acc})
-    dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -96,15 +84,7 @@ def main():
     ap.add_argument("--train-samples", type=int, default=0, help="use only the first N training samples")
     ap.add_argument("--data", default=fashion_data.DEFAULT_DIR)
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=run, args=(r, args, port, queue)) for r in range(args.world)]
-    for p in procs:
-        p.start()
-    result = queue.get(timeout=7200)
-    for p in procs:
-        p.join(timeout=60)
+    result = ddp_world.run_world(run, args, timeout=7200)
     print(json.dumps(result), flush=True)
 
 

@@ -12,7 +12,6 @@ import argparse
 import json
 import math
 import os
-import socket
 import sys
 import time
 import warnings
@@ -22,11 +21,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
+import ddp_world  # noqa: E402
 import fashion_data  # noqa: E402
 
 
@@ -47,11 +46,7 @@ def schedule(step, base, warmup, total):
     return base * 0.5 * (1 + math.cos(math.pi * p))
 
 
-def run(rank, args, port, queue):
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=args.world)
+def run(rank, args, queue):
     torch.manual_seed(args.seed)
     xtr, ytr, xte, yte = tensors(args.data)
     model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
@@ -83,13 +78,6 @@ def run(rank, args, port, queue):
         queue.put({"peer": "pytorch-ddp", "version": torch.__version__, "world": args.world, "epochs": args.epochs,
                    "samples_per_second": per_rank * args.world * args.epochs / secs, "train_seconds": secs,
                    "test_accuracy": acc})
-    dist.destroy_process_group()
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():
@@ -101,15 +89,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=fashion_data.DEFAULT_DIR)
     args = ap.parse_args()
-    ctx = mp.get_context("spawn")
-    queue = ctx.Queue()
-    port = free_port()
-    procs = [ctx.Process(target=run, args=(r, args, port, queue)) for r in range(args.world)]
-    for p in procs:
-        p.start()
-    result = queue.get(timeout=3600)
-    for p in procs:
-        p.join(timeout=60)
+    result = ddp_world.run_world(run, args, timeout=3600)
     print(json.dumps(result))
 
 

@@ -1,0 +1,183 @@
+// shard_kv: the key-value side of a shard server (Note [Per-key rounds] in
+// core/kv_shard_core.hpp): defining a key's parts, the optimizer, pushes and pulls of
+// parts, and answering the pulls the core held. The sender is checked by shard_server.cpp.
+#include <spdlog/spdlog.h>
+
+#include "actors/shard_state.hpp"
+#include "base/compute_fault.hpp"
+
+namespace troupe::shard_shell {
+
+namespace {
+
+caf::error not_kv(shard_pointer self) {
+  return self->state.core ? make_error(errc::bad_job, "a key-value message reached a shard of a training job")
+                          : not_started(self);
+}
+
+// The reply to a key-value pull whose parts are all answerable now.
+kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
+  const kv_shard_core& kv = *self->state.kv;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < r.parts.size(); ++i)
+    total += r.rows[i].empty() ? kv.value(r.parts[i]).numel()
+                               : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+  kv_pull_reply out{self->state.index, {}, tensor::uninitialized({total})};
+  std::int64_t pos = 0;
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    const const_tensor_view v = kv.value(r.parts[i]);
+    const std::int64_t n = r.rows[i].empty() ? v.numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+    if (r.rows[i].empty())
+      copy(out.data.view().flat(pos, n), v);
+    else
+      kv.gather_rows(r.parts[i], r.rows[i], r.row_numel[i], out.data.view().flat(pos, n));
+    out.versions.push_back(kv.version(r.parts[i]));
+    pos += n;
+  }
+  if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
+  return out;
+}
+
+// Checks a key-value push or pull's parts against what this shard holds before any is used.
+std::optional<fault> check_kv_parts(const kv_shard_core& kv, const std::vector<kv_part_id>& parts) {
+  for (auto p : parts)
+    if (!kv.defined(p))
+      return fault{errc::bad_shard, "part " + std::to_string(p & 0xFFFF) + " of key id " + std::to_string(p >> 16) +
+                                        " is not on this shard"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
+  kv_shard_config cfg;
+  cfg.index = w.index;
+  cfg.mode = w.job.mode;
+  cfg.staleness = w.job.staleness;
+  cfg.staleness_lr = w.job.staleness_lr;
+  self->state.index = w.index;
+  self->state.kv = std::make_unique<kv_shard_core>(cfg);
+  if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
+}
+
+void settle_kv(shard_pointer self) {
+  auto& st = self->state;
+  auto finish_token = [&](kv_shard_core::token t) -> held_kv_pull* {
+    auto tok = st.kv_tokens.find(t);
+    if (tok == st.kv_tokens.end()) return nullptr;
+    auto it = st.kv_held.find(tok->second);
+    st.kv_tokens.erase(tok);
+    return it == st.kv_held.end() ? nullptr : &it->second;
+  };
+  for (auto t : st.kv->take_released()) {
+    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
+    held_kv_pull* h = finish_token(t);
+    if (h && --h->waiting == 0) {
+      h->promise.deliver(kv_answer(self, h->request));
+      st.kv_held.erase(id);
+    }
+  }
+  for (auto t : st.kv->take_dropped()) {
+    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
+    if (held_kv_pull* h = finish_token(t)) {
+      h->promise.deliver(make_error(errc::not_member, "the worker left the job"));
+      st.kv_held.erase(id);
+    }
+  }
+}
+
+caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d) {
+if (!self->state.kv) return not_kv(self);
+if (d.parts.size() != d.values.size())
+  return make_error(errc::malformed, "a key definition with " + std::to_string(d.parts.size()) + " parts and " +
+                                         std::to_string(d.values.size()) + " values");
+for (std::size_t i = 0; i < d.parts.size(); ++i)
+  if (auto e = self->state.kv->define(d.parts[i], d.name, d.values[i])) return make_error(*e);
+return caf::ok_atom::value;
+}
+
+caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o) {
+if (!self->state.kv) return not_kv(self);
+self->state.kv->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{o.config, o.schedule})
+                                              : std::nullopt);
+return caf::ok_atom::value;
+}
+
+caf::result<kv_push_ack> kv_push_on(shard_pointer self, const kv_push& p) {
+if (!self->state.kv) return not_kv(self);
+if (p.shard != self->state.index) return wrong_shard(self, p.shard);
+auto& kv = *self->state.kv;
+if (auto e = check_kv_parts(kv, p.parts)) return make_error(*e);
+std::int64_t total = 0;
+for (auto part : p.parts) total += kv.value(part).numel();
+if (p.base_versions.size() != p.parts.size() || p.data.type() != dtype::f32 || p.data.numel() != total)
+  return make_error(errc::malformed, "a push of " + std::to_string(p.parts.size()) + " parts (" +
+                                         std::to_string(total) + " floats) carries " +
+                                         std::to_string(p.data.numel()) + " values");
+if (self->state.m) self->state.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
+kv_push_ack ack;
+std::int64_t pos = 0;
+std::optional<fault> failed;
+for (std::size_t i = 0; i < p.parts.size() && !failed; ++i) {
+  const std::int64_t n = kv.value(p.parts[i]).numel();
+  if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
+        auto r = kv.push(p.worker, p.parts[i], p.base_versions[i], p.data.view().flat(pos, n));
+        if (r.error) failed = r.error;
+        ack.versions.push_back(r.version);
+        ack.staleness.push_back(r.staleness);
+        if (self->state.m && !r.error) self->state.m->staleness->Observe(static_cast<double>(r.staleness));
+      }))
+    failed = f;
+  pos += n;
+}
+settle_kv(self);
+if (self->state.m) {
+  self->state.m->updates->Increment(0);
+  self->state.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
+}
+if (failed) {
+  if (self->state.m) self->state.m->rejected(to_string(failed->code))->Increment();
+  spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, to_string(*failed));
+  return make_error(*failed);
+}
+return ack;
+}
+
+caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r) {
+if (!self->state.kv) return not_kv(self);
+if (r.shard != self->state.index) return wrong_shard(self, r.shard);
+auto& st = self->state;
+auto& kv = *st.kv;
+if (auto e = check_kv_parts(kv, r.parts)) return make_error(*e);
+if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
+  return make_error(errc::malformed, "a pull whose rows do not match its parts");
+for (std::size_t i = 0; i < r.parts.size(); ++i)
+  for (auto row : r.rows[i])
+    if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
+      return make_error(errc::bad_shape, "a pull asks for row " + std::to_string(row) +
+                                             ", outside its part of the key");
+const std::uint64_t id = st.next_kv_pull++;
+held_kv_pull h;
+std::vector<kv_shard_core::token> held;
+for (auto part : r.parts) {
+  const auto t = st.next_token++;
+  auto o = kv.pull(r.worker, part, t);
+  if (o.decision == kv_shard_core::pull_decision::reject) {
+    for (auto ht : held) st.kv_tokens.erase(ht);
+    return make_error(*o.error);
+  }
+  if (o.decision == kv_shard_core::pull_decision::hold) {
+    st.kv_tokens[t] = id;
+    held.push_back(t);
+    ++h.waiting;
+  }
+}
+if (h.waiting == 0) return kv_answer(self, r);
+h.promise = self->make_response_promise<kv_pull_reply>();
+h.request = std::move(r);
+auto promise = h.promise;
+st.kv_held.emplace(id, std::move(h));
+return promise;
+}
+
+}  // namespace troupe::shard_shell
