@@ -1,8 +1,10 @@
 // remote_transport: the store's calls as member_call_* messages to a kv_member actor.
 #include "client/remote_transport.hpp"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
+#include <atomic>
 #include <future>
 
 #include "net/node.hpp"
@@ -12,6 +14,31 @@
 namespace troupe::kv {
 
 namespace {
+
+// Note [Returning the heap]
+// Every call of this transport allocates on the caller's thread (the message, its
+// completion) what a CAF thread frees later, so in a user's training loop small blocks
+// that live across a step land in the holes that the loop's large freed blocks (PyTorch's
+// activations, on the same heap since glibc's mmap threshold adapts upward) leave, and the
+// next step's large blocks no longer fit: the heap grows while what is in use stays the
+// same (measured in a launched examples/pytorch/fashion_cnn.py worker: 224 MB in use, the
+// main arena 416 MB -> 1.3 GB in 250 steps, 12.6 GB after 5 epochs). So at most every
+// 5 seconds a push gives the free pages back (malloc_trim): over 2 epochs of 20,000
+// samples per worker its resident memory then stays within 0.54-0.72 GB instead of
+// growing past 2.5 GB, at 830-850 samples/s against 840-895 without (one run each).
+class heap_returner {
+ public:
+  void maybe_trim() {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+    auto last = last_.load(std::memory_order_relaxed);
+    if (now - last < every_ns || !last_.compare_exchange_strong(last, now)) return;
+    malloc_trim(0);
+  }
+
+ private:
+  static constexpr std::int64_t every_ns = 5'000'000'000;
+  std::atomic<std::int64_t> last_{0};
+};
 
 // Waits for a blocking call's answer, at most `timeout`.
 template <class T>
@@ -74,6 +101,7 @@ class remote_transport final : public kv_transport {
   }
 
   void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
+    heap_.maybe_trim();  // Note [Returning the heap]
     kv_push msg;
     std::int64_t total = 0;
     for (const auto& p : parts) total += p.numel;
@@ -184,6 +212,7 @@ class remote_transport final : public kv_transport {
   member_assignment place_;
   std::chrono::milliseconds connect_timeout_{30000};
   bool closed_ = false;
+  heap_returner heap_;
 };
 
 }  // namespace
