@@ -15,26 +15,44 @@ caf::error not_kv(shard_pointer self) {
                           : not_started(self);
 }
 
-// The reply to a key-value pull whose parts are all answerable now.
-kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
-  const kv_shard_core& kv = *self->state.kv;
-  std::int64_t total = 0;
-  for (std::size_t i = 0; i < r.parts.size(); ++i)
-    total += r.rows[i].empty() ? kv.value(r.parts[i]).numel()
-                               : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
-  kv_pull_reply out{self->state.index, {}, tensor::uninitialized({total})};
+// Writes the parts a key-value pull asks for, concatenated, into `out`.
+void pack_kv_answer(const kv_shard_core& kv, const kv_pull& r, tensor_view out) {
   std::int64_t pos = 0;
   for (std::size_t i = 0; i < r.parts.size(); ++i) {
     const const_tensor_view v = kv.value(r.parts[i]);
     const std::int64_t n = r.rows[i].empty() ? v.numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
     if (r.rows[i].empty())
-      copy(out.data.view().flat(pos, n), v);
+      copy(out.flat(pos, n), v);
     else
-      kv.gather_rows(r.parts[i], r.rows[i], r.row_numel[i], out.data.view().flat(pos, n));
-    out.versions.push_back(kv.version(r.parts[i]));
+      kv.gather_rows(r.parts[i], r.rows[i], r.row_numel[i], out.flat(pos, n));
     pos += n;
   }
-  if (self->state.m) self->state.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
+}
+
+// The reply to a key-value pull whose parts are all answerable now: in the slot it offered
+// when the fast path can take it (Note [Same-host fast path]), in the message otherwise.
+kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
+  auto& st = self->state;
+  const kv_shard_core& kv = *st.kv;
+  std::int64_t total = 0;
+  kv_pull_reply out{st.index, {}, tensor(), {}};
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    total += r.rows[i].empty() ? kv.value(r.parts[i]).numel()
+                               : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+    out.versions.push_back(kv.version(r.parts[i]));
+  }
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
+  if (st.channels && !r.reply_to.empty()) {
+    std::string refused;
+    auto fill = [&](tensor_view slot) { pack_kv_answer(kv, r, slot); };
+    if (auto where = st.channels->answer_with(r.worker, r.reply_to, {total}, fill, refused)) {
+      out.shared = std::move(*where);
+      return out;
+    }
+    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, r.worker, refused);
+  }
+  out.data = tensor::uninitialized({total});
+  pack_kv_answer(kv, r, out.data.view());
   return out;
 }
 
@@ -103,11 +121,24 @@ self->state.kv->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_o
 return caf::ok_atom::value;
 }
 
-caf::result<kv_push_ack> kv_push_on(shard_pointer self, const kv_push& p) {
+caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p) {
 if (!self->state.kv) return not_kv(self);
 if (p.shard != self->state.index) return wrong_shard(self, p.shard);
 auto& kv = *self->state.kv;
 if (auto e = check_kv_parts(kv, p.parts)) return make_error(*e);
+if (!p.shared.empty()) {
+  // Borrowed from the member's slot: the core copies what it keeps, and the member
+  // writes that slot again only after this push is answered.
+  auto& st = self->state;
+  auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, true)
+                          : expected<tensor>(failure{"this shard's same-host fast path is off"});
+  if (!grad) {
+    spdlog::warn("shard {}: refused a push of worker {} from shared memory: {}", st.index, p.worker,
+                 grad.error().message);
+    return make_error(errc::malformed, "the push's shared-memory slot: " + grad.error().message);
+  }
+  p.data = std::move(*grad);
+}
 std::int64_t total = 0;
 for (auto part : p.parts) total += kv.value(part).numel();
 if (p.base_versions.size() != p.parts.size() || p.data.type() != dtype::f32 || p.data.numel() != total)

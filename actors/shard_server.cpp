@@ -303,7 +303,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_coordinator(self, coordinator, "an optimizer")) return refused();
         return kv_set_optimizer_on(self, o);
       },
-      [=](push_atom, const kv_push& p) -> caf::result<kv_push_ack> {
+      [=](push_atom, kv_push& p) -> caf::result<kv_push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
         return kv_push_on(self, p);
       },

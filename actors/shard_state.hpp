@@ -71,7 +71,7 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w);
 void settle_kv(shard_pointer self);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
-caf::result<kv_push_ack> kv_push_on(shard_pointer self, const kv_push& p);
+caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p);
 caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r);
 
 }  // namespace troupe::shard_shell

@@ -117,10 +117,10 @@ TROUPE_INSPECT(kv_lookup, x.worker, x.name)
 TROUPE_INSPECT(kv_define, x.name, x.parts, x.values)
 TROUPE_INSPECT(kv_set_optimizer, x.worker, x.has_optimizer, x.config, x.schedule)
 TROUPE_INSPECT(kv_barrier, x.worker)
-TROUPE_INSPECT(kv_push, x.shard, x.worker, x.parts, x.base_versions, x.data)
+TROUPE_INSPECT(kv_push, x.shard, x.worker, x.parts, x.base_versions, x.data, x.shared)
 TROUPE_INSPECT(kv_push_ack, x.versions, x.staleness)
-TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel)
-TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data)
+TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to)
+TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data, x.shared)
 
 #undef TROUPE_INSPECT
 

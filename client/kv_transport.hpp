@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/errc.hpp"
+#include "client/kvstore.hpp"
 #include "core/job.hpp"
 #include "core/kv_layout.hpp"
 #include "core/kv_shard_core.hpp"
@@ -72,6 +73,8 @@ class kv_transport {
   virtual std::optional<fault> barrier(std::chrono::milliseconds timeout) = 0;
   // Leaves the job; pending completions run with an error or not at all.
   virtual void close() = 0;
+  // In one process nothing is moved: zeros.
+  virtual transfer_stats transfers() const { return {}; }
 };
 
 }  // namespace troupe::kv

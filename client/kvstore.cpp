@@ -359,6 +359,8 @@ std::int64_t kvstore::staleness(const key& k) const {
   return it == impl_->staleness.end() ? 0 : it->second;
 }
 
+transfer_stats kvstore::transfers() const { return impl_->t->transfers(); }
+
 void kvstore::close() {
   {
     std::lock_guard lock(impl_->mu);

@@ -96,6 +96,14 @@ struct options {
 // A push or pull in flight.
 using handle = std::uint64_t;
 
+// What a store moved to and from shards in other processes, by path: the same-host fast
+// path's shared-memory slots, or the network's messages. Pushes are counted when sent,
+// pulls when answered; a "local" store moves nothing and counts zeros.
+struct transfer_stats {
+  std::uint64_t shared_memory_calls = 0, network_calls = 0;
+  std::uint64_t shared_memory_bytes = 0, network_bytes = 0;
+};
+
 class kv_transport;  // how a store reaches its shards (internal)
 class kvstore;
 // A store over `transport` (internal: the factories below and tests use it).
@@ -141,6 +149,8 @@ class kvstore {
   // Updates the shards applied to `k` between the pull this worker's last push of it was
   // computed on and that push's arrival (the largest over the key's parts); 0 before any.
   std::int64_t staleness(const key& k) const;
+  // Whether this store's tensors take the same-host fast path, so far.
+  transfer_stats transfers() const;
 
   // Leaves the job: in sync, rounds stop waiting for this worker. Idempotent; every other
   // call afterwards throws kv::error "closed".

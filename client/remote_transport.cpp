@@ -7,6 +7,7 @@
 #include <atomic>
 #include <future>
 
+#include "client/kv_fast_path.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
 #include "net/peer_expectations.hpp"
@@ -40,6 +41,28 @@ class heap_returner {
   std::atomic<std::int64_t> last_{0};
 };
 
+// Whether a call failed because it was not answered in time (its slot may still be used).
+template <class T>
+bool timed_out(const or_fault<T>& r) {
+  const auto* f = std::get_if<fault>(&r);
+  return f && f->code == errc::timed_out;
+}
+
+// What the transport moved, counted from any thread.
+class transfer_counters {
+ public:
+  void add(bool shared, std::int64_t numel) {
+    (shared ? shared_calls_ : network_calls_).fetch_add(1, std::memory_order_relaxed);
+    (shared ? shared_bytes_ : network_bytes_).fetch_add(static_cast<std::uint64_t>(numel) * 4, std::memory_order_relaxed);
+  }
+  transfer_stats get() const {
+    return {shared_calls_.load(), network_calls_.load(), shared_bytes_.load(), network_bytes_.load()};
+  }
+
+ private:
+  std::atomic<std::uint64_t> shared_calls_{0}, network_calls_{0}, shared_bytes_{0}, network_bytes_{0};
+};
+
 // Waits for a blocking call's answer, at most `timeout`.
 template <class T>
 or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout, const std::string& what) {
@@ -51,9 +74,11 @@ or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout
 class remote_transport final : public kv_transport {
  public:
   // owned: a node's actor system this transport keeps (null when the caller owns sys).
+  // fast_path_tag: the job's tag for the same-host fast path; empty: every tensor goes in
+  // the message.
   remote_transport(std::unique_ptr<caf::actor_system_config> cfg, std::unique_ptr<caf::actor_system> owned,
-                   caf::actor_system& sys, member_options opts)
-      : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys) {
+                   caf::actor_system& sys, member_options opts, std::string fast_path_tag)
+      : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys), fast_path_tag_(std::move(fast_path_tag)) {
     connect_timeout_ = opts.connect_timeout;
     member_ = spawn_kv_member(sys_, std::move(opts));
   }
@@ -71,6 +96,8 @@ class remote_transport final : public kv_transport {
     auto r = await(f, connect_timeout_ + std::chrono::seconds(5), "joining the job");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
+    if (!fast_path_tag_.empty())
+      fast_ = std::make_shared<kv_fast_path>(fast_path_tag_, place_.rank, place_.job.servers);
     return std::nullopt;
   }
 
@@ -100,21 +127,39 @@ class remote_transport final : public kv_transport {
     return blocking<kv_key_layout, member_call_lookup>(kv_lookup{0, name}, "looking up key " + kv_key_display(name));
   }
 
+  // A push packs the caller's floats once: into a push slot of the same-host fast path
+  // when one is free, into the message otherwise.
   void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
     heap_.maybe_trim();  // Note [Returning the heap]
     kv_push msg;
     std::int64_t total = 0;
     for (const auto& p : parts) total += p.numel;
-    msg.data = tensor::uninitialized({total});
+    auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
+    if (!lease) msg.data = tensor::uninitialized({total});
+    const tensor_view into = lease ? lease->buffer.view() : msg.data.view();
     std::int64_t pos = 0;
     for (const auto& p : parts) {
       msg.parts.push_back(p.part);
       msg.base_versions.push_back(p.base_version);
-      copy(msg.data.view().flat(pos, p.numel), floats(p.data, p.numel));
+      copy(into.flat(pos, p.numel), floats(p.data, p.numel));
       pos += p.numel;
     }
+    std::optional<std::size_t> channel;
+    if (lease) {
+      msg.shared = fast_->seal_push(shard, *lease);
+      if (msg.shared.empty()) {
+        msg.data = tensor(lease->buffer);  // cannot happen with a lent buffer; the copy keeps the push whole
+        fast_->push_settled(shard, lease->channel, false);
+      } else {
+        channel = lease->channel;
+      }
+    }
+    count(channel.has_value(), total);
     auto ids = msg.parts;
-    caf::anon_send(member_, member_call_push{shard, std::move(msg), [done, ids](or_fault<kv_push_ack> r) {
+    auto fast = fast_;
+    caf::anon_send(member_, member_call_push{shard, std::move(msg), [done, ids, fast, shard, channel](or_fault<kv_push_ack> r) {
+                                               if (channel)
+                                                 fast->push_settled(shard, *channel, timed_out(r));
                                                if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
                                                const auto& ack = std::get<kv_push_ack>(r);
                                                std::vector<part_result> out;
@@ -124,34 +169,76 @@ class remote_transport final : public kv_transport {
                                              }});
   }
 
+  // A pull offers a reply slot of the same-host fast path when one is free; the answer is
+  // copied once, from the slot or the message, into the caller's arrays.
   void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) override {
     kv_pull msg;
+    std::int64_t total = 0;
     for (const auto& p : parts) {
       msg.parts.push_back(p.part);
       msg.rows.push_back(p.rows);
       msg.row_numel.push_back(p.rows.empty() ? 0 : p.row_numel);
+      total += p.numel;
     }
-    caf::anon_send(member_, member_call_pull{shard, std::move(msg), [done, parts](or_fault<kv_pull_reply> r) {
-                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+    auto lease = fast_ ? fast_->lend_reply(shard, total) : std::nullopt;
+    std::optional<std::size_t> channel;
+    if (lease) {
+      msg.reply_to = std::move(lease->where);
+      channel = lease->channel;
+    }
+    auto fast = fast_;
+    auto stats = stats_;
+    caf::anon_send(member_, member_call_pull{shard, std::move(msg), [done, parts, fast, shard, channel, total,
+                                                                     stats](or_fault<kv_pull_reply> r) {
+                                               if (auto* f = std::get_if<fault>(&r)) {
+                                                 if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                                                 return done(*f, {});
+                                               }
                                                auto& reply = std::get<kv_pull_reply>(r);
-                                               std::int64_t total = 0;
-                                               for (const auto& p : parts) total += p.numel;
-                                               if (reply.data.numel() != total || reply.versions.size() != parts.size())
+                                               const bool shared = !reply.shared.empty();
+                                               auto settle = [&] {
+                                                 if (channel) fast->reply_settled(shard, *channel, !shared, false);
+                                               };
+                                               if (shared && !channel) {
+                                                 return done(fault{errc::malformed, "shard " + std::to_string(shard) +
+                                                                   " answered a pull in shared memory this member did not offer"},
+                                                             {});
+                                               }
+                                               tensor from = shared ? tensor() : std::move(reply.data);
+                                               if (shared) {
+                                                 auto t = fast->take_reply(shard, *channel, reply.shared);
+                                                 if (!t) {
+                                                   settle();
+                                                   return done(fault{errc::malformed, "shard " + std::to_string(shard) +
+                                                                     "'s answer in shared memory: " + t.error().message},
+                                                               {});
+                                                 }
+                                                 from = std::move(*t);
+                                               }
+                                               if (from.numel() != total || from.type() != dtype::f32 ||
+                                                   reply.versions.size() != parts.size()) {
+                                                 settle();
                                                  return done(fault{errc::malformed, "a shard answered a pull with " +
-                                                                                        std::to_string(reply.data.numel()) +
+                                                                                        std::to_string(from.numel()) +
                                                                                         " values for " + std::to_string(total)},
                                                              {});
+                                               }
                                                std::vector<part_result> out;
                                                std::int64_t pos = 0;
+                                               const const_tensor_view src = from.view();
                                                for (std::size_t i = 0; i < parts.size(); ++i) {
-                                                 copy(floats(parts[i].out, parts[i].numel),
-                                                      reply.data.view().flat(pos, parts[i].numel));
+                                                 copy(floats(parts[i].out, parts[i].numel), src.flat(pos, parts[i].numel));
                                                  pos += parts[i].numel;
                                                  out.push_back({parts[i].part, reply.versions[i], 0});
                                                }
+                                               from = tensor();
+                                               settle();
+                                               stats->add(shared, total);
                                                done(std::nullopt, std::move(out));
                                              }});
   }
+
+  transfer_stats transfers() const override { return stats_->get(); }
 
   std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) override {
     kv_set_optimizer msg;
@@ -211,15 +298,20 @@ class remote_transport final : public kv_transport {
   caf::actor member_;
   member_assignment place_;
   std::chrono::milliseconds connect_timeout_{30000};
+  void count(bool shared, std::int64_t numel) { stats_->add(shared, numel); }
+
   bool closed_ = false;
   heap_returner heap_;
+  std::string fast_path_tag_;
+  std::shared_ptr<kv_fast_path> fast_;  // null: the fast path is off (or one process)
+  std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
 };
 
 }  // namespace
 
 or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, member_options opts,
-                                                       const std::string& job_id) {
-  auto t = std::make_unique<remote_transport>(nullptr, nullptr, sys, std::move(opts));
+                                                       const std::string& job_id, const std::string& fast_path_tag) {
+  auto t = std::make_unique<remote_transport>(nullptr, nullptr, sys, std::move(opts), fast_path_tag);
   if (auto e = t->join(job_id, {})) return *e;
   return std::unique_ptr<kv_transport>(std::move(t));
 }
@@ -251,7 +343,7 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
   const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
   caf::actor_system& ref = *sys;
-  auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts));
+  auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag(*plan));
   if (auto e = t->join(plan->job_id, proof)) return *e;
   const std::string want = type == "dist" ? std::string(name_of(t->mode())) : type.substr(5);
   if (want != name_of(t->mode()))

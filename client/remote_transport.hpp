@@ -3,7 +3,9 @@
 // from the TROUPE_* environment that `troupe launch` sets (TLS, the job's secret, the
 // coordinator's address), or joins a coordinator in an actor system the caller owns (one
 // process: tests and embedding). A push copies the caller's floats into one message per
-// shard; a pull's reply is copied into the caller's arrays.
+// shard, or into a slot of the same-host fast path (client/kv_fast_path.hpp) when the
+// shard is a process on this host; a pull's reply is copied into the caller's arrays from
+// the message or the slot.
 #pragma once
 
 #include <memory>
@@ -19,8 +21,11 @@ namespace troupe::kv {
 or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
                                                              const std::string& type);
 
-// Joins `opts.coordinator` in `sys`, which must outlive the transport.
+// Joins `opts.coordinator` in `sys`, which must outlive the transport. In one process the
+// message already shares its tensors, so the fast path is off unless a test names the
+// job's tag in `fast_path_tag` (the shards must have it too).
 or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, member_options opts,
-                                                       const std::string& job_id);
+                                                       const std::string& job_id,
+                                                       const std::string& fast_path_tag = {});
 
 }  // namespace troupe::kv

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/kv_layout.hpp"
+#include "core/messages.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -62,7 +63,8 @@ struct kv_push {
   std::uint32_t shard = 0, worker = 0;
   std::vector<kv_part_id> parts;
   std::vector<std::int64_t> base_versions;  // per part: the version this member last pulled
-  tensor data;                               // f32, the parts' numel summed
+  tensor data;                               // f32, the parts' numel summed; empty when shared is set
+  shared_tensor shared;                      // the same-host fast path: where data lies instead
 };
 
 struct kv_push_ack {
@@ -76,12 +78,14 @@ struct kv_pull {
   std::vector<kv_part_id> parts;
   std::vector<std::vector<std::int64_t>> rows;
   std::vector<std::int64_t> row_numel;       // per part: elements per row
+  shared_tensor reply_to;                    // the same-host fast path: a slot for the answer
 };
 
 struct kv_pull_reply {
   std::uint32_t shard = 0;
   std::vector<std::int64_t> versions;        // per part
-  tensor data;
+  tensor data;                               // empty when shared is set
+  shared_tensor shared;                      // the slot reply_to offered, now holding the answer
 };
 
 }  // namespace troupe

@@ -165,16 +165,32 @@ void shard_channel::push_settled(bool timed_out) {
 // The shard's end
 
 expected<segment*> worker_channels::channel_of(std::uint32_t rank, const std::string& name) {
-  auto it = by_rank_.find(rank);
-  if (it != by_rank_.end() && it->second.name() == name) return &it->second;
+  auto& mine = by_rank_[rank];
+  if (auto it = mine.find(name); it != mine.end()) {
+    it->second.last_used = ++uses_;
+    return &it->second.seg;
+  }
   auto seg = segment::open(name, tag_);
   if (!seg) return seg.error();
   if (seg->label() != rank)
     return failure{"refused the shared-memory segment " + name + ": it is member " + std::to_string(seg->label()) +
                    "'s, not member " + std::to_string(rank) + "'s"};
-  auto& slot = by_rank_[rank];
-  slot = std::move(*seg);
-  return &slot;
+  if (mine.size() >= max_per_member) {
+    auto oldest = mine.begin();
+    for (auto it = mine.begin(); it != mine.end(); ++it)
+      if (it->second.last_used < oldest->second.last_used) oldest = it;
+    mine.erase(oldest);
+  }
+  auto& slot = mine[name];
+  slot.seg = std::move(*seg);
+  slot.last_used = ++uses_;
+  return &slot.seg;
+}
+
+std::size_t worker_channels::mapped() const {
+  std::size_t n = 0;
+  for (const auto& [rank, mine] : by_rank_) n += mine.size();
+  return n;
 }
 
 expected<tensor> worker_channels::take_push(std::uint32_t rank, const shared_tensor& where, bool borrow) {

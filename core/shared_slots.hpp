@@ -85,6 +85,8 @@ class shard_channel {
   bool confirmed() const { return confirmed_; }
   bool closed() const { return closed_; }
   const std::string& name() const { return seg_.name(); }
+  // The bytes of tensor data each slot holds.
+  std::size_t slot_bytes() const { return slot_bytes_; }
 
  private:
   std::byte* push_data() const;
@@ -96,8 +98,10 @@ class shard_channel {
 };
 
 // A shard's view of its workers' channels, by rank: each mapped on first use and kept
-// until the worker leaves or names another segment. A segment is taken only for the rank
-// its header names, so a member cannot make the shard read or write another's slots.
+// until the worker leaves; a worker may have several (a key-value member keeps a few per
+// shard, so calls in flight each find a slot), and beyond max_per_member the one used
+// least recently is unmapped. A segment is taken only for the rank its header names, so a
+// member cannot make the shard read or write another's slots.
 class worker_channels {
  public:
   explicit worker_channels(std::string tag) : tag_(std::move(tag)) {}
@@ -119,12 +123,20 @@ class worker_channels {
     by_rank_.erase(rank);
     refused_.erase(rank);
   }
-  std::size_t mapped() const { return by_rank_.size(); }
+  // How many segments are mapped, of every member.
+  std::size_t mapped() const;
+
+  static constexpr std::size_t max_per_member = 16;
 
  private:
+  struct mapped_segment {
+    segment seg;
+    std::uint64_t last_used = 0;
+  };
   expected<segment*> channel_of(std::uint32_t rank, const std::string& name);
   std::string tag_;
-  std::map<std::uint32_t, segment> by_rank_;
+  std::uint64_t uses_ = 0;
+  std::map<std::uint32_t, std::map<std::string, mapped_segment>> by_rank_;
   std::map<std::uint32_t, std::string> refused_;  // the segment each rank offered last that could not be opened
 };
 

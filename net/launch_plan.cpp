@@ -148,6 +148,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const launch
   } else {
     env.emplace_back("TROUPE_INSECURE_NETWORK", "1");
   }
+  if (!req.shared_memory) env.emplace_back("TROUPE_SHARED_MEMORY", "0");
   return env;
 }
 

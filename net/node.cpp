@@ -44,16 +44,6 @@ join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
   };
 }
 
-// The job's tag for the same-host fast path (empty when the plan turns it off), after
-// removing the segments a crashed process of the job left behind.
-std::string fast_path_tag(const node_plan& plan) {
-  if (!plan.shared_memory) return {};
-  std::string tag = shared_memory_tag(plan.secret, plan.job_id);
-  if (const auto swept = shm::sweep(tag))
-    spdlog::info("removed {} shared-memory segments that an ended process of job {} left behind", swept, plan.job_id);
-  return tag;
-}
-
 // Waits for `a` to terminate; none when it stopped normally or at the end of the job.
 caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
   caf::scoped_actor self{sys};
@@ -93,6 +83,14 @@ caf::expected<std::uint16_t> publish_role(caf::actor_system& sys, const Local& l
 }
 
 }  // namespace
+
+std::string fast_path_tag(const node_plan& plan) {
+  if (!plan.shared_memory) return {};
+  std::string tag = shared_memory_tag(plan.secret, plan.job_id);
+  if (const auto swept = shm::sweep(tag))
+    spdlog::info("removed {} shared-memory segments that an ended process of job {} left behind", swept, plan.job_id);
+  return tag;
+}
 
 // Reaches the coordinator at plan.join and checks it speaks this version's protocol.
 // Nodes may start in any order, so a refused connection is retried until the deadline; so

@@ -33,6 +33,10 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
 caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
                                                   const std::function<void(const endpoint&)>& on_listening);
 
+// The job's tag for the same-host fast path (empty when the plan turns it off), after
+// removing the segments a crashed process of the job left behind.
+std::string fast_path_tag(const node_plan& plan);
+
 caf::error run_server_node(const node_plan& plan, const observability& obs);
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).

@@ -78,6 +78,7 @@ int run_launch(launch_cli& o) {
     return s.str();
   };
   req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
+  req.shared_memory = !o.no_shared_memory;
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
   req.job_toml = job_options_as_toml(*o.app);
   if (job->kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";

@@ -129,6 +129,16 @@ PYBIND11_MODULE(_troupe, m) {
       .def_property_readonly("type", &kv::kvstore::type)
       .def_property_readonly("mode", &kv::kvstore::mode)
       .def("staleness", &kv::kvstore::staleness)
+      .def("transfer_stats",
+           [](const kv::kvstore& s) {
+             const auto t = s.transfers();
+             py::dict d;
+             d["shared_memory_calls"] = t.shared_memory_calls;
+             d["network_calls"] = t.network_calls;
+             d["shared_memory_bytes"] = t.shared_memory_bytes;
+             d["network_bytes"] = t.network_bytes;
+             return d;
+           })
       .def("close", [](kv::kvstore& s) { unlocked([&] { s.close(); return 0; }); });
 
   m.def("open", [](const std::string& type, const std::string& mode, std::uint32_t servers, std::int32_t staleness,

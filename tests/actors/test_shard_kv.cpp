@@ -2,7 +2,9 @@
 // coordinator, in one process) takes well-formed pushes and pulls of a member, and
 // refuses, with a typed error naming what is wrong and without changing the key, a push
 // whose data does not match its parts, a push or pull of a part it does not hold, one
-// addressed to another shard, rows outside the part, and a gradient that is not finite.
+// addressed to another shard, rows outside the part, a gradient that is not finite, and a
+// push naming shared memory that the shard cannot or may not read; a pull offering a slot
+// to a shard without the fast path is answered in the message.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
@@ -14,6 +16,8 @@
 #include "actors/kv_coordinator.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
+#include "core/shared_slots.hpp"
+#include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
 
@@ -31,7 +35,8 @@ tensor filled(std::int64_t count, float v) {
 
 // One member, one shard, async, no optimizer on the shard; key "w" of 8 ones defined.
 struct kv_job {
-  kv_job() {
+  // fast_path_tag: the shard's tag for the same-host fast path (empty: off).
+  explicit kv_job(std::string fast_path_tag = {}) {
     configure_in_process(cfg);
     sys.emplace(cfg);
     job_spec job;
@@ -42,7 +47,7 @@ struct kv_job {
     job.servers = 1;
     job.request_timeout_ms = 5000;
     coordinator = spawn_kv_coordinator(*sys, job, {});
-    shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout);
+    shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag);
     join_as_shard(shard_server, "", 0);
     member.emplace(*sys);
     (*member)->request(coordinator, timeout, join_atom::value, worker_join{"kv-test", {}, 0, {}, {}})
@@ -66,12 +71,13 @@ struct kv_job {
                  [&](caf::error& e) { out.emplace(troupe_code(e).value_or(errc::bad_job), describe(e)); });
     return out;
   }
-  std::optional<std::pair<errc, std::string>> pull(kv_pull r, tensor* values = nullptr) {
+  std::optional<std::pair<errc, std::string>> pull(kv_pull r, tensor* values = nullptr, shared_tensor* where = nullptr) {
     std::optional<std::pair<errc, std::string>> out;
     (*member)->request(shard, timeout, pull_atom::value, std::move(r))
         .receive(
             [&](kv_pull_reply& reply) {
               if (values) *values = std::move(reply.data);
+              if (where) *where = std::move(reply.shared);
             },
             [&](caf::error& e) { out.emplace(troupe_code(e).value_or(errc::bad_job), describe(e)); });
     return out;
@@ -89,6 +95,11 @@ struct kv_job {
   local_shard_actor shard_server;
   shard_actor shard;
   std::optional<caf::scoped_actor> member;
+};
+
+struct kv_job_with_fast_path : kv_job {
+  kv_job_with_fast_path() : kv_job(tag) {}
+  static inline const std::string tag = test::fresh_shm_tag();
 };
 
 bool all_equal(const tensor& t, float v) {
@@ -150,4 +161,60 @@ BOOST_FIXTURE_TEST_CASE(a_gradient_that_is_not_finite_changes_nothing, kv_job) {
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::not_finite));
   BOOST_TEST(all_equal(values(), 1.f));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_push_in_shared_memory_at_a_shard_without_the_fast_path_changes_nothing, kv_job) {
+  kv_push p{0, 0, {part}, {0}, tensor(), {}};
+  p.shared = shared_tensor{"/troupe-0123456789abcdef-1-0-0badcafe", 64, 64, 1, 0, {n}};
+  auto e = push(std::move(p));
+  BOOST_REQUIRE(e);
+  BOOST_TEST((e->first == errc::malformed));
+  BOOST_TEST(e->second.find("fast path is off") != std::string::npos);
+  BOOST_TEST(all_equal(values(), 1.f));
+  // A pull that offers a slot is answered in the message.
+  kv_pull r{0, 0, {part}, {{}}, {0}, {}};
+  r.reply_to = p.shared;
+  tensor t;
+  shared_tensor where;
+  BOOST_TEST(!pull(std::move(r), &t, &where));
+  BOOST_TEST(where.empty());
+  BOOST_TEST(all_equal(t, 1.f));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_push_naming_another_members_or_no_segment_changes_nothing, kv_job_with_fast_path) {
+  // Member 0 names a segment that member 1 made: the shard refuses it.
+  auto theirs = shm::shard_channel::create(tag, shm::slot_bytes_for(n), 1);
+  BOOST_REQUIRE(theirs.has_value());
+  kv_push p{0, 0, {part}, {0}, tensor(), {}};
+  p.shared = shared_tensor{theirs->name(), 64, 64, 1, static_cast<std::uint8_t>(dtype::f32), {n}};
+  auto e = push(p);
+  BOOST_REQUIRE(e);
+  BOOST_TEST((e->first == errc::malformed));
+  BOOST_TEST(e->second.find("member 1's, not member 0's") != std::string::npos);
+  p.shared.segment = "/troupe-" + tag + "-1-0-0badcafe";  // nothing by that name
+  auto missing = push(p);
+  BOOST_REQUIRE(missing);
+  BOOST_TEST((missing->first == errc::malformed));
+  BOOST_TEST(all_equal(values(), 1.f));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_pull_and_a_push_through_the_members_slots, kv_job_with_fast_path) {
+  auto mine = shm::shard_channel::create(tag, shm::slot_bytes_for(n), 0);
+  BOOST_REQUIRE(mine.has_value());
+  kv_pull r{0, 0, {part}, {{}}, {0}, {}};
+  r.reply_to = *mine->lend_reply_slot();
+  tensor inline_values;
+  shared_tensor where;
+  BOOST_REQUIRE(!pull(std::move(r), &inline_values, &where));
+  BOOST_TEST(inline_values.empty());
+  BOOST_REQUIRE(!where.empty());
+  auto got = mine->take_reply(where);
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(all_equal(*got, 1.f));
+  auto slot = mine->put_push(filled(n, 4.f));
+  BOOST_REQUIRE(slot.has_value());
+  kv_push p{0, 0, {part}, {1}, tensor(), *slot};
+  BOOST_TEST(!push(std::move(p)));
+  mine->push_settled(false);
+  BOOST_TEST(all_equal(values(), 4.f));  // no optimizer: async keeps the latest gradient
 }

@@ -4,10 +4,13 @@
 // per-shard pushes and pulls, barriers, the shards' optimizer, a first init larger than
 // one message sent in chunks. A worker that leaves lets sync rounds close without it; a
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
-// time out; bad keys and shapes are refused by the store and by the shard.
+// time out; bad keys and shapes are refused by the store and by the shard. With the job's
+// tag the same-host fast path runs in one process too: tensors cross through the members'
+// shared-memory slots, bit-exact, and a shard without it answers in the message.
 #define BOOST_TEST_MODULE remote_transport
 #include <boost/test/unit_test.hpp>
 
+#include <cstring>
 #include <future>
 #include <thread>
 
@@ -16,15 +19,21 @@
 #include "actors/shard_server.hpp"
 #include "client/kvstore.hpp"
 #include "client/remote_transport.hpp"
+#include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
 using kv::kvstore;
 
 namespace {
 
+// The same-host fast path's tags: the members' and the shards' (empty: off).
+struct fast_path_tags {
+  std::string member, shard;
+};
+
 struct job_fixture {
   explicit job_fixture(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2,
-                       std::int64_t bound = 0) {
+                       std::int64_t bound = 0, fast_path_tags tags = {}) {
     configure_in_process(cfg);
     sys.emplace(cfg);
     job_spec job;
@@ -37,17 +46,17 @@ struct job_fixture {
     job.request_timeout_ms = 5000;
     coordinator = spawn_kv_coordinator(*sys, job, {});
     for (std::uint32_t s = 0; s < servers; ++s) {
-      shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5)));
+      shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5), {}, tags.shard));
       join_as_shard(shards.back(), "", 0);
     }
     // Every member's join completes when the job starts, once all have joined.
     std::vector<std::future<std::unique_ptr<kvstore>>> joins;
     for (std::uint32_t w = 0; w < workers; ++w)
-      joins.push_back(std::async(std::launch::async, [this] {
+      joins.push_back(std::async(std::launch::async, [this, tags] {
         kv::member_options o;
         o.coordinator = coordinator;
         o.connect_timeout = std::chrono::seconds(5);
-        auto t = kv::join_in_process(*sys, o, "kv-test");
+        auto t = kv::join_in_process(*sys, o, "kv-test", tags.member);
         if (auto* f = std::get_if<fault>(&t)) throw std::runtime_error(to_string(*f));
         kv::options opts;
         opts.type = "dist_" + std::string(name_of(std::get<0>(t)->mode()));
@@ -183,4 +192,73 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_fails_the_calls_in_flight_at_once) {
   const bool fast = std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4);
   BOOST_TEST(fast);  // well before the 5 s request timeout
   BOOST_TEST(code_of([&] { w0.wait(w0.pull({"w"}, {{out.data(), {2}}})); }) == "shard_lost");
+}
+
+// Calls above kv_fast_path::min_numel floats take the members' slots once a pull's answer
+// confirmed them; what comes back is bit-exact, in sync and with row_sparse_pull.
+BOOST_AUTO_TEST_CASE(the_fast_path_carries_pushes_and_pulls_bit_exact) {
+  const std::string tag = test::fresh_shm_tag();
+  job_fixture job(sync_mode::sync, 2, 2, 0, {tag, tag});
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  const std::int64_t rows = 300, cols = 100, n = rows * cols;  // 30,000 floats: one part per key
+  std::vector<float> init(n), out0(n), out1(n), g0(n), g1(n);
+  for (std::int64_t i = 0; i < n; ++i) {
+    init[i] = 0.001f * static_cast<float>(i % 977) - 0.3f;
+    g0[i] = 1e-3f * static_cast<float>(i % 13);
+    g1[i] = -7e-4f * static_cast<float>(i % 17);
+  }
+  w0.init("emb", {init.data(), {rows, cols}});
+  w0.set_optimizer(sgd(0.25f));
+  w0.wait(w0.pull({"emb"}, {{out0.data(), {rows, cols}}}));  // confirms w0's channel to the key's shard
+  w1.wait(w1.pull({"emb"}, {{out1.data(), {rows, cols}}}));
+  BOOST_TEST(std::memcmp(out0.data(), init.data(), n * 4) == 0);
+  std::vector<float> expect(init);
+  for (int round = 0; round < 3; ++round) {
+    auto p0 = w0.push({"emb"}, {{g0.data(), {rows, cols}}});
+    auto p1 = w1.push({"emb"}, {{g1.data(), {rows, cols}}});
+    w0.wait(p0);
+    w1.wait(p1);
+    w0.wait(w0.pull({"emb"}, {{out0.data(), {rows, cols}}}));
+    w1.wait(w1.pull({"emb"}, {{out1.data(), {rows, cols}}}));
+    for (std::int64_t i = 0; i < n; ++i) expect[i] -= 0.25f * (g0[i] + g1[i]);  // the shard sums in rank order
+  }
+  BOOST_TEST(std::memcmp(out0.data(), expect.data(), n * 4) == 0);
+  BOOST_TEST(std::memcmp(out1.data(), expect.data(), n * 4) == 0);
+  // 50 rows of 100 floats: 5,000 floats, above the fast path's floor.
+  std::vector<std::int64_t> ids;
+  for (std::int64_t r = rows - 1; r >= 0; r -= 6) ids.push_back(r);
+  std::vector<float> some(ids.size() * cols);
+  w1.wait(w1.row_sparse_pull("emb", ids, {some.data(), {static_cast<std::int64_t>(ids.size()), cols}}));
+  for (std::size_t i = 0; i < ids.size(); ++i)
+    BOOST_TEST(std::memcmp(&some[i * cols], &expect[ids[i] * cols], cols * 4) == 0);
+  const auto moved0 = w0.transfers(), moved1 = w1.transfers();
+  // w0: its first pull confirmed the channel, so every push and every pull used a slot.
+  BOOST_TEST(moved0.shared_memory_calls == 7u);
+  BOOST_TEST(moved0.network_calls == 0u);
+  BOOST_TEST(moved0.shared_memory_bytes == 7u * n * 4);
+  BOOST_TEST(moved1.shared_memory_calls == 8u);
+  // Calls below the floor go in the message.
+  std::vector<float> tiny(4, 0.f);
+  w0.init("tiny", {tiny.data(), {4}});
+  w0.wait(w0.pull({"tiny"}, {{tiny.data(), {4}}}));
+  BOOST_TEST(w0.transfers().network_calls == 1u);
+}
+
+// A shard that cannot map the member's segments (here: its fast path is off, as on another
+// host) answers in the message; the member then stops offering slots to it, and the job's
+// values are the same.
+BOOST_AUTO_TEST_CASE(a_shard_without_the_fast_path_is_answered_over_the_network) {
+  job_fixture job(sync_mode::async, 1, 1, 0, {test::fresh_shm_tag(), ""});
+  auto& w = *job.stores[0];
+  const std::int64_t n = 10000;
+  std::vector<float> v(n, 2.f), g(n, 0.5f), out(n);
+  w.init("w", {v.data(), {n}});
+  w.set_optimizer(sgd(1.f));
+  for (int i = 0; i < 3; ++i) {
+    w.wait(w.push({"w"}, {{g.data(), {n}}}));
+    w.wait(w.pull({"w"}, {{out.data(), {n}}}));
+  }
+  for (std::int64_t i = 0; i < n; ++i) BOOST_TEST_REQUIRE(out[i] == 0.5f);
+  BOOST_TEST(w.transfers().shared_memory_calls == 0u);
+  BOOST_TEST(w.transfers().network_calls == 6u);
 }

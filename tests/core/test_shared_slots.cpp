@@ -1,7 +1,8 @@
 // shared_slots: a worker's channel and a shard's view of it carry tensors bit-exactly; the
 // push slot waits for a reply through the channel; slots are lent one request at a time; a
 // stale ticket, a slot outside the segment, a shape larger than its slot and another job's
-// segment are refused; a timeout closes the channel.
+// segment are refused; a timeout closes the channel; a member may keep several channels
+// to one shard, which maps at most max_per_member of them and unmaps the least used.
 #define BOOST_TEST_MODULE shared_slots
 #include <boost/test/unit_test.hpp>
 
@@ -78,6 +79,40 @@ BOOST_AUTO_TEST_CASE(tensors_cross_bit_exactly_both_ways) {
   BOOST_TEST(p.shard.mapped() == 1u);
   p.shard.forget(3);
   BOOST_TEST(p.shard.mapped() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_keeps_several_channels_and_the_least_used_is_unmapped_beyond_the_cap) {
+  const std::string tag = fresh_shm_tag();
+  shm::worker_channels shard{tag};
+  std::vector<shm::shard_channel> mine;
+  auto answer_through = [&](shm::shard_channel& c, float v) {
+    auto slot = c.lend_reply_slot();
+    BOOST_REQUIRE(slot.has_value());
+    std::string refused;
+    auto where = shard.answer(3, *slot, ramp(100, v), refused);
+    BOOST_REQUIRE_MESSAGE(where.has_value(), refused);
+    auto got = c.take_reply(*where);
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST(same_bits(*got, ramp(100, v)));
+  };
+  for (std::size_t i = 0; i < shm::worker_channels::max_per_member + 1; ++i) {
+    auto c = shm::shard_channel::create(tag, shm::slot_bytes_for(100), 3);
+    BOOST_REQUIRE(c.has_value());
+    mine.push_back(std::move(*c));
+    answer_through(mine.back(), static_cast<float>(i));
+    if (i == 0) continue;
+    answer_through(mine.front(), 0.5f);  // the first stays in use
+  }
+  BOOST_TEST(shard.mapped() == shm::worker_channels::max_per_member);
+  // Every channel but the one unmapped (the second, used least recently) still takes pushes;
+  // the unmapped one's name is gone (confirmed), so the shard cannot map it again.
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    auto where = mine[i].put_push(ramp(100, 7.f));
+    BOOST_REQUIRE(where.has_value());
+    auto got = shard.take_push(3, *where);
+    BOOST_TEST(got.has_value() == (i != 1), "channel " << i);
+    mine[i].push_settled(false);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_slot_is_lent_to_one_request_at_a_time) {

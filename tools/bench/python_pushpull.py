@@ -3,7 +3,8 @@
 that `troupe launch -- ...` started (one shard server, async, mutual TLS), it pushes and
 pulls one key of FLOATS float32 values REPS times through `troupe.kv`, each call waited
 for, as the C++ client (bench_ps) and MXNet's Python KVStore do in the same bench. Prints
-one JSON line with the median push and pull times and the pulled value it checked."""
+one JSON line with the median push and pull times, the pulled value it checked, and how
+many calls took the same-host fast path and how many the network."""
 import argparse
 import json
 import statistics
@@ -37,9 +38,12 @@ def main():
     # Every push applied once: w = -(reps + 1) * lr * grad everywhere.
     expected = -(args.reps + 1) * 0.01 * 1e-6
     ok = bool(np.allclose(w, expected, rtol=1e-3))
+    moved = kv.transfer_stats()
     kv.close()
     print(json.dumps({"peer": "troupe-python", "floats": args.floats, "reps": args.reps, "values_ok": ok,
-                      "push_ms": 1000 * statistics.median(push), "pull_ms": 1000 * statistics.median(pull)}), flush=True)
+                      "push_ms": 1000 * statistics.median(push), "pull_ms": 1000 * statistics.median(pull),
+                      "shared_memory_calls": moved["shared_memory_calls"], "network_calls": moved["network_calls"]}),
+          flush=True)
 
 
 if __name__ == "__main__":

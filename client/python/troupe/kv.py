@@ -143,6 +143,13 @@ class KVStore:
     def staleness(self, key):
         return self._s.staleness(_key(key))
 
+    def transfer_stats(self):
+        """What this store moved to and from shards in other processes, by path: calls and
+        bytes through the same-host fast path's shared memory, and through the network's
+        messages (pushes counted when sent, pulls when answered). A 'local' store moves
+        nothing and reports zeros."""
+        return self._s.transfer_stats()
+
     @property
     def rank(self):
         return self._s.rank

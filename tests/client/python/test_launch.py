@@ -1,7 +1,8 @@
 """Tests of users' scripts launched as a key-value job's workers (`troupe launch --local
 -- python3 SCRIPT`, tools/cmd_launch.cpp, client/remote_transport.cpp): separate processes
 over mutual TLS meet in sync rounds, a key larger than one message (40 MB, past every
-node's frame bound) is initialised and pulled across processes, a PyTorch model trained through troupe.torch
+node's frame bound) is initialised and pulled across processes (through the same-host
+fast path's shared memory, or over the network with --no-shared-memory), a PyTorch model trained through troupe.torch
 learns, a worker killed mid-run is survived in async (and the launcher's exit code says
 a worker failed), and a script without the TROUPE_* environment, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
@@ -28,7 +29,8 @@ def launch(tmp_path, script, *flags, workers=2, timeout=240):
     return p, (json.loads(lines[-1]) if lines else None)
 
 
-def test_a_key_larger_than_one_message_crosses_processes(tmp_path):
+@pytest.mark.parametrize("shared_memory", [True, False])
+def test_a_key_larger_than_one_message_crosses_processes(tmp_path, shared_memory):
     p, _ = launch(tmp_path, """
         import numpy as np, troupe
         kv = troupe.kv.create('dist')
@@ -40,12 +42,18 @@ def test_a_key_larger_than_one_message_crosses_processes(tmp_path):
         kv.init('emb', np.zeros(n, np.float32))   # the key exists: rank 0's value won
         out = np.empty(n, np.float32)
         kv.wait(kv.pull('emb', out=out))
-        print('RESULT', kv.rank, bool((out == np.arange(n, dtype=np.float32)).all()), flush=True)
+        moved = kv.transfer_stats()
+        print('RESULT', kv.rank, bool((out == np.arange(n, dtype=np.float32)).all()),
+              moved['shared_memory_calls'], moved['network_calls'], flush=True)
         kv.close()
-    """, "--mode", "async")
+    """, "--mode", "async", *([] if shared_memory else ["--no-shared-memory"]))
     assert p.returncode == 0, p.stderr[-3000:]
-    got = sorted(line.split()[-2:] for line in p.stderr.splitlines() if "RESULT" in line)
-    assert got == [["0", "True"], ["1", "True"]]
+    got = sorted(line.split()[-4:] for line in p.stderr.splitlines() if "RESULT" in line)
+    assert [g[:2] for g in got] == [["0", "True"], ["1", "True"]]
+    # The pull is one call per shard per 16 MiB: 4 calls, through the shards' slots on this
+    # host unless the fast path is off.
+    calls = [(int(g[2]), int(g[3])) for g in got]
+    assert calls == ([(4, 0), (4, 0)] if shared_memory else [(0, 4), (0, 4)])
 
 
 def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
