@@ -69,7 +69,9 @@ std::optional<fault> kv_shard_core::define(kv_part_id id, const std::string& key
 }
 
 void kv_shard_core::set_optimizer(std::optional<kv_optimizer> opt) {
+  const bool same_rule = opt && cfg_.optimizer && opt->config == cfg_.optimizer->config;
   cfg_.optimizer = std::move(opt);
+  if (same_rule) return;
   for (auto& [id, p] : parts_) {
     p.opt.reset();
     if (cfg_.optimizer) p.opt.emplace(cfg_.optimizer->config, p.value.numel());

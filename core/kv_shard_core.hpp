@@ -75,7 +75,10 @@ class kv_shard_core {
   std::optional<fault> define(kv_part_id id, const std::string& key_name, const_tensor_view initial);
   bool defined(kv_part_id id) const { return parts_.count(id) > 0; }
 
-  // Sets (or clears) the server optimizer; the optimizer state of every part starts afresh.
+  // Sets (or clears) the server optimizer. Only the learning rate's schedule changed (as a
+  // worker's learning-rate scheduler does): every part keeps its optimizer state (momentum,
+  // Adam's moments), as PyTorch does when a group's lr changes. Anything else changed: the
+  // state of every part starts afresh.
   void set_optimizer(std::optional<kv_optimizer> opt);
 
   struct push_outcome {

@@ -23,6 +23,7 @@ struct optimizer_config {
   bool nesterov = false;       // sgd
   float weight_decay = 0.f;    // both (L2, added to the gradient)
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+  bool operator==(const optimizer_config&) const = default;
 };
 
 class optimizer_state {

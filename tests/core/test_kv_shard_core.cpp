@@ -3,7 +3,8 @@
 // pushes are applied; a member may push a round ahead; async applies on arrival; ssp
 // holds exactly the pulls past the bound; without a server optimizer a part stores the
 // round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
-// and drops its held pulls; bad gradients and unknown parts are refused and change nothing.
+// and drops its held pulls; bad gradients and unknown parts are refused and change nothing;
+// a new learning rate keeps the optimizer's momentum, a new rule starts it afresh.
 #define BOOST_TEST_MODULE kv_shard_core
 #include <boost/test/unit_test.hpp>
 
@@ -119,6 +120,25 @@ BOOST_AUTO_TEST_CASE(without_a_server_optimizer_parts_store_what_workers_update_
   a.set_optimizer(plain_sgd());
   a.push(2, part_a, 0, filled(2.f));
   BOOST_TEST(at(a, part_a) == 3.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_new_learning_rate_keeps_the_momentum_and_a_new_rule_starts_afresh) {
+  auto momentum = [](float lr) {
+    return kv_optimizer{optimizer_config{optimizer_kind::sgd, 0.5f, false, 0.f},
+                        lr_schedule{lr_schedule_kind::constant, lr, 0, 1, 0.f}};
+  };
+  auto a = make(sync_mode::async, momentum(1.f));
+  a.push(0, part_a, 0, filled(1.f));  // velocity 1, value -1
+  a.set_optimizer(momentum(0.5f));    // a scheduler's step: only the learning rate changes
+  a.push(0, part_a, 1, filled(1.f));  // velocity 0.5 * 1 + 1 = 1.5, value -1 - 0.5 * 1.5
+  BOOST_TEST(at(a, part_a) == -1.75f);
+  auto b = make(sync_mode::async, momentum(1.f));
+  b.push(0, part_a, 0, filled(1.f));
+  auto other = momentum(0.5f);
+  other.config.momentum = 0.25f;      // another rule: the velocity starts at zero
+  b.set_optimizer(other);
+  b.push(0, part_a, 1, filled(1.f));  // velocity 1, value -1 - 0.5 * 1
+  BOOST_TEST(at(b, part_a) == -1.5f);
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_leaves_closes_its_rounds_and_drops_its_pulls) {

@@ -12,7 +12,11 @@ pulls the parameters straight into the model's tensors (no copies).
 
 - update_on_kvstore=True (the default): the wrapped optimizer's kind and hyper-parameters
   (SGD with momentum/nesterov/weight decay, or Adam) are sent to the shards, which update
-  the parameters; the wrapped optimizer itself never steps.
+  the parameters; the wrapped optimizer itself never steps. They are sent again before
+  the first push of any step where they changed, so PyTorch's learning-rate schedulers
+  (torch.optim.lr_scheduler, on the wrapped optimizer) drive the shards; a change of lr
+  alone keeps the shards' momentum and Adam moments. Each change costs one round trip
+  through the coordinator: schedulers that step every batch pay it every step.
 - update_on_kvstore=False (sync only): step() pulls the workers' summed gradient into
   .grad, averages it, and steps the wrapped optimizer locally.
 In sync each gradient is divided by the number of workers before it is pushed, so the
@@ -80,8 +84,9 @@ class DistributedOptimizer:
         if not update_on_kvstore and not self._sync:
             raise Error("bad_job", f"update_on_kvstore=False needs a sync store; in {kv.mode} the shards keep only "
                                    "the latest gradient, so the optimizer must run on the shards")
+        self._sent = None  # the server optimizer's hyper-parameters the shards hold
         if update_on_kvstore:
-            kv.set_optimizer(**_server_optimizer(optimizer))
+            self._follow_optimizer()
         self._pending = []  # push and pull handles of this step
         self._incoming = {}  # name -> the buffer its pull writes (copied into the parameter by step())
         self._pushed = set()
@@ -94,6 +99,15 @@ class DistributedOptimizer:
     def param_groups(self):
         return self.optimizer.param_groups
 
+    def _follow_optimizer(self):
+        # The wrapped optimizer's hyper-parameters go to the shards whenever they changed
+        # (a learning-rate scheduler's step, a hand-set lr), before this step's first push;
+        # a change of lr alone keeps the shards' momentum and moments, as in PyTorch.
+        wanted = _server_optimizer(self.optimizer)
+        if wanted != self._sent:
+            self.kv.set_optimizer(**wanted)
+            self._sent = wanted
+
     def _make_hook(self, name, p):
         # The gradient is pushed as soon as backward has it, and the key's pull is asked for
         # right behind the push: the shard answers it once the push is applied (in sync, once
@@ -103,6 +117,8 @@ class DistributedOptimizer:
             if name in self._pushed:
                 raise Error("duplicate", f"the gradient of {name} was pushed twice before step(); "
                                          "call step() after every backward")
+            if not self._pushed and self._update_on_kvstore:
+                self._follow_optimizer()
             if self._scale != 1.0:
                 p.grad.mul_(self._scale)
             buf = self._incoming.get(name)
@@ -130,6 +146,10 @@ class DistributedOptimizer:
         self._pushed.clear()
         if not self._update_on_kvstore:
             self.optimizer.step()
+        else:
+            # The shards stepped: a scheduler on the wrapped optimizer counts it as a step
+            # (otherwise it warns that it stepped before the optimizer did).
+            self.optimizer._step_count = getattr(self.optimizer, "_step_count", 0) + 1
 
     def zero_grad(self, set_to_none=False):
         # Gradients stay allocated: the pushes read them in place.

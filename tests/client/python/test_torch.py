@@ -1,5 +1,5 @@
 """Tests for troupe.torch (client/python/troupe/torch.py): the DistributedOptimizer with one
-worker in sync matches a plain PyTorch run; two workers in threads, each on half of every
+worker in sync matches a plain PyTorch run, also under a learning-rate scheduler; two workers in threads, each on half of every
 batch, match one process on the whole batch (sync averages); update_on_kvstore=False
 steps the wrapped optimizer on the averaged gradient; broadcast_parameters gives every
 worker rank 0's values; unsupported optimizers are refused with a message."""
@@ -57,6 +57,30 @@ def test_one_worker_in_sync_matches_plain_pytorch(make_opt):
     got = train(troupe.kv.create("local"), make_opt, 6)
     for e, g in zip(expect, got):
         torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_a_learning_rate_scheduler_drives_the_shards():
+    # StepLR halves the lr every 2 steps; the shards must follow it, keeping the momentum.
+    def run(kv):
+        model = make_model(1)
+        inner = torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
+        opt = inner
+        if kv is not None:
+            tt.broadcast_parameters(model, kv)
+            opt = tt.DistributedOptimizer(inner, model.named_parameters(), kv)
+        sched = torch.optim.lr_scheduler.StepLR(inner, step_size=2, gamma=0.5)
+        for x, y in batches(7):
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            sched.step()
+        return [p.detach().clone() for p in model.parameters()]
+    expect, got = run(None), run(troupe.kv.create("local"))
+    for e, g in zip(expect, got):
+        torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+    # Without following the scheduler the result differs: the check can fail.
+    frozen = reference(lambda ps: torch.optim.SGD(ps, lr=0.2, momentum=0.9), 7)
+    assert not all(torch.allclose(f, e, rtol=1e-5, atol=1e-6) for f, e in zip(frozen, expect))
 
 
 def test_two_workers_on_half_batches_match_one_on_the_whole_batch():
