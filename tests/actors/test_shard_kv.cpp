@@ -85,7 +85,7 @@ struct kv_job {
   // Key w's values, pulled whole.
   tensor values() {
     tensor t;
-    BOOST_REQUIRE(!pull(kv_pull{0, 0, {part}, {{}}, {0}}, &t));
+    BOOST_REQUIRE(!pull(kv_pull{0, 0, {part}, {{}}, {0}, {}}, &t));
     return t;
   }
 
@@ -111,33 +111,33 @@ bool all_equal(const tensor& t, float v) {
 }  // namespace
 
 BOOST_FIXTURE_TEST_CASE(a_well_formed_push_and_pull_go_through, kv_job) {
-  BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, filled(n, 3.f)}));
+  BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, filled(n, 3.f), {}}));
   BOOST_TEST(all_equal(values(), 3.f));  // no optimizer: async keeps the latest gradient
   tensor rows;
-  BOOST_TEST(!pull(kv_pull{0, 0, {part}, {{2, 5}}, {1}}, &rows));
+  BOOST_TEST(!pull(kv_pull{0, 0, {part}, {{2, 5}}, {1}, {}}, &rows));
   BOOST_TEST(rows.numel() == 2);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_push_whose_data_does_not_match_its_parts_is_malformed, kv_job) {
-  auto e = push(kv_push{0, 0, {part}, {0}, filled(5, 3.f)});
+  auto e = push(kv_push{0, 0, {part}, {0}, filled(5, 3.f), {}});
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::malformed));
   BOOST_TEST(e->second.find("carries 5 values") != std::string::npos);
-  auto no_versions = push(kv_push{0, 0, {part}, {}, filled(n, 3.f)});
+  auto no_versions = push(kv_push{0, 0, {part}, {}, filled(n, 3.f), {}});
   BOOST_REQUIRE(no_versions);
   BOOST_TEST((no_versions->first == errc::malformed));
   BOOST_TEST(all_equal(values(), 1.f));
 }
 
 BOOST_FIXTURE_TEST_CASE(parts_it_does_not_hold_and_other_shards_messages_are_refused, kv_job) {
-  auto e = push(kv_push{0, 0, {make_part_id(7, 0)}, {0}, filled(n, 3.f)});
+  auto e = push(kv_push{0, 0, {make_part_id(7, 0)}, {0}, filled(n, 3.f), {}});
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::bad_shard));
   BOOST_TEST(e->second.find("is not on this shard") != std::string::npos);
-  auto p = pull(kv_pull{0, 0, {make_part_id(7, 0)}, {{}}, {0}});
+  auto p = pull(kv_pull{0, 0, {make_part_id(7, 0)}, {{}}, {0}, {}});
   BOOST_REQUIRE(p);
   BOOST_TEST((p->first == errc::bad_shard));
-  auto elsewhere = push(kv_push{3, 0, {part}, {0}, filled(n, 3.f)});
+  auto elsewhere = push(kv_push{3, 0, {part}, {0}, filled(n, 3.f), {}});
   BOOST_REQUIRE(elsewhere);
   BOOST_TEST((elsewhere->first == errc::bad_shard));
   BOOST_TEST(elsewhere->second.find("for shard 3") != std::string::npos);
@@ -145,11 +145,11 @@ BOOST_FIXTURE_TEST_CASE(parts_it_does_not_hold_and_other_shards_messages_are_ref
 }
 
 BOOST_FIXTURE_TEST_CASE(rows_outside_the_part_are_refused, kv_job) {
-  auto e = pull(kv_pull{0, 0, {part}, {{8}}, {1}});
+  auto e = pull(kv_pull{0, 0, {part}, {{8}}, {1}, {}});
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::bad_shape));
   BOOST_TEST(e->second.find("row 8, outside its part") != std::string::npos);
-  auto mismatched = pull(kv_pull{0, 0, {part}, {}, {}});
+  auto mismatched = pull(kv_pull{0, 0, {part}, {}, {}, {}});
   BOOST_REQUIRE(mismatched);
   BOOST_TEST((mismatched->first == errc::malformed));
 }
@@ -157,7 +157,7 @@ BOOST_FIXTURE_TEST_CASE(rows_outside_the_part_are_refused, kv_job) {
 BOOST_FIXTURE_TEST_CASE(a_gradient_that_is_not_finite_changes_nothing, kv_job) {
   tensor g = filled(n, 3.f);
   g.data<float>()[4] = std::numeric_limits<float>::quiet_NaN();
-  auto e = push(kv_push{0, 0, {part}, {0}, std::move(g)});
+  auto e = push(kv_push{0, 0, {part}, {0}, std::move(g), {}});
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::not_finite));
   BOOST_TEST(all_equal(values(), 1.f));
