@@ -12,16 +12,11 @@ std::optional<kv_fast_path::push_lease> kv_fast_path::lend_push(std::uint32_t s,
   if (numel < min_numel || s >= shards_.size()) return std::nullopt;
   std::lock_guard lock(mu_);
   auto& sh = shards_[s];
-  const std::size_t need = shm::slot_bytes_for(numel);
-  std::optional<std::size_t> best;
-  for (std::size_t i = 0; i < sh.channels.size(); ++i) {
-    const auto& e = sh.channels[i];
-    if (e.push_busy || !e.ch || !e.ch->confirmed() || e.ch->closed() || e.ch->slot_bytes() < need) continue;
-    if (!best || e.ch->slot_bytes() < sh.channels[*best].ch->slot_bytes()) best = i;
-  }
+  const auto best = smallest_fitting(sh, shm::slot_bytes_for(numel),
+                                     [](const entry& e) { return !e.push_busy && e.ch.confirmed(); });
   if (!best) return std::nullopt;
   auto& e = sh.channels[*best];
-  auto buffer = e.ch->lend_push_buffer(numel);
+  auto buffer = e.ch.lend_push_buffer(numel);
   if (!buffer) return std::nullopt;
   e.push_busy = true;
   return push_lease{*best, std::move(*buffer)};
@@ -29,7 +24,7 @@ std::optional<kv_fast_path::push_lease> kv_fast_path::lend_push(std::uint32_t s,
 
 shared_tensor kv_fast_path::seal_push(std::uint32_t s, const push_lease& lease) {
   std::lock_guard lock(mu_);
-  auto where = shards_.at(s).channels.at(lease.channel).ch->put_push(lease.buffer);
+  auto where = shards_.at(s).channels.at(lease.channel).ch.put_push(lease.buffer);
   return where ? std::move(*where) : shared_tensor{};
 }
 
@@ -37,7 +32,7 @@ void kv_fast_path::push_settled(std::uint32_t s, std::size_t channel, bool timed
   std::lock_guard lock(mu_);
   auto& e = shards_.at(s).channels.at(channel);
   e.push_busy = false;
-  if (e.ch) e.ch->push_settled(timed_out);
+  e.ch.push_settled(timed_out);
 }
 
 std::optional<kv_fast_path::reply_lease> kv_fast_path::lend_reply(std::uint32_t s, std::int64_t numel) {
@@ -46,12 +41,7 @@ std::optional<kv_fast_path::reply_lease> kv_fast_path::lend_reply(std::uint32_t 
   auto& sh = shards_[s];
   if (sh.declined) return std::nullopt;
   const std::size_t need = shm::slot_bytes_for(numel);
-  std::optional<std::size_t> best;
-  for (std::size_t i = 0; i < sh.channels.size(); ++i) {
-    const auto& e = sh.channels[i];
-    if (e.reply_busy || !e.ch || e.ch->closed() || e.ch->slot_bytes() < need) continue;
-    if (!best || e.ch->slot_bytes() < sh.channels[*best].ch->slot_bytes()) best = i;
-  }
+  auto best = smallest_fitting(sh, need, [](const entry& e) { return !e.reply_busy; });
   if (!best) {
     if (sh.channels.size() >= max_channels) return std::nullopt;
     auto made = shm::shard_channel::create(tag_, std::max(need, min_slot_bytes), rank_);
@@ -65,7 +55,7 @@ std::optional<kv_fast_path::reply_lease> kv_fast_path::lend_reply(std::uint32_t 
     sh.channels.push_back({std::move(*made), false, false});
   }
   auto& e = sh.channels[*best];
-  auto where = e.ch->lend_reply_slot();
+  auto where = e.ch.lend_reply_slot();
   if (!where) return std::nullopt;
   e.reply_busy = true;
   return reply_lease{*best, std::move(*where)};
@@ -75,8 +65,8 @@ expected<tensor> kv_fast_path::take_reply(std::uint32_t s, std::size_t channel, 
   std::lock_guard lock(mu_);
   auto& sh = shards_.at(s);
   auto& e = sh.channels.at(channel);
-  if (!e.ch || !e.reply_busy) return failure{"an answer names a slot this member did not lend"};
-  auto t = e.ch->take_reply(where);
+  if (!e.reply_busy) return failure{"an answer names a slot this member did not lend"};
+  auto t = e.ch.take_reply(where);
   if (t && !sh.announced) {
     sh.announced = true;
     spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", s);
@@ -89,11 +79,10 @@ void kv_fast_path::reply_settled(std::uint32_t s, std::size_t channel, bool inli
   auto& sh = shards_.at(s);
   auto& e = sh.channels.at(channel);
   e.reply_busy = false;
-  if (!e.ch) return;
-  e.ch->reply_failed(timed_out);
-  if (inline_answer && !e.ch->confirmed() && !sh.declined) {
+  e.ch.reply_failed(timed_out);
+  if (inline_answer && !e.ch.confirmed() && !sh.declined) {
     sh.declined = true;
-    e.ch->reply_failed(true);  // closed: never offered again
+    e.ch.reply_failed(true);  // closed: never offered again
     spdlog::info("troupe.kv: shard {} cannot map this host's shared memory (another host, or it is off there); "
                  "its tensors go over the network",
                  s);
@@ -103,7 +92,7 @@ void kv_fast_path::reply_settled(std::uint32_t s, std::size_t channel, bool inli
 std::size_t kv_fast_path::confirmed(std::uint32_t s) const {
   std::lock_guard lock(mu_);
   std::size_t n = 0;
-  for (const auto& e : shards_.at(s).channels) n += e.ch && e.ch->confirmed() && !e.ch->closed();
+  for (const auto& e : shards_.at(s).channels) n += e.ch.confirmed() && !e.ch.closed();
   return n;
 }
 

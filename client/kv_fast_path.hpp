@@ -41,7 +41,7 @@ class kv_fast_path {
     tensor buffer;
   };
   std::optional<push_lease> lend_push(std::uint32_t s, std::int64_t numel);
-  // The descriptor to send for a filled lease.
+  // The descriptor to send for a filled lease (a lent buffer always has one).
   shared_tensor seal_push(std::uint32_t s, const push_lease& lease);
   // The push was answered or refused (the slot is free), or timed out (the channel closes:
   // the shard may still read it).
@@ -67,7 +67,7 @@ class kv_fast_path {
 
  private:
   struct entry {
-    std::optional<shm::shard_channel> ch;
+    shm::shard_channel ch;
     bool push_busy = false, reply_busy = false;
   };
   struct to_shard {
@@ -75,6 +75,17 @@ class kv_fast_path {
     bool declined = false;
     bool announced = false;
   };
+  // The channel to `sh` with the smallest slot of at least `need` bytes that `usable` takes.
+  template <class Usable>
+  static std::optional<std::size_t> smallest_fitting(const to_shard& sh, std::size_t need, Usable usable) {
+    std::optional<std::size_t> best;
+    for (std::size_t i = 0; i < sh.channels.size(); ++i) {
+      const auto& e = sh.channels[i];
+      if (e.ch.closed() || e.ch.slot_bytes() < need || !usable(e)) continue;
+      if (!best || e.ch.slot_bytes() < sh.channels[*best].ch.slot_bytes()) best = i;
+    }
+    return best;
+  }
   mutable std::mutex mu_;
   std::string tag_;
   std::uint32_t rank_ = 0;

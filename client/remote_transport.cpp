@@ -63,6 +63,33 @@ class transfer_counters {
   std::atomic<std::uint64_t> shared_calls_{0}, network_calls_{0}, shared_bytes_{0}, network_bytes_{0};
 };
 
+// Copies a pull's answer into the caller's arrays, from the fast path's reply slot
+// `channel` (borrowed until this returns) or from the message; each part's version, or why not.
+or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
+                                               std::int64_t total, kv_fast_path* fast, std::uint32_t shard,
+                                               std::optional<std::size_t> channel) {
+  const std::string who = "shard " + std::to_string(shard);
+  tensor from = std::move(reply.data);
+  if (!reply.shared.empty()) {
+    if (!channel) return fault{errc::malformed, who + " answered a pull in shared memory this member did not offer"};
+    auto t = fast->take_reply(shard, *channel, reply.shared);
+    if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
+    from = std::move(*t);
+  }
+  if (from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
+    return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " values for " +
+                                      std::to_string(total)};
+  std::vector<part_result> out;
+  std::int64_t pos = 0;
+  const const_tensor_view src = from.view();
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    copy(floats(parts[i].out, parts[i].numel), src.flat(pos, parts[i].numel));
+    pos += parts[i].numel;
+    out.push_back({parts[i].part, reply.versions[i], 0});
+  }
+  return out;
+}
+
 // Waits for a blocking call's answer, at most `timeout`.
 template <class T>
 or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout, const std::string& what) {
@@ -147,14 +174,9 @@ class remote_transport final : public kv_transport {
     std::optional<std::size_t> channel;
     if (lease) {
       msg.shared = fast_->seal_push(shard, *lease);
-      if (msg.shared.empty()) {
-        msg.data = tensor(lease->buffer);  // cannot happen with a lent buffer; the copy keeps the push whole
-        fast_->push_settled(shard, lease->channel, false);
-      } else {
-        channel = lease->channel;
-      }
+      channel = lease->channel;
     }
-    count(channel.has_value(), total);
+    stats_->add(channel.has_value(), total);
     auto ids = msg.parts;
     auto fast = fast_;
     caf::anon_send(member_, member_call_push{shard, std::move(msg), [done, ids, fast, shard, channel](or_fault<kv_push_ack> r) {
@@ -190,52 +212,18 @@ class remote_transport final : public kv_transport {
     auto stats = stats_;
     caf::anon_send(member_, member_call_pull{shard, std::move(msg), [done, parts, fast, shard, channel, total,
                                                                      stats](or_fault<kv_pull_reply> r) {
-                                               if (auto* f = std::get_if<fault>(&r)) {
-                                                 if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
-                                                 return done(*f, {});
-                                               }
-                                               auto& reply = std::get<kv_pull_reply>(r);
-                                               const bool shared = !reply.shared.empty();
-                                               auto settle = [&] {
-                                                 if (channel) fast->reply_settled(shard, *channel, !shared, false);
-                                               };
-                                               if (shared && !channel) {
-                                                 return done(fault{errc::malformed, "shard " + std::to_string(shard) +
-                                                                   " answered a pull in shared memory this member did not offer"},
-                                                             {});
-                                               }
-                                               tensor from = shared ? tensor() : std::move(reply.data);
-                                               if (shared) {
-                                                 auto t = fast->take_reply(shard, *channel, reply.shared);
-                                                 if (!t) {
-                                                   settle();
-                                                   return done(fault{errc::malformed, "shard " + std::to_string(shard) +
-                                                                     "'s answer in shared memory: " + t.error().message},
-                                                               {});
-                                                 }
-                                                 from = std::move(*t);
-                                               }
-                                               if (from.numel() != total || from.type() != dtype::f32 ||
-                                                   reply.versions.size() != parts.size()) {
-                                                 settle();
-                                                 return done(fault{errc::malformed, "a shard answered a pull with " +
-                                                                                        std::to_string(from.numel()) +
-                                                                                        " values for " + std::to_string(total)},
-                                                             {});
-                                               }
-                                               std::vector<part_result> out;
-                                               std::int64_t pos = 0;
-                                               const const_tensor_view src = from.view();
-                                               for (std::size_t i = 0; i < parts.size(); ++i) {
-                                                 copy(floats(parts[i].out, parts[i].numel), src.flat(pos, parts[i].numel));
-                                                 pos += parts[i].numel;
-                                                 out.push_back({parts[i].part, reply.versions[i], 0});
-                                               }
-                                               from = tensor();
-                                               settle();
-                                               stats->add(shared, total);
-                                               done(std::nullopt, std::move(out));
-                                             }});
+      if (auto* f = std::get_if<fault>(&r)) {
+        if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+        return done(*f, {});
+      }
+      auto& reply = std::get<kv_pull_reply>(r);
+      const bool shared = !reply.shared.empty();
+      auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel);
+      if (channel) fast->reply_settled(shard, *channel, !shared, false);  // copied out: the slot is free again
+      if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+      stats->add(shared, total);
+      done(std::nullopt, std::move(std::get<0>(got)));
+    }});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }
@@ -298,8 +286,6 @@ class remote_transport final : public kv_transport {
   caf::actor member_;
   member_assignment place_;
   std::chrono::milliseconds connect_timeout_{30000};
-  void count(bool shared, std::int64_t numel) { stats_->add(shared, numel); }
-
   bool closed_ = false;
   heap_returner heap_;
   std::string fast_path_tag_;
