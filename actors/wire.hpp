@@ -92,7 +92,7 @@ TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.reject
 TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port, x.proof)
 TROUPE_INSPECT(member_joined, x.rank, x.clock)
 TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
-TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality, x.proof)
+TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality, x.proof, x.wanted_rank)
 TROUPE_INSPECT(group_id, x.leader, x.id)
 TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)

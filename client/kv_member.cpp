@@ -124,7 +124,7 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         auto& st = self->state;
         auto done = c.done;
         self->request(st.opts.coordinator, st.opts.connect_timeout, join_atom::value,
-                      worker_join{c.job_id, {}, 0, {}, c.proof})
+                      worker_join{c.job_id, {}, 0, {}, c.proof, st.opts.wanted_rank})
             .then(
                 [=](worker_welcome& w) {
                   self->state.place = std::move(w.place);

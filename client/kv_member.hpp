@@ -60,6 +60,9 @@ struct member_options {
   std::optional<caf::io::middleman_actor> connector;
   std::function<void(const std::string& host, std::uint16_t port, const char* role)> expect_peer;
   std::chrono::milliseconds connect_timeout{30000};
+  // The rank to ask the coordinator for (TROUPE_WORKER_INDEX), or -1 for any
+  // (worker_join::wanted_rank).
+  std::int32_t wanted_rank = -1;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <charconv>
 #include <future>
 
 #include "client/kv_fast_path.hpp"
@@ -302,6 +303,17 @@ or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, 
   return std::unique_ptr<kv_transport>(std::move(t));
 }
 
+or_fault<std::int32_t> worker_index(const std::map<std::string, std::string>& env) {
+  auto it = env.find("TROUPE_WORKER_INDEX");
+  if (it == env.end() || it->second.empty()) return -1;
+  std::int32_t v = -1;
+  const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0)
+    return fault{errc::bad_job, "TROUPE_WORKER_INDEX is \"" + it->second +
+                                    "\", not a worker index (0, 1, ...); `troupe launch` sets it, or unset it"};
+  return v;
+}
+
 or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
                                                              const std::string& type) {
   node_options o;
@@ -315,6 +327,8 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
     return fault{errc::bad_job, "TROUPE_JOB_ID is not set; `troupe launch` sets it with TROUPE_COORDINATOR"};
   auto plan = resolve_node_options(o);
   if (!plan) return fault{errc::bad_job, "the TROUPE_* environment is not usable: " + plan.error().message};
+  const auto index = worker_index(env);
+  if (const auto* bad = std::get_if<fault>(&index)) return *bad;
   raise_fd_limit();
   auto cfg = std::make_unique<caf::actor_system_config>();
   configure_node(*cfg, *plan);
@@ -327,6 +341,7 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
   if (plan->tls.any())
     opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) { expect_peer(host, port, role); };
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
+  opts.wanted_rank = std::get<std::int32_t>(index);
   const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
   caf::actor_system& ref = *sys;
   auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag(*plan));

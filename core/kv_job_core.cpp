@@ -46,24 +46,39 @@ kv_job_actions_list kv_job_core::on_shard_join(ticket t, const shard_join& j) {
 kv_job_actions_list kv_job_core::on_member_join(ticket t, const worker_join& j) {
   if (phase_ == phase::finished) return {refuse{t, {errc::cluster_full, "the job has ended"}}};
   if (j.job_id != job_.job_id) return {refuse{t, {errc::bad_job, "this coordinator runs job " + job_.job_id}}};
-  const auto rank = static_cast<std::uint32_t>(members_.size());
-  members_.push_back({});
+  const std::uint32_t rank = rank_for(j.wanted_rank);
+  if (rank >= members_.size()) members_.resize(rank + 1);
+  members_[rank] = member{true, true, false};
   kv_job_actions_list out{assign_rank{t, rank}};
   if (phase_ == phase::running) {  // elastic: a new member joins the running job
     admitting_[rank] = t;
     out.push_back(admit_to_shards{rank});
     return out;
   }
-  pending_joins_.push_back(t);
+  pending_joins_[rank] = t;
   maybe_start(out);
   return out;
+}
+
+std::uint32_t kv_job_core::rank_for(std::int32_t wanted) const {
+  const auto size = static_cast<std::uint32_t>(members_.size());
+  if (phase_ != phase::admitting) return size;
+  if (wanted >= 0 && static_cast<std::uint32_t>(wanted) < job_.workers) {
+    const auto w = static_cast<std::uint32_t>(wanted);
+    if (w >= size || !members_[w].joined) return w;
+  }
+  for (std::uint32_t r = 0; r < size; ++r)
+    if (!members_[r].joined) return r;
+  return size;
 }
 
 void kv_job_core::maybe_start(kv_job_actions_list& out) {
   if (phase_ != phase::admitting || shard_hosts_.size() < job_.servers || pending_joins_.size() < job_.workers) return;
   phase_ = phase::starting;
   membership m;
-  for (std::uint32_t r = 0; r < members_.size(); ++r) m.workers.push_back(r);
+  for (std::uint32_t r = 0; r < members_.size(); ++r)
+    if (members_[r].joined) m.workers.push_back(r);
+  started_members_ = static_cast<std::uint32_t>(members_.size());
   out.push_back(start_shards{m});
 }
 
@@ -72,8 +87,15 @@ kv_job_actions_list kv_job_core::shards_started(time_point now) {
   if (phase_ != phase::starting) return out;
   phase_ = phase::running;
   started_at_ = now;
-  for (std::uint32_t r = 0; r < pending_joins_.size(); ++r)
-    if (members_[r].live) out.push_back(welcome_member{pending_joins_[r], assignment(r)});
+  for (const auto& [r, t] : pending_joins_) {
+    if (!members_[r].live) continue;
+    if (r < started_members_) {
+      out.push_back(welcome_member{t, assignment(r)});
+    } else {  // joined while the shards started: they do not know it yet
+      admitting_[r] = t;
+      out.push_back(admit_to_shards{r});
+    }
+  }
   pending_joins_.clear();
   return out;
 }
@@ -255,7 +277,8 @@ void kv_job_core::maybe_finish(kv_job_actions_list& out, time_point now) {
 void kv_job_core::finish(std::variant<job_result, fault> outcome, kv_job_actions_list& out) {
   if (phase_ == phase::finished) return;
   phase_ = phase::finished;
-  for (ticket t : pending_joins_) out.push_back(refuse{t, {errc::cluster_full, "the job ended before it started"}});
+  for (const auto& [r, t] : pending_joins_)
+    out.push_back(refuse{t, {errc::cluster_full, "the job ended before it started"}});
   pending_joins_.clear();
   out.push_back(job_actions::finish{std::move(outcome)});
 }

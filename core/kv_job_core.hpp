@@ -97,7 +97,8 @@ class kv_job_core {
 
  private:
   struct member {
-    bool live = true, done = false;
+    bool joined = false;  // false: a rank held free before the start (a lower one was wanted)
+    bool live = false, done = false;
   };
   struct pending_define {
     std::string name;
@@ -105,6 +106,10 @@ class kv_job_core {
   };
 
   member_assignment assignment(std::uint32_t rank) const;
+  // The rank a join gets: before the start the one it wants, when that is below the
+  // job's worker count and free, else the lowest free one; after it, the next new rank
+  // (ranks are never reused: the shards keep per-rank state).
+  std::uint32_t rank_for(std::int32_t wanted) const;
   void maybe_start(kv_job_actions_list& out);
   void check_barrier(kv_job_actions_list& out);
   void drop_staged(std::uint32_t rank);
@@ -116,7 +121,8 @@ class kv_job_core {
   std::vector<std::string> shard_hosts_;
   std::vector<std::uint16_t> shard_ports_;
   std::vector<member> members_;        // by rank
-  std::vector<ticket> pending_joins_;  // by rank, until the start
+  std::map<std::uint32_t, ticket> pending_joins_;  // by rank, until the start
+  std::uint32_t started_members_ = 0;              // ranks below this are in start_shards
   std::map<std::uint32_t, ticket> admitting_;  // rank -> its join, while the shards admit it
   kv_registry registry_;
   std::map<std::uint64_t, pending_define> defines_;  // by key id

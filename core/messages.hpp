@@ -96,6 +96,10 @@ struct worker_join {
   // GPUs of one machine, "cpu@host:pid" for threads of one process).
   std::string locality;
   std::string proof;  // as shard_join's
+  // The rank this member asks for (a launched worker's TROUPE_WORKER_INDEX), or -1 for
+  // any. Key-value jobs grant it before the start when it is below the job's worker count
+  // and free; training jobs assign ranks in join order.
+  std::int32_t wanted_rank = -1;
 };
 
 // Coordinator -> member: its place in the job. actors/protocol.hpp's worker_welcome

@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
+                    help="the learning rate over the epochs: cosine decay to zero by the last, or constant")
     ap.add_argument("--train-samples", type=int, default=0, help="use only the first N training samples")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--seed", type=int, default=1)
@@ -71,8 +73,11 @@ def main():
     model = Net()
     tt.broadcast_parameters(model, kv)
     # BatchNorm's running statistics are buffers, not parameters: each worker keeps its own.
-    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4),
-                                  model.named_parameters(), kv)
+    sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
+    opt = tt.DistributedOptimizer(sgd, model.named_parameters(), kv)
+    # A PyTorch scheduler on the wrapped optimizer: troupe.torch sends each new lr to the
+    # shards before the next step's first push (one round trip per epoch here).
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=args.epochs) if args.schedule == "cosine" else None
     g = torch.Generator().manual_seed(args.seed + index)
     steps = len(xs) // args.batch_size
     train_seconds, acc = 0.0, None
@@ -89,6 +94,8 @@ def main():
             loss_sum += loss.item()
         seconds = time.perf_counter() - t0
         train_seconds += seconds
+        if sched:
+            sched.step()
         if args.eval == "end" and epoch + 1 < args.epochs:
             print(f"worker {kv.rank} epoch {epoch + 1}: loss {loss_sum / max(steps, 1):.4f}, "
                   f"{steps * args.batch_size / seconds:.0f} samples/s", flush=True)

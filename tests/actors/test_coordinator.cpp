@@ -35,7 +35,7 @@ struct worker_log {
 
 // A worker whose every step the test triggers by hand.
 caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c, std::string job_id, worker_log* log) {
-  self->request(c, caf::infinite, join_atom::value, worker_join{job_id, {}, 0, {}, {}})
+  self->request(c, caf::infinite, join_atom::value, worker_join{job_id, {}, 0, {}, {}, -1})
       .then([=](worker_welcome& w) { log->welcome = std::move(w); },
             [=](caf::error& e) {
               log->join_error = e;

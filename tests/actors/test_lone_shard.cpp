@@ -42,7 +42,7 @@ BOOST_FIXTURE_TEST_CASE(starts_the_shard_once_every_member_joined, test::determi
   caf::error third;
   for (int i = 0; i < 3; ++i)
     sys->spawn([&, coord](caf::event_based_actor* self) {
-      self->request(coord, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}})
+      self->request(coord, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}, -1})
           .then([&](worker_welcome& w) { welcomes.push_back(std::move(w)); }, [&](caf::error& e) { third = e; });
     });
   sched->run();

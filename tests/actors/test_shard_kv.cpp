@@ -50,7 +50,7 @@ struct kv_job {
     shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag);
     join_as_shard(shard_server, "", 0);
     member.emplace(*sys);
-    (*member)->request(coordinator, timeout, join_atom::value, worker_join{"kv-test", {}, 0, {}, {}})
+    (*member)->request(coordinator, timeout, join_atom::value, worker_join{"kv-test", {}, 0, {}, {}, -1})
         .receive([&](worker_welcome& w) { shard = w.shards.at(0); },
                  [&](caf::error& e) { BOOST_FAIL("the member did not join: " << describe(e)); });
     (*member)->request(coordinator, timeout, kv_init_atom::value, kv_init{0, "s:w", {n}, filled(n, 1.f), 0})

@@ -80,7 +80,7 @@ struct fixture : test::deterministic_system {
       members.push_back(own(sys->spawn(member_behaviour)));
       auto c = coord;
       run_as(members.back(), [c](caf::event_based_actor* self) {
-        self->request(c, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}})
+        self->request(c, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}, -1})
             .then([](const worker_welcome&) {});
       });
       sched->run();

@@ -53,7 +53,7 @@ struct harness {
   }
   job_actions_list member(std::string host = {}, std::uint16_t port = 0, std::string id = "job-under-test",
                           std::string locality = {}) {
-    return core->on_member_join(next++, worker_join{std::move(id), std::move(host), port, std::move(locality), {}}, now);
+    return core->on_member_join(next++, worker_join{std::move(id), std::move(host), port, std::move(locality), {}, -1}, now);
   }
   // Every shard and member joins and the shards start; returns the members' welcomes.
   std::vector<welcome_member> start() {

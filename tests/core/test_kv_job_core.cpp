@@ -2,13 +2,15 @@
 // members joined; the first init of a key defines it on its shards and every other init
 // waits for that; a first init larger than one message arrives in chunks and is assembled
 // in order (a chunk out of order, or one after its member left, is refused; a chunk of a
-// key another member defined is answered with the layout); shapes that would overflow,
-// NaN values and other shapes are refused; barriers wait for the live members only; the
-// job ends when every member has left.
+// key another member defined is answered with the layout); members get the ranks they
+// ask for before the start, and a join while the shards start is admitted to them;
+// shapes that would overflow, NaN values and other shapes are refused; barriers wait for
+// the live members only; the job ends when every member has left.
 #define BOOST_TEST_MODULE kv_job_core
 #include <boost/test/unit_test.hpp>
 
 #include <limits>
+#include <map>
 
 #include "core/kv_job_core.hpp"
 #include "tests/support/actions.hpp"
@@ -35,7 +37,7 @@ kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::in
   ticket t = 1;
   for (std::uint32_t s = 0; s < shards; ++s) only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
   kv_job_actions_list last;
-  for (std::uint32_t w = 0; w < workers; ++w) last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", ""});
+  for (std::uint32_t w = 0; w < workers; ++w) last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1});
   only<start_shards>(last);
   BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
   BOOST_REQUIRE(core.current_phase() == kv_job_core::phase::running);
@@ -154,4 +156,52 @@ BOOST_AUTO_TEST_CASE(the_job_ends_when_every_member_has_left) {
   auto end = only<finish>(core.on_done(1, t0));
   BOOST_TEST(std::holds_alternative<job_result>(end.outcome));
   BOOST_TEST((core.current_phase() == kv_job_core::phase::finished));
+}
+
+BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {
+  job_spec job;
+  job.job_id = "job-kv";
+  job.kv = true;
+  job.workers = 3;
+  job.servers = 1;
+  kv_job_core core(job, t0);
+  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
+  auto join = [&](ticket t, std::int32_t wanted) {
+    return core.on_member_join(t, worker_join{"job-kv", "h", 2, "", "", wanted});
+  };
+  BOOST_TEST(only<assign_rank>(join(10, 2)).rank == 2u);  // launched worker 2 joins first
+  BOOST_TEST(only<assign_rank>(join(11, 2)).rank == 0u);  // 2 is taken: the lowest free rank
+  auto last = join(12, 9);                                // beyond the job's workers: the lowest free
+  BOOST_TEST(only<assign_rank>(last).rank == 1u);
+  BOOST_TEST(only<start_shards>(last).members.workers == (std::vector<std::uint32_t>{0, 1, 2}));
+  std::map<ticket, std::uint32_t> welcomed;
+  for (const auto& w : all_of<welcome_member>(core.shards_started(t0))) {
+    welcomed[w.t] = w.assignment.rank;
+    BOOST_TEST(w.assignment.world == 3u);
+  }
+  BOOST_TEST(welcomed == (std::map<ticket, std::uint32_t>{{10, 2}, {11, 0}, {12, 1}}));
+  // After the start a join gets a new rank whatever it asks for: ranks are never reused.
+  auto late = join(13, 0);
+  BOOST_TEST(only<assign_rank>(late).rank == 3u);
+  BOOST_TEST(only<admit_to_shards>(late).rank == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_joins_while_the_shards_start_is_admitted_to_them) {
+  job_spec job;
+  job.job_id = "job-kv";
+  job.kv = true;
+  job.workers = 1;
+  job.servers = 1;
+  kv_job_core core(job, t0);
+  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
+  only<start_shards>(core.on_member_join(10, worker_join{"job-kv", "h", 2, "", "", 0}));
+  auto early = core.on_member_join(11, worker_join{"job-kv", "h", 2, "", "", -1});
+  BOOST_TEST(only<assign_rank>(early).rank == 1u);
+  BOOST_TEST(all_of<welcome_member>(early).empty());
+  auto started = core.shards_started(t0);
+  BOOST_TEST(only<welcome_member>(started).t == 10u);
+  BOOST_TEST(only<admit_to_shards>(started).rank == 1u);  // the shards' start named rank 0 only
+  auto added = core.member_added(1);
+  BOOST_TEST(only<welcome_member>(added).t == 11u);
+  BOOST_TEST(only<welcome_member>(added).assignment.rank == 1u);
 }

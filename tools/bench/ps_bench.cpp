@@ -109,7 +109,7 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
   bool ok = true;
   // Joins as the job's one member; the stand-in starts the shard with this actor as rank 0.
   shard_actor shard;
-  self->request(coord, timeout, join_atom::value, worker_join{"bench", {}, 0, {}, {}})
+  self->request(coord, timeout, join_atom::value, worker_join{"bench", {}, 0, {}, {}, -1})
       .receive([&](worker_welcome& w) { if (!w.shards.empty()) shard = w.shards[0]; }, [&](caf::error& e) {
         std::cerr << "join failed: " << describe(e) << "\n";
         ok = false;

@@ -4,7 +4,8 @@ over mutual TLS meet in sync rounds, a key larger than one message (40 MB, past 
 node's frame bound) is initialised and pulled across processes (through the same-host
 fast path's shared memory, or over the network with --no-shared-memory), a PyTorch model trained through troupe.torch
 learns, a worker killed mid-run is survived in async (and the launcher's exit code says
-a worker failed), and a script without the TROUPE_* environment, or asking for another
+a worker failed), a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
+without the TROUPE_* environment, with a malformed worker index, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
 import json
 import os
@@ -58,7 +59,7 @@ def test_a_key_larger_than_one_message_crosses_processes(tmp_path, shared_memory
 
 def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
     p, result = launch(tmp_path, """
-        import numpy as np, troupe
+        import os, numpy as np, troupe
         kv = troupe.kv.create('dist_sync')
         w = np.zeros((64, 8), np.float32)
         kv.init('w', w)
@@ -66,12 +67,16 @@ def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
         for step in range(10):
             kv.push('w', np.full((64, 8), kv.rank + 1, np.float32))
             kv.wait(kv.pull('w', out=w))
-        print('RESULT', kv.rank, kv.num_workers, float(w[0, 0]), float(w[63, 7]), flush=True)
+        print('RESULT', os.environ['TROUPE_WORKER_INDEX'], kv.rank, kv.num_workers, float(w[0, 0]),
+              float(w[63, 7]), flush=True)
         kv.close()
     """, "--mode", "sync")
     assert p.returncode == 0, p.stderr[-3000:]
     assert "mutual TLS" in p.stderr
-    got = sorted(line.split()[-4:] for line in p.stderr.splitlines() if "RESULT" in line)
+    rows = [line.split()[-5:] for line in p.stderr.splitlines() if "RESULT" in line]
+    # A launched worker's rank is its TROUPE_WORKER_INDEX, whichever joins first.
+    assert sorted(r[:2] for r in rows) == [["0", "0"], ["1", "1"]]
+    got = sorted(r[1:] for r in rows)
     # Each round sums 1 + 2 and steps by 0.5 * 3: ten rounds give -15 on both workers.
     assert got == [["0", "2", "-15.0", "-15.0"], ["1", "2", "-15.0", "-15.0"]]
     assert result["mode"] == "sync" and result["workers_lost"] == 0
@@ -149,3 +154,16 @@ def test_asking_for_another_mode_than_the_job_runs_is_refused(tmp_path):
     """, "--mode", "async", workers=1)
     line = next(line for line in p.stderr.splitlines() if "REFUSED" in line)
     assert "bad_job" in line and "--mode sync" in line
+
+
+def test_a_malformed_worker_index_is_refused_naming_it(tmp_path):
+    p, _ = launch(tmp_path, """
+        import os, troupe
+        os.environ['TROUPE_WORKER_INDEX'] = 'first'
+        try:
+            troupe.kv.create('dist')
+        except troupe.Error as e:
+            print('REFUSED', e.code, e, flush=True)
+    """, "--mode", "async", workers=1)
+    line = next(line for line in p.stderr.splitlines() if "REFUSED" in line)
+    assert "bad_job" in line and "TROUPE_WORKER_INDEX" in line and "first" in line
