@@ -5,6 +5,7 @@
 
 #include "actors/shard_state.hpp"
 #include "base/compute_fault.hpp"
+#include "tensor/grad_codec.hpp"
 
 namespace troupe::shard_shell {
 
@@ -30,22 +31,23 @@ void pack_kv_answer(const kv_shard_core& kv, const kv_pull& r, tensor_view out) 
 }
 
 // The reply to a key-value pull whose parts are all answerable now: in the slot it offered
-// when the fast path can take it (Note [Same-host fast path]), in the message otherwise.
+// when the fast path can take it (Note [Same-host fast path]), as f32; in the message
+// otherwise, in the job's --pull-precision.
 kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   auto& st = self->state;
   const kv_shard_core& kv = *st.kv;
   std::int64_t total = 0;
   kv_pull_reply out{st.index, {}, tensor(), {}};
   for (std::size_t i = 0; i < r.parts.size(); ++i) {
-    total += r.rows[i].empty() ? kv.value(r.parts[i]).numel()
-                               : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+    total +=
+        r.rows[i].empty() ? kv.value(r.parts[i]).numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
     out.versions.push_back(kv.version(r.parts[i]));
   }
-  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
   if (st.channels && !r.reply_to.empty()) {
     std::string refused;
     auto fill = [&](tensor_view slot) { pack_kv_answer(kv, r, slot); };
     if (auto where = st.channels->answer_with(r.worker, r.reply_to, {total}, fill, refused)) {
+      if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
       out.shared = std::move(*where);
       return out;
     }
@@ -53,6 +55,53 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   }
   out.data = tensor::uninitialized({total});
   pack_kv_answer(kv, r, out.data.view());
+  if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
+  return out;
+}
+
+// A push's values, one flat f32 view per part: the f32 data as sent (the fast path's
+// slots, or a job without compression), borrowed, or decoded from the job's
+// --compression, each part encoded on its own (Note [Compressed key-value pushes] in
+// client/remote_transport.cpp); what is wrong, before any part is applied, when they do
+// not fit the parts.
+struct push_values {
+  std::vector<const_tensor_view> parts;
+  std::vector<tensor> decoded;  // what parts views, when the push was compressed
+};
+
+expected<push_values> values_of(const shard_state& st, const kv_push& p) {
+  const kv_shard_core& kv = *st.kv;
+  std::vector<std::int64_t> numel;
+  std::int64_t total = 0;
+  for (auto part : p.parts) total += numel.emplace_back(kv.value(part).numel());
+  const bool plain = p.data.type() == dtype::f32;
+  const grad_codec codec = plain ? grad_codec{} : st.compression;
+  if (!plain && codec.kind == codec_kind::none)
+    return failure{"a push in " + std::string(name_of(p.data.type())) + ", but the job sends gradients as f32"};
+  std::int64_t wire = 0;
+  for (auto n : numel) wire += encoded_bytes(codec, n);
+  if (p.base_versions.size() != p.parts.size() || p.data.rank() != 1 ||
+      p.data.nbytes() != static_cast<std::size_t>(wire))
+    return failure{"a push of " + std::to_string(p.parts.size()) + " parts (" + std::to_string(total) + " floats as " +
+                   to_string(codec) + ", " + std::to_string(wire) + " bytes) carries " +
+                   std::to_string(p.data.nbytes()) + " bytes"};
+  push_values out;
+  const std::byte* at = p.data.bytes();
+  const auto elem = static_cast<std::int64_t>(size_of(p.data.type()));
+  for (std::size_t i = 0; i < p.parts.size(); ++i) {
+    const std::int64_t n = encoded_bytes(codec, numel[i]);
+    const const_tensor_view piece(at, p.data.type(), {n / elem});
+    at += n;
+    if (plain) {
+      out.parts.push_back(piece);
+      continue;
+    }
+    auto v = decode(codec, piece, numel[i]);
+    if (!v) return failure{"part " + std::to_string(i) + " of the push: " + v.error().message};
+    out.decoded.push_back(std::move(*v));
+  }
+  for (const auto& d : out.decoded) out.parts.push_back(d.view());
   return out;
 }
 
@@ -75,6 +124,8 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   cfg.staleness_lr = w.job.staleness_lr;
   self->state.index = w.index;
   self->state.kv = std::make_unique<kv_shard_core>(cfg);
+  self->state.compression = w.job.compression;
+  self->state.pull_precision = w.job.pull_precision;
   if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
 }
 
@@ -105,110 +156,106 @@ void settle_kv(shard_pointer self) {
 }
 
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d) {
-if (!self->state.kv) return not_kv(self);
-if (d.parts.size() != d.values.size())
-  return make_error(errc::malformed, "a key definition with " + std::to_string(d.parts.size()) + " parts and " +
-                                         std::to_string(d.values.size()) + " values");
-for (std::size_t i = 0; i < d.parts.size(); ++i)
-  if (auto e = self->state.kv->define(d.parts[i], d.name, d.values[i])) return make_error(*e);
-return caf::ok_atom::value;
+  if (!self->state.kv) return not_kv(self);
+  if (d.parts.size() != d.values.size())
+    return make_error(errc::malformed, "a key definition with " + std::to_string(d.parts.size()) + " parts and " +
+                                           std::to_string(d.values.size()) + " values");
+  for (std::size_t i = 0; i < d.parts.size(); ++i)
+    if (auto e = self->state.kv->define(d.parts[i], d.name, d.values[i])) return make_error(*e);
+  return caf::ok_atom::value;
 }
 
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o) {
-if (!self->state.kv) return not_kv(self);
-self->state.kv->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{o.config, o.schedule})
-                                              : std::nullopt);
-return caf::ok_atom::value;
+  if (!self->state.kv) return not_kv(self);
+  self->state.kv->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{o.config, o.schedule})
+                                                : std::nullopt);
+  return caf::ok_atom::value;
 }
 
 caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p) {
-if (!self->state.kv) return not_kv(self);
-if (p.shard != self->state.index) return wrong_shard(self, p.shard);
-auto& kv = *self->state.kv;
-if (auto e = check_kv_parts(kv, p.parts)) return make_error(*e);
-if (!p.shared.empty()) {
-  // Borrowed from the member's slot: the core copies what it keeps, and the member
-  // writes that slot again only after this push is answered.
-  auto& st = self->state;
-  auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, true)
-                          : expected<tensor>(failure{"this shard's same-host fast path is off"});
-  if (!grad) {
-    spdlog::warn("shard {}: refused a push of worker {} from shared memory: {}", st.index, p.worker,
-                 grad.error().message);
-    return make_error(errc::malformed, "the push's shared-memory slot: " + grad.error().message);
+  if (!self->state.kv) return not_kv(self);
+  if (p.shard != self->state.index) return wrong_shard(self, p.shard);
+  auto& kv = *self->state.kv;
+  if (auto e = check_kv_parts(kv, p.parts)) return make_error(*e);
+  if (!p.shared.empty()) {
+    // Borrowed from the member's slot: the core copies what it keeps, and the member
+    // writes that slot again only after this push is answered.
+    auto& st = self->state;
+    auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, true)
+                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
+    if (!grad) {
+      spdlog::warn("shard {}: refused a push of worker {} from shared memory: {}", st.index, p.worker,
+                   grad.error().message);
+      return make_error(errc::malformed, "the push's shared-memory slot: " + grad.error().message);
+    }
+    p.data = std::move(*grad);
   }
-  p.data = std::move(*grad);
-}
-std::int64_t total = 0;
-for (auto part : p.parts) total += kv.value(part).numel();
-if (p.base_versions.size() != p.parts.size() || p.data.type() != dtype::f32 || p.data.numel() != total)
-  return make_error(errc::malformed, "a push of " + std::to_string(p.parts.size()) + " parts (" +
-                                         std::to_string(total) + " floats) carries " +
-                                         std::to_string(p.data.numel()) + " values");
-if (self->state.m) self->state.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
-kv_push_ack ack;
-std::int64_t pos = 0;
-std::optional<fault> failed;
-for (std::size_t i = 0; i < p.parts.size() && !failed; ++i) {
-  const std::int64_t n = kv.value(p.parts[i]).numel();
-  if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
-        auto r = kv.push(p.worker, p.parts[i], p.base_versions[i], p.data.view().flat(pos, n));
-        if (r.error) failed = r.error;
-        ack.versions.push_back(r.version);
-        ack.staleness.push_back(r.staleness);
-        if (self->state.m && !r.error) self->state.m->staleness->Observe(static_cast<double>(r.staleness));
-      }))
-    failed = f;
-  pos += n;
-}
-settle_kv(self);
-if (self->state.m) {
-  self->state.m->updates->Increment(0);
-  self->state.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
-}
-if (failed) {
-  if (self->state.m) self->state.m->rejected(to_string(failed->code))->Increment();
-  spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, to_string(*failed));
-  return make_error(*failed);
-}
-return ack;
+  if (self->state.m) self->state.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
+  auto values = values_of(self->state, p);
+  if (!values) {
+    spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, values.error().message);
+    return make_error(errc::malformed, values.error().message);
+  }
+  kv_push_ack ack;
+  std::optional<fault> failed;
+  for (std::size_t i = 0; i < p.parts.size() && !failed; ++i) {
+    if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
+          auto r = kv.push(p.worker, p.parts[i], p.base_versions[i], values->parts[i]);
+          if (r.error) failed = r.error;
+          ack.versions.push_back(r.version);
+          ack.staleness.push_back(r.staleness);
+          if (self->state.m && !r.error) self->state.m->staleness->Observe(static_cast<double>(r.staleness));
+        }))
+      failed = f;
+  }
+  settle_kv(self);
+  if (self->state.m) {
+    self->state.m->updates->Increment(0);
+    self->state.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
+  }
+  if (failed) {
+    if (self->state.m) self->state.m->rejected(to_string(failed->code))->Increment();
+    spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, to_string(*failed));
+    return make_error(*failed);
+  }
+  return ack;
 }
 
 caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r) {
-if (!self->state.kv) return not_kv(self);
-if (r.shard != self->state.index) return wrong_shard(self, r.shard);
-auto& st = self->state;
-auto& kv = *st.kv;
-if (auto e = check_kv_parts(kv, r.parts)) return make_error(*e);
-if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
-  return make_error(errc::malformed, "a pull whose rows do not match its parts");
-for (std::size_t i = 0; i < r.parts.size(); ++i)
-  for (auto row : r.rows[i])
-    if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
-      return make_error(errc::bad_shape, "a pull asks for row " + std::to_string(row) +
-                                             ", outside its part of the key");
-const std::uint64_t id = st.next_kv_pull++;
-held_kv_pull h;
-std::vector<kv_shard_core::token> held;
-for (auto part : r.parts) {
-  const auto t = st.next_token++;
-  auto o = kv.pull(r.worker, part, t);
-  if (o.decision == kv_shard_core::pull_decision::reject) {
-    for (auto ht : held) st.kv_tokens.erase(ht);
-    return make_error(*o.error);
+  if (!self->state.kv) return not_kv(self);
+  if (r.shard != self->state.index) return wrong_shard(self, r.shard);
+  auto& st = self->state;
+  auto& kv = *st.kv;
+  if (auto e = check_kv_parts(kv, r.parts)) return make_error(*e);
+  if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
+    return make_error(errc::malformed, "a pull whose rows do not match its parts");
+  for (std::size_t i = 0; i < r.parts.size(); ++i)
+    for (auto row : r.rows[i])
+      if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
+        return make_error(errc::bad_shape,
+                          "a pull asks for row " + std::to_string(row) + ", outside its part of the key");
+  const std::uint64_t id = st.next_kv_pull++;
+  held_kv_pull h;
+  std::vector<kv_shard_core::token> held;
+  for (auto part : r.parts) {
+    const auto t = st.next_token++;
+    auto o = kv.pull(r.worker, part, t);
+    if (o.decision == kv_shard_core::pull_decision::reject) {
+      for (auto ht : held) st.kv_tokens.erase(ht);
+      return make_error(*o.error);
+    }
+    if (o.decision == kv_shard_core::pull_decision::hold) {
+      st.kv_tokens[t] = id;
+      held.push_back(t);
+      ++h.waiting;
+    }
   }
-  if (o.decision == kv_shard_core::pull_decision::hold) {
-    st.kv_tokens[t] = id;
-    held.push_back(t);
-    ++h.waiting;
-  }
-}
-if (h.waiting == 0) return kv_answer(self, r);
-h.promise = self->make_response_promise<kv_pull_reply>();
-h.request = std::move(r);
-auto promise = h.promise;
-st.kv_held.emplace(id, std::move(h));
-return promise;
+  if (h.waiting == 0) return kv_answer(self, r);
+  h.promise = self->make_response_promise<kv_pull_reply>();
+  h.request = std::move(r);
+  auto promise = h.promise;
+  st.kv_held.emplace(id, std::move(h));
+  return promise;
 }
 
 }  // namespace troupe::shard_shell

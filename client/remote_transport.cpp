@@ -6,12 +6,16 @@
 
 #include <atomic>
 #include <charconv>
+#include <cstring>
 #include <future>
+#include <map>
+#include <mutex>
 
 #include "client/kv_fast_path.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
 #include "net/peer_expectations.hpp"
+#include "tensor/grad_codec.hpp"
 
 namespace troupe::kv {
 
@@ -52,9 +56,9 @@ bool timed_out(const or_fault<T>& r) {
 // What the transport moved, counted from any thread.
 class transfer_counters {
  public:
-  void add(bool shared, std::int64_t numel) {
+  void add(bool shared, std::size_t bytes) {
     (shared ? shared_calls_ : network_calls_).fetch_add(1, std::memory_order_relaxed);
-    (shared ? shared_bytes_ : network_bytes_).fetch_add(static_cast<std::uint64_t>(numel) * 4, std::memory_order_relaxed);
+    (shared ? shared_bytes_ : network_bytes_).fetch_add(bytes, std::memory_order_relaxed);
   }
   transfer_stats get() const {
     return {shared_calls_.load(), network_calls_.load(), shared_bytes_.load(), network_bytes_.load()};
@@ -65,10 +69,11 @@ class transfer_counters {
 };
 
 // Copies a pull's answer into the caller's arrays, from the fast path's reply slot
-// `channel` (borrowed until this returns) or from the message; each part's version, or why not.
+// `channel` (borrowed until this returns) or from the message (in the job's
+// --pull-precision); each part's version, or why not.
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
                                                std::int64_t total, kv_fast_path* fast, std::uint32_t shard,
-                                               std::optional<std::size_t> channel) {
+                                               std::optional<std::size_t> channel, const grad_codec& precision) {
   const std::string who = "shard " + std::to_string(shard);
   tensor from = std::move(reply.data);
   if (!reply.shared.empty()) {
@@ -76,6 +81,10 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
     auto t = fast->take_reply(shard, *channel, reply.shared);
     if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
     from = std::move(*t);
+  } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
+    auto decoded = decode(precision, from, total);
+    if (!decoded) return fault{errc::malformed, who + " answered a pull with " + decoded.error().message};
+    from = std::move(*decoded);
   }
   if (from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
     return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " values for " +
@@ -120,7 +129,8 @@ class remote_transport final : public kv_transport {
   std::optional<fault> join(const std::string& job_id, const std::string& proof) {
     auto p = std::make_shared<std::promise<or_fault<member_assignment>>>();
     auto f = p->get_future();
-    caf::anon_send(member_, member_call_join{job_id, proof, [p](or_fault<member_assignment> r) { p->set_value(std::move(r)); }});
+    caf::anon_send(member_,
+                   member_call_join{job_id, proof, [p](or_fault<member_assignment> r) { p->set_value(std::move(r)); }});
     auto r = await(f, connect_timeout_ + std::chrono::seconds(5), "joining the job");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
@@ -156,40 +166,46 @@ class remote_transport final : public kv_transport {
   }
 
   // A push packs the caller's floats once: into a push slot of the same-host fast path
-  // when one is free, into the message otherwise.
+  // when one is free, into the message otherwise (encoded, with the job's --compression).
   void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
     heap_.maybe_trim();  // Note [Returning the heap]
     kv_push msg;
     std::int64_t total = 0;
-    for (const auto& p : parts) total += p.numel;
-    auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
-    if (!lease) msg.data = tensor::uninitialized({total});
-    const tensor_view into = lease ? lease->buffer.view() : msg.data.view();
-    std::int64_t pos = 0;
     for (const auto& p : parts) {
+      total += p.numel;
       msg.parts.push_back(p.part);
       msg.base_versions.push_back(p.base_version);
-      copy(into.flat(pos, p.numel), floats(p.data, p.numel));
-      pos += p.numel;
+    }
+    auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
+    if (lease || place_.job.compression.kind == codec_kind::none) {
+      if (!lease) msg.data = tensor::uninitialized({total});
+      const tensor_view into = lease ? lease->buffer.view() : msg.data.view();
+      std::int64_t pos = 0;
+      for (const auto& p : parts) {
+        copy(into.flat(pos, p.numel), floats(p.data, p.numel));
+        pos += p.numel;
+      }
+    } else {
+      msg.data = compressed(parts);
     }
     std::optional<std::size_t> channel;
     if (lease) {
       msg.shared = fast_->seal_push(shard, *lease);
       channel = lease->channel;
     }
-    stats_->add(channel.has_value(), total);
+    stats_->add(channel.has_value(), lease ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
     auto ids = msg.parts;
     auto fast = fast_;
-    caf::anon_send(member_, member_call_push{shard, std::move(msg), [done, ids, fast, shard, channel](or_fault<kv_push_ack> r) {
-                                               if (channel)
-                                                 fast->push_settled(shard, *channel, timed_out(r));
-                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
-                                               const auto& ack = std::get<kv_push_ack>(r);
-                                               std::vector<part_result> out;
-                                               for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
-                                                 out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
-                                               done(std::nullopt, std::move(out));
-                                             }});
+    caf::anon_send(member_,
+                   member_call_push{shard, std::move(msg), [done, ids, fast, shard, channel](or_fault<kv_push_ack> r) {
+                                      if (channel) fast->push_settled(shard, *channel, timed_out(r));
+                                      if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+                                      const auto& ack = std::get<kv_push_ack>(r);
+                                      std::vector<part_result> out;
+                                      for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
+                                        out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
+                                      done(std::nullopt, std::move(out));
+                                    }});
   }
 
   // A pull offers a reply slot of the same-host fast path when one is free; the answer is
@@ -211,20 +227,25 @@ class remote_transport final : public kv_transport {
     }
     auto fast = fast_;
     auto stats = stats_;
-    caf::anon_send(member_, member_call_pull{shard, std::move(msg), [done, parts, fast, shard, channel, total,
-                                                                     stats](or_fault<kv_pull_reply> r) {
-      if (auto* f = std::get_if<fault>(&r)) {
-        if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
-        return done(*f, {});
-      }
-      auto& reply = std::get<kv_pull_reply>(r);
-      const bool shared = !reply.shared.empty();
-      auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel);
-      if (channel) fast->reply_settled(shard, *channel, !shared, false);  // copied out: the slot is free again
-      if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
-      stats->add(shared, total);
-      done(std::nullopt, std::move(std::get<0>(got)));
-    }});
+    const grad_codec precision = place_.job.pull_precision;
+    caf::anon_send(member_,
+                   member_call_pull{
+                       shard, std::move(msg),
+                       [done, parts, fast, shard, channel, total, stats, precision](or_fault<kv_pull_reply> r) {
+                         if (auto* f = std::get_if<fault>(&r)) {
+                           if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                           return done(*f, {});
+                         }
+                         auto& reply = std::get<kv_pull_reply>(r);
+                         const bool shared = !reply.shared.empty();
+                         const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+                         auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
+                         if (channel)
+                           fast->reply_settled(shard, *channel, !shared, false);  // copied out: the slot is free again
+                         if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+                         stats->add(shared, bytes);
+                         done(std::nullopt, std::move(std::get<0>(got)));
+                       }});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }
@@ -240,7 +261,10 @@ class remote_transport final : public kv_transport {
     auto p = std::make_shared<std::promise<or_fault<bool>>>();
     auto f = p->get_future();
     caf::anon_send(member_, member_call_barrier{timeout, [p](std::optional<fault> e) {
-                                                  if (e) p->set_value(*e); else p->set_value(true);
+                                                  if (e)
+                                                    p->set_value(*e);
+                                                  else
+                                                    p->set_value(true);
                                                 }});
     auto r = await(f, timeout + std::chrono::seconds(1), "barrier");
     if (auto* e = std::get_if<fault>(&r)) return *e;
@@ -257,6 +281,54 @@ class remote_transport final : public kv_transport {
   }
 
  private:
+  // Note [Compressed key-value pushes]
+  // With the job's --compression a push that goes over the network (the same-host fast
+  // path moves f32) carries its parts encoded one by one and concatenated: f16 or bf16
+  // elements, or per part a 2-bit block with its own scale (Note [2-bit gradients] in
+  // tensor/grad_codec.hpp) whose error-feedback residual this member keeps per part, so
+  // what one push leaves out of a key reaches the shard with that key's next push. The
+  // shard decodes part by part and, if any part does not decode, refuses the whole push
+  // before applying any of it.
+  tensor compressed(const std::vector<push_part>& parts) {
+    const grad_codec& codec = place_.job.compression;
+    const dtype type = codec.kind == codec_kind::two_bit ? dtype::u8
+                       : codec.kind == codec_kind::fp16  ? dtype::f16
+                                                         : dtype::bf16;
+    std::int64_t bytes = 0;
+    for (const auto& p : parts) bytes += encoded_bytes(codec, p.numel);
+    tensor out = tensor::uninitialized({bytes / static_cast<std::int64_t>(size_of(type))}, type);
+    std::byte* at = out.bytes();
+    for (const auto& p : parts) {
+      tensor wire;
+      if (codec.kind == codec_kind::two_bit) {
+        residual& r = residual_of(p.part, p.numel);
+        std::lock_guard lock(r.mu);
+        wire = encode(codec, floats(p.data, p.numel), &r.value);
+      } else {
+        wire = encode(codec, floats(p.data, p.numel));
+      }
+      std::memcpy(at, wire.bytes(), wire.nbytes());
+      at += wire.nbytes();
+    }
+    return out;
+  }
+
+  // The 2-bit residual of a part (zeros at first); pushes from several threads each lock
+  // their part's.
+  struct residual {
+    std::mutex mu;
+    tensor value;
+  };
+  residual& residual_of(kv_part_id part, std::int64_t numel) {
+    std::lock_guard lock(residuals_mu_);
+    auto& r = residuals_[part];
+    if (!r) {
+      r = std::make_unique<residual>();
+      r->value = tensor({numel});
+    }
+    return *r;
+  }
+
   std::chrono::milliseconds request_timeout() const {
     return std::chrono::milliseconds(place_.job.request_timeout_ms) + std::chrono::seconds(1);
   }
@@ -274,7 +346,10 @@ class remote_transport final : public kv_transport {
     auto p = std::make_shared<std::promise<or_fault<bool>>>();
     auto f = p->get_future();
     caf::anon_send(member_, Call{std::move(msg), [p](std::optional<fault> e) {
-                                   if (e) p->set_value(*e); else p->set_value(true);
+                                   if (e)
+                                     p->set_value(*e);
+                                   else
+                                     p->set_value(true);
                                  }});
     auto r = await(f, timeout, what);
     if (auto* e = std::get_if<fault>(&r)) return *e;
@@ -292,12 +367,14 @@ class remote_transport final : public kv_transport {
   std::string fast_path_tag_;
   std::shared_ptr<kv_fast_path> fast_;  // null: the fast path is off (or one process)
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
+  std::mutex residuals_mu_;
+  std::map<kv_part_id, std::unique_ptr<residual>> residuals_;  // 2-bit compression's, by part
 };
 
 }  // namespace
 
 or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, member_options opts,
-                                                       const std::string& job_id, const std::string& fast_path_tag) {
+                                                        const std::string& job_id, const std::string& fast_path_tag) {
   auto t = std::make_unique<remote_transport>(nullptr, nullptr, sys, std::move(opts), fast_path_tag);
   if (auto e = t->join(job_id, {})) return *e;
   return std::unique_ptr<kv_transport>(std::move(t));
@@ -315,14 +392,16 @@ or_fault<std::int32_t> worker_index(const std::map<std::string, std::string>& en
 }
 
 or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
-                                                             const std::string& type) {
+                                                              const std::string& type) {
   node_options o;
   o.role = node_role::worker;
   apply_environment(o, env);
   if (o.join.empty())
-    return fault{errc::bad_job, "type " + type + " joins the job that `troupe launch` started, but TROUPE_COORDINATOR "
-                                "is not set; start this script with `troupe launch --local --workers N -- COMMAND`, "
-                                "or use type \"local\""};
+    return fault{errc::bad_job,
+                 "type " + type +
+                     " joins the job that `troupe launch` started, but TROUPE_COORDINATOR "
+                     "is not set; start this script with `troupe launch --local --workers N -- COMMAND`, "
+                     "or use type \"local\""};
   if (o.job_id.empty())
     return fault{errc::bad_job, "TROUPE_JOB_ID is not set; `troupe launch` sets it with TROUPE_COORDINATOR"};
   auto plan = resolve_node_options(o);
@@ -339,12 +418,15 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
   opts.coordinator = *coordinator;
   opts.connector = connector_of(*sys, plan->tls.any());
   if (plan->tls.any())
-    opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) { expect_peer(host, port, role); };
+    opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) {
+      expect_peer(host, port, role);
+    };
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
   opts.wanted_rank = std::get<std::int32_t>(index);
   const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
   caf::actor_system& ref = *sys;
-  auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag(*plan));
+  auto t =
+      std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag(*plan));
   if (auto e = t->join(plan->job_id, proof)) return *e;
   const std::string want = type == "dist" ? std::string(name_of(t->mode())) : type.substr(5);
   if (want != name_of(t->mode()))

@@ -61,10 +61,9 @@ std::optional<std::string> validate(const job_spec& job) {
     return "--servers 0 applies the optimizer inside the stages of a single pipeline; use --workers 1 (or "
            "--replicas 1), or give the replicas shard servers to share parameters through";
   if (job.microbatches < 1 || job.microbatches > 4096) return "--microbatches must be between 1 and 4096";
-  if (job.kv && (job.servers < 1 || job.pipeline_stages != 1 || job.local_reduce ||
-                 job.compression.kind != codec_kind::none || job.pull_precision.kind != codec_kind::none))
-    return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 and no --pipeline-stages, --local-reduce, "
-           "--compression or --pull-precision: its workers are users' programs with their own keys";
+  if (job.kv && (job.servers < 1 || job.pipeline_stages != 1 || job.local_reduce))
+    return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 and no --pipeline-stages or --local-reduce: "
+           "its workers are users' programs with their own keys";
   if (job.local_reduce && (job.mode != sync_mode::sync || job.pipeline_stages != 1 || job.servers == 0 ||
                            job.simulate_compute_ms > 0))
     return "--local-reduce sums gradients within each node before the shard servers see them; it needs --mode "

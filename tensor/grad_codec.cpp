@@ -166,7 +166,7 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
   return {};
 }
 
-expected<tensor> decode(const grad_codec& c, const tensor& wire, std::int64_t numel) {
+expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel) {
   const auto wrong = [&](const std::string& what) {
     return failure{"a " + to_string(c) + " tensor " + what + " (" + std::string(name_of(wire.type())) + ", " +
                    std::to_string(wire.nbytes()) + " bytes for " + std::to_string(numel) + " elements)"};
@@ -175,9 +175,12 @@ expected<tensor> decode(const grad_codec& c, const tensor& wire, std::int64_t nu
   if (wire.rank() != 1 || wire.nbytes() != static_cast<std::size_t>(encoded_bytes(c, numel)))
     return wrong("of the wrong size");
   switch (c.kind) {
-    case codec_kind::none:
+    case codec_kind::none: {
       if (wire.type() != dtype::f32) return wrong("of the wrong dtype");
-      return tensor(wire);
+      tensor out = tensor::uninitialized({numel});
+      copy(out, wire);
+      return out;
+    }
     case codec_kind::fp16:
     case codec_kind::bf16: {
       if (wire.type() != (c.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16)) return wrong("of the wrong dtype");

@@ -50,9 +50,9 @@ float bf16_to_f32(std::uint16_t b);
 // is added first and keeps what was not sent (Note [2-bit gradients]); the other codecs
 // ignore it. none returns a copy.
 tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual = nullptr);
-// The f32 tensor of `numel` elements that `wire` encodes; what is wrong with it when its
-// dtype, size or codes do not fit the codec.
-expected<tensor> decode(const grad_codec& c, const tensor& wire, std::int64_t numel);
+// The f32 tensor of `numel` elements that `wire` (contiguous, 1-d) encodes; what is wrong
+// with it when its dtype, size or codes do not fit the codec.
+expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel);
 // The bytes encode() sends for `numel` elements.
 std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel);
 

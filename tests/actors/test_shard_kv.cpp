@@ -4,7 +4,9 @@
 // whose data does not match its parts, a push or pull of a part it does not hold, one
 // addressed to another shard, rows outside the part, a gradient that is not finite, and a
 // push naming shared memory that the shard cannot or may not read; a pull offering a slot
-// to a shard without the fast path is answered in the message.
+// to a shard without the fast path is answered in the message. With the job's
+// --compression pushes are decoded part by part (a part that does not decode refuses the
+// whole push), and answers over the network come in its --pull-precision.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
@@ -17,6 +19,7 @@
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
 #include "core/shared_slots.hpp"
+#include "tensor/grad_codec.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
@@ -35,8 +38,9 @@ tensor filled(std::int64_t count, float v) {
 
 // One member, one shard, async, no optimizer on the shard; key "w" of 8 ones defined.
 struct kv_job {
-  // fast_path_tag: the shard's tag for the same-host fast path (empty: off).
-  explicit kv_job(std::string fast_path_tag = {}) {
+  // fast_path_tag: the shard's tag for the same-host fast path (empty: off); the job's
+  // --compression and --pull-precision.
+  explicit kv_job(std::string fast_path_tag = {}, grad_codec compression = {}, grad_codec pull_precision = {}) {
     configure_in_process(cfg);
     sys.emplace(cfg);
     job_spec job;
@@ -46,14 +50,18 @@ struct kv_job {
     job.workers = 1;
     job.servers = 1;
     job.request_timeout_ms = 5000;
+    job.compression = compression;
+    job.pull_precision = pull_precision;
     coordinator = spawn_kv_coordinator(*sys, job, {});
     shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag);
     join_as_shard(shard_server, "", 0);
     member.emplace(*sys);
-    (*member)->request(coordinator, timeout, join_atom::value, worker_join{"kv-test", {}, 0, {}, {}, -1})
+    (*member)
+        ->request(coordinator, timeout, join_atom::value, worker_join{"kv-test", {}, 0, {}, {}, -1})
         .receive([&](worker_welcome& w) { shard = w.shards.at(0); },
                  [&](caf::error& e) { BOOST_FAIL("the member did not join: " << describe(e)); });
-    (*member)->request(coordinator, timeout, kv_init_atom::value, kv_init{0, "s:w", {n}, filled(n, 1.f), 0})
+    (*member)
+        ->request(coordinator, timeout, kv_init_atom::value, kv_init{0, "s:w", {n}, filled(n, 1.f), 0})
         .receive([&](kv_key_layout& k) { BOOST_REQUIRE_EQUAL(k.parts.size(), 1u); },
                  [&](caf::error& e) { BOOST_FAIL("key w was not defined: " << describe(e)); });
   }
@@ -66,14 +74,17 @@ struct kv_job {
   // The push's outcome: nullopt when acknowledged, else the error's code and text.
   std::optional<std::pair<errc, std::string>> push(kv_push p) {
     std::optional<std::pair<errc, std::string>> out;
-    (*member)->request(shard, timeout, push_atom::value, std::move(p))
+    (*member)
+        ->request(shard, timeout, push_atom::value, std::move(p))
         .receive([](kv_push_ack&) {},
                  [&](caf::error& e) { out.emplace(troupe_code(e).value_or(errc::bad_job), describe(e)); });
     return out;
   }
-  std::optional<std::pair<errc, std::string>> pull(kv_pull r, tensor* values = nullptr, shared_tensor* where = nullptr) {
+  std::optional<std::pair<errc, std::string>> pull(kv_pull r, tensor* values = nullptr,
+                                                   shared_tensor* where = nullptr) {
     std::optional<std::pair<errc, std::string>> out;
-    (*member)->request(shard, timeout, pull_atom::value, std::move(r))
+    (*member)
+        ->request(shard, timeout, pull_atom::value, std::move(r))
         .receive(
             [&](kv_pull_reply& reply) {
               if (values) *values = std::move(reply.data);
@@ -95,6 +106,11 @@ struct kv_job {
   local_shard_actor shard_server;
   shard_actor shard;
   std::optional<caf::scoped_actor> member;
+};
+
+// Pushes in 2-bit with the fixed threshold 0.5, answers in bf16.
+struct kv_job_compressed : kv_job {
+  kv_job_compressed() : kv_job({}, *parse_grad_codec("2bit:0.5"), *parse_grad_codec("bf16")) {}
 };
 
 struct kv_job_with_fast_path : kv_job {
@@ -122,7 +138,7 @@ BOOST_FIXTURE_TEST_CASE(a_push_whose_data_does_not_match_its_parts_is_malformed,
   auto e = push(kv_push{0, 0, {part}, {0}, filled(5, 3.f), {}});
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::malformed));
-  BOOST_TEST(e->second.find("carries 5 values") != std::string::npos);
+  BOOST_TEST(e->second.find("carries 20 bytes") != std::string::npos);
   auto no_versions = push(kv_push{0, 0, {part}, {}, filled(n, 3.f), {}});
   BOOST_REQUIRE(no_versions);
   BOOST_TEST((no_versions->first == errc::malformed));
@@ -217,4 +233,46 @@ BOOST_FIXTURE_TEST_CASE(a_pull_and_a_push_through_the_members_slots, kv_job_with
   BOOST_TEST(!push(std::move(p)));
   mine->push_settled(false);
   BOOST_TEST(all_equal(values(), 4.f));  // no optimizer: async keeps the latest gradient
+}
+
+BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_answers_come_in_the_pull_precision, kv_job_compressed) {
+  const grad_codec two_bit = *parse_grad_codec("2bit:0.5");
+  tensor residual({n});
+  tensor wire = encode(two_bit, filled(n, 3.f), &residual);  // every element sends +0.5
+  BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, std::move(wire), {}}));
+  tensor answer;
+  BOOST_REQUIRE(!pull(kv_pull{0, 0, {part}, {{}}, {0}, {}}, &answer));
+  BOOST_TEST((answer.type() == dtype::bf16));
+  BOOST_TEST(answer.nbytes() == static_cast<std::size_t>(n * 2));
+  auto back = decode(*parse_grad_codec("bf16"), answer, n);
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST(all_equal(*back, 0.5f));  // no optimizer: async keeps the latest (decoded) gradient
+  // f32 is still taken (the same-host fast path's slots carry f32).
+  BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, filled(n, 2.f), {}}));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_compressed_push_that_does_not_decode_is_refused_whole, kv_job_compressed) {
+  const grad_codec two_bit = *parse_grad_codec("2bit:0.5");
+  tensor residual({n});
+  tensor wire = encode(two_bit, filled(n, 3.f), &residual);
+  BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, tensor(wire), {}}));
+  wire.data<std::uint8_t>()[4] = 0xFF;  // code 3 is no code
+  auto bad = push(kv_push{0, 0, {part}, {0}, tensor(wire), {}});
+  BOOST_REQUIRE(bad);
+  BOOST_TEST((bad->first == errc::malformed));
+  BOOST_TEST(bad->second.find("invalid code 3") != std::string::npos);
+  auto short_one = push(kv_push{0, 0, {part}, {0}, tensor({3}, dtype::u8), {}});
+  BOOST_REQUIRE(short_one);
+  BOOST_TEST(short_one->second.find("carries 3 bytes") != std::string::npos);
+  tensor answer;
+  BOOST_REQUIRE(!pull(kv_pull{0, 0, {part}, {{}}, {0}, {}}, &answer));
+  BOOST_TEST(all_equal(*decode(*parse_grad_codec("bf16"), answer, n), 0.5f));  // the first push's, unchanged
+}
+
+BOOST_FIXTURE_TEST_CASE(a_push_in_another_dtype_than_the_job_sends_is_refused, kv_job) {
+  auto e = push(kv_push{0, 0, {part}, {0}, encode(*parse_grad_codec("fp16"), filled(n, 3.f)), {}});
+  BOOST_REQUIRE(e);
+  BOOST_TEST((e->first == errc::malformed));
+  BOOST_TEST(e->second.find("the job sends gradients as f32") != std::string::npos);
+  BOOST_TEST(all_equal(values(), 1.f));
 }

@@ -6,7 +6,9 @@
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
 // time out; bad keys and shapes are refused by the store and by the shard. With the job's
 // tag the same-host fast path runs in one process too: tensors cross through the members'
-// shared-memory slots, bit-exact, and a shard without it answers in the message.
+// shared-memory slots, bit-exact, and a shard without it answers in the message. With the
+// job's --compression pushes of several keys travel 2-bit encoded per key, with each
+// key's error feedback, and pulls come back in its --pull-precision.
 #define BOOST_TEST_MODULE remote_transport
 #include <boost/test/unit_test.hpp>
 
@@ -19,6 +21,7 @@
 #include "actors/shard_server.hpp"
 #include "client/kvstore.hpp"
 #include "client/remote_transport.hpp"
+#include "tensor/grad_codec.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
@@ -32,8 +35,8 @@ struct fast_path_tags {
 };
 
 struct job_fixture {
-  explicit job_fixture(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2,
-                       std::int64_t bound = 0, fast_path_tags tags = {}) {
+  explicit job_fixture(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2, std::int64_t bound = 0,
+                       fast_path_tags tags = {}, grad_codec compression = {}, grad_codec pull_precision = {}) {
     configure_in_process(cfg);
     sys.emplace(cfg);
     job_spec job;
@@ -44,6 +47,8 @@ struct job_fixture {
     job.servers = servers;
     job.big_array_bound = bound;
     job.request_timeout_ms = 5000;
+    job.compression = compression;
+    job.pull_precision = pull_precision;
     coordinator = spawn_kv_coordinator(*sys, job, {});
     for (std::uint32_t s = 0; s < servers; ++s) {
       shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5), {}, tags.shard));
@@ -261,4 +266,36 @@ BOOST_AUTO_TEST_CASE(a_shard_without_the_fast_path_is_answered_over_the_network)
   for (std::int64_t i = 0; i < n; ++i) BOOST_TEST_REQUIRE(out[i] == 0.5f);
   BOOST_TEST(w.transfers().shared_memory_calls == 0u);
   BOOST_TEST(w.transfers().network_calls == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(compressed_pushes_keep_each_keys_residual_and_pulls_come_in_the_pull_precision) {
+  job_fixture job(sync_mode::sync, 2, 1, 0, {}, *parse_grad_codec("2bit:0.5"), *parse_grad_codec("fp16"));
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  std::vector<float> a(4, 0.f), b(6, 0.f);
+  w0.init("a", {a.data(), {4}});
+  w0.init("b", {b.data(), {6}});
+  w1.init("a", {a.data(), {4}});
+  w1.init("b", {b.data(), {6}});
+  // No server optimizer: a sync pull returns the round's summed gradient. Worker 1 pushes
+  // zeros; worker 0 pushes its gradient once, then zeros, so what 2-bit leaves out of a
+  // key arrives with that key's later pushes.
+  const std::vector<float> ga{1.f, 0.2f, -1.f, 0.f}, gb{0.6f, -0.3f, 0.f, 0.f, 0.f, 2.f};
+  const std::vector<float> za(4, 0.f), zb(6, 0.f);
+  const std::vector<std::vector<float>> want_a{{0.5f, 0, -0.5f, 0}, {0.5f, 0, -0.5f, 0}, {0, 0, 0, 0}};
+  const std::vector<std::vector<float>> want_b{{0.5f, 0, 0, 0, 0, 0.5f}, {0, 0, 0, 0, 0, 0.5f}, {0, 0, 0, 0, 0, 0.5f}};
+  for (std::size_t round = 0; round < 3; ++round) {
+    const auto& xa = round == 0 ? ga : za;
+    const auto& xb = round == 0 ? gb : zb;
+    w1.push({"a", "b"}, {{za.data(), {4}}, {zb.data(), {6}}});
+    w0.wait(w0.push({"a", "b"}, {{xa.data(), {4}}, {xb.data(), {6}}}));
+    w0.wait(w0.pull({"a", "b"}, {{a.data(), {4}}, {b.data(), {6}}}));
+    w1.wait_all();
+    BOOST_TEST(a == want_a[round], boost::test_tools::per_element());
+    BOOST_TEST(b == want_b[round], boost::test_tools::per_element());
+  }
+  // One message per call: 2-bit is 4 + ceil(n / 4) bytes per key (5 + 6), fp16 2 per float.
+  const auto moved = w0.transfers();
+  BOOST_TEST(moved.shared_memory_calls == 0u);
+  BOOST_TEST(moved.network_calls == 6u);
+  BOOST_TEST(moved.network_bytes == 3u * 11u + 3u * 20u);
 }

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/job.hpp"
+#include "tensor/grad_codec.hpp"
 
 using namespace troupe;
 
@@ -50,8 +51,20 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
              }).empty());
   BOOST_TEST(problem([](job_spec& j) { j.slow_worker = 5; }).find("--slow-worker") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.train.lr = 0; }).find("--lr") != std::string::npos);
-  BOOST_TEST(problem([](job_spec& j) { j.train_size = 1; j.workers = 4; }).find("fewer than the 4 workers") !=
-             std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.train_size = 1;
+               j.workers = 4;
+             }).find("fewer than the 4 workers") != std::string::npos);
+  // A key-value job: shard servers and one stage; compression applies to its pushes too.
+  BOOST_TEST(problem([](job_spec& j) {
+               j.kv = true;
+               j.pipeline_stages = 2;
+             }).find("--pipeline-stages") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.kv = true;
+               j.compression = *parse_grad_codec("2bit");
+               j.pull_precision = *parse_grad_codec("bf16");
+             }).empty());
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {

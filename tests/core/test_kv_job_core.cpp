@@ -35,9 +35,11 @@ kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::in
   job.big_array_bound = bound;
   kv_job_core core(job, t0);
   ticket t = 1;
-  for (std::uint32_t s = 0; s < shards; ++s) only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
+  for (std::uint32_t s = 0; s < shards; ++s)
+    only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
   kv_job_actions_list last;
-  for (std::uint32_t w = 0; w < workers; ++w) last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1});
+  for (std::uint32_t w = 0; w < workers; ++w)
+    last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1});
   only<start_shards>(last);
   BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
   BOOST_REQUIRE(core.current_phase() == kv_job_core::phase::running);
@@ -78,7 +80,8 @@ BOOST_AUTO_TEST_CASE(a_first_init_in_chunks_is_assembled_in_order) {
   auto core = running();
   auto first = only<answer_key>(core.on_init(10, init_of(0, "i:5", {10, 100}, iota(400), 0)));
   BOOST_TEST(first.layout.parts.empty());  // send the next chunk
-  BOOST_TEST(only<answer_key>(core.on_init(11, init_of(0, "i:5", {10, 100}, iota(400, 400), 400))).layout.parts.empty());
+  BOOST_TEST(
+      only<answer_key>(core.on_init(11, init_of(0, "i:5", {10, 100}, iota(400, 400), 400))).layout.parts.empty());
   BOOST_TEST(core.registry().find("i:5") == nullptr);  // nothing is defined before the last chunk
   auto def = only<define_on_shards>(core.on_init(12, init_of(0, "i:5", {10, 100}, iota(200, 800), 800)));
   BOOST_TEST(test::same_bits(def.value, iota(1000)));
@@ -93,7 +96,8 @@ BOOST_AUTO_TEST_CASE(a_chunk_out_of_order_is_refused_and_the_init_starts_over) {
   BOOST_TEST((skipped.why.code == errc::malformed));
   BOOST_TEST(skipped.why.detail.find("element 800, where element 400 was next") != std::string::npos);
   // What was staged is gone: the next chunk must start at 0 again.
-  BOOST_TEST((only<refuse>(core.on_init(12, init_of(0, "i:5", {1000}, iota(400, 400), 400))).why.code == errc::malformed));
+  BOOST_TEST(
+      (only<refuse>(core.on_init(12, init_of(0, "i:5", {1000}, iota(400, 400), 400))).why.code == errc::malformed));
   only<answer_key>(core.on_init(13, init_of(0, "i:5", {1000}, iota(600), 0)));
   auto def = only<define_on_shards>(core.on_init(14, init_of(0, "i:5", {1000}, iota(400, 600), 600)));
   BOOST_TEST(test::same_bits(def.value, iota(1000)));
@@ -119,7 +123,8 @@ BOOST_AUTO_TEST_CASE(a_member_that_leaves_drops_what_it_staged) {
   only<answer_key>(core.on_init(11, init_of(2, "s:f", {1000}, iota(500), 0)));
   core.on_done(2, t0);
   // A late chunk (the shell refuses a dead member's messages first; the core holds nothing).
-  BOOST_TEST((only<refuse>(core.on_init(12, init_of(1, "s:e", {1000}, iota(500, 500), 500))).why.code == errc::malformed));
+  BOOST_TEST(
+      (only<refuse>(core.on_init(12, init_of(1, "s:e", {1000}, iota(500, 500), 500))).why.code == errc::malformed));
   BOOST_TEST(core.registry().find("s:e") == nullptr);
 }
 

@@ -2,8 +2,9 @@
 -- python3 SCRIPT`, tools/cmd_launch.cpp, client/remote_transport.cpp): separate processes
 over mutual TLS meet in sync rounds, a key larger than one message (40 MB, past every
 node's frame bound) is initialised and pulled across processes (through the same-host
-fast path's shared memory, or over the network with --no-shared-memory), a PyTorch model trained through troupe.torch
-learns, a worker killed mid-run is survived in async (and the launcher's exit code says
+fast path's shared memory, or over the network with --no-shared-memory), a PyTorch model
+trained through troupe.torch learns (also with 2-bit pushes and bf16 pulls, in fewer
+bytes), a worker killed mid-run is survived in async (and the launcher's exit code says
 a worker failed), a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
 without the TROUPE_* environment, with a malformed worker index, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
@@ -82,7 +83,8 @@ def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
     assert result["mode"] == "sync" and result["workers_lost"] == 0
 
 
-def test_a_pytorch_model_trained_through_troupe_learns(tmp_path):
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_pytorch_model_trained_through_troupe_learns(tmp_path, compressed):
     pytest.importorskip("torch")
     p, _ = launch(tmp_path, """
         import torch, troupe, troupe.torch as tt
@@ -105,12 +107,17 @@ def test_a_pytorch_model_trained_through_troupe_learns(tmp_path):
             opt.step()
         x, y = batch()
         acc = (model(x).argmax(1) == y).float().mean().item()
-        print('LEARNED', kv.rank, first, acc, flush=True)
+        print('LEARNED', kv.rank, kv.transfer_stats()['network_bytes'], first, acc, flush=True)
         kv.close()
-    """, "--mode", "sync")
+    """, "--mode", "sync",
+        *(["--compression", "2bit", "--pull-precision", "bf16", "--no-shared-memory"] if compressed else []))
     assert p.returncode == 0, p.stderr[-3000:]
-    accs = [float(line.split()[-1]) for line in p.stderr.splitlines() if "LEARNED" in line]
-    assert len(accs) == 2 and min(accs) > 0.9
+    rows = [line.split()[-3:] for line in p.stderr.splitlines() if "LEARNED" in line]
+    assert len(rows) == 2 and min(float(r[-1]) for r in rows) > 0.9
+    # Each of the 60 steps pushes and pulls the model's 418 floats: 3,344 bytes as f32.
+    # 2-bit pushes and bf16 pulls move about 29% of that.
+    sent = max(int(r[0]) for r in rows)
+    assert sent < 60 * 3344 / 2 if compressed else sent >= 60 * 3344
 
 
 def test_a_killed_worker_is_survived_in_async(tmp_path):
