@@ -17,16 +17,24 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "core/member_core.hpp"
-#include "core/shared_slots.hpp"
+#include "core/channel_pool.hpp"
 
 namespace troupe::stage_shell {
 
-// The member's end of the same-host fast path to one shard: tried once, when the first
-// pull to the shard goes out; none when the shard shares the process, the fast path is
-// off, or the channel was declined by the shard or closed by a timeout.
-struct shard_fast_path {
-  bool tried = false;
-  std::optional<shm::shard_channel> channel;
+// The member's ends of the same-host fast path to its shards (core/channel_pool.hpp, as
+// for a key-value member, with one channel per shard: a member has one pull and one push
+// in flight to each): made when the first pull goes out; none when the fast path is off.
+// Shards in this process are skipped (the message shares the tensor already).
+struct stage_fast_path {
+  std::unique_ptr<shm::channel_pool> pool;
+  // By shard: the channel lent to the pull and to the push in flight, and the push buffer
+  // lent to the core (member_setup::push_buffer) until the push goes out.
+  std::vector<std::optional<std::size_t>> pull_channel, push_channel;
+  struct lent_push {
+    std::size_t channel = 0;
+    const std::byte* at = nullptr;  // where the lent buffer lies
+  };
+  std::vector<std::optional<lent_push>> push_lease;
 };
 
 struct stage_state {
@@ -34,7 +42,7 @@ struct stage_state {
   coordinator_actor coordinator;
   stage_options opts;
   std::vector<shard_actor> shards;  // by index
-  std::vector<shard_fast_path> fast_paths;  // by shard index
+  stage_fast_path fast;
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.

@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include "client/kv_fast_path.hpp"
+#include "core/channel_pool.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
 #include "net/peer_expectations.hpp"
@@ -68,11 +68,17 @@ class transfer_counters {
   std::atomic<std::uint64_t> shared_calls_{0}, network_calls_{0}, shared_bytes_{0}, network_bytes_{0};
 };
 
+// A user's loop has many calls in flight to one shard (troupe.torch pushes and pulls every
+// parameter from its own gradient hook), so a key-value member keeps a few channels per
+// shard; calls under 4,096 floats go in the message, and a new channel's slots hold 1 MiB
+// at least, so small keys share channels.
+constexpr shm::channel_pool::limits kv_channel_limits{4096, 8, std::size_t{1} << 20};
+
 // Copies a pull's answer into the caller's arrays, from the fast path's reply slot
 // `channel` (borrowed until this returns) or from the message (in the job's
 // --pull-precision); each part's version, or why not.
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
-                                               std::int64_t total, kv_fast_path* fast, std::uint32_t shard,
+                                               std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
                                                std::optional<std::size_t> channel, const grad_codec& precision) {
   const std::string who = "shard " + std::to_string(shard);
   tensor from = std::move(reply.data);
@@ -80,7 +86,8 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
     if (!channel) return fault{errc::malformed, who + " answered a pull in shared memory this member did not offer"};
     auto t = fast->take_reply(shard, *channel, reply.shared);
     if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
-    from = std::move(*t);
+    if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
+    from = std::move(t->values);
   } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
     auto decoded = decode(precision, from, total);
     if (!decoded) return fault{errc::malformed, who + " answered a pull with " + decoded.error().message};
@@ -135,7 +142,7 @@ class remote_transport final : public kv_transport {
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
     if (!fast_path_tag_.empty())
-      fast_ = std::make_shared<kv_fast_path>(fast_path_tag_, place_.rank, place_.job.servers);
+      fast_ = std::make_shared<shm::channel_pool>(fast_path_tag_, place_.rank, place_.job.servers, kv_channel_limits);
     return std::nullopt;
   }
 
@@ -190,7 +197,7 @@ class remote_transport final : public kv_transport {
     }
     std::optional<std::size_t> channel;
     if (lease) {
-      msg.shared = fast_->seal_push(shard, *lease);
+      msg.shared = fast_->seal_push(shard, lease->channel, lease->buffer);
       channel = lease->channel;
     }
     stats_->add(channel.has_value(), lease ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
@@ -219,7 +226,11 @@ class remote_transport final : public kv_transport {
       msg.row_numel.push_back(p.rows.empty() ? 0 : p.row_numel);
       total += p.numel;
     }
-    auto lease = fast_ ? fast_->lend_reply(shard, total) : std::nullopt;
+    std::string problem;
+    auto lease = fast_ ? fast_->lend_reply(shard, total, &problem) : std::nullopt;
+    if (!problem.empty())
+      spdlog::warn("troupe.kv: no shared-memory channel to shard {} ({}); its tensors go over the network", shard,
+                   problem);
     std::optional<std::size_t> channel;
     if (lease) {
       msg.reply_to = std::move(lease->where);
@@ -240,8 +251,12 @@ class remote_transport final : public kv_transport {
                          const bool shared = !reply.shared.empty();
                          const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
                          auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
-                         if (channel)
-                           fast->reply_settled(shard, *channel, !shared, false);  // copied out: the slot is free again
+                         // Copied out: the slot is free again.
+                         if (channel && fast->reply_settled(shard, *channel, !shared, false) ==
+                                            shm::channel_pool::settled::declined)
+                             spdlog::info("troupe.kv: shard {} cannot map this host's shared memory (another host, "
+                                          "or it is off there); its tensors go over the network",
+                                          shard);
                          if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
                          stats->add(shared, bytes);
                          done(std::nullopt, std::move(std::get<0>(got)));
@@ -365,7 +380,7 @@ class remote_transport final : public kv_transport {
   bool closed_ = false;
   heap_returner heap_;
   std::string fast_path_tag_;
-  std::shared_ptr<kv_fast_path> fast_;  // null: the fast path is off (or one process)
+  std::shared_ptr<shm::channel_pool> fast_;  // null: the fast path is off (or one process)
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
   std::mutex residuals_mu_;
   std::map<kv_part_id, std::unique_ptr<residual>> residuals_;  // 2-bit compression's, by part

@@ -199,7 +199,7 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_fails_the_calls_in_flight_at_once) {
   BOOST_TEST(code_of([&] { w0.wait(w0.pull({"w"}, {{out.data(), {2}}})); }) == "shard_lost");
 }
 
-// Calls above kv_fast_path::min_numel floats take the members' slots once a pull's answer
+// Calls of 4,096 floats or more take the members' slots once a pull's answer
 // confirmed them; what comes back is bit-exact, in sync and with row_sparse_pull.
 BOOST_AUTO_TEST_CASE(the_fast_path_carries_pushes_and_pulls_bit_exact) {
   const std::string tag = test::fresh_shm_tag();

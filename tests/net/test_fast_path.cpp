@@ -1,6 +1,7 @@
 // The same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp) with real
 // `troupe node` processes over mutual TLS on loopback: a job gives the same bits with the
-// fast path on, off, and refused by its shard (which then answers over the network); a
+// fast path on, off, and refused by its shard (which then answers over the network), and
+// so does a job with 2-bit pushes (copied into the slot) on and off; a
 // segment a crashed process of the job left behind is removed by the next node of the job
 // to start; a worker killed while it trains leaves no segment behind.
 #define BOOST_TEST_MODULE fast_path
@@ -43,10 +44,11 @@ struct job_run {
   std::string worker_log, server_log;
 };
 
-// A 1-worker sync job (deterministic to the bit) with the server's and worker's extra flags.
+// A 1-worker sync job (deterministic to the bit) with the server's, worker's and job's
+// (the coordinator's) extra flags.
 job_run run_job(const std::string& id, const std::vector<std::string>& server_extra,
-                const std::vector<std::string>& worker_extra) {
-  coordinator_under_attack c(id, pki().tls("coordinator"));
+                const std::vector<std::string>& worker_extra, const std::vector<std::string>& job_extra = {}) {
+  coordinator_under_attack c(id, cat(pki().tls("coordinator"), job_extra));
   background_process s(
       cat(cat({troupe_bin(), "node", "--role", "server", "--join", c.address(), "--job-id", id}, pki().tls("server")),
           server_extra),
@@ -87,6 +89,21 @@ BOOST_AUTO_TEST_CASE(a_job_gives_the_same_bits_with_the_fast_path_on_off_and_ref
   BOOST_TEST(off.result["params_fnv1a"].get<std::string>() == fnv);
   BOOST_TEST(refused.result["params_fnv1a"].get<std::string>() == fnv);
   BOOST_TEST(on.result["rejected_messages"].get<int>() == 0);
+}
+
+// A 2-bit gradient is packed outside the slot and copied into it; the bits are those of
+// the same job over the network.
+BOOST_AUTO_TEST_CASE(encoded_pushes_cross_the_fast_path_with_the_bits_of_the_network) {
+  const std::vector<std::string> two_bit{"--compression", "2bit"};
+  const auto on = run_job("fast-2bit", {}, {}, two_bit);
+  BOOST_TEST(says(on.worker_log, "exchanges tensors with shard 0 through shared memory"), on.worker_log);
+  const auto off = run_job("fast-2bit", {"--no-shared-memory"}, {"--no-shared-memory"}, two_bit);
+  BOOST_TEST(!says(off.worker_log, "shared memory"), off.worker_log);
+  BOOST_TEST(on.result["params_fnv1a"].get<std::string>() == off.result["params_fnv1a"].get<std::string>());
+  BOOST_TEST(on.result["rejected_messages"].get<int>() == 0);
+  // 2-bit: about 1/16 of the f32 bytes the same job pushes without compression.
+  const auto plain = run_job("fast-2bit", {}, {});
+  BOOST_TEST(on.result["push_bytes_per_step"].get<double>() * 14 < plain.result["push_bytes_per_step"].get<double>());
 }
 
 BOOST_AUTO_TEST_CASE(a_crashed_processes_segment_is_swept_and_a_killed_worker_leaves_none) {
