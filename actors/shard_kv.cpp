@@ -198,16 +198,15 @@ caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p) {
   }
   kv_push_ack ack;
   std::optional<fault> failed;
-  for (std::size_t i = 0; i < p.parts.size() && !failed; ++i) {
-    if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
-          auto r = kv.push(p.worker, p.parts[i], p.base_versions[i], values->parts[i]);
-          if (r.error) failed = r.error;
-          ack.versions.push_back(r.version);
-          ack.staleness.push_back(r.staleness);
-          if (self->state.m && !r.error) self->state.m->staleness->Observe(static_cast<double>(r.staleness));
-        }))
-      failed = f;
-  }
+  if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
+        auto r = kv.push_parts(p.worker, p.parts, p.base_versions, values->parts);
+        failed = r.error;
+        ack.versions = std::move(r.versions);
+        ack.staleness = std::move(r.staleness);
+      }))
+    failed = f;
+  if (self->state.m && !failed)
+    for (auto s : ack.staleness) self->state.m->staleness->Observe(static_cast<double>(s));
   settle_kv(self);
   if (self->state.m) {
     self->state.m->updates->Increment(0);

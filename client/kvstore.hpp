@@ -97,8 +97,9 @@ struct options {
 using handle = std::uint64_t;
 
 // What a store moved to and from shards in other processes, by path: the same-host fast
-// path's shared-memory slots, or the network's messages. Pushes are counted when sent,
-// pulls when answered; a "local" store moves nothing and counts zeros.
+// path's shared-memory slots, or the network's messages (bytes as sent: encoded, with the
+// job's --compression and --pull-precision). Pushes are counted when sent, pulls when
+// answered; a "local" store moves nothing and counts zeros.
 struct transfer_stats {
   std::uint64_t shared_memory_calls = 0, network_calls = 0;
   std::uint64_t shared_memory_bytes = 0, network_bytes = 0;

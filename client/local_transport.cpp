@@ -13,8 +13,7 @@ namespace {
 // What the workers of one group share: the key registry, the shard cores, the pulls
 // the shards hold, and the barrier.
 struct hub {
-  explicit hub(const local_group_config& c, std::uint32_t workers)
-      : cfg(c), registry(c.servers, c.big_array_bound) {
+  explicit hub(const local_group_config& c, std::uint32_t workers) : cfg(c), registry(c.servers, c.big_array_bound) {
     for (std::uint32_t s = 0; s < c.servers; ++s) {
       kv_shard_config sc;
       sc.index = s;
@@ -76,7 +75,8 @@ struct hub {
       tokens.erase(tok);
       auto it = requests.find(req);
       if (it == requests.end()) continue;
-      out.push_back({std::move(it->second.done), fault{errc::closed, "the worker left the job while its pull was held"}, {}});
+      out.push_back(
+          {std::move(it->second.done), fault{errc::closed, "the worker left the job while its pull was held"}, {}});
       requests.erase(it);
     }
   }
@@ -132,18 +132,19 @@ class local_transport final : public kv_transport {
     std::vector<hub::finished> finished;
     {
       std::lock_guard lock(hub_->mu);
-      std::vector<part_result> results;
-      std::optional<fault> error;
+      std::vector<kv_part_id> ids;
+      std::vector<std::int64_t> base_versions;
+      std::vector<const_tensor_view> grads;
       for (const auto& p : parts) {
-        auto r = hub_->shards[shard].push(rank_, p.part, p.base_version, floats(p.data, p.numel));
-        if (r.error) {
-          error = r.error;
-          break;
-        }
-        results.push_back({p.part, r.version, r.staleness});
+        ids.push_back(p.part);
+        base_versions.push_back(p.base_version);
+        grads.push_back(floats(p.data, p.numel));
       }
+      auto r = hub_->shards[shard].push_parts(rank_, ids, base_versions, grads);  // all parts or none
+      std::vector<part_result> results;
+      for (std::size_t i = 0; i < r.versions.size(); ++i) results.push_back({ids[i], r.versions[i], r.staleness[i]});
       hub_->settle(shard, finished);
-      finished.push_back({std::move(done), std::move(error), std::move(results)});
+      finished.push_back({std::move(done), std::move(r.error), std::move(results)});
     }
     run(finished);
   }

@@ -22,13 +22,13 @@ namespace troupe::kv {
 or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
                                                              const std::string& type);
 
-// Joins `opts.coordinator` in `sys`, which must outlive the transport. In one process the
-// message already shares its tensors, so the fast path is off unless a test names the
-// job's tag in `fast_path_tag` (the shards must have it too).
 // TROUPE_WORKER_INDEX in `env`: -1 when unset or empty; an error naming the variable
 // when it is not a non-negative integer.
 or_fault<std::int32_t> worker_index(const std::map<std::string, std::string>& env);
 
+// Joins `opts.coordinator` in `sys`, which must outlive the transport. In one process the
+// message already shares its tensors, so the fast path is off unless a test names the
+// job's tag in `fast_path_tag` (the shards must have it too).
 or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, member_options opts,
                                                        const std::string& job_id,
                                                        const std::string& fast_path_tag = {});

@@ -103,9 +103,12 @@ std::int64_t kv_shard_core::slowest(const part_state& p) const {
 
 bool kv_shard_core::can_answer(const part_state& p, std::int64_t needs) const {
   switch (cfg_.mode) {
-    case sync_mode::sync: return p.version >= needs;
-    case sync_mode::async: return true;
-    case sync_mode::ssp: return needs - cfg_.staleness <= slowest(p);
+    case sync_mode::sync:
+      return p.version >= needs;
+    case sync_mode::async:
+      return true;
+    case sync_mode::ssp:
+      return needs - cfg_.staleness <= slowest(p);
   }
   return true;
 }
@@ -119,49 +122,87 @@ void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
   ++updates_;
 }
 
-kv_shard_core::push_outcome kv_shard_core::push(std::uint32_t member, kv_part_id part, std::int64_t base_version,
-                                                const_tensor_view grad) {
+std::optional<fault> kv_shard_core::check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad) const {
+  if (auto e = check(member, part)) return e;
+  const part_state& p = parts_.at(part);
+  if (grad.empty() || grad.type() != dtype::f32 || !grad.is_contiguous() || grad.numel() != p.value.numel())
+    return fault{errc::bad_shape,
+                 part_label(p.key, part) + " holds " + std::to_string(p.value.numel()) +
+                     " float32 elements; the gradient pushed has " +
+                     (grad.empty() ? std::string("none")
+                                   : std::to_string(grad.numel()) + " " + std::string(name_of(grad.type())))};
+  if (!all_finite(grad))
+    return fault{errc::not_finite, part_label(p.key, part) + ": the gradient holds NaN or infinite values"};
+  const std::int64_t round = pushed(p, member);
+  if (cfg_.mode == sync_mode::sync && round - p.version >= max_rounds_ahead)
+    return fault{errc::bad_clock, part_label(p.key, part) + ": worker " + std::to_string(member) + " pushed " +
+                                      std::to_string(round - p.version) +
+                                      " rounds ahead of the others; pull between pushes"};
+  return std::nullopt;
+}
+
+// A push that check_push accepted.
+kv_shard_core::push_outcome kv_shard_core::apply_push(std::uint32_t member, kv_part_id part, std::int64_t base_version,
+                                                      const_tensor_view grad) {
   push_outcome out;
-  if (auto e = check(member, part)) {
-    out.error = e;
-    return out;
-  }
   part_state& p = parts_.at(part);
-  out.version = p.version;
-  if (grad.empty() || grad.type() != dtype::f32 || !grad.is_contiguous() || grad.numel() != p.value.numel()) {
-    out.error = fault{errc::bad_shape, part_label(p.key, part) + " holds " + std::to_string(p.value.numel()) +
-                                           " float32 elements; the gradient pushed has " +
-                                           (grad.empty() ? std::string("none") : std::to_string(grad.numel()) + " " +
-                                                                                     std::string(name_of(grad.type())))};
-    return out;
-  }
-  if (!all_finite(grad)) {
-    out.error = fault{errc::not_finite, part_label(p.key, part) + ": the gradient holds NaN or infinite values"};
-    return out;
-  }
   const_tensor_view flat = grad.reshape({grad.numel()});
   const std::int64_t round = pushed(p, member);
+  p.pushed[member] = round + 1;
   if (cfg_.mode == sync_mode::sync) {
-    if (round - p.version >= max_rounds_ahead) {
-      out.error = fault{errc::bad_clock, part_label(p.key, part) + ": worker " + std::to_string(member) +
-                                             " pushed " + std::to_string(round - p.version) +
-                                             " rounds ahead of the others; pull between pushes"};
-      return out;
-    }
-    p.pushed[member] = round + 1;
     tensor copy_of = tensor::uninitialized({flat.numel()});
     copy(copy_of, flat);
     p.rounds[round].emplace(member, std::move(copy_of));
     out.staleness = std::max<std::int64_t>(0, round - base_version);
     close_rounds(p);
-    out.version = p.version;
   } else {
-    p.pushed[member] = round + 1;
     out.staleness = std::max<std::int64_t>(0, p.version - base_version);
     float lr = cfg_.optimizer ? cfg_.optimizer->schedule.at(p.version) : 0.f;
     if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, out.staleness));
     apply(p, flat, lr);
-    out.version = p.version;
+  }
+  out.version = p.version;
+  return out;
+}
+
+kv_shard_core::push_outcome kv_shard_core::push(std::uint32_t member, kv_part_id part, std::int64_t base_version,
+                                                const_tensor_view grad) {
+  if (auto e = check_push(member, part, grad)) {
+    push_outcome out;
+    out.error = e;
+    if (parts_.count(part)) out.version = parts_.at(part).version;
+    return out;
+  }
+  auto out = apply_push(member, part, base_version, grad);
+  release_ready();
+  return out;
+}
+
+kv_shard_core::push_outcome_all kv_shard_core::push_parts(std::uint32_t member, const std::vector<kv_part_id>& parts,
+                                                          const std::vector<std::int64_t>& base_versions,
+                                                          const std::vector<const_tensor_view>& grads) {
+  push_outcome_all out;
+  if (base_versions.size() != parts.size() || grads.size() != parts.size()) {
+    out.error = fault{errc::malformed, "a push of " + std::to_string(parts.size()) + " parts with " +
+                                           std::to_string(base_versions.size()) + " versions and " +
+                                           std::to_string(grads.size()) + " gradients"};
+    return out;
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (std::count(parts.begin(), parts.begin() + static_cast<std::ptrdiff_t>(i), parts[i])) {
+      out.error = fault{errc::malformed, "a push names part " + std::to_string(parts[i] & 0xFFFF) + " of key id " +
+                                             std::to_string(parts[i] >> 16) + " twice"};
+      return out;
+    }
+    if (auto e = check_push(member, parts[i], grads[i])) {
+      out.error = e;
+      return out;
+    }
+  }
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto r = apply_push(member, parts[i], base_versions[i], grads[i]);
+    out.versions.push_back(r.version);
+    out.staleness.push_back(r.staleness);
   }
   release_ready();
   return out;
@@ -223,7 +264,8 @@ void kv_shard_core::gather_rows(kv_part_id part, const std::vector<std::int64_t>
   TROUPE_CHECK(out.numel() == static_cast<std::int64_t>(row_ids.size()) * row_numel, "gather_rows: output size");
   for (std::size_t i = 0; i < row_ids.size(); ++i) {
     TROUPE_CHECK(row_ids[i] >= 0 && (row_ids[i] + 1) * row_numel <= v.numel(), "gather_rows: row out of range");
-    copy(out.flat(static_cast<std::int64_t>(i) * row_numel, row_numel), v.view().flat(row_ids[i] * row_numel, row_numel));
+    copy(out.flat(static_cast<std::int64_t>(i) * row_numel, row_numel),
+         v.view().flat(row_ids[i] * row_numel, row_numel));
   }
 }
 

@@ -88,6 +88,16 @@ class kv_shard_core {
   };
   // grad: the part's numel f32 values; it may be borrowed memory valid only during the call.
   push_outcome push(std::uint32_t member, kv_part_id part, std::int64_t base_version, const_tensor_view grad);
+  // One message's pushes of several parts, all or none: every part is checked (membership,
+  // shape, finiteness, rounds ahead; each part named once) before any is applied, so a
+  // refused push leaves every part as it was.
+  struct push_outcome_all {
+    std::optional<fault> error;
+    std::vector<std::int64_t> versions, staleness;  // per part, when applied
+  };
+  push_outcome_all push_parts(std::uint32_t member, const std::vector<kv_part_id>& parts,
+                              const std::vector<std::int64_t>& base_versions,
+                              const std::vector<const_tensor_view>& grads);
 
   enum class pull_decision { answer, hold, reject };
   struct pull_outcome {
@@ -118,8 +128,8 @@ class kv_shard_core {
     tensor value;
     std::optional<optimizer_state> opt;
     std::int64_t version = 0;
-    std::map<std::uint32_t, std::int64_t> pushed;                       // per member
-    std::map<std::int64_t, std::map<std::uint32_t, tensor>> rounds;    // sync: open rounds by index, by rank
+    std::map<std::uint32_t, std::int64_t> pushed;                    // per member
+    std::map<std::int64_t, std::map<std::uint32_t, tensor>> rounds;  // sync: open rounds by index, by rank
   };
   struct held_pull {
     token t;
@@ -129,6 +139,10 @@ class kv_shard_core {
   };
 
   std::optional<fault> check(std::uint32_t member, kv_part_id part) const;
+  // Why member's push of grad to part would be refused; nothing changes either way.
+  std::optional<fault> check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad) const;
+  // Applies a push that check_push accepted (release_ready() is the caller's).
+  push_outcome apply_push(std::uint32_t member, kv_part_id part, std::int64_t base_version, const_tensor_view grad);
   std::int64_t pushed(const part_state& p, std::uint32_t member) const;
   std::int64_t slowest(const part_state& p) const;
   bool can_answer(const part_state& p, std::int64_t needs) const;

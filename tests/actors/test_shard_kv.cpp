@@ -2,11 +2,12 @@
 // coordinator, in one process) takes well-formed pushes and pulls of a member, and
 // refuses, with a typed error naming what is wrong and without changing the key, a push
 // whose data does not match its parts, a push or pull of a part it does not hold, one
-// addressed to another shard, rows outside the part, a gradient that is not finite, and a
-// push naming shared memory that the shard cannot or may not read; a pull offering a slot
-// to a shard without the fast path is answered in the message. With the job's
-// --compression pushes are decoded part by part (a part that does not decode refuses the
-// whole push), and answers over the network come in its --pull-precision.
+// addressed to another shard, rows outside the part, a gradient that is not finite, a
+// push naming shared memory that the shard cannot or may not read, and a push of two
+// parts whose second is refused (the first stays as it was); a pull offering a slot to a
+// shard without the fast path is answered in the message. With the job's --compression
+// pushes are decoded part by part (a part that does not decode refuses the whole push),
+// and answers over the network come in its --pull-precision.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
@@ -275,4 +276,18 @@ BOOST_FIXTURE_TEST_CASE(a_push_in_another_dtype_than_the_job_sends_is_refused, k
   BOOST_TEST((e->first == errc::malformed));
   BOOST_TEST(e->second.find("the job sends gradients as f32") != std::string::npos);
   BOOST_TEST(all_equal(values(), 1.f));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_push_refused_in_one_part_changes_no_part, kv_job) {
+  kv_part_id second = 0;
+  (*member)
+      ->request(coordinator, timeout, kv_init_atom::value, kv_init{0, "s:v", {n}, filled(n, 1.f), 0})
+      .receive([&](kv_key_layout& k) { second = k.parts.at(0).id; },
+               [&](caf::error& e) { BOOST_FAIL("key v was not defined: " << describe(e)); });
+  tensor both = filled(2 * n, 3.f);
+  both.data<float>()[n + 2] = std::numeric_limits<float>::quiet_NaN();  // in key v's part
+  auto e = push(kv_push{0, 0, {part, second}, {0, 0}, std::move(both), {}});
+  BOOST_REQUIRE(e);
+  BOOST_TEST((e->first == errc::not_finite));
+  BOOST_TEST(all_equal(values(), 1.f));  // key w's part, first in the push, is unchanged
 }

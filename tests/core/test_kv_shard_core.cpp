@@ -3,7 +3,8 @@
 // pushes are applied; a member may push a round ahead; async applies on arrival; ssp
 // holds exactly the pulls past the bound; without a server optimizer a part stores the
 // round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
-// and drops its held pulls; bad gradients and unknown parts are refused and change nothing;
+// and drops its held pulls; bad gradients and unknown parts are refused and change nothing,
+// and a push of several parts is applied whole or not at all;
 // a new learning rate keeps the optimizer's momentum, a new rule starts it afresh.
 #define BOOST_TEST_MODULE kv_shard_core
 #include <boost/test/unit_test.hpp>
@@ -22,7 +23,8 @@ constexpr std::int64_t n = 6;
 const kv_part_id part_a = make_part_id(0, 0), part_b = make_part_id(1, 0);
 
 kv_optimizer plain_sgd() {  // lr 1, no momentum: an update subtracts the gradient
-  return {optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f}, lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f}};
+  return {optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f},
+          lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f}};
 }
 
 kv_shard_core make(sync_mode mode, std::optional<kv_optimizer> opt = plain_sgd(), std::int32_t staleness = 0) {
@@ -48,7 +50,8 @@ float at(const kv_shard_core& c, kv_part_id p, int i = 0) { return c.value(p).da
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sync_sums_a_round_in_rank_order_whatever_the_arrival_order) {
-  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2), g2 = test::random_tensor({n}, 3, 1e-7f);
+  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2),
+         g2 = test::random_tensor({n}, 3, 1e-7f);
   auto a = make(sync_mode::sync), b = make(sync_mode::sync);
   a.push(0, part_a, 0, g0), a.push(1, part_a, 0, g1), a.push(2, part_a, 0, g2);
   b.push(2, part_a, 0, g2), b.push(0, part_a, 0, g0), b.push(1, part_a, 0, g1);
@@ -103,7 +106,7 @@ BOOST_AUTO_TEST_CASE(ssp_holds_exactly_the_pulls_past_the_bound) {
   c.push(0, part_a, 0, filled(1.f));
   BOOST_TEST((c.pull(0, part_a, 1).decision == kv_shard_core::pull_decision::answer));  // 1 ahead: within the bound
   c.push(0, part_a, 1, filled(1.f));
-  BOOST_TEST((c.pull(0, part_a, 2).decision == kv_shard_core::pull_decision::hold));    // 2 ahead of ranks 1 and 2
+  BOOST_TEST((c.pull(0, part_a, 2).decision == kv_shard_core::pull_decision::hold));  // 2 ahead of ranks 1 and 2
   c.push(1, part_a, 2, filled(1.f));
   BOOST_TEST(c.take_released().empty());
   c.push(2, part_a, 3, filled(1.f));
@@ -135,7 +138,7 @@ BOOST_AUTO_TEST_CASE(a_new_learning_rate_keeps_the_momentum_and_a_new_rule_start
   auto b = make(sync_mode::async, momentum(1.f));
   b.push(0, part_a, 0, filled(1.f));
   auto other = momentum(0.5f);
-  other.config.momentum = 0.25f;      // another rule: the velocity starts at zero
+  other.config.momentum = 0.25f;  // another rule: the velocity starts at zero
   b.set_optimizer(other);
   b.push(0, part_a, 1, filled(1.f));  // velocity 1, value -1 - 0.5 * 1
   BOOST_TEST(at(b, part_a) == -1.5f);
@@ -190,6 +193,33 @@ BOOST_AUTO_TEST_CASE(bad_gradients_are_refused_and_change_nothing) {
   // A refused push does not count as one of the member's pushes.
   c.push(0, part_a, 0, filled(1.f));
   BOOST_TEST(c.version(part_a) == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_of_several_parts_is_applied_whole_or_not_at_all) {
+  auto c = make(sync_mode::async);
+  tensor nan = filled(1.f);
+  nan.data<float>()[5] = std::numeric_limits<float>::infinity();
+  const tensor one = filled(1.f), two = filled(2.f);
+  // Part b's gradient is refused, so part a, which came first and is fine, is not applied.
+  auto refused = c.push_parts(0, {part_a, part_b}, {0, 0}, {one.view(), nan.view()});
+  BOOST_REQUIRE(refused.error);
+  BOOST_TEST((refused.error->code == errc::not_finite));
+  BOOST_TEST(refused.error->detail.find("\"b\"") != std::string::npos);
+  BOOST_TEST(refused.versions.empty());
+  BOOST_TEST(at(c, part_a) == 0.f);
+  BOOST_TEST(c.version(part_a) == 0);
+  // A part named twice, and counts that disagree, are malformed; nothing changes.
+  auto twice = c.push_parts(0, {part_a, part_a}, {0, 0}, {one.view(), one.view()});
+  BOOST_REQUIRE(twice.error);
+  BOOST_TEST((twice.error->code == errc::malformed));
+  BOOST_TEST((c.push_parts(0, {part_a}, {}, {one.view()}).error->code == errc::malformed));
+  BOOST_TEST(c.version(part_a) == 0);
+  // A good one applies every part: lr 1 subtracts each gradient.
+  auto ok = c.push_parts(0, {part_a, part_b}, {0, 0}, {one.view(), two.view()});
+  BOOST_REQUIRE(!ok.error);
+  BOOST_TEST(ok.versions == (std::vector<std::int64_t>{1, 1}));
+  BOOST_TEST(at(c, part_a) == -1.f);
+  BOOST_TEST(at(c, part_b) == -2.f);
 }
 
 BOOST_AUTO_TEST_CASE(the_first_definition_wins_and_rows_gather_in_order) {

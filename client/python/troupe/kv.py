@@ -146,8 +146,9 @@ class KVStore:
     def transfer_stats(self):
         """What this store moved to and from shards in other processes, by path: calls and
         bytes through the same-host fast path's shared memory, and through the network's
-        messages (pushes counted when sent, pulls when answered). A 'local' store moves
-        nothing and reports zeros."""
+        messages (bytes as sent: encoded under the job's --compression and --pull-precision;
+        pushes counted when sent, pulls when answered). A 'local' store moves nothing and
+        reports zeros."""
         return self._s.transfer_stats()
 
     @property
