@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 import troupe
 import troupe.torch as tt
-from fashion_net import Net
+from fashion_net import Net, schedule
 
 
 def read_idx(directory, base):
@@ -50,6 +50,8 @@ def main():
                     help="SGD momentum (default 0.9; 0.8 in async and ssp, whose staleness adds momentum of its own)")
     ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
                     help="the learning rate over the epochs: cosine decay to zero by the last, or constant")
+    ap.add_argument("--warmup-epochs", type=float, default=0.5,
+                    help="linear warm-up of the learning rate from a tenth, over this many epochs")
     ap.add_argument("--train-samples", type=int, default=0, help="use only the first N training samples")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--seed", type=int, default=1)
@@ -80,11 +82,11 @@ def main():
     momentum = args.momentum if args.momentum is not None else (0.9 if kv.mode == "sync" else 0.8)
     sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=momentum, weight_decay=5e-4)
     opt = tt.DistributedOptimizer(sgd, model.named_parameters(), kv)
-    # A PyTorch scheduler on the wrapped optimizer: troupe.torch sends each new lr to the
-    # shards before the next step's first push (one round trip per epoch here).
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(sgd, T_max=args.epochs) if args.schedule == "cosine" else None
     g = torch.Generator().manual_seed(args.seed + index)
     steps = len(xs) // args.batch_size
+    # A PyTorch scheduler on the wrapped optimizer: troupe.torch sends each new lr to the
+    # shards before the next step's first push.
+    sched = schedule(sgd, steps, args.epochs, int(args.warmup_epochs * steps), args.schedule == "cosine")
     train_seconds, acc = 0.0, None
     for epoch in range(args.epochs):
         model.train()
@@ -96,11 +98,10 @@ def main():
             loss = F.cross_entropy(model(xs[idx]), ys[idx])
             loss.backward()
             opt.step()
+            sched.step()
             loss_sum += loss.item()
         seconds = time.perf_counter() - t0
         train_seconds += seconds
-        if sched:
-            sched.step()
         if args.eval == "end" and epoch + 1 < args.epochs:
             print(f"worker {kv.rank} epoch {epoch + 1}: loss {loss_sum / max(steps, 1):.4f}, "
                   f"{steps * args.batch_size / seconds:.0f} samples/s", flush=True)

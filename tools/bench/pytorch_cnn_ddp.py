@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch DDP peer for tools/bench/pytorch_through_troupe: the training loop of
 examples/pytorch/fashion_cnn.py (its network, fashion_net.Net; the same data split,
-normalisation, shuffling, batch, SGD with momentum 0.9 and weight decay 5e-4, the
-per-epoch cosine learning rate) with the gradients averaged by DistributedDataParallel
-over gloo instead of Troupe's shards:
-WORLD processes on this machine, one intra-op thread each. Prints one JSON line: the
-samples trained, the training seconds of the slowest rank (evaluation excluded), samples/s
-and rank 0's test accuracy after the last epoch."""
+normalisation, shuffling, batch, SGD with momentum 0.9 and weight decay 5e-4, and the
+learning-rate schedule fashion_net.schedule) with the gradients averaged by
+DistributedDataParallel over gloo instead of Troupe's shards: WORLD processes on this
+machine, one intra-op thread each. Prints one JSON line: the samples trained, the
+training seconds of the slowest rank (evaluation excluded), samples/s and rank 0's test
+accuracy after the last epoch."""
 import argparse
 import json
 import os
@@ -26,7 +26,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import ddp_world  # noqa: E402
 import fashion_data  # noqa: E402
-from fashion_net import Net  # noqa: E402
+from fashion_net import Net, schedule  # noqa: E402
 
 
 def images(data_dir, base):
@@ -51,9 +51,9 @@ def run(rank, args, queue):
     model = Net()
     ddp = DDP(model)  # broadcasts rank 0's parameters, as troupe.torch.broadcast_parameters does
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=0.9, weight_decay=5e-4)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=args.epochs) if args.schedule == "cosine" else None
     g = torch.Generator().manual_seed(args.seed + rank)
     steps = len(xs) // args.batch_size
+    sched = schedule(opt, steps, args.epochs, int(args.warmup_epochs * steps), args.schedule == "cosine")
     dist.barrier()
     t0 = time.perf_counter()
     for epoch in range(args.epochs):
@@ -64,7 +64,6 @@ def run(rank, args, queue):
             opt.zero_grad()
             F.cross_entropy(ddp(xs[idx]), ys[idx]).backward()
             opt.step()
-        if sched:
             sched.step()
     dist.barrier()
     seconds = time.perf_counter() - t0
@@ -85,6 +84,7 @@ def main():
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine")
+    ap.add_argument("--warmup-epochs", type=float, default=0.5)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--train-samples", type=int, default=0, help="use only the first N training samples")
     ap.add_argument("--data", default=fashion_data.DEFAULT_DIR)
