@@ -68,7 +68,7 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
       print_error(troupe::describe(result.error()));
       return exit_failed;
     }
-    print_job_result(*result);
+    print_kv_job_result(*result);
     return exit_ok;
   }
   set_blas_threads(1);

@@ -241,4 +241,14 @@ void print_job_result(const job_result& r) {
   std::cout << out.dump() << std::endl;
 }
 
+void print_kv_job_result(const job_result& r) {
+  nlohmann::ordered_json out;
+  out["mode"] = r.mode;
+  out["workers"] = r.workers;
+  out["servers"] = r.servers;
+  out["train_seconds"] = round_to(r.train_seconds, 3);
+  out["workers_lost"] = r.workers_lost;
+  std::cout << out.dump() << std::endl;
+}
+
 }  // namespace troupe::cli

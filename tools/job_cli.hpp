@@ -39,6 +39,10 @@ std::string job_options_as_toml(CLI::App& app);
 
 std::string describe(const job_spec& job, const dataset_split& data);
 void print_epoch(const epoch_summary& s);
+// The job's outcome as one JSON line on stdout. A key-value job's has only what its
+// coordinator knows (its members' loops are their own): mode, workers, servers,
+// train_seconds (from the start to the last member's leaving), workers_lost.
 void print_job_result(const job_result& r);
+void print_kv_job_result(const job_result& r);
 
 }  // namespace troupe::cli

@@ -81,6 +81,8 @@ def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
     # Each round sums 1 + 2 and steps by 0.5 * 3: ten rounds give -15 on both workers.
     assert got == [["0", "2", "-15.0", "-15.0"], ["1", "2", "-15.0", "-15.0"]]
     assert result["mode"] == "sync" and result["workers_lost"] == 0
+    # Only what a key-value job's coordinator knows: no epochs or accuracy of its own.
+    assert set(result) == {"mode", "workers", "servers", "train_seconds", "workers_lost"}
 
 
 @pytest.mark.parametrize("compressed", [False, True])
