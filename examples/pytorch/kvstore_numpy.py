@@ -27,7 +27,10 @@ def main():
     yt = read_idx(args.data, "t10k-labels-idx1-ubyte").astype(np.int64)
     w, b = np.zeros((784, 10), np.float32), np.zeros(10, np.float32)
     kv.init(["w", "b"], [w, b])                      # MXNet: kv.init(keys, values)
-    kv.set_optimizer(kind="sgd", lr=0.1, momentum=0.9)
+    # The shards' optimizer decays the lr to zero over the run (MXNet's lr_scheduler on the
+    # kvstore): each key is updated once per round in sync, once per push in async.
+    updates = args.steps * (1 if kv.mode == "sync" else kv.num_workers)
+    kv.set_optimizer(kind="sgd", lr=0.1, momentum=0.9, schedule="cosine", total_updates=updates)
     rng = np.random.default_rng(kv.rank)
     for step in range(args.steps):
         kv.pull(["w", "b"], out=[w, b])              # MXNet: kv.pull(keys, out=values)
@@ -39,6 +42,7 @@ def main():
         p[np.arange(len(i)), y[i]] -= 1
         kv.push(["w", "b"], [(x[i].T @ p / len(i)).astype(np.float32), p.mean(0).astype(np.float32)])
     kv.wait_all()
+    kv.barrier()                                     # every worker's last push is in
     kv.pull(["w", "b"], out=[w, b])
     kv.wait_all()
     print(f"worker {kv.rank}: test accuracy {100 * ((xt @ w + b).argmax(1) == yt).mean():.2f}%", flush=True)

@@ -25,7 +25,7 @@ def test_the_numpy_kvstore_loop_learns_as_two_launched_workers(tmp_path):
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     acc = accuracies(p.stderr)
-    assert len(acc) == 2 and min(acc) > 60
+    assert len(acc) == 2 and min(acc) > 75  # 81-82% in every run: the shards decay the lr to zero
 
 
 def test_the_pytorch_cnn_learns_through_troupe():
