@@ -74,6 +74,28 @@ class transfer_counters {
 // at least, so small keys share channels.
 constexpr shm::channel_pool::limits kv_channel_limits{4096, 8, std::size_t{1} << 20};
 
+// A pull's answer in the job's --pull-precision (fp16 or bf16), decoded straight into the
+// caller's arrays once its size and dtype are checked, so a malformed one writes nothing.
+or_fault<std::vector<part_result>> unpack_encoded(const tensor& from, const std::vector<std::int64_t>& versions,
+                                                  const std::vector<pull_part>& parts, std::int64_t total,
+                                                  const grad_codec& precision, const std::string& who) {
+  const dtype want = precision.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16;
+  if (from.rank() != 1 || from.type() != want || from.numel() != total || versions.size() != parts.size())
+    return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " " +
+                                      std::string(name_of(from.type())) + " values for " + std::to_string(total) +
+                                      " in " + to_string(precision)};
+  std::vector<part_result> out;
+  const std::byte* at = from.bytes();
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const const_tensor_view piece(at, want, {parts[i].numel});
+    if (auto e = decode_into(precision, piece, floats(parts[i].out, parts[i].numel)))
+      return fault{errc::malformed, who + " answered a pull with " + *e};
+    at += piece.nbytes();
+    out.push_back({parts[i].part, versions[i], 0});
+  }
+  return out;
+}
+
 // Copies a pull's answer into the caller's arrays, from the fast path's reply slot
 // `channel` (borrowed until this returns) or from the message (in the job's
 // --pull-precision); each part's version, or why not.
@@ -89,9 +111,7 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
     if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
     from = std::move(t->values);
   } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
-    auto decoded = decode(precision, from, total);
-    if (!decoded) return fault{errc::malformed, who + " answered a pull with " + decoded.error().message};
-    from = std::move(*decoded);
+    return unpack_encoded(from, reply.versions, parts, total, precision, who);
   }
   if (from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
     return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " values for " +
@@ -239,28 +259,29 @@ class remote_transport final : public kv_transport {
     auto fast = fast_;
     auto stats = stats_;
     const grad_codec precision = place_.job.pull_precision;
-    caf::anon_send(member_,
-                   member_call_pull{
-                       shard, std::move(msg),
-                       [done, parts, fast, shard, channel, total, stats, precision](or_fault<kv_pull_reply> r) {
-                         if (auto* f = std::get_if<fault>(&r)) {
-                           if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
-                           return done(*f, {});
-                         }
-                         auto& reply = std::get<kv_pull_reply>(r);
-                         const bool shared = !reply.shared.empty();
-                         const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
-                         auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
-                         // Copied out: the slot is free again.
-                         if (channel && fast->reply_settled(shard, *channel, !shared, false) ==
-                                            shm::channel_pool::settled::declined)
-                             spdlog::info("troupe.kv: shard {} cannot map this host's shared memory (another host, "
-                                          "or it is off there); its tensors go over the network",
-                                          shard);
-                         if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
-                         stats->add(shared, bytes);
-                         done(std::nullopt, std::move(std::get<0>(got)));
-                       }});
+    caf::anon_send(
+        member_,
+        member_call_pull{shard, std::move(msg),
+                         [done, parts, fast, shard, channel, total, stats, precision](or_fault<kv_pull_reply> r) {
+                           if (auto* f = std::get_if<fault>(&r)) {
+                             if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                             return done(*f, {});
+                           }
+                           auto& reply = std::get<kv_pull_reply>(r);
+                           const bool shared = !reply.shared.empty();
+                           const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+                           auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
+                           // Copied out: the slot is free again.
+                           if (channel && fast->reply_settled(shard, *channel, !shared, false) ==
+                                              shm::channel_pool::settled::declined)
+                             spdlog::info(
+                                 "troupe.kv: shard {} cannot map this host's shared memory (another host, "
+                                 "or it is off there); its tensors go over the network",
+                                 shard);
+                           if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+                           stats->add(shared, bytes);
+                           done(std::nullopt, std::move(std::get<0>(got)));
+                         }});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }

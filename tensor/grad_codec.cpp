@@ -37,9 +37,12 @@ expected<grad_codec> parse_grad_codec(std::string_view text) {
 
 std::string to_string(const grad_codec& c) {
   switch (c.kind) {
-    case codec_kind::none: return "none";
-    case codec_kind::fp16: return "fp16";
-    case codec_kind::bf16: return "bf16";
+    case codec_kind::none:
+      return "none";
+    case codec_kind::fp16:
+      return "fp16";
+    case codec_kind::bf16:
+      return "bf16";
     case codec_kind::two_bit: {
       if (c.adaptive) return "2bit";
       std::string t = std::to_string(c.threshold);
@@ -96,10 +99,13 @@ float bf16_to_f32(std::uint16_t b) { return std::bit_cast<float>(static_cast<std
 
 std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel) {
   switch (c.kind) {
-    case codec_kind::none: return numel * 4;
+    case codec_kind::none:
+      return numel * 4;
     case codec_kind::fp16:
-    case codec_kind::bf16: return numel * 2;
-    case codec_kind::two_bit: return 4 + (numel + 3) / 4;
+    case codec_kind::bf16:
+      return numel * 2;
+    case codec_kind::two_bit:
+      return 4 + (numel + 3) / 4;
   }
   return numel * 4;
 }
@@ -166,41 +172,37 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
   return {};
 }
 
-expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel) {
+std::optional<std::string> decode_into(const grad_codec& c, const_tensor_view wire, tensor_view out) {
+  const std::int64_t numel = out.numel();
   const auto wrong = [&](const std::string& what) {
-    return failure{"a " + to_string(c) + " tensor " + what + " (" + std::string(name_of(wire.type())) + ", " +
-                   std::to_string(wire.nbytes()) + " bytes for " + std::to_string(numel) + " elements)"};
+    return "a " + to_string(c) + " tensor " + what + " (" + std::string(name_of(wire.type())) + ", " +
+           std::to_string(wire.nbytes()) + " bytes for " + std::to_string(numel) + " elements)";
   };
-  if (numel < 0) return wrong("of negative size");
-  if (wire.rank() != 1 || wire.nbytes() != static_cast<std::size_t>(encoded_bytes(c, numel)))
+  TROUPE_CHECK(is_f32_1d(out), "decode_into: a contiguous f32 destination");
+  if (wire.rank() != 1 || !wire.is_contiguous() || wire.nbytes() != static_cast<std::size_t>(encoded_bytes(c, numel)))
     return wrong("of the wrong size");
+  float* o = out.data<float>();
   switch (c.kind) {
-    case codec_kind::none: {
+    case codec_kind::none:
       if (wire.type() != dtype::f32) return wrong("of the wrong dtype");
-      tensor out = tensor::uninitialized({numel});
       copy(out, wire);
-      return out;
-    }
+      return std::nullopt;
     case codec_kind::fp16:
     case codec_kind::bf16: {
       if (wire.type() != (c.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16)) return wrong("of the wrong dtype");
-      tensor out = tensor::uninitialized({numel});
       const auto* in = reinterpret_cast<const std::uint16_t*>(wire.bytes());
-      float* o = out.data<float>();
       if (c.kind == codec_kind::fp16)
         for (std::int64_t i = 0; i < numel; ++i) o[i] = f16_to_f32(in[i]);
       else
         for (std::int64_t i = 0; i < numel; ++i) o[i] = bf16_to_f32(in[i]);
-      return out;
+      return std::nullopt;
     }
     case codec_kind::two_bit: {
       if (wire.type() != dtype::u8) return wrong("of the wrong dtype");
       float s = 0;
       std::memcpy(&s, wire.bytes(), 4);
       if (!std::isfinite(s) || s < 0) return wrong("with the magnitude " + std::to_string(s));
-      tensor out = tensor::uninitialized({numel});
       const auto* in = reinterpret_cast<const std::uint8_t*>(wire.bytes()) + 4;
-      float* o = out.data<float>();
       const float values[3] = {0.0f, s, -s};
       for (std::int64_t i = 0; i < numel; ++i) {
         const unsigned code = (in[i >> 2] >> (2 * (i & 3))) & 3u;
@@ -210,10 +212,18 @@ expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_
       // Padding codes past the last element must be zero, or the sender packed another size.
       for (std::int64_t i = numel; i < ((numel + 3) / 4) * 4; ++i)
         if ((in[i >> 2] >> (2 * (i & 3))) & 3u) return wrong("with codes past its last element");
-      return out;
+      return std::nullopt;
     }
   }
   return wrong("of an unknown codec");
+}
+
+expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel) {
+  if (numel < 0)
+    return failure{"a " + to_string(c) + " tensor of negative size (" + std::to_string(numel) + " elements)"};
+  tensor out = tensor::uninitialized({numel});
+  if (auto e = decode_into(c, wire, out.view())) return failure{std::move(*e)};
+  return out;
 }
 
 }  // namespace troupe

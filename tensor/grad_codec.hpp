@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -53,6 +54,11 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual = nullp
 // The f32 tensor of `numel` elements that `wire` (contiguous, 1-d) encodes; what is wrong
 // with it when its dtype, size or codes do not fit the codec.
 expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel);
+// The same, written into `out` (contiguous f32, its element count the wire's), such as
+// the caller's own array; what is wrong, or nullopt. none, fp16 and bf16 check everything
+// before they write; a 2-bit wire with a bad code is found while decoding, so it may leave
+// `out` partly written.
+std::optional<std::string> decode_into(const grad_codec& c, const_tensor_view wire, tensor_view out);
 // The bytes encode() sends for `numel` elements.
 std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel);
 

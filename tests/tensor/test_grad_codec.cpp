@@ -1,6 +1,7 @@
 // grad_codec: f16/bf16 conversions against hand-computed bit patterns and their round-trip
 // bounds; 2-bit quantisation (fixed and adaptive) and its error-feedback residual against
-// hand-computed values; malformed wire tensors and codec names refused with the reason.
+// hand-computed values; decoding into the caller's array; malformed wire tensors and codec
+// names refused with the reason.
 #define BOOST_TEST_MODULE grad_codec
 #include <boost/test/unit_test.hpp>
 
@@ -163,6 +164,28 @@ BOOST_AUTO_TEST_CASE(malformed_wire_tensors_are_refused) {
   BOOST_TEST(!decode(grad_codec{codec_kind::fp16}, tensor({4}), 4).has_value());  // f32 where f16 belongs
   BOOST_TEST(!decode(grad_codec{}, tensor({4}, dtype::f16), 4).has_value());
   BOOST_TEST(decode(grad_codec{}, tensor({4}), 4).has_value());
+}
+
+tensor_view view_of(std::vector<float>& v) {
+  return tensor_view(reinterpret_cast<std::byte*>(v.data()), dtype::f32, {static_cast<std::int64_t>(v.size())});
+}
+
+BOOST_AUTO_TEST_CASE(decode_into_writes_the_callers_array_and_nothing_when_refused) {
+  const grad_codec bf16{codec_kind::bf16};
+  const tensor x = of({1.5f, -2.0f, 0.25f, 3.0f});
+  const tensor wire = encode(bf16, x);
+  std::vector<float> out(4, 9.f);
+  BOOST_TEST(!decode_into(bf16, wire, view_of(out)).has_value());
+  BOOST_TEST(out == (std::vector<float>{1.5f, -2.0f, 0.25f, 3.0f}), boost::test_tools::per_element());
+  // A wire of the wrong size or dtype is refused before anything is written.
+  std::vector<float> kept(3, 9.f);
+  auto e = decode_into(bf16, wire, view_of(kept));
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST(e->find("wrong size") != std::string::npos, *e);
+  e = decode_into(grad_codec{codec_kind::fp16}, wire, view_of(out));
+  BOOST_REQUIRE(e.has_value());
+  BOOST_TEST(e->find("wrong dtype") != std::string::npos, *e);
+  BOOST_TEST(kept == (std::vector<float>(3, 9.f)), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(codec_names_parse_and_print_back) {
