@@ -17,8 +17,7 @@ std::optional<channel_pool::push_lease> channel_pool::lend_push(std::uint32_t s,
   if (numel < limits_.min_numel || s >= shards_.size()) return std::nullopt;
   std::lock_guard lock(mu_);
   auto& sh = shards_[s];
-  const auto best =
-      smallest_fitting(sh, slot_bytes_for(numel), [](const entry& e) { return !e.push_busy && e.ch.confirmed(); });
+  const auto best = free_push_channel(sh, slot_bytes_for(numel));
   if (!best) return std::nullopt;
   auto& e = sh.channels[*best];
   auto buffer = e.ch.lend_push_buffer(numel);
@@ -37,8 +36,7 @@ std::optional<channel_pool::sealed_push> channel_pool::copy_push(std::uint32_t s
   if (s >= shards_.size() || data.numel() < limits_.min_numel) return std::nullopt;
   std::lock_guard lock(mu_);
   auto& sh = shards_[s];
-  const auto best =
-      smallest_fitting(sh, data.nbytes(), [](const entry& e) { return !e.push_busy && e.ch.confirmed(); });
+  const auto best = free_push_channel(sh, data.nbytes());
   if (!best) return std::nullopt;
   auto& e = sh.channels[*best];
   auto where = e.ch.put_push(data);

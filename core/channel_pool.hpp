@@ -108,6 +108,10 @@ class channel_pool {
     }
     return best;
   }
+  // A confirmed channel whose push slot is free and holds `need` bytes (the smallest such).
+  static std::optional<std::size_t> free_push_channel(const to_shard& sh, std::size_t need) {
+    return smallest_fitting(sh, need, [](const entry& e) { return !e.push_busy && e.ch.confirmed(); });
+  }
   mutable std::mutex mu_;
   std::string tag_;
   std::uint32_t rank_ = 0;

@@ -25,15 +25,20 @@ namespace {
 
 const auto t0 = job_clock::time_point{};
 
-// A running job of `workers` members and `shards` shards; keys split above `bound` floats.
-kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
+// A key-value job of `workers` members and `shards` shards; keys split above `bound` floats.
+job_spec kv_job(std::uint32_t workers, std::uint32_t shards, std::int64_t bound = 1000) {
   job_spec job;
   job.job_id = "job-kv";
   job.kv = true;
   job.workers = workers;
   job.servers = shards;
   job.big_array_bound = bound;
-  kv_job_core core(job, t0);
+  return job;
+}
+
+// Its core, running: every shard and member joined and the shards started.
+kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
+  kv_job_core core(kv_job(workers, shards, bound), t0);
   ticket t = 1;
   for (std::uint32_t s = 0; s < shards; ++s)
     only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
@@ -164,12 +169,7 @@ BOOST_AUTO_TEST_CASE(the_job_ends_when_every_member_has_left) {
 }
 
 BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {
-  job_spec job;
-  job.job_id = "job-kv";
-  job.kv = true;
-  job.workers = 3;
-  job.servers = 1;
-  kv_job_core core(job, t0);
+  kv_job_core core(kv_job(3, 1), t0);
   only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
   auto join = [&](ticket t, std::int32_t wanted) {
     return core.on_member_join(t, worker_join{"job-kv", "h", 2, "", "", wanted});
@@ -192,12 +192,7 @@ BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_joins_while_the_shards_start_is_admitted_to_them) {
-  job_spec job;
-  job.job_id = "job-kv";
-  job.kv = true;
-  job.workers = 1;
-  job.servers = 1;
-  kv_job_core core(job, t0);
+  kv_job_core core(kv_job(1, 1), t0);
   only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
   only<start_shards>(core.on_member_join(10, worker_join{"job-kv", "h", 2, "", "", 0}));
   auto early = core.on_member_join(11, worker_join{"job-kv", "h", 2, "", "", -1});
