@@ -53,9 +53,13 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
     }
     if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, r.worker, refused);
   }
-  out.data = tensor::uninitialized({total});
-  pack_kv_answer(kv, r, out.data.view());
-  if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
+  if (r.parts.size() == 1 && r.rows[0].empty() && st.pull_precision.kind == codec_kind::none) {
+    out.data = kv.lend_value(r.parts[0]);  // one whole part as it lies: Note [Lent values]
+  } else {
+    out.data = tensor::uninitialized({total});
+    pack_kv_answer(kv, r, out.data.view());
+    if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
+  }
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
   return out;
 }

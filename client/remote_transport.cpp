@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "client/borrowed_push.hpp"
 #include "core/channel_pool.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
@@ -193,7 +194,8 @@ class remote_transport final : public kv_transport {
   }
 
   // A push packs the caller's floats once: into a push slot of the same-host fast path
-  // when one is free, into the message otherwise (encoded, with the job's --compression).
+  // when one is free, into the message otherwise (encoded, with the job's --compression),
+  // or lends them to the message as they lie (Note [Borrowed pushes]).
   void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
     heap_.maybe_trim();  // Note [Returning the heap]
     kv_push msg;
@@ -204,7 +206,14 @@ class remote_transport final : public kv_transport {
       msg.base_versions.push_back(p.base_version);
     }
     auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
-    if (lease || place_.job.compression.kind == codec_kind::none) {
+    const bool plain = place_.job.compression.kind == codec_kind::none;
+    if (const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr) {
+      auto borrowed = std::make_shared<borrowed_push>(std::move(done));
+      msg.data = borrowed_push::lend(borrowed, lent, total);
+      done = [borrowed](std::optional<fault> f, std::vector<part_result> r) {
+        borrowed->answered(std::move(f), std::move(r));
+      };
+    } else if (lease || plain) {
       if (!lease) msg.data = tensor::uninitialized({total});
       const tensor_view into = lease ? lease->buffer.view() : msg.data.view();
       std::int64_t pos = 0;

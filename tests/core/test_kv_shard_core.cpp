@@ -5,7 +5,8 @@
 // round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
 // and drops its held pulls; bad gradients and unknown parts are refused and change nothing,
 // and a push of several parts is applied whole or not at all;
-// a new learning rate keeps the optimizer's momentum, a new rule starts it afresh.
+// a new learning rate keeps the optimizer's momentum, a new rule starts it afresh; a value
+// lent to a reply keeps what it held while updates go to a copy (Note [Lent values]).
 #define BOOST_TEST_MODULE kv_shard_core
 #include <boost/test/unit_test.hpp>
 
@@ -236,4 +237,37 @@ BOOST_AUTO_TEST_CASE(the_first_definition_wins_and_rows_gather_in_order) {
   c.gather_rows(part_a, {2, 0}, 2, rows);  // rows of 2 elements: row 2 is {5, 6}
   BOOST_TEST(same_bits(rows, test::vec({5, 6, 1, 2})));
   BOOST_TEST(!c.started() == false);
+}
+
+BOOST_AUTO_TEST_CASE(a_lent_value_keeps_what_it_held_while_updates_go_to_a_copy) {
+  auto c = make(sync_mode::async);
+  c.push(0, part_a, 0, filled(-1.f));  // value 1 everywhere
+  const std::byte* before = c.value(part_a).bytes();
+  c.push(0, part_a, 1, filled(-1.f));  // nothing lent: updated in place
+  BOOST_TEST(c.value(part_a).bytes() == before);
+  BOOST_TEST(at(c, part_a) == 2.f);
+
+  tensor lent = c.lend_value(part_a);  // what a reply carries: the value's own memory
+  BOOST_TEST(lent.bytes() == before);
+  BOOST_TEST(lent.numel() == n);
+  c.push(1, part_a, 2, filled(-3.f));  // an update overtakes the reply
+  BOOST_TEST(at(c, part_a) == 5.f);
+  BOOST_TEST(c.value(part_a).bytes() != before);
+  for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(lent.data<float>()[i] == 2.f);  // not torn, not changed
+
+  const std::byte* now = c.value(part_a).bytes();
+  lent = tensor();  // the reply is gone: the next update is in place again
+  c.push(1, part_a, 3, filled(-1.f));
+  BOOST_TEST(c.value(part_a).bytes() == now);
+  BOOST_TEST(at(c, part_a) == 6.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_lent_value_outlives_its_core) {
+  tensor lent;
+  {
+    auto c = make(sync_mode::async);
+    c.push(0, part_b, 0, filled(-4.f));
+    lent = c.lend_value(part_b);
+  }
+  for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(lent.data<float>()[i] == 4.f);
 }
