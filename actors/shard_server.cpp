@@ -49,7 +49,7 @@ params_reply answer(shard_pointer self, std::uint32_t member, const shared_tenso
     }
     if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
   }
-  r.params = core.pack_slice(member, core.params());
+  r.params = core.params_for(member);
   if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
   return r;

@@ -2,7 +2,6 @@
 #include "core/kv_shard_core.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 
 #include "base/check.hpp"
@@ -53,17 +52,19 @@ std::optional<fault> kv_shard_core::define(kv_part_id id, const std::string& key
   if (initial.empty() || initial.type() != dtype::f32 || !initial.is_contiguous())
     return fault{errc::bad_dtype, part_label(key_name, id) + ": an initial value must be contiguous float32"};
   if (auto it = parts_.find(id); it != parts_.end()) {
-    if (it->second.value->numel() != initial.numel())
-      return fault{errc::bad_shape, part_label(key_name, id) + " holds " + std::to_string(it->second.value->numel()) +
-                                        " elements, not " + std::to_string(initial.numel())};
+    if (it->second.value.get().numel() != initial.numel())
+      return fault{errc::bad_shape, part_label(key_name, id) + " holds " +
+                                        std::to_string(it->second.value.get().numel()) + " elements, not " +
+                                        std::to_string(initial.numel())};
     return std::nullopt;  // the first init wins
   }
   if (!all_finite(initial))
     return fault{errc::not_finite, part_label(key_name, id) + ": the initial value holds NaN or infinite values"};
   part_state p;
   p.key = key_name;
-  p.value = std::make_shared<tensor>(tensor::uninitialized({initial.numel()}));
-  copy(*p.value, initial.reshape({initial.numel()}));
+  tensor value = tensor::uninitialized({initial.numel()});
+  copy(value, initial.reshape({initial.numel()}));
+  p.value = lendable_tensor(std::move(value));
   if (cfg_.optimizer) p.opt.emplace(cfg_.optimizer->config, initial.numel());
   parts_.emplace(id, std::move(p));
   return std::nullopt;
@@ -75,7 +76,7 @@ void kv_shard_core::set_optimizer(std::optional<kv_optimizer> opt) {
   if (same_rule) return;
   for (auto& [id, p] : parts_) {
     p.opt.reset();
-    if (cfg_.optimizer) p.opt.emplace(cfg_.optimizer->config, p.value->numel());
+    if (cfg_.optimizer) p.opt.emplace(cfg_.optimizer->config, p.value.get().numel());
   }
 }
 
@@ -115,15 +116,11 @@ bool kv_shard_core::can_answer(const part_state& p, std::int64_t needs) const {
 }
 
 void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
-  // Note [Lent values]: a value still lent to a reply is left to it; the update goes to a
-  // copy. use_count() is a relaxed load, so the fence orders the lent reply's reads (its
-  // release decremented the count) before this update's writes.
-  if (p.value.use_count() > 1) p.value = std::make_shared<tensor>(*p.value);
-  std::atomic_thread_fence(std::memory_order_acquire);
+  tensor& value = p.value.for_update();  // Note [Lent values]
   if (p.opt)
-    p.opt->step(*p.value, grad, lr);
+    p.opt->step(value, grad, lr);
   else
-    copy(*p.value, grad);
+    copy(value, grad);
   ++p.version;
   ++updates_;
 }
@@ -131,9 +128,9 @@ void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
 std::optional<fault> kv_shard_core::check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad) const {
   if (auto e = check(member, part)) return e;
   const part_state& p = parts_.at(part);
-  if (grad.empty() || grad.type() != dtype::f32 || !grad.is_contiguous() || grad.numel() != p.value->numel())
+  if (grad.empty() || grad.type() != dtype::f32 || !grad.is_contiguous() || grad.numel() != p.value.get().numel())
     return fault{errc::bad_shape,
-                 part_label(p.key, part) + " holds " + std::to_string(p.value->numel()) +
+                 part_label(p.key, part) + " holds " + std::to_string(p.value.get().numel()) +
                      " float32 elements; the gradient pushed has " +
                      (grad.empty() ? std::string("none")
                                    : std::to_string(grad.numel()) + " " + std::string(name_of(grad.type())))};
@@ -261,21 +258,14 @@ void kv_shard_core::release_ready() {
 std::vector<kv_shard_core::token> kv_shard_core::take_released() { return std::exchange(released_, {}); }
 std::vector<kv_shard_core::token> kv_shard_core::take_dropped() { return std::exchange(dropped_, {}); }
 
-const_tensor_view kv_shard_core::value(kv_part_id part) const { return parts_.at(part).value->view(); }
+const_tensor_view kv_shard_core::value(kv_part_id part) const { return parts_.at(part).value.get().view(); }
 
-tensor kv_shard_core::lend_value(kv_part_id part) const {
-  const std::shared_ptr<tensor>& v = parts_.at(part).value;
-  auto* keep = new std::shared_ptr<tensor>(v);
-  const buffer_release give_back{[](void* ctx, std::byte*) { delete static_cast<std::shared_ptr<tensor>*>(ctx); },
-                                 keep};
-  // const_cast: the lent tensor is only read (the contract of lend_value).
-  return tensor::adopt(const_cast<std::byte*>(v->bytes()), give_back, v->sizes(), v->type(), v->where());
-}
+tensor kv_shard_core::lend_value(kv_part_id part) const { return parts_.at(part).value.lend(); }
 std::int64_t kv_shard_core::version(kv_part_id part) const { return parts_.at(part).version; }
 
 void kv_shard_core::gather_rows(kv_part_id part, const std::vector<std::int64_t>& row_ids, std::int64_t row_numel,
                                 tensor_view out) const {
-  const tensor& v = *parts_.at(part).value;
+  const tensor& v = parts_.at(part).value.get();
   TROUPE_CHECK(out.numel() == static_cast<std::int64_t>(row_ids.size()) * row_numel, "gather_rows: output size");
   for (std::size_t i = 0; i < row_ids.size(); ++i) {
     TROUPE_CHECK(row_ids[i] >= 0 && (row_ids[i] + 1) * row_numel <= v.numel(), "gather_rows: row out of range");

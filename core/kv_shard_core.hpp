@@ -23,20 +23,11 @@
 // server does the same), and a pull returns that.
 // A round in sync needs every live member, so a key that some member never pushes never
 // closes its rounds: every worker pushes every key it pulls, as in MXNet's dist_sync.
-//
-// Note [Lent values]
-// A pull answered over the network is serialized by CAF's middleman after the shard's
-// handler returns. Rather than copy a part's value into the reply, lend_value() gives the
-// reply a tensor that shares the value's memory and keeps it alive until the reply is
-// gone. An update that arrives while a value is lent writes to a fresh copy (the part
-// then owns the copy; the reply keeps the old memory), so a reply never sees a torn
-// value and costs a copy only when an update overtakes it. Each value is shared through a
-// shared_ptr whose count says whether any reply still holds it.
+
 #pragma once
 
 #include <cstdint>
 #include <map>
-#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,6 +35,7 @@
 #include "base/errc.hpp"
 #include "core/job.hpp"
 #include "core/kv_layout.hpp"
+#include "core/lendable_tensor.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -121,8 +113,9 @@ class kv_shard_core {
 
   // A part's current value (flat) and version; the part must be defined.
   const_tensor_view value(kv_part_id part) const;
-  // The same value as a tensor for a reply to carry (Note [Lent values]): it shares the
-  // part's memory, must only be read, and may outlive this core.
+  // The same value as a tensor for a reply to carry (Note [Lent values] in
+  // core/lendable_tensor.hpp): it shares the part's memory, must only be read, and may
+  // outlive this core.
   tensor lend_value(kv_part_id part) const;
   std::int64_t version(kv_part_id part) const;
   // Rows of a part's value, in the order asked: (row_ids.size() * row_numel) floats into out.
@@ -137,8 +130,8 @@ class kv_shard_core {
 
  private:
   struct part_state {
-    std::string key;                // canonical name, for messages
-    std::shared_ptr<tensor> value;  // shared with the replies it is lent to
+    std::string key;  // canonical name, for messages
+    lendable_tensor value;
     std::optional<optimizer_state> opt;
     std::int64_t version = 0;
     std::map<std::uint32_t, std::int64_t> pushed;                    // per member

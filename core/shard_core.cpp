@@ -19,12 +19,13 @@ int staleness_bucket(std::int64_t s) {
 }
 
 shard_core::shard_core(shard_config cfg, tensor params)
-    : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, params_.numel()) {
-  TROUPE_CHECK(params_.type() == dtype::f32 && params_.rank() == 1, "shard parameters must be a flat f32 tensor");
-  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, params_.numel()}});
+    : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, numel()) {
+  TROUPE_CHECK(params_.get().type() == dtype::f32 && params_.get().rank() == 1,
+               "shard parameters must be a flat f32 tensor");
+  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, numel()}});
   for (const auto& slice : cfg_.stage_slices)
     for (const auto& [off, len] : slice)
-      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= params_.numel(), "a slice reaches outside the shard");
+      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= numel(), "a slice reaches outside the shard");
 }
 
 const shard_slice& shard_core::slice_of_stage(std::uint32_t stage) const {
@@ -60,13 +61,19 @@ tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) co
   return out;
 }
 
+tensor shard_core::params_for(std::uint32_t worker) const {
+  auto it = members_.find(worker);
+  const shard_slice& slice = slice_of_stage(it == members_.end() ? 0 : it->second.stage);
+  if (slice.size() == 1 && slice[0].first == 0 && slice[0].second == numel()) return params_.lend();
+  return pack_slice(worker, params());
+}
+
 void shard_core::pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const {
   auto it = members_.find(worker);
   const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
   const shard_slice& slice = slice_of_stage(stage);
-  TROUPE_CHECK(out.numel() == slice_numel(worker), "pack_slice_into: the output holds " +
-                                                       std::to_string(out.numel()) + " elements, the slice " +
-                                                       std::to_string(slice_numel(worker)));
+  TROUPE_CHECK(out.numel() == slice_numel(worker), "pack_slice_into: the output holds " + std::to_string(out.numel()) +
+                                                       " elements, the slice " + std::to_string(slice_numel(worker)));
   std::int64_t pos = 0;
   for (const auto& [off, len] : slice) {
     copy(out.flat(pos, len), buffer.flat(off, len));
@@ -87,7 +94,8 @@ void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vec
 }
 
 std::size_t shard_core::live_workers() const {
-  return static_cast<std::size_t>(std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.second.live; }));
+  return static_cast<std::size_t>(
+      std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.second.live; }));
 }
 
 std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& detail) const {
@@ -104,7 +112,7 @@ std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& 
 }
 
 std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel,
-                                            std::string& detail) const {
+                                             std::string& detail) const {
   if (grad.empty() || grad.type() != dtype::f32) {
     detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
     return errc::bad_dtype;
@@ -158,8 +166,9 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
   if (clock > version_)
     return reject(errc::bad_clock, "gradient for round " + std::to_string(clock) + " while round " +
                                        std::to_string(version_) + " is open");
-  if (round_.count(worker)) return reject(errc::duplicate, "second gradient from worker " + std::to_string(worker) +
-                                                               " for round " + std::to_string(clock));
+  if (round_.count(worker))
+    return reject(errc::duplicate,
+                  "second gradient from worker " + std::to_string(worker) + " for round " + std::to_string(clock));
   if (members_[worker].from_round > clock)
     return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
                                        std::to_string(members_[worker].from_round));
@@ -193,7 +202,7 @@ void shard_core::maybe_complete_round() {
   for (const auto& [rank, g] : round_) {
     if (g.empty()) continue;
     if (contributions == 0) {
-      if (sum_.empty()) sum_ = tensor::uninitialized({params_.numel()});
+      if (sum_.empty()) sum_ = tensor::uninitialized({numel()});
       if (cfg_.stage_slices.size() > 1) sum_.fill_zero();  // parts no live stage covers get no gradient
     }
     const std::uint32_t stage = members_[rank].stage;
@@ -210,7 +219,7 @@ void shard_core::maybe_complete_round() {
     ++contributions;
   }
   if (contributions > 0) {
-    opt_.step(params_, sum_, cfg_.schedule.at(version_));
+    opt_.step(params_.for_update(), sum_, cfg_.schedule.at(version_));  // Note [Lent values]
     ++counters_.updates;
   }
   round_.clear();
@@ -222,7 +231,8 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
                                                      std::int64_t base_version, tensor grad) {
   member& m = members_[worker];
   if (clock < m.completed)
-    return reject(errc::duplicate, "worker " + std::to_string(worker) + " already pushed clock " + std::to_string(clock));
+    return reject(errc::duplicate,
+                  "worker " + std::to_string(worker) + " already pushed clock " + std::to_string(clock));
   if (clock > m.completed)
     return reject(errc::bad_clock, "worker " + std::to_string(worker) + " pushed clock " + std::to_string(clock) +
                                        " but its next clock is " + std::to_string(m.completed));
@@ -237,13 +247,14 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   float lr = cfg_.schedule.at(clock);
   if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
   const shard_slice& slice = slice_of_stage(m.stage);
-  if (slice.size() == 1 && slice[0].second == params_.numel()) {
-    opt_.step(params_, grad, lr);
+  tensor& params = params_.for_update();  // Note [Lent values]
+  if (slice.size() == 1 && slice[0].second == numel()) {
+    opt_.step(params, grad, lr);
   } else {
     const std::int64_t t = ++stage_steps_[m.stage];
     std::int64_t pos = 0;
     for (const auto& [off, len] : slice) {
-      opt_.step_range(params_.view().flat(off, len), grad.view().flat(pos, len), off, lr, t);
+      opt_.step_range(params.view().flat(off, len), grad.view().flat(pos, len), off, lr, t);
       pos += len;
     }
   }
@@ -264,9 +275,12 @@ std::int64_t shard_core::slowest_completed() const {
 
 bool shard_core::can_answer(std::int64_t clock) const {
   switch (cfg_.mode) {
-    case sync_mode::sync: return version_ >= clock;
-    case sync_mode::async: return true;
-    case sync_mode::ssp: return clock - cfg_.staleness <= slowest_completed();
+    case sync_mode::sync:
+      return version_ >= clock;
+    case sync_mode::async:
+      return true;
+    case sync_mode::ssp:
+      return clock - cfg_.staleness <= slowest_completed();
   }
   return true;
 }
@@ -291,7 +305,8 @@ shard_core::pull_outcome shard_core::pull(std::uint32_t worker, std::int64_t clo
 }
 
 void shard_core::release_ready() {
-  auto ready = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return !can_answer(h.clock); });
+  auto ready =
+      std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return !can_answer(h.clock); });
   for (auto it = ready; it != held_.end(); ++it) {
     released_.push_back(it->t);
     ++counters_.pulls;

@@ -41,6 +41,7 @@
 #include "base/errc.hpp"
 #include "core/job.hpp"
 #include "core/key_table.hpp"
+#include "core/lendable_tensor.hpp"
 #include "core/messages.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
@@ -54,19 +55,19 @@ struct shard_config {
   std::int32_t staleness = 0;  // ssp bound
   bool staleness_lr = false;
   optimizer_config optimizer;
-  lr_schedule schedule;        // indexed by the pushing worker's clock
+  lr_schedule schedule;  // indexed by the pushing worker's clock
 };
 
 inline constexpr int staleness_buckets = 8;  // 0, 1, 2, 3, 4, 5-8, 9-16, >16
 int staleness_bucket(std::int64_t staleness);
 
 struct shard_counters {
-  std::int64_t updates = 0;              // optimizer steps applied
-  std::int64_t gradients = 0;            // gradients accepted
-  std::int64_t rejected = 0;             // gradients or pulls refused
+  std::int64_t updates = 0;    // optimizer steps applied
+  std::int64_t gradients = 0;  // gradients accepted
+  std::int64_t rejected = 0;   // gradients or pulls refused
   std::map<errc, std::int64_t> rejected_by;
-  std::int64_t pulls = 0;                // pulls answered
-  std::int64_t pulls_held = 0;           // of those, answered after being held
+  std::int64_t pulls = 0;       // pulls answered
+  std::int64_t pulls_held = 0;  // of those, answered after being held
   std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
   std::array<std::int64_t, staleness_buckets> staleness_hist{};
 };
@@ -119,13 +120,17 @@ class shard_core {
   std::vector<token> take_released();
   std::vector<token> take_dropped();
 
-  const tensor& params() const { return params_; }
+  const tensor& params() const { return params_.get(); }
+  // The member's slice of the parameters for a reply to carry: when the slice is the whole
+  // buffer, shared without a copy (Note [Lent values] in core/lendable_tensor.hpp;
+  // read-only, and may outlive this core), else packed.
+  tensor params_for(std::uint32_t worker) const;
   std::int64_t version() const { return version_; }
   // The version a member's pulls carry and its staleness is measured in: the shard's, or
   // in async/ssp with several stages, the updates applied to the member's own slice
   // (another stage's update does not make its parameters stale).
   std::int64_t version_for(std::uint32_t worker) const;
-  std::int64_t numel() const { return params_.numel(); }
+  std::int64_t numel() const { return params_.get().numel(); }
   std::size_t held() const { return held_.size(); }
   std::size_t live_workers() const;
   const shard_counters& counters() const { return counters_; }
@@ -156,7 +161,7 @@ class shard_core {
   void record_staleness(std::int64_t s);
 
   shard_config cfg_;
-  tensor params_;
+  lendable_tensor params_;
   optimizer_state opt_;
   std::int64_t version_ = 0;
   bool started_ = false;

@@ -1,7 +1,9 @@
 // Tests for core/shard_core.cpp, step by step and without CAF: sync sums in rank order
 // and releases held pulls only when a round closes; ssp holds exactly the pulls past the
 // bound; async applies on arrival; a worker that leaves closes its rounds; every kind of
-// bad gradient is rejected with its error and leaves the parameters untouched.
+// bad gradient is rejected with its error and leaves the parameters untouched; a pull of
+// the whole buffer is answered with the parameters themselves, which an update leaves to
+// the reply, and a stage's slice is answered packed.
 #define BOOST_TEST_MODULE shard_core
 #include <boost/test/unit_test.hpp>
 
@@ -237,4 +239,30 @@ BOOST_AUTO_TEST_CASE(a_rejoining_worker_starts_at_its_clock_in_ssp) {
   s.worker_joined(2, 1);
   BOOST_TEST((s.pull(0, 1, 5).decision == shard_core::pull_decision::answer));  // worker 2 counts as at clock 1
   BOOST_TEST(!s.push(2, 1, 2, filled(1.f)).error.has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_whole_slice_is_answered_with_the_parameters_themselves_and_updates_leave_it_alone) {
+  auto s = make_shard(sync_mode::async);
+  s.push(0, 0, 0, filled(-1.f));  // parameters 1 everywhere
+  tensor reply = s.params_for(0);
+  BOOST_TEST(reply.bytes() == s.params().bytes());  // not a copy: Note [Lent values]
+  s.push(1, 0, 0, filled(-2.f));                   // an update overtakes the reply
+  BOOST_TEST(s.params().data<float>()[0] == 3.f);
+  BOOST_TEST(reply.bytes() != s.params().bytes());
+  for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(reply.data<float>()[i] == 1.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_stages_slice_is_answered_packed) {
+  shard_config cfg;
+  cfg.stage_slices = {{{0, 3}, {5, 2}}, {{3, 2}, {7, 1}}};
+  tensor p({n});
+  for (std::int64_t i = 0; i < n; ++i) p.data<float>()[i] = static_cast<float>(i);
+  shard_core s(cfg, std::move(p));
+  s.start({0, 1}, {0, 1});
+  tensor a = s.params_for(0), b = s.params_for(1);
+  BOOST_REQUIRE(a.numel() == 5);
+  BOOST_REQUIRE(b.numel() == 3);
+  const float want_a[] = {0, 1, 2, 5, 6}, want_b[] = {3, 4, 7};
+  for (int i = 0; i < 5; ++i) BOOST_TEST(a.data<float>()[i] == want_a[i]);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(b.data<float>()[i] == want_b[i]);
 }
