@@ -3,10 +3,27 @@
 
 namespace troupe::kv {
 
+void borrow_ledger::lent() {
+  std::lock_guard lock(mu_);
+  ++outstanding_;
+}
+
+void borrow_ledger::returned() {
+  std::lock_guard lock(mu_);
+  if (--outstanding_ == 0) cv_.notify_all();
+}
+
+bool borrow_ledger::wait_all_returned(std::chrono::milliseconds d) {
+  std::unique_lock lock(mu_);
+  return cv_.wait_for(lock, d, [this] { return outstanding_ == 0; });
+}
+
 tensor borrowed_push::lend(const std::shared_ptr<borrowed_push>& self, const float* data, std::int64_t n) {
+  if (self->ledger_) self->ledger_->lent();
   auto* keep = new std::shared_ptr<borrowed_push>(self);
   const buffer_release on_release{[](void* ctx, std::byte*) {
                                     auto* held = static_cast<std::shared_ptr<borrowed_push>*>(ctx);
+                                    if ((*held)->ledger_) (*held)->ledger_->returned();
                                     (*held)->settle(std::nullopt);
                                     delete held;
                                   },

@@ -9,9 +9,12 @@
 // caller owns its floats until the completion (client/kv_transport.hpp), so the
 // completion runs once both have happened, in either order: the shard answered, and the
 // message is gone (the borrowed tensor's release, when CAF has serialized, delivered or
-// dropped it).
+// dropped it). A store that closes with pushes still borrowed waits for their release
+// (borrow_ledger), so that the caller may free its arrays once close() returns.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,9 +25,24 @@
 
 namespace troupe::kv {
 
+// How many borrowed tensors of one transport are not released yet.
+class borrow_ledger {
+ public:
+  void lent();
+  void returned();
+  // Whether none is outstanding, waiting at most `d` for the last release.
+  bool wait_all_returned(std::chrono::milliseconds d);
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::int64_t outstanding_ = 0;
+};
+
 class borrowed_push {
  public:
-  explicit borrowed_push(completion done) : done_(std::move(done)) {}
+  explicit borrowed_push(completion done, std::shared_ptr<borrow_ledger> ledger = nullptr)
+      : done_(std::move(done)), ledger_(std::move(ledger)) {}
 
   // The tensor for the message: n floats at data, not copied; its release is one of the
   // two events the completion waits for. It must only be read.
@@ -41,6 +59,7 @@ class borrowed_push {
   int events_ = 0;
   std::optional<answer> answer_;
   completion done_;
+  std::shared_ptr<borrow_ledger> ledger_;
 };
 
 // The first part's floats when the parts lie back to back in the caller's memory (a

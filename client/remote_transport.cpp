@@ -208,7 +208,7 @@ class remote_transport final : public kv_transport {
     auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
     const bool plain = place_.job.compression.kind == codec_kind::none;
     if (const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr) {
-      auto borrowed = std::make_shared<borrowed_push>(std::move(done));
+      auto borrowed = std::make_shared<borrowed_push>(std::move(done), borrows_);
       msg.data = borrowed_push::lend(borrowed, lent, total);
       done = [borrowed](std::optional<fault> f, std::vector<part_result> r) {
         borrowed->answered(std::move(f), std::move(r));
@@ -323,6 +323,9 @@ class remote_transport final : public kv_transport {
     auto f = p->get_future();
     caf::anon_send(member_, member_call_close{[p] { p->set_value(); }});
     f.wait_for(std::chrono::seconds(10));
+    // The caller may free its arrays once this returns: Note [Borrowed pushes].
+    if (!borrows_->wait_all_returned(std::chrono::seconds(10)))
+      spdlog::error("troupe.kv: closing with pushes that CAF has not sent after 10 s");
   }
 
  private:
@@ -412,6 +415,7 @@ class remote_transport final : public kv_transport {
   std::string fast_path_tag_;
   std::shared_ptr<shm::channel_pool> fast_;  // null: the fast path is off (or one process)
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
+  std::shared_ptr<borrow_ledger> borrows_ = std::make_shared<borrow_ledger>();  // Note [Borrowed pushes]
   std::mutex residuals_mu_;
   std::map<kv_part_id, std::unique_ptr<residual>> residuals_;  // 2-bit compression's, by part
 };

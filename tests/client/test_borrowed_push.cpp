@@ -1,5 +1,6 @@
 // Tests for client/borrowed_push: the message's tensor reads the caller's floats in place,
-// and the completion waits for both the shard's answer and the tensor's release.
+// the completion waits for both the shard's answer and the tensor's release, and the ledger
+// counts what is still borrowed.
 #define BOOST_TEST_MODULE borrowed_push
 #include <boost/test/unit_test.hpp>
 
@@ -90,4 +91,17 @@ BOOST_AUTO_TEST_CASE(only_parts_back_to_back_in_memory_are_borrowed_as_one) {
   BOOST_TEST(contiguous_floats({{1, 0, a.data(), 4}, {2, 0, a.data() + 4, 6}}) == a.data());
   BOOST_TEST(contiguous_floats({{1, 0, a.data(), 4}, {2, 0, a.data() + 5, 5}}) == nullptr);
   BOOST_TEST(contiguous_floats({{1, 0, a.data(), 10}, {2, 0, other.data(), 3}}) == nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(the_ledger_counts_what_is_still_borrowed) {
+  std::vector<float> grads(4, 1.f);
+  auto ledger = std::make_shared<borrow_ledger>();
+  BOOST_TEST(ledger->wait_all_returned(std::chrono::milliseconds(0)));
+  recorder rec;
+  auto b = std::make_shared<borrowed_push>(rec.done(), ledger);
+  tensor t = borrowed_push::lend(b, grads.data(), 4);
+  BOOST_TEST(!ledger->wait_all_returned(std::chrono::milliseconds(20)));  // a close would wait for it
+  t = tensor();
+  BOOST_TEST(ledger->wait_all_returned(std::chrono::milliseconds(0)));
+  BOOST_TEST(rec.calls == 0);  // released, not yet answered
 }

@@ -119,17 +119,15 @@ class KVStore:
         self._keep[h] = [arr]
         return h
 
+    # A call that fails keeps its arrays referenced until close(): one that timed out may
+    # still be sending them (a push borrows its array until it is sent) or writing them.
     def wait(self, handle):
-        try:
-            self._s.wait(handle, self._timeout)
-        finally:
-            self._keep.pop(handle, None)
+        self._s.wait(handle, self._timeout)
+        self._keep.pop(handle, None)
 
     def wait_all(self):
-        try:
-            self._s.wait_all(self._timeout)
-        finally:
-            self._keep.clear()
+        self._s.wait_all(self._timeout)
+        self._keep.clear()
 
     def set_optimizer(self, kind="sgd", lr=0.01, momentum=0.0, nesterov=False, weight_decay=0.0, betas=(0.9, 0.999),
                       eps=1e-8, schedule="constant", warmup_updates=0, total_updates=1, final_fraction=0.0):
