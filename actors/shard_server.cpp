@@ -33,8 +33,10 @@ params_reply snapshot(shard_pointer self) {
 }
 
 // A pull answered with the member's slice, in the slot it offered when the fast path can
-// take it (Note [Same-host fast path]), in the message otherwise: counts the bytes.
-params_reply answer(shard_pointer self, std::uint32_t member, const shared_tensor& reply_to) {
+// take it (Note [Same-host fast path]), in the message otherwise, in the job's
+// --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view):
+// counts the bytes.
+params_reply answer(shard_pointer self, std::uint32_t member, const shared_tensor& reply_to, bool full) {
   auto& st = self->state;
   const auto& core = *st.core;
   params_reply r{st.index, core.version_for(member), tensor(), {}};
@@ -44,13 +46,17 @@ params_reply answer(shard_pointer self, std::uint32_t member, const shared_tenso
     auto pack = [&](tensor_view out) { core.pack_slice_into(member, core.params(), out); };
     if (auto where = st.channels->answer_with(member, reply_to, {numel}, pack, refused)) {
       if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
+      if (st.views) st.views->forget(member);  // it holds the f32 values now
       r.shared = std::move(*where);
       return r;
     }
     if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
   }
   r.params = core.params_for(member);
-  if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
+  if (st.views)
+    r.params = st.views->answer(member, std::move(r.params), full);
+  else if (st.pull_precision.kind != codec_kind::none)
+    r.params = encode(st.pull_precision, r.params);
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
   return r;
 }
@@ -74,7 +80,7 @@ void settle_held(shard_pointer self) {
   for (auto t : st.core->take_released()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.promise.deliver(answer(self, it->second.member, it->second.reply_to));
+    it->second.promise.deliver(answer(self, it->second.member, it->second.reply_to, it->second.full));
     if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
     if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
     st.held.erase(it);
@@ -128,6 +134,7 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   self->state.core = std::move(*core);
   self->state.compression = w.job.compression;
   self->state.pull_precision = w.job.pull_precision;
+  if (w.job.pull_precision.kind == codec_kind::two_bit) self->state.views.emplace(w.job.pull_precision);
   if (self->state.obs.metrics) {
     self->state.m = self->state.obs.metrics->shard(w.index);
     // Every reason a shard can refuse exists from the start, at zero.
@@ -245,14 +252,14 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to);
+          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to, r.full);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
           case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
-        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to});
+        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to, r.full});
         observe(self);
         return promise;
       },

@@ -18,6 +18,7 @@
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
 #include "core/kv_shard_core.hpp"
+#include "core/pull_views.hpp"
 #include "core/shard_core.hpp"
 #include "core/shared_slots.hpp"
 
@@ -30,6 +31,7 @@ struct held_pull {
   wall::time_point since;
   std::uint32_t member = 0;
   shared_tensor reply_to;
+  bool full = false;  // Note [2-bit pulls]
 };
 
 // A key-value job's pull waiting for the parts its shard core held.
@@ -52,6 +54,7 @@ struct shard_state {
   std::vector<member_identity> members;  // by rank: the only actor that may push and pull as it
   std::optional<shm::worker_channels> channels;  // the same-host fast path; none when it is off
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
+  std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
   std::map<std::uint64_t, held_kv_pull> kv_held;
   std::uint64_t next_kv_pull = 1;

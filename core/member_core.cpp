@@ -100,6 +100,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   }
   if (grouped() && !group_leader()) active_.clear();  // its leader talks to the shards
   base_version_.assign(a.table.shards(), 0);
+  pulled_.assign(a.table.shards(), tensor());
   if (job.servers == 0) local_opt_.emplace(job.train.optimizer, net_->num_params());
   if (simulated()) {
     // A fixed, small, finite gradient: enough for the shards to do their real work.

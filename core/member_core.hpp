@@ -199,6 +199,7 @@ class member_core {
   std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
   std::vector<std::int64_t> slice_numel_;       // per shard
   std::vector<tensor> residual_;                // per shard: what 2-bit pushes have not sent yet
+  std::vector<tensor> pulled_;                  // per shard, --pull-precision 2bit: the view held (Note [2-bit pulls])
   std::int64_t bytes_pushed_ = 0;               // as encoded
   std::vector<std::int64_t> base_version_;      // per shard, of the params in use
   std::optional<model> net_;                    // this stage's layers

@@ -7,6 +7,7 @@
 #include "core/job.hpp"
 #include "core/key_table.hpp"
 #include "core/member_core.hpp"
+#include "core/pull_views.hpp"
 #include "tensor/sampler.hpp"
 
 namespace troupe {
@@ -70,14 +71,24 @@ void member_core::start_pulls(member_actions_list& out) {
     out.push_back(schedule_step{});
     return;
   }
-  for (std::uint32_t s : active_) out.push_back(pull{s, pull_request{s, place_.rank, clock_, {}}});
+  const bool deltas = place_.job.pull_precision.kind == codec_kind::two_bit;
+  for (std::uint32_t s : active_)
+    out.push_back(pull{s, pull_request{s, place_.rank, clock_, {}, deltas && pulled_[s].empty()}});
 }
 
 member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   member_actions_list out;
   if (phase_ != member_phase::training || pulls_pending_ == 0) return out;
   const grad_codec& precision = place_.job.pull_precision;
-  if (precision.kind != codec_kind::none && r.params.type() != dtype::f32 && s < slice_numel_.size()) {
+  if (precision.kind == codec_kind::two_bit && s < slice_numel_.size()) {
+    // Note [2-bit pulls]: the answer updates the view this member holds, which is used.
+    if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+    if (auto e = apply_pull(precision, pulled_[s], r.params, slice_numel_[s])) {
+      stop({errc::bad_dtype, "shard " + std::to_string(s) + " answered with " + *e}, out);
+      return out;
+    }
+    r.params = tensor(pulled_[s]);
+  } else if (precision.kind != codec_kind::none && r.params.type() != dtype::f32 && s < slice_numel_.size()) {
     auto decoded = decode(precision, r.params, slice_numel_[s]);
     if (!decoded) {
       stop({errc::bad_dtype, "shard " + std::to_string(s) + " answered with " + decoded.error().message}, out);

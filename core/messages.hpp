@@ -47,12 +47,13 @@ struct pull_request {
   std::uint32_t worker = 0;
   std::int64_t clock = 0;
   shared_tensor reply_to;         // on the same host, a slot the shard may answer into
+  bool full = false;              // --pull-precision 2bit: the member holds no view (Note [2-bit pulls])
 };
 
 struct params_reply {
   std::uint32_t shard = 0;
   std::int64_t version = 0;
-  tensor params;                  // (shard_numel) f32
+  tensor params;                  // (shard_numel) f32, or in the job's --pull-precision
   shared_tensor shared;           // or where the shard wrote them (the pull's reply_to; params empty)
 };
 

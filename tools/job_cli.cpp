@@ -110,8 +110,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
                  "with error feedback, MXNet's scheme; threshold 0.5)")
       ->capture_default_str()
       ->group(group_job);
-  app.add_option("--pull-precision", o.pull_precision, "How parameters travel back from the shards: fp32, fp16, bf16")
-      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}))
+  app.add_option("--pull-precision", o.pull_precision,
+                 "How parameters travel back from the shards: fp32, fp16, bf16, or 2bit (the change since a "
+                 "member's last pull, training jobs only)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16", "2bit"}))
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")

@@ -45,7 +45,7 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
       [=](pull_atom, std::int64_t clock) {
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
-          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock, {}})
+          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock, {}, false})
               .then([=](params_reply& p) { log->params.push_back(std::move(p)); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },

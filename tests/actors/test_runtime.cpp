@@ -66,6 +66,9 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_a_fashion_mnist_subset) {
 
 BOOST_AUTO_TEST_CASE(compressed_pushes_still_learn_and_push_fewer_bytes) {
   auto data = fashion_subset(10000);
+  // The floor is 80%; with 2-bit pulls each member computes on parameters that trail the
+  // shard's by what the codes have not carried yet (Note [2-bit pulls]), which in this short
+  // run (120 steps) costs about 5 points, so 70% there.
   auto run = [&](const char* compression, const char* pull) {
     job_spec job = small_job(sync_mode::sync, 2, 2);  // sync: each figure is deterministic
     job.train.epochs = 3;
@@ -75,7 +78,8 @@ BOOST_AUTO_TEST_CASE(compressed_pushes_still_learn_and_push_fewer_bytes) {
     const job_result r = run_ok(job, data);
     BOOST_TEST_MESSAGE(compression << " / pull " << pull << ": test accuracy " << r.test_accuracy << ", "
                                    << r.push_bytes_per_step << " bytes pushed per step");
-    BOOST_TEST(r.test_accuracy >= 0.80, compression << " reached " << r.test_accuracy);
+    const double floor = std::string(pull) == "2bit" ? 0.70 : 0.80;
+    BOOST_TEST(r.test_accuracy >= floor, compression << " / pull " << pull << " reached " << r.test_accuracy);
     BOOST_TEST(r.rejected == 0);
     return std::pair{r.push_bytes_per_step, r.params.numel()};
   };
@@ -84,6 +88,7 @@ BOOST_AUTO_TEST_CASE(compressed_pushes_still_learn_and_push_fewer_bytes) {
   BOOST_TEST(run("fp16", "fp16").first == f32 / 2);
   BOOST_TEST(run("bf16", "fp32").first == f32 / 2);
   BOOST_TEST(run("2bit", "bf16").first <= f32 / 14);
+  BOOST_TEST(run("2bit", "2bit").first <= f32 / 14);  // and pulls in 2 bits: Note [2-bit pulls]
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {

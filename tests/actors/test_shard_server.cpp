@@ -109,7 +109,7 @@ struct fixture : test::deterministic_system {
     auto s = shard;
     auto* r = &rec;
     run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock, {}})
+      self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock, {}, false})
           .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
                 [=](caf::error& e) { r->errors.push_back(e); });
     });

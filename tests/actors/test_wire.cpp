@@ -110,8 +110,9 @@ BOOST_AUTO_TEST_CASE(messages_round_trip) {
   BOOST_TEST(r.shared.capacity == 4096u);
   BOOST_TEST(r.shared.ticket == 17u);
   BOOST_TEST((r.shared.dims == std::vector<std::int64_t>{32, 8}));
-  const pull_request pr = round_trip(*sys, pull_request{0, 1, 2, shared.shared});
+  const pull_request pr = round_trip(*sys, pull_request{0, 1, 2, shared.shared, true});
   BOOST_TEST(pr.reply_to.segment == shared.shared.segment);
+  BOOST_TEST(pr.full);
   job_spec j;
   j.job_id = "abc";
   j.mode = sync_mode::ssp;

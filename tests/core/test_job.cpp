@@ -65,6 +65,12 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
                j.compression = *parse_grad_codec("2bit");
                j.pull_precision = *parse_grad_codec("bf16");
              }).empty());
+  // 2-bit pulls keep a view per member on the shards of a training job only.
+  BOOST_TEST(problem([](job_spec& j) {
+               j.kv = true;
+               j.pull_precision = *parse_grad_codec("2bit");
+             }).find("--pull-precision 2bit") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.pull_precision = *parse_grad_codec("2bit"); }).empty());
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {

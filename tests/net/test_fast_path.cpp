@@ -106,6 +106,26 @@ BOOST_AUTO_TEST_CASE(encoded_pushes_cross_the_fast_path_with_the_bits_of_the_net
   BOOST_TEST(on.result["push_bytes_per_step"].get<double>() * 14 < plain.result["push_bytes_per_step"].get<double>());
 }
 
+// 2-bit pulls (Note [2-bit pulls]) between processes: the member's view and the shard's
+// stay in step over the network, whether the fast path is off or refused at the first
+// pull (the same bits both ways), and through the fast path the answers are the f32
+// values (the bits of a job without 2-bit pulls).
+BOOST_AUTO_TEST_CASE(two_bit_pulls_keep_member_and_shard_in_step_and_the_fast_path_carries_f32) {
+  const std::vector<std::string> two_bit{"--pull-precision", "2bit"};
+  const auto off = run_job("fast-2bitpull", {"--no-shared-memory"}, {"--no-shared-memory"}, two_bit);
+  const auto refused = run_job("fast-2bitpull", {"--no-shared-memory"}, {}, two_bit);
+  BOOST_TEST(says(refused.worker_log, "could not map it"), refused.worker_log);
+  const auto fnv = off.result["params_fnv1a"].get<std::string>();
+  BOOST_TEST(refused.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(off.result["rejected_messages"].get<int>() == 0);
+
+  const auto on = run_job("fast-2bitpull", {}, {}, two_bit);
+  BOOST_TEST(says(on.worker_log, "exchanges tensors with shard 0 through shared memory"), on.worker_log);
+  const auto exact = run_job("fast-2bitpull", {}, {});
+  BOOST_TEST(on.result["params_fnv1a"].get<std::string>() == exact.result["params_fnv1a"].get<std::string>());
+  BOOST_TEST(fnv != exact.result["params_fnv1a"].get<std::string>());  // over the network the views trailed
+}
+
 BOOST_AUTO_TEST_CASE(a_crashed_processes_segment_is_swept_and_a_killed_worker_leaves_none) {
   const std::string id = "fast-sweep";
   const auto secret = load_job_secret(pki().secret());

@@ -159,7 +159,9 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--compression", "2bit:-1"}, {"--compression", "threshold"});
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--compression", "fp16"},
                      {"--compression", "--servers 0"});
-  expect_usage_error({"train", "--pull-precision", "2bit"}, {"--pull-precision"});
+  expect_usage_error({"train", "--pull-precision", "fp8"}, {"--pull-precision"});
+  expect_usage_error({"train", "--servers", "0", "--workers", "1", "--pull-precision", "2bit"},
+                     {"--pull-precision 2bit", "--servers 0"});
 }
 
 BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {
