@@ -71,8 +71,8 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.compression.kind != codec_kind::none && job.servers == 0)
     return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
   if (job.pull_precision.kind == codec_kind::two_bit && (job.kv || job.servers == 0))
-    return "--pull-precision 2bit sends each member of a training job the change since its last pull (Note [2-bit "
-           "pulls]); a key-value job (launch ... -- COMMAND) and --servers 0 take fp32, fp16 or bf16";
+    return "--pull-precision 2bit is for training jobs with shard servers (a shard keeps what each member holds and "
+           "sends the change); a key-value job (launch ... -- COMMAND) and --servers 0 take fp32, fp16 or bf16";
   if (job.microbatches > job.train.batch_size)
     return "--microbatches " + std::to_string(job.microbatches) + " splits a batch of " +
            std::to_string(job.train.batch_size) + " samples into empty parts; use at most --batch-size microbatches";
