@@ -15,6 +15,29 @@ namespace {
 
 bool is_f32_1d(const const_tensor_view& x) { return x.type() == dtype::f32 && x.is_contiguous(); }
 
+std::int64_t two_bit_blocks(std::int64_t numel) { return (numel + two_bit_block - 1) / two_bit_block; }
+
+struct levels {
+  float threshold, magnitude;
+};
+
+// One block's threshold t and the magnitude s its codes stand for (Note [2-bit gradients]).
+levels two_bit_levels(const grad_codec& c, const float* v, std::int64_t n) {
+  if (!c.adaptive) return {c.threshold, c.threshold};
+  double sum = 0;
+  for (std::int64_t i = 0; i < n; ++i) sum += std::abs(v[i]);
+  const float t = static_cast<float>(sum / static_cast<double>(n));
+  if (!(t > 0)) return {std::numeric_limits<float>::infinity(), 0.0f};  // all zero: send nothing
+  double above = 0;
+  std::int64_t count = 0;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (std::abs(v[i]) >= t) {
+      above += std::abs(v[i]);
+      ++count;
+    }
+  return {t, count > 0 ? static_cast<float>(above / static_cast<double>(count)) : 0.0f};
+}
+
 }  // namespace
 
 expected<grad_codec> parse_grad_codec(std::string_view text) {
@@ -105,7 +128,7 @@ std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel) {
     case codec_kind::bf16:
       return numel * 2;
     case codec_kind::two_bit:
-      return 4 + (numel + 3) / 4;
+      return 4 * two_bit_blocks(numel) + (numel + 3) / 4;
   }
   return numel * 4;
 }
@@ -136,35 +159,24 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
       tensor out({encoded_bytes(c, n)}, dtype::u8);  // zero: every code starts at 0
       float* r = residual->data<float>();
       for (std::int64_t i = 0; i < n; ++i) r[i] += in[i];
-      // The threshold, and the magnitude the codes stand for (Note [2-bit gradients]).
-      float t = c.threshold, s = c.threshold;
-      if (c.adaptive && n > 0) {
-        double sum = 0;
-        for (std::int64_t i = 0; i < n; ++i) sum += std::abs(r[i]);
-        t = static_cast<float>(sum / static_cast<double>(n));
-        double above = 0;
-        std::int64_t count = 0;
-        for (std::int64_t i = 0; i < n; ++i)
-          if (std::abs(r[i]) >= t) {
-            above += std::abs(r[i]);
-            ++count;
+      auto* scales = reinterpret_cast<std::byte*>(out.bytes());
+      auto* o = reinterpret_cast<std::uint8_t*>(out.bytes()) + 4 * two_bit_blocks(n);
+      for (std::int64_t b = 0; b * two_bit_block < n; ++b) {
+        const std::int64_t lo = b * two_bit_block, hi = std::min(n, lo + two_bit_block);
+        const auto [t, s] = two_bit_levels(c, r + lo, hi - lo);
+        std::memcpy(scales + 4 * b, &s, 4);
+        for (std::int64_t i = lo; i < hi; ++i) {
+          const float v = r[i];
+          std::uint8_t code = 0;
+          if (v >= t) {
+            code = 1;
+            r[i] = v - s;
+          } else if (v <= -t) {
+            code = 2;
+            r[i] = v + s;
           }
-        s = count > 0 ? static_cast<float>(above / static_cast<double>(count)) : 0.0f;
-        if (!(t > 0)) t = std::numeric_limits<float>::infinity();  // all zero: send nothing
-      }
-      std::memcpy(out.bytes(), &s, 4);
-      auto* o = reinterpret_cast<std::uint8_t*>(out.bytes()) + 4;
-      for (std::int64_t i = 0; i < n; ++i) {
-        const float v = r[i];
-        std::uint8_t code = 0;
-        if (v >= t) {
-          code = 1;
-          r[i] = v - s;
-        } else if (v <= -t) {
-          code = 2;
-          r[i] = v + s;
+          o[i >> 2] |= static_cast<std::uint8_t>(code << (2 * (i & 3)));
         }
-        o[i >> 2] |= static_cast<std::uint8_t>(code << (2 * (i & 3)));
       }
       return out;
     }
@@ -199,15 +211,20 @@ std::optional<std::string> decode_into(const grad_codec& c, const_tensor_view wi
     }
     case codec_kind::two_bit: {
       if (wire.type() != dtype::u8) return wrong("of the wrong dtype");
-      float s = 0;
-      std::memcpy(&s, wire.bytes(), 4);
-      if (!std::isfinite(s) || s < 0) return wrong("with the magnitude " + std::to_string(s));
-      const auto* in = reinterpret_cast<const std::uint8_t*>(wire.bytes()) + 4;
-      const float values[3] = {0.0f, s, -s};
-      for (std::int64_t i = 0; i < numel; ++i) {
-        const unsigned code = (in[i >> 2] >> (2 * (i & 3))) & 3u;
-        if (code == 3) return wrong("with the invalid code 3 at element " + std::to_string(i));
-        o[i] = values[code];
+      const auto* scales = reinterpret_cast<const std::byte*>(wire.bytes());
+      const auto* in = reinterpret_cast<const std::uint8_t*>(wire.bytes()) + 4 * two_bit_blocks(numel);
+      for (std::int64_t b = 0; b * two_bit_block < numel; ++b) {
+        float s = 0;
+        std::memcpy(&s, scales + 4 * b, 4);
+        if (!std::isfinite(s) || s < 0)
+          return wrong("with the magnitude " + std::to_string(s) + " in block " + std::to_string(b));
+        const float values[3] = {0.0f, s, -s};
+        const std::int64_t lo = b * two_bit_block, hi = std::min(numel, lo + two_bit_block);
+        for (std::int64_t i = lo; i < hi; ++i) {
+          const unsigned code = (in[i >> 2] >> (2 * (i & 3))) & 3u;
+          if (code == 3) return wrong("with the invalid code 3 at element " + std::to_string(i));
+          o[i] = values[code];
+        }
       }
       // Padding codes past the last element must be zero, or the sender packed another size.
       for (std::int64_t i = numel; i < ((numel + 3) / 4) * 4; ++i)

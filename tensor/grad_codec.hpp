@@ -10,9 +10,14 @@
 // the mean |v| of the elements at or above it, so the step sends the big elements at
 // their typical size and the small ones wait in the residual; with a fixed T the big ones
 // are clipped to T per step and their residual grows without bound, which costs accuracy
-// unless T is tuned per model. The wire tensor is u8: s as 4 bytes (f32, host order),
-// then four codes per byte, element i in bits 2*(i%4) of byte i/4 (code 3 and codes past
-// the last element are malformed): 4 + ceil(n/4) bytes, about 1/16 of f32. The residual
+// unless T is tuned per model. The adaptive t and s are taken per block of
+// `two_bit_block` consecutive elements (QSGD's buckets), not per tensor: a shard's slice
+// concatenates layers whose gradients differ in scale by orders of magnitude, and one
+// scale for all of them sent the small layers at the big layer's size (the CNN lost 4.9
+// points in one epoch with one scale per push, 0 with one per block). The wire tensor is
+// u8: one s per block (f32, host order; T for every block with `2bit:T`), then four codes
+// per byte, element i in bits 2*(i%4) of byte i/4 (code 3 and codes past the last element
+// are malformed): 4*ceil(n/1024) + ceil(n/4) bytes, about 1/15.75 of f32. The residual
 // lives on the worker, one per shard it pushes to.
 #pragma once
 
@@ -25,6 +30,9 @@
 #include "tensor/tensor.hpp"
 
 namespace troupe {
+
+// Elements per 2-bit block: each block has its own threshold and magnitude.
+inline constexpr std::int64_t two_bit_block = 1024;
 
 enum class codec_kind : std::uint8_t { none, fp16, bf16, two_bit };
 

@@ -293,7 +293,7 @@ BOOST_AUTO_TEST_CASE(compressed_pushes_keep_each_keys_residual_and_pulls_come_in
     BOOST_TEST(a == want_a[round], boost::test_tools::per_element());
     BOOST_TEST(b == want_b[round], boost::test_tools::per_element());
   }
-  // One message per call: 2-bit is 4 + ceil(n / 4) bytes per key (5 + 6), fp16 2 per float.
+  // One message per call: 2-bit is 4 + ceil(n / 4) bytes per key of at most 1024 elements (5 + 6), fp16 2 per float.
   const auto moved = w0.transfers();
   BOOST_TEST(moved.shared_memory_calls == 0u);
   BOOST_TEST(moved.network_calls == 6u);

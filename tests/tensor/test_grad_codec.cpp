@@ -25,7 +25,7 @@ tensor of(std::vector<float> v) {
 
 std::vector<float> values(const tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
 
-// A 2-bit wire tensor's magnitude (its first 4 bytes) and its code bytes (the rest).
+// A one-block 2-bit wire tensor's magnitude (its first 4 bytes) and its code bytes (the rest).
 float magnitude(const tensor& t) {
   float s = 0;
   std::memcpy(&s, t.bytes(), 4);
@@ -112,9 +112,13 @@ BOOST_AUTO_TEST_CASE(fixed_two_bit_quantises_and_keeps_the_residual) {
   BOOST_REQUIRE(sent.has_value());
   BOOST_TEST((values(*sent) == std::vector<float>{0.0f, 0.0f, 0.5f, 0.0f, 0.5f}));
 
-  // A 4-byte magnitude, then 1/16 of the f32 bytes (rounded up to whole bytes).
+  // A 4-byte magnitude per block of 1024 elements, then 1/16 of the f32 bytes (rounded up
+  // to whole bytes).
   BOOST_TEST(encoded_bytes(c, 1000) == 254);
   BOOST_TEST(encoded_bytes(c, 1001) == 255);
+  BOOST_TEST(encoded_bytes(c, 1024) == 260);
+  BOOST_TEST(encoded_bytes(c, 1025) == 8 + 257);
+  BOOST_TEST(encoded_bytes(c, 0) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(adaptive_two_bit_sends_the_big_elements_at_their_mean_size) {
@@ -139,6 +143,46 @@ BOOST_AUTO_TEST_CASE(adaptive_two_bit_sends_the_big_elements_at_their_mean_size)
   wire = encode(c, of({0.0f, 0.0f, 0.0f}), &none);
   BOOST_TEST(magnitude(wire) == 0.0f);
   BOOST_TEST((codes(wire) == std::vector<int>{0x00}));
+}
+
+BOOST_AUTO_TEST_CASE(adaptive_two_bit_takes_its_levels_per_block_of_1024_elements) {
+  // Three blocks: large values, values a thousand times smaller, and a 5-element tail.
+  // One level for all of them would send the small block at the large block's size.
+  const grad_codec c = *parse_grad_codec("2bit");
+  const std::int64_t n = 2 * two_bit_block + 5;
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float sign = i % 2 ? -1.0f : 1.0f;
+    const float size = i < two_bit_block ? (i % 4 < 2 ? 2.0f : 1.0f) : i < 2 * two_bit_block ? 0.002f : 0.5f;
+    v[static_cast<std::size_t>(i)] = sign * size;
+  }
+  v[static_cast<std::size_t>(n - 1)] = 0.0f;  // the tail: 0.5 four times and a 0
+  tensor residual({n});
+  const tensor wire = encode(c, of(v), &residual);
+  BOOST_TEST(wire.nbytes() == static_cast<std::size_t>(3 * 4 + (n + 3) / 4));
+  float s[3];
+  std::memcpy(s, wire.bytes(), sizeof s);
+  // Block 0: mean |v| 1.5, so the 2s are sent at 2 and the 1s wait; block 1: every
+  // element at 0.002; the tail: mean 0.4, the four 0.5s at 0.5.
+  BOOST_TEST(s[0] == 2.0f);
+  BOOST_TEST(s[1] == 0.002f);
+  BOOST_TEST(s[2] == 0.5f);
+  auto sent = decode(c, wire, n);
+  BOOST_REQUIRE(sent.has_value());
+  const std::vector<float> got = values(*sent), left = values(residual);
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto k = static_cast<std::size_t>(i);
+    const float want = i < two_bit_block && i % 4 >= 2 ? 0.0f : v[k];
+    BOOST_TEST(got[k] == want, "element " << i);
+    BOOST_TEST(left[k] == v[k] - want, "element " << i);
+  }
+  // A bad magnitude in a later block is refused by name.
+  tensor bad = wire;
+  const float negative = -1.0f;
+  std::memcpy(bad.bytes() + 4, &negative, 4);
+  auto r = decode(c, bad, n);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("in block 1") != std::string::npos, r.error().message);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_wire_tensors_are_refused) {
