@@ -21,21 +21,41 @@ struct levels {
   float threshold, magnitude;
 };
 
+// The sum of |v[i]| over n elements (`all`: a NaN makes it NaN), or over those at or
+// above t with their count, in 8 lanes of partial sums so that the additions do not wait
+// on each other, and with masks, not branches: which side of t an element lies on is a
+// coin flip.
+struct abs_sums {
+  double sum = 0;
+  std::int64_t count = 0;
+};
+abs_sums abs_sums_at_or_above(const float* v, std::int64_t n, float t, bool all = false) {
+  constexpr int lanes = 8;
+  double part[lanes] = {};  // exact for a block's floats of one magnitude: no t above them all
+  std::uint32_t counts[lanes] = {};
+  const std::uint32_t keep = all ? ~0u : 0u;
+  const auto add = [t, keep](float x, double& into, std::uint32_t& count) {
+    const float a = std::abs(x);
+    const std::uint32_t over = (0u - static_cast<std::uint32_t>(a >= t)) | keep;
+    into += std::bit_cast<float>(std::bit_cast<std::uint32_t>(a) & over);
+    count += over & 1u;
+  };
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (int l = 0; l < lanes; ++l) add(v[i + l], part[l], counts[l]);
+  for (int l = 0; i < n; ++i, ++l) add(v[i], part[l], counts[l]);
+  abs_sums out;
+  for (int l = 0; l < lanes; ++l) out.sum += part[l], out.count += counts[l];
+  return out;
+}
+
 // One block's threshold t and the magnitude s its codes stand for (Note [2-bit gradients]).
 levels two_bit_levels(const grad_codec& c, const float* v, std::int64_t n) {
   if (!c.adaptive) return {c.threshold, c.threshold};
-  double sum = 0;
-  for (std::int64_t i = 0; i < n; ++i) sum += std::abs(v[i]);
-  const float t = static_cast<float>(sum / static_cast<double>(n));
+  const float t = static_cast<float>(abs_sums_at_or_above(v, n, 0.0f, true).sum / static_cast<double>(n));
   if (!(t > 0)) return {std::numeric_limits<float>::infinity(), 0.0f};  // all zero: send nothing
-  double above = 0;
-  std::int64_t count = 0;
-  for (std::int64_t i = 0; i < n; ++i)
-    if (std::abs(v[i]) >= t) {
-      above += std::abs(v[i]);
-      ++count;
-    }
-  return {t, count > 0 ? static_cast<float>(above / static_cast<double>(count)) : 0.0f};
+  const abs_sums above = abs_sums_at_or_above(v, n, t);
+  return {t, above.count > 0 ? static_cast<float>(above.sum / static_cast<double>(above.count)) : 0.0f};
 }
 
 }  // namespace
@@ -165,17 +185,18 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
         const std::int64_t lo = b * two_bit_block, hi = std::min(n, lo + two_bit_block);
         const auto [t, s] = two_bit_levels(c, r + lo, hi - lo);
         std::memcpy(scales + 4 * b, &s, 4);
-        for (std::int64_t i = lo; i < hi; ++i) {
-          const float v = r[i];
-          std::uint8_t code = 0;
-          if (v >= t) {
-            code = 1;
-            r[i] = v - s;
-          } else if (v <= -t) {
-            code = 2;
-            r[i] = v + s;
+        // Masks, not branches, as in abs_sums_at_or_above; four codes make a byte (a block
+        // starts on a byte).
+        const std::uint32_t plus = std::bit_cast<std::uint32_t>(s), minus = std::bit_cast<std::uint32_t>(-s);
+        for (std::int64_t i = lo; i < hi; i += 4) {
+          unsigned byte = 0;
+          for (std::int64_t k = 0; k < 4 && i + k < hi; ++k) {
+            const float v = r[i + k];
+            const std::uint32_t up = v >= t, down = v <= -t;
+            r[i + k] = v - std::bit_cast<float>(((0u - up) & plus) | ((0u - down) & minus));
+            byte |= (up | down << 1) << (2 * k);
           }
-          o[i >> 2] |= static_cast<std::uint8_t>(code << (2 * (i & 3)));
+          o[i >> 2] = static_cast<std::uint8_t>(byte);
         }
       }
       return out;
