@@ -23,6 +23,7 @@ tensor borrowed_push::lend(const std::shared_ptr<borrowed_push>& self, const flo
   auto* keep = new std::shared_ptr<borrowed_push>(self);
   const buffer_release on_release{[](void* ctx, std::byte*) {
                                     auto* held = static_cast<std::shared_ptr<borrowed_push>*>(ctx);
+                                    if ((*held)->memory_) (*held)->memory_->leave();
                                     if ((*held)->ledger_) (*held)->ledger_->returned();
                                     (*held)->settle(std::nullopt);
                                     delete held;

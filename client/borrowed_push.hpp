@@ -41,8 +41,11 @@ class borrow_ledger {
 
 class borrowed_push {
  public:
-  explicit borrowed_push(completion done, std::shared_ptr<borrow_ledger> ledger = nullptr)
-      : done_(std::move(done)), ledger_(std::move(ledger)) {}
+  // `memory`, if given, was entered for the borrow; the release leaves it (Note
+  // [Abandoned calls] in client/caller_memory.hpp).
+  explicit borrowed_push(completion done, std::shared_ptr<borrow_ledger> ledger = nullptr,
+                         std::shared_ptr<caller_memory> memory = nullptr)
+      : done_(std::move(done)), ledger_(std::move(ledger)), memory_(std::move(memory)) {}
 
   // The tensor for the message: n floats at data, not copied; its release is one of the
   // two events the completion waits for. It must only be read.
@@ -60,6 +63,7 @@ class borrowed_push {
   std::optional<answer> answer_;
   completion done_;
   std::shared_ptr<borrow_ledger> ledger_;
+  std::shared_ptr<caller_memory> memory_;
 };
 
 // The first part's floats when the parts lie back to back in the caller's memory (a

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
 #include "base/errc.hpp"
+#include "client/caller_memory.hpp"
 #include "client/kvstore.hpp"
 #include "core/job.hpp"
 #include "core/kv_layout.hpp"
@@ -66,9 +68,12 @@ class kv_transport {
   // The layout of a key some worker initialised, or no_such_key.
   virtual or_fault<kv_key_layout> lookup(const std::string& name) = 0;
   // One message to `shard` with these parts; `done` runs once every part is answered or
-  // the request failed.
-  virtual void push(std::uint32_t shard, std::vector<push_part> parts, completion done) = 0;
-  virtual void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) = 0;
+  // the request failed. The parts' arrays are used after the call returns only between
+  // memory's enter() and leave(), and not once it is revoked (Note [Abandoned calls]).
+  virtual void push(std::uint32_t shard, std::vector<push_part> parts, std::shared_ptr<caller_memory> memory,
+                    completion done) = 0;
+  virtual void pull(std::uint32_t shard, std::vector<pull_part> parts, std::shared_ptr<caller_memory> memory,
+                    completion done) = 0;
   virtual std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) = 0;
   virtual std::optional<fault> barrier(std::chrono::milliseconds timeout) = 0;
   // Leaves the job; pending completions run with an error or not at all.

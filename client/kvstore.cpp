@@ -78,6 +78,7 @@ struct kvstore::impl {
   struct op {
     std::size_t pending = 0;
     std::optional<fault> error;
+    std::shared_ptr<caller_memory> memory;  // the gate on the arrays of its calls
   };
   std::map<handle, op> ops;  // in flight, or failed and not yet waited for
   handle next = 1;
@@ -113,11 +114,17 @@ struct kvstore::impl {
   }
 
   // Registers an operation of `requests` shard messages and returns its handle with the
-  // completion each message calls.
-  std::pair<handle, completion> begin(std::size_t requests, bool is_push) {
+  // completion each message calls and the gate on the caller's arrays.
+  struct begun {
+    handle h;
+    completion done;
+    std::shared_ptr<caller_memory> memory;
+  };
+  begun begin(std::size_t requests, bool is_push) {
     std::lock_guard lock(mu);
     const handle h = next++;
-    if (requests > 0) ops[h].pending = requests;  // nothing to send: done at once
+    auto memory = std::make_shared<caller_memory>();
+    if (requests > 0) ops[h] = {requests, std::nullopt, memory};  // nothing to send: done at once
     auto done = [this, h, is_push](std::optional<fault> err, std::vector<part_result> results) {
       std::lock_guard lock(mu);
       for (const auto& r : results) {
@@ -134,8 +141,31 @@ struct kvstore::impl {
       if (--it->second.pending == 0 && !it->second.error) ops.erase(it);
       cv.notify_all();
     };
-    return {h, done};
+    return {h, done, memory};
   }
+
+  // Gives the arrays of the operations `which` picks (all of them that are unsettled)
+  // back to the caller: Note [Abandoned calls]. Called with `lock` held; returns with it.
+  // How many it abandoned.
+  template <class Pick>
+  std::size_t abandon(std::unique_lock<std::mutex>& lock, Pick which) {
+    std::vector<std::shared_ptr<caller_memory>> gates;
+    for (auto it = ops.begin(); it != ops.end();) {
+      if (which(it->first) && it->second.pending > 0) {
+        gates.push_back(it->second.memory);
+        it = ops.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    lock.unlock();  // a copy into the arrays may be under way, and its completion takes mu
+    for (auto& g : gates) g->revoke();
+    lock.lock();
+    return gates.size();
+  }
+
+  bool await_one(std::unique_lock<std::mutex>& lock, handle h, std::chrono::milliseconds d);
+  bool await_all(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds d);
 
   // Before a push: per-key maxima are recomputed from this push's parts.
   void reset_staleness(const std::vector<std::string>& names) {
@@ -228,8 +258,8 @@ handle kvstore::push(const std::vector<key>& keys, const std::vector<const_array
   }
   impl_->reset_staleness(names);
   auto batches = messages(by_shard);
-  auto [h, done] = impl_->begin(batches.size(), true);
-  for (auto& [shard, parts] : batches) impl_->t->push(shard, std::move(parts), done);
+  auto [h, done, memory] = impl_->begin(batches.size(), true);
+  for (auto& [shard, parts] : batches) impl_->t->push(shard, std::move(parts), memory, done);
   return h;
 }
 
@@ -245,8 +275,8 @@ handle kvstore::pull(const std::vector<key>& keys, const std::vector<array>& out
       by_shard[p.shard].push_back({p.id, outs[i].data + p.row_begin * k.row_numel(), p.numel, {}, 0});
   }
   auto batches = messages(by_shard);
-  auto [h, done] = impl_->begin(batches.size(), false);
-  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), done);
+  auto [h, done, memory] = impl_->begin(batches.size(), false);
+  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), memory, done);
   return h;
 }
 
@@ -277,55 +307,84 @@ handle kvstore::row_sparse_pull(const key& key_, const std::vector<std::int64_t>
     by_shard[part->shard].push_back(std::move(pp));
   }
   auto batches = messages(by_shard);
-  auto [h, done] = impl_->begin(batches.size(), false);
-  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), done);
+  auto [h, done, memory] = impl_->begin(batches.size(), false);
+  for (auto& [shard, parts] : batches) impl_->t->pull(shard, std::move(parts), memory, done);
   return h;
 }
 
 namespace {
 [[noreturn]] void no_answer(std::chrono::milliseconds timeout) {
   raise(fault{errc::timed_out, "no answer from the shards within " + std::to_string(timeout.count()) +
-                                   " ms; a shard may be lost or a sync round waits for a worker that has not pushed"});
+                                   " ms; a shard may be lost or a sync round waits for a worker that has not pushed. "
+                                   "The call was abandoned: its arrays are yours again"});
 }
 }  // namespace
 
-void kvstore::wait(handle h) {
-  if (!wait_for(h, impl_->opts.timeout)) no_answer(impl_->opts.timeout);
-}
-
-void kvstore::wait_all() {
-  if (!wait_all_for(impl_->opts.timeout)) no_answer(impl_->opts.timeout);
-}
-
-bool kvstore::wait_for(handle h, std::chrono::milliseconds d) {
-  std::unique_lock lock(impl_->mu);
-  if (h == 0 || h >= impl_->next)
+// Waits at most `d` for operation h; once it is settled, forgets it and throws its error.
+bool kvstore::impl::await_one(std::unique_lock<std::mutex>& lock, handle h, std::chrono::milliseconds d) {
+  if (h == 0 || h >= next)
     raise(fault{errc::bad_job, "wait: handle " + std::to_string(h) + " was never returned by this store"});
   auto settled = [&] {
-    auto it = impl_->ops.find(h);
-    return it == impl_->ops.end() || it->second.pending == 0;
+    auto it = ops.find(h);
+    return it == ops.end() || it->second.pending == 0;
   };
-  if (!impl_->cv.wait_for(lock, d, settled)) return false;
-  auto it = impl_->ops.find(h);
-  if (it == impl_->ops.end()) return true;
+  if (!cv.wait_for(lock, d, settled)) return false;
+  auto it = ops.find(h);
+  if (it == ops.end()) return true;
   auto err = it->second.error;
-  impl_->ops.erase(it);
+  ops.erase(it);
   if (err) raise(*err);
   return true;
 }
 
-bool kvstore::wait_all_for(std::chrono::milliseconds d) {
-  std::unique_lock lock(impl_->mu);
+// Waits at most `d` for every operation; once all are settled, forgets them and throws
+// the first error.
+bool kvstore::impl::await_all(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds d) {
   auto settled = [&] {
-    return std::all_of(impl_->ops.begin(), impl_->ops.end(), [](auto& o) { return o.second.pending == 0; });
+    return std::all_of(ops.begin(), ops.end(), [](auto& o) { return o.second.pending == 0; });
   };
-  if (!impl_->cv.wait_for(lock, d, settled)) return false;
+  if (!cv.wait_for(lock, d, settled)) return false;
   std::optional<fault> first;
-  for (auto& [h, o] : impl_->ops)
+  for (auto& [h, o] : ops)
     if (o.error && !first) first = o.error;
-  impl_->ops.clear();
+  ops.clear();
   if (first) raise(*first);
   return true;
+}
+
+void kvstore::wait(handle h) { wait(h, impl_->opts.timeout); }
+
+void kvstore::wait(handle h, std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  if (impl_->await_one(lock, h, timeout)) return;
+  if (impl_->abandon(lock, [h](handle x) { return x == h; }) == 0) {  // settled meanwhile
+    impl_->await_one(lock, h, std::chrono::milliseconds(0));
+    return;
+  }
+  no_answer(timeout);
+}
+
+void kvstore::wait_all() { wait_all(impl_->opts.timeout); }
+
+void kvstore::wait_all(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(impl_->mu);
+  if (impl_->await_all(lock, timeout)) return;
+  if (impl_->abandon(lock, [](handle) { return true; }) == 0) {
+    impl_->await_all(lock, std::chrono::milliseconds(0));
+    return;
+  }
+  impl_->ops.clear();  // what settled with an error is part of what timed out
+  no_answer(timeout);
+}
+
+bool kvstore::wait_for(handle h, std::chrono::milliseconds d) {
+  std::unique_lock lock(impl_->mu);
+  return impl_->await_one(lock, h, d);
+}
+
+bool kvstore::wait_all_for(std::chrono::milliseconds d) {
+  std::unique_lock lock(impl_->mu);
+  return impl_->await_all(lock, d);
 }
 
 void kvstore::set_optimizer(const optimizer_spec& spec) {

@@ -13,7 +13,7 @@
 // - Keys are integers or UTF-8 strings; 3 and "3" are different keys. Values are
 //   contiguous float32 arrays the caller owns. push() reads and pull() writes the
 //   caller's memory directly: it must stay alive and untouched until wait() returns for
-//   the handle (or wait_all()).
+//   the handle (or wait_all()), normally or by throwing.
 // - init(key, value): the first init of a key in the job defines its shape and value;
 //   a later init with the same shape returns once the key exists (its value is ignored),
 //   another shape is an error.
@@ -131,11 +131,17 @@ class kvstore {
   handle pull(const std::vector<key>& keys, const std::vector<array>& outs, int priority = 0);
   // Only rows `row_ids` of a key of shape (R, ...) into out of shape (row_ids.size(), ...).
   handle row_sparse_pull(const key& k, const std::vector<std::int64_t>& row_ids, const array& out, int priority = 0);
-  // Blocks until the handle's operations are done (at most options.timeout, then throws
-  // timed_out); throws the first error among them.
+  // Blocks until the handle's operations are done (at most options.timeout, or
+  // `timeout`); throws the first error among them. When the time is up it throws
+  // timed_out and abandons what is still in flight: from then on the store neither reads
+  // nor writes those calls' arrays (an answer that comes later is dropped; a push may
+  // still have been applied), so the caller may reuse or free them at once.
   void wait(handle h);
+  void wait(handle h, std::chrono::milliseconds timeout);
   void wait_all();
-  // The same, but gives up after `d` and returns false when something is still in flight.
+  void wait_all(std::chrono::milliseconds timeout);
+  // Gives up after `d` and returns false when something is still in flight, which stays
+  // in flight (its arrays still belong to the store); throws as wait() does otherwise.
   bool wait_for(handle h, std::chrono::milliseconds d);
   bool wait_all_for(std::chrono::milliseconds d);
 

@@ -32,6 +32,7 @@ struct hub {
     std::vector<pull_part> parts;
     std::vector<part_result> results;
     std::size_t waiting = 0;
+    std::shared_ptr<caller_memory> memory;
     completion done;
   };
   using ready = std::vector<std::pair<completion, std::optional<fault>>>;
@@ -41,16 +42,19 @@ struct hub {
     std::vector<part_result> results;
   };
 
-  // Answers part i of request r from shard s into the caller's memory.
+  // Answers part i of request r from shard s into the caller's memory, unless the caller
+  // abandoned the call (Note [Abandoned calls]).
   void answer(std::uint32_t s, request& r, std::size_t i) {
     const pull_part& p = r.parts[i];
     const kv_shard_core& core = shards[s];
+    r.results[i] = {p.part, core.version(p.part), 0};
+    const caller_memory_use use(r.memory);
+    if (!use) return;
     tensor_view out = floats(p.out, p.numel);
     if (p.rows.empty())
       copy(out, core.value(p.part));
     else
       core.gather_rows(p.part, p.rows, p.row_numel, out);
-    r.results[i] = {p.part, core.version(p.part), 0};
   }
 
   // Carries out what shard s released or dropped; completions are returned to run unlocked.
@@ -128,7 +132,9 @@ class local_transport final : public kv_transport {
     return fault{errc::no_such_key, "key " + kv_key_display(name) + " was never initialised; call init first"};
   }
 
-  void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
+  // Applies the push before it returns: the caller's arrays are not used afterwards.
+  void push(std::uint32_t shard, std::vector<push_part> parts, std::shared_ptr<caller_memory> /*memory*/,
+            completion done) override {
     std::vector<hub::finished> finished;
     {
       std::lock_guard lock(hub_->mu);
@@ -149,7 +155,8 @@ class local_transport final : public kv_transport {
     run(finished);
   }
 
-  void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) override {
+  void pull(std::uint32_t shard, std::vector<pull_part> parts, std::shared_ptr<caller_memory> memory,
+            completion done) override {
     std::vector<hub::finished> finished;
     {
       std::lock_guard lock(hub_->mu);
@@ -158,6 +165,7 @@ class local_transport final : public kv_transport {
       r.member = rank_;
       r.parts = std::move(parts);
       r.results.resize(r.parts.size());
+      r.memory = std::move(memory);
       r.done = std::move(done);
       std::optional<fault> error;
       std::vector<kv_shard_core::token> held;

@@ -128,6 +128,12 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
   return out;
 }
 
+// What a call that its caller abandoned reports (Note [Abandoned calls]); nobody waits
+// for it any more.
+fault abandoned() {
+  return fault{errc::timed_out, "the caller stopped waiting for this call; its arrays were not used since"};
+}
+
 // Waits for a blocking call's answer, at most `timeout`.
 template <class T>
 or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout, const std::string& what) {
@@ -196,8 +202,11 @@ class remote_transport final : public kv_transport {
   // A push packs the caller's floats once: into a push slot of the same-host fast path
   // when one is free, into the message otherwise (encoded, with the job's --compression),
   // or lends them to the message as they lie (Note [Borrowed pushes]).
-  void push(std::uint32_t shard, std::vector<push_part> parts, completion done) override {
+  void push(std::uint32_t shard, std::vector<push_part> parts, std::shared_ptr<caller_memory> memory,
+            completion done) override {
     heap_.maybe_trim();  // Note [Returning the heap]
+    const caller_memory_use use(memory);
+    if (!use) return done(abandoned(), {});
     kv_push msg;
     std::int64_t total = 0;
     for (const auto& p : parts) {
@@ -207,8 +216,9 @@ class remote_transport final : public kv_transport {
     }
     auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
     const bool plain = place_.job.compression.kind == codec_kind::none;
-    if (const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr) {
-      auto borrowed = std::make_shared<borrowed_push>(std::move(done), borrows_);
+    const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr;
+    if (lent && memory->enter()) {  // left when the message lets go of the floats
+      auto borrowed = std::make_shared<borrowed_push>(std::move(done), borrows_, memory);
       msg.data = borrowed_push::lend(borrowed, lent, total);
       done = [borrowed](std::optional<fault> f, std::vector<part_result> r) {
         borrowed->answered(std::move(f), std::move(r));
@@ -246,7 +256,8 @@ class remote_transport final : public kv_transport {
 
   // A pull offers a reply slot of the same-host fast path when one is free; the answer is
   // copied once, from the slot or the message, into the caller's arrays.
-  void pull(std::uint32_t shard, std::vector<pull_part> parts, completion done) override {
+  void pull(std::uint32_t shard, std::vector<pull_part> parts, std::shared_ptr<caller_memory> memory,
+            completion done) override {
     kv_pull msg;
     std::int64_t total = 0;
     for (const auto& p : parts) {
@@ -269,28 +280,30 @@ class remote_transport final : public kv_transport {
     auto stats = stats_;
     const grad_codec precision = place_.job.pull_precision;
     caf::anon_send(
-        member_,
-        member_call_pull{shard, std::move(msg),
-                         [done, parts, fast, shard, channel, total, stats, precision](or_fault<kv_pull_reply> r) {
-                           if (auto* f = std::get_if<fault>(&r)) {
-                             if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
-                             return done(*f, {});
-                           }
-                           auto& reply = std::get<kv_pull_reply>(r);
-                           const bool shared = !reply.shared.empty();
-                           const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
-                           auto got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
-                           // Copied out: the slot is free again.
-                           if (channel && fast->reply_settled(shard, *channel, !shared, false) ==
-                                              shm::channel_pool::settled::declined)
-                             spdlog::info(
-                                 "troupe.kv: shard {} cannot map this host's shared memory (another host, "
-                                 "or it is off there); its tensors go over the network",
-                                 shard);
-                           if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
-                           stats->add(shared, bytes);
-                           done(std::nullopt, std::move(std::get<0>(got)));
-                         }});
+        member_, member_call_pull{
+                     shard, std::move(msg),
+                     [done, parts, fast, shard, channel, total, stats, precision, memory](or_fault<kv_pull_reply> r) {
+                       if (auto* f = std::get_if<fault>(&r)) {
+                         if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                         return done(*f, {});
+                       }
+                       auto& reply = std::get<kv_pull_reply>(r);
+                       const bool shared = !reply.shared.empty();
+                       const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+                       or_fault<std::vector<part_result>> got = abandoned();
+                       if (const caller_memory_use use(memory); use)
+                         got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
+                       // Copied out, or dropped: the slot is free again.
+                       if (channel &&
+                           fast->reply_settled(shard, *channel, !shared, false) == shm::channel_pool::settled::declined)
+                         spdlog::info(
+                             "troupe.kv: shard {} cannot map this host's shared memory (another host, "
+                             "or it is off there); its tensors go over the network",
+                             shard);
+                       if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+                       stats->add(shared, bytes);
+                       done(std::nullopt, std::move(std::get<0>(got)));
+                     }});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }

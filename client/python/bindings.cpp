@@ -62,7 +62,8 @@ auto unlocked(F&& f) {
   return f();
 }
 
-// wait()/wait_all() in slices of 100 ms, checking for Ctrl-C between them.
+// wait()/wait_all() in slices of 100 ms, checking for Ctrl-C between them; `last` runs
+// when the time is up (it abandons what is in flight and raises timed_out).
 void interruptible(const std::function<bool(std::chrono::milliseconds)>& step, std::chrono::milliseconds timeout,
                    const std::function<void()>& last) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -110,11 +111,13 @@ PYBIND11_MODULE(_troupe, m) {
            })
       .def("wait", [](kv::kvstore& s, kv::handle h, double timeout_s) {
              interruptible([&](auto d) { return s.wait_for(h, d); },
-                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), [&] { s.wait(h); });
+                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
+                           [&] { s.wait(h, std::chrono::milliseconds(0)); });
            })
       .def("wait_all", [](kv::kvstore& s, double timeout_s) {
              interruptible([&](auto d) { return s.wait_all_for(d); },
-                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)), [&] { s.wait_all(); });
+                           std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000)),
+                           [&] { s.wait_all(std::chrono::milliseconds(0)); });
            })
       .def("set_optimizer", [](kv::kvstore& s, const std::string& kind, float lr, float momentum, bool nesterov,
                                float weight_decay, float beta1, float beta2, float eps, const std::string& schedule,

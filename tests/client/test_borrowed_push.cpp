@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE borrowed_push
 #include <boost/test/unit_test.hpp>
 
+#include <future>
 #include <vector>
 
 #include "client/borrowed_push.hpp"
@@ -104,4 +105,17 @@ BOOST_AUTO_TEST_CASE(the_ledger_counts_what_is_still_borrowed) {
   t = tensor();
   BOOST_TEST(ledger->wait_all_returned(std::chrono::milliseconds(0)));
   BOOST_TEST(rec.calls == 0);  // released, not yet answered
+}
+
+BOOST_AUTO_TEST_CASE(the_release_leaves_the_callers_memory_it_was_entered_for) {
+  std::vector<float> grads(4, 1.f);
+  auto memory = std::make_shared<caller_memory>();
+  BOOST_TEST(memory->enter());  // the transport enters for the borrow
+  recorder rec;
+  auto b = std::make_shared<borrowed_push>(rec.done(), nullptr, memory);
+  tensor t = borrowed_push::lend(b, grads.data(), 4);
+  auto revoking = std::async(std::launch::async, [&] { memory->revoke(); });
+  BOOST_TEST((revoking.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout));  // still borrowed
+  t = tensor();
+  BOOST_TEST((revoking.wait_for(std::chrono::seconds(10)) == std::future_status::ready));
 }

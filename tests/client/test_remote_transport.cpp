@@ -199,6 +199,32 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_fails_the_calls_in_flight_at_once) {
   BOOST_TEST(code_of([&] { w0.wait(w0.pull({"w"}, {{out.data(), {2}}})); }) == "shard_lost");
 }
 
+// A wait that times out abandons the call: the answer that comes after it is dropped,
+// over the network and through the fast path's reply slot, which is free again after.
+BOOST_AUTO_TEST_CASE(an_answer_after_the_wait_gave_up_never_reaches_the_callers_array) {
+  const std::string tag = test::fresh_shm_tag();
+  for (const fast_path_tags& tags : {fast_path_tags{}, fast_path_tags{tag, tag}}) {
+    job_fixture job(sync_mode::sync, 2, 1, 0, tags);
+    auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+    const std::int64_t n = 8192;  // big enough for the fast path's slots
+    std::vector<float> v(n, 0.f), g(n, 1.f), out(n), fresh(n);
+    w0.init("w", {v.data(), {n}});
+    w0.wait(w0.pull({"w"}, {{out.data(), {n}}}));  // confirms w0's channel when there is one
+    w0.push({"w"}, {{g.data(), {n}}});
+    auto held = w0.pull({"w"}, {{out.data(), {n}}});  // held: worker 1 has not pushed
+    BOOST_TEST(code_of([&] { w0.wait(held, std::chrono::milliseconds(200)); }) == "timed_out");
+    std::fill(out.begin(), out.end(), -1.f);
+    w1.push({"w"}, {{g.data(), {n}}});  // the round closes and the shard answers the held pull
+    w1.wait_all();
+    // Answers from one shard arrive in order: once this one is in, the held one was dropped.
+    w0.wait(w0.pull({"w"}, {{fresh.data(), {n}}}));
+    BOOST_TEST(fresh[0] == 2.f);  // the round's sum
+    BOOST_TEST(fresh[n - 1] == 2.f);
+    BOOST_TEST((std::count(out.begin(), out.end(), -1.f) == n));
+    BOOST_TEST(code_of([&] { w0.wait_all(); }) == "no error");
+  }
+}
+
 // Calls of 4,096 floats or more take the members' slots once a pull's answer
 // confirmed them; what comes back is bit-exact, in sync and with row_sparse_pull.
 BOOST_AUTO_TEST_CASE(the_fast_path_carries_pushes_and_pulls_bit_exact) {

@@ -119,14 +119,24 @@ class KVStore:
         self._keep[h] = [arr]
         return h
 
-    # A call that fails keeps its arrays referenced until close(): one that timed out may
-    # still be sending them (a push borrows its array until it is sent) or writing them.
+    # A call's arrays stay referenced until wait() returns or raises troupe.Error: a call
+    # that timed out is abandoned then, and the store uses its arrays no more. A wait cut
+    # short by Ctrl-C leaves the call in flight, so its arrays stay referenced until a
+    # later wait() or close().
     def wait(self, handle):
-        self._s.wait(handle, self._timeout)
+        try:
+            self._s.wait(handle, self._timeout)
+        except Error:
+            self._keep.pop(handle, None)
+            raise
         self._keep.pop(handle, None)
 
     def wait_all(self):
-        self._s.wait_all(self._timeout)
+        try:
+            self._s.wait_all(self._timeout)
+        except Error:
+            self._keep.clear()
+            raise
         self._keep.clear()
 
     def set_optimizer(self, kind="sgd", lr=0.01, momentum=0.0, nesterov=False, weight_decay=0.0, betas=(0.9, 0.999),
