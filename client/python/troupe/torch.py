@@ -6,9 +6,15 @@
                                             model.named_parameters(), kv)
     loss.backward(); opt.step(); opt.zero_grad()
 
-Each parameter's gradient is pushed from a hook as soon as backward has accumulated it,
-so communication overlaps the rest of the backward pass; step() waits for the pushes and
-pulls the parameters straight into the model's tensors (no copies).
+Gradients are pushed from hooks as backward accumulates them, in buckets (DDP's
+gradient buckets): the parameters, in the reverse of their registration order (about
+the order backward produces them), are grouped into buckets of at least bucket_bytes
+(default 1 MiB; 0 pushes each parameter alone), and a bucket goes as one push and one
+pull (one message per shard each) as soon as its last gradient is there, so
+communication overlaps the rest of backward with few messages for models of many small
+tensors. The shards sum and update per key, so in sync the result is bitwise the same
+for every bucket size. step() waits for the pushes and pulls and copies the new values
+into the parameters.
 
 - update_on_kvstore=True (the default): the wrapped optimizer's kind and hyper-parameters
   (SGD with momentum/nesterov/weight decay, or Adam) are sent to the shards, which update
@@ -73,11 +79,32 @@ def _server_optimizer(optimizer):
                            "pass update_on_kvstore=False to step it on the worker")
 
 
+def _buckets(named, bucket_bytes):
+    """The parameters in reverse order, cut into buckets of at least bucket_bytes each (the
+    last may be smaller)."""
+    buckets, current, size = [], [], 0
+    for name, p in reversed(named):
+        current.append((name, p))
+        size += p.numel() * p.element_size()
+        if size >= bucket_bytes:
+            buckets.append(current)
+            current, size = [], 0
+    if current:
+        buckets.append(current)
+    return buckets
+
+
 class DistributedOptimizer:
-    def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=True, prefix=""):
+    def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=True, prefix="", bucket_bytes=1 << 20):
         self.optimizer = optimizer
         self.kv = kv
         self._named = [(prefix + n, p) for n, p in _named(named_parameters) if p.requires_grad]
+        if not isinstance(bucket_bytes, int) or bucket_bytes < 0:
+            raise Error("bad_job", f"bucket_bytes must be a whole number of bytes >= 0 (0: one bucket per "
+                                   f"parameter), not {bucket_bytes!r}")
+        self._buckets = _buckets(self._named, bucket_bytes)
+        self._bucket_of = {name: b for b, bucket in enumerate(self._buckets) for name, _ in bucket}
+        self._ready = [[] for _ in self._buckets]  # per bucket: the names whose gradient is there
         self._update_on_kvstore = update_on_kvstore
         self._sync = kv.mode == "sync"
         self._scale = 1.0 / kv.num_workers if self._sync else 1.0
@@ -109,10 +136,9 @@ class DistributedOptimizer:
             self._sent = wanted
 
     def _make_hook(self, name, p):
-        # The gradient is pushed as soon as backward has it, and the key's pull is asked for
+        # A bucket is pushed once backward has all its gradients, and its pull is asked for
         # right behind the push: the shard answers it once the push is applied (in sync, once
-        # the round closes), so both overlap the rest of backward. The pull writes a buffer of
-        # its own, because backward may still read the parameter.
+        # the round closes), so both overlap the rest of backward.
         def hook(*_):
             if name in self._pushed:
                 raise Error("duplicate", f"the gradient of {name} was pushed twice before step(); "
@@ -121,17 +147,36 @@ class DistributedOptimizer:
                 self._follow_optimizer()
             if self._scale != 1.0:
                 p.grad.mul_(self._scale)
+            self._pushed.add(name)
+            b = self._bucket_of[name]
+            self._ready[b].append(name)
+            if len(self._ready[b]) == len(self._buckets[b]):
+                self._send(b)
+        return hook
+
+    def _send(self, b):
+        # The pulls write buffers of their own, because backward may still read the parameters.
+        ready = set(self._ready[b])
+        names, grads, bufs = [], [], []
+        for name, p in self._buckets[b]:
+            if name not in ready:
+                continue
             buf = self._incoming.get(name)
             if buf is None:
                 buf = self._incoming[name] = _torch.empty_like(p.data, memory_format=_torch.contiguous_format)
-            self._pending.append(self.kv.push(name, p.grad))
-            self._pending.append(self.kv.pull(name, out=buf))
-            self._pushed.add(name)
-        return hook
+            names.append(name)
+            grads.append(p.grad)
+            bufs.append(buf)
+        self._ready[b] = []
+        self._pending.append(self.kv.push(names, grads))
+        self._pending.append(self.kv.pull(names, out=bufs))
 
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step() takes no closure")
+        for b, ready in enumerate(self._ready):  # buckets that backward did not complete
+            if ready:
+                self._send(b)
         for h in self._pending:
             self.kv.wait(h)
         self._pending.clear()

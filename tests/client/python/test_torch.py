@@ -2,7 +2,9 @@
 worker in sync matches a plain PyTorch run, also under a learning-rate scheduler; two workers in threads, each on half of every
 batch, match one process on the whole batch (sync averages); update_on_kvstore=False
 steps the wrapped optimizer on the averaged gradient; broadcast_parameters gives every
-worker rank 0's values; unsupported optimizers are refused with a message."""
+worker rank 0's values; every gradient bucket size gives bitwise the same sync result, and
+step() pushes a bucket that backward left incomplete; unsupported optimizers and bucket
+sizes are refused with a message."""
 import threading
 
 import numpy as np
@@ -33,11 +35,11 @@ def reference(make_opt, steps):
     return [p.detach().clone() for p in model.parameters()]
 
 
-def train(kv, make_opt, steps, part=None, update_on_kvstore=True, model=None):
+def train(kv, make_opt, steps, part=None, update_on_kvstore=True, model=None, **wrap):
     model = model if model is not None else make_model(1)
     tt.broadcast_parameters(model, kv)
     opt = tt.DistributedOptimizer(make_opt(model.parameters()), model.named_parameters(), kv,
-                                  update_on_kvstore=update_on_kvstore)
+                                  update_on_kvstore=update_on_kvstore, **wrap)
     for x, y in batches(steps):
         if part is not None:
             x, y = x[part], y[part]
@@ -101,6 +103,78 @@ def test_two_workers_on_half_batches_match_one_on_the_whole_batch():
     for r in range(2):
         for e, g in zip(expect, results[r]):
             torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def two_workers(make_opt, steps, **wrap):
+    stores = troupe.kv.create_local_group(2, mode="sync")
+    results = [None, None]
+    models = [make_model(1), make_model(1)]
+
+    def run(r):
+        results[r] = train(stores[r], make_opt, steps, part=slice(6 * r, 6 * r + 6), model=models[r], **wrap)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return results
+
+
+class CountingStore:
+    """A store that counts the pushes it is asked for."""
+
+    def __init__(self, kv):
+        self._kv, self.pushes = kv, 0
+
+    def push(self, *args, **kwargs):
+        self.pushes += 1
+        return self._kv.push(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._kv, name)
+
+
+def test_every_bucket_size_gives_bitwise_the_same_sync_result_with_fewer_pushes():
+    make_opt = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    alone = two_workers(make_opt, 4, bucket_bytes=0)
+    for size in (1, 200, 1 << 20):  # a bucket per parameter, two buckets, one bucket
+        bucketed = two_workers(make_opt, 4, bucket_bytes=size)
+        for r in range(2):
+            for a, b in zip(alone[r], bucketed[r]):
+                assert torch.equal(a, b), f"bucket_bytes={size}, worker {r}"
+    counts = {}
+    for size in (0, 200, 1 << 20):
+        kv = CountingStore(troupe.kv.create("local"))
+        train(kv, make_opt, 3, bucket_bytes=size)
+        counts[size] = kv.pushes
+    # Linear(8, 16) and Linear(16, 3): 4 parameters; 200 bytes cut them into
+    # [bias 3, weight 48 floats] and [bias 16, weight 128 floats].
+    assert counts == {0: 12, 200: 6, 1 << 20: 3}
+
+
+def test_step_pushes_a_bucket_that_backward_left_incomplete():
+    # In async a parameter may go without a gradient; the rest of its bucket still goes.
+    torch.manual_seed(3)
+    model = torch.nn.ModuleDict({"used": torch.nn.Linear(4, 2), "unused": torch.nn.Linear(4, 2)})
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    kv = troupe.kv.create("local", mode="async")
+    tt.broadcast_parameters(model, kv)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5), model.named_parameters(), kv)
+    opt.zero_grad()
+    model["used"](torch.ones(3, 4)).sum().backward()
+    opt.step()
+    for n, p in model.named_parameters():
+        assert torch.equal(p, before[n]) == n.startswith("unused"), n
+
+
+def test_a_bad_bucket_size_is_refused_with_a_message():
+    model = make_model(1)
+    kv = troupe.kv.create("local")
+    for bad in (-1, 2.5, "1MB"):
+        with pytest.raises(troupe.Error, match="bucket_bytes must be a whole number"):
+            tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), kv,
+                                    bucket_bytes=bad)
 
 
 def test_update_on_the_worker_steps_the_wrapped_optimizer():
