@@ -13,8 +13,8 @@
 // unless T is tuned per model. The adaptive t and s are taken per block of
 // `two_bit_block` consecutive elements (QSGD's buckets), not per tensor: a shard's slice
 // concatenates layers whose gradients differ in scale by orders of magnitude, and one
-// scale for all of them sent the small layers at the big layer's size (the CNN lost 4.9
-// points in one epoch with one scale per push, 0 with one per block). The wire tensor is
+// scale for all of them left the small layers' elements in the residual for many steps
+// and then sent them at the big layer's size. The wire tensor is
 // u8: one s per block (f32, host order; T for every block with `2bit:T`), then four codes
 // per byte, element i in bits 2*(i%4) of byte i/4 (code 3 and codes past the last element
 // are malformed): 4*ceil(n/1024) + ceil(n/4) bytes, about 1/15.75 of f32. The residual

@@ -99,7 +99,7 @@ class DistributedOptimizer:
         self.optimizer = optimizer
         self.kv = kv
         self._named = [(prefix + n, p) for n, p in _named(named_parameters) if p.requires_grad]
-        if not isinstance(bucket_bytes, int) or bucket_bytes < 0:
+        if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 0:
             raise Error("bad_job", f"bucket_bytes must be a whole number of bytes >= 0 (0: one bucket per "
                                    f"parameter), not {bucket_bytes!r}")
         self._buckets = _buckets(self._named, bucket_bytes)

@@ -171,7 +171,7 @@ def test_step_pushes_a_bucket_that_backward_left_incomplete():
 def test_a_bad_bucket_size_is_refused_with_a_message():
     model = make_model(1)
     kv = troupe.kv.create("local")
-    for bad in (-1, 2.5, "1MB"):
+    for bad in (-1, 2.5, "1MB", True):
         with pytest.raises(troupe.Error, match="bucket_bytes must be a whole number"):
             tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), kv,
                                     bucket_bytes=bad)
