@@ -202,34 +202,36 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!self->state.core) return not_started(self);
         if (p.shard != self->state.index) return wrong_shard(self, p.shard);
         auto& st = self->state;
+        // A gradient that cannot be read (a bad shared-memory slot, a malformed encoding)
+        // still reaches the core, which refuses it as malformed: the worker's clock moves on
+        // and a sync round counts the push, as for any refused gradient, instead of refusing
+        // every later push of the worker or holding the round.
+        std::string malformed;
         if (!p.shared.empty()) {
           // Borrowed from the worker's slot when the core does not keep it: the worker
           // writes that slot again only after this push is answered.
           auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, !st.core->keeps_gradients())
                                   : expected<tensor>(failure{"this shard's same-host fast path is off"});
-          if (!grad) {
-            spdlog::warn("shard {}: refused the gradient of worker {} (clock {}) from shared memory: {}", st.index,
-                         p.worker, p.clock, grad.error().message);
-            return make_error(errc::malformed, "the gradient's shared-memory slot: " + grad.error().message);
-          }
-          p.grad = std::move(*grad);
+          if (grad)
+            p.grad = std::move(*grad);
+          else
+            malformed = "the gradient's shared-memory slot: " + grad.error().message;
         }
         if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
-        if (st.compression.kind != codec_kind::none) {
+        // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
+        // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
+        if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
           auto grad = decode(st.compression, p.grad, st.core->slice_numel(p.worker));
-          if (!grad) {
-            if (st.m) st.m->rejected(to_string(errc::malformed))->Increment();
-            spdlog::warn("shard {}: refused the gradient of worker {} (clock {}): {}", st.index, p.worker, p.clock,
-                         grad.error().message);
-            return make_error(errc::malformed, grad.error().message);
-          }
-          p.grad = std::move(*grad);
+          if (grad)
+            p.grad = std::move(*grad);
+          else
+            malformed = grad.error().message;
         }
         const auto t0 = wall::now();
         shard_core::push_outcome out;
-        if (auto f = catch_compute("shard " + std::to_string(st.index) + ": applying a gradient of worker " +
-                                       std::to_string(p.worker),
-                                   [&] { out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad)); })) {
+        if (auto f = catch_compute(
+                "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker),
+                [&] { out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed); })) {
           spdlog::error("{}", to_string(*f));
           return make_error(*f);
         }
@@ -252,11 +254,13 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to, r.full);
+          case shard_core::pull_decision::answer:
+            return answer(self, r.worker, r.reply_to, r.full);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
-          case shard_core::pull_decision::hold: break;
+          case shard_core::pull_decision::hold:
+            break;
         }
         auto promise = self->make_response_promise<params_reply>();
         self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to, r.full});

@@ -22,7 +22,9 @@ void member_core::push_all(member_actions_list& out) {
     tensor g = plain && setup_.push_buffer ? setup_.push_buffer(s, slice_numel_[s]) : tensor();
     if (g.empty()) g = tensor::uninitialized({slice_numel_[s]});
     pack_shard(g, *grads, ranges_[s]);
-    if (!plain) g = encode(codec, g, &residual_[s]);
+    // NaN or Inf goes as f32: the shard refuses it as not_finite and counts it (in sync as
+    // a submission that adds nothing, so the round closes).
+    if (!plain) g = encode_for_push(codec, std::move(g), &residual_[s]);
     bytes_pushed_ += static_cast<std::int64_t>(g.nbytes());
     if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++acks_pending_;

@@ -151,15 +151,24 @@ void shard_core::record_staleness(std::int64_t s) {
 }
 
 shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                          tensor grad) {
+                                          tensor grad, const std::string& unreadable) {
   std::string detail;
   if (auto e = check_sender(worker, detail)) return reject(*e, std::move(detail));
-  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad))
-                                      : push_on_arrival(worker, clock, base_version, std::move(grad));
+  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad), unreadable)
+                                      : push_on_arrival(worker, clock, base_version, std::move(grad), unreadable);
+}
+
+std::optional<errc> shard_core::check_gradient(const_tensor_view grad, std::uint32_t worker,
+                                               const std::string& unreadable, std::string& detail) const {
+  if (!unreadable.empty()) {
+    detail = unreadable;
+    return errc::malformed;
+  }
+  return check_tensor(grad, slice_numel(worker), detail);
 }
 
 shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                               tensor grad) {
+                                               tensor grad, const std::string& unreadable) {
   if (clock < version_)
     return reject(errc::stale_round, "gradient for round " + std::to_string(clock) + ", which closed already (now " +
                                          std::to_string(version_) + ")");
@@ -173,7 +182,7 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
     return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
                                        std::to_string(members_[worker].from_round));
   std::string detail;
-  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
+  if (auto e = check_gradient(grad, worker, unreadable, detail)) {
     round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
     auto out = reject(*e, std::move(detail));
     maybe_complete_round();
@@ -228,7 +237,8 @@ void shard_core::maybe_complete_round() {
 }
 
 shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::int64_t clock,
-                                                     std::int64_t base_version, tensor grad) {
+                                                     std::int64_t base_version, tensor grad,
+                                                     const std::string& unreadable) {
   member& m = members_[worker];
   if (clock < m.completed)
     return reject(errc::duplicate,
@@ -238,7 +248,7 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
                                        " but its next clock is " + std::to_string(m.completed));
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
   std::string detail;
-  if (auto e = check_tensor(grad, slice_numel(worker), detail)) {
+  if (auto e = check_gradient(grad, worker, unreadable, detail)) {
     auto out = reject(*e, std::move(detail));
     release_ready();
     return out;

@@ -90,7 +90,12 @@ class shard_core {
     std::int64_t version = 0;
     std::int64_t staleness = 0;
   };
-  push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  // `unreadable`: why the shell could not read the gradient (a bad shared-memory slot, a
+  // malformed encoding); the push is then refused as malformed, with the clock and round
+  // accounting of any refused gradient (the worker's clock moves on; a sync round counts
+  // it as a submission that adds nothing).
+  push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
+                    const std::string& unreadable = {});
 
   enum class pull_decision { answer, hold, reject };
   struct pull_outcome {
@@ -151,8 +156,13 @@ class shard_core {
 
   std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
   std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail) const;
-  push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
-  push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad);
+  // What is wrong with a pushed gradient (see push's `unreadable`), or nullopt.
+  std::optional<errc> check_gradient(const_tensor_view grad, std::uint32_t worker, const std::string& unreadable,
+                                     std::string& detail) const;
+  push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
+                         const std::string& unreadable);
+  push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
+                               const std::string& unreadable);
   push_outcome reject(errc e, std::string detail);
   void maybe_complete_round();
   bool can_answer(std::int64_t clock) const;

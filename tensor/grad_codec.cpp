@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "base/check.hpp"
+#include "tensor/ops.hpp"
 
 namespace troupe {
 
@@ -203,6 +204,11 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
     }
   }
   return {};
+}
+
+tensor encode_for_push(const grad_codec& c, tensor grad, tensor* residual) {
+  if (c.kind == codec_kind::none || !all_finite(grad)) return grad;
+  return encode(c, grad, residual);
 }
 
 std::optional<std::string> decode_into(const grad_codec& c, const_tensor_view wire, tensor_view out) {

@@ -1,7 +1,8 @@
 // Tests for actors/shard_server.cpp under CAF's deterministic scheduler: the shard joins,
 // refuses work before it starts, holds sync pulls in response promises until the round
 // closes, answers bad gradients with typed errors without touching its parameters,
-// decodes compressed pushes (refusing malformed ones as malformed) and answers in the
+// decodes compressed pushes (refusing malformed ones as malformed, taking an f32 one as
+// it is, so a not-finite one is refused and still closes a sync round) and answers in the
 // job's pull precision, and releases a leaver's round; pushes, pulls and administration from anyone but the
 // rank's own actor and the coordinator are refused and change nothing.
 #define BOOST_TEST_MODULE shard_server
@@ -192,19 +193,25 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
   push(0, 0, encode(*parse_grad_codec("2bit:0.5"), filled(1.f), &residual));  // every element sends +0.5
   sched->run();
   BOOST_REQUIRE(rec.acks.size() == 1u);
-  push(0, 1, filled(1.f));  // f32 where the job's 2-bit codes belong
   tensor bad({4 + (numel + 3) / 4}, dtype::u8);
   bad.bytes()[4] = std::byte{0x03};
-  push(0, 2, bad);  // code 3
+  push(0, 1, bad);  // code 3
+  tensor nan = filled(1.f);
+  nan.data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
+  push(0, 2, nan);  // f32: what a member sends when its gradient is not finite
   sched->run();
   BOOST_REQUIRE(rec.errors.size() == 2u);
-  for (auto& e : rec.errors) BOOST_TEST((troupe_code(e) == errc::malformed));
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::malformed));
+  BOOST_TEST((troupe_code(rec.errors[1]) == errc::not_finite), describe(rec.errors[1]));
+  push(0, 3, filled(1.f));  // a finite f32 gradient is taken as it is
+  sched->run();
+  BOOST_REQUIRE(rec.acks.size() == 2u);
   const params_reply after = snapshot();
-  BOOST_TEST(after.version == before.version + 1);  // only the well-formed push
+  BOOST_TEST(after.version == before.version + 2);  // the two good pushes only
   for (std::int64_t i = 0; i < numel; ++i)
-    BOOST_TEST(after.params.data<float>()[i] == before.params.data<float>()[i] - 0.5f);
+    BOOST_TEST(after.params.data<float>()[i] == before.params.data<float>()[i] - 1.5f);
   // Pulls come back in fp16.
-  pull(0, 3);
+  pull(0, 4);
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 1u);
   BOOST_TEST((rec.params[0].params.type() == dtype::f16));
@@ -212,6 +219,32 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
   BOOST_REQUIRE(decoded.has_value());
   for (std::int64_t i = 0; i < numel; ++i)
     BOOST_TEST(decoded->data<float>()[i] == f16_to_f32(f32_to_f16(after.params.data<float>()[i])));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_not_finite_or_malformed_gradient_in_a_2bit_sync_job_still_closes_its_round, fixture) {
+  boot(sync_mode::sync, [](job_spec& j) { j.compression = *parse_grad_codec("2bit:0.5"); });
+  start();
+  const params_reply before = snapshot();
+  tensor residual({numel});
+  const auto good = [&] { return encode(*parse_grad_codec("2bit:0.5"), filled(1.f), &residual); };
+  tensor inf = filled(1.f);
+  inf.data<float>()[0] = std::numeric_limits<float>::infinity();
+  push(0, 0, inf);  // f32: what a member sends when its gradient is not finite
+  push(1, 0, good());
+  sched->run();
+  tensor bad({4 + (numel + 3) / 4}, dtype::u8);
+  bad.bytes()[4] = std::byte{0x03};
+  push(0, 1, bad);  // code 3
+  push(1, 1, good());
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 2u);
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::not_finite));
+  BOOST_TEST((troupe_code(rec.errors[1]) == errc::malformed));
+  BOOST_TEST(rec.acks.size() == 2u);
+  const params_reply after = snapshot();
+  BOOST_TEST(after.version == before.version + 2);  // both rounds closed with worker 1's gradient alone
+  for (std::int64_t i = 0; i < numel; ++i)
+    BOOST_TEST(after.params.data<float>()[i] == before.params.data<float>()[i] - 1.f);
 }
 
 BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_changes_nothing, fixture) {

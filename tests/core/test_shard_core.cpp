@@ -116,6 +116,21 @@ BOOST_AUTO_TEST_CASE(a_rejected_gradient_counts_as_submitted_in_sync) {
   BOOST_TEST(s.params().data<float>()[3] == -6.f);
 }
 
+BOOST_AUTO_TEST_CASE(an_unreadable_gradient_is_refused_as_malformed_and_the_clocks_move_on) {
+  auto sync = make_shard(sync_mode::sync);
+  sync.push(0, 0, 0, filled(2.f));
+  sync.push(1, 0, 0, filled(4.f));
+  auto out = sync.push(2, 0, 0, tensor(), "code 3 at element 7");
+  BOOST_TEST((*out.error == errc::malformed));
+  BOOST_TEST(out.detail == "code 3 at element 7");
+  BOOST_TEST(sync.version() == 1);  // the round counted it, as any refused gradient
+  BOOST_TEST(sync.counters().rejected_by.at(errc::malformed) == 1);
+  auto async = make_shard(sync_mode::async);
+  BOOST_TEST((*async.push(0, 0, 0, filled(1.f), "a torn slot").error == errc::malformed));
+  BOOST_TEST(async.version() == 0);  // nothing applied
+  BOOST_TEST(!async.push(0, 1, 0, filled(1.f)).error);  // the worker's next clock is taken
+}
+
 BOOST_AUTO_TEST_CASE(async_applies_each_gradient_on_arrival) {
   auto s = make_shard(sync_mode::async);
   auto out = s.push(1, 0, 0, filled(1.f));

@@ -1,7 +1,7 @@
 // grad_codec: f16/bf16 conversions against hand-computed bit patterns and their round-trip
 // bounds; 2-bit quantisation (fixed and adaptive) and its error-feedback residual against
-// hand-computed values; decoding into the caller's array; malformed wire tensors and codec
-// names refused with the reason.
+// hand-computed values; a push with NaN or Inf left as f32; decoding into the caller's
+// array; malformed wire tensors and codec names refused with the reason.
 #define BOOST_TEST_MODULE grad_codec
 #include <boost/test/unit_test.hpp>
 
@@ -183,6 +183,28 @@ BOOST_AUTO_TEST_CASE(adaptive_two_bit_takes_its_levels_per_block_of_1024_element
   auto r = decode(c, bad, n);
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST(r.error().message.find("in block 1") != std::string::npos, r.error().message);
+}
+
+BOOST_AUTO_TEST_CASE(a_push_with_nan_or_inf_goes_as_f32_and_leaves_the_residual_alone) {
+  const grad_codec two_bit{codec_kind::two_bit, 0.0f, true};
+  tensor residual = of({0.25f, 0.f, 0.f, -0.25f});
+  tensor ok = encode_for_push(two_bit, of({1.f, 0.f, 0.f, 2.f}), &residual);
+  BOOST_TEST((ok.type() == dtype::u8));  // a finite gradient is encoded, and the residual moves
+  BOOST_TEST(values(residual) != std::vector<float>({0.25f, 0.f, 0.f, -0.25f}));
+  const std::vector<float> kept = values(residual);
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
+    tensor g = of({1.f, bad, 0.f, 1.f});
+    const std::byte* at = g.bytes();
+    tensor wire = encode_for_push(two_bit, std::move(g), &residual);
+    BOOST_TEST((wire.type() == dtype::f32));
+    BOOST_TEST(wire.bytes() == at);  // the gradient itself, for the shard to refuse
+    BOOST_TEST(values(residual) == kept);
+  }
+  tensor half = encode_for_push(grad_codec{codec_kind::fp16}, of({1.f, 2.f}), nullptr);
+  BOOST_TEST((half.type() == dtype::f16));
+  tensor plain = of({1.f, 2.f});
+  const std::byte* at = plain.bytes();
+  BOOST_TEST(encode_for_push(grad_codec{}, std::move(plain), nullptr).bytes() == at);
 }
 
 BOOST_AUTO_TEST_CASE(malformed_wire_tensors_are_refused) {
