@@ -177,18 +177,21 @@ class DistributedOptimizer:
         for b, ready in enumerate(self._ready):  # buckets that backward did not complete
             if ready:
                 self._send(b)
-        for h in self._pending:
+        # A step that raises (a timeout, a lost shard) leaves nothing behind, so the next
+        # backward starts a fresh one; a call not waited for stays with the store, which
+        # keeps its arrays referenced.
+        pending, self._pending = self._pending, []
+        pushed, self._pushed = self._pushed, set()
+        for h in pending:
             self.kv.wait(h)
-        self._pending.clear()
-        missing = [n for n, _ in self._named if n not in self._pushed]
+        missing = [n for n, _ in self._named if n not in pushed]
         if missing and self._sync:
             raise Error("bad_job", f"no gradient for {', '.join(missing[:3])}: in sync every worker pushes every "
                                    "parameter each step (freeze unused parameters with requires_grad=False)")
         with _torch.no_grad():
             for n, p in self._named:
-                if n in self._pushed:
+                if n in pushed:
                     (p if self._update_on_kvstore else p.grad).copy_(self._incoming[n])
-        self._pushed.clear()
         if not self._update_on_kvstore:
             self.optimizer.step()
         else:

@@ -3,8 +3,8 @@ worker in sync matches a plain PyTorch run, also under a learning-rate scheduler
 batch, match one process on the whole batch (sync averages); update_on_kvstore=False
 steps the wrapped optimizer on the averaged gradient; broadcast_parameters gives every
 worker rank 0's values; every gradient bucket size gives bitwise the same sync result, and
-step() pushes a bucket that backward left incomplete; unsupported optimizers and bucket
-sizes are refused with a message."""
+step() pushes a bucket that backward left incomplete; a step that times out leaves the
+next one clean; unsupported optimizers and bucket sizes are refused with a message."""
 import threading
 
 import numpy as np
@@ -166,6 +166,21 @@ def test_step_pushes_a_bucket_that_backward_left_incomplete():
     opt.step()
     for n, p in model.named_parameters():
         assert torch.equal(p, before[n]) == n.startswith("unused"), n
+
+
+def test_a_step_that_times_out_leaves_the_next_step_clean():
+    w0, w1 = troupe.kv.create_local_group(2, mode="sync", timeout=0.3)  # w1 never pushes
+    model = make_model(1)
+    for name, p in model.named_parameters():
+        w0.init(name, p.data)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), w0)
+    (x, y), = batches(1)
+    for _ in range(2):  # the second backward must not find the first step's gradients pending
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        with pytest.raises(troupe.Error) as e:
+            opt.step()  # the round waits for worker 1
+        assert e.value.code == "timed_out"
 
 
 def test_a_bad_bucket_size_is_refused_with_a_message():
