@@ -254,13 +254,11 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
         switch (out.decision) {
-          case shard_core::pull_decision::answer:
-            return answer(self, r.worker, r.reply_to, r.full);
+          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to, r.full);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
-          case shard_core::pull_decision::hold:
-            break;
+          case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
         self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to, r.full});

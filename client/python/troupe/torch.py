@@ -104,7 +104,7 @@ class DistributedOptimizer:
                                    f"parameter), not {bucket_bytes!r}")
         self._buckets = _buckets(self._named, bucket_bytes)
         self._bucket_of = {name: b for b, bucket in enumerate(self._buckets) for name, _ in bucket}
-        self._ready = [[] for _ in self._buckets]  # per bucket: the names whose gradient is there
+        self._ready = [0] * len(self._buckets)  # per bucket: how many of its gradients are there, not sent
         self._update_on_kvstore = update_on_kvstore
         self._sync = kv.mode == "sync"
         self._scale = 1.0 / kv.num_workers if self._sync else 1.0
@@ -149,17 +149,16 @@ class DistributedOptimizer:
                 p.grad.mul_(self._scale)
             self._pushed.add(name)
             b = self._bucket_of[name]
-            self._ready[b].append(name)
-            if len(self._ready[b]) == len(self._buckets[b]):
+            self._ready[b] += 1
+            if self._ready[b] == len(self._buckets[b]):
                 self._send(b)
         return hook
 
     def _send(self, b):
         # The pulls write buffers of their own, because backward may still read the parameters.
-        ready = set(self._ready[b])
         names, grads, bufs = [], [], []
         for name, p in self._buckets[b]:
-            if name not in ready:
+            if name not in self._pushed:
                 continue
             buf = self._incoming.get(name)
             if buf is None:
@@ -167,7 +166,7 @@ class DistributedOptimizer:
             names.append(name)
             grads.append(p.grad)
             bufs.append(buf)
-        self._ready[b] = []
+        self._ready[b] = 0
         self._pending.append(self.kv.push(names, grads))
         self._pending.append(self.kv.pull(names, out=bufs))
 
