@@ -210,7 +210,8 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!p.shared.empty()) {
           // Borrowed from the worker's slot when the core does not keep it: the worker
           // writes that slot again only after this push is answered.
-          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, !st.core->keeps_gradients())
+          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared,
+                                                           !st.core->keeps_gradient(p.worker, p.piece_numel))
                                   : expected<tensor>(failure{"this shard's same-host fast path is off"});
           if (grad)
             p.grad = std::move(*grad);
@@ -221,7 +222,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
         // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
         if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
-          auto grad = decode(st.compression, p.grad, st.core->slice_numel(p.worker));
+          // A piece longer than the slice decodes as the slice, fails, and is refused.
+          const std::int64_t slice = st.core->slice_numel(p.worker);
+          auto grad =
+              decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
           if (grad)
             p.grad = std::move(*grad);
           else
@@ -231,7 +235,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         shard_core::push_outcome out;
         if (auto f = catch_compute(
                 "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker),
-                [&] { out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed); })) {
+                [&] {
+                  out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed, p.piece_offset,
+                                      p.piece_numel);
+                })) {
           spdlog::error("{}", to_string(*f));
           return make_error(*f);
         }

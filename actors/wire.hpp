@@ -82,7 +82,8 @@ typename Inspector::result_type inspect(Inspector& f, key_table& x) {
   }
 
 TROUPE_INSPECT(shared_tensor, x.segment, x.offset, x.capacity, x.ticket, x.dtype, x.dims)
-TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad, x.shared)
+TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad, x.shared, x.piece_offset,
+               x.piece_numel)
 TROUPE_INSPECT(push_ack, x.version, x.staleness)
 TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full)
 TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared)

@@ -33,8 +33,12 @@ struct push_grads {
   std::uint32_t worker = 0;       // rank
   std::int64_t clock = 0;         // the worker's iteration
   std::int64_t base_version = 0;  // shard version the gradient was computed on
-  tensor grad;                    // (shard_numel) f32
+  tensor grad;                    // (shard_numel) f32, or (piece_numel) for a piece
   shared_tensor shared;           // or, on the same host, where the gradient lies (grad empty)
+  // A piece of the gradient (Note [Gradient pieces] in core/shard_core.hpp): where it
+  // starts in the sender's slice and its element count; 0: the whole slice.
+  std::int64_t piece_offset = 0;
+  std::int64_t piece_numel = 0;
 };
 
 struct push_ack {

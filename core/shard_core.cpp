@@ -151,40 +151,99 @@ void shard_core::record_staleness(std::int64_t s) {
 }
 
 shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                          tensor grad, const std::string& unreadable) {
+                                          tensor grad, const std::string& unreadable, std::int64_t piece_offset,
+                                          std::int64_t piece_numel) {
   std::string detail;
   if (auto e = check_sender(worker, detail)) return reject(*e, std::move(detail));
-  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad), unreadable)
-                                      : push_on_arrival(worker, clock, base_version, std::move(grad), unreadable);
+  const std::int64_t n = slice_numel(worker);
+  const bool whole = (piece_numel == 0 || (piece_offset == 0 && piece_numel == n)) && !partial_.count(worker);
+  if (!whole) return push_piece(worker, clock, base_version, std::move(grad), unreadable, piece_offset, piece_numel);
+  verdict refused;
+  if (!unreadable.empty()) refused = refusal{errc::malformed, unreadable};
+  return submit(worker, clock, base_version, std::move(grad), std::move(refused));
 }
 
-std::optional<errc> shard_core::check_gradient(const_tensor_view grad, std::uint32_t worker,
-                                               const std::string& unreadable, std::string& detail) const {
-  if (!unreadable.empty()) {
-    detail = unreadable;
-    return errc::malformed;
+shard_core::push_outcome shard_core::submit(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
+                                            tensor grad, verdict refused) {
+  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad), std::move(refused))
+                                      : push_on_arrival(worker, clock, base_version, std::move(grad), std::move(refused));
+}
+
+shard_core::verdict shard_core::check_clock(std::uint32_t worker, std::int64_t clock) const {
+  const member& m = members_.at(worker);
+  const std::string w = std::to_string(worker), c = std::to_string(clock);
+  if (cfg_.mode != sync_mode::sync) {
+    if (clock < m.completed) return refusal{errc::duplicate, "worker " + w + " already pushed clock " + c};
+    if (clock > m.completed)
+      return refusal{errc::bad_clock, "worker " + w + " pushed clock " + c + " but its next clock is " +
+                                          std::to_string(m.completed)};
+    return std::nullopt;
   }
-  return check_tensor(grad, slice_numel(worker), detail);
+  if (clock < version_)
+    return refusal{errc::stale_round,
+                   "gradient for round " + c + ", which closed already (now " + std::to_string(version_) + ")"};
+  if (clock > version_)
+    return refusal{errc::bad_clock, "gradient for round " + c + " while round " + std::to_string(version_) + " is open"};
+  if (round_.count(worker)) return refusal{errc::duplicate, "second gradient from worker " + w + " for round " + c};
+  if (m.from_round > clock)
+    return refusal{errc::bad_clock, "worker " + w + " rejoined for round " + std::to_string(m.from_round)};
+  return std::nullopt;
+}
+
+shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
+                                                tensor grad, const std::string& unreadable, std::int64_t offset,
+                                                std::int64_t numel) {
+  const std::int64_t n = slice_numel(worker);
+  if (numel == 0) numel = n;
+  const std::string what = "the piece [" + std::to_string(offset) + ", +" + std::to_string(numel) + ") of worker " +
+                           std::to_string(worker) + "'s clock-" + std::to_string(clock) + " gradient";
+  if (auto v = voided_.find(worker); v != voided_.end() && v->second.first == clock)
+    return reject(v->second.second.code, what + ": an earlier piece was refused (" + v->second.second.detail + ")");
+  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
+  partial_gradient& p = partial_[worker];
+  if (p.buffer.empty() || p.clock != clock) {
+    p = partial_gradient{clock, base_version, 0, tensor::uninitialized({n}), {}};
+  }
+  // Refuses the clock's whole gradient (Note [Gradient pieces]).
+  const auto refuse = [&](errc e, const std::string& why) {
+    partial_.erase(worker);
+    voided_[worker] = {clock, refusal{e, what + ": " + why}};
+    return submit(worker, clock, base_version, tensor(), refusal{e, what + ": " + why});
+  };
+  if (!unreadable.empty()) return refuse(errc::malformed, unreadable);
+  if (offset < 0 || numel < 0 || offset > n || numel > n - offset)
+    return refuse(errc::bad_shape, "it reaches outside the sender's slice of " + std::to_string(n) + " floats");
+  std::string detail;
+  if (auto e = check_tensor(grad, numel, detail)) return refuse(*e, detail);
+  auto next = p.pieces.lower_bound(offset);
+  const bool overlaps_next = next != p.pieces.end() && next->first < offset + numel;
+  const bool overlaps_prev = next != p.pieces.begin() && std::prev(next)->first + std::prev(next)->second > offset;
+  if (overlaps_next || overlaps_prev) return refuse(errc::duplicate, "it overlaps a piece already pushed");
+  copy(p.buffer.view().flat(offset, numel), grad.view());
+  p.pieces.emplace(offset, numel);
+  p.covered += numel;
+  if (p.covered < n) {
+    push_outcome pending;
+    pending.version = version_for(worker);
+    pending.staleness = std::max<std::int64_t>(0, pending.version - p.base_version);
+    return pending;
+  }
+  tensor full = std::move(p.buffer);
+  const std::int64_t base = p.base_version;
+  partial_.erase(worker);
+  return submit(worker, clock, base, std::move(full), std::nullopt);
 }
 
 shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                               tensor grad, const std::string& unreadable) {
-  if (clock < version_)
-    return reject(errc::stale_round, "gradient for round " + std::to_string(clock) + ", which closed already (now " +
-                                         std::to_string(version_) + ")");
-  if (clock > version_)
-    return reject(errc::bad_clock, "gradient for round " + std::to_string(clock) + " while round " +
-                                       std::to_string(version_) + " is open");
-  if (round_.count(worker))
-    return reject(errc::duplicate,
-                  "second gradient from worker " + std::to_string(worker) + " for round " + std::to_string(clock));
-  if (members_[worker].from_round > clock)
-    return reject(errc::bad_clock, "worker " + std::to_string(worker) + " rejoined for round " +
-                                       std::to_string(members_[worker].from_round));
-  std::string detail;
-  if (auto e = check_gradient(grad, worker, unreadable, detail)) {
+                                               tensor grad, verdict refused) {
+  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
+  if (!refused) {
+    std::string detail;
+    if (auto e = check_tensor(grad, slice_numel(worker), detail)) refused = refusal{*e, std::move(detail)};
+  }
+  if (refused) {
     round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
-    auto out = reject(*e, std::move(detail));
+    auto out = reject(refused->code, std::move(refused->detail));
     maybe_complete_round();
     return out;
   }
@@ -237,19 +296,16 @@ void shard_core::maybe_complete_round() {
 }
 
 shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::int64_t clock,
-                                                     std::int64_t base_version, tensor grad,
-                                                     const std::string& unreadable) {
+                                                     std::int64_t base_version, tensor grad, verdict refused) {
+  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   member& m = members_[worker];
-  if (clock < m.completed)
-    return reject(errc::duplicate,
-                  "worker " + std::to_string(worker) + " already pushed clock " + std::to_string(clock));
-  if (clock > m.completed)
-    return reject(errc::bad_clock, "worker " + std::to_string(worker) + " pushed clock " + std::to_string(clock) +
-                                       " but its next clock is " + std::to_string(m.completed));
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
-  std::string detail;
-  if (auto e = check_gradient(grad, worker, unreadable, detail)) {
-    auto out = reject(*e, std::move(detail));
+  if (!refused) {
+    std::string detail;
+    if (auto e = check_tensor(grad, slice_numel(worker), detail)) refused = refusal{*e, std::move(detail)};
+  }
+  if (refused) {
+    auto out = reject(refused->code, std::move(refused->detail));
     release_ready();
     return out;
   }
@@ -329,6 +385,8 @@ void shard_core::worker_left(std::uint32_t worker) {
   auto it = members_.find(worker);
   if (it == members_.end() || !it->second.live) return;
   it->second.live = false;
+  partial_.erase(worker);
+  voided_.erase(worker);
   auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.worker != worker; });
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
   held_.erase(gone, held_.end());
@@ -343,6 +401,8 @@ void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock, std::ui
   m.from_round = std::max(clock, version_);
   members_[worker] = m;
   round_.erase(worker);
+  partial_.erase(worker);
+  voided_.erase(worker);
   release_ready();
 }
 

@@ -28,6 +28,19 @@
 // and pulls exactly that slice, packed in buffer order. A sync round sums each stage's
 // contributions in member order (the first copies, the rest add) and applies one update
 // to the whole buffer; async and ssp apply a push to its slice alone.
+//
+// Note [Gradient pieces]
+// A member may push its gradient of one clock in pieces (DDP-style buckets: each layer's
+// gradient leaves as soon as backward has produced it, while the layers below are still
+// computing). A piece names where it starts in the member's slice and its length. The
+// core copies pieces into one buffer per member; when they cover the slice exactly once,
+// the buffer is pushed as a whole gradient would be, so the update, the round, the
+// version and the staleness are those of an unsplit push and a sync result is bitwise the
+// same with or without pieces. Until then a piece is answered with the current version;
+// a piece that is refused (a bad extent, an overlap, NaN, unreadable) refuses the whole
+// gradient of that clock as a refused push would (the member's clock moves on; a sync
+// round counts a submission that adds nothing), and every later piece of that clock is
+// refused with the same code. A member that leaves or rejoins loses its open pieces.
 #pragma once
 
 #include <array>
@@ -94,8 +107,11 @@ class shard_core {
   // malformed encoding); the push is then refused as malformed, with the clock and round
   // accounting of any refused gradient (the worker's clock moves on; a sync round counts
   // it as a submission that adds nothing).
+  // piece_offset/piece_numel: a piece of the member's gradient (Note [Gradient pieces]);
+  // piece_numel 0: the whole slice. A piece that does not complete the gradient is
+  // answered with no error and the current version.
   push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                    const std::string& unreadable = {});
+                    const std::string& unreadable = {}, std::int64_t piece_offset = 0, std::int64_t piece_numel = 0);
 
   enum class pull_decision { answer, hold, reject };
   struct pull_outcome {
@@ -118,7 +134,10 @@ class shard_core {
   void pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const;
   // Whether push() keeps the gradient beyond the call (sync, until its round closes); when
   // it does not, the gradient may be borrowed memory that is valid only during the call.
-  bool keeps_gradients() const { return cfg_.mode == sync_mode::sync; }
+  // A piece is always copied.
+  bool keeps_gradient(std::uint32_t worker, std::int64_t piece_numel) const {
+    return cfg_.mode == sync_mode::sync && (piece_numel == 0 || piece_numel == slice_numel(worker));
+  }
   std::int64_t slice_numel(std::uint32_t worker) const;
 
   // Held pulls that may be answered now / that never will be (their worker left).
@@ -154,15 +173,25 @@ class shard_core {
     std::int64_t clock;
   };
 
+  struct refusal {
+    errc code;
+    std::string detail;
+  };
+  // A gradient (or a piece) refused before it is looked at, or nothing.
+  using verdict = std::optional<refusal>;
   std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
   std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail) const;
-  // What is wrong with a pushed gradient (see push's `unreadable`), or nullopt.
-  std::optional<errc> check_gradient(const_tensor_view grad, std::uint32_t worker, const std::string& unreadable,
-                                     std::string& detail) const;
+  // Whether a gradient of `clock` from the member is due now.
+  verdict check_clock(std::uint32_t worker, std::int64_t clock) const;
+  // Whole gradients; `refused`: refuse it with this, as the clock's submission.
   push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                         const std::string& unreadable);
+                         verdict refused);
   push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                               const std::string& unreadable);
+                               verdict refused);
+  push_outcome submit(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
+                      verdict refused);
+  push_outcome push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
+                          const std::string& unreadable, std::int64_t offset, std::int64_t numel);
   push_outcome reject(errc e, std::string detail);
   void maybe_complete_round();
   bool can_answer(std::int64_t clock) const;
@@ -184,6 +213,15 @@ class shard_core {
   std::vector<token> released_, dropped_;
   shard_counters counters_;
   std::map<std::uint32_t, std::int64_t> stage_steps_;  // async/ssp: optimizer steps per slice (Adam)
+  // Note [Gradient pieces]: per member, the gradient being assembled, and the clock whose
+  // gradient a refused piece refused (with why).
+  struct partial_gradient {
+    std::int64_t clock = 0, base_version = 0, covered = 0;
+    tensor buffer;
+    std::map<std::int64_t, std::int64_t> pieces;  // offset -> numel
+  };
+  std::map<std::uint32_t, partial_gradient> partial_;
+  std::map<std::uint32_t, std::pair<std::int64_t, refusal>> voided_;
 
   const shard_slice& slice_of_stage(std::uint32_t stage) const;
   bool has_slice(std::uint32_t stage) const;

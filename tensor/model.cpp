@@ -222,9 +222,18 @@ void model::backward(const model_activations& acts, model_scratch& scratch, cons
   TROUPE_CHECK(b <= acts.capacity && b <= scratch.capacity, "batch larger than buffer capacity");
   TROUPE_CHECK(grad_output.numel() == b * output_shape().numel(), "grad_output size");
   TROUPE_CHECK(param_grads.numel() == num_params_, "param_grads size");
+  backward_layers(acts, scratch, input, grad_output.reshape(output_shape().prepend(b)), params, param_grads,
+                  grad_input, num_layers(), 0, c);
+}
+
+const_tensor_view model::backward_layers(const model_activations& acts, model_scratch& scratch,
+                                         const_tensor_view input, const_tensor_view dy, const_tensor_view params,
+                                         tensor_view param_grads, tensor_view grad_input, int top, int bottom,
+                                         const compute& c) const {
+  TROUPE_CHECK(0 <= bottom && bottom <= top && top <= num_layers(), "backward_layers: layers out of range");
+  const std::int64_t b = input.size(0);
   const bool want_input_grad = !grad_input.empty();
-  const_tensor_view dy = grad_output.reshape(output_shape().prepend(b));
-  for (int i = num_layers() - 1; i >= 0; --i) {
+  for (int i = top - 1; i >= bottom && !dy.empty(); --i) {
     // Layer i computes dL/d(its input) only if something before it consumes that.
     const bool need_grad_in = i == 0 ? want_input_grad : (want_input_grad || i > first_param_layer_);
     layer_backward_args a;
@@ -242,9 +251,9 @@ void model::backward(const model_activations& acts, model_scratch& scratch, cons
     if (!acts.saved[i].empty()) a.saved = acts.saved[i].view().flat(0, b * layers_[i]->saved_per_sample());
     a.workspace = scratch.workspace;
     layers_[i]->backward(a);
-    if (!need_grad_in) break;
-    dy = a.grad_in;
+    dy = need_grad_in ? const_tensor_view(a.grad_in) : const_tensor_view();
   }
+  return dy;
 }
 
 }  // namespace troupe

@@ -80,6 +80,13 @@ class model {
   void backward(const model_activations& acts, model_scratch& scratch, const_tensor_view input,
                 const_tensor_view grad_output, const_tensor_view params, tensor_view param_grads,
                 tensor_view grad_input, const compute& c = host_compute()) const;
+  // The same, for layers [bottom, top) only, so backward can stop at a layer boundary
+  // (gradient buckets): dy is dL/d(output of layer top - 1) (B rows); returns dL/d(input
+  // of layer bottom) to pass to the next call, or an empty view when no layer below
+  // needs it (then the calls below are no-ops). With grad_input set, layer 0 writes it.
+  const_tensor_view backward_layers(const model_activations& acts, model_scratch& scratch, const_tensor_view input,
+                                    const_tensor_view dy, const_tensor_view params, tensor_view param_grads,
+                                    tensor_view grad_input, int top, int bottom, const compute& c = host_compute()) const;
 
  private:
   model() = default;

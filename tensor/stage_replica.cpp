@@ -1,6 +1,7 @@
 // stage_replica: slots, forward, loss and backward of one stage.
 #include "tensor/stage_replica.hpp"
 
+#include <utility>
 
 namespace troupe {
 
@@ -108,6 +109,12 @@ double stage_replica::loss(int id, const_tensor_view labels, float grad_scale) {
 }
 
 const_tensor_view stage_replica::backward(int id, const_tensor_view grad_output) {
+  begin_backward(id, grad_output);
+  return end_backward();
+}
+
+void stage_replica::begin_backward(int id, const_tensor_view grad_output) {
+  TROUPE_CHECK(pending_.slot < 0, "stage_replica::begin_backward: another backward is in progress");
   slot& s = slots_.at(static_cast<std::size_t>(id));
   TROUPE_CHECK(s.busy, "stage_replica::backward: slot not in use");
   const std::int64_t b = s.rows;
@@ -125,11 +132,28 @@ const_tensor_view stage_replica::backward(int id, const_tensor_view grad_output)
     c_->upload(staged, grad_output.reshape(staged.sizes()));
     dy = staged;
   }
+  pending_ = {id, model_.num_layers(), dy.reshape(model_.output_shape().prepend(b))};
+}
+
+void stage_replica::backward_down_to(int layer) {
+  TROUPE_CHECK(pending_.slot >= 0, "stage_replica::backward_down_to: no backward in progress");
+  if (layer >= pending_.layer) return;
+  const slot& s = slots_[static_cast<std::size_t>(pending_.slot)];
+  const std::int64_t b = s.rows;
   tensor_view gin = first_ ? tensor_view() : grad_input_.view().slice(0, b);
-  model_.backward(s.acts, scratch_, s.input.view().slice(0, b), dy, params_, grads_, gin, *c_);
+  pending_.dy = model_.backward_layers(s.acts, scratch_, s.input.view().slice(0, b), pending_.dy, params_, grads_, gin,
+                                       pending_.layer, layer, *c_);
+  pending_.layer = layer;
+}
+
+const_tensor_view stage_replica::end_backward() {
+  backward_down_to(0);
+  slot& s = slots_[static_cast<std::size_t>(std::exchange(pending_.slot, -1))];
+  const std::int64_t b = s.rows;
   s.busy = false;
   --stored_;
   if (first_) return const_tensor_view();
+  tensor_view gin = grad_input_.view().slice(0, b);
   if (!mirrored()) return gin;
   tensor_view host = host_grad_input_.view().slice(0, b);
   c_->download(host, gin);

@@ -69,6 +69,14 @@ class stage_replica {
   // uses its loss's. Returns dL/d(input) (empty on the first stage) as a host view, valid
   // until the next backward.
   const_tensor_view backward(int slot, const_tensor_view grad_output);
+  // The same in parts, for gradient buckets: begin_backward takes backward()'s arguments
+  // (grad_output must stay valid until end_backward); backward_down_to(l) runs the layers
+  // above l that have not run, after which the gradients of layers >= l hold this
+  // microbatch's contribution; end_backward runs the rest and returns what backward()
+  // returns. One microbatch at a time.
+  void begin_backward(int slot, const_tensor_view grad_output);
+  void backward_down_to(int layer);
+  const_tensor_view end_backward();
 
  private:
   struct slot {
@@ -94,6 +102,13 @@ class stage_replica {
   tensor probs_;                // last stage: (max_rows, classes)
   tensor grad_input_;           // not first: (max_rows, input_shape...)
   int stored_ = 0, peak_ = 0;
+  // The backward in progress (begin_backward): its slot (-1: none), the layers still to
+  // run [0, layer), and dL/d(output of layer - 1).
+  struct pending_backward {
+    int slot = -1;
+    int layer = 0;
+    const_tensor_view dy;
+  } pending_;
 };
 
 }  // namespace troupe

@@ -3,11 +3,12 @@
 // parameter gradients and loss of the unsplit model: bitwise with one microbatch (the
 // same operations in the same order), and within a stated tolerance with several (the
 // batch sums of the weight gradients are split into M partial sums). Slots are bounded,
-// and the backend path computes what the host computes. The schedules' interleavings are
-// tested in tests/core/test_pipeline_schedule.cpp.
+// the backend path computes what the host computes, and backward in parts is bitwise
+// backward. The schedules' interleavings are tested in tests/core/test_pipeline_schedule.cpp.
 #define BOOST_TEST_MODULE stage_replica
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 #include "tests/support/pipeline_sim.hpp"
@@ -71,6 +72,48 @@ BOOST_AUTO_TEST_CASE(slots_and_rows_are_bounded) {
   const tensor big = random_tensor({5, 1, 28, 28}, 1);
   stage_replica t(m, true, true, 4, 2);
   BOOST_CHECK_THROW(t.forward(big), contract_error);  // more rows than the buffers hold
+}
+
+// Backward in parts (gradient buckets): after backward_down_to(l) the gradients of layers
+// >= l are final and the others untouched; the end is bitwise backward()'s.
+BOOST_AUTO_TEST_CASE(backward_in_parts_is_bitwise_backward) {
+  for (const char* spec : {"mlp", "cnn"}) {
+    const model full = build_model(spec);
+    const minibatch mb = random_batch(8, 11);
+    for (bool first : {true, false})
+      BOOST_TEST_CONTEXT(spec << (first ? " whole" : " without its first layer")) {
+        // Without its first layer the stage is not first: it returns dL/d(input).
+        const model m = first ? full : full.stage(1, full.num_layers());
+        stage_replica whole(m, first, true, 8, 1), parts(m, first, true, 8, 1);
+        tensor x = mb.x;
+        if (!first) x = random_tensor(m.input_shape().prepend(8), 12);
+        for (stage_replica* r : {&whole, &parts}) {
+          m.init_params(r->params(), 7);
+          r->commit_params();
+          r->zero_grads();
+          const int slot = r->forward(x);
+          r->loss(slot, mb.y, 1.f / 8);
+        }
+        const_tensor_view gin = whole.backward(0, const_tensor_view());
+        parts.begin_backward(0, const_tensor_view());
+        for (int l = m.num_layers() - 1; l > 0; --l) {
+          parts.backward_down_to(l);
+          for (const param_block& b : m.blocks()) {
+            const auto mine = parts.grads().view().flat(b.offset, b.numel);
+            if (b.layer >= l)
+              BOOST_TEST(same_bits(mine, whole.grads().view().flat(b.offset, b.numel)), b.name << " at layer " << l);
+            else
+              BOOST_TEST(std::all_of(mine.data<float>(), mine.data<float>() + b.numel, [](float v) { return v == 0.f; }),
+                         b.name << " at layer " << l);
+          }
+        }
+        const_tensor_view pin = parts.end_backward();
+        BOOST_TEST(same_bits(parts.grads(), whole.grads()));
+        BOOST_TEST(first == pin.empty());
+        if (!first) BOOST_TEST(same_bits(pin, gin));
+        BOOST_TEST(parts.stored() == 0);
+      }
+  }
 }
 
 // The backend path (tensor/compute.hpp) on the CPU backend, staged like a device: every
