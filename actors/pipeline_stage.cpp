@@ -79,6 +79,9 @@ void pull(stage_pointer self, std::uint32_t s, pull_request r) {
 void push(stage_pointer self, std::uint32_t s, push_grads g) {
   const auto sent = wall::now();
   const std::int64_t clock = g.clock;
+  if (g.piece_numel > 0 && self->state.pushes_pieces.insert(s).second)
+    spdlog::info("{}: pushes its gradient to shard {} in pieces, each gradient bucket as backward produces it",
+                 who(self), s);
   const bool lent = share_push(self, s, g);
   self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g))
       .then(
@@ -250,7 +253,8 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
   st.coordinator = coordinator;
   st.core = std::make_unique<member_core>(member_setup{
       opts.data, opts.compute, opts.obs,
-      [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); }});
+      [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); },
+      [self](std::uint32_t s) { return stage_shell::whole_pushes(self, s); }});
   st.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +55,7 @@ struct stage_state {
   // tensors wait here with their senders, and are checked when training starts.
   std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad>>> early;
   bool training = false;  // the training behaviour is in place
+  std::set<std::uint32_t> pushes_pieces;  // shards this member has pushed a gradient piece to (for the log)
   static inline const char* name = "troupe.pipeline_stage";
 };
 
@@ -93,6 +95,9 @@ void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
 // member_setup::push_buffer: the push slot of the confirmed channel to shard s, if free.
 tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
+// member_setup::whole_pushes: shard s shares this process (the message shares the tensor)
+// or has a confirmed channel (one slot per push), so gradient buckets would gain nothing.
+bool whole_pushes(stage_pointer self, std::uint32_t s);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells

@@ -62,7 +62,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.kv);
+           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv);
 }
 
 template <class Inspector>

@@ -364,7 +364,7 @@ class remote_transport final : public kv_transport {
       if (codec.kind == codec_kind::two_bit) {
         residual& r = residual_of(p.part, p.numel);
         std::lock_guard lock(r.mu);
-        wire = encode(codec, floats(p.data, p.numel), &r.value);
+        wire = encode(codec, floats(p.data, p.numel), r.value);
       } else {
         wire = encode(codec, floats(p.data, p.numel));
       }

@@ -99,7 +99,15 @@ std::optional<fault> member_core::build(const member_assignment& a) {
     residual_.push_back(job.compression.kind == codec_kind::two_bit && n > 0 ? tensor({n}) : tensor());
   }
   if (grouped() && !group_leader()) active_.clear();  // its leader talks to the shards
+  // Buckets need real backward layers and pushes of this member's own gradient.
+  const bool bucketable = !simulated() && !grouped() && job.servers > 0;
+  buckets_ = plan_buckets(*net_, bucketable ? job.bucket_bytes : 0);
+  for (std::uint32_t s = 0; s < a.table.shards(); ++s) {
+    pieces_.emplace_back();
+    for (const gradient_bucket& b : buckets_) pieces_.back().push_back(piece_of(ranges_[s], b.lo, b.hi));
+  }
   base_version_.assign(a.table.shards(), 0);
+  refused_clock_.assign(a.table.shards(), -1);
   pulled_.assign(a.table.shards(), tensor());
   if (job.servers == 0) local_opt_.emplace(job.train.optimizer, net_->num_params());
   if (simulated()) {

@@ -30,6 +30,7 @@
 #include "base/compute_fault.hpp"
 #include "base/errc.hpp"
 #include "base/expected.hpp"
+#include "core/gradient_buckets.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/stage_inbox.hpp"
@@ -68,6 +69,11 @@ struct member_setup {
   // the same-host fast path's push slot (Note [Same-host fast path]); unset or an empty
   // tensor: a fresh one.
   std::function<tensor(std::uint32_t shard, std::int64_t numel)> push_buffer;
+  // Whether pushes to a shard go whole after backward rather than in one piece per
+  // gradient bucket (Note [Gradient buckets] in core/gradient_buckets.hpp): true for a
+  // shard in this process or reached through shared memory; unset: pieces to every shard
+  // when the job has buckets.
+  std::function<bool(std::uint32_t shard)> whole_pushes;
 };
 
 // Where this member could share a local group: GPUs of one machine (NCCL), or threads of
@@ -174,11 +180,18 @@ class member_core {
   void begin_step(member_actions_list& out);
   void run_actions(member_actions_list& out);
   // Run the action if its input is here: done (and whether it produced a stage tensor
-  // to send), or not (wait, or a failure that has stopped the member).
-  enum class action_result { waiting, done, sent };
+  // to send), or not (wait, or a failure that has stopped the member), or paused (part
+  // of it is done and its pushes go out first: it goes on at on_resume).
+  enum class action_result { waiting, done, sent, paused };
   action_result try_forward(int mb, member_actions_list& out);
   action_result try_backward(int mb, member_actions_list& out);
+  action_result try_backward_in_buckets(int mb, member_actions_list& out);
+  bool loss_is_finite(member_actions_list& out);
   void end_step(member_actions_list& out);
+  bool buckets_on() const { return buckets_.size() > 1; }
+  // Pushes what bucket k completes: its piece of each shard that takes pieces, and with
+  // the last bucket every other shard's whole slice (Note [Gradient buckets]).
+  void push_bucket(std::size_t k, member_actions_list& out);
   void push_all(member_actions_list& out);
   void maybe_finish(member_actions_list& out);
   void simulate(bool forward) const;
@@ -199,6 +212,13 @@ class member_core {
   std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
   std::vector<std::int64_t> slice_numel_;       // per shard
   std::vector<tensor> residual_;                // per shard: what 2-bit pushes have not sent yet
+  std::vector<gradient_bucket> buckets_;        // one: pushes after backward (Note [Gradient buckets])
+  std::vector<std::vector<slice_piece>> pieces_;  // per shard, per bucket
+  std::size_t bucket_next_ = 0;                 // the step's last backward: buckets done so far
+  tensor backward_in_;                          // its activation gradient, kept across buckets
+  wall::time_point backward_begin_;
+  bool pushed_ = false;                         // this step's gradient went out with its buckets
+  std::vector<std::int64_t> refused_clock_;     // per shard: the last clock whose gradient it refused
   std::vector<tensor> pulled_;                  // per shard, --pull-precision 2bit: the view held (Note [2-bit pulls])
   std::int64_t bytes_pushed_ = 0;               // as encoded
   std::vector<std::int64_t> base_version_;      // per shard, of the params in use

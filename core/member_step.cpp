@@ -165,6 +165,10 @@ void member_core::run_actions(member_actions_list& out) {
     const pipeline_action a = actions_[next_action_];
     const action_result r = a.forward ? try_forward(a.microbatch, out) : try_backward(a.microbatch, out);
     if (r == action_result::waiting) return;
+    if (r == action_result::paused) {
+      out.push_back(resume{});
+      return;
+    }
     ++next_action_;
     if (r == action_result::sent && next_action_ < actions_.size()) {
       out.push_back(resume{});
@@ -223,6 +227,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
 
 // Runs the backward of microbatch mb if its output gradient is here.
 member_core::action_result member_core::try_backward(int mb, member_actions_list& out) {
+  if (buckets_on() && next_action_ + 1 == actions_.size()) return try_backward_in_buckets(mb, out);
   tensor received;
   if (!last_stage()) {
     auto t = grads_in_->take(clock_, mb);
@@ -253,6 +258,56 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
   note_stored(-1);
   if (sm_) sm_->microbatches->Increment();
   trace_span("backward", t0, t1, mb);
+  if (first_stage()) return action_result::done;
+  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  return action_result::sent;
+}
+
+// The step's last backward with gradient buckets (Note [Gradient buckets]): computes the
+// layers of the next bucket, pushes its pieces, and pauses so that the shell sends them
+// before the layers below are computed.
+member_core::action_result member_core::try_backward_in_buckets(int mb, member_actions_list& out) {
+  const std::string op = "backward of microbatch " + std::to_string(mb);
+  if (bucket_next_ == 0) {
+    if (!last_stage()) {
+      auto t = grads_in_->take(clock_, mb);
+      if (!t) return action_result::waiting;
+      backward_in_ = std::move(*t);
+    }
+    // Every forward has run: the loss is known before anything leaves.
+    if (!loss_is_finite(out)) return action_result::waiting;
+    backward_begin_ = wall::now();
+    if (!guarded(op, out, [&] {
+          rep_->begin_backward(slot_of_[mb], backward_in_.empty() ? const_tensor_view() : backward_in_.view());
+        }))
+      return action_result::waiting;
+  }
+  const auto t0 = wall::now();
+  const auto c0 = steady::now();
+  if (!guarded(op, out, [&] { rep_->backward_down_to(buckets_[bucket_next_].bottom_layer); }))
+    return action_result::waiting;
+  slow_down(steady::now() - c0);
+  const auto t1 = wall::now();
+  busy_ += seconds_between(t0, t1);
+  backward_s_ += seconds_between(t0, t1);
+  push_bucket(bucket_next_, out);
+  if (phase_ == member_phase::stopped) return action_result::waiting;
+  if (++bucket_next_ < buckets_.size()) return action_result::paused;
+  bucket_next_ = 0;
+  pushed_ = true;
+  tensor out_msg;
+  if (!guarded(op, out, [&] {
+        const_tensor_view gin = rep_->end_backward();
+        if (!first_stage()) {
+          out_msg = tensor::uninitialized(gin.sizes());
+          copy(out_msg, gin);
+        }
+      }))
+    return action_result::waiting;
+  backward_in_ = tensor();
+  note_stored(-1);
+  if (sm_) sm_->microbatches->Increment();
+  trace_span("backward", backward_begin_, wall::now(), mb);
   if (first_stage()) return action_result::done;
   out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
   return action_result::sent;

@@ -3,6 +3,7 @@
 // and finishing once the last pushes are answered.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/job.hpp"
 #include "core/key_table.hpp"
@@ -13,24 +14,62 @@ namespace troupe {
 using namespace member_actions;
 
 void member_core::push_all(member_actions_list& out) {
+  for (std::size_t k = 0; k < buckets_.size() && phase_ != member_phase::stopped; ++k) push_bucket(k, out);
+}
+
+void member_core::push_bucket(std::size_t k, member_actions_list& out) {
   const auto p0 = wall::now();
+  const bool last = k + 1 == buckets_.size();
+  const gradient_bucket& bucket = buckets_[k];
+  const grad_codec& codec = place_.job.compression;
+  const bool plain = codec.kind == codec_kind::none;
   const tensor* grads = &synthetic_grad_;
-  if (!simulated() && !guarded("downloading its gradients", out, [&] { grads = &rep_->fetch_grads(); })) return;
+  // The last bucket brings every gradient down (whole slices need them all); the others
+  // only their own.
+  if (!simulated() && !guarded("downloading its gradients", out, [&] {
+        grads = last ? &rep_->fetch_grads() : &rep_->fetch_grads(bucket.lo, bucket.hi - bucket.lo);
+      }))
+    return;
+  bool pushed = false;
   for (std::uint32_t s : active_) {
-    const grad_codec& codec = place_.job.compression;
-    const bool plain = codec.kind == codec_kind::none;
-    tensor g = plain && setup_.push_buffer ? setup_.push_buffer(s, slice_numel_[s]) : tensor();
-    if (g.empty()) g = tensor::uninitialized({slice_numel_[s]});
-    pack_shard(g, *grads, ranges_[s]);
+    const bool in_pieces = buckets_on() && !(setup_.whole_pushes && setup_.whole_pushes(s));
+    if (!in_pieces && !last) continue;
+    const slice_piece piece = in_pieces ? pieces_[s][k] : slice_piece{0, slice_numel_[s]};
+    if (piece.numel == 0) continue;
+    const bool whole = piece.numel == slice_numel_[s];
+    tensor g = plain && whole && setup_.push_buffer ? setup_.push_buffer(s, piece.numel) : tensor();
+    if (g.empty()) g = tensor::uninitialized({piece.numel});
+    if (whole)
+      pack_shard(g, *grads, ranges_[s]);
+    else
+      pack_piece(g, *grads, ranges_[s], bucket.lo, bucket.hi);
     // NaN or Inf goes as f32: the shard refuses it as not_finite and counts it (in sync as
     // a submission that adds nothing, so the round closes).
-    if (!plain) g = encode_for_push(codec, std::move(g), &residual_[s]);
+    if (!plain)
+      g = encode_for_push(codec, std::move(g),
+                          residual_[s].empty() ? tensor_view() : residual_[s].view().flat(piece.offset, piece.numel));
     bytes_pushed_ += static_cast<std::int64_t>(g.nbytes());
     if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
     ++acks_pending_;
-    out.push_back(push{s, push_grads{s, place_.rank, clock_, base_version_[s], std::move(g), {}}});
+    push_grads p{s, place_.rank, clock_, base_version_[s], std::move(g), {}};
+    if (!whole) {
+      p.piece_offset = piece.offset;
+      p.piece_numel = piece.numel;
+    }
+    out.push_back(push{s, std::move(p)});
+    pushed = true;
   }
-  if (!active_.empty()) trace_span("push", p0, wall::now());
+  if (pushed) trace_span("push", p0, wall::now());
+}
+
+// Whether the step's loss (known to the last stage once every forward has run) is finite;
+// if not, the member stops with `diverged`.
+bool member_core::loss_is_finite(member_actions_list& out) {
+  if (!last_stage() || simulated() || std::isfinite(step_loss_)) return true;
+  stop({errc::diverged, "the training loss became " + std::to_string(step_loss_) + " on " + who() + " at epoch " +
+                            std::to_string(epoch_ + 1) + "; lower --lr or lengthen --warmup-epochs"},
+       out);
+  return false;
 }
 
 // Every action of the minibatch is done: update (through the shards or locally), report.
@@ -45,12 +84,7 @@ void member_core::end_step(member_actions_list& out) {
   const auto window_end = wall::now();
   const bool reports_loss = last_stage();
   const double loss = reports_loss ? step_loss_ : 0.0;
-  if (reports_loss && !simulated() && !std::isfinite(loss)) {
-    stop({errc::diverged, "the training loss became " + std::to_string(loss) + " on " + who() + " at epoch " +
-                              std::to_string(epoch_ + 1) + "; lower --lr or lengthen --warmup-epochs"},
-         out);
-    return;
-  }
+  if (!loss_is_finite(out)) return;
   if (grouped()) {
     const auto r0 = wall::now();
     if (!in_group("gradient all-reduce", out, [&] { rep_->all_reduce_grads(*comm_); })) return;
@@ -64,7 +98,7 @@ void member_core::end_step(member_actions_list& out) {
         }))
       return;
     trace_span("update", u0, wall::now());
-  } else {
+  } else if (!std::exchange(pushed_, false)) {
     push_all(out);
     if (phase_ == member_phase::stopped) return;
   }
@@ -115,12 +149,17 @@ member_actions_list member_core::on_push_ack(std::uint32_t, double seconds) {
   return out;
 }
 
-// A refused gradient is counted and the loop goes on.
+// A refused gradient is counted (once, however many of its pieces were refused) and the
+// loop goes on.
 member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t clock, const std::string& why) {
-  member_actions_list out{warn{who() + ": shard " + std::to_string(s) + " refused the gradient of clock " +
-                               std::to_string(clock) + ": " + why}};
-  ++rejected_;
-  if (m_) m_->rejected->Increment();
+  member_actions_list out;
+  if (s >= refused_clock_.size() || refused_clock_[s] != clock) {
+    out.push_back(warn{who() + ": shard " + std::to_string(s) + " refused the gradient of clock " +
+                       std::to_string(clock) + ": " + why});
+    ++rejected_;
+    if (m_) m_->rejected->Increment();
+    if (s < refused_clock_.size()) refused_clock_[s] = clock;
+  }
   --acks_pending_;
   maybe_finish(out);
   return out;

@@ -27,7 +27,7 @@ tensor pull_views::answer(std::uint32_t member, tensor current, bool full) {
   float* g = gap.data<float>();
   for (std::int64_t i = 0, n = current.numel(); i < n; ++i) g[i] = c[i] - v[i];
   tensor unsent({current.numel()});  // encode's error feedback, unused: the view keeps the gap
-  tensor wire = encode(codec_, gap, &unsent);
+  tensor wire = encode(codec_, gap, unsent);
   auto decoded = decode(codec_, wire, current.numel());
   add_decoded(view, decoded.value());  // our own codes always decode
   return wire;

@@ -154,7 +154,7 @@ std::int64_t encoded_bytes(const grad_codec& c, std::int64_t numel) {
   return numel * 4;
 }
 
-tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
+tensor encode(const grad_codec& c, const_tensor_view x, tensor_view residual) {
   TROUPE_CHECK(is_f32_1d(x), "encode: a contiguous f32 tensor");
   const std::int64_t n = x.numel();
   const float* in = x.data<float>();
@@ -175,10 +175,9 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
       return out;
     }
     case codec_kind::two_bit: {
-      TROUPE_CHECK(residual && residual->type() == dtype::f32 && residual->numel() == n,
-                   "encode: 2-bit needs a residual of the gradient's size");
+      TROUPE_CHECK(is_f32_1d(residual) && residual.numel() == n, "encode: 2-bit needs a residual of the gradient's size");
       tensor out({encoded_bytes(c, n)}, dtype::u8);  // zero: every code starts at 0
-      float* r = residual->data<float>();
+      float* r = residual.data<float>();
       for (std::int64_t i = 0; i < n; ++i) r[i] += in[i];
       auto* scales = reinterpret_cast<std::byte*>(out.bytes());
       auto* o = reinterpret_cast<std::uint8_t*>(out.bytes()) + 4 * two_bit_blocks(n);
@@ -206,7 +205,7 @@ tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual) {
   return {};
 }
 
-tensor encode_for_push(const grad_codec& c, tensor grad, tensor* residual) {
+tensor encode_for_push(const grad_codec& c, tensor grad, tensor_view residual) {
   if (c.kind == codec_kind::none || !all_finite(grad)) return grad;
   return encode(c, grad, residual);
 }

@@ -55,15 +55,15 @@ float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_bf16(float f);
 float bf16_to_f32(std::uint16_t b);
 
-// `x` (f32, contiguous) for the wire. For two_bit, `residual` (f32, x's element count)
-// is added first and keeps what was not sent (Note [2-bit gradients]); the other codecs
-// ignore it. none returns a copy.
-tensor encode(const grad_codec& c, const_tensor_view x, tensor* residual = nullptr);
+// `x` (f32, contiguous) for the wire. For two_bit, `residual` (contiguous f32, x's
+// element count) is added first and keeps what was not sent (Note [2-bit gradients]); the
+// other codecs ignore it. none returns a copy.
+tensor encode(const grad_codec& c, const_tensor_view x, tensor_view residual = {});
 // A gradient's form for a push: encode(c, grad, residual), or, when `grad` holds NaN or
 // Inf, `grad` itself (f32, which no codec's wire is) with the residual untouched, so the
 // shard sees the bad values and refuses them as not_finite while the 2-bit residual,
 // which would keep them for good, stays finite.
-tensor encode_for_push(const grad_codec& c, tensor grad, tensor* residual);
+tensor encode_for_push(const grad_codec& c, tensor grad, tensor_view residual);
 // The f32 tensor of `numel` elements that `wire` (contiguous, 1-d) encodes; what is wrong
 // with it when its dtype, size or codes do not fit the codec.
 expected<tensor> decode(const grad_codec& c, const_tensor_view wire, std::int64_t numel);

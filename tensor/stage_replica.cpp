@@ -49,6 +49,11 @@ const tensor& stage_replica::fetch_grads() {
   return grads();
 }
 
+const tensor& stage_replica::fetch_grads(std::int64_t offset, std::int64_t numel) {
+  if (mirrored()) c_->download(host_grads_.view().flat(offset, numel), grads_.view().flat(offset, numel));
+  return grads();
+}
+
 void stage_replica::all_reduce_grads(group_comm& g) { g.all_reduce_sum({grads_.view()}); }
 
 void stage_replica::share_params(group_comm& g, bool leader) {

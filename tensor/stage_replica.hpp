@@ -39,6 +39,8 @@ class stage_replica {
   // Host-visible gradients, current after fetch_grads() (a no-op on the host).
   const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
   const tensor& fetch_grads();
+  // The same for elements [offset, offset + numel) only (the others as they were).
+  const tensor& fetch_grads(std::int64_t offset, std::int64_t numel);
   // The parameters and gradients in compute memory (for an optimizer that runs there);
   // after updating them there, fetch_params() brings params() up to date.
   tensor& compute_params() { return params_; }

@@ -116,6 +116,12 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "2bit"}))
       ->capture_default_str()
       ->group(group_job);
+  app.add_option("--bucket-bytes", o.job.bucket_bytes,
+                 "Push each layer's gradient in buckets of at least this many bytes as soon as backward has "
+                 "produced it, to shards reached over the network (DDP's buckets); 0: one push after backward")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()

@@ -239,7 +239,7 @@ BOOST_FIXTURE_TEST_CASE(a_pull_and_a_push_through_the_members_slots, kv_job_with
 BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_answers_come_in_the_pull_precision, kv_job_compressed) {
   const grad_codec two_bit = *parse_grad_codec("2bit:0.5");
   tensor residual({n});
-  tensor wire = encode(two_bit, filled(n, 3.f), &residual);  // every element sends +0.5
+  tensor wire = encode(two_bit, filled(n, 3.f), residual);  // every element sends +0.5
   BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, std::move(wire), {}}));
   tensor answer;
   BOOST_REQUIRE(!pull(kv_pull{0, 0, {part}, {{}}, {0}, {}}, &answer));
@@ -255,7 +255,7 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_answers_come_in_the_pu
 BOOST_FIXTURE_TEST_CASE(a_compressed_push_that_does_not_decode_is_refused_whole, kv_job_compressed) {
   const grad_codec two_bit = *parse_grad_codec("2bit:0.5");
   tensor residual({n});
-  tensor wire = encode(two_bit, filled(n, 3.f), &residual);
+  tensor wire = encode(two_bit, filled(n, 3.f), residual);
   BOOST_TEST(!push(kv_push{0, 0, {part}, {0}, tensor(wire), {}}));
   wire.data<std::uint8_t>()[4] = 0xFF;  // code 3 is no code
   auto bad = push(kv_push{0, 0, {part}, {0}, tensor(wire), {}});

@@ -190,7 +190,7 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
   start();
   const params_reply before = snapshot();
   tensor residual({numel});
-  push(0, 0, encode(*parse_grad_codec("2bit:0.5"), filled(1.f), &residual));  // every element sends +0.5
+  push(0, 0, encode(*parse_grad_codec("2bit:0.5"), filled(1.f), residual));  // every element sends +0.5
   sched->run();
   BOOST_REQUIRE(rec.acks.size() == 1u);
   tensor bad({4 + (numel + 3) / 4}, dtype::u8);
@@ -226,7 +226,7 @@ BOOST_FIXTURE_TEST_CASE(a_not_finite_or_malformed_gradient_in_a_2bit_sync_job_st
   start();
   const params_reply before = snapshot();
   tensor residual({numel});
-  const auto good = [&] { return encode(*parse_grad_codec("2bit:0.5"), filled(1.f), &residual); };
+  const auto good = [&] { return encode(*parse_grad_codec("2bit:0.5"), filled(1.f), residual); };
   tensor inf = filled(1.f);
   inf.data<float>()[0] = std::numeric_limits<float>::infinity();
   push(0, 0, inf);  // f32: what a member sends when its gradient is not finite

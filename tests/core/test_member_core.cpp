@@ -5,10 +5,12 @@
 // replacement resumes at its clock; a stranger's activation is dropped with a warning; a
 // malformed one from the neighbour, a lost neighbour, a failed pull, a diverging loss, an
 // op that throws and data that does not match the job stop the member with their typed
-// errors; a refused push is counted and training goes on; simulated compute needs no data.
+// errors; a refused push is counted and training goes on; simulated compute needs no data;
+// gradient buckets leave during backward and change no bit.
 #define BOOST_TEST_MODULE member_core
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 
 #include "tensor/trainer.hpp"
 #include "tests/support/member_bench.hpp"
@@ -110,6 +112,53 @@ BOOST_AUTO_TEST_CASE(each_stage_tensor_leaves_before_the_next_action_runs) {
     actions = stage0.on_resume();
   }
   BOOST_TEST(actions.empty());  // the backwards wait for stage 1's gradients
+}
+
+// Note [Gradient buckets]: the last backward pushes each bucket's piece and pauses before
+// the layers below, highest pieces first; the job's bits are those without buckets.
+BOOST_AUTO_TEST_CASE(gradient_buckets_leave_during_backward_and_change_no_bit) {
+  auto data = synthetic(400);
+  job_spec job = pipeline(1, 1);
+  job.workers = 2;
+  job.bucket_bytes = 1;  // a bucket per layer with parameters
+  member_bench probe(job, data);
+  member_core& w = *probe.members[0];
+  w.on_welcome(probe.assignment(0));
+  w.on_wired();
+  auto actions = w.on_params(0, params_reply{0, 0, probe.shard->pack_slice(0, probe.shard->params()), {}});
+  std::vector<std::int64_t> offsets;
+  std::int64_t covered = 0;
+  for (int pause = 0; pause < 10 && !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
+       ++pause) {
+    BOOST_REQUIRE_EQUAL(actions.size(), 2u);  // one piece, then the pause
+    const auto& p = std::get<member_actions::push>(actions.front()).grads;
+    BOOST_TEST(p.piece_numel > 0);
+    offsets.push_back(p.piece_offset);
+    covered += p.piece_numel;
+    actions = w.on_resume();
+  }
+  BOOST_REQUIRE(!actions.empty());
+  const auto& last = std::get<member_actions::push>(actions.front()).grads;
+  BOOST_TEST(last.piece_offset == 0);  // layer 0's piece, the last computed
+  covered += last.piece_numel;
+  BOOST_TEST(covered == probe.m.num_params());
+  BOOST_TEST(offsets.size() == 2u);  // the MLP's three layers with parameters: two pauses
+  BOOST_TEST(std::is_sorted(offsets.rbegin(), offsets.rend()));  // the highest piece first
+
+  tensor with_buckets;
+  for (std::int64_t bytes : {std::int64_t{1}, std::int64_t{0}}) {
+    job.bucket_bytes = bytes;
+    member_bench bench(job, data);
+    bench.start();
+    bench.run();
+    BOOST_REQUIRE(bench.stopped.empty());
+    BOOST_TEST(bench.shard->counters().rejected == 0);
+    BOOST_TEST(bench.shard->version() == 10);  // 2 epochs of 400 / (2 x 40)
+    if (bytes == 1)
+      with_buckets = bench.params();
+    else
+      BOOST_TEST(same_bits(bench.params(), with_buckets));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_replacement_resumes_at_its_clock) {

@@ -1,7 +1,8 @@
 // The same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp) with real
 // `troupe node` processes over mutual TLS on loopback: a job gives the same bits with the
 // fast path on, off, and refused by its shard (which then answers over the network), and
-// so does a job with 2-bit pushes (copied into the slot) on and off; a
+// so does a job with 2-bit pushes (copied into the slot) on and off, and a job whose
+// gradient buckets go in pieces over the network; a
 // segment a crashed process of the job left behind is removed by the next node of the job
 // to start; a worker killed while it trains leaves no segment behind.
 #define BOOST_TEST_MODULE fast_path
@@ -91,10 +92,32 @@ BOOST_AUTO_TEST_CASE(a_job_gives_the_same_bits_with_the_fast_path_on_off_and_ref
   BOOST_TEST(on.result["rejected_messages"].get<int>() == 0);
 }
 
+// Note [Gradient buckets]: over the network the worker pushes each bucket's piece while
+// backward goes on; through shared memory it pushes whole slices (one slot per push). The
+// bits are those of the job without buckets either way.
+BOOST_AUTO_TEST_CASE(gradient_buckets_go_in_pieces_over_the_network_and_change_no_bit) {
+  const std::vector<std::string> per_layer{"--bucket-bytes", "1"}, none{"--bucket-bytes", "0"};
+  const std::vector<std::string> off{"--no-shared-memory"};
+  const auto pieces = run_job("fast-buckets", off, off, per_layer);
+  BOOST_TEST(says(pieces.worker_log, "pushes its gradient to shard 0 in pieces"), pieces.worker_log);
+  const auto whole = run_job("fast-buckets", off, off, none);
+  BOOST_TEST(!says(whole.worker_log, "in pieces"), whole.worker_log);
+  const auto shared = run_job("fast-buckets", {}, {}, per_layer);
+  BOOST_TEST(says(shared.worker_log, "through shared memory"), shared.worker_log);
+  BOOST_TEST(!says(shared.worker_log, "in pieces"), shared.worker_log);
+  const auto fnv = whole.result["params_fnv1a"].get<std::string>();
+  BOOST_TEST(pieces.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(shared.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(pieces.result["rejected_messages"].get<int>() == 0);
+  BOOST_TEST(pieces.result["push_bytes_per_step"].get<double>() == whole.result["push_bytes_per_step"].get<double>());
+}
+
 // A 2-bit gradient is packed outside the slot and copied into it; the bits are those of
-// the same job over the network.
+// the same job over the network. (Without buckets: 2-bit blocks start at each piece, and
+// over the network the worker would push pieces, through shared memory whole slices.)
+// With buckets over the network the shard decodes every piece.
 BOOST_AUTO_TEST_CASE(encoded_pushes_cross_the_fast_path_with_the_bits_of_the_network) {
-  const std::vector<std::string> two_bit{"--compression", "2bit"};
+  const std::vector<std::string> two_bit{"--compression", "2bit", "--bucket-bytes", "0"};
   const auto on = run_job("fast-2bit", {}, {}, two_bit);
   BOOST_TEST(says(on.worker_log, "exchanges tensors with shard 0 through shared memory"), on.worker_log);
   const auto off = run_job("fast-2bit", {"--no-shared-memory"}, {"--no-shared-memory"}, two_bit);
@@ -104,6 +127,11 @@ BOOST_AUTO_TEST_CASE(encoded_pushes_cross_the_fast_path_with_the_bits_of_the_net
   // 2-bit: about 1/16 of the f32 bytes the same job pushes without compression.
   const auto plain = run_job("fast-2bit", {}, {});
   BOOST_TEST(on.result["push_bytes_per_step"].get<double>() * 14 < plain.result["push_bytes_per_step"].get<double>());
+  const auto pieces = run_job("fast-2bit", {"--no-shared-memory"}, {"--no-shared-memory"},
+                              {"--compression", "2bit", "--bucket-bytes", "1"});
+  BOOST_TEST(says(pieces.worker_log, "in pieces"), pieces.worker_log);
+  BOOST_TEST(pieces.result["rejected_messages"].get<int>() == 0);
+  BOOST_TEST(pieces.result["push_bytes_per_step"].get<double>() * 14 < plain.result["push_bytes_per_step"].get<double>());
 }
 
 // 2-bit pulls (Note [2-bit pulls]) between processes: the member's view and the shard's
