@@ -65,7 +65,7 @@ struct job_spec {
   // Members push each gradient bucket of at least this many bytes as soon as backward has
   // produced it (Note [Gradient buckets] in core/gradient_buckets.hpp); 0: one push per
   // shard after backward.
-  std::int64_t bucket_bytes = std::int64_t{128} << 10;
+  std::int64_t bucket_bytes = std::int64_t{1} << 20;
   // A key-value job: the members are users' training loops (the client library) that
   // define their own keys; there is no model, dataset or epoch (Note [Per-key rounds] in
   // core/kv_shard_core.hpp).
