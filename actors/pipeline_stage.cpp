@@ -254,7 +254,7 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
   st.core = std::make_unique<member_core>(member_setup{
       opts.data, opts.compute, opts.obs,
       [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); },
-      [self](std::uint32_t s) { return stage_shell::whole_pushes(self, s); }});
+      [self](std::uint32_t s) { return stage_shell::whole_slices(self, s); }});
   st.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {

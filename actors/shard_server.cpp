@@ -35,11 +35,19 @@ params_reply snapshot(shard_pointer self) {
 // A pull answered with the member's slice, in the slot it offered when the fast path can
 // take it (Note [Same-host fast path]), in the message otherwise, in the job's
 // --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view):
-// counts the bytes.
-params_reply answer(shard_pointer self, std::uint32_t member, const shared_tensor& reply_to, bool full) {
+// counts the bytes. A pull of a piece (checked when it came) is answered in the message.
+params_reply answer(shard_pointer self, const held_pull& pull) {
   auto& st = self->state;
   const auto& core = *st.core;
-  params_reply r{st.index, core.version_for(member), tensor(), {}};
+  const std::uint32_t member = pull.member;
+  const shared_tensor& reply_to = pull.reply_to;
+  params_reply r{st.index, core.version_for(member), tensor(), {}, pull.piece_offset, pull.piece_numel};
+  if (pull.piece_numel > 0) {
+    r.params = core.piece_for(member, pull.piece_offset, pull.piece_numel);
+    if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
+    if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+    return r;
+  }
   const std::int64_t numel = core.slice_numel(member);
   if (st.channels && !reply_to.empty()) {
     std::string refused;
@@ -54,7 +62,7 @@ params_reply answer(shard_pointer self, std::uint32_t member, const shared_tenso
   }
   r.params = core.params_for(member);
   if (st.views)
-    r.params = st.views->answer(member, std::move(r.params), full);
+    r.params = st.views->answer(member, std::move(r.params), pull.full);
   else if (st.pull_precision.kind != codec_kind::none)
     r.params = encode(st.pull_precision, r.params);
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
@@ -80,7 +88,7 @@ void settle_held(shard_pointer self) {
   for (auto t : st.core->take_released()) {
     auto it = st.held.find(t);
     if (it == st.held.end()) continue;
-    it->second.promise.deliver(answer(self, it->second.member, it->second.reply_to, it->second.full));
+    it->second.promise.deliver(answer(self, it->second));
     if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
     if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
     st.held.erase(it);
@@ -258,17 +266,31 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_member(self, r.worker, "a pull")) return refused();
         if (!self->state.core) return not_started(self);
         if (r.shard != self->state.index) return wrong_shard(self, r.shard);
+        if (r.piece_numel != 0) {
+          std::string wrong;
+          if (self->state.views)
+            wrong = "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)";
+          else
+            wrong = self->state.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
+          if (!wrong.empty()) {
+            if (self->state.m) self->state.m->rejected(to_string(errc::bad_shape))->Increment();
+            spdlog::warn("shard {}: refused a pull of worker {}: {}", self->state.index, r.worker, wrong);
+            return make_error(errc::bad_shape, wrong);
+          }
+        }
         const auto token = self->state.next_token++;
         auto out = self->state.core->pull(r.worker, r.clock, token);
+        held_pull pull{{}, wall::now(), r.worker, r.reply_to, r.full, r.piece_offset, r.piece_numel};
         switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self, r.worker, r.reply_to, r.full);
+          case shard_core::pull_decision::answer: return answer(self, pull);
           case shard_core::pull_decision::reject:
             if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
             return make_error(*out.error, out.detail);
           case shard_core::pull_decision::hold: break;
         }
         auto promise = self->make_response_promise<params_reply>();
-        self->state.held.emplace(token, held_pull{promise, wall::now(), r.worker, r.reply_to, r.full});
+        pull.promise = promise;
+        self->state.held.emplace(token, std::move(pull));
         observe(self);
         return promise;
       },

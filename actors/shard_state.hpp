@@ -32,6 +32,7 @@ struct held_pull {
   std::uint32_t member = 0;
   shared_tensor reply_to;
   bool full = false;  // Note [2-bit pulls]
+  std::int64_t piece_offset = 0, piece_numel = 0;  // a piece of the slice; 0: all of it
 };
 
 // A key-value job's pull waiting for the parts its shard core held.

@@ -93,11 +93,11 @@ tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel) {
   return std::move(lease->buffer);
 }
 
-bool whole_pushes(stage_pointer self, std::uint32_t s) {
+bool whole_slices(stage_pointer self, std::uint32_t s) {
   auto& st = self->state;
   if (s >= st.shards.size() || !st.shards[s] || st.shards[s].node() == self->node()) return true;
   auto* pool = pool_of(self);
-  return pool && pool->confirmed(s) > 0;
+  return pool && !pool->declined(s);
 }
 
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g) {

@@ -95,9 +95,10 @@ void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
 // member_setup::push_buffer: the push slot of the confirmed channel to shard s, if free.
 tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
-// member_setup::whole_pushes: shard s shares this process (the message shares the tensor)
-// or has a confirmed channel (one slot per push), so gradient buckets would gain nothing.
-bool whole_pushes(stage_pointer self, std::uint32_t s);
+// member_setup::whole_slices: shard s shares this process (the message shares the tensor)
+// or is reached (or still to be tried) through shared memory (one slot per call), so
+// pieces per gradient bucket would gain nothing.
+bool whole_slices(stage_pointer self, std::uint32_t s);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells

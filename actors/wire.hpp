@@ -85,8 +85,8 @@ TROUPE_INSPECT(shared_tensor, x.segment, x.offset, x.capacity, x.ticket, x.dtype
 TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad, x.shared, x.piece_offset,
                x.piece_numel)
 TROUPE_INSPECT(push_ack, x.version, x.staleness)
-TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full)
-TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared)
+TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full, x.piece_offset, x.piece_numel)
+TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared, x.piece_offset, x.piece_numel)
 TROUPE_INSPECT(membership, x.workers, x.stages)
 TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
                x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)

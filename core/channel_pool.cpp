@@ -115,6 +115,11 @@ std::size_t channel_pool::confirmed(std::uint32_t s) const {
   return n;
 }
 
+bool channel_pool::declined(std::uint32_t s) const {
+  std::lock_guard lock(mu_);
+  return shards_.at(s).declined;
+}
+
 std::string channel_pool::name(std::uint32_t s, std::size_t channel) const {
   std::lock_guard lock(mu_);
   return shards_.at(s).channels.at(channel).ch.name();

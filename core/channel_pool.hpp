@@ -84,6 +84,8 @@ class channel_pool {
 
   // Channels to shard s that a shard's answer confirmed and that are still open.
   std::size_t confirmed(std::uint32_t s) const;
+  // Whether shard s is offered no slots (skipped, or it could not map this host's segments).
+  bool declined(std::uint32_t s) const;
   // The name of a channel to shard s (for the log).
   std::string name(std::uint32_t s, std::size_t channel) const;
 

@@ -66,4 +66,19 @@ void pack_piece(tensor_view out, const_tensor_view flat, const std::vector<key_r
   TROUPE_CHECK(pos == out.numel(), "pack_piece: the output does not match the piece");
 }
 
+void unpack_piece(tensor_view flat, const_tensor_view piece, const std::vector<key_range>& ranges, std::int64_t lo,
+                  std::int64_t hi) {
+  float* dst = flat.data<float>();
+  const float* src = piece.data<float>();
+  std::int64_t pos = 0;
+  for (const key_range& r : ranges) {
+    const std::int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.length);
+    if (a >= b) continue;
+    TROUPE_CHECK(b <= flat.numel() && pos + (b - a) <= piece.numel(), "unpack_piece bounds");
+    std::memcpy(dst + a, src + pos, sizeof(float) * static_cast<std::size_t>(b - a));
+    pos += b - a;
+  }
+  TROUPE_CHECK(pos == piece.numel(), "unpack_piece: the piece does not match the ranges");
+}
+
 }  // namespace troupe

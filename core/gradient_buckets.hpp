@@ -1,19 +1,27 @@
-// gradient_buckets: how a member cuts its gradient into buckets that leave for the shards
-// as soon as backward has produced them (Note [Gradient buckets]): the buckets, cut at
-// layer boundaries from the last layer down, and where a bucket's parameters lie in the
-// packed slice the member pushes to each shard.
+// gradient_buckets: how a member cuts its parameters into buckets that travel between it
+// and the shards while it computes (Note [Gradient buckets]): the buckets, cut at layer
+// boundaries from the last layer down, and where a bucket's parameters lie in the packed
+// slice the member exchanges with each shard.
 //
 // Note [Gradient buckets]
-// Backward produces the gradients of the last layers first. With buckets, the member runs
-// the step's last backward down to each bucket's lowest layer, pushes that bucket's piece
-// of every shard's slice (Note [Gradient pieces] in core/shard_core.hpp), and only then
-// computes the layers below, so the pieces cross the network while backward goes on, as
-// DDP's gradient buckets do. A bucket holds at least --bucket-bytes of parameters (the
-// lowest may hold less); 0 turns buckets off: one push per shard after backward. The
-// shard assembles the pieces and makes the update of one whole push, so the results are
-// bitwise those without buckets. Pieces pay on the network only: a shard in this process
-// (the message shares the tensor) or reached through the same-host fast path (one slot
-// per push) gets the whole slice after backward.
+// Backward produces the gradients of the last layers first, and forward needs the
+// parameters of the first layers first. With buckets, the member
+//  - pulls one piece of every shard's slice per bucket, the lowest layers' first, and
+//    starts the step's first forward as soon as the lowest bucket is here, going on
+//    layer by layer as the others arrive (every later action waits for all of them);
+//  - runs the step's last backward down to each bucket's lowest layer, pushes that
+//    bucket's piece of every shard's slice (Note [Gradient pieces] in
+//    core/shard_core.hpp), and only then computes the layers below,
+// so the bytes cross the network while the member computes, as DDP's gradient buckets
+// do. A bucket holds at least --bucket-bytes of parameters (the lowest may hold less); 0
+// turns buckets off: one pull and one push per shard. The shard assembles the pieces and
+// makes the update of one whole push, and every piece of a pull is cut from the same
+// parameters in sync, so the results are bitwise those without buckets (in async and
+// ssp the pieces of one pull may come from different versions; the oldest counts as the
+// version the gradient was computed on). Pieces pay on the network only: a shard in this
+// process (the message shares the tensor) or reached through the same-host fast path
+// (one slot per call) is pulled and pushed whole; with --pull-precision 2bit every pull
+// is whole (a member's view is of its whole slice).
 #pragma once
 
 #include <cstdint>
@@ -48,5 +56,9 @@ slice_piece piece_of(const std::vector<key_range>& ranges, std::int64_t lo, std:
 // Packs that piece from the stage's flat buffer `flat` into `out` (piece_of(...).numel floats).
 void pack_piece(tensor_view out, const_tensor_view flat, const std::vector<key_range>& ranges, std::int64_t lo,
                 std::int64_t hi);
+
+// The reverse: writes `piece` (piece_of(...).numel floats) back where it lies in `flat`.
+void unpack_piece(tensor_view flat, const_tensor_view piece, const std::vector<key_range>& ranges, std::int64_t lo,
+                  std::int64_t hi);
 
 }  // namespace troupe

@@ -102,6 +102,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   // Buckets need real backward layers and pushes of this member's own gradient.
   const bool bucketable = !simulated() && !grouped() && job.servers > 0;
   buckets_ = plan_buckets(*net_, bucketable ? job.bucket_bytes : 0);
+  piece_asked_.assign(a.table.shards(), {});
   for (std::uint32_t s = 0; s < a.table.shards(); ++s) {
     pieces_.emplace_back();
     for (const gradient_bucket& b : buckets_) pieces_.back().push_back(piece_of(ranges_[s], b.lo, b.hi));

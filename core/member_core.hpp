@@ -7,6 +7,8 @@
 //   the last stage computes the loss; backward: the last stage starts from the loss, the
 //   others wait for the next stage's activation gradient) -> push its gradient slices
 //   (with --servers 0: apply the optimizer itself) -> report the step.
+// With gradient buckets the pulls and pushes go in pieces that overlap the first
+// forward and the last backward (Note [Gradient buckets] in core/gradient_buckets.hpp).
 // A message that arrives before its action is due waits in the stage's inbox; one from a
 // stranger is dropped; a malformed one from a neighbour stops the member with a typed
 // error, and so does a neighbour that dies, a diverging loss, or an op that throws
@@ -69,11 +71,11 @@ struct member_setup {
   // the same-host fast path's push slot (Note [Same-host fast path]); unset or an empty
   // tensor: a fresh one.
   std::function<tensor(std::uint32_t shard, std::int64_t numel)> push_buffer;
-  // Whether pushes to a shard go whole after backward rather than in one piece per
-  // gradient bucket (Note [Gradient buckets] in core/gradient_buckets.hpp): true for a
-  // shard in this process or reached through shared memory; unset: pieces to every shard
-  // when the job has buckets.
-  std::function<bool(std::uint32_t shard)> whole_pushes;
+  // Whether a shard's slice is pulled whole and pushed whole after backward rather than
+  // in one piece per gradient bucket (Note [Gradient buckets] in
+  // core/gradient_buckets.hpp): true for a shard in this process or reached through
+  // shared memory; unset: pieces to every shard when the job has buckets.
+  std::function<bool(std::uint32_t shard)> whole_slices;
 };
 
 // Where this member could share a local group: GPUs of one machine (NCCL), or threads of
@@ -186,6 +188,12 @@ class member_core {
   action_result try_forward(int mb, member_actions_list& out);
   action_result try_backward(int mb, member_actions_list& out);
   action_result try_backward_in_buckets(int mb, member_actions_list& out);
+  bool in_pieces(std::uint32_t shard) const {
+    return buckets_on() && !(setup_.whole_slices && setup_.whole_slices(shard));
+  }
+  // Layers [0, n) whose parameters are all here this step (layer-by-layer pulls).
+  int layers_with_params() const;
+  void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, member_actions_list& out);
   bool loss_is_finite(member_actions_list& out);
   void end_step(member_actions_list& out);
   bool buckets_on() const { return buckets_.size() > 1; }
@@ -218,6 +226,13 @@ class member_core {
   tensor backward_in_;                          // its activation gradient, kept across buckets
   wall::time_point backward_begin_;
   bool pushed_ = false;                         // this step's gradient went out with its buckets
+  // Layer-by-layer pulls: per bucket, the answers still to come this step; per shard and
+  // bucket, whether its piece was asked for; the step's first forward runs on the layers
+  // whose parameters are here and goes on as the rest arrive.
+  std::vector<int> bucket_missing_;
+  std::vector<std::vector<bool>> piece_asked_;
+  bool forward_open_ = false;
+  wall::time_point forward_begin_;
   std::vector<std::int64_t> refused_clock_;     // per shard: the last clock whose gradient it refused
   std::vector<tensor> pulled_;                  // per shard, --pull-precision 2bit: the view held (Note [2-bit pulls])
   std::int64_t bytes_pushed_ = 0;               // as encoded

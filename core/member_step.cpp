@@ -2,6 +2,8 @@
 // push (or the local update), the step and epoch reports, and finishing.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <thread>
 
 #include "core/job.hpp"
@@ -62,9 +64,12 @@ void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
   gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
 }
 
+// Layer-by-layer pulls (Note [Gradient buckets]): a shard that takes pieces is asked for
+// one piece per bucket, the lowest layers' first, and the step's first forward starts as
+// soon as they are here; the others are asked for their whole slice.
 void member_core::start_pulls(member_actions_list& out) {
   step_begin_ = wall::now();
-  pulls_pending_ = active_.size();
+  pulls_pending_ = 0;
   if (active_.empty()) {
     // Nothing to pull (--servers 0, or a local group's member): the step starts from the
     // mailbox, so the loop never recurses and exits and deaths are seen every step.
@@ -72,26 +77,73 @@ void member_core::start_pulls(member_actions_list& out) {
     return;
   }
   const bool deltas = place_.job.pull_precision.kind == codec_kind::two_bit;
-  for (std::uint32_t s : active_)
-    out.push_back(pull{s, pull_request{s, place_.rank, clock_, {}, deltas && pulled_[s].empty()}});
+  bucket_missing_.assign(buckets_.size(), 0);
+  for (std::uint32_t s : active_) {
+    piece_asked_[s].assign(buckets_.size(), false);
+    for (std::size_t k = 0; k < buckets_.size(); ++k) bucket_missing_[k] += pieces_[s][k].numel > 0;
+    if (!in_pieces(s) || deltas) {
+      ++pulls_pending_;
+      out.push_back(pull{s, pull_request{s, place_.rank, clock_, {}, deltas && pulled_[s].empty()}});
+      continue;
+    }
+    base_version_[s] = std::numeric_limits<std::int64_t>::max();  // the oldest piece's, once in
+    for (std::size_t k = buckets_.size(); k-- > 0;) {
+      const slice_piece& p = pieces_[s][k];
+      if (p.numel == 0) continue;
+      piece_asked_[s][k] = true;
+      ++pulls_pending_;
+      pull_request r{s, place_.rank, clock_, {}, false};
+      if (p.numel < slice_numel_[s]) {
+        r.piece_offset = p.offset;
+        r.piece_numel = p.numel;
+      }
+      out.push_back(pull{s, r});
+    }
+  }
+}
+
+int member_core::layers_with_params() const {
+  if (bucket_missing_.empty()) return net_->num_layers();  // nothing is pulled
+  int top = 0;
+  for (std::size_t k = buckets_.size(); k-- > 0 && bucket_missing_[k] == 0;) top = buckets_[k].top_layer;
+  return top;
 }
 
 member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   member_actions_list out;
   if (phase_ != member_phase::training || pulls_pending_ == 0) return out;
+  const std::string from = "shard " + std::to_string(s);
+  // A piece answers one bucket's pull; anything else the whole slice.
+  std::optional<std::size_t> bucket;
+  std::int64_t expect = s < slice_numel_.size() ? slice_numel_[s] : 0;
+  if (s < piece_asked_.size() && !piece_asked_[s].empty() && piece_asked_[s] != std::vector<bool>(buckets_.size())) {
+    for (std::size_t k = 0; k < buckets_.size(); ++k) {
+      const slice_piece& p = pieces_[s][k];
+      const bool whole = p.numel == slice_numel_[s];
+      if (piece_asked_[s][k] && (whole ? r.piece_numel == 0 : r.piece_offset == p.offset && r.piece_numel == p.numel))
+        bucket = k;
+    }
+    if (!bucket) {
+      stop({errc::bad_shape, from + " answered with the piece [" + std::to_string(r.piece_offset) + ", +" +
+                                 std::to_string(r.piece_numel) + ") of its slice, which was not asked for"},
+           out);
+      return out;
+    }
+    expect = pieces_[s][*bucket].numel;
+  }
   const grad_codec& precision = place_.job.pull_precision;
   if (precision.kind == codec_kind::two_bit && s < slice_numel_.size()) {
     // Note [2-bit pulls]: the answer updates the view this member holds, which is used.
     if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
     if (auto e = apply_pull(precision, pulled_[s], r.params, slice_numel_[s])) {
-      stop({errc::bad_dtype, "shard " + std::to_string(s) + " answered with " + *e}, out);
+      stop({errc::bad_dtype, from + " answered with " + *e}, out);
       return out;
     }
     r.params = tensor(pulled_[s]);
   } else if (precision.kind != codec_kind::none && r.params.type() != dtype::f32 && s < slice_numel_.size()) {
-    auto decoded = decode(precision, r.params, slice_numel_[s]);
+    auto decoded = decode(precision, r.params, expect);
     if (!decoded) {
-      stop({errc::bad_dtype, "shard " + std::to_string(s) + " answered with " + decoded.error().message}, out);
+      stop({errc::bad_dtype, from + " answered with " + decoded.error().message}, out);
       return out;
     }
     if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
@@ -99,23 +151,44 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   } else if (m_) {
     m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
   }
-  if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != slice_numel_[s] || r.params.type() != dtype::f32) {
-    stop({errc::bad_shape, "shard " + std::to_string(s) + " answered with " + std::to_string(r.params.numel()) +
-                               " parameters, expected " + std::to_string(s < slice_numel_.size() ? slice_numel_[s] : 0)},
+  if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != expect || r.params.type() != dtype::f32) {
+    stop({errc::bad_shape,
+          from + " answered with " + std::to_string(r.params.numel()) + " parameters, expected " + std::to_string(expect)},
          out);
     return out;
   }
-  if (!simulated() && !guarded("taking the parameters of shard " + std::to_string(s), out,
-                               [&] { unpack_shard(rep_->params(), r.params, ranges_[s]); }))
+  if (!simulated() && !guarded("taking the parameters of shard " + std::to_string(s), out, [&] {
+        if (bucket && expect < slice_numel_[s])
+          unpack_piece(rep_->params(), r.params, ranges_[s], buckets_[*bucket].lo, buckets_[*bucket].hi);
+        else
+          unpack_shard(rep_->params(), r.params, ranges_[s]);
+      }))
     return out;
-  base_version_[s] = r.version;
-  if (--pulls_pending_ > 0) return out;
-  if (!simulated() && !guarded("uploading its parameters", out, [&] { rep_->commit_params(); })) return out;
-  if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return out;
-  trace_span("pull", step_begin_, wall::now());
-  if (m_) m_->pull_seconds->Observe(seconds_between(step_begin_, wall::now()));
-  begin_step(out);
+  base_version_[s] = bucket ? std::min(base_version_[s], r.version) : r.version;
+  took_params(s, bucket, out);
   return out;
+}
+
+// The answer of shard s is unpacked (one bucket's piece, or nullopt: its whole slice):
+// uploads what it completed, and starts or continues the step.
+void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket, member_actions_list& out) {
+  --pulls_pending_;
+  for (std::size_t k = 0; k < buckets_.size(); ++k) {
+    if (pieces_[s][k].numel == 0 || (bucket ? k != *bucket : false)) continue;
+    if (bucket) piece_asked_[s][k] = false;
+    if (--bucket_missing_[k] > 0 || simulated()) continue;
+    const gradient_bucket& b = buckets_[k];
+    if (!guarded("uploading its parameters", out, [&] { rep_->commit_params(b.lo, b.hi - b.lo); })) return;
+  }
+  if (pulls_pending_ == 0) {
+    if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return;
+    trace_span("pull", step_begin_, wall::now());
+    if (m_) m_->pull_seconds->Observe(seconds_between(step_begin_, wall::now()));
+  }
+  if (in_step_)
+    run_actions(out);  // the first forward goes on with the layers just completed
+  else if (pulls_pending_ == 0 || layers_with_params() > 0)
+    begin_step(out);
 }
 
 member_actions_list member_core::on_pull_failed(std::uint32_t s, const std::string& why) {
@@ -184,10 +257,15 @@ member_actions_list member_core::on_resume() {
   return out;
 }
 
-// Runs the forward of microbatch mb if its input is here.
+// Runs the forward of microbatch mb if its input is here. While layer-by-layer pulls are
+// still arriving only the step's first forward runs, on the layers whose parameters are
+// here, and it goes on as the others arrive.
 member_core::action_result member_core::try_forward(int mb, member_actions_list& out) {
+  const int ready = layers_with_params();
+  const int layers = net_->num_layers();
+  if (ready < layers && next_action_ > 0) return action_result::waiting;
   tensor received;
-  if (!first_stage()) {
+  if (!first_stage() && !forward_open_) {
     auto t = acts_in_->take(clock_, mb);
     if (!t) return action_result::waiting;
     received = std::move(*t);
@@ -196,15 +274,25 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   const auto t0 = wall::now();
   const auto c0 = steady::now();
   if (!first_action_) first_action_ = t0;
+  if (!forward_open_) forward_begin_ = t0;
   tensor out_msg;
+  bool finished = true;
   if (simulated()) {
     simulate(true);
     if (!last_stage()) out_msg = tensor(net_->output_shape().prepend(rows));
   } else if (!guarded("forward of microbatch " + std::to_string(mb), out, [&] {
-               if (first_stage() || last_stage()) gather_microbatch(begin, rows);
-               const_tensor_view input = first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
-               const int slot = rep_->forward(input);
-               slot_of_[mb] = slot;
+               if (!forward_open_) {
+                 if (first_stage() || last_stage()) gather_microbatch(begin, rows);
+                 const_tensor_view input = first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
+                 slot_of_[mb] = rep_->begin_forward(input);  // copies the input
+                 forward_open_ = true;
+               }
+               rep_->forward_up_to(ready);
+               finished = ready == layers;
+               if (!finished) return;
+               rep_->end_forward();
+               forward_open_ = false;
+               const int slot = slot_of_[mb];
                if (last_stage())
                  step_loss_ += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(batch_)) *
                                static_cast<double>(rows) / static_cast<double>(batch_);
@@ -218,8 +306,9 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   const auto t1 = wall::now();
   busy_ += seconds_between(t0, t1);
   forward_s_ += seconds_between(t0, t1);
+  if (!finished) return action_result::waiting;  // goes on when more parameters arrive
   note_stored(+1);
-  trace_span("forward", t0, t1, mb);
+  trace_span("forward", forward_begin_, t1, mb);
   if (last_stage()) return action_result::done;
   out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
   return action_result::sent;

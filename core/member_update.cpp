@@ -32,9 +32,9 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
     return;
   bool pushed = false;
   for (std::uint32_t s : active_) {
-    const bool in_pieces = buckets_on() && !(setup_.whole_pushes && setup_.whole_pushes(s));
-    if (!in_pieces && !last) continue;
-    const slice_piece piece = in_pieces ? pieces_[s][k] : slice_piece{0, slice_numel_[s]};
+    const bool pieces = in_pieces(s);
+    if (!pieces && !last) continue;
+    const slice_piece piece = pieces ? pieces_[s][k] : slice_piece{0, slice_numel_[s]};
     if (piece.numel == 0) continue;
     const bool whole = piece.numel == slice_numel_[s];
     tensor g = plain && whole && setup_.push_buffer ? setup_.push_buffer(s, piece.numel) : tensor();

@@ -52,6 +52,10 @@ struct pull_request {
   std::int64_t clock = 0;
   shared_tensor reply_to;         // on the same host, a slot the shard may answer into
   bool full = false;              // --pull-precision 2bit: the member holds no view (Note [2-bit pulls])
+  // A piece of the slice (layer-by-layer pulls, Note [Gradient buckets]): where it starts
+  // and its element count; 0: the whole slice.
+  std::int64_t piece_offset = 0;
+  std::int64_t piece_numel = 0;
 };
 
 struct params_reply {
@@ -59,6 +63,8 @@ struct params_reply {
   std::int64_t version = 0;
   tensor params;                  // (shard_numel) f32, or in the job's --pull-precision
   shared_tensor shared;           // or where the shard wrote them (the pull's reply_to; params empty)
+  std::int64_t piece_offset = 0;  // the pull's piece (params holds piece_numel elements)
+  std::int64_t piece_numel = 0;
 };
 
 struct membership {

@@ -68,6 +68,31 @@ tensor shard_core::params_for(std::uint32_t worker) const {
   return pack_slice(worker, params());
 }
 
+std::string shard_core::check_piece(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const {
+  const std::int64_t n = slice_numel(worker);
+  if (offset >= 0 && numel > 0 && offset <= n && numel <= n - offset) return {};
+  return "the piece [" + std::to_string(offset) + ", +" + std::to_string(numel) +
+         ") does not lie in the sender's slice of " + std::to_string(n) + " floats of shard " +
+         std::to_string(cfg_.index);
+}
+
+tensor shard_core::piece_for(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const {
+  TROUPE_CHECK(check_piece(worker, offset, numel).empty(), "piece_for: " + check_piece(worker, offset, numel));
+  auto it = members_.find(worker);
+  const shard_slice& slice = slice_of_stage(it == members_.end() ? 0 : it->second.stage);
+  tensor out = tensor::uninitialized({numel});
+  std::int64_t pos = 0, written = 0;
+  for (const auto& [off, len] : slice) {
+    const std::int64_t a = std::max(offset, pos), b = std::min(offset + numel, pos + len);
+    if (a < b) {
+      copy(out.view().flat(written, b - a), params().view().flat(off + (a - pos), b - a));
+      written += b - a;
+    }
+    pos += len;
+  }
+  return out;
+}
+
 void shard_core::pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const {
   auto it = members_.find(worker);
   const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;

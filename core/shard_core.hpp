@@ -149,6 +149,12 @@ class shard_core {
   // buffer, shared without a copy (Note [Lent values] in core/lendable_tensor.hpp;
   // read-only, and may outlive this core), else packed.
   tensor params_for(std::uint32_t worker) const;
+  // What is wrong with the piece [offset, offset + numel) of the member's slice (it must
+  // lie in the slice and hold something), or "".
+  std::string check_piece(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const;
+  // Those elements of the parameters' slice, packed (a layer-by-layer pull); the piece
+  // must check.
+  tensor piece_for(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const;
   std::int64_t version() const { return version_; }
   // The version a member's pulls carry and its staleness is measured in: the shard's, or
   // in async/ssp with several stages, the updates applied to the member's own slice

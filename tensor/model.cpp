@@ -200,8 +200,16 @@ const_tensor_view model::forward(model_activations& acts, model_scratch& scratch
   TROUPE_CHECK(input.numel() == b * input_shape().numel(), "input " + input.sizes().str() + " vs model input " +
                                                                input_shape().str());
   TROUPE_CHECK(params.numel() == num_params_, "params size");
-  const_tensor_view x = input.reshape(input_shape().prepend(b));
-  for (int i = 0; i < num_layers(); ++i) {
+  return forward_layers(acts, scratch, input, params, 0, num_layers(), c);
+}
+
+const_tensor_view model::forward_layers(model_activations& acts, model_scratch& scratch, const_tensor_view input,
+                                        const_tensor_view params, int bottom, int top, const compute& c) const {
+  TROUPE_CHECK(0 <= bottom && bottom <= top && top <= num_layers(), "forward_layers: layers out of range");
+  const std::int64_t b = input.size(0);
+  const_tensor_view x =
+      bottom == 0 ? input.reshape(input_shape().prepend(b)) : const_tensor_view(acts.outs[bottom - 1].view().slice(0, b));
+  for (int i = bottom; i < top; ++i) {
     layer_forward_args a;
     a.exec = &c;
     a.out = acts.outs[i].view().slice(0, b);

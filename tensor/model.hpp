@@ -73,6 +73,12 @@ class model {
   // Every buffer and view is in `c`'s memory.
   const_tensor_view forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
                             const_tensor_view params, const compute& c = host_compute()) const;
+  // The same for layers [bottom, top) only, so forward can stop at a layer boundary
+  // (layer-by-layer pulls): `input` is the model's input (B rows), the layers below
+  // `bottom` have run on it into `acts`. Returns the output of layer top - 1.
+  const_tensor_view forward_layers(model_activations& acts, model_scratch& scratch, const_tensor_view input,
+                                   const_tensor_view params, int bottom, int top,
+                                   const compute& c = host_compute()) const;
   // Backpropagates grad_output (B, output_shape...) through the batch last run forward with
   // `acts`. param_grads (num_params) is accumulated into (+=). grad_input receives
   // dL/d(input) when non-empty; when empty, gradients are only propagated as far back as

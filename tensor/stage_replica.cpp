@@ -49,6 +49,10 @@ const tensor& stage_replica::fetch_grads() {
   return grads();
 }
 
+void stage_replica::commit_params(std::int64_t offset, std::int64_t numel) {
+  if (mirrored()) c_->upload(params_.view().flat(offset, numel), host_params_.view().flat(offset, numel));
+}
+
 const tensor& stage_replica::fetch_grads(std::int64_t offset, std::int64_t numel) {
   if (mirrored()) c_->download(host_grads_.view().flat(offset, numel), grads_.view().flat(offset, numel));
   return grads();
@@ -70,6 +74,13 @@ tensor stage_replica::output_on_host(int id) const {
 }
 
 int stage_replica::forward(const_tensor_view input) {
+  const int id = begin_forward(input);
+  end_forward();
+  return id;
+}
+
+int stage_replica::begin_forward(const_tensor_view input) {
+  TROUPE_CHECK(pending_fwd_.slot < 0, "stage_replica::begin_forward: another forward is in progress");
   const std::int64_t rows = input.size(0);
   TROUPE_CHECK(rows >= 1 && rows <= max_rows_, "stage_replica::forward: " + std::to_string(rows) +
                                                    " rows for buffers of " + std::to_string(max_rows_));
@@ -83,11 +94,24 @@ int stage_replica::forward(const_tensor_view input) {
   slot& s = slots_[id];
   tensor_view in = s.input.view().slice(0, rows);
   c_->upload(in, input.reshape(in.sizes()));
-  model_.forward(s.acts, scratch_, in, params_, *c_);
   s.busy = true;
   s.rows = rows;
   peak_ = std::max(peak_, ++stored_);
+  pending_fwd_ = {id, 0};
   return id;
+}
+
+void stage_replica::forward_up_to(int layer) {
+  TROUPE_CHECK(pending_fwd_.slot >= 0, "stage_replica::forward_up_to: no forward in progress");
+  if (layer <= pending_fwd_.layer) return;
+  slot& s = slots_[static_cast<std::size_t>(pending_fwd_.slot)];
+  model_.forward_layers(s.acts, scratch_, s.input.view().slice(0, s.rows), params_, pending_fwd_.layer, layer, *c_);
+  pending_fwd_.layer = layer;
+}
+
+void stage_replica::end_forward() {
+  forward_up_to(model_.num_layers());
+  pending_fwd_.slot = -1;
 }
 
 const_tensor_view stage_replica::output(int id) const {

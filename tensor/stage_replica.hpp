@@ -36,6 +36,8 @@ class stage_replica {
   tensor& params() { return mirrored() ? host_params_ : params_; }
   const tensor& params() const { return mirrored() ? host_params_ : params_; }
   void commit_params();
+  // The same for elements [offset, offset + numel) only.
+  void commit_params(std::int64_t offset, std::int64_t numel);
   // Host-visible gradients, current after fetch_grads() (a no-op on the host).
   const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
   const tensor& fetch_grads();
@@ -59,6 +61,13 @@ class stage_replica {
   // Copies input (rows, input_shape...) into a free slot and runs the stage forward.
   // Returns the slot. Fails (TROUPE_CHECK) when every slot is taken or rows > max_rows.
   int forward(const_tensor_view input);
+  // The same in parts, for layer-by-layer pulls: begin_forward takes forward()'s input
+  // and returns the slot; forward_up_to(l) runs the layers below l that have not run
+  // (each reads only its own parameters); end_forward runs the rest. One microbatch at a
+  // time, and the result is forward()'s.
+  int begin_forward(const_tensor_view input);
+  void forward_up_to(int layer);
+  void end_forward();
   // The stage's output for the slot's microbatch: (rows, output_shape...), in compute memory.
   const_tensor_view output(int slot) const;
   // The same, copied into a new host tensor (for the next stage).
@@ -111,6 +120,11 @@ class stage_replica {
     int layer = 0;
     const_tensor_view dy;
   } pending_;
+  // The forward in progress (begin_forward): its slot (-1: none), the layers run [0, layer).
+  struct pending_forward {
+    int slot = -1;
+    int layer = 0;
+  } pending_fwd_;
 };
 
 }  // namespace troupe

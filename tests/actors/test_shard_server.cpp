@@ -105,12 +105,26 @@ struct fixture : test::deterministic_system {
           .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
     });
   }
-  void pull(std::uint32_t worker, std::int64_t clock) { pull_from(as(worker), worker, clock); }
-  void pull_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock) {
+  // A piece [offset, offset + g.numel()) of worker's gradient (Note [Gradient pieces]).
+  void push_piece(std::uint32_t worker, std::int64_t clock, tensor g, std::int64_t offset) {
     auto s = shard;
     auto* r = &rec;
+    push_grads p{0, worker, clock, clock, g, {}, offset, g.numel()};
+    run_as(as(worker), [=](caf::event_based_actor* self) {
+      self->request(s, caf::infinite, push_atom::value, p)
+          .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
+    });
+  }
+  void pull(std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0, std::int64_t piece_numel = 0) {
+    pull_from(as(worker), worker, clock, piece_offset, piece_numel);
+  }
+  void pull_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0,
+                 std::int64_t piece_numel = 0) {
+    auto s = shard;
+    auto* r = &rec;
+    pull_request q{0, worker, clock, {}, false, piece_offset, piece_numel};
     run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, pull_atom::value, pull_request{0, worker, clock, {}, false})
+      self->request(s, caf::infinite, pull_atom::value, q)
           .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
                 [=](caf::error& e) { r->errors.push_back(e); });
     });
@@ -157,6 +171,38 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, fixture) {
   BOOST_TEST(after.version == 1);
   for (std::int64_t i = 0; i < numel; ++i)
     BOOST_TEST(after.params.data<float>()[i] == initial.params.data<float>()[i] - 6.f);
+}
+
+// Gradient buckets (Note [Gradient pieces]): a gradient pushed in pieces closes the round
+// as a whole one would, a pull of a piece is held like any pull and answered with that
+// piece, and a piece outside the member's slice is refused.
+BOOST_FIXTURE_TEST_CASE(gradients_and_pulls_in_pieces_and_a_piece_outside_the_slice, fixture) {
+  boot(sync_mode::sync);
+  start();
+  const params_reply initial = snapshot();
+  const auto twos = [](std::int64_t n) {
+    tensor t({n});
+    for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = 2.f;
+    return t;
+  };
+  push_piece(0, 0, twos(8), 7);
+  pull(0, 1, 5, 5);
+  sched->run();
+  BOOST_TEST(rec.params.empty());  // held: round 0 is open
+  BOOST_TEST(rec.acks.size() == 1u);  // the piece is taken, the gradient not yet complete
+  push_piece(0, 0, twos(7), 0);
+  push(1, 0, filled(4.f));
+  pull(1, 1, 10, 10);  // reaches past the 15 floats
+  sched->run();
+  BOOST_REQUIRE(rec.params.size() == 1u);
+  const params_reply& piece = rec.params[0];
+  BOOST_TEST(piece.version == 1);
+  BOOST_TEST(piece.piece_offset == 5);
+  BOOST_REQUIRE(piece.params.numel() == 5);
+  for (std::int64_t i = 0; i < 5; ++i)
+    BOOST_TEST(piece.params.data<float>()[i] == initial.params.data<float>()[5 + i] - 6.f);
+  BOOST_REQUIRE(rec.errors.size() == 1u);
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::bad_shape));
 }
 
 BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixture) {

@@ -114,9 +114,11 @@ BOOST_AUTO_TEST_CASE(each_stage_tensor_leaves_before_the_next_action_runs) {
   BOOST_TEST(actions.empty());  // the backwards wait for stage 1's gradients
 }
 
-// Note [Gradient buckets]: the last backward pushes each bucket's piece and pauses before
-// the layers below, highest pieces first; the job's bits are those without buckets.
-BOOST_AUTO_TEST_CASE(gradient_buckets_leave_during_backward_and_change_no_bit) {
+// Note [Gradient buckets]: a step pulls one piece per bucket, the lowest layers' first,
+// and forward waits only for the layers it has reached; the last backward pushes each
+// bucket's piece and pauses before the layers below, the highest piece first; the job's
+// bits are those without buckets, whatever order the pieces arrive in.
+BOOST_AUTO_TEST_CASE(gradient_buckets_travel_while_forward_and_backward_run_and_change_no_bit) {
   auto data = synthetic(400);
   job_spec job = pipeline(1, 1);
   job.workers = 2;
@@ -124,8 +126,18 @@ BOOST_AUTO_TEST_CASE(gradient_buckets_leave_during_backward_and_change_no_bit) {
   member_bench probe(job, data);
   member_core& w = *probe.members[0];
   w.on_welcome(probe.assignment(0));
-  w.on_wired();
-  auto actions = w.on_params(0, params_reply{0, 0, probe.shard->pack_slice(0, probe.shard->params()), {}});
+  const auto pulls = w.on_wired();
+  BOOST_REQUIRE_EQUAL(pulls.size(), 3u);  // the MLP's three layers with parameters
+  std::int64_t pulled = 0;
+  member_actions_list actions;
+  for (std::size_t i = 0; i < pulls.size(); ++i) {
+    const auto& q = std::get<member_actions::pull>(pulls[i]).request;
+    BOOST_TEST(q.piece_offset == pulled);  // the lowest layers' piece first
+    pulled += q.piece_numel;
+    actions = w.on_params(0, probe.answer(0, q));
+    if (i + 1 < pulls.size()) BOOST_TEST(actions.empty());  // forward waits for the next layer's parameters
+  }
+  BOOST_TEST(pulled == probe.m.num_params());
   std::vector<std::int64_t> offsets;
   std::int64_t covered = 0;
   for (int pause = 0; pause < 10 && !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
@@ -146,15 +158,16 @@ BOOST_AUTO_TEST_CASE(gradient_buckets_leave_during_backward_and_change_no_bit) {
   BOOST_TEST(std::is_sorted(offsets.rbegin(), offsets.rend()));  // the highest piece first
 
   tensor with_buckets;
-  for (std::int64_t bytes : {std::int64_t{1}, std::int64_t{0}}) {
+  for (auto [bytes, reversed] : {std::pair{1, false}, std::pair{0, false}, std::pair{1, true}}) {
     job.bucket_bytes = bytes;
     member_bench bench(job, data);
+    bench.reverse_pieces = reversed;  // the top layers' parameters arrive first
     bench.start();
     bench.run();
     BOOST_REQUIRE(bench.stopped.empty());
     BOOST_TEST(bench.shard->counters().rejected == 0);
     BOOST_TEST(bench.shard->version() == 10);  // 2 epochs of 400 / (2 x 40)
-    if (bytes == 1)
+    if (with_buckets.empty())
       with_buckets = bench.params();
     else
       BOOST_TEST(same_bits(bench.params(), with_buckets));

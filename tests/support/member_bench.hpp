@@ -37,6 +37,7 @@ struct member_bench {
   std::vector<std::string> warnings;
   std::vector<pull_request> pulls;
   int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
+  bool reverse_pieces = false;  // answer the pieces of one step's pulls last first
 
   // job: not yet prepared; data: what the members read (the job's own unless given).
   member_bench(job_spec j, std::shared_ptr<const dataset_split> d, member_setup setup = {})
@@ -94,6 +95,14 @@ struct member_bench {
     return full;
   }
 
+  // The answer to member r's pull: its slice, or the piece it asked for.
+  params_reply answer(std::uint32_t r, const pull_request& q) const {
+    params_reply p{0, shard->version_for(r), tensor(), {}, q.piece_offset, q.piece_numel};
+    p.params = q.piece_numel > 0 ? shard->piece_for(r, q.piece_offset, q.piece_numel)
+                                 : shard->pack_slice(r, shard->params());
+    return p;
+  }
+
   void deliver(std::uint32_t rank, member_actions_list actions) {
     for (auto& action : actions) std::visit([&](auto& a) { handle(rank, a); }, action);
   }
@@ -103,15 +112,28 @@ struct member_bench {
   void later(std::uint32_t r, std::function<member_actions_list(member_core&)> f) {
     queue.push_back([this, r, f] { deliver(r, f(at(r))); });
   }
-  params_reply answer(std::uint32_t r) const { return {0, shard->version_for(r), shard->pack_slice(r, shard->params()), {}}; }
+  // An answer to a pull: queued last, or first for a piece when reverse_pieces (so the
+  // pieces of one list of pulls arrive in reverse).
+  void answer_later(std::uint32_t r, const pull_request& q) {
+    auto work = [this, r, p = answer(r, q)] { deliver(r, at(r).on_params(0, p)); };
+    if (reverse_pieces && q.piece_numel > 0)
+      queue.push_front(std::move(work));
+    else
+      queue.push_back(std::move(work));
+  }
+  std::map<shard_core::token, std::pair<std::uint32_t, pull_request>> held_;
+  shard_core::token next_token_ = 0;
 
   void handle(std::uint32_t r, member_actions::pull& a) {
     pulls.push_back(a.request);
-    const auto out = shard->pull(r, a.request.clock, r);
+    const auto token = next_token_++;
+    const auto out = shard->pull(r, a.request.clock, token);
     if (out.decision == shard_core::pull_decision::answer)
-      later(r, [p = answer(r)](member_core& c) { return c.on_params(0, p); });
+      answer_later(r, a.request);
     else if (out.decision == shard_core::pull_decision::reject)
       later(r, [why = out.detail](member_core& c) { return c.on_pull_failed(0, why); });
+    else
+      held_.emplace(token, std::pair{r, a.request});
   }
   void handle(std::uint32_t r, member_actions::push& a) {
     const std::int64_t clock = a.grads.clock;
@@ -125,8 +147,9 @@ struct member_bench {
     else
       later(r, [](member_core& c) { return c.on_push_ack(0, 0.0); });
     for (auto token : shard->take_released()) {
-      const auto member = static_cast<std::uint32_t>(token);
-      later(member, [p = answer(member)](member_core& c) { return c.on_params(0, p); });
+      auto [member, request] = held_.at(token);
+      held_.erase(token);
+      answer_later(member, request);
     }
   }
   void handle(std::uint32_t r, member_actions::send_activation& a) {

@@ -3,8 +3,8 @@
 // parameter gradients and loss of the unsplit model: bitwise with one microbatch (the
 // same operations in the same order), and within a stated tolerance with several (the
 // batch sums of the weight gradients are split into M partial sums). Slots are bounded,
-// the backend path computes what the host computes, and backward in parts is bitwise
-// backward. The schedules' interleavings are tested in tests/core/test_pipeline_schedule.cpp.
+// the backend path computes what the host computes, and forward and backward in parts
+// are bitwise forward and backward. The schedules' interleavings are tested in tests/core/test_pipeline_schedule.cpp.
 #define BOOST_TEST_MODULE stage_replica
 #include <boost/test/unit_test.hpp>
 
@@ -74,9 +74,10 @@ BOOST_AUTO_TEST_CASE(slots_and_rows_are_bounded) {
   BOOST_CHECK_THROW(t.forward(big), contract_error);  // more rows than the buffers hold
 }
 
-// Backward in parts (gradient buckets): after backward_down_to(l) the gradients of layers
-// >= l are final and the others untouched; the end is bitwise backward()'s.
-BOOST_AUTO_TEST_CASE(backward_in_parts_is_bitwise_backward) {
+// Forward in parts (layer-by-layer pulls) is bitwise forward(); backward in parts
+// (gradient buckets): after backward_down_to(l) the gradients of layers >= l are final
+// and the others untouched; the end is bitwise backward()'s.
+BOOST_AUTO_TEST_CASE(forward_and_backward_in_parts_are_bitwise_forward_and_backward) {
   for (const char* spec : {"mlp", "cnn"}) {
     const model full = build_model(spec);
     const minibatch mb = random_batch(8, 11);
@@ -91,9 +92,13 @@ BOOST_AUTO_TEST_CASE(backward_in_parts_is_bitwise_backward) {
           m.init_params(r->params(), 7);
           r->commit_params();
           r->zero_grads();
-          const int slot = r->forward(x);
-          r->loss(slot, mb.y, 1.f / 8);
         }
+        whole.loss(whole.forward(x), mb.y, 1.f / 8);
+        const int slot = parts.begin_forward(x);
+        for (int l = 1; l < m.num_layers(); ++l) parts.forward_up_to(l);
+        parts.end_forward();
+        BOOST_TEST(same_bits(parts.output(slot), whole.output(0)));
+        parts.loss(slot, mb.y, 1.f / 8);
         const_tensor_view gin = whole.backward(0, const_tensor_view());
         parts.begin_backward(0, const_tensor_view());
         for (int l = m.num_layers() - 1; l > 0; --l) {
