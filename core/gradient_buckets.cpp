@@ -33,52 +33,50 @@ std::vector<gradient_bucket> plan_buckets(const model& stage, std::int64_t bucke
   return out;
 }
 
-slice_piece piece_of(const std::vector<key_range>& ranges, std::int64_t lo, std::int64_t hi) {
-  slice_piece p;
+namespace {
+
+// Calls f(stage_offset, packed_offset, count) for each run of the stage's elements
+// [lo, hi) that `ranges` hold, in packed order.
+template <class F>
+void for_each_run(const std::vector<key_range>& ranges, std::int64_t lo, std::int64_t hi, F&& f) {
   std::int64_t pos = 0;
-  bool started = false;
   for (const key_range& r : ranges) {
     const std::int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.length);
-    if (a < b) {
-      if (!started) p.offset = pos + (a - r.offset);
-      TROUPE_CHECK(!started || a == r.offset, "piece_of: ranges out of order");
-      started = true;
-      p.numel += b - a;
-    }
+    if (a < b) f(a, pos + (a - r.offset), b - a);
     pos += r.length;
   }
-  if (!started) p.offset = 0;
+}
+
+}  // namespace
+
+slice_piece piece_of(const std::vector<key_range>& ranges, std::int64_t lo, std::int64_t hi) {
+  slice_piece p;
+  for_each_run(ranges, lo, hi, [&](std::int64_t, std::int64_t packed, std::int64_t n) {
+    if (p.numel == 0) p.offset = packed;
+    TROUPE_CHECK(packed == p.offset + p.numel, "piece_of: ranges out of order");
+    p.numel += n;
+  });
   return p;
 }
 
 void pack_piece(tensor_view out, const_tensor_view flat, const std::vector<key_range>& ranges, std::int64_t lo,
                 std::int64_t hi) {
-  float* dst = out.data<float>();
-  const float* src = flat.data<float>();
-  std::int64_t pos = 0;
-  for (const key_range& r : ranges) {
-    const std::int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.length);
-    if (a >= b) continue;
-    TROUPE_CHECK(b <= flat.numel() && pos + (b - a) <= out.numel(), "pack_piece bounds");
-    std::memcpy(dst + pos, src + a, sizeof(float) * static_cast<std::size_t>(b - a));
-    pos += b - a;
-  }
-  TROUPE_CHECK(pos == out.numel(), "pack_piece: the output does not match the piece");
+  const slice_piece p = piece_of(ranges, lo, hi);
+  TROUPE_CHECK(out.numel() == p.numel && hi <= flat.numel(), "pack_piece: the output does not match the piece");
+  for_each_run(ranges, lo, hi, [&](std::int64_t at, std::int64_t packed, std::int64_t n) {
+    std::memcpy(out.data<float>() + (packed - p.offset), flat.data<float>() + at,
+                sizeof(float) * static_cast<std::size_t>(n));
+  });
 }
 
 void unpack_piece(tensor_view flat, const_tensor_view piece, const std::vector<key_range>& ranges, std::int64_t lo,
                   std::int64_t hi) {
-  float* dst = flat.data<float>();
-  const float* src = piece.data<float>();
-  std::int64_t pos = 0;
-  for (const key_range& r : ranges) {
-    const std::int64_t a = std::max(lo, r.offset), b = std::min(hi, r.offset + r.length);
-    if (a >= b) continue;
-    TROUPE_CHECK(b <= flat.numel() && pos + (b - a) <= piece.numel(), "unpack_piece bounds");
-    std::memcpy(dst + a, src + pos, sizeof(float) * static_cast<std::size_t>(b - a));
-    pos += b - a;
-  }
-  TROUPE_CHECK(pos == piece.numel(), "unpack_piece: the piece does not match the ranges");
+  const slice_piece p = piece_of(ranges, lo, hi);
+  TROUPE_CHECK(piece.numel() == p.numel && hi <= flat.numel(), "unpack_piece: the piece does not match the ranges");
+  for_each_run(ranges, lo, hi, [&](std::int64_t at, std::int64_t packed, std::int64_t n) {
+    std::memcpy(flat.data<float>() + at, piece.data<float>() + (packed - p.offset),
+                sizeof(float) * static_cast<std::size_t>(n));
+  });
 }
 
 }  // namespace troupe

@@ -71,7 +71,7 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.compression.kind != codec_kind::none && job.servers == 0)
     return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
   if (job.bucket_bytes < 0)
-    return "--bucket-bytes must be at least 0 (0: one push per shard after backward)";
+    return "--bucket-bytes must be at least 0 (0: no buckets, whole pulls and pushes)";
   if (job.pull_precision.kind == codec_kind::two_bit && (job.kv || job.servers == 0))
     return "--pull-precision 2bit is for training jobs with shard servers (a shard keeps what each member holds and "
            "sends the change); a key-value job (launch ... -- COMMAND) and --servers 0 take fp32, fp16 or bf16";

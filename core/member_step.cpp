@@ -116,7 +116,7 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   // A piece answers one bucket's pull; anything else the whole slice.
   std::optional<std::size_t> bucket;
   std::int64_t expect = s < slice_numel_.size() ? slice_numel_[s] : 0;
-  if (s < piece_asked_.size() && !piece_asked_[s].empty() && piece_asked_[s] != std::vector<bool>(buckets_.size())) {
+  if (s < piece_asked_.size() && std::find(piece_asked_[s].begin(), piece_asked_[s].end(), true) != piece_asked_[s].end()) {
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const slice_piece& p = pieces_[s][k];
       const bool whole = p.numel == slice_numel_[s];

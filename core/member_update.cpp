@@ -23,6 +23,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
   const gradient_bucket& bucket = buckets_[k];
   const grad_codec& codec = place_.job.compression;
   const bool plain = codec.kind == codec_kind::none;
+  if (!last && std::none_of(active_.begin(), active_.end(), [&](std::uint32_t s) { return in_pieces(s); })) return;
   const tensor* grads = &synthetic_grad_;
   // The last bucket brings every gradient down (whole slices need them all); the others
   // only their own.

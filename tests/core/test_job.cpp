@@ -39,6 +39,7 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
                j.slow_worker = 4;
              }).find("replica * stages + stage") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.staleness = -1; }).find("--staleness") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.bucket_bytes = -1; }).find("--bucket-bytes") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.local_reduce = true; }).find("--local-reduce") != std::string::npos);  // async
   BOOST_TEST(problem([](job_spec& j) {
                j.local_reduce = true;

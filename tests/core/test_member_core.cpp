@@ -49,17 +49,24 @@ std::string stop_of(const member_actions_list& actions) {
 
 BOOST_AUTO_TEST_CASE(one_microbatch_through_two_stages_is_bitwise_train_local) {
   auto data = synthetic(400);
-  member_bench bench(pipeline(2, 1), data);
-  bench.start();
-  bench.run();
-  BOOST_REQUIRE(bench.stopped.empty());
-  BOOST_REQUIRE_EQUAL(bench.done.size(), 2u);
-  BOOST_TEST(bench.done[0].clock == 20);  // 2 epochs of 400 / 40 steps
-  auto local = train_local(bench.job.train, *data);
-  BOOST_REQUIRE(local.has_value());
-  BOOST_TEST(same_bits(bench.params(), local->params));
-  BOOST_TEST(bench.epochs.size() == 4u);  // each stage reports each epoch
-  for (std::uint32_t r = 0; r < 2; ++r) BOOST_TEST((bench.members[r]->phase() == member_phase::stopped));
+  for (std::int64_t bucket_bytes : {std::int64_t{0}, std::int64_t{1}})  // without and with gradient buckets
+    BOOST_TEST_CONTEXT("--bucket-bytes " << bucket_bytes) {
+      job_spec job = pipeline(2, 1);
+      job.bucket_bytes = bucket_bytes;
+      member_bench bench(job, data);
+      bench.start();
+      bench.run();
+      BOOST_REQUIRE(bench.stopped.empty());
+      BOOST_REQUIRE_EQUAL(bench.done.size(), 2u);
+      BOOST_TEST(bench.done[0].clock == 20);  // 2 epochs of 400 / 40 steps
+      auto local = train_local(bench.job.train, *data);
+      BOOST_REQUIRE(local.has_value());
+      BOOST_TEST(same_bits(bench.params(), local->params));
+      BOOST_TEST(bench.epochs.size() == 4u);  // each stage reports each epoch
+      for (std::uint32_t r = 0; r < 2; ++r) BOOST_TEST((bench.members[r]->phase() == member_phase::stopped));
+      if (bucket_bytes == 1)  // the stages pulled in pieces
+        BOOST_TEST(std::any_of(bench.pulls.begin(), bench.pulls.end(), [](auto& p) { return p.piece_numel > 0; }));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(stages_that_apply_the_optimizer_themselves_are_bitwise_train_local) {

@@ -8,6 +8,7 @@
 #define BOOST_TEST_MODULE shard_core
 #include <boost/test/unit_test.hpp>
 
+#include <array>
 #include <cstring>
 #include <limits>
 
@@ -34,6 +35,11 @@ shard_core make_shard(sync_mode mode, std::int32_t staleness = 0, bool staleness
   return core;
 }
 
+// Three gradients whose float sum depends on the order: (a + b) + c != a + (b + c).
+std::array<tensor, 3> order_sensitive() {
+  return {test::random_tensor({n}, 1, 1e8f), test::random_tensor({n}, 2), test::random_tensor({n}, 3, 1e-7f)};
+}
+
 tensor filled(float v) {
   tensor t({n});
   for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
@@ -43,8 +49,7 @@ tensor filled(float v) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(sync_sums_in_rank_order_whatever_the_arrival_order) {
-  // Values whose float sum depends on the order: (a + b) + c != a + (b + c).
-  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2), g2 = test::random_tensor({n}, 3, 1e-7f);
+  const auto [g0, g1, g2] = order_sensitive();
   auto a = make_shard(sync_mode::sync), b = make_shard(sync_mode::sync);
   a.push(0, 0, 0, g0);
   a.push(1, 0, 0, g1);
@@ -140,7 +145,7 @@ tensor part(const tensor& t, std::int64_t offset, std::int64_t len) {
 }
 
 BOOST_AUTO_TEST_CASE(pieces_make_the_same_sync_round_as_whole_gradients) {
-  tensor g0 = test::random_tensor({n}, 1, 1e8f), g1 = test::random_tensor({n}, 2), g2 = test::random_tensor({n}, 3, 1e-7f);
+  const auto [g0, g1, g2] = order_sensitive();
   auto whole = make_shard(sync_mode::sync), pieces = make_shard(sync_mode::sync);
   whole.push(0, 0, 0, g0);
   whole.push(1, 0, 0, g1);
