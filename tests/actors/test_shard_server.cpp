@@ -3,8 +3,9 @@
 // closes, answers bad gradients with typed errors without touching its parameters,
 // decodes compressed pushes (refusing malformed ones as malformed, taking an f32 one as
 // it is, so a not-finite one is refused and still closes a sync round) and answers in the
-// job's pull precision, and releases a leaver's round; pushes, pulls and administration from anyone but the
-// rank's own actor and the coordinator are refused and change nothing.
+// job's pull precision, takes gradients and pulls in pieces (refusing a piece outside the
+// member's slice), and releases a leaver's round; pushes, pulls and administration from
+// anyone but the rank's own actor and the coordinator are refused and change nothing.
 #define BOOST_TEST_MODULE shard_server
 #include <boost/test/unit_test.hpp>
 
