@@ -116,7 +116,8 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   // A piece answers one bucket's pull; anything else the whole slice.
   std::optional<std::size_t> bucket;
   std::int64_t expect = s < slice_numel_.size() ? slice_numel_[s] : 0;
-  if (s < piece_asked_.size() && std::find(piece_asked_[s].begin(), piece_asked_[s].end(), true) != piece_asked_[s].end()) {
+  if (s < piece_asked_.size() &&
+      std::find(piece_asked_[s].begin(), piece_asked_[s].end(), true) != piece_asked_[s].end()) {
     for (std::size_t k = 0; k < buckets_.size(); ++k) {
       const slice_piece& p = pieces_[s][k];
       const bool whole = p.numel == slice_numel_[s];
@@ -125,7 +126,8 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
     }
     if (!bucket) {
       stop({errc::bad_shape, from + " answered with the piece [" + std::to_string(r.piece_offset) + ", +" +
-                                 std::to_string(r.piece_numel) + ") of its slice, which was not asked for"},
+                                 std::to_string(r.piece_numel) +
+                                 ") of its slice, which was not asked for; run the same troupe build on every node"},
            out);
       return out;
     }
@@ -152,8 +154,8 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
     m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
   }
   if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != expect || r.params.type() != dtype::f32) {
-    stop({errc::bad_shape,
-          from + " answered with " + std::to_string(r.params.numel()) + " parameters, expected " + std::to_string(expect)},
+    stop({errc::bad_shape, from + " answered with " + std::to_string(r.params.numel()) + " parameters, expected " +
+                               std::to_string(expect)},
          out);
     return out;
   }
@@ -174,7 +176,7 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
 void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket, member_actions_list& out) {
   --pulls_pending_;
   for (std::size_t k = 0; k < buckets_.size(); ++k) {
-    if (pieces_[s][k].numel == 0 || (bucket ? k != *bucket : false)) continue;
+    if (pieces_[s][k].numel == 0 || (bucket && k != *bucket)) continue;
     if (bucket) piece_asked_[s][k] = false;
     if (--bucket_missing_[k] > 0 || simulated()) continue;
     const gradient_bucket& b = buckets_[k];
@@ -283,7 +285,8 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   } else if (!guarded("forward of microbatch " + std::to_string(mb), out, [&] {
                if (!forward_open_) {
                  if (first_stage() || last_stage()) gather_microbatch(begin, rows);
-                 const_tensor_view input = first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
+                 const_tensor_view input =
+                     first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
                  slot_of_[mb] = rep_->begin_forward(input);  // copies the input
                  forward_open_ = true;
                }
@@ -331,7 +334,8 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
     simulate(false);
     if (!first_stage()) out_msg = tensor(net_->input_shape().prepend(rows));
   } else if (!guarded("backward of microbatch " + std::to_string(mb), out, [&] {
-               const_tensor_view gin = rep_->backward(slot_of_[mb], received.empty() ? const_tensor_view() : received.view());
+               const_tensor_view gin =
+                   rep_->backward(slot_of_[mb], received.empty() ? const_tensor_view() : received.view());
                if (!first_stage()) {
                  out_msg = tensor::uninitialized(gin.sizes());
                  copy(out_msg, gin);
@@ -344,11 +348,18 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
   const auto t1 = wall::now();
   busy_ += seconds_between(t0, t1);
   backward_s_ += seconds_between(t0, t1);
+  return backward_done(mb, t0, std::move(out_msg), out);
+}
+
+// The backward of microbatch mb (begun at `begin`) is done: its slot is free, and its
+// activation gradient `grad_in` goes to the previous stage.
+member_core::action_result member_core::backward_done(int mb, wall::time_point begin, tensor grad_in,
+                                                      member_actions_list& out) {
   note_stored(-1);
   if (sm_) sm_->microbatches->Increment();
-  trace_span("backward", t0, t1, mb);
+  trace_span("backward", begin, wall::now(), mb);
   if (first_stage()) return action_result::done;
-  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(grad_in)}});
   return action_result::sent;
 }
 
@@ -394,12 +405,7 @@ member_core::action_result member_core::try_backward_in_buckets(int mb, member_a
       }))
     return action_result::waiting;
   backward_in_ = tensor();
-  note_stored(-1);
-  if (sm_) sm_->microbatches->Increment();
-  trace_span("backward", backward_begin_, wall::now(), mb);
-  if (first_stage()) return action_result::done;
-  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(out_msg)}});
-  return action_result::sent;
+  return backward_done(mb, backward_begin_, std::move(out_msg), out);
 }
 
 // Files an activation or activation gradient for its action, or stops the member with

@@ -143,7 +143,7 @@ const_tensor_view stage_replica::backward(int id, const_tensor_view grad_output)
 }
 
 void stage_replica::begin_backward(int id, const_tensor_view grad_output) {
-  TROUPE_CHECK(pending_.slot < 0, "stage_replica::begin_backward: another backward is in progress");
+  TROUPE_CHECK(pending_bwd_.slot < 0, "stage_replica::begin_backward: another backward is in progress");
   slot& s = slots_.at(static_cast<std::size_t>(id));
   TROUPE_CHECK(s.busy, "stage_replica::backward: slot not in use");
   const std::int64_t b = s.rows;
@@ -161,23 +161,23 @@ void stage_replica::begin_backward(int id, const_tensor_view grad_output) {
     c_->upload(staged, grad_output.reshape(staged.sizes()));
     dy = staged;
   }
-  pending_ = {id, model_.num_layers(), dy.reshape(model_.output_shape().prepend(b))};
+  pending_bwd_ = {id, model_.num_layers(), dy.reshape(model_.output_shape().prepend(b))};
 }
 
 void stage_replica::backward_down_to(int layer) {
-  TROUPE_CHECK(pending_.slot >= 0, "stage_replica::backward_down_to: no backward in progress");
-  if (layer >= pending_.layer) return;
-  const slot& s = slots_[static_cast<std::size_t>(pending_.slot)];
+  TROUPE_CHECK(pending_bwd_.slot >= 0, "stage_replica::backward_down_to: no backward in progress");
+  if (layer >= pending_bwd_.layer) return;
+  const slot& s = slots_[static_cast<std::size_t>(pending_bwd_.slot)];
   const std::int64_t b = s.rows;
   tensor_view gin = first_ ? tensor_view() : grad_input_.view().slice(0, b);
-  pending_.dy = model_.backward_layers(s.acts, scratch_, s.input.view().slice(0, b), pending_.dy, params_, grads_, gin,
-                                       pending_.layer, layer, *c_);
-  pending_.layer = layer;
+  pending_bwd_.dy = model_.backward_layers(s.acts, scratch_, s.input.view().slice(0, b), pending_bwd_.dy, params_,
+                                           grads_, gin, pending_bwd_.layer, layer, *c_);
+  pending_bwd_.layer = layer;
 }
 
 const_tensor_view stage_replica::end_backward() {
   backward_down_to(0);
-  slot& s = slots_[static_cast<std::size_t>(std::exchange(pending_.slot, -1))];
+  slot& s = slots_[static_cast<std::size_t>(std::exchange(pending_bwd_.slot, -1))];
   const std::int64_t b = s.rows;
   s.busy = false;
   --stored_;

@@ -119,7 +119,7 @@ class stage_replica {
     int slot = -1;
     int layer = 0;
     const_tensor_view dy;
-  } pending_;
+  } pending_bwd_;
   // The forward in progress (begin_forward): its slot (-1: none), the layers run [0, layer).
   struct pending_forward {
     int slot = -1;

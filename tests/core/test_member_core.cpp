@@ -6,7 +6,8 @@
 // malformed one from the neighbour, a lost neighbour, a failed pull, a diverging loss, an
 // op that throws and data that does not match the job stop the member with their typed
 // errors; a refused push is counted and training goes on; simulated compute needs no data;
-// gradient buckets leave during backward and change no bit.
+// gradient buckets leave during backward and change no bit, and a piece that was not
+// asked for stops the member.
 #define BOOST_TEST_MODULE member_core
 #include <boost/test/unit_test.hpp>
 
@@ -179,6 +180,22 @@ BOOST_AUTO_TEST_CASE(gradient_buckets_travel_while_forward_and_backward_run_and_
     else
       BOOST_TEST(same_bits(bench.params(), with_buckets));
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_piece_that_was_not_asked_for_stops_the_member) {
+  job_spec job = pipeline(1, 1);
+  job.bucket_bytes = 1;
+  member_bench bench(job, synthetic(400));
+  member_core& w = *bench.members[0];
+  w.on_welcome(bench.assignment(0));
+  const auto pulls = w.on_wired();
+  BOOST_REQUIRE(!pulls.empty());
+  pull_request q = std::get<member_actions::pull>(pulls.front()).request;
+  q.piece_offset += 1;  // a piece one float off the one asked for
+  const auto out = w.on_params(0, bench.answer(0, q));
+  BOOST_TEST(stop_of(out).find("bad_shape: shard 0 answered with the piece [1, +") == 0u, stop_of(out));
+  BOOST_TEST(stop_of(out).find("run the same troupe build") != std::string::npos);
+  BOOST_TEST((w.phase() == member_phase::stopped));
 }
 
 BOOST_AUTO_TEST_CASE(a_replacement_resumes_at_its_clock) {
