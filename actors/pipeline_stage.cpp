@@ -55,8 +55,11 @@ void on_group(stage_pointer self, group_id& g) {
 bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
 
 // Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
+// Over the network, large tensors take the member's bulk lane to the shard (stage_lane.cpp).
 void pull(stage_pointer self, std::uint32_t s, pull_request r) {
   const bool lent = offer_reply_slot(self, s, r);
+  if (!lent) r.lane_reply = lane_reply_ticket(self, s, r);
+  const std::uint64_t ticket = r.lane_reply;
   self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r))
       .then(
           [=](params_reply& p) {
@@ -68,10 +71,12 @@ void pull(stage_pointer self, std::uint32_t s, pull_request r) {
             } else if (lent) {
               settle_reply_slot(self, s, true, false);
             }
+            if (!p.lane.empty() || ticket != 0) return on_lane_reply(self, s, ticket, std::move(p));
             drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); });
           },
           [=](caf::error& e) {
             if (lent) settle_reply_slot(self, s, false, timed_out(e));
+            if (ticket != 0 && timed_out(e)) abandon_lane_reply(self, s, ticket);  // its payload may still come
             drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); });
           });
 }
@@ -83,6 +88,7 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
     spdlog::info("{}: pushes its gradient to shard {} in pieces, each gradient bucket as backward produces it",
                  who(self), s);
   const bool lent = share_push(self, s, g);
+  if (!lent) push_on_lane(self, s, g);
   self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g))
       .then(
           [=](const push_ack&) {
@@ -129,6 +135,8 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       [=](const connect_retry&) {},
       [=](hello_deadline) {},
       [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
+      [=](lane_payload& p) { on_lane_payload(self, p); },
+      [=](const lane_event& e) { on_lane_event(self, e); },
   };
 }
 
@@ -168,6 +176,8 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
       [=](hello_deadline) { on_hello_deadline(self); },
       [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
+      [=](lane_payload& p) { on_lane_payload(self, p); },
+      [=](const lane_event& e) { on_lane_event(self, e); },
   };
 }
 

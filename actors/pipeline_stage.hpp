@@ -16,6 +16,7 @@
 #include <string>
 
 #include "actors/protocol.hpp"
+#include "core/lane.hpp"
 #include "core/member_core.hpp"
 
 namespace troupe {
@@ -38,6 +39,9 @@ struct stage_options {
   // The job's tag for the same-host fast path to remote shards (Note [Same-host fast path]
   // in core/shared_slots.hpp); empty: every tensor travels in its message.
   std::string fast_path_tag;
+  // This node's end of the bulk lanes to shards on other hosts (Note [Bulk lanes] in
+  // core/lane.hpp); none: tensors go in the messages.
+  std::shared_ptr<lane::member_end> lanes;
   // On its own thread (compute blocks). Off only for tests under CAF's deterministic
   // scheduler with simulated compute.
   bool detached = true;

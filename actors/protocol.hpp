@@ -66,6 +66,7 @@ using kv_lookup_atom = caf::atom_constant<caf::atom("kvlookup")>;
 using kv_define_atom = caf::atom_constant<caf::atom("kvdefine")>;
 using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
 using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
+using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -102,6 +103,22 @@ struct connect_retry {       // a member, to itself: try connecting to `peer` ag
 };
 struct hello_deadline {};    // a member, to itself: its previous stage should have said hello
 struct group_deadline {};    // a member, to itself: its local group's id should have come
+// Bulk lanes (Note [Bulk lanes] in core/lane.hpp), from the lane's threads to the actor
+// whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member.
+struct lane_payload {        // a payload read off the lane
+  std::uint32_t peer = 0;
+  std::uint64_t ticket = 0;
+  tensor data;
+};
+struct lane_event {          // the lane to `peer` opened, or closed (why: what happened)
+  std::uint32_t peer = 0;
+  bool opened = false;
+  std::string why;
+};
+struct lane_overdue {        // a shard, to itself: the payload of this push should have come
+  std::uint32_t peer = 0;
+  std::uint64_t ticket = 0;
+};
 
 }  // namespace troupe
 
@@ -112,6 +129,21 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::next_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::connect_retry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::hello_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_event)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_overdue)
+
+namespace troupe {
+
+// How a lane's threads tell the actor at `addr` what happened: by a local message, through
+// a handle that does not keep the actor alive (the actor owns the lane's end).
+inline auto lane_mail(caf::actor_addr addr) {
+  return [addr](auto msg) {
+    if (auto a = caf::actor_cast<caf::actor>(addr)) caf::anon_send(a, std::move(msg));
+  };
+}
+
+}  // namespace troupe
 
 namespace troupe {
 
@@ -171,8 +203,11 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
     caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
-    caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>>;
-using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>>;
+    caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
+    // a member's bulk lane (Note [Bulk lanes]): the member's rank -> an offer
+    caf::replies_to<lane_open_atom, std::uint32_t>::with<lane_offer>>;
+using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<lane_payload>,
+                                              caf::reacts_to<lane_event>, caf::reacts_to<lane_overdue>>;
 
 // What pipeline neighbours and the coordinator's relay send a member.
 using stage_actor = caf::typed_actor<
@@ -182,7 +217,8 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<group_atom, group_id>>;
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
-                        caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>>;
+                        caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
+                        caf::reacts_to<lane_event>>;
 
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
@@ -258,4 +294,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_push_ack))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull_reply))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

@@ -31,8 +31,9 @@ void pack_kv_answer(const kv_shard_core& kv, const kv_pull& r, tensor_view out) 
 }
 
 // The reply to a key-value pull whose parts are all answerable now: in the slot it offered
-// when the fast path can take it (Note [Same-host fast path]), as f32; in the message
-// otherwise, in the job's --pull-precision.
+// when the fast path can take it (Note [Same-host fast path]), as f32; otherwise in the
+// job's --pull-precision, on the member's bulk lane when it asked and has one (Note [Bulk
+// lanes]), else in the message.
 kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   auto& st = self->state;
   const kv_shard_core& kv = *st.kv;
@@ -61,6 +62,7 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
     if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
   }
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
+  if (auto d = answer_on_lane(self, r.worker, r.lane_reply, out.data)) out.lane = std::move(*d);
   return out;
 }
 
@@ -176,67 +178,81 @@ caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_o
   return caf::ok_atom::value;
 }
 
-caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p) {
-  if (!self->state.kv) return not_kv(self);
-  if (p.shard != self->state.index) return wrong_shard(self, p.shard);
-  auto& kv = *self->state.kv;
-  if (auto e = check_kv_parts(kv, p.parts)) return make_error(*e);
+bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_push_ack>& rp) {
+  auto& st = self->state;
+  auto refuse = [&](const fault& f) {
+    spdlog::warn("shard {}: refused a push of worker {}: {}", st.index, p.worker, to_string(f));
+    rp.deliver(make_error(f));
+    return true;
+  };
+  if (!p.lane.empty()) {
+    auto got = claim_payload(self, p.worker, p.lane);
+    if (got.missing()) return false;
+    if (!got.payload) return refuse({errc::malformed, got.problem});
+    p.data = std::move(*got.payload);
+  }
+  if (!st.kv) {
+    rp.deliver(not_kv(self));
+    return true;
+  }
+  if (p.shard != st.index) {
+    rp.deliver(wrong_shard(self, p.shard));
+    return true;
+  }
+  auto& kv = *st.kv;
+  if (auto e = check_kv_parts(kv, p.parts)) {
+    rp.deliver(make_error(*e));
+    return true;
+  }
   if (!p.shared.empty()) {
     // Borrowed from the member's slot: the core copies what it keeps, and the member
     // writes that slot again only after this push is answered.
-    auto& st = self->state;
     auto grad = st.channels ? st.channels->take_push(p.worker, p.shared, true)
                             : expected<tensor>(failure{"this shard's same-host fast path is off"});
-    if (!grad) {
-      spdlog::warn("shard {}: refused a push of worker {} from shared memory: {}", st.index, p.worker,
-                   grad.error().message);
-      return make_error(errc::malformed, "the push's shared-memory slot: " + grad.error().message);
-    }
+    if (!grad) return refuse({errc::malformed, "the push's shared-memory slot: " + grad.error().message});
     p.data = std::move(*grad);
   }
-  if (self->state.m) self->state.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
-  auto values = values_of(self->state, p);
-  if (!values) {
-    spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, values.error().message);
-    return make_error(errc::malformed, values.error().message);
-  }
+  if (st.m && p.lane.empty()) st.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
+  auto values = values_of(st, p);
+  if (!values) return refuse({errc::malformed, values.error().message});
   kv_push_ack ack;
   std::optional<fault> failed;
-  if (auto f = catch_compute("shard " + std::to_string(self->state.index) + ": a push", [&] {
+  if (auto f = catch_compute("shard " + std::to_string(st.index) + ": a push", [&] {
         auto r = kv.push_parts(p.worker, p.parts, p.base_versions, values->parts);
         failed = r.error;
         ack.versions = std::move(r.versions);
         ack.staleness = std::move(r.staleness);
       }))
     failed = f;
-  if (self->state.m && !failed)
-    for (auto s : ack.staleness) self->state.m->staleness->Observe(static_cast<double>(s));
+  if (st.m && !failed)
+    for (auto s : ack.staleness) st.m->staleness->Observe(static_cast<double>(s));
   settle_kv(self);
-  if (self->state.m) {
-    self->state.m->updates->Increment(0);
-    self->state.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
+  if (st.m) {
+    st.m->updates->Increment(0);
+    st.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
   }
   if (failed) {
-    if (self->state.m) self->state.m->rejected(to_string(failed->code))->Increment();
-    spdlog::warn("shard {}: refused a push of worker {}: {}", self->state.index, p.worker, to_string(*failed));
-    return make_error(*failed);
+    if (st.m) st.m->rejected(to_string(failed->code))->Increment();
+    return refuse(*failed);
   }
-  return ack;
+  rp.deliver(std::move(ack));
+  return true;
 }
 
-caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r) {
-  if (!self->state.kv) return not_kv(self);
-  if (r.shard != self->state.index) return wrong_shard(self, r.shard);
+void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp) {
   auto& st = self->state;
+  if (!st.kv) return rp.deliver(not_kv(self)), void();
+  if (r.shard != st.index) return rp.deliver(wrong_shard(self, r.shard)), void();
   auto& kv = *st.kv;
-  if (auto e = check_kv_parts(kv, r.parts)) return make_error(*e);
+  if (auto e = check_kv_parts(kv, r.parts)) return rp.deliver(make_error(*e)), void();
   if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
-    return make_error(errc::malformed, "a pull whose rows do not match its parts");
+    return rp.deliver(make_error(errc::malformed, "a pull whose rows do not match its parts")), void();
   for (std::size_t i = 0; i < r.parts.size(); ++i)
     for (auto row : r.rows[i])
       if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
-        return make_error(errc::bad_shape,
-                          "a pull asks for row " + std::to_string(row) + ", outside its part of the key");
+        return rp.deliver(make_error(errc::bad_shape,
+                                     "a pull asks for row " + std::to_string(row) + ", outside its part of the key")),
+               void();
   const std::uint64_t id = st.next_kv_pull++;
   held_kv_pull h;
   std::vector<kv_shard_core::token> held;
@@ -245,7 +261,7 @@ caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r) {
     auto o = kv.pull(r.worker, part, t);
     if (o.decision == kv_shard_core::pull_decision::reject) {
       for (auto ht : held) st.kv_tokens.erase(ht);
-      return make_error(*o.error);
+      return rp.deliver(make_error(*o.error)), void();
     }
     if (o.decision == kv_shard_core::pull_decision::hold) {
       st.kv_tokens[t] = id;
@@ -253,12 +269,10 @@ caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r) {
       ++h.waiting;
     }
   }
-  if (h.waiting == 0) return kv_answer(self, r);
-  h.promise = self->make_response_promise<kv_pull_reply>();
+  if (h.waiting == 0) return rp.deliver(kv_answer(self, r)), void();
+  h.promise = rp;
   h.request = std::move(r);
-  auto promise = h.promise;
   st.kv_held.emplace(id, std::move(h));
-  return promise;
 }
 
 }  // namespace troupe::shard_shell

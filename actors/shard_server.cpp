@@ -34,8 +34,9 @@ params_reply snapshot(shard_pointer self) {
 
 // A pull answered with the member's slice, in the slot it offered when the fast path can
 // take it (Note [Same-host fast path]), in the message otherwise, in the job's
-// --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view):
-// counts the bytes. A pull of a piece (checked when it came) is answered in the message.
+// --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view), on
+// the member's bulk lane when it asked and has one (Note [Bulk lanes]): counts the bytes.
+// A pull of a piece (checked when it came) is not answered in shared memory.
 params_reply answer(shard_pointer self, const held_pull& pull) {
   auto& st = self->state;
   const auto& core = *st.core;
@@ -46,6 +47,7 @@ params_reply answer(shard_pointer self, const held_pull& pull) {
     r.params = core.piece_for(member, pull.piece_offset, pull.piece_numel);
     if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
     if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+    if (auto d = answer_on_lane(self, member, pull.lane_reply, r.params)) r.lane = std::move(*d);
     return r;
   }
   const std::int64_t numel = core.slice_numel(member);
@@ -66,6 +68,7 @@ params_reply answer(shard_pointer self, const held_pull& pull) {
   else if (st.pull_precision.kind != codec_kind::none)
     r.params = encode(st.pull_precision, r.params);
   if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
+  if (auto d = answer_on_lane(self, member, pull.lane_reply, r.params)) r.lane = std::move(*d);
   return r;
 }
 
@@ -131,6 +134,7 @@ void record_member(shard_pointer self, std::uint32_t rank, member_identity who) 
 }
 
 void init_from_welcome(shard_pointer self, shard_welcome& w) {
+  self->state.request_timeout = std::chrono::milliseconds(w.job.request_timeout_ms);
   if (w.job.kv) return init_kv_from_welcome(self, w);
   auto core = shard_for(w);
   if (!core) {
@@ -153,11 +157,137 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
 }
 
+// A push, answered through rp (Note [Bulk lanes]: false, with nothing answered, while its
+// lane payload is on its way).
+bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<push_ack>& rp) {
+  auto& st = self->state;
+  // A gradient that cannot be read (a bad shared-memory slot or lane payload, a malformed
+  // encoding) still reaches the core, which refuses it as malformed: the worker's clock
+  // moves on and a sync round counts the push, as for any refused gradient, instead of
+  // refusing every later push of the worker or holding the round.
+  std::string malformed;
+  if (!p.lane.empty()) {
+    auto got = claim_payload(self, p.worker, p.lane);
+    if (got.missing()) return false;
+    if (got.payload)
+      p.grad = std::move(*got.payload);
+    else
+      malformed = got.problem;
+  }
+  if (!st.core) {
+    rp.deliver(not_started(self));
+    return true;
+  }
+  if (p.shard != st.index) {
+    rp.deliver(wrong_shard(self, p.shard));
+    return true;
+  }
+  if (!p.shared.empty()) {
+    // Borrowed from the worker's slot when the core does not keep it: the worker
+    // writes that slot again only after this push is answered.
+    auto grad = st.channels ? st.channels->take_push(p.worker, p.shared,
+                                                     !st.core->keeps_gradient(p.worker, p.piece_numel))
+                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
+    if (grad)
+      p.grad = std::move(*grad);
+    else
+      malformed = "the gradient's shared-memory slot: " + grad.error().message;
+  }
+  if (st.m && p.lane.empty()) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
+  // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
+  // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
+  if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
+    // A piece longer than the slice decodes as the slice, fails, and is refused.
+    const std::int64_t slice = st.core->slice_numel(p.worker);
+    auto grad = decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
+    if (grad)
+      p.grad = std::move(*grad);
+    else
+      malformed = grad.error().message;
+  }
+  const auto t0 = wall::now();
+  shard_core::push_outcome out;
+  if (auto f = catch_compute(
+          "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker), [&] {
+            out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed, p.piece_offset,
+                                p.piece_numel);
+          })) {
+    spdlog::error("{}", to_string(*f));
+    rp.deliver(make_error(*f));
+    return true;
+  }
+  if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
+  settle_held(self);
+  observe(self);
+  if (out.error) {
+    if (st.m) st.m->rejected(to_string(*out.error))->Increment();
+    spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,
+                 to_string(*out.error), out.detail);
+    rp.deliver(make_error(*out.error, out.detail));
+    return true;
+  }
+  if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
+  rp.deliver(push_ack{out.version, out.staleness});
+  return true;
+}
+
+// A pull: answered through rp now, or held by the core and answered when it releases it.
+bool serve_pull(shard_pointer self, const pull_request& r, caf::typed_response_promise<params_reply>& rp) {
+  auto& st = self->state;
+  if (!st.core) {
+    rp.deliver(not_started(self));
+    return true;
+  }
+  if (r.shard != st.index) {
+    rp.deliver(wrong_shard(self, r.shard));
+    return true;
+  }
+  if (r.piece_numel != 0) {
+    std::string wrong;
+    if (st.views)
+      wrong = "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)";
+    else
+      wrong = st.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
+    if (!wrong.empty()) {
+      if (st.m) st.m->rejected(to_string(errc::bad_shape))->Increment();
+      spdlog::warn("shard {}: refused a pull of worker {}: {}", st.index, r.worker, wrong);
+      rp.deliver(make_error(errc::bad_shape, wrong));
+      return true;
+    }
+  }
+  const auto token = st.next_token++;
+  auto out = st.core->pull(r.worker, r.clock, token);
+  held_pull pull{rp, wall::now(), r.worker, r.reply_to, r.full, r.piece_offset, r.piece_numel, r.lane_reply};
+  switch (out.decision) {
+    case shard_core::pull_decision::answer:
+      rp.deliver(answer(self, pull));
+      return true;
+    case shard_core::pull_decision::reject:
+      if (st.m) st.m->rejected(to_string(*out.error))->Increment();
+      rp.deliver(make_error(*out.error, out.detail));
+      return true;
+    case shard_core::pull_decision::hold:
+      break;
+  }
+  st.held.emplace(token, std::move(pull));
+  observe(self);
+  return true;
+}
+
 local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
                                         std::chrono::milliseconds join_timeout, observability obs,
-                                     std::string fast_path_tag) {
+                                     std::string fast_path_tag, std::shared_ptr<lane::shard_end> lanes) {
   self->state.obs = std::move(obs);
   if (!fast_path_tag.empty()) self->state.channels.emplace(std::move(fast_path_tag));
+  if (lanes) {
+    auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
+    lanes->start({[tell](std::uint32_t rank, std::uint64_t ticket, tensor t) {
+                    tell(lane_payload{rank, ticket, std::move(t)});
+                  },
+                  [tell](std::uint32_t rank, const std::string& why) { tell(lane_event{rank, false, why}); }});
+    self->state.lanes.emplace();
+    self->state.lanes->end = std::move(lanes);
+  }
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
     if (dm.source != coordinator.address()) return;
@@ -207,92 +337,19 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
-        if (!self->state.core) return not_started(self);
-        if (p.shard != self->state.index) return wrong_shard(self, p.shard);
-        auto& st = self->state;
-        // A gradient that cannot be read (a bad shared-memory slot, a malformed encoding)
-        // still reaches the core, which refuses it as malformed: the worker's clock moves on
-        // and a sync round counts the push, as for any refused gradient, instead of refusing
-        // every later push of the worker or holding the round.
-        std::string malformed;
-        if (!p.shared.empty()) {
-          // Borrowed from the worker's slot when the core does not keep it: the worker
-          // writes that slot again only after this push is answered.
-          auto grad = st.channels ? st.channels->take_push(p.worker, p.shared,
-                                                           !st.core->keeps_gradient(p.worker, p.piece_numel))
-                                  : expected<tensor>(failure{"this shard's same-host fast path is off"});
-          if (grad)
-            p.grad = std::move(*grad);
-          else
-            malformed = "the gradient's shared-memory slot: " + grad.error().message;
-        }
-        if (st.m) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
-        // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
-        // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
-        if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
-          // A piece longer than the slice decodes as the slice, fails, and is refused.
-          const std::int64_t slice = st.core->slice_numel(p.worker);
-          auto grad =
-              decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
-          if (grad)
-            p.grad = std::move(*grad);
-          else
-            malformed = grad.error().message;
-        }
-        const auto t0 = wall::now();
-        shard_core::push_outcome out;
-        if (auto f = catch_compute(
-                "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker),
-                [&] {
-                  out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed, p.piece_offset,
-                                      p.piece_numel);
-                })) {
-          spdlog::error("{}", to_string(*f));
-          return make_error(*f);
-        }
-        if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
-        settle_held(self);
-        observe(self);
-        if (out.error) {
-          if (st.m) st.m->rejected(to_string(*out.error))->Increment();
-          spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,
-                       to_string(*out.error), out.detail);
-          return make_error(*out.error, out.detail);
-        }
-        if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
-        return push_ack{out.version, out.staleness};
+        auto rp = self->make_response_promise<push_ack>();
+        in_order(self, p.worker,
+                 {p.lane.ticket, [=, p = std::move(p)]() mutable { return serve_push(self, p, rp); },
+                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+        return rp;
       },
-      [=](pull_atom, const pull_request& r) -> caf::result<params_reply> {
+      [=](pull_atom, pull_request& r) -> caf::result<params_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
-        if (!self->state.core) return not_started(self);
-        if (r.shard != self->state.index) return wrong_shard(self, r.shard);
-        if (r.piece_numel != 0) {
-          std::string wrong;
-          if (self->state.views)
-            wrong = "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)";
-          else
-            wrong = self->state.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
-          if (!wrong.empty()) {
-            if (self->state.m) self->state.m->rejected(to_string(errc::bad_shape))->Increment();
-            spdlog::warn("shard {}: refused a pull of worker {}: {}", self->state.index, r.worker, wrong);
-            return make_error(errc::bad_shape, wrong);
-          }
-        }
-        const auto token = self->state.next_token++;
-        auto out = self->state.core->pull(r.worker, r.clock, token);
-        held_pull pull{{}, wall::now(), r.worker, r.reply_to, r.full, r.piece_offset, r.piece_numel};
-        switch (out.decision) {
-          case shard_core::pull_decision::answer: return answer(self, pull);
-          case shard_core::pull_decision::reject:
-            if (self->state.m) self->state.m->rejected(to_string(*out.error))->Increment();
-            return make_error(*out.error, out.detail);
-          case shard_core::pull_decision::hold: break;
-        }
-        auto promise = self->make_response_promise<params_reply>();
-        pull.promise = promise;
-        self->state.held.emplace(token, std::move(pull));
-        observe(self);
-        return promise;
+        auto rp = self->make_response_promise<params_reply>();
+        in_order(self, r.worker,
+                 {0, [=, r = std::move(r)]() mutable { return serve_pull(self, r, rp); },
+                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+        return rp;
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
         if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
@@ -321,6 +378,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](left_atom, std::uint32_t rank) {
         if (!from_coordinator(self, coordinator, "a leave")) return;
+        forget_lane(self, rank);
         if (self->state.kv) {
           if (rank < self->state.members.size()) self->state.members[rank] = {};
           self->state.kv->member_left(rank);
@@ -343,12 +401,33 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](push_atom, kv_push& p) -> caf::result<kv_push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
-        return kv_push_on(self, p);
+        auto rp = self->make_response_promise<kv_push_ack>();
+        in_order(self, p.worker,
+                 {p.lane.ticket, [=, p = std::move(p)]() mutable { return kv_push_on(self, p, rp); },
+                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+        return rp;
       },
       [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
-        return kv_pull_on(self, r);
+        auto rp = self->make_response_promise<kv_pull_reply>();
+        in_order(self, r.worker,
+                 {0,
+                  [=, r = std::move(r)]() mutable {
+                    kv_pull_on(self, r, rp);
+                    return true;
+                  },
+                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+        return rp;
       },
+      [=](lane_open_atom, std::uint32_t rank) -> caf::result<lane_offer> {
+        if (!from_member(self, rank, "a lane request")) return refused();
+        return offer_lane(self, rank);
+      },
+      [=](lane_payload& p) { on_lane_payload(self, p); },
+      [=](const lane_event& e) {
+        if (!e.opened) on_lane_closed(self, e.peer, e.why);
+      },
+      [=](const lane_overdue& o) { on_lane_overdue(self, o.peer, o.ticket); },
   };
 }
 
@@ -356,9 +435,9 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
 
 local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
                                      std::chrono::milliseconds join_timeout, observability obs,
-                                     std::string fast_path_tag) {
+                                     std::string fast_path_tag, std::shared_ptr<lane::shard_end> lanes) {
   return sys.spawn(shard_server, std::move(coordinator), std::move(job_id), join_timeout, std::move(obs),
-                   std::move(fast_path_tag));
+                   std::move(fast_path_tag), std::move(lanes));
 }
 
 void join_as_shard(const local_shard_actor& shard, std::string host, std::uint16_t port, std::string proof) {

@@ -9,15 +9,20 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
+#include <variant>
 #include <vector>
 
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
 #include "core/kv_shard_core.hpp"
+#include "core/lane.hpp"
 #include "core/pull_views.hpp"
 #include "core/shard_core.hpp"
 #include "core/shared_slots.hpp"
@@ -33,6 +38,7 @@ struct held_pull {
   shared_tensor reply_to;
   bool full = false;  // Note [2-bit pulls]
   std::int64_t piece_offset = 0, piece_numel = 0;  // a piece of the slice; 0: all of it
+  std::uint64_t lane_reply = 0;  // Note [Bulk lanes]
 };
 
 // A key-value job's pull waiting for the parts its shard core held.
@@ -40,6 +46,26 @@ struct held_kv_pull {
   caf::typed_response_promise<kv_pull_reply> promise;
   kv_pull request;
   std::size_t waiting = 0;
+};
+
+// A member's push, pull or key-value call, kept in the order it came while an earlier
+// push of the member waits for its payload on the bulk lane (Note [Bulk lanes]).
+struct waiting_call {
+  std::uint64_t ticket = 0;               // the lane payload it needs; 0: none
+  std::function<bool()> attempt;          // serves it; false while its payload is on its way
+  std::function<void(caf::error)> fail;   // answers it with an error instead
+};
+
+// The shard's end of its members' bulk lanes, and what waits on them.
+struct shard_lanes {
+  std::shared_ptr<lane::shard_end> end;
+  lane::rendezvous<std::monostate> payloads;  // payloads that came before their messages
+  struct queue {
+    std::deque<waiting_call> calls;
+    std::uint64_t overdue_set = 0;  // the ticket whose deadline is scheduled
+  };
+  std::map<std::uint32_t, queue> backlog;  // by member rank
+  std::set<std::uint32_t> closed;          // members whose lane closed: a missing payload will not come
 };
 
 struct shard_state {
@@ -59,6 +85,8 @@ struct shard_state {
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
   std::map<std::uint64_t, held_kv_pull> kv_held;
   std::uint64_t next_kv_pull = 1;
+  std::optional<shard_lanes> lanes;               // none: every tensor travels in its message
+  std::chrono::milliseconds request_timeout{300000};  // the job's: how long a push's payload may take
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -75,7 +103,30 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w);
 void settle_kv(shard_pointer self);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
-caf::result<kv_push_ack> kv_push_on(shard_pointer self, kv_push& p);
-caf::result<kv_pull_reply> kv_pull_on(shard_pointer self, kv_pull& r);
+// A key-value push: false while its lane payload is on its way (nothing answered yet).
+bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_push_ack>& rp);
+void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp);
+
+// The bulk lanes (shard_lane.cpp, Note [Bulk lanes]).
+// Serves member rank's call now when nothing of the member waits, else after what waits.
+void in_order(shard_pointer self, std::uint32_t rank, waiting_call call);
+// A message's lane payload: taken and shaped as the descriptor says, `missing` while it is
+// on its way, or what is wrong (it will not come, or does not fit).
+struct claimed {
+  std::optional<tensor> payload;
+  std::string problem;
+  bool missing() const { return !payload && problem.empty(); }
+};
+claimed claim_payload(shard_pointer self, std::uint32_t rank, const lane_tensor& d);
+// Sends `t` to member rank on its lane under `ticket` when the member asked (ticket > 0)
+// and its lane is open (Note [Bulk lanes]); then the descriptor for the reply. Else t stays.
+std::optional<lane_tensor> answer_on_lane(shard_pointer self, std::uint32_t rank, std::uint64_t ticket, tensor& t);
+// Events of the lanes and of their members.
+void on_lane_payload(shard_pointer self, lane_payload& p);
+void on_lane_closed(shard_pointer self, std::uint32_t rank, const std::string& why);
+void on_lane_overdue(shard_pointer self, std::uint32_t rank, std::uint64_t ticket);
+caf::result<lane_offer> offer_lane(shard_pointer self, std::uint32_t rank);
+// Member rank left: its lane closes and what it left waiting is answered not_member.
+void forget_lane(shard_pointer self, std::uint32_t rank);
 
 }  // namespace troupe::shard_shell

@@ -17,8 +17,9 @@
 
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
-#include "core/member_core.hpp"
 #include "core/channel_pool.hpp"
+#include "core/lane_book.hpp"
+#include "core/member_core.hpp"
 
 namespace troupe::stage_shell {
 
@@ -44,6 +45,9 @@ struct stage_state {
   stage_options opts;
   std::vector<shard_actor> shards;  // by index
   stage_fast_path fast;
+  // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
+  // when the node has a lane end; replies wait here for their payloads.
+  std::optional<lane::member_book<params_reply>> lanes;
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.
@@ -100,6 +104,18 @@ tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
 // pieces per gradient bucket would gain nothing.
 bool whole_slices(stage_pointer self, std::uint32_t s);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
+
+// stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first pull; the ticket
+// a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);
+// a push's gradient moved onto the lane; a reply that names a lane payload, handed to the
+// core once the payload is here; and the lane's events.
+std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const pull_request& r);
+void push_on_lane(stage_pointer self, std::uint32_t s, push_grads& g);
+// `asked`: the ticket the pull named (0: none), which the reply must name.
+void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, params_reply p);
+void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticket);
+void on_lane_payload(stage_pointer self, lane_payload& p);
+void on_lane_event(stage_pointer self, const lane_event& e);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.

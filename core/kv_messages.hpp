@@ -65,6 +65,7 @@ struct kv_push {
   std::vector<std::int64_t> base_versions;  // per part: the version this member last pulled
   tensor data;                               // f32, the parts' numel summed; empty when shared is set
   shared_tensor shared;                      // the same-host fast path: where data lies instead
+  lane_tensor lane{};                        // or data's ticket on the bulk lane (core/lane.hpp)
 };
 
 struct kv_push_ack {
@@ -79,6 +80,7 @@ struct kv_pull {
   std::vector<std::vector<std::int64_t>> rows;
   std::vector<std::int64_t> row_numel;       // per part: elements per row
   shared_tensor reply_to;                    // the same-host fast path: a slot for the answer
+  std::uint64_t lane_reply = 0;              // or the ticket to answer under on the bulk lane
 };
 
 struct kv_pull_reply {
@@ -86,6 +88,7 @@ struct kv_pull_reply {
   std::vector<std::int64_t> versions;        // per part
   tensor data;                               // empty when shared is set
   shared_tensor shared;                      // the slot reply_to offered, now holding the answer
+  lane_tensor lane{};                        // or the answer's ticket on the bulk lane
 };
 
 }  // namespace troupe

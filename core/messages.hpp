@@ -27,6 +27,23 @@ struct shared_tensor {
   bool empty() const { return segment.empty(); }
 };
 
+// A tensor sent on the bulk lane beside the message (Note [Bulk lanes] in core/lane.hpp):
+// the payload's ticket on its lane, and the tensor's dtype and extents. Ticket 0: none,
+// the tensor is in the message (or in shared memory).
+struct lane_tensor {
+  std::uint64_t ticket = 0;
+  std::uint8_t dtype = 0;
+  std::vector<std::int64_t> dims;
+  bool empty() const { return ticket == 0; }
+};
+
+// Shard -> member, asked with lane_open_atom: where the shard's lane listens and the
+// one-time token (32 bytes) that binds the member's two lane connections to its rank.
+struct lane_offer {
+  std::uint16_t port = 0;
+  std::string token;
+};
+
 // Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
 struct push_grads {
   std::uint32_t shard = 0;
@@ -39,6 +56,7 @@ struct push_grads {
   // starts in the sender's slice and its element count; 0: the whole slice.
   std::int64_t piece_offset = 0;
   std::int64_t piece_numel = 0;
+  lane_tensor lane{};             // or the gradient's ticket on the bulk lane (grad empty)
 };
 
 struct push_ack {
@@ -56,6 +74,7 @@ struct pull_request {
   // and its element count; 0: the whole slice.
   std::int64_t piece_offset = 0;
   std::int64_t piece_numel = 0;
+  std::uint64_t lane_reply = 0;   // over the network: the ticket to answer under on the bulk lane
 };
 
 struct params_reply {
@@ -65,6 +84,7 @@ struct params_reply {
   shared_tensor shared;           // or where the shard wrote them (the pull's reply_to; params empty)
   std::int64_t piece_offset = 0;  // the pull's piece (params holds piece_numel elements)
   std::int64_t piece_numel = 0;
+  lane_tensor lane{};             // or their ticket on the bulk lane (the pull's lane_reply; params empty)
 };
 
 struct membership {

@@ -41,6 +41,7 @@ std::string_view name_of(refusal r) {
     case refusal::not_a_neighbour: return "not_a_neighbour";
     case refusal::wrong_role: return "wrong_role";
     case refusal::wrong_host: return "wrong_host";
+    case refusal::lane_refused: return "lane_refused";
   }
   return "unknown";
 }

@@ -21,8 +21,9 @@ enum class refusal : std::uint8_t {
   not_a_neighbour,     // a pipeline message from a node that is not the stage's neighbour
   wrong_role,          // a dialled peer whose certificate is for another role
   wrong_host,          // a dialled peer whose certificate does not name the host dialled
+  lane_refused,        // a bulk lane connection without a handshake, hello or token the shard accepts
 };
-inline constexpr std::size_t refusal_kinds = 9;
+inline constexpr std::size_t refusal_kinds = 10;
 
 std::string_view name_of(refusal r);
 

@@ -1,6 +1,7 @@
 // OpenSSL: the preflight checks and the per-job CA.
 #include "net/tls.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -78,6 +79,40 @@ std::optional<std::string> verify_purpose(X509_STORE* store, X509* cert, STACK_O
 }
 
 }  // namespace
+
+std::string tls_error_text() { return ossl_error(); }
+
+expected<tls_context> tls_context_for(const tls_files& f) {
+  ERR_clear_error();
+  tls_context ctx(SSL_CTX_new(TLS_method()), SSL_CTX_free);
+  if (!ctx) return failure{"cannot create an OpenSSL context: " + ossl_error()};
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  std::string pass = f.passphrase;  // only read while the key loads
+  SSL_CTX_set_default_passwd_cb(ctx.get(), passphrase_cb);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), &pass);
+  const bool loaded = SSL_CTX_use_certificate_chain_file(ctx.get(), f.certificate.c_str()) == 1 &&
+                      SSL_CTX_use_PrivateKey_file(ctx.get(), f.key.c_str(), SSL_FILETYPE_PEM) == 1 &&
+                      SSL_CTX_check_private_key(ctx.get()) == 1;
+  SSL_CTX_set_default_passwd_cb_userdata(ctx.get(), nullptr);
+  if (!loaded) return failure{"cannot load " + f.certificate + " and its key " + f.key + ": " + ossl_error()};
+  if (SSL_CTX_load_verify_locations(ctx.get(), f.ca.c_str(), nullptr) != 1)
+    return failure{"cannot load the CA " + f.ca + ": " + ossl_error()};
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return ctx;
+}
+
+void expect_host(SSL* s, const std::string& host) {
+  X509_VERIFY_PARAM* param = SSL_get0_param(s);
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  in6_addr ignored{};
+  const bool numeric =
+      inet_pton(AF_INET, host.c_str(), &ignored) == 1 || inet_pton(AF_INET6, host.c_str(), &ignored) == 1;
+  if (numeric)
+    X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str());
+  else
+    X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size());
+}
 
 tls_files tls_files_in(const std::string& dir, const std::string& role) {
   const auto d = std::filesystem::path(dir);

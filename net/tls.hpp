@@ -8,11 +8,15 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/expected.hpp"
+
+struct ssl_ctx_st;  // OpenSSL's SSL_CTX and SSL, named without OpenSSL's headers
+struct ssl_st;
 
 namespace troupe {
 
@@ -42,6 +46,18 @@ std::string role_of_certificate(const void* x509);
 // node's own certificate verifies against the CA for both server and client use, and
 // that it has not expired. Returns the first problem, as a message that names the file.
 std::optional<std::string> tls_preflight(const tls_files& f);
+
+// An OpenSSL context for this node's own connections outside CAF (the bulk lanes, Note
+// [Bulk lanes] in core/lane.hpp), as strict as CAF's: TLS 1.2 at least, the node's
+// certificate and key, the job's CA as the only trust anchor, and the peer's certificate
+// required and verified on both sides. A failure names the file.
+using tls_context = std::shared_ptr<ssl_ctx_st>;
+expected<tls_context> tls_context_for(const tls_files& f);
+// Makes the handshake of `s` (a dialling session) fail unless the peer's certificate
+// names `host` (an IP address or a DNS name; wildcards only as the CA issued them).
+void expect_host(ssl_st* s, const std::string& host);
+// OpenSSL's most recent error as text, clearing its thread's queue.
+std::string tls_error_text();
 
 // Creates a private CA in `dir` (ca.pem, ca.key), then one combined certificate+key file
 // per node (`<name>.pem`, role role_for_certificate_name(name)) valid from `not_before`

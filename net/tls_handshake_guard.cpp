@@ -161,17 +161,7 @@ void prepare_dial(guard& g, SSL* s, int fd) {
   if (g.dialled.contains(s)) return;
   const auto [ip, port] = peer_endpoint(fd);
   auto expected = ip.empty() ? std::nullopt : troupe::expectation_for(ip, port);
-  if (expected) {
-    X509_VERIFY_PARAM* param = SSL_get0_param(s);
-    X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    in6_addr ignored{};
-    const bool numeric = inet_pton(AF_INET, expected->host.c_str(), &ignored) == 1 ||
-                         inet_pton(AF_INET6, expected->host.c_str(), &ignored) == 1;
-    if (numeric)
-      X509_VERIFY_PARAM_set1_ip_asc(param, expected->host.c_str());
-    else
-      X509_VERIFY_PARAM_set1_host(param, expected->host.c_str(), expected->host.size());
-  }
+  if (expected) troupe::expect_host(s, expected->host);
   g.dialled.emplace(s, std::move(expected));
 }
 

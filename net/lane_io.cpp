@@ -1,0 +1,121 @@
+// lane_io: the payload loops of a welcomed lane connection and the lane's shared state.
+#include "net/lane_io.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+
+#include "core/frame_bound.hpp"
+#include "core/lane_frame.hpp"
+
+namespace troupe::lane {
+
+bool lane_pair::push(std::uint64_t ticket, tensor&& t) {
+  {
+    std::lock_guard l(mu_);
+    if (closed_) return false;
+    queue_.emplace_back(ticket, std::move(t));
+  }
+  cv_.notify_one();
+  return true;
+}
+
+std::optional<std::pair<std::uint64_t, tensor>> lane_pair::next() {
+  std::unique_lock l(mu_);
+  cv_.wait(l, [&] { return closed_ || !queue_.empty(); });
+  if (closed_) return std::nullopt;
+  auto item = std::move(queue_.front());
+  queue_.pop_front();
+  return item;
+}
+
+bool lane_pair::attach(int fd) {
+  std::lock_guard l(mu_);
+  if (closed_) return false;
+  fds_.push_back(fd);
+  return true;
+}
+
+void lane_pair::detach(int fd) {
+  std::lock_guard l(mu_);
+  fds_.erase(std::remove(fds_.begin(), fds_.end(), fd), fds_.end());
+}
+
+bool lane_pair::close() {
+  std::deque<std::pair<std::uint64_t, tensor>> dropped;  // released outside the lock
+  {
+    std::lock_guard l(mu_);
+    if (closed_) return false;
+    closed_ = true;
+    open_ = false;
+    dropped.swap(queue_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+std::optional<std::string> write_payloads(lane_stream& s, lane_pair& lane, std::chrono::milliseconds idle) {
+  while (auto item = lane.next()) {
+    const tensor& t = item->second;
+    const auto header = encode_header(payload_header(item->first, t.type(), t.nbytes()));
+    if (auto e = s.write(header.data(), header.size(), {{}, idle})) return e;
+    if (auto e = s.write(t.bytes(), t.nbytes(), {{}, idle})) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> read_payloads(lane_stream& s, std::chrono::milliseconds idle,
+                                         const std::function<void(std::uint64_t, tensor)>& got) {
+  for (;;) {
+    header_bytes_t raw{};
+    if (auto e = s.read(raw.data(), raw.size(), forever)) return e;  // a lane may be idle for long
+    auto h = decode_header(raw, frame_bound());
+    if (!h) return h.error().message;
+    if (h->kind != frame_kind::payload) return std::string("a lane frame that is not a payload after the welcome");
+    tensor t = tensor::uninitialized({static_cast<std::int64_t>(h->nbytes / size_of(h->type))}, h->type);
+    if (auto e = s.read(t.bytes(), t.nbytes(), {{}, idle})) return "in a payload: " + *e;
+    got(h->ticket, std::move(t));
+  }
+}
+
+void thread_set::spawn(std::function<void()> fn) {
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  std::lock_guard l(mu_);
+  reap();
+  threads_.push_back({std::thread([fn = std::move(fn), done] {
+                        fn();
+                        done->store(true);
+                      }),
+                      done});
+}
+
+void thread_set::reap() {
+  for (auto it = threads_.begin(); it != threads_.end();) {
+    if (it->done->load()) {
+      it->thread.join();
+      it = threads_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void thread_set::join_all() {
+  std::list<entry> all;
+  {
+    std::lock_guard l(mu_);
+    all.swap(threads_);
+  }
+  for (auto& e : all)
+    if (e.thread.joinable()) e.thread.join();
+}
+
+void ignore_sigpipe() {
+  struct sigaction now {};
+  if (::sigaction(SIGPIPE, nullptr, &now) == 0 && now.sa_handler == SIG_DFL) std::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace troupe::lane

@@ -1,0 +1,366 @@
+// Tests for net/lane_listener.cpp, lane_dialler.cpp, lane_io.cpp and lane_stream.cpp: a
+// member and a shard open a bulk lane on loopback, plain and over mutual TLS, and move
+// tensors bit-exactly both ways; everything else that knocks on the lane's port (a wrong
+// or reused token, a stranger's bytes, a silent connection, a certificate of the wrong
+// role, a flood of connections) is closed and counted, a malformed or oversized frame
+// closes the lane with the reason, and a lane whose peer goes away says so.
+#define BOOST_TEST_MODULE lane_transport
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <thread>
+
+#include "core/frame_bound.hpp"
+#include "core/lane_frame.hpp"
+#include "monitoring/refusals.hpp"
+#include "net/lane_stream.hpp"
+#include "net/lane_transport.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace troupe;
+using namespace troupe::lane;
+using namespace std::chrono_literals;
+
+namespace {
+
+// What a lane end's handlers saw, waited for with a deadline.
+template <class T>
+class inbox {
+ public:
+  void put(T x) {
+    {
+      std::lock_guard l(mu_);
+      q_.push_back(std::move(x));
+    }
+    cv_.notify_all();
+  }
+  std::optional<T> take(std::chrono::milliseconds within = 10s) {
+    std::unique_lock l(mu_);
+    if (!cv_.wait_for(l, within, [&] { return !q_.empty(); })) return std::nullopt;
+    T x = std::move(q_.front());
+    q_.pop_front();
+    return x;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<T> q_;
+};
+
+struct arrival {
+  std::uint32_t peer = 0;
+  std::uint64_t ticket = 0;
+  tensor data;
+};
+struct closing {
+  std::uint32_t peer = 0;
+  std::string why;
+};
+
+// The end is declared last, so it goes (joining its threads) before the inboxes its
+// handlers fill.
+struct shard_side {
+  inbox<arrival> payloads;
+  inbox<closing> closed;
+  std::shared_ptr<listening_end> end;
+
+  explicit shard_side(transport_options o) {
+    auto made = listen_for_members("127.0.0.1", 0, std::move(o));
+    BOOST_REQUIRE_MESSAGE(made.has_value(), (made ? "" : made.error().message));
+    end = *made;
+    end->start({[this](std::uint32_t r, std::uint64_t t, tensor x) { payloads.put({r, t, std::move(x)}); },
+                [this](std::uint32_t r, const std::string& why) { closed.put({r, why}); }});
+  }
+};
+
+struct member_side {
+  inbox<std::uint32_t> opened;
+  inbox<arrival> payloads;
+  inbox<closing> closed;
+  std::shared_ptr<member_end> end;
+
+  explicit member_side(transport_options o) : end(dial_shards(std::move(o))) {
+    end->start({[this](std::uint32_t s) { opened.put(s); },
+                [this](std::uint32_t s, std::uint64_t t, tensor x) { payloads.put({s, t, std::move(x)}); },
+                [this](std::uint32_t s, const std::string& why) { closed.put({s, why}); }});
+  }
+};
+
+tensor pattern(std::int64_t n, std::uint32_t seed) {
+  tensor t = tensor::uninitialized({n});
+  std::uint32_t x = seed;
+  for (std::int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    t.data<float>()[i] = static_cast<float>(x >> 8) * 1e-6f;
+  }
+  return t;
+}
+
+bool same_bits(const tensor& a, const tensor& b) {
+  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
+}
+
+// A job's CA and certificates for a shard ("server-0"), a member ("worker-0"), and a
+// member that holds a server's certificate ("server-1").
+struct pki {
+  test::temp_dir dir{"lane-pki"};
+  pki() {
+    BOOST_REQUIRE(create_ca(dir.path.string(), "lane test CA", std::chrono::hours(1)).has_value());
+    for (const char* name : {"server-0", "worker-0", "server-1"})
+      BOOST_REQUIRE(issue_node_certificate(dir.path.string(), name, {"IP:127.0.0.1"}, -60s, 3600s).has_value());
+  }
+  tls_context context(const std::string& name) const {
+    const std::string pem = dir.file(name + ".pem");
+    auto c = tls_context_for({pem, pem, dir.file("ca.pem"), {}});
+    BOOST_REQUIRE_MESSAGE(c.has_value(), (c ? "" : c.error().message));
+    return *c;
+  }
+};
+
+transport_options plain() {
+  transport_options o;
+  o.handshake_timeout = 2s;
+  o.idle_timeout = 2s;
+  return o;
+}
+
+transport_options secured(const pki& p, const std::string& name) {
+  transport_options o = plain();
+  o.tls = p.context(name);
+  return o;
+}
+
+// A member that opens a lane to shard 0 as rank 3 and waits for it.
+void open_lane(shard_side& shard, member_side& member) {
+  auto offer = shard.end->offer(3);
+  BOOST_REQUIRE(offer.has_value());
+  member.end->open(0, "127.0.0.1", *offer);
+  auto opened = member.opened.take();
+  BOOST_REQUIRE_MESSAGE(opened.has_value(), "the lane did not open");
+  BOOST_TEST(*opened == 0u);
+}
+
+void exchanges_bit_exactly(shard_side& shard, member_side& member) {
+  open_lane(shard, member);
+  const tensor grad = pattern(1 << 20, 1), params = pattern((1 << 20) + 3, 2);
+  BOOST_REQUIRE(member.end->send(0, 5, tensor(grad)));
+  BOOST_REQUIRE(shard.end->send(3, 9, tensor(params)));
+  auto got = shard.payloads.take();
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(got->peer == 3u);
+  BOOST_TEST(got->ticket == 5u);
+  BOOST_TEST(same_bits(got->data, grad));
+  auto back = member.payloads.take();
+  BOOST_REQUIRE(back.has_value());
+  BOOST_TEST(back->peer == 0u);
+  BOOST_TEST(back->ticket == 9u);
+  BOOST_TEST(same_bits(back->data, params));
+}
+
+// A raw connection to the shard's lane port (plain or TLS as `tls` says).
+lane_stream raw(const shard_side& shard, const tls_context& tls = nullptr, const std::string& role = "server") {
+  auto s = lane_stream::dial("127.0.0.1", shard.end->port(), tls, role, steady::now() + 5s);
+  BOOST_REQUIRE_MESSAGE(s.has_value(), (s ? "" : s.error().message));
+  return std::move(*s);
+}
+
+void send_hello(lane_stream& s, direction way, const std::string& key) {
+  const auto h = encode_header(hello_header(way));
+  BOOST_REQUIRE(!s.write(h.data(), h.size(), {steady::now() + 5s, {}}));
+  BOOST_REQUIRE(!s.write(key.data(), key.size(), {steady::now() + 5s, {}}));
+}
+
+// Whether the shard closes `s` (rather than welcome it) within `within`.
+bool closed_by_shard(lane_stream& s, std::chrono::milliseconds within = 5s) {
+  header_bytes_t b{};
+  auto e = s.read(b.data(), b.size(), {steady::now() + within, {}});
+  return e.has_value() && e->find("deadline") == std::string::npos;
+}
+
+// A member's two lane connections made by hand for `rank` (gradients, then answers),
+// both welcomed: the test then writes what it likes on the first.
+std::pair<lane_stream, lane_stream> welcomed_by_hand(shard_side& shard, std::uint32_t rank) {
+  auto offer = shard.end->offer(rank);
+  BOOST_REQUIRE(offer.has_value());
+  std::pair<lane_stream, lane_stream> out{raw(shard), raw(shard)};
+  header_bytes_t welcome{};
+  send_hello(out.first, direction::to_shard, offer->token);
+  BOOST_REQUIRE(!out.first.read(welcome.data(), welcome.size(), {steady::now() + 5s, {}}));
+  send_hello(out.second, direction::to_member, offer->token);
+  BOOST_REQUIRE(!out.second.read(welcome.data(), welcome.size(), {steady::now() + 5s, {}}));
+  return out;
+}
+
+std::string random_key() {
+  auto t = random_token();
+  return std::string(t->begin(), t->end());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_plain_lane_moves_tensors_bit_exactly_both_ways) {
+  shard_side shard(plain());
+  member_side member(plain());
+  exchanges_bit_exactly(shard, member);
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_lane_moves_tensors_bit_exactly_both_ways) {
+  pki p;
+  shard_side shard(secured(p, "server-0"));
+  member_side member(secured(p, "worker-0"));
+  exchanges_bit_exactly(shard, member);
+}
+
+BOOST_AUTO_TEST_CASE(a_connection_without_an_offered_token_is_refused_and_counted) {
+  shard_side shard(plain());
+  const auto before = monitoring::refusals(monitoring::refusal::lane_refused);
+  lane_stream s = raw(shard);
+  send_hello(s, direction::to_shard, random_key());
+  BOOST_TEST(closed_by_shard(s));
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::lane_refused) == before + 1);
+  BOOST_TEST(!shard.payloads.take(100ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(an_offered_token_opens_each_direction_once) {
+  shard_side shard(plain());
+  member_side member(plain());
+  auto offer = shard.end->offer(3);
+  BOOST_REQUIRE(offer.has_value());
+  member.end->open(0, "127.0.0.1", *offer);
+  BOOST_REQUIRE(member.opened.take().has_value());
+  const auto before = monitoring::refusals(monitoring::refusal::lane_refused);
+  lane_stream again = raw(shard);
+  send_hello(again, direction::to_shard, offer->token);  // a replay of the member's hello
+  BOOST_TEST(closed_by_shard(again));
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::lane_refused) == before + 1);
+  BOOST_REQUIRE(member.end->send(0, 1, pattern(1000, 3)));  // the member's own lane is untouched
+  BOOST_TEST(shard.payloads.take().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_stranger_s_bytes_are_refused) {
+  shard_side shard(plain());
+  const auto before = monitoring::refusals(monitoring::refusal::lane_refused);
+  lane_stream s = raw(shard);
+  const std::string junk = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  BOOST_REQUIRE(!s.write(junk.data(), junk.size(), {steady::now() + 5s, {}}));
+  BOOST_TEST(closed_by_shard(s));
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::lane_refused) == before + 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_silent_connection_is_closed_at_the_handshake_deadline) {
+  transport_options o = plain();
+  o.handshake_timeout = 300ms;
+  shard_side shard(o);
+  const auto before = monitoring::refusals(monitoring::refusal::lane_refused);
+  lane_stream s = raw(shard);
+  const auto t0 = steady::now();
+  BOOST_TEST(closed_by_shard(s, 5s));
+  BOOST_TEST((steady::now() - t0 < 3s));
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::lane_refused) == before + 1);
+}
+
+BOOST_AUTO_TEST_CASE(connections_past_the_cap_are_closed_at_once) {
+  transport_options o = plain();
+  o.handshake_timeout = 5s;
+  shard_side shard(o);
+  std::vector<lane_stream> waiting;
+  for (std::size_t i = 0; i < max_pending_hellos; ++i) waiting.push_back(raw(shard));
+  std::this_thread::sleep_for(200ms);  // the acceptor has taken them all
+  lane_stream extra = raw(shard);
+  const auto t0 = steady::now();
+  BOOST_TEST(closed_by_shard(extra, 3s));
+  BOOST_TEST((steady::now() - t0 < 2s));  // long before the handshake deadline
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_lane_refuses_plain_connections_and_the_wrong_role) {
+  pki p;
+  shard_side shard(secured(p, "server-0"));
+  const auto before = monitoring::refusals(monitoring::refusal::lane_refused);
+  lane_stream plain_peer = raw(shard);  // no TLS at all
+  send_hello(plain_peer, direction::to_shard, random_key());
+  BOOST_TEST(closed_by_shard(plain_peer));
+  // A holder of the job's CA with a server's certificate is not a member.
+  auto offer = shard.end->offer(3);
+  BOOST_REQUIRE(offer.has_value());
+  lane_stream posing = raw(shard, p.context("server-1"), "server");
+  send_hello(posing, direction::to_shard, offer->token);
+  BOOST_TEST(closed_by_shard(posing));
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::lane_refused) == before + 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_refuses_a_shard_with_a_worker_s_certificate) {
+  pki p;
+  shard_side shard(secured(p, "worker-0"));  // listens where a shard should, under a worker's certificate
+  member_side member(secured(p, "worker-0"));
+  auto offer = shard.end->offer(3);
+  BOOST_REQUIRE(offer.has_value());
+  member.end->open(0, "127.0.0.1", *offer);
+  auto c = member.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->why.find("not 'server'") != std::string::npos, c->why);
+  BOOST_TEST(!member.opened.take(100ms).has_value());
+  BOOST_TEST(!member.end->send(0, 1, pattern(10, 1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_malformed_frame_closes_the_lane_with_its_reason) {
+  shard_side shard(plain());
+  auto [s, answers] = welcomed_by_hand(shard, 3);
+  auto bad = encode_header(payload_header(1, dtype::f32, 64));
+  bad[0] = std::byte{'X'};
+  BOOST_REQUIRE(!s.write(bad.data(), bad.size(), {steady::now() + 5s, {}}));
+  auto c = shard.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->peer == 3u);
+  BOOST_TEST(c->why.find("not a Troupe lane frame") != std::string::npos, c->why);
+  BOOST_TEST(!shard.payloads.take(100ms).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_payload_over_the_frame_bound_closes_the_lane_before_allocating) {
+  shard_side shard(plain());
+  auto [s, answers] = welcomed_by_hand(shard, 4);
+  const auto h = encode_header(payload_header(1, dtype::u8, frame_bound() + 1));  // only the header is sent
+  BOOST_REQUIRE(!s.write(h.data(), h.size(), {steady::now() + 5s, {}}));
+  auto c = shard.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->why.find("above this job's bound") != std::string::npos, c->why);
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_goes_away_closes_its_lane_on_the_shard) {
+  shard_side shard(plain());
+  auto member = std::make_unique<member_side>(plain());
+  open_lane(shard, *member);
+  member.reset();  // the member's process ends
+  auto c = shard.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->peer == 3u);
+  BOOST_TEST(!shard.end->send(3, 1, pattern(10, 1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_goes_away_closes_the_member_s_lane) {
+  auto shard = std::make_unique<shard_side>(plain());
+  member_side member(plain());
+  open_lane(*shard, member);
+  shard.reset();
+  auto c = member.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->peer == 0u);
+  BOOST_TEST(!member.end->send(0, 1, pattern(10, 1)));
+}
+
+BOOST_AUTO_TEST_CASE(a_dropped_member_s_lane_closes_and_a_new_offer_replaces_it) {
+  shard_side shard(plain());
+  member_side member(plain());
+  open_lane(shard, member);
+  shard.end->drop(3, "the worker left the job");
+  auto c = member.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  open_lane(shard, member);  // the member asks again and gets a lane
+  BOOST_REQUIRE(member.end->send(0, 2, pattern(100, 5)));
+  auto got = shard.payloads.take();
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(got->ticket == 2u);
+}
