@@ -3,7 +3,8 @@
 // names (or takes their handles in one process), and carries the store's calls as
 // requests with the job's request timeout. It watches the coordinator and every shard:
 // when one goes away every call in flight fails at once with shard_lost (CAF 0.17 would
-// only time them out) and later calls fail the same way. Calls are local triggers
+// only time them out) and later calls fail the same way. Large tensors to and from shards
+// on other hosts take its bulk lanes (Note [Bulk lanes]). Calls are local triggers
 // (Note [Type IDs and local triggers] in actors/protocol.hpp): only this process sends them.
 #pragma once
 
@@ -15,6 +16,7 @@
 
 #include "actors/protocol.hpp"
 #include "client/kv_transport.hpp"
+#include "core/lane.hpp"
 #include "core/kv_messages.hpp"
 
 namespace troupe::kv {
@@ -31,6 +33,9 @@ struct member_call_lookup {
   kv_lookup msg;
   std::function<void(or_fault<kv_key_layout>)> done;
 };
+// A push's data goes on the member's bulk lane to the shard when it is open and the data
+// large enough (Note [Bulk lanes] in core/lane.hpp); a pull asks its answer there when its
+// `bytes` are. The completion sees the answer's data in the reply either way.
 struct member_call_push {
   std::uint32_t shard = 0;
   kv_push msg;
@@ -40,6 +45,7 @@ struct member_call_pull {
   std::uint32_t shard = 0;
   kv_pull msg;
   std::function<void(or_fault<kv_pull_reply>)> done;
+  std::size_t bytes = 0;  // the answer's f32 bytes
 };
 struct member_call_optimizer {
   kv_set_optimizer msg;
@@ -63,6 +69,9 @@ struct member_options {
   // The rank to ask the coordinator for (TROUPE_WORKER_INDEX), or -1 for any
   // (worker_join::wanted_rank).
   std::int32_t wanted_rank = -1;
+  // This process's end of the bulk lanes to shards on other hosts; none: tensors go in the
+  // messages.
+  std::shared_ptr<lane::member_end> lanes;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);

@@ -303,7 +303,8 @@ class remote_transport final : public kv_transport {
                        if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
                        stats->add(shared, bytes);
                        done(std::nullopt, std::move(std::get<0>(got)));
-                     }});
+                     },
+                     static_cast<std::size_t>(total) * sizeof(float)});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }
@@ -485,6 +486,9 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
     };
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
   opts.wanted_rank = std::get<std::int32_t>(index);
+  auto lanes = member_lanes_for(*plan);
+  if (!lanes) return fault{errc::bad_job, lanes.error().message};
+  opts.lanes = *lanes;
   const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
   caf::actor_system& ref = *sys;
   auto t =

@@ -67,6 +67,7 @@ class dialler final : public member_end {
     auto h = decode_header(raw, 0);
     if (!h || h->kind != frame_kind::welcome)
       return failure{"the shard answered the hello with " + (h ? std::string("another frame") : h.error().message)};
+    if (auto e = s->seal(true)) return failure{*e};
     return s;
   }
 

@@ -233,6 +233,7 @@ class listener final : public listening_end {
     if (way == direction::to_member) lane->set_open();
     const auto welcome = encode_header(welcome_header());
     std::optional<std::string> why = s.write(welcome.data(), welcome.size(), {deadline, {}});
+    if (!why) why = s.seal(false);
     forget_unwelcomed(fd);
     if (!why) {
       if (way == direction::to_shard)

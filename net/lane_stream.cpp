@@ -50,13 +50,19 @@ std::string peer_address_of(int fd) {
 }
 
 lane_stream::lane_stream(lane_stream&& o) noexcept
-    : fd_(std::exchange(o.fd_, -1)), ssl_(std::exchange(o.ssl_, nullptr)), peer_(std::move(o.peer_)) {}
+    : fd_(std::exchange(o.fd_, -1)),
+      ssl_(std::exchange(o.ssl_, nullptr)),
+      sealed_(std::move(o.sealed_)),
+      unit_(std::move(o.unit_)),
+      peer_(std::move(o.peer_)) {}
 
 lane_stream& lane_stream::operator=(lane_stream&& o) noexcept {
   if (this != &o) {
     reset();
     fd_ = std::exchange(o.fd_, -1);
     ssl_ = std::exchange(o.ssl_, nullptr);
+    sealed_ = std::move(o.sealed_);
+    unit_ = std::move(o.unit_);
     peer_ = std::move(o.peer_);
   }
   return *this;
@@ -148,10 +154,16 @@ std::optional<std::string> lane_stream::accept_tls(const tls_context& tls, stead
   return handshake(true, deadline);
 }
 
+// SSL_do_handshake, not SSL_accept or SSL_connect: a node's transport guard interposes
+// those for CAF's connections (Note [Idle handshakes]); a lane keeps its own deadline.
 std::optional<std::string> lane_stream::handshake(bool accepting, steady::time_point deadline) {
+  if (accepting)
+    SSL_set_accept_state(ssl_);
+  else
+    SSL_set_connect_state(ssl_);
   for (;;) {
     ERR_clear_error();
-    const int r = accepting ? SSL_accept(ssl_) : SSL_connect(ssl_);
+    const int r = SSL_do_handshake(ssl_);
     if (r == 1) return std::nullopt;
     switch (SSL_get_error(ssl_, r)) {
       case SSL_ERROR_WANT_READ:
@@ -173,67 +185,105 @@ std::string lane_stream::peer_role() const {
   return ssl_ ? role_of_certificate(SSL_get0_peer_certificate(ssl_)) : std::string();
 }
 
+std::optional<std::string> lane_stream::seal(bool dialled) {
+  if (!ssl_) return std::nullopt;
+  auto keys = sealer::for_session(ssl_, dialled);
+  if (!keys) return keys.error().message;
+  sealed_ = std::make_unique<sealer>(std::move(*keys));
+  return std::nullopt;
+}
+
 std::optional<std::string> lane_stream::read(void* into, std::size_t n, io_limit limit) {
-  auto* p = static_cast<char*>(into);
-  std::size_t got = 0;
-  while (got < n) {
-    const std::size_t want = std::min<std::size_t>(n - got, INT_MAX);
-    short wait_for = POLLIN;
-    if (ssl_) {
-      ERR_clear_error();
-      const int r = SSL_read(ssl_, p + got, static_cast<int>(want));
-      if (r > 0) {
-        got += static_cast<std::size_t>(r);
-        continue;
-      }
-      const int e = SSL_get_error(ssl_, r);
-      if (e == SSL_ERROR_ZERO_RETURN) return std::string("closed by the peer");
-      if (e == SSL_ERROR_WANT_WRITE) wait_for = POLLOUT;
-      else if (e != SSL_ERROR_WANT_READ)
-        return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? std::string("closed by the peer")
-                                                              : "TLS: " + tls_error_text();
-    } else {
-      const ssize_t r = ::recv(fd_, p + got, want, 0);
-      if (r > 0) {
-        got += static_cast<std::size_t>(r);
-        continue;
-      }
-      if (r == 0) return std::string("closed by the peer");
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return os_error("recv");
-    }
-    if (auto e = wait(wait_for, limit)) return e;
+  if (!sealed_) return ssl_ ? tls_read(into, n, limit) : raw_read(into, n, limit);
+  auto* p = static_cast<std::uint8_t*>(into);
+  for (std::size_t got = 0; got < n;) {
+    const std::size_t u = std::min(seal_unit, n - got);
+    std::uint8_t tag[seal_tag];
+    if (auto e = raw_read(p + got, u, limit)) return e;
+    if (auto e = raw_read(tag, seal_tag, limit)) return e;
+    if (!sealed_->open(p + got, u, tag))
+      return std::string("a sealed unit failed its integrity check (altered, replayed or out of order)");
+    got += u;
   }
   return std::nullopt;
 }
 
 std::optional<std::string> lane_stream::write(const void* from, std::size_t n, io_limit limit) {
-  const auto* p = static_cast<const char*>(from);
-  std::size_t sent = 0;
-  while (sent < n) {
-    const std::size_t want = std::min<std::size_t>(n - sent, INT_MAX);
-    short wait_for = POLLOUT;
-    if (ssl_) {
-      ERR_clear_error();
-      const int r = SSL_write(ssl_, p + sent, static_cast<int>(want));
-      if (r > 0) {
-        sent += static_cast<std::size_t>(r);
-        continue;
-      }
-      const int e = SSL_get_error(ssl_, r);
-      if (e == SSL_ERROR_WANT_READ) wait_for = POLLIN;
-      else if (e != SSL_ERROR_WANT_WRITE)
-        return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? std::string("closed by the peer")
-                                                              : "TLS: " + tls_error_text();
-    } else {
-      const ssize_t r = ::send(fd_, p + sent, want, MSG_NOSIGNAL);
-      if (r > 0) {
-        sent += static_cast<std::size_t>(r);
-        continue;
-      }
-      if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-        return errno == EPIPE || errno == ECONNRESET ? std::string("closed by the peer") : os_error("send");
+  if (!sealed_) return ssl_ ? tls_write(from, n, limit) : raw_write(from, n, limit);
+  const auto* p = static_cast<const std::uint8_t*>(from);
+  for (std::size_t sent = 0; sent < n;) {
+    const std::size_t u = std::min(seal_unit, n - sent);
+    unit_.resize(u + seal_tag);
+    sealed_->seal(p + sent, u, unit_.data());
+    if (auto e = raw_write(unit_.data(), unit_.size(), limit)) return e;
+    sent += u;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lane_stream::raw_read(void* into, std::size_t n, io_limit limit) {
+  auto* p = static_cast<char*>(into);
+  for (std::size_t got = 0; got < n;) {
+    const ssize_t r = ::recv(fd_, p + got, n - got, 0);
+    if (r > 0) {
+      got += static_cast<std::size_t>(r);
+      continue;
     }
-    if (auto e = wait(wait_for, limit)) return e;
+    if (r == 0) return std::string("closed by the peer");
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return os_error("recv");
+    if (auto e = wait(POLLIN, limit)) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lane_stream::raw_write(const void* from, std::size_t n, io_limit limit) {
+  const auto* p = static_cast<const char*>(from);
+  for (std::size_t sent = 0; sent < n;) {
+    const ssize_t r = ::send(fd_, p + sent, n - sent, MSG_NOSIGNAL);
+    if (r > 0) {
+      sent += static_cast<std::size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+      return errno == EPIPE || errno == ECONNRESET ? std::string("closed by the peer") : os_error("send");
+    if (auto e = wait(POLLOUT, limit)) return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lane_stream::tls_read(void* into, std::size_t n, io_limit limit) {
+  auto* p = static_cast<char*>(into);
+  for (std::size_t got = 0; got < n;) {
+    ERR_clear_error();
+    const int r = SSL_read(ssl_, p + got, static_cast<int>(std::min<std::size_t>(n - got, INT_MAX)));
+    if (r > 0) {
+      got += static_cast<std::size_t>(r);
+      continue;
+    }
+    const int e = SSL_get_error(ssl_, r);
+    if (e == SSL_ERROR_ZERO_RETURN) return std::string("closed by the peer");
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+      return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? std::string("closed by the peer")
+                                                            : "TLS: " + tls_error_text();
+    if (auto w = wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, limit)) return w;
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> lane_stream::tls_write(const void* from, std::size_t n, io_limit limit) {
+  const auto* p = static_cast<const char*>(from);
+  for (std::size_t sent = 0; sent < n;) {
+    ERR_clear_error();
+    const int r = SSL_write(ssl_, p + sent, static_cast<int>(std::min<std::size_t>(n - sent, INT_MAX)));
+    if (r > 0) {
+      sent += static_cast<std::size_t>(r);
+      continue;
+    }
+    const int e = SSL_get_error(ssl_, r);
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE)
+      return e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 ? std::string("closed by the peer")
+                                                            : "TLS: " + tls_error_text();
+    if (auto w = wait(e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, limit)) return w;
   }
   return std::nullopt;
 }

@@ -1,17 +1,20 @@
 // lane_stream: one connection of a bulk lane (Note [Bulk lanes] in core/lane.hpp), plain
 // TCP or TLS over a non-blocking socket: dialling and accepting with a deadline, reading
 // and writing whole buffers with one, and shutting down from any thread, which wakes a
-// read or write under way. Each stream is read by one thread and written by one thread
-// (the same one for TLS: a lane connection carries payloads one way, so after its
-// handshake only one side writes).
+// read or write under way. A stream is used by one thread at a time (a lane connection
+// carries payloads one way, so after its hello only one side writes). A TLS stream seals
+// its own units once the hello is done (Note [Sealed lane frames] in net/lane_seal.hpp).
 #pragma once
 
 #include <chrono>
 #include <cstddef>
 #include <optional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "base/expected.hpp"
+#include "net/lane_seal.hpp"
 #include "net/tls.hpp"
 
 namespace troupe::lane {
@@ -50,6 +53,9 @@ class lane_stream {
   std::optional<std::string> write(const void* from, std::size_t n, io_limit limit);
   // Any thread: the stream's reads and writes fail from now on, including one under way.
   void shutdown();
+  // TLS, once the hello and welcome are done: from now on reads and writes are sealed
+  // units (Note [Sealed lane frames]). `dialled`: this side connected. Plain: nothing.
+  std::optional<std::string> seal(bool dialled);
 
   // The peer's role from its certificate (empty without TLS, or when it names none).
   std::string peer_role() const;
@@ -62,10 +68,18 @@ class lane_stream {
   lane_stream(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
   std::optional<std::string> wait(short events, io_limit limit);
   std::optional<std::string> handshake(bool accepting, steady::time_point deadline);
+  // The socket's bytes as they are (plain, and sealed units).
+  std::optional<std::string> raw_read(void* into, std::size_t n, io_limit limit);
+  std::optional<std::string> raw_write(const void* from, std::size_t n, io_limit limit);
+  // TLS records (the handshake's hello and welcome).
+  std::optional<std::string> tls_read(void* into, std::size_t n, io_limit limit);
+  std::optional<std::string> tls_write(const void* from, std::size_t n, io_limit limit);
   void reset();
 
   int fd_ = -1;
   ssl_st* ssl_ = nullptr;
+  std::unique_ptr<sealer> sealed_;
+  std::vector<std::uint8_t> unit_;  // a sealed unit on its way out
   std::string peer_;
 };
 

@@ -31,6 +31,7 @@ struct launch_request {
   std::string job_toml;                   // the coordinator's job flags
   bool tls = true;
   bool shared_memory = true;              // false: --no-shared-memory on every node and TROUPE_SHARED_MEMORY=0 for workers
+  bool bulk_lanes = true;                 // false: --no-bulk-lanes on every node and TROUPE_BULK_LANES=0 for workers
   std::uint16_t port = 7070;              // the coordinator's port (ssh: servers use the next ones)
   std::vector<std::string> node_flags;    // passed to every node (heartbeats, timeouts)
   // Flags for one node, by its certificate name ("coordinator", "server-0", "worker-1"):
@@ -47,7 +48,8 @@ struct launch_request {
 // The environment a user's worker command joins the job with: the coordinator, the job
 // id, its certificate (or TROUPE_INSECURE_NETWORK) and the job's secret, all under `dir`
 // (the job directory on the worker's host), its index among the launched workers, and
-// TROUPE_SHARED_MEMORY=0 when the request turns the same-host fast path off.
+// TROUPE_SHARED_MEMORY=0 and TROUPE_BULK_LANES=0 when the request turns the same-host
+// fast path or the bulk lanes off.
 std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
                                                                     const std::string& coordinator, std::uint32_t index);
 

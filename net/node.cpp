@@ -12,6 +12,7 @@
 #include "actors/shard_server.hpp"
 #include "core/shm_segment.hpp"
 #include "net/job_secret.hpp"
+#include "net/lane_transport.hpp"
 #include "net/node_runtime.hpp"
 #include "net/peer_certificates.hpp"
 #include "net/peer_expectations.hpp"
@@ -150,12 +151,48 @@ caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const j
   return await_job(sys, coordinator);
 }
 
+expected<lane::transport_options> lane_options_for(const node_plan& plan) {
+  lane::transport_options o;
+  if (plan.tls.any()) {
+    auto ctx = tls_context_for(plan.tls);
+    if (!ctx) return failure{"bulk lanes: " + ctx.error().message};
+    o.tls = *ctx;
+  }
+  o.handshake_timeout = ms(plan.handshake_timeout_s);
+  o.idle_timeout = ms(plan.connection_timeout_s);
+  return o;
+}
+
+expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan) {
+  if (!plan.bulk_lanes) return std::shared_ptr<lane::shard_end>();
+  auto o = lane_options_for(plan);
+  if (!o) return o.error();
+  auto end = lane::listen_for_members(plan.listen.host, plan.lane_port, std::move(*o));
+  if (!end) {
+    if (plan.lane_port != 0) return failure{end.error().message + " (--lane-port)"};
+    spdlog::warn("{}; large tensors go in the actor messages", end.error().message);
+    return std::shared_ptr<lane::shard_end>();
+  }
+  spdlog::info("bulk lanes: members may open theirs at {}", endpoint{plan.listen.host, (*end)->port()}.str());
+  return std::shared_ptr<lane::shard_end>(*end);
+}
+
+expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan) {
+  if (!plan.bulk_lanes) return std::shared_ptr<lane::member_end>();
+  auto o = lane_options_for(plan);
+  if (!o) return o.error();
+  return lane::dial_shards(std::move(*o));
+}
+
 caf::error run_server_node(const node_plan& plan, const observability& obs) {
+  auto lanes = shard_lanes_for(plan);
+  if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
   caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
-  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs, fast_path_tag(plan));
+  auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs, fast_path_tag(plan),
+                                  *lanes);
   auto port = publish_role<shard_actor>(sys, shard, plan);
   if (!port) return port.error();
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
@@ -166,6 +203,8 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
 
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
                            compute_options compute) {
+  auto lanes = member_lanes_for(plan);
+  if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
   caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
@@ -179,6 +218,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.obs = obs;
   opts.compute = compute;
   opts.fast_path_tag = fast_path_tag(plan);
+  opts.lanes = *lanes;
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
     if (!d) return d.error();

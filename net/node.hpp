@@ -9,6 +9,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
+#include "core/lane.hpp"
 #include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
 #include "tensor/dataset.hpp"
@@ -36,6 +37,12 @@ caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const j
 // The job's tag for the same-host fast path (empty when the plan turns it off), after
 // removing the segments a crashed process of the job left behind.
 std::string fast_path_tag(const node_plan& plan);
+
+// This node's end of the bulk lanes (Note [Bulk lanes] in core/lane.hpp), from its plan:
+// TLS with its files when it has them, its handshake and connection timeouts. None when the
+// plan turns lanes off; a shard that cannot listen on any port runs without (a warning).
+expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);
+expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan);
 
 caf::error run_server_node(const node_plan& plan, const observability& obs);
 

@@ -60,6 +60,9 @@ void apply_environment(node_options& o, const environment& env) {
   if (insecure == "1" || insecure == "true") o.insecure_network = true;
   const std::string shm = get("TROUPE_SHARED_MEMORY");
   if (shm == "0" || shm == "false") o.shared_memory = false;
+  const std::string lanes = get("TROUPE_BULK_LANES");
+  if (lanes == "0" || lanes == "false") o.bulk_lanes = false;
+  if (o.lane_port_text.empty()) o.lane_port_text = get("TROUPE_LANE_PORT");
 }
 
 expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list) {
@@ -133,6 +136,15 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   p.connect_timeout_s = o.connect_timeout_s;
   p.handshake_timeout_s = o.handshake_timeout_s;
   p.shared_memory = o.shared_memory;
+  p.bulk_lanes = o.bulk_lanes;
+  if (!o.lane_port_text.empty()) {
+    unsigned v = 0;
+    const auto& t = o.lane_port_text;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || v > 65535)
+      return failure{"the lane port (--lane-port or TROUPE_LANE_PORT) is '" + t + "', not a port number 0-65535"};
+    p.lane_port = static_cast<std::uint16_t>(v);
+  }
   const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
   auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
   if (!listen) return listen.error();

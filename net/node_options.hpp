@@ -33,6 +33,8 @@ struct node_options {
   std::string secret_file;        // the job's secret (net/job_secret.hpp); default DIR/job.secret with --tls-dir
   bool insecure_network = false;
   bool shared_memory = true;      // the same-host fast path (Note [Same-host fast path])
+  bool bulk_lanes = true;         // large tensors over the network on lanes of their own (Note [Bulk lanes])
+  std::string lane_port_text;     // a shard's lane listener port (empty or 0: any free port)
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node
@@ -47,8 +49,8 @@ environment current_environment();
 
 // Fills unset fields from TROUPE_ROLE, TROUPE_COORDINATOR, TROUPE_LISTEN,
 // TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR (or TROUPE_TLS_CERT, TROUPE_TLS_KEY and
-// TROUPE_TLS_CA), TROUPE_SECRET_FILE, TROUPE_INSECURE_NETWORK and TROUPE_SHARED_MEMORY
-// (0 or false: off).
+// TROUPE_TLS_CA), TROUPE_SECRET_FILE, TROUPE_INSECURE_NETWORK, TROUPE_SHARED_MEMORY and
+// TROUPE_BULK_LANES (0 or false: off) and TROUPE_LANE_PORT.
 void apply_environment(node_options& o, const environment& env);
 
 // With o.slurm: role, listen and join from SLURM_PROCID and SLURM_NODELIST (task 0 is the
@@ -67,6 +69,8 @@ struct node_plan {
   tls_files tls;                 // empty: plain transport
   std::string secret;            // the job's secret (64 hex digits); a resolved plan always has one
   bool shared_memory = true;     // shards and workers on one host exchange tensors in shared memory
+  bool bulk_lanes = true;        // shards and members on different hosts: large tensors on lanes (Note [Bulk lanes])
+  std::uint16_t lane_port = 0;   // a shard's lane listener (0: any free port)
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
 };

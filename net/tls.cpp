@@ -99,6 +99,7 @@ expected<tls_context> tls_context_for(const tls_files& f) {
     return failure{"cannot load the CA " + f.ca + ": " + ossl_error()};
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   SSL_CTX_set_mode(ctx.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_num_tickets(ctx.get(), 0);  // nobody resumes: a ticket would be bytes a one-way connection never reads
   return ctx;
 }
 

@@ -36,6 +36,7 @@ struct launch_cli {
   std::string ssh = "ssh";
   double heartbeat_s = 0.5, connection_timeout_s = 5.0;
   bool no_shared_memory = false;
+  bool no_bulk_lanes = false;
   job_cli_options job;
   observe_options observe;
   std::string prometheus_config;
@@ -80,6 +81,8 @@ int run_launch(launch_cli& o) {
   req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
   req.shared_memory = !o.no_shared_memory;
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
+  req.bulk_lanes = !o.no_bulk_lanes;
+  if (o.no_bulk_lanes) req.node_flags.push_back("--no-bulk-lanes");
   req.job_toml = job_options_as_toml(*o.app);
   if (job->kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";
   for (const char* key : {"workers", "servers"})
@@ -237,6 +240,10 @@ command add_launch(CLI::App& parent) {
   app->add_option("--ssh", o->ssh, "ssh: the ssh command")->capture_default_str()->group(g);
   app->add_flag("--no-shared-memory", o->no_shared_memory,
                 "Send every tensor over the network, even between nodes on one host (default: shared memory there)")
+      ->group(g);
+  app->add_flag("--no-bulk-lanes", o->no_bulk_lanes,
+                "Send large tensors between hosts inside the actor messages instead of on lanes of their own (one "
+                "more port per shard server)")
       ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")
       ->check(CLI::Range(0.01, 3600.0))

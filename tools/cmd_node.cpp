@@ -199,6 +199,13 @@ command add_node(CLI::App& parent) {
                 "Send every tensor over the network, even to a shard on this host (default: shared memory on one "
                 "host; TROUPE_SHARED_MEMORY=0)")
       ->group(group_node);
+  app->add_flag("--no-bulk-lanes", [o](std::int64_t) { o->node.bulk_lanes = false; },
+                "Send large tensors to and from other hosts inside the actor messages instead of on lanes of their "
+                "own (TROUPE_BULK_LANES=0)")
+      ->group(group_node);
+  app->add_option("--lane-port", o->node.lane_port_text,
+                  "A shard server's port for bulk lanes, on its listen host (default: any free one; TROUPE_LANE_PORT)")
+      ->group(group_node);
   app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str()

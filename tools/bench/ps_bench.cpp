@@ -6,21 +6,28 @@
 // digits on both sides) they use the same-host fast path as a worker does (Note [Same-host
 // fast path] in core/shared_slots.hpp): the client packs each gradient into its push slot
 // and copies each answer out of its reply slot, so each tensor still crosses memory once.
+// With --lane (both sides) they move the tensors on a bulk lane (Note [Bulk lanes] in
+// core/lane.hpp), as a worker does with a shard on another host: the client moves each
+// gradient onto the lane and takes each answer off it; the messages carry tickets.
 // Without --tls-dir both sides run with --insecure-network and need --secret-file.
-//   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR | --secret-file F] [--shm-tag HEX]
+//   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR | --secret-file F] [--shm-tag HEX] [--lane]
 //   bench_ps client --join 127.0.0.1:P [--floats N] [--reps 10] [--tls-dir DIR | --secret-file F]
-//                   [--shm-tag HEX]
+//                   [--shm-tag HEX] [--lane]
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
 #include <iostream>
 #include <thread>
 
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
 #include "core/shared_slots.hpp"
+#include "net/node.hpp"
 #include "net/node_runtime.hpp"
 
 using namespace troupe;
@@ -62,15 +69,23 @@ node_plan plan_for(const std::string& listen_or_join, const std::string& tls_dir
 }
 
 int serve(const std::string& listen, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
-          const std::string& shm_tag) {
+          const std::string& shm_tag, bool lane) {
   const node_plan plan = plan_for(listen, tls_dir, secret_file, true);
+  node_plan lane_plan = plan;  // the lane is the shard's: it shows a server's certificate
+  lane_plan.bulk_lanes = lane;
+  if (!tls_dir.empty()) lane_plan.tls = tls_files_in(tls_dir, "server");
+  auto lanes = shard_lanes_for(lane_plan);
+  if (!lanes) {
+    std::cerr << lanes.error().message << "\n";
+    return 1;
+  }
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
   const job_spec job = block_job(floats);
   const std::int64_t numel = build_model(job)->num_params();
   auto coord = spawn_lone_coordinator(sys, job, numel);
-  auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10), {}, shm_tag);
+  auto shard = spawn_shard_server(sys, coord, "bench", std::chrono::seconds(10), {}, shm_tag, *lanes);
   join_as_shard(shard, {}, 0);
   auto port = publish_on(sys, coordinator_actor{coord}, plan.listen, plan.tls.any());
   if (!port) {
@@ -90,9 +105,43 @@ double median(std::vector<double> v) {
   return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
+// What the client's lane end reports, waited for by the timing loop.
+struct lane_inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::uint64_t, tensor> payloads;
+  bool opened = false;
+  std::string closed;
+
+  template <class F>
+  void update(F f) {
+    {
+      std::lock_guard l(mu);
+      f();
+    }
+    cv.notify_all();
+  }
+  // The payload of `ticket`, waiting at most 60 s; empty when the lane closed or it did not come.
+  tensor take(std::uint64_t ticket) {
+    std::unique_lock l(mu);
+    cv.wait_for(l, std::chrono::seconds(60), [&] { return payloads.contains(ticket) || !closed.empty(); });
+    auto it = payloads.find(ticket);
+    if (it == payloads.end()) return {};
+    tensor t = std::move(it->second);
+    payloads.erase(it);
+    return t;
+  }
+};
+
 int client(const std::string& join, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
-           int reps, const std::string& shm_tag) {
-  const node_plan plan = plan_for(join, tls_dir, secret_file, false);
+           int reps, const std::string& shm_tag, bool lane) {
+  node_plan plan = plan_for(join, tls_dir, secret_file, false);
+  plan.bulk_lanes = lane;
+  auto lanes = member_lanes_for(plan);
+  if (!lanes) {
+    std::cerr << lanes.error().message << "\n";
+    std::_Exit(1);
+  }
   caf::actor_system_config cfg;
   configure_node(cfg, plan);
   caf::actor_system sys{cfg};
@@ -129,6 +178,27 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
     }
     channel = std::move(*made);
   }
+  lane_inbox inbox;
+  if (*lanes) {  // opened before the timing, as a worker's first pulls open it
+    (*lanes)->start({[&](std::uint32_t) { inbox.update([&] { inbox.opened = true; }); },
+                     [&](std::uint32_t, std::uint64_t t, tensor x) {
+                       inbox.update([&] { inbox.payloads.emplace(t, std::move(x)); });
+                     },
+                     [&](std::uint32_t, const std::string& why) { inbox.update([&] { inbox.closed = why; }); }});
+    self->request(shard, timeout, lane_open_atom::value, std::uint32_t{0})
+        .receive([&](const lane_offer& o) { (*lanes)->open(0, plan.join->host, o); },
+                 [&](caf::error& e) {
+                   std::cerr << "the shard offered no lane: " << describe(e) << "\n";
+                   std::_Exit(1);
+                 });
+    std::unique_lock l(inbox.mu);
+    inbox.cv.wait_for(l, std::chrono::seconds(30), [&] { return inbox.opened || !inbox.closed.empty(); });
+    if (!inbox.opened) {
+      std::cerr << "the lane did not open: " << inbox.closed << "\n";
+      std::_Exit(1);
+    }
+  }
+  std::uint64_t next_ticket = 1;
   tensor params({numel});  // where a worker would unpack the answer
   std::vector<double> push_ms, pull_ms;
   std::int64_t version = 0;
@@ -138,6 +208,14 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
     if (auto buffer = channel ? channel->lend_push_buffer(numel) : std::nullopt) {
       copy(*buffer, grad);  // a worker packs its gradient here
       p.shared = *channel->put_push(*buffer);
+    } else if (*lanes) {
+      tensor packed(grad);  // as p.grad = grad below: a worker packs its gradient
+      const std::uint64_t ticket = next_ticket++;
+      p.lane = lane::describe(ticket, packed);
+      if (!(*lanes)->send(0, ticket, std::move(packed))) {
+        std::cerr << "the lane closed: " << inbox.closed << "\n";
+        std::_Exit(1);
+      }
     } else {
       p.grad = grad;
     }
@@ -150,6 +228,7 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
     const auto t1 = std::chrono::steady_clock::now();
     pull_request q{0, 0, r + 1, {}};
     if (auto slot = channel ? channel->lend_reply_slot() : std::nullopt) q.reply_to = *slot;
+    if (*lanes) q.lane_reply = next_ticket++;
     self->request(shard, timeout, pull_atom::value, q)
         .receive(
             [&](params_reply& a) {
@@ -157,6 +236,8 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
                 auto got = channel->take_reply(a.shared);
                 ok = ok && got.has_value() && got->numel() == numel;
                 if (ok) copy(params, *got);  // a worker unpacks the answer
+              } else if (!a.lane.empty()) {
+                ok = ok && a.lane.ticket == q.lane_reply && inbox.take(a.lane.ticket).numel() == numel;
               } else {
                 if (channel) channel->reply_failed(false);
                 ok = ok && a.params.numel() == numel;
@@ -178,6 +259,7 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
   out["floats"] = numel;
   out["tls"] = plan.tls.any();
   out["shared_memory"] = channel && channel->confirmed();
+  out["lane"] = static_cast<bool>(*lanes);
   out["reps"] = reps;
   out["push_ms"] = push;
   out["pull_ms"] = pull;
@@ -192,6 +274,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Push/pull throughput of one shard across two processes"};
   app.require_subcommand(1);
   std::string listen = "127.0.0.1:0", join, tls_dir, secret_file, shm_tag;
+  bool lane = false;
   std::int64_t floats = 10'000'000;
   int reps = 10;
   auto* s = app.add_subcommand("serve", "Run the shard");
@@ -205,8 +288,9 @@ int main(int argc, char** argv) {
     sub->add_option("--secret-file", secret_file, "The job's secret (without --tls-dir: plain TCP)");
     sub->add_option("--shm-tag", shm_tag, "16 hex digits: the same-host fast path, under this job tag")
         ->check([](const std::string& t) { return shm::valid_tag(t) ? std::string() : "16 lowercase hex digits"; });
+    sub->add_flag("--lane", lane, "Move the tensors on a bulk lane beside the messages");
   }
   CLI11_PARSE(app, argc, argv);
-  return s->parsed() ? serve(listen, tls_dir, secret_file, floats, shm_tag)
-                      : client(join, tls_dir, secret_file, floats, reps, shm_tag);
+  return s->parsed() ? serve(listen, tls_dir, secret_file, floats, shm_tag, lane)
+                      : client(join, tls_dir, secret_file, floats, reps, shm_tag, lane);
 }
