@@ -68,6 +68,9 @@ claimed claim_payload(shard_pointer self, std::uint32_t rank, const lane_tensor&
     if (st.m) st.m->bytes_received->Increment(static_cast<double>(shaped->nbytes()));
     return {std::move(*shaped), {}};
   }
+  if (st.lanes->overdue.erase({rank, d.ticket}))
+    return {std::nullopt, "its payload did not come on the bulk lane within the request timeout (" +
+                              std::to_string(st.request_timeout.count()) + " ms)"};
   if (st.lanes->closed.contains(rank)) {
     st.lanes->payloads.abandon({rank, d.ticket});
     return {std::nullopt, "its payload's bulk lane closed before the payload came"};
@@ -114,13 +117,9 @@ void on_lane_overdue(shard_pointer self, std::uint32_t rank, std::uint64_t ticke
   if (!st.lanes) return;
   auto it = st.lanes->backlog.find(rank);
   if (it == st.lanes->backlog.end() || it->second.calls.empty() || it->second.calls.front().ticket != ticket) return;
-  auto call = std::move(it->second.calls.front());
-  it->second.calls.pop_front();
-  it->second.overdue_set = 0;
+  // The push is refused through its own attempt, so the core counts it as any refused push.
   st.lanes->payloads.abandon({rank, ticket});
-  spdlog::warn("shard {}: the lane payload of a push of worker {} did not come within {} ms", st.index, rank,
-               st.request_timeout.count());
-  call.fail(make_error(errc::malformed, "its payload did not come on the bulk lane within the request timeout"));
+  st.lanes->overdue.insert({rank, ticket});
   drain(self, rank);
 }
 
@@ -140,6 +139,7 @@ void forget_lane(shard_pointer self, std::uint32_t rank) {
   fail_backlog(self, rank, make_error(errc::not_member, "the worker left the job"));
   st.lanes->payloads.close(rank);
   st.lanes->closed.erase(rank);
+  std::erase_if(st.lanes->overdue, [rank](const auto& k) { return k.first == rank; });
 }
 
 }  // namespace troupe::shard_shell

@@ -66,6 +66,7 @@ struct shard_lanes {
   };
   std::map<std::uint32_t, queue> backlog;  // by member rank
   std::set<std::uint32_t> closed;          // members whose lane closed: a missing payload will not come
+  std::set<std::pair<std::uint32_t, std::uint64_t>> overdue;  // payloads given up on (rank, ticket)
 };
 
 struct shard_state {

@@ -7,7 +7,8 @@
 // parts whose second is refused (the first stays as it was); a pull offering a slot to a
 // shard without the fast path is answered in the message. With the job's --compression
 // pushes are decoded part by part (a part that does not decode refuses the whole push),
-// and answers over the network come in its --pull-precision.
+// and answers over the network come in its --pull-precision. On a bulk lane, pushes and
+// pulls carry their values beside the messages.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
@@ -21,6 +22,7 @@
 #include "actors/shard_server.hpp"
 #include "core/shared_slots.hpp"
 #include "tensor/grad_codec.hpp"
+#include "tests/support/hand_lanes.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
@@ -41,7 +43,8 @@ tensor filled(std::int64_t count, float v) {
 struct kv_job {
   // fast_path_tag: the shard's tag for the same-host fast path (empty: off); the job's
   // --compression and --pull-precision.
-  explicit kv_job(std::string fast_path_tag = {}, grad_codec compression = {}, grad_codec pull_precision = {}) {
+  explicit kv_job(std::string fast_path_tag = {}, grad_codec compression = {}, grad_codec pull_precision = {},
+                  std::shared_ptr<lane::shard_end> lanes = nullptr) {
     configure_in_process(cfg);
     sys.emplace(cfg);
     job_spec job;
@@ -54,7 +57,7 @@ struct kv_job {
     job.compression = compression;
     job.pull_precision = pull_precision;
     coordinator = spawn_kv_coordinator(*sys, job, {});
-    shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag);
+    shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag, std::move(lanes));
     join_as_shard(shard_server, "", 0);
     member.emplace(*sys);
     (*member)
@@ -82,7 +85,7 @@ struct kv_job {
     return out;
   }
   std::optional<std::pair<errc, std::string>> pull(kv_pull r, tensor* values = nullptr,
-                                                   shared_tensor* where = nullptr) {
+                                                   shared_tensor* where = nullptr, lane_tensor* on_lane = nullptr) {
     std::optional<std::pair<errc, std::string>> out;
     (*member)
         ->request(shard, timeout, pull_atom::value, std::move(r))
@@ -90,6 +93,7 @@ struct kv_job {
             [&](kv_pull_reply& reply) {
               if (values) *values = std::move(reply.data);
               if (where) *where = std::move(reply.shared);
+              if (on_lane) *on_lane = std::move(reply.lane);
             },
             [&](caf::error& e) { out.emplace(troupe_code(e).value_or(errc::bad_job), describe(e)); });
     return out;
@@ -290,4 +294,34 @@ BOOST_FIXTURE_TEST_CASE(a_push_refused_in_one_part_changes_no_part, kv_job) {
   BOOST_REQUIRE(e);
   BOOST_TEST((e->first == errc::not_finite));
   BOOST_TEST(all_equal(values(), 1.f));  // key w's part, first in the push, is unchanged
+}
+
+// Note [Bulk lanes]: a push whose values came on the lane is applied as an inline one; one
+// whose payload does not fit its parts is refused whole; a pull that asks is answered on
+// the lane, whose payload holds the values. The shard's lane end is driven by hand.
+BOOST_AUTO_TEST_CASE(pushes_and_pulls_on_a_bulk_lane) {
+  auto hand = std::make_shared<test::hand_lanes>();
+  hand->open.insert(0);  // the member's lane carries answers
+  kv_job job({}, {}, {}, hand);
+  auto& lanes = *hand;
+  lanes.h.payload(0, 1, filled(n, 0.25f));
+  kv_push p{0, 0, {part}, {0}, tensor(), {}};
+  p.lane = lane_tensor{1, 0, {n}};
+  BOOST_TEST(!job.push(p).has_value());
+  BOOST_TEST(all_equal(job.values(), 0.25f));  // no optimizer on the shard: the latest gradient
+  lanes.h.payload(0, 2, filled(n + 1, 9.f));  // one float too many for the part
+  p.lane = lane_tensor{2, 0, {n + 1}};
+  const auto refused = job.push(p);
+  BOOST_REQUIRE(refused.has_value());
+  BOOST_TEST((refused->first == errc::malformed));
+  BOOST_TEST(all_equal(job.values(), 0.25f));
+  kv_pull r{0, 0, {part}, {{}}, {0}, {}};
+  r.lane_reply = 3;
+  tensor in_message;
+  lane_tensor on_lane;
+  BOOST_TEST(!job.pull(r, &in_message, nullptr, &on_lane).has_value());
+  BOOST_TEST(in_message.empty());
+  BOOST_TEST(on_lane.ticket == 3u);
+  BOOST_REQUIRE(lanes.sent.size() == 1u);
+  BOOST_TEST(all_equal(std::get<2>(lanes.sent[0]), 0.25f));
 }

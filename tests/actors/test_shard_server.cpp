@@ -13,137 +13,17 @@
 #include <functional>
 #include <limits>
 
-#include "actors/lone_shard.hpp"
-#include "actors/shard_server.hpp"
 #include "monitoring/refusals.hpp"
-#include "tests/support/caf_fixture.hpp"
-#include "tests/support/tiny_job.hpp"
+#include "tests/support/shard_fixture.hpp"
 
 using namespace troupe;
 
-namespace {
+using test::act;
+using test::filled;
+using test::numel;
+using test::shard_fixture;
 
-// All 15 parameters of tiny_job's model on the one shard; plain SGD at lr 1.
-job_spec tiny_job(sync_mode mode) {
-  job_spec j = test::tiny_job(mode, 2, 1);
-  j.train.lr = 1.f;
-  j.train.warmup_epochs = 0.f;
-  j.train.schedule = lr_schedule_kind::constant;
-  j.train.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
-  return j;
-}
-
-constexpr std::int64_t numel = 15;
-
-struct recorder {
-  std::vector<push_ack> acks;
-  std::vector<params_reply> params;
-  std::vector<caf::error> errors;
-};
-
-tensor filled(float v) {
-  tensor t({numel});
-  for (std::int64_t i = 0; i < numel; ++i) t.data<float>()[i] = v;
-  return t;
-}
-
-// Runs a function in a member stand-in actor (so its requests come from that actor).
-struct act {
-  std::function<void(caf::event_based_actor*)> f;
-};
-
-}  // namespace
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(act)
-
-namespace {
-
-struct fixture : test::deterministic_system {
-  lone_coordinator_actor coord;
-  shard_actor shard;
-  std::vector<caf::actor> members;  // by rank, as they joined the stand-in coordinator
-  recorder rec;
-
-  void boot(sync_mode mode, const std::function<void(job_spec&)>& tweak = {}) {
-    job_spec job = tiny_job(mode);
-    if (tweak) tweak(job);
-    coord = own(spawn_lone_coordinator(*sys, job, numel));
-    auto local = own(spawn_shard_server(*sys, coord, "job-under-test", std::chrono::seconds(10)));
-    join_as_shard(local, {}, 0);
-    shard = local;
-    sched->run();
-  }
-  static caf::behavior member_behaviour(caf::event_based_actor* self) {
-    return {[=](const act& a) { a.f(self); }};
-  }
-  // The job's two members join the stand-in coordinator, which starts the shard with them.
-  void start() {
-    for (int r = 0; r < 2; ++r) {
-      members.push_back(own(sys->spawn(member_behaviour)));
-      auto c = coord;
-      run_as(members.back(), [c](caf::event_based_actor* self) {
-        self->request(c, caf::infinite, join_atom::value, worker_join{"job-under-test", {}, 0, {}, {}, -1})
-            .then([](const worker_welcome&) {});
-      });
-      sched->run();
-    }
-  }
-  void run_as(const caf::actor& who, std::function<void(caf::event_based_actor*)> f) {
-    caf::anon_send(who, act{std::move(f)});
-  }
-  // The member of that rank, or (for a rank nobody holds) a stranger.
-  caf::actor as(std::uint32_t worker) {
-    return worker < members.size() ? members[worker] : own(sys->spawn(member_behaviour));
-  }
-  void push(std::uint32_t worker, std::int64_t clock, tensor g, std::uint32_t to_shard = 0) {
-    push_from(as(worker), worker, clock, std::move(g), to_shard);
-  }
-  void push_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, tensor g, std::uint32_t to_shard = 0) {
-    auto s = shard;
-    auto* r = &rec;
-    run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, push_atom::value, push_grads{to_shard, worker, clock, clock, g, {}})
-          .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
-    });
-  }
-  // A piece [offset, offset + g.numel()) of worker's gradient (Note [Gradient pieces]).
-  void push_piece(std::uint32_t worker, std::int64_t clock, tensor g, std::int64_t offset) {
-    auto s = shard;
-    auto* r = &rec;
-    push_grads p{0, worker, clock, clock, g, {}, offset, g.numel()};
-    run_as(as(worker), [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, push_atom::value, p)
-          .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
-    });
-  }
-  void pull(std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0, std::int64_t piece_numel = 0) {
-    pull_from(as(worker), worker, clock, piece_offset, piece_numel);
-  }
-  void pull_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0,
-                 std::int64_t piece_numel = 0) {
-    auto s = shard;
-    auto* r = &rec;
-    pull_request q{0, worker, clock, {}, false, piece_offset, piece_numel};
-    run_as(who, [=](caf::event_based_actor* self) {
-      self->request(s, caf::infinite, pull_atom::value, q)
-          .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
-                [=](caf::error& e) { r->errors.push_back(e); });
-    });
-  }
-  params_reply snapshot() {
-    params_reply out;
-    auto c = coord;
-    sys->spawn([=, &out](caf::event_based_actor* self) {
-      self->request(c, caf::infinite, lone_snapshot{}).then([&out](params_reply& p) { out = std::move(p); });
-    });
-    sched->run();
-    return out;
-  }
-};
-
-}  // namespace
-
-BOOST_FIXTURE_TEST_CASE(refuses_work_before_start, fixture) {
+BOOST_FIXTURE_TEST_CASE(refuses_work_before_start, shard_fixture) {
   boot(sync_mode::sync);
   push(0, 0, filled(1.f));
   pull(0, 0);
@@ -153,7 +33,7 @@ BOOST_FIXTURE_TEST_CASE(refuses_work_before_start, fixture) {
   for (auto& e : rec.errors) BOOST_TEST((troupe_code(e) == errc::not_member));
 }
 
-BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, fixture) {
+BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, shard_fixture) {
   boot(sync_mode::sync);
   start();
   const params_reply initial = snapshot();
@@ -177,7 +57,7 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, fixture) {
 // Gradient buckets (Note [Gradient pieces]): a gradient pushed in pieces closes the round
 // as a whole one would, a pull of a piece is held like any pull and answered with that
 // piece, and a piece outside the member's slice is refused.
-BOOST_FIXTURE_TEST_CASE(gradients_and_pulls_in_pieces_and_a_piece_outside_the_slice, fixture) {
+BOOST_FIXTURE_TEST_CASE(gradients_and_pulls_in_pieces_and_a_piece_outside_the_slice, shard_fixture) {
   boot(sync_mode::sync);
   start();
   const params_reply initial = snapshot();
@@ -206,7 +86,7 @@ BOOST_FIXTURE_TEST_CASE(gradients_and_pulls_in_pieces_and_a_piece_outside_the_sl
   BOOST_TEST((troupe_code(rec.errors[0]) == errc::bad_shape));
 }
 
-BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixture) {
+BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, shard_fixture) {
   boot(sync_mode::async);
   start();
   const params_reply before = snapshot();
@@ -229,7 +109,7 @@ BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, fixtu
   BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
 }
 
-BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_nothing, fixture) {
+BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_nothing, shard_fixture) {
   boot(sync_mode::async, [](job_spec& j) {
     j.compression = *parse_grad_codec("2bit:0.5");
     j.pull_precision = *parse_grad_codec("fp16");
@@ -268,7 +148,7 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
     BOOST_TEST(decoded->data<float>()[i] == f16_to_f32(f32_to_f16(after.params.data<float>()[i])));
 }
 
-BOOST_FIXTURE_TEST_CASE(a_not_finite_or_malformed_gradient_in_a_2bit_sync_job_still_closes_its_round, fixture) {
+BOOST_FIXTURE_TEST_CASE(a_not_finite_or_malformed_gradient_in_a_2bit_sync_job_still_closes_its_round, shard_fixture) {
   boot(sync_mode::sync, [](job_spec& j) { j.compression = *parse_grad_codec("2bit:0.5"); });
   start();
   const params_reply before = snapshot();
@@ -294,7 +174,7 @@ BOOST_FIXTURE_TEST_CASE(a_not_finite_or_malformed_gradient_in_a_2bit_sync_job_st
     BOOST_TEST(after.params.data<float>()[i] == before.params.data<float>()[i] - 1.f);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_changes_nothing, fixture) {
+BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_changes_nothing, shard_fixture) {
   boot(sync_mode::async);  // spawned without a fast-path tag, as in one process
   start();
   const params_reply before = snapshot();
@@ -314,7 +194,7 @@ BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_ch
   BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
 }
 
-BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixture) {
+BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, shard_fixture) {
   boot(sync_mode::sync);
   start();
   push(0, 0, filled(2.f));
@@ -330,7 +210,7 @@ BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, fixt
   BOOST_TEST((troupe_code(rec.errors[0]) == errc::not_member));
 }
 
-BOOST_FIXTURE_TEST_CASE(stats_report_counters, fixture) {
+BOOST_FIXTURE_TEST_CASE(stats_report_counters, shard_fixture) {
   boot(sync_mode::async);
   start();
   push(0, 0, filled(1.f));
@@ -348,7 +228,7 @@ BOOST_FIXTURE_TEST_CASE(stats_report_counters, fixture) {
   BOOST_TEST(st.staleness_sum == 1);  // the second push was computed on version 0
 }
 
-BOOST_FIXTURE_TEST_CASE(only_a_rank_s_own_actor_pushes_and_pulls_and_only_the_coordinator_administers, fixture) {
+BOOST_FIXTURE_TEST_CASE(only_a_rank_s_own_actor_pushes_and_pulls_and_only_the_coordinator_administers, shard_fixture) {
   boot(sync_mode::async);
   start();
   const params_reply before = snapshot();

@@ -1,8 +1,9 @@
 // The same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp) with real
 // `troupe node` processes over mutual TLS on loopback: a job gives the same bits with the
 // fast path on, off, and refused by its shard (which then answers over the network), and
-// so does a job with 2-bit pushes (copied into the slot) on and off, and a job whose
-// gradient buckets go in pieces over the network; a
+// so does a job with 2-bit pushes (copied into the slot) on and off, a job whose
+// gradient buckets go in pieces over the network, and one whose tensors take a bulk lane
+// over the network (Note [Bulk lanes]) or go in the messages; a
 // segment a crashed process of the job left behind is removed by the next node of the job
 // to start; a worker killed while it trains leaves no segment behind.
 #define BOOST_TEST_MODULE fast_path
@@ -110,6 +111,25 @@ BOOST_AUTO_TEST_CASE(gradient_buckets_go_in_pieces_over_the_network_and_change_n
   BOOST_TEST(shared.result["params_fnv1a"].get<std::string>() == fnv);
   BOOST_TEST(pieces.result["rejected_messages"].get<int>() == 0);
   BOOST_TEST(pieces.result["push_bytes_per_step"].get<double>() == whole.result["push_bytes_per_step"].get<double>());
+}
+
+// Note [Bulk lanes]: over the network a worker's slice (940 KB) and a bucket's large piece
+// go on the lane, small pieces in the messages; the bits are those of the messages.
+BOOST_AUTO_TEST_CASE(large_tensors_take_a_bulk_lane_over_the_network_and_change_no_bit) {
+  const std::vector<std::string> off{"--no-shared-memory"}, no_lanes{"--no-shared-memory", "--no-bulk-lanes"};
+  const auto lane = run_job("fast-lanes", off, off);
+  BOOST_TEST(says(lane.worker_log, "exchanges large tensors with shard 0 over a bulk lane"), lane.worker_log);
+  BOOST_TEST(says(lane.server_log, "members may open theirs at"), lane.server_log);
+  const auto messages = run_job("fast-lanes", no_lanes, no_lanes);
+  BOOST_TEST(!says(messages.worker_log, "bulk lane"), messages.worker_log);
+  BOOST_TEST(!says(messages.server_log, "bulk lane"), messages.server_log);
+  const auto pieces = run_job("fast-lanes", off, off, {"--bucket-bytes", "1"});
+  BOOST_TEST(says(pieces.worker_log, "over a bulk lane"), pieces.worker_log);
+  BOOST_TEST(says(pieces.worker_log, "in pieces"), pieces.worker_log);
+  const auto fnv = messages.result["params_fnv1a"].get<std::string>();
+  BOOST_TEST(lane.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(pieces.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(lane.result["rejected_messages"].get<int>() == 0);
 }
 
 // A 2-bit gradient is packed outside the slot and copied into it; the bits are those of

@@ -2,7 +2,8 @@
 -- python3 SCRIPT`, tools/cmd_launch.cpp, client/remote_transport.cpp): separate processes
 over mutual TLS meet in sync rounds, a key larger than one message (40 MB, past every
 node's frame bound) is initialised and pulled across processes (through the same-host
-fast path's shared memory, or over the network with --no-shared-memory), a PyTorch model
+fast path's shared memory, or over the network with --no-shared-memory: on bulk lanes,
+or in the messages with --no-bulk-lanes too), a PyTorch model
 trained through troupe.torch learns (also with 2-bit pushes and bf16 pulls, in fewer
 bytes), a worker killed mid-run is survived in async (and the launcher's exit code says
 a worker failed), a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
@@ -31,8 +32,8 @@ def launch(tmp_path, script, *flags, workers=2, timeout=240):
     return p, (json.loads(lines[-1]) if lines else None)
 
 
-@pytest.mark.parametrize("shared_memory", [True, False])
-def test_a_key_larger_than_one_message_crosses_processes(tmp_path, shared_memory):
+@pytest.mark.parametrize("path", ["shared_memory", "bulk_lane", "messages"])
+def test_a_key_larger_than_one_message_crosses_processes(tmp_path, path):
     p, _ = launch(tmp_path, """
         import numpy as np, troupe
         kv = troupe.kv.create('dist')
@@ -48,14 +49,17 @@ def test_a_key_larger_than_one_message_crosses_processes(tmp_path, shared_memory
         print('RESULT', kv.rank, bool((out == np.arange(n, dtype=np.float32)).all()),
               moved['shared_memory_calls'], moved['network_calls'], flush=True)
         kv.close()
-    """, "--mode", "async", *([] if shared_memory else ["--no-shared-memory"]))
+    """, "--mode", "async", *{"shared_memory": [], "bulk_lane": ["--no-shared-memory"],
+                              "messages": ["--no-shared-memory", "--no-bulk-lanes"]}[path])
     assert p.returncode == 0, p.stderr[-3000:]
     got = sorted(line.split()[-4:] for line in p.stderr.splitlines() if "RESULT" in line)
     assert [g[:2] for g in got] == [["0", "True"], ["1", "True"]]
     # The pull is one call per shard per 16 MiB: 4 calls, through the shards' slots on this
-    # host unless the fast path is off.
+    # host unless the fast path is off; over the network on the workers' bulk lanes to the
+    # shards unless those are off too.
     calls = [(int(g[2]), int(g[3])) for g in got]
-    assert calls == ([(4, 0), (4, 0)] if shared_memory else [(0, 4), (0, 4)])
+    assert calls == ([(4, 0), (4, 0)] if path == "shared_memory" else [(0, 4), (0, 4)])
+    assert ("over a bulk lane" in p.stderr) == (path == "bulk_lane"), p.stderr[-3000:]
 
 
 def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
