@@ -1,5 +1,6 @@
-// shard_server: the CAF side of a shard (join, promises, logging, who may send what); the
-// rules are in shard_core, and a key-value job's side is in shard_kv.cpp.
+// shard_server: the CAF side of a shard (join, admission, who may send what); the rules
+// are in shard_core, a training job's pushes and pulls in shard_train.cpp, a key-value
+// job's in shard_kv.cpp, and the bulk lanes in shard_lane.cpp.
 #include "actors/shard_server.hpp"
 
 #include <spdlog/spdlog.h>
@@ -30,78 +31,6 @@ namespace {
 params_reply snapshot(shard_pointer self) {
   const auto& core = *self->state.core;
   return {self->state.index, core.version(), core.params(), {}};
-}
-
-// A pull answered with the member's slice, in the slot it offered when the fast path can
-// take it (Note [Same-host fast path]), in the message otherwise, in the job's
-// --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view), on
-// the member's bulk lane when it asked and has one (Note [Bulk lanes]): counts the bytes.
-// A pull of a piece (checked when it came) is not answered in shared memory.
-params_reply answer(shard_pointer self, const held_pull& pull) {
-  auto& st = self->state;
-  const auto& core = *st.core;
-  const std::uint32_t member = pull.member;
-  const shared_tensor& reply_to = pull.reply_to;
-  params_reply r{st.index, core.version_for(member), tensor(), {}, pull.piece_offset, pull.piece_numel};
-  if (pull.piece_numel > 0) {
-    r.params = core.piece_for(member, pull.piece_offset, pull.piece_numel);
-    if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);
-    if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
-    if (auto d = answer_on_lane(self, member, pull.lane_reply, r.params)) r.lane = std::move(*d);
-    return r;
-  }
-  const std::int64_t numel = core.slice_numel(member);
-  if (st.channels && !reply_to.empty()) {
-    std::string refused;
-    auto pack = [&](tensor_view out) { core.pack_slice_into(member, core.params(), out); };
-    if (auto where = st.channels->answer_with(member, reply_to, {numel}, pack, refused)) {
-      if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
-      if (st.views) st.views->forget(member);  // it holds the f32 values now
-      r.shared = std::move(*where);
-      return r;
-    }
-    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, member, refused);
-  }
-  r.params = core.params_for(member);
-  if (st.views)
-    r.params = st.views->answer(member, std::move(r.params), pull.full);
-  else if (st.pull_precision.kind != codec_kind::none)
-    r.params = encode(st.pull_precision, r.params);
-  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(r.params.nbytes()));
-  if (auto d = answer_on_lane(self, member, pull.lane_reply, r.params)) r.lane = std::move(*d);
-  return r;
-}
-
-// Brings the gauges and counters in line with the core after a message.
-void observe(shard_pointer self) {
-  auto& st = self->state;
-  if (!st.m) return;
-  const auto& c = st.core->counters();
-  if (c.updates > st.updates_seen) st.m->updates->Increment(static_cast<double>(c.updates - st.updates_seen));
-  st.updates_seen = c.updates;
-  st.m->version->Set(static_cast<double>(st.core->version()));
-  st.m->pulls_held->Set(static_cast<double>(st.core->held()));
-  st.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
-}
-
-// Answers the pulls the core released, and fails the ones it dropped.
-void settle_held(shard_pointer self) {
-  auto& st = self->state;
-  const auto now = wall::now();
-  for (auto t : st.core->take_released()) {
-    auto it = st.held.find(t);
-    if (it == st.held.end()) continue;
-    it->second.promise.deliver(answer(self, it->second));
-    if (st.m) st.m->hold_seconds->Observe(std::chrono::duration<double>(now - it->second.since).count());
-    if (st.obs.trace) st.obs.trace->async_span(st.track, "held pull", t, it->second.since, now);
-    st.held.erase(it);
-  }
-  for (auto t : st.core->take_dropped()) {
-    auto it = st.held.find(t);
-    if (it == st.held.end()) continue;
-    it->second.promise.deliver(make_error(errc::not_member, "the worker left the job"));
-    st.held.erase(it);
-  }
 }
 
 // Note [Members are identities]: what a stranger hears back. It names nothing of the job.
@@ -155,123 +84,6 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
       self->state.m->rejected(to_string(e));
   }
   if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
-}
-
-// A push, answered through rp (Note [Bulk lanes]: false, with nothing answered, while its
-// lane payload is on its way).
-bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<push_ack>& rp) {
-  auto& st = self->state;
-  // A gradient that cannot be read (a bad shared-memory slot or lane payload, a malformed
-  // encoding) still reaches the core, which refuses it as malformed: the worker's clock
-  // moves on and a sync round counts the push, as for any refused gradient, instead of
-  // refusing every later push of the worker or holding the round.
-  std::string malformed;
-  if (!p.lane.empty()) {
-    auto got = claim_payload(self, p.worker, p.lane);
-    if (got.missing()) return false;
-    if (got.payload)
-      p.grad = std::move(*got.payload);
-    else
-      malformed = got.problem;
-  }
-  if (!st.core) {
-    rp.deliver(not_started(self));
-    return true;
-  }
-  if (p.shard != st.index) {
-    rp.deliver(wrong_shard(self, p.shard));
-    return true;
-  }
-  if (!p.shared.empty()) {
-    // Borrowed from the worker's slot when the core does not keep it: the worker
-    // writes that slot again only after this push is answered.
-    auto grad = st.channels ? st.channels->take_push(p.worker, p.shared,
-                                                     !st.core->keeps_gradient(p.worker, p.piece_numel))
-                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
-    if (grad)
-      p.grad = std::move(*grad);
-    else
-      malformed = "the gradient's shared-memory slot: " + grad.error().message;
-  }
-  if (st.m && p.lane.empty()) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
-  // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
-  // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
-  if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
-    // A piece longer than the slice decodes as the slice, fails, and is refused.
-    const std::int64_t slice = st.core->slice_numel(p.worker);
-    auto grad = decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
-    if (grad)
-      p.grad = std::move(*grad);
-    else
-      malformed = grad.error().message;
-  }
-  const auto t0 = wall::now();
-  shard_core::push_outcome out;
-  if (auto f = catch_compute(
-          "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker), [&] {
-            out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed, p.piece_offset,
-                                p.piece_numel);
-          })) {
-    spdlog::error("{}", to_string(*f));
-    rp.deliver(make_error(*f));
-    return true;
-  }
-  if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
-  settle_held(self);
-  observe(self);
-  if (out.error) {
-    if (st.m) st.m->rejected(to_string(*out.error))->Increment();
-    spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,
-                 to_string(*out.error), out.detail);
-    rp.deliver(make_error(*out.error, out.detail));
-    return true;
-  }
-  if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
-  rp.deliver(push_ack{out.version, out.staleness});
-  return true;
-}
-
-// A pull: answered through rp now, or held by the core and answered when it releases it.
-bool serve_pull(shard_pointer self, const pull_request& r, caf::typed_response_promise<params_reply>& rp) {
-  auto& st = self->state;
-  if (!st.core) {
-    rp.deliver(not_started(self));
-    return true;
-  }
-  if (r.shard != st.index) {
-    rp.deliver(wrong_shard(self, r.shard));
-    return true;
-  }
-  if (r.piece_numel != 0) {
-    std::string wrong;
-    if (st.views)
-      wrong = "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)";
-    else
-      wrong = st.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
-    if (!wrong.empty()) {
-      if (st.m) st.m->rejected(to_string(errc::bad_shape))->Increment();
-      spdlog::warn("shard {}: refused a pull of worker {}: {}", st.index, r.worker, wrong);
-      rp.deliver(make_error(errc::bad_shape, wrong));
-      return true;
-    }
-  }
-  const auto token = st.next_token++;
-  auto out = st.core->pull(r.worker, r.clock, token);
-  held_pull pull{rp, wall::now(), r.worker, r.reply_to, r.full, r.piece_offset, r.piece_numel, r.lane_reply};
-  switch (out.decision) {
-    case shard_core::pull_decision::answer:
-      rp.deliver(answer(self, pull));
-      return true;
-    case shard_core::pull_decision::reject:
-      if (st.m) st.m->rejected(to_string(*out.error))->Increment();
-      rp.deliver(make_error(*out.error, out.detail));
-      return true;
-    case shard_core::pull_decision::hold:
-      break;
-  }
-  st.held.emplace(token, std::move(pull));
-  observe(self);
-  return true;
 }
 
 local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
@@ -347,7 +159,11 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_member(self, r.worker, "a pull")) return refused();
         auto rp = self->make_response_promise<params_reply>();
         in_order(self, r.worker,
-                 {0, [=, r = std::move(r)]() mutable { return serve_pull(self, r, rp); },
+                 {0,
+                  [=, r = std::move(r)]() mutable {
+                    serve_pull(self, r, rp);
+                    return true;
+                  },
                   [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
         return rp;
       },

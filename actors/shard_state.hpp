@@ -1,8 +1,8 @@
-// shard_state: what one shard server actor keeps, and what its two source files share:
-// shard_server.cpp is the shell of a training job's shard_core (join, admission, pushes,
-// pulls, snapshots, the fast path) and checks who sent each message; shard_kv.cpp is the
-// key-value side, the shell of kv_shard_core, called once the sender is checked. Private
-// to those two files.
+// shard_state: what one shard server actor keeps, and what its source files share:
+// shard_server.cpp is the actor (join, admission, snapshots) and checks who sent each
+// message; shard_train.cpp serves a training job's pushes and pulls through shard_core,
+// shard_kv.cpp a key-value job's through kv_shard_core, and shard_lane.cpp the bulk
+// lanes. Private to those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -96,6 +96,16 @@ using shard_pointer = local_shard_actor::stateful_pointer<shard_state>;
 // Answers both sides give (shard_server.cpp).
 caf::error not_started(shard_pointer self);
 caf::error wrong_shard(shard_pointer self, std::uint32_t asked);
+
+// A training job's side (shard_train.cpp), called once the shell checked that the member
+// the message names sent it. A push: false while its lane payload is on its way (nothing
+// answered yet). A pull is answered now or held until the core releases it.
+bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<push_ack>& rp);
+void serve_pull(shard_pointer self, const pull_request& r, caf::typed_response_promise<params_reply>& rp);
+// Answers the pulls the core released, and fails the ones it dropped.
+void settle_held(shard_pointer self);
+// Brings the gauges and counters in line with the core after a message.
+void observe(shard_pointer self);
 
 // The key-value side (shard_kv.cpp). Each handler runs after the shell checked that the
 // coordinator (define, optimizer) or the member the message names (push, pull) sent it.

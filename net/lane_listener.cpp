@@ -64,7 +64,8 @@ std::uint16_t bound_port(int fd) {
 
 class listener final : public listening_end {
  public:
-  listener(int fd, transport_options o) : fd_(fd), port_(bound_port(fd)), o_(std::move(o)) {
+  // fd: the listening socket; wake: an eventfd that stops the acceptor. Owns both.
+  listener(int fd, int wake, transport_options o) : fd_(fd), wake_(wake), port_(bound_port(fd)), o_(std::move(o)) {
     ignore_sigpipe();
     acceptor_ = std::thread([this] { accept_loop(); });
   }
@@ -273,7 +274,7 @@ class listener final : public listening_end {
   }
 
   const int fd_;
-  const int wake_ = ::eventfd(0, EFD_CLOEXEC);
+  const int wake_;
   const std::uint16_t port_;
   const transport_options o_;
   std::mutex mu_;
@@ -292,7 +293,12 @@ expected<std::shared_ptr<listening_end>> listen_for_members(const std::string& h
                                                             transport_options o) {
   auto fd = bind_listener(host, port);
   if (!fd) return fd.error();
-  return std::shared_ptr<listening_end>(std::make_shared<listener>(*fd, std::move(o)));
+  const int wake = ::eventfd(0, EFD_CLOEXEC);
+  if (wake < 0) {
+    ::close(*fd);
+    return failure{std::string("cannot listen for bulk lanes: eventfd: ") + std::strerror(errno)};
+  }
+  return std::shared_ptr<listening_end>(std::make_shared<listener>(*fd, wake, std::move(o)));
 }
 
 }  // namespace troupe::lane
