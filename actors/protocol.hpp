@@ -133,17 +133,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_overdue)
 
-namespace troupe {
-
-// How a lane's threads tell the actor at `addr` what happened: by a local message, through
-// a handle that does not keep the actor alive (the actor owns the lane's end).
-inline auto lane_mail(caf::actor_addr addr) {
-  return [addr](auto msg) {
-    if (auto a = caf::actor_cast<caf::actor>(addr)) caf::anon_send(a, std::move(msg));
-  };
-}
-
-}  // namespace troupe
 
 namespace troupe {
 

@@ -5,8 +5,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "actors/lane_mail.hpp"
 #include "actors/shard_state.hpp"
-#include "base/compute_fault.hpp"
 #include "monitoring/refusals.hpp"
 
 namespace troupe {
@@ -92,11 +92,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
   self->state.obs = std::move(obs);
   if (!fast_path_tag.empty()) self->state.channels.emplace(std::move(fast_path_tag));
   if (lanes) {
-    auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
-    lanes->start({[tell](std::uint32_t rank, std::uint64_t ticket, tensor t) {
-                    tell(lane_payload{rank, ticket, std::move(t)});
-                  },
-                  [tell](std::uint32_t rank, const std::string& why) { tell(lane_event{rank, false, why}); }});
+    lanes->start(shard_lane_handlers(caf::actor_cast<caf::actor_addr>(self)));
     self->state.lanes.emplace();
     self->state.lanes->end = std::move(lanes);
   }
@@ -149,23 +145,11 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
-        auto rp = self->make_response_promise<push_ack>();
-        in_order(self, p.worker,
-                 {p.lane.ticket, [=, p = std::move(p)]() mutable { return serve_push(self, p, rp); },
-                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
-        return rp;
+        return in_member_order<push_ack>(self, p.worker, p.lane.ticket, std::move(p), serve_push);
       },
       [=](pull_atom, pull_request& r) -> caf::result<params_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
-        auto rp = self->make_response_promise<params_reply>();
-        in_order(self, r.worker,
-                 {0,
-                  [=, r = std::move(r)]() mutable {
-                    serve_pull(self, r, rp);
-                    return true;
-                  },
-                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
-        return rp;
+        return in_member_order<params_reply>(self, r.worker, 0, std::move(r), serve_pull);
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
         if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
@@ -217,23 +201,11 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](push_atom, kv_push& p) -> caf::result<kv_push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
-        auto rp = self->make_response_promise<kv_push_ack>();
-        in_order(self, p.worker,
-                 {p.lane.ticket, [=, p = std::move(p)]() mutable { return kv_push_on(self, p, rp); },
-                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
-        return rp;
+        return in_member_order<kv_push_ack>(self, p.worker, p.lane.ticket, std::move(p), kv_push_on);
       },
       [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
-        auto rp = self->make_response_promise<kv_pull_reply>();
-        in_order(self, r.worker,
-                 {0,
-                  [=, r = std::move(r)]() mutable {
-                    kv_pull_on(self, r, rp);
-                    return true;
-                  },
-                  [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
-        return rp;
+        return in_member_order<kv_pull_reply>(self, r.worker, 0, std::move(r), kv_pull_on);
       },
       [=](lane_open_atom, std::uint32_t rank) -> caf::result<lane_offer> {
         if (!from_member(self, rank, "a lane request")) return refused();

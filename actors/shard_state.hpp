@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <type_traits>
 #include <unordered_map>
 #include <variant>
 #include <vector>
@@ -121,6 +122,25 @@ void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_p
 // The bulk lanes (shard_lane.cpp, Note [Bulk lanes]).
 // Serves member rank's call now when nothing of the member waits, else after what waits.
 void in_order(shard_pointer self, std::uint32_t rank, waiting_call call);
+
+// A member's message `msg`, served in the member's order by serve(self, msg, promise): a
+// push's serve returns false while the payload of `ticket` is on its way (0: none); the
+// answer goes through the promise, whose result the handler returns.
+template <class Reply, class Msg, class Serve>
+caf::result<Reply> in_member_order(shard_pointer self, std::uint32_t rank, std::uint64_t ticket, Msg msg,
+                                   Serve serve) {
+  auto rp = self->make_response_promise<Reply>();
+  in_order(self, rank,
+           {ticket,
+            [=, msg = std::move(msg)]() mutable {
+              if constexpr (std::is_same_v<decltype(serve(self, msg, rp)), bool>)
+                return serve(self, msg, rp);
+              else
+                return serve(self, msg, rp), true;
+            },
+            [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+  return rp;
+}
 // A message's lane payload: taken and shaped as the descriptor says, `missing` while it is
 // on its way, or what is wrong (it will not come, or does not fit).
 struct claimed {

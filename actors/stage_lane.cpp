@@ -4,6 +4,7 @@
 // payloads. Shards in this process or reached through shared memory never get one.
 #include <spdlog/spdlog.h>
 
+#include "actors/lane_mail.hpp"
 #include "actors/stage_state.hpp"
 
 namespace troupe::stage_shell {
@@ -17,12 +18,7 @@ lane::member_book<params_reply>* book_of(stage_pointer self) {
   if (!st.opts.lanes) return nullptr;
   if (!st.lanes) {
     st.lanes.emplace(st.shards.size());
-    auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
-    st.opts.lanes->start({[tell](std::uint32_t s) { tell(lane_event{s, true, {}}); },
-                          [tell](std::uint32_t s, std::uint64_t ticket, tensor t) {
-                            tell(lane_payload{s, ticket, std::move(t)});
-                          },
-                          [tell](std::uint32_t s, const std::string& why) { tell(lane_event{s, false, why}); }});
+    st.opts.lanes->start(member_lane_handlers(caf::actor_cast<caf::actor_addr>(self)));
   }
   return &*st.lanes;
 }

@@ -6,6 +6,7 @@
 
 #include <map>
 
+#include "actors/lane_mail.hpp"
 #include "core/lane_book.hpp"
 
 namespace troupe::kv {
@@ -87,12 +88,7 @@ void start_lanes(member_pointer self) {
   auto& st = self->state;
   if (!st.opts.lanes) return;
   st.lanes.emplace(st.shards.size());
-  auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
-  st.opts.lanes->start({[tell](std::uint32_t s) { tell(lane_event{s, true, {}}); },
-                        [tell](std::uint32_t s, std::uint64_t ticket, tensor t) {
-                          tell(lane_payload{s, ticket, std::move(t)});
-                        },
-                        [tell](std::uint32_t s, const std::string& why) { tell(lane_event{s, false, why}); }});
+  st.opts.lanes->start(member_lane_handlers(caf::actor_cast<caf::actor_addr>(self)));
 }
 
 void joined(member_pointer self, const std::function<void(or_fault<member_assignment>)>& done) {
