@@ -212,8 +212,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         c.msg.worker = st.place.rank;
         c.msg.shard = c.shard;
         const std::size_t bytes = c.msg.data.nbytes();
-        if (c.msg.shared.empty()) maybe_ask_for_lane(self, c.shard, bytes);  // not when shared memory carries it
-        if (st.lanes && c.msg.shared.empty() && st.lanes->carries(c.shard, bytes)) {
+        if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
+        if (st.lanes && c.lane && c.msg.shared.empty() && st.lanes->carries(c.shard, bytes)) {
           const std::uint64_t ticket = st.lanes->next_ticket();
           lane_tensor d = lane::describe(ticket, c.msg.data);
           if (st.opts.lanes->send(c.shard, ticket, std::move(c.msg.data))) c.msg.lane = std::move(d);
@@ -225,9 +225,9 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         auto& st = self->state;
         c.msg.worker = st.place.rank;
         c.msg.shard = c.shard;
-        if (c.msg.reply_to.empty()) maybe_ask_for_lane(self, c.shard, c.bytes);
+        if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
         const std::uint32_t s = c.shard;
-        if (!st.lanes || !c.msg.reply_to.empty() || !st.lanes->carries(s, c.bytes)) {
+        if (!st.lanes || !c.lane || !c.msg.reply_to.empty() || !st.lanes->carries(s, c.bytes)) {
           ask<kv_pull_reply>(self, st.shards.at(s), request_timeout(self), c.done, pull_atom::value, std::move(c.msg));
           return;
         }

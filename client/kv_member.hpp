@@ -33,19 +33,22 @@ struct member_call_lookup {
   kv_lookup msg;
   std::function<void(or_fault<kv_key_layout>)> done;
 };
-// A push's data goes on the member's bulk lane to the shard when it is open and the data
-// large enough (Note [Bulk lanes] in core/lane.hpp); a pull asks its answer there when its
-// `bytes` are. The completion sees the answer's data in the reply either way.
+// A push's data goes on the member's bulk lane to the shard when `lane` allows it (the
+// shard is not reached through shared memory), the lane is open and the data large enough
+// (Note [Bulk lanes] in core/lane.hpp); a pull asks its answer there when its `bytes` are.
+// The completion sees the answer's data in the reply either way.
 struct member_call_push {
   std::uint32_t shard = 0;
   kv_push msg;
   std::function<void(or_fault<kv_push_ack>)> done;
+  bool lane = true;
 };
 struct member_call_pull {
   std::uint32_t shard = 0;
   kv_pull msg;
   std::function<void(or_fault<kv_pull_reply>)> done;
   std::size_t bytes = 0;  // the answer's f32 bytes
+  bool lane = true;
 };
 struct member_call_optimizer {
   kv_set_optimizer msg;

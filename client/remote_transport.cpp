@@ -251,7 +251,8 @@ class remote_transport final : public kv_transport {
                                       for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
                                         out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
                                       done(std::nullopt, std::move(out));
-                                    }});
+                                    },
+                                    over_the_network(shard)});
   }
 
   // A pull offers a reply slot of the same-host fast path when one is free; the answer is
@@ -304,10 +305,14 @@ class remote_transport final : public kv_transport {
                        stats->add(shared, bytes);
                        done(std::nullopt, std::move(std::get<0>(got)));
                      },
-                     static_cast<std::size_t>(total) * sizeof(float)});
+                     static_cast<std::size_t>(total) * sizeof(float), over_the_network(shard)});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }
+
+  // Whether calls to shard s go over the network (no same-host fast path to it), where a
+  // bulk lane may carry them (Note [Bulk lanes]).
+  bool over_the_network(std::uint32_t s) const { return !fast_ || fast_->declined(s); }
 
   std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) override {
     kv_set_optimizer msg;
