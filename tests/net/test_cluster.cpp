@@ -1,9 +1,10 @@
 // Multi-process tests on loopback with the real troupe binary (net/node.cpp and the
 // roles), every node with the job's certificate and secret as launch gives them: a
 // cluster trains; a worker killed with SIGKILL is survived and its
-// restarted replacement rejoins; a killed shard stops the job cleanly; when the
-// coordinator dies or hangs, every node exits with a clear message. Every wait has a
-// deadline.
+// restarted replacement rejoins; a killed shard stops the job cleanly (both through the
+// same-host fast path and, with --no-shared-memory, with their tensors on bulk lanes);
+// when the coordinator dies or hangs, every node exits with a clear message. Every wait
+// has a deadline.
 #define BOOST_TEST_MODULE cluster
 #include <boost/test/unit_test.hpp>
 
@@ -27,6 +28,7 @@ struct cluster {
   job_pki pki;
   std::string port;
   std::vector<std::unique_ptr<background_process>> procs;
+  std::vector<std::string> node_flags;  // for every server and worker
 
   cluster() { fs::create_directories(dir); }
   ~cluster() {
@@ -53,10 +55,12 @@ struct cluster {
     return p;
   }
   background_process& server(const std::string& name = "server") {
-    return start(name, "server", {"--role", "server", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+    return start(name, "server", cat({"--role", "server", "--join", coord(), "--heartbeat", "0.2",
+                                      "--connection-timeout", "2"}, node_flags));
   }
   background_process& worker(const std::string& name) {
-    return start(name, "worker", {"--role", "worker", "--join", coord(), "--heartbeat", "0.2", "--connection-timeout", "2"});
+    return start(name, "worker", cat({"--role", "worker", "--join", coord(), "--heartbeat", "0.2",
+                                      "--connection-timeout", "2"}, node_flags));
   }
   // A coordinator (procs[0]), a server (procs[1]) and a worker (procs[2]) of a slow job,
   // once its first epoch is over; returns the coordinator.
@@ -93,11 +97,16 @@ BOOST_AUTO_TEST_CASE(a_loopback_cluster_trains) {
   for (auto* p : {&s, &w0, &w1}) BOOST_TEST((p->wait(20s) == std::optional<int>(0)), p->err());
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) {
+namespace {
+
+// A worker of a sync job is killed after the first epoch and started again; the job ends
+// well, and its log says the replacement rejoined. Returns the server's log.
+std::string killed_worker_is_survived(const std::vector<std::string>& node_flags) {
   cluster c;
+  c.node_flags = node_flags;
   auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
                                "--mode", "sync", "--simulate-compute", "15", "--batch-size", "64"});
-  c.server();
+  auto& s = c.server();
   c.worker("w0");
   auto& w1 = c.worker("w1");
   BOOST_REQUIRE_MESSAGE(coord.wait_for_err("epoch 1/3", 120s), coord.err());
@@ -111,10 +120,15 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) {
   BOOST_TEST(j["workers_lost"].get<int>() == 1);
   BOOST_TEST(coord.err().find("rejoined") != std::string::npos, coord.err());
   BOOST_TEST((again.wait(20s) == std::optional<int>(0)), again.err());
+  s.wait(20s);
+  return s.err() + again.err();
 }
 
-BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) {
+// The only server of a job is killed after the first epoch: the coordinator and both
+// workers stop with exit code 1 and a message, none hangs. Returns the workers' logs.
+std::string killed_shard_stops_the_job(const std::vector<std::string>& node_flags) {
   cluster c;
+  c.node_flags = node_flags;
   auto& coord = c.coordinator({"--train-samples", "20000", "--epochs", "3", "--workers", "2", "--servers", "1",
                                "--simulate-compute", "15", "--batch-size", "64"});
   auto& s = c.server();
@@ -131,6 +145,26 @@ BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) {
     BOOST_REQUIRE(wc.has_value());
     BOOST_TEST(*wc == 1);
   }
+  return w0.err() + w1.err();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) { killed_worker_is_survived({}); }
+
+// Note [Bulk lanes]: the dead worker's lane closes on the shard, and its replacement opens
+// one of its own under the same rank.
+BOOST_AUTO_TEST_CASE(a_killed_worker_on_a_bulk_lane_is_survived_and_its_replacement_opens_one) {
+  const std::string logs = killed_worker_is_survived({"--no-shared-memory"});
+  BOOST_TEST(logs.find("the bulk lane of worker 1 closed") != std::string::npos, logs);
+  BOOST_TEST(logs.find("exchanges large tensors with shard 0 over a bulk lane") != std::string::npos, logs);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_shard_stops_the_job_cleanly) { killed_shard_stops_the_job({}); }
+
+BOOST_AUTO_TEST_CASE(a_killed_shard_with_bulk_lanes_stops_the_job_cleanly) {
+  const std::string logs = killed_shard_stops_the_job({"--no-shared-memory"});
+  BOOST_TEST(logs.find("over a bulk lane") != std::string::npos, logs);
 }
 
 BOOST_AUTO_TEST_CASE(when_the_coordinator_dies_every_node_exits_with_a_message) {
