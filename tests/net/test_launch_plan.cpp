@@ -1,5 +1,6 @@
 // Tests for net/launch_plan.cpp: host files, the local and ssh plans (roles, ports,
-// TLS flags, job.toml, the copy steps), and shell quoting for --dry-run.
+// TLS flags, job.toml, the copy steps), a launched script's environment, and shell quoting
+// for --dry-run.
 #define BOOST_TEST_MODULE launch_plan
 #include <boost/test/unit_test.hpp>
 
@@ -7,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "net/launch_plan.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -105,4 +107,23 @@ BOOST_AUTO_TEST_CASE(insecure_plans_say_so) {
 BOOST_AUTO_TEST_CASE(quoting) {
   BOOST_TEST(shell_quote({"a", "b c", "it's"}) == "a 'b c' 'it'\\''s'");
   BOOST_TEST(shell_quote({""}) == "''");
+}
+
+// A launched script gets what the nodes' flags say: no same-host fast path and no bulk
+// lanes when the launch turns them off, and neither variable when it does not.
+BOOST_AUTO_TEST_CASE(a_launched_script_follows_the_fast_path_and_lane_flags) {
+  test::temp_dir d{"plan-env"};
+  launch_request req = request(d, "job-env", 7070);
+  auto env = [&] {
+    std::map<std::string, std::string> m;
+    for (auto& [k, v] : worker_environment(req, d.path.string(), "127.0.0.1:7070", 1)) m[k] = v;
+    return m;
+  };
+  BOOST_TEST(!env().contains("TROUPE_SHARED_MEMORY"));
+  BOOST_TEST(!env().contains("TROUPE_BULK_LANES"));
+  req.shared_memory = false;
+  req.bulk_lanes = false;
+  BOOST_TEST(env().at("TROUPE_SHARED_MEMORY") == "0");
+  BOOST_TEST(env().at("TROUPE_BULK_LANES") == "0");
+  BOOST_TEST(env().at("TROUPE_WORKER_INDEX") == "1");
 }

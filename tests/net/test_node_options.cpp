@@ -1,6 +1,7 @@
 // Tests for net/node_options.cpp: TROUPE_* variables fill what flags left unset, Slurm
 // assigns roles and expands host lists, and the security posture is enforced: every node,
-// on loopback too, needs TLS or an explicit --insecure-network, and the job's secret.
+// on loopback too, needs TLS or an explicit --insecure-network, and the job's secret; bulk
+// lanes are on unless turned off, and a bad lane port is named.
 #define BOOST_TEST_MODULE node_options
 #include <boost/test/unit_test.hpp>
 
@@ -125,4 +126,30 @@ BOOST_FIXTURE_TEST_CASE(missing_pieces_are_named, secret_fixture) {
   auto p = resolve_node_options(t);
   BOOST_REQUIRE(!p.has_value());
   BOOST_TEST(p.error().message.find("TLS preflight failed") != std::string::npos);
+}
+
+// Note [Bulk lanes]: TROUPE_BULK_LANES=0 turns them off like --no-bulk-lanes, and a lane
+// port that is not a port is named, from the flag or the environment.
+BOOST_FIXTURE_TEST_CASE(bulk_lanes_and_their_port, secret_fixture) {
+  node_options o;
+  o.role = node_role::server;
+  o.join = "127.0.0.1:7070";
+  o.insecure_network = true;
+  o.secret_file = file;
+  auto p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->bulk_lanes);
+  BOOST_TEST(p->lane_port == 0);
+  apply_environment(o, {{"TROUPE_BULK_LANES", "0"}, {"TROUPE_LANE_PORT", "7600"}});
+  p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(!p->bulk_lanes);
+  BOOST_TEST(p->lane_port == 7600);
+  for (const char* bad : {"70000", "seven", "-1", "80x"}) {
+    node_options b = o;
+    b.lane_port_text = bad;
+    const std::string m = refusal_of(b);
+    BOOST_TEST(m.find("TROUPE_LANE_PORT") != std::string::npos, m);
+    BOOST_TEST(m.find(std::string("'") + bad + "'") != std::string::npos, m);
+  }
 }
