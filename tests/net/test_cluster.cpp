@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <regex>
 
 #include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
@@ -156,7 +157,8 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) { 
 // one of its own under the same rank.
 BOOST_AUTO_TEST_CASE(a_killed_worker_on_a_bulk_lane_is_survived_and_its_replacement_opens_one) {
   const std::string logs = killed_worker_is_survived({"--no-shared-memory"});
-  BOOST_TEST(logs.find("the bulk lane of worker 1 closed") != std::string::npos, logs);
+  // (Ranks go by join order, so the killed process may hold either.)
+  BOOST_TEST(std::regex_search(logs, std::regex("the bulk lane of worker [01] closed")), logs);
   BOOST_TEST(logs.find("exchanges large tensors with shard 0 over a bulk lane") != std::string::npos, logs);
 }
 

@@ -1,14 +1,19 @@
 // End-to-end tests of the troupe binary (tools/main.cpp, cmd_train_local.cpp,
 // cli_common.cpp): bad flags and values exit 2 naming the flag and the allowed values, a
 // missing dataset exits 1 saying where it looked and how to get it, config files are
-// strict, a short run prints the documented JSON line, and `tls init` and `tls secret`
-// write private files and replace nothing. Every run has a deadline.
+// strict, a short run prints the documented JSON line, `tls init` and `tls secret` write
+// private files and replace nothing, and a shard server's lane port is checked. Every run
+// has a deadline.
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -274,4 +279,29 @@ BOOST_AUTO_TEST_CASE(launch_spreads_workers_over_the_gpus_of_a_host) {
   std::size_t devices = 0;
   for (std::size_t at = all.find("--device "); at != std::string::npos; at = all.find("--device ", at + 1)) ++devices;
   BOOST_TEST(devices == 3u);  // workers only
+}
+
+// A shard server's lane port (Note [Bulk lanes]): one that is not a port is a usage error,
+// and one that another socket holds stops the node before it joins, saying which flag.
+BOOST_AUTO_TEST_CASE(a_bad_or_taken_lane_port_is_named) {
+  temp_dir dir("cli-lane-port");
+  const std::string secret = dir.file("job.secret");
+  BOOST_REQUIRE(run_troupe({"tls", "secret", secret}).exit_code == 0);
+  const std::vector<std::string> server = {"node", "--role", "server", "--join", "127.0.0.1:1",
+                                           "--insecure-network", "--secret-file", secret, "--metrics", "off"};
+  expect_usage_error(with(server, {"--lane-port", "seventy"}), {"--lane-port", "'seventy'"});
+
+  const int held = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  BOOST_REQUIRE(::bind(held, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(held, 1) == 0);
+  BOOST_REQUIRE(::getsockname(held, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  auto r = run_troupe(with(server, {"--lane-port", std::to_string(ntohs(a.sin_port))}), 30s);
+  ::close(held);
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("cannot listen for bulk lanes") != std::string::npos);
+  BOOST_TEST(r.err.find("(--lane-port)") != std::string::npos);
 }
