@@ -261,7 +261,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
   if (job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, std::move(data));
   st.core = std::make_unique<job_core>(std::move(job), m, std::move(obs), job_clock::now());
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
-  self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});
+  self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
   return {
       [=](join_atom, const shard_join& j) -> caf::result<shard_welcome> {
         if (!proven(self, "server", j.proof)) return make_error(errc::not_member, "refused");
@@ -312,7 +312,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         drive(self, [&](job_core& c) { return c.on_tick(job_clock::now()); });
         const job_phase p = self->state.core->phase();
         if (p != job_phase::finishing && p != job_phase::finished)
-          self->delayed_send(self, std::chrono::seconds(1), watchdog_tick{});
+          self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
       },
   };
 }

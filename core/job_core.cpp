@@ -24,7 +24,7 @@ std::string_view name_of(job_phase p) {
 }
 
 job_core::job_core(job_spec job, const model& m, observability obs, time_point now)
-    : job_(std::move(job)), layout_(m), num_params_(m.num_params()), last_progress_(now), last_tick_(now),
+    : job_(std::move(job)), layout_(m), num_params_(m.num_params()), last_progress_(now), last_tick_(now), last_watch_(now),
       ledger_(job_) {
   if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
   set_frame_bound(max_frame_bytes(job_, m));

@@ -107,7 +107,10 @@ class job_core {
   job_actions_list on_shard_down(std::uint32_t shard, const std::string& why);
   // A member waiting to stand in went away before it got a rank.
   void on_standby_down(ticket t);
-  // The watchdog, about once a second: a stall ends the job; step rates are updated.
+  // The watchdog, every watch_interval: a stall ends the job; step rates are updated.
+  // Time this process did not run is not a stall (Note [Paused processes]).
+  static constexpr std::chrono::seconds watch_interval{1};
+  static constexpr std::chrono::seconds paused_gap{10};
   job_actions_list on_tick(time_point now);
   // Anything the shell could not do (a shard that did not answer): the job ends with f.
   job_actions_list fail(fault f);
@@ -171,7 +174,7 @@ class job_core {
   // whose worker dies (a restarted node can come up before its old self is known dead).
   std::vector<ticket> standby_;
   std::map<std::uint32_t, ticket> admitting_;  // rank -> the join it answers once the shards added it
-  time_point last_progress_, last_tick_;
+  time_point last_progress_, last_tick_, last_watch_;
   job_ledger ledger_;
   std::int32_t epochs_closed_ = 0;  // epochs whose summary is under way or done
   int evals_pending_ = 0;

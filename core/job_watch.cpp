@@ -117,8 +117,19 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
                                      "yet, so the job stops"});
 }
 
+// Note [Paused processes]
+// The watchdog ticks every watch_interval. A gap between two ticks longer than paused_gap
+// means this process did not run: stopped with Ctrl-Z or SIGSTOP, held in a debugger, or
+// on a paused VM. Its own members did not run either, so that time is nobody's lack of
+// progress: it moves the last progress on instead of counting toward --stall-timeout
+// (before, such a job failed with "stalled" the moment it resumed). A member in another
+// process that stopped meanwhile is still caught: its silence counts from the first tick
+// after the pause. A pause shorter than paused_gap counts like any other time.
 job_actions_list job_core::on_tick(time_point now) {
   if (phase_ == job_phase::finishing || phase_ == job_phase::finished) return {};  // the evaluations have deadlines
+  const auto gap = now - last_watch_;
+  last_watch_ = now;
+  if (gap > paused_gap) last_progress_ = std::min(now, last_progress_ + (gap - watch_interval));
   if (now - last_progress_ > std::chrono::milliseconds(job_.stall_timeout_ms)) {
     std::string who;
     if (phase_ != job_phase::training) {

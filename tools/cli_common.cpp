@@ -2,6 +2,7 @@
 #include "tools/cli_common.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 
@@ -26,6 +27,10 @@ void apply_config_file(CLI::App& app) {
   const CLI::Option* cfg = app.get_option_no_throw("--config");
   if (!cfg || cfg->count() == 0) return;
   const std::string path = cfg->as<std::string>();
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw CLI::FileError("--config: " + path +
+                         (std::filesystem::exists(path, ec) ? " is not a file; give a TOML file" : ": no such file"));
   std::vector<CLI::ConfigItem> items;
   try {
     items = CLI::ConfigTOML().from_file(path);

@@ -67,6 +67,11 @@ int run_launch(launch_cli& o) {
     print_error(job.error().message);
     return exit_usage;
   }
+  if (!o.observe.trace.empty() && o.local)
+    if (auto why = trace_unwritable(o.observe.trace)) {
+      print_error(*why);
+      return exit_usage;
+    }
   launch_request req;
   req.worker_command = o.command;
   req.servers = job->servers;
@@ -205,16 +210,19 @@ int run_launch(launch_cli& o) {
     }
   }
   if (!json.empty()) std::cout << json << std::endl;
+  bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
-    if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok)
+    if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {
       print_error(ok.error().message);
-    else
+      traced = false;
+    } else {
       std::cerr << "launch: trace of every node in " << o.observe.trace << std::endl;
+    }
   }
   if (!o.keep_job_dir) std::filesystem::remove_all(req.job_dir);
   if (g.interrupted) return 130;
   if (coordinator_code != 0) return coordinator_code;
-  return others_failed > 0 ? exit_failed : exit_ok;
+  return others_failed > 0 || !traced ? exit_failed : exit_ok;
 }
 
 }  // namespace

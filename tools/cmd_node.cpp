@@ -159,7 +159,7 @@ int run_node(node_cli& o) {
       break;
     }
   }
-  finish_observability(*obs, o.observe, node_name(*plan));
+  if (!finish_observability(*obs, o.observe, node_name(*plan)) && code == exit_ok) code = exit_failed;
   return code;
 }
 

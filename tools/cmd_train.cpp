@@ -55,13 +55,13 @@ int run_train(const train_cli& t) {
   cb.on_epoch = print_epoch;
   auto result =
       run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32});
-  finish_observability(*obs, t.observe, "troupe train");
+  const bool traced = finish_observability(*obs, t.observe, "troupe train");
   if (!result) {
     print_error(troupe::describe(result.error()));
     return exit_failed;
   }
   print_job_result(*result);
-  return exit_ok;
+  return traced ? exit_ok : exit_failed;
 }
 
 }  // namespace

@@ -1,8 +1,12 @@
 // observe_cli: flags, the exposer's address, the trace file.
 #include "tools/observe_cli.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
 
 #include "net/endpoint.hpp"
@@ -22,8 +26,21 @@ void add_observe_options(CLI::App& app, observe_options& o) {
       ->group(group_observe);
 }
 
+std::optional<std::string> trace_unwritable(const std::string& path) {
+  std::error_code ec;
+  const bool existed = std::filesystem::exists(path, ec);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return "--trace: cannot write " + path + ": " + std::strerror(errno) + "; give a file in a writable directory";
+  ::close(fd);
+  if (!existed) ::unlink(path.c_str());
+  return std::nullopt;
+}
+
 expected<observability> start_observability(const observe_options& o, const std::string& job_id,
                                             const std::string& fallback) {
+  if (!o.trace.empty())
+    if (auto why = trace_unwritable(o.trace)) return failure{*why};
   observability obs;
   if (!o.trace.empty()) obs.trace = std::make_shared<monitoring::trace_log>(o.trace_events);
   if (o.metrics == "off") return obs;
@@ -38,15 +55,16 @@ expected<observability> start_observability(const observe_options& o, const std:
   return obs;
 }
 
-void finish_observability(const observability& obs, const observe_options& o, const std::string& process_name) {
-  if (!obs.trace) return;
+bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name) {
+  if (!obs.trace) return true;
   if (auto ok = obs.trace->write(o.trace, process_name, static_cast<std::uint32_t>(::getpid())); !ok) {
     print_error(ok.error().message);
-    return;
+    return false;
   }
   std::cerr << "trace: " << obs.trace->recorded() << " events in " << o.trace;
   if (obs.trace->dropped()) std::cerr << " (" << obs.trace->dropped() << " older ones dropped; raise --trace-events)";
   std::cerr << std::endl;
+  return true;
 }
 
 }  // namespace troupe::cli

@@ -2,6 +2,7 @@
 // and its exposer, the trace timeline, and writing the trace at the end.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "monitoring/observability.hpp"
@@ -20,12 +21,17 @@ struct observe_options {
 
 void add_observe_options(CLI::App& app, observe_options& o);
 
-// Starts what the options ask for. `fallback` is the address "auto" means; when it was
-// not asked for explicitly and its port is busy, any free port is used instead.
+// Starts what the options ask for, after checking that the trace file can be written (so
+// a job never trains only to lose its trace). `fallback` is the address "auto" means;
+// when it was not asked for explicitly and its port is busy, any free port is used instead.
 expected<observability> start_observability(const observe_options& o, const std::string& job_id,
                                             const std::string& fallback);
 
-// Writes the trace (if any) for this process.
-void finish_observability(const observability& obs, const observe_options& o, const std::string& process_name);
+// Writes the trace (if any) for this process; false (and says why) when it could not.
+bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name);
+
+// What stops `path` from being written ("--trace: cannot write ..."); nullopt when it can
+// be. A file the check creates is removed again.
+std::optional<std::string> trace_unwritable(const std::string& path);
 
 }  // namespace troupe::cli

@@ -370,3 +370,20 @@ BOOST_AUTO_TEST_CASE(the_step_rates_name_a_straggler) {
   BOOST_TEST(straggler == 0.2, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(peer == 1.0, boost::test_tools::tolerance(1e-9));
 }
+
+// Note [Paused processes]: a gap between two ticks longer than paused_gap is time the
+// process did not run, not a stall; a stall after the pause is still caught.
+BOOST_AUTO_TEST_CASE(the_watchdog_does_not_count_time_the_process_did_not_run) {
+  harness h(tiny_job(sync_mode::async));  // stall timeout 5 s
+  h.start();
+  h.later(milliseconds(1000));
+  BOOST_TEST(h.core->on_tick(h.now).empty());
+  h.later(job_core::paused_gap + std::chrono::seconds(20));  // stopped with Ctrl-Z for half a minute
+  BOOST_TEST(h.core->on_tick(h.now).empty());
+  for (int s = 0; s < 3; ++s) {  // running again, and no member makes progress
+    h.later(milliseconds(1000));
+    BOOST_TEST(h.core->on_tick(h.now).empty());
+  }
+  h.later(milliseconds(1000));
+  BOOST_TEST(fault_of(h.core->on_tick(h.now)).find("stalled: no progress for 5 s") == 0u);
+}

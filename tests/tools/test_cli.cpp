@@ -2,8 +2,8 @@
 // cli_common.cpp): bad flags and values exit 2 naming the flag and the allowed values, a
 // missing dataset exits 1 saying where it looked and how to get it, config files are
 // strict, a short run prints the documented JSON line, `tls init` and `tls secret` write
-// private files and replace nothing, and a shard server's lane port is checked. Every run
-// has a deadline.
+// private files and replace nothing, a shard server's lane port and a trace path are
+// checked before work starts, and a paused job resumes. Every run has a deadline.
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
@@ -15,9 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
+#include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -128,7 +131,12 @@ BOOST_AUTO_TEST_CASE(config_file_rejects_unknown_keys_and_bad_values) {
   BOOST_TEST_INFO("stderr: " << ok.err);
   BOOST_TEST(ok.exit_code == 0);
   BOOST_TEST(ok.err.find("nesterov off") != std::string::npos);
-  expect_usage_error({"train-local", "--config", "/nonexistent/job.toml"}, {"/nonexistent/job.toml"});
+  expect_usage_error({"train-local", "--config", "/nonexistent/job.toml"}, {"/nonexistent/job.toml", "no such file"});
+  // A directory is not a config file: it used to be read as an empty one, and the
+  // default job ran.
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  for (const char* command : {"train-local", "train", "launch"})
+    expect_usage_error({command, "--config", dir}, {dir, "is not a file"});
 }
 
 BOOST_AUTO_TEST_CASE(train_prints_the_job_json_line) {
@@ -304,4 +312,40 @@ BOOST_AUTO_TEST_CASE(a_bad_or_taken_lane_port_is_named) {
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(r.err.find("cannot listen for bulk lanes") != std::string::npos);
   BOOST_TEST(r.err.find("(--lane-port)") != std::string::npos);
+}
+
+// A trace that could not be written used to cost a whole job and still exit 0: the path
+// is checked before anything trains, for train and for launch's merged trace.
+BOOST_AUTO_TEST_CASE(an_unwritable_trace_path_is_refused_before_any_training) {
+  temp_dir dir("cli-trace");
+  for (const std::string& bad : {std::string("/nonexistent-dir/trace.json"), dir.path.string()}) {
+    auto r = run_troupe(with({"train", "--trace", bad}, quick));
+    BOOST_TEST_INFO("stderr: " << r.err);
+    BOOST_TEST(r.exit_code == 2);
+    BOOST_TEST(r.err.find("--trace: cannot write " + bad) != std::string::npos);
+    BOOST_TEST(r.out.find('{') == std::string::npos);  // no job ran
+    auto l = run_troupe(with({"launch", "--local", "--trace", bad}, quick));
+    BOOST_TEST_INFO("stderr: " << l.err);
+    BOOST_TEST(l.exit_code == 2);
+    BOOST_TEST(l.err.find("--trace: cannot write " + bad) != std::string::npos);
+  }
+  BOOST_TEST(!std::filesystem::exists("/nonexistent-dir"));
+}
+
+// Note [Paused processes]: a whole `troupe train` stopped (Ctrl-Z) for longer than its
+// --stall-timeout goes on when it resumes, where it used to fail as stalled at once.
+BOOST_AUTO_TEST_CASE(a_paused_train_process_resumes_instead_of_failing_as_stalled) {
+  temp_dir dir("cli-paused");
+  background_process p({troupe_bin(), "train", "--dataset", "synthetic", "--train-samples", "20000", "--epochs", "2",
+                        "--simulate-compute", "20", "--batch-size", "64", "--stall-timeout", "2", "--metrics", "off"},
+                       dir.file("train"));
+  BOOST_REQUIRE(p.started());
+  BOOST_REQUIRE_MESSAGE(p.wait_for_err("epoch 1/2", 60s), p.err());
+  p.signal(SIGSTOP);
+  std::this_thread::sleep_for(12s);  // past the watchdog's paused_gap (10 s) and the stall timeout
+  p.signal(SIGCONT);
+  const auto code = p.wait(60s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "the job did not end after it resumed: " << p.err());
+  BOOST_TEST(*code == 0, p.err());
+  BOOST_TEST(p.err().find("stalled") == std::string::npos, p.err());
 }
