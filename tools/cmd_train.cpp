@@ -18,6 +18,7 @@ namespace {
 struct train_cli {
   job_cli_options job;
   observe_options observe;
+  bool show_model = false;
 };
 
 int run_train(const train_cli& t) {
@@ -40,10 +41,12 @@ int run_train(const train_cli& t) {
     return exit_failed;
   }
   auto shared = std::make_shared<const dataset_split>(std::move(*data));
-  if (auto m = prepare_job(job, *shared); !m) {
+  auto m = prepare_job(job, *shared);
+  if (!m) {
     print_error(m.error().message);
     return exit_usage;
   }
+  if (t.show_model) std::cerr << m->describe();  // the layer indices --cuts names
   std::cerr << "train: " << describe(job, *shared) << "\n";
   spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
   auto obs = start_observability(t.observe, job.job_id, "127.0.0.1:9464");
@@ -73,6 +76,7 @@ command add_train(CLI::App& parent) {
   add_job_options(*app, o->job);
   add_observe_options(*app, o->observe);
   add_config_option(*app);
+  app->add_flag("--show-model", o->show_model, "Print the layers before training (their indices are what --cuts takes)");
   return {app, [o] { return run_train(*o); }};
 }
 

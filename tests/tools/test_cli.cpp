@@ -349,3 +349,12 @@ BOOST_AUTO_TEST_CASE(a_paused_train_process_resumes_instead_of_failing_as_stalle
   BOOST_TEST(*code == 0, p.err());
   BOOST_TEST(p.err().find("stalled") == std::string::npos, p.err());
 }
+
+// `train --show-model` lists the layers whose indices --cuts takes, as train-local's does.
+BOOST_AUTO_TEST_CASE(train_shows_the_model_it_cuts) {
+  auto r = run_troupe(with({"train", "--show-model", "--metrics", "off"}, quick));
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(r.err.find("1: linear(784 -> 256)") != std::string::npos);
+  BOOST_TEST(r.err.find("parameters: 235146") != std::string::npos);
+}
