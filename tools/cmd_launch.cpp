@@ -147,6 +147,16 @@ int run_launch(launch_cli& o) {
     }
     req.job_dir = tmpl;
   }
+  // The job directory holds the CA's key: it goes on every way out of this function, an
+  // error before the job starts and a dry run included, unless it is to be kept.
+  struct remove_on_exit {
+    std::string dir;
+    bool keep;
+    ~remove_on_exit() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } job_dir_guard{req.job_dir, o.keep_job_dir};
   expected<launch_plan> plan = failure{""};
   if (o.local) {
     std::error_code ec;
@@ -175,13 +185,22 @@ int run_launch(launch_cli& o) {
     const std::string yml = prometheus_config(req.job_id, targets);
     const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
     std::ofstream(path) << yml;
-    std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
+    if (o.prometheus_config.empty() && !o.keep_job_dir)
+      std::cerr << "launch: Prometheus configuration for this job in " << path
+                << " while it runs (removed with the job directory; --prometheus-config FILE keeps one)" << std::endl;
+    else
+      std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
   }
   if (o.dry_run) {
     for (const auto& s : plan->setup) std::cout << shell_quote(s.argv) << "\n";
     for (const auto& n : plan->nodes) std::cout << shell_quote(n.argv) << " &\n";
-    std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
-              << (req.tls ? ", the CA and the node certificates" : "") << "\n";
+    if (o.keep_job_dir)
+      std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
+                << (req.tls ? ", the CA and the node certificates" : "") << " for these commands\n";
+    else
+      std::cerr << "launch: dry run; nothing was kept: the commands name a job directory that is removed again "
+                   "(add --keep-job-dir to keep it"
+                << (req.tls ? ", with the CA and the node certificates," : "") << " and run them by hand)\n";
     return exit_ok;
   }
   std::cerr << "launch: job " << req.job_id << ", " << plan->nodes.size() << " processes ("
@@ -219,7 +238,6 @@ int run_launch(launch_cli& o) {
       std::cerr << "launch: trace of every node in " << o.observe.trace << std::endl;
     }
   }
-  if (!o.keep_job_dir) std::filesystem::remove_all(req.job_dir);
   if (g.interrupted) return 130;
   if (coordinator_code != 0) return coordinator_code;
   return others_failed > 0 || !traced ? exit_failed : exit_ok;

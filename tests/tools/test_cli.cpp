@@ -277,7 +277,7 @@ BOOST_AUTO_TEST_CASE(tls_init_and_tls_secret_write_private_files_and_replace_not
 // `launch --device cuda` gives the k-th worker of a host cuda:k, and passes --tf32 on;
 // the coordinator and the shard servers get no device.
 BOOST_AUTO_TEST_CASE(launch_spreads_workers_over_the_gpus_of_a_host) {
-  temp_dir dir("cli-launch");  // a dry run keeps its job directory (its commands use it)
+  temp_dir dir("cli-launch");
   auto r = run_troupe({"launch", "--local", "--dry-run", "--workers", "3", "--servers", "1", "--device", "cuda",
                        "--tf32", "--metrics", "off", "--job-dir", dir.file("job")});
   BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
@@ -357,4 +357,25 @@ BOOST_AUTO_TEST_CASE(train_shows_the_model_it_cuts) {
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(r.err.find("1: linear(784 -> 256)") != std::string::npos);
   BOOST_TEST(r.err.find("parameters: 235146") != std::string::npos);
+}
+
+// The job directory holds the job's CA key: a dry run keeps it only when asked to (its
+// commands name it), and a launch that fails before its job starts removes it.
+BOOST_AUTO_TEST_CASE(launch_keeps_no_job_directory_it_was_not_asked_to) {
+  temp_dir dir("cli-job-dir");
+  const std::string job = dir.file("job");
+  auto dry = run_troupe({"launch", "--local", "--dry-run", "--metrics", "off", "--job-dir", job});
+  BOOST_REQUIRE_MESSAGE(dry.exit_code == 0, dry.err);
+  BOOST_TEST(dry.out.find(job + "/ca.pem") != std::string::npos);
+  BOOST_TEST(!std::filesystem::exists(job), dry.err);
+  BOOST_TEST(dry.err.find("--keep-job-dir") != std::string::npos);
+  auto kept = run_troupe({"launch", "--local", "--dry-run", "--metrics", "off", "--job-dir", job, "--keep-job-dir"});
+  BOOST_REQUIRE_MESSAGE(kept.exit_code == 0, kept.err);
+  BOOST_TEST(std::filesystem::exists(job + "/ca.key"));
+  std::filesystem::remove_all(job);
+  std::ofstream(dir.file("hosts")) << "nosuchhost.invalid slots=x\n";
+  auto bad = run_troupe({"launch", "--hostfile", dir.file("hosts"), "--metrics", "off", "--job-dir", job});
+  BOOST_TEST(bad.exit_code == 2, bad.err);
+  BOOST_TEST(bad.err.find("slots") != std::string::npos, bad.err);
+  BOOST_TEST(!std::filesystem::exists(job));
 }
