@@ -1,10 +1,10 @@
-// process_group: posix_spawn, a poll loop over every child's pipes, and signal handling.
+// process_group: fork and exec, a poll loop over every child's pipes, and signal handling.
 #include "net/process_group.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <sys/wait.h>
@@ -79,12 +79,13 @@ std::vector<std::string> child_environment(const std::vector<std::pair<std::stri
   return env;
 }
 
+// Starts argv with its stdout and stderr on the given descriptors. The child gets SIGTERM
+// when the launcher dies, even by SIGKILL (PR_SET_PDEATHSIG), so no node outlives the
+// launcher that started it; -1 when it could not be started (exec's error comes back
+// through a close-on-exec pipe, as posix_spawn would report it). Between fork and exec
+// the child makes only async-signal-safe calls.
 pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
             const std::vector<std::pair<std::string, std::string>>& extra_env) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out_fd, STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&fa, err_fd, STDERR_FILENO);
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -92,10 +93,38 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
   std::vector<char*> env;
   for (auto& e : env_strings) env.push_back(e.data());
   env.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &fa, nullptr, args.data(), env.data());
-  posix_spawn_file_actions_destroy(&fa);
-  return rc == 0 ? pid : -1;
+  int report[2];
+  if (pipe2(report, O_CLOEXEC) != 0) return -1;
+  const pid_t launcher = getpid();
+  const pid_t pid = fork();
+  if (pid == 0) {
+    int why = 0;
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher) {
+      why = ECHILD;  // the launcher is gone already
+    } else if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) {
+      why = errno;
+    } else {
+      execvpe(args[0], args.data(), env.data());
+      why = errno;
+    }
+    [[maybe_unused]] auto n = write(report[1], &why, sizeof why);
+    _exit(127);
+  }
+  close(report[1]);
+  if (pid < 0) {
+    close(report[0]);
+    return -1;
+  }
+  int why = 0;
+  ssize_t got;
+  do got = read(report[0], &why, sizeof why);
+  while (got < 0 && errno == EINTR);
+  close(report[0]);
+  if (got > 0) {  // exec failed: the child is gone
+    waitpid(pid, nullptr, 0);
+    return -1;
+  }
+  return pid;
 }
 
 void reap(running_child& c) {

@@ -1,7 +1,8 @@
 // Child processes a launcher runs side by side: each with a name, its stdout and stderr
 // streamed line by line to our stderr under a "[name] " prefix, except the lines of one
 // chosen child's stdout, which are collected (the coordinator's final JSON line).
-// SIGINT and SIGTERM to the launcher are passed on to every child.
+// SIGINT and SIGTERM to the launcher are passed on to every child, and every child gets
+// SIGTERM when the launcher dies in any way (SIGKILL included).
 #pragma once
 
 #include <sys/types.h>

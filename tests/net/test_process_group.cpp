@@ -1,9 +1,17 @@
 // Tests for net/process_group.cpp: output streamed per child, the leader's stdout
-// collected, exit codes and signals reported, and children outliving the leader stopped.
+// collected, exit codes and signals reported, a program that cannot start reported,
+// children outliving the leader stopped, and children dying with a killed launcher.
 #define BOOST_TEST_MODULE process_group
 #include <boost/test/unit_test.hpp>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
 
 #include "net/process_group.hpp"
 
@@ -33,4 +41,46 @@ BOOST_AUTO_TEST_CASE(children_outliving_the_leader_are_stopped) {
 BOOST_AUTO_TEST_CASE(a_missing_program_is_reported) {
   BOOST_TEST(run_step("step", {"/nonexistent/program"}) == 127);
   BOOST_TEST(run_step("step", {"true"}) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_program_in_a_group_is_reported_and_the_others_run) {
+  auto g = run_process_group({{"leader", {"sh", "-c", "exit 0"}, false, {}},
+                              {"missing", {"/nonexistent/program"}, false, {}}},
+                             "leader", 1s);
+  BOOST_REQUIRE(g.children.size() == 2u);
+  BOOST_TEST(g.children[0].exit_code == 0);
+  BOOST_TEST(g.children[1].exit_code == 127);
+}
+
+// A launcher killed with SIGKILL cannot pass anything on; its children go with it
+// (PR_SET_PDEATHSIG), so no node of its job keeps running.
+BOOST_AUTO_TEST_CASE(children_die_with_a_killed_launcher) {
+  char dir_template[] = "/tmp/troupe-pg-XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string pid_file = std::string(dir_template) + "/child.pid";
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {  // the launcher: runs a group whose child sleeps, writing its pid first
+    run_process_group({{"sleeper", {"sh", "-c", "echo $$ > " + pid_file + "; exec sleep 60"}, false, {}}}, "sleeper",
+                      1s);
+    ::_exit(0);
+  }
+  pid_t child = 0;
+  for (int i = 0; i < 100 && child == 0; ++i) {
+    std::this_thread::sleep_for(50ms);
+    std::ifstream(pid_file) >> child;
+  }
+  BOOST_REQUIRE(child > 0);
+  BOOST_TEST(::kill(child, 0) == 0);  // running
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {  // at most 5 s; it is reaped by init once it exits
+    std::this_thread::sleep_for(50ms);
+    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
+    std::string pid, name, state;
+    gone = !(stat >> pid >> name >> state) || state == "Z";
+  }
+  BOOST_TEST(gone);
+  if (!gone) ::kill(child, SIGKILL);
+  std::filesystem::remove_all(dir_template);
 }
