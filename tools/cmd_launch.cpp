@@ -16,6 +16,7 @@
 #include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/job_dirs.hpp"
 #include "tools/observe_cli.hpp"
 #include "tools/port_reservation.hpp"
 
@@ -140,12 +141,15 @@ int run_launch(launch_cli& o) {
   };
   req.job_dir = o.job_dir;
   if (req.job_dir.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id + "-XXXXXX")).string();
-    if (!mkdtemp(tmpl.data())) {
-      print_error("cannot create a job directory under " + std::filesystem::temp_directory_path().string());
+    const std::string tmp = std::filesystem::temp_directory_path().string();
+    for (const auto& gone : sweep_job_dirs(tmp))
+      std::cerr << "launch: removed " << gone << ", the job directory of a launcher that is gone" << std::endl;
+    auto dir = make_job_dir(tmp, req.job_id);
+    if (!dir) {
+      print_error(dir.error().message);
       return exit_failed;
     }
-    req.job_dir = tmpl;
+    req.job_dir = *dir;
   }
   // The job directory holds the CA's key: it goes on every way out of this function, an
   // error before the job starts and a dry run included, unless it is to be kept.
