@@ -215,16 +215,22 @@ int run_launch(launch_cli& o) {
       print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");
       return exit_failed;
     }
-  std::vector<std::string> enders;  // a key-value job's workers: once all have exited, the job is over
-  if (!req.worker_command.empty())
-    for (const auto& n : plan->nodes)
-      if (n.name.rfind("worker", 0) == 0) enders.push_back(n.name);
+  // Once these have all exited the job is over, and a coordinator that does not end then
+  // is stopped: a key-value job's workers (nothing else can end it), or every node of a
+  // training job (they leave when their coordinator hangs, which their heartbeats tell).
+  std::vector<std::string> enders;
+  for (const auto& n : plan->nodes)
+    if (n.name != "coordinator" && (req.worker_command.empty() || n.name.rfind("worker", 0) == 0))
+      enders.push_back(n.name);
   group_result g = run_process_group(plan->nodes, "coordinator", std::chrono::seconds(15), enders);
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
   int coordinator_code = exit_failed, others_failed = 0;
   for (const auto& c : g.children) {
+    if (c.name == "coordinator" && c.signal != 0 && !g.interrupted)
+      print_error("the coordinator did not end after the job's other processes had (it hung or was stopped); "
+                  "launch stopped it with signal " + std::to_string(c.signal));
     if (c.name == "coordinator") coordinator_code = c.exit_code < 0 ? exit_failed : c.exit_code;
     else if (c.exit_code != 0) {
       ++others_failed;

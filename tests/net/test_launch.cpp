@@ -1,12 +1,22 @@
 // `troupe launch --local` end to end: 2 shard servers and 2 workers as separate
 // processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to >= 80% in
-// each mode; a failing job makes launch fail; a bad flag is a usage error.
+// each mode; a failing job makes launch fail; a hung coordinator does not hold the launch;
+// a bad flag is a usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
@@ -59,4 +69,48 @@ BOOST_AUTO_TEST_CASE(bad_flags_are_usage_errors) {
   auto neither = run_process({troupe_bin(), "launch"}, 30s);
   BOOST_TEST(neither.exit_code == 2);
   BOOST_TEST(neither.err.find("--local") != std::string::npos);
+}
+
+namespace {
+
+// The pid of the live process whose parent is `parent` and whose command line holds `word`.
+pid_t child_with(pid_t parent, const std::string& word) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(all.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    if (!(rest >> state >> ppid) || ppid != parent) continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (line.find(word) != std::string::npos) return std::stoi(pid);
+  }
+  return 0;
+}
+
+}  // namespace
+
+// A coordinator that hangs (here: stopped) no longer holds launch forever: its nodes leave
+// when their heartbeats go unanswered, and launch then stops it and fails, saying so.
+BOOST_AUTO_TEST_CASE(a_hung_coordinator_does_not_hold_the_launch) {
+  temp_dir dir("launch-hung");
+  background_process launch({troupe_bin(), "launch", "--local", "--epochs", "30", "--simulate-compute", "20",
+                             "--train-samples", "20000", "--batch-size", "64", "--metrics", "off"},
+                            dir.file("launch"));
+  BOOST_REQUIRE(launch.started());
+  BOOST_REQUIRE_MESSAGE(launch.wait_for_err("epoch 1/30", 120s), launch.err());
+  const pid_t coordinator = child_with(launch.pid(), "--role coordinator");
+  BOOST_REQUIRE(coordinator > 0);
+  ::kill(coordinator, SIGSTOP);
+  const auto code = launch.wait(90s);  // heartbeat timeout 5 s, then launch's grace of 15 s and 5 more
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "launch still waits for its stopped coordinator: " << launch.err());
+  BOOST_TEST(*code == 1);
+  BOOST_TEST(launch.err().find("the coordinator did not end after the job's other processes had") != std::string::npos,
+             launch.err());
 }
