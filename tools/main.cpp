@@ -15,6 +15,7 @@
 #include "tools/cmd_tls.hpp"
 #include "tools/cmd_train.hpp"
 #include "tools/cmd_train_local.hpp"
+#include "troupe_version.hpp"
 
 int main(int argc, char** argv) {
   using namespace troupe::cli;
@@ -26,13 +27,15 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("troupe"));
   spdlog::set_pattern("troupe: %l: %v");
   app.require_subcommand(1, 1);
-  app.set_version_flag("--version", "troupe 0.1.0");
+  const std::string version = "troupe " TROUPE_VERSION " (commit " TROUPE_COMMIT ")";
+  app.set_version_flag("--version", version);
   std::vector<command> commands;
   commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
   commands.push_back(add_node(app));
   commands.push_back(add_launch(app));
   commands.push_back(add_tls(app));
+  for (auto& c : commands) c.app->set_version_flag("--version", version);  // `troupe node --version` too
 
   try {
     app.parse(argc, argv);
