@@ -32,9 +32,9 @@ job_core::job_core(job_spec job, const model& m, observability obs, time_point n
   // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
   // missing up to s clocks of every other worker and push up to s clocks ahead, so
   // staleness stays below (2s + 2) * workers updates. Async has no bound to export.
-  if (m_ && job_.mode == sync_mode::sync) m_->staleness_bound->Set(0);
+  if (m_ && job_.mode == sync_mode::sync) m_->staleness_bound()->Set(0);
   if (m_ && job_.mode == sync_mode::ssp)
-    m_->staleness_bound->Set(static_cast<double>((2 * job_.staleness + 2) * static_cast<std::int64_t>(members(job_))));
+    m_->staleness_bound()->Set(static_cast<double>((2 * job_.staleness + 2) * static_cast<std::int64_t>(members(job_))));
 }
 
 std::string job_core::member_name(std::uint32_t r) const {

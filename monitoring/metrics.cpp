@@ -10,14 +10,19 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
 #include "monitoring/refusals.hpp"
+#include "troupe_version.hpp"
 
 namespace troupe::monitoring {
 
@@ -35,11 +40,12 @@ const Histogram::BucketBoundaries seconds_buckets{0.0005, 0.001, 0.002, 0.005, 0
                                                   0.1,    0.2,   0.5,   1,     2,    5,    10};
 const Histogram::BucketBoundaries staleness_buckets{0, 1, 2, 3, 4, 6, 8, 12, 16, 32, 64, 128};
 
-// CPU seconds, resident memory and refusals (monitoring/refusals.hpp) of this process,
-// read at each scrape.
+// The process_* metrics node-exporter's and the client libraries' process collectors
+// export (CPU time, memory, file descriptors, start time) and the refusals of this
+// process (monitoring/refusals.hpp), read from /proc at each scrape.
 class process_collector : public prometheus::Collectable {
  public:
-  explicit process_collector(std::string job) : job_(std::move(job)) {}
+  explicit process_collector(std::string job) : job_(std::move(job)), start_(start_time()) {}
   std::vector<prometheus::MetricFamily> Collect() const override {
     rusage u{};
     getrusage(RUSAGE_SELF, &u);
@@ -47,36 +53,104 @@ class process_collector : public prometheus::Collectable {
                        1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
     long pages = 0, resident = 0;
     std::ifstream("/proc/self/statm") >> pages >> resident;
-    const double rss = static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE));
-    std::vector<prometheus::MetricFamily> out(2);
-    out[0].name = "troupe_process_cpu_seconds_total";
-    out[0].help = "CPU time this process has used, user and system";
-    out[0].type = prometheus::MetricType::Counter;
-    out[0].metric.resize(1);
-    out[0].metric[0].label = {{"troupe_job", job_}};
-    out[0].metric[0].counter.value = cpu;
-    out[1].name = "troupe_process_resident_memory_bytes";
-    out[1].help = "Resident memory of this process";
-    out[1].type = prometheus::MetricType::Gauge;
-    out[1].metric.resize(1);
-    out[1].metric[0].label = {{"troupe_job", job_}};
-    out[1].metric[0].gauge.value = rss;
-    out.emplace_back();
-    out[2].name = "troupe_refusals_total";
-    out[2].help = "Frames, connections and messages refused for the job's safety, by reason";
-    out[2].type = prometheus::MetricType::Counter;
+    const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+    rlimit files{};
+    getrlimit(RLIMIT_NOFILE, &files);
+    std::error_code ec;
+    double open_fds = 0;
+    for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++open_fds;
+    std::vector<prometheus::MetricFamily> out;
+    out.push_back(one("process_cpu_seconds_total", "Total user and system CPU time spent in seconds",
+                      prometheus::MetricType::Counter, cpu));
+    out.push_back(one("process_resident_memory_bytes", "Resident memory size in bytes", prometheus::MetricType::Gauge,
+                      static_cast<double>(resident) * page));
+    out.push_back(one("process_virtual_memory_bytes", "Virtual memory size in bytes", prometheus::MetricType::Gauge,
+                      static_cast<double>(pages) * page));
+    out.push_back(one("process_open_fds", "Number of open file descriptors", prometheus::MetricType::Gauge, open_fds));
+    out.push_back(one("process_max_fds", "Maximum number of open file descriptors", prometheus::MetricType::Gauge,
+                      static_cast<double>(files.rlim_cur)));
+    out.push_back(one("process_start_time_seconds", "Start time of the process since unix epoch in seconds",
+                      prometheus::MetricType::Gauge, start_));
+    prometheus::MetricFamily refused;
+    refused.name = "troupe_refusals_total";
+    refused.help = "Frames, connections and messages refused for the job's safety, by reason";
+    refused.type = prometheus::MetricType::Counter;
     for (std::size_t i = 0; i < refusal_kinds; ++i) {
       const auto r = static_cast<refusal>(i);
       prometheus::ClientMetric m;
       m.label = {{"troupe_job", job_}, {"reason", std::string(name_of(r))}};
       m.counter.value = static_cast<double>(refusals(r));
-      out[2].metric.push_back(std::move(m));
+      refused.metric.push_back(std::move(m));
     }
+    out.push_back(std::move(refused));
     return out;
   }
 
  private:
+  prometheus::MetricFamily one(const char* name, const char* help, prometheus::MetricType type, double value) const {
+    prometheus::MetricFamily f;
+    f.name = name;
+    f.help = help;
+    f.type = type;
+    f.metric.resize(1);
+    f.metric[0].label = {{"troupe_job", job_}};
+    if (type == prometheus::MetricType::Counter)
+      f.metric[0].counter.value = value;
+    else
+      f.metric[0].gauge.value = value;
+    return f;
+  }
+
+  // Seconds since the epoch at which this process started: the boot time (/proc/stat's
+  // btime) plus the process's start in clock ticks after boot (/proc/self/stat's 22nd field).
+  static double start_time() {
+    std::ifstream stat("/proc/self/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = text.rfind(')');  // the command name may hold spaces and parentheses
+    if (close == std::string::npos) return 0;
+    std::istringstream fields(text.substr(close + 2));
+    std::string field;
+    for (int i = 3; i <= 22 && fields >> field; ++i) {}
+    double btime = 0;
+    std::ifstream sys("/proc/stat");
+    for (std::string key; sys >> key;)
+      if (key == "btime") {
+        sys >> btime;
+        break;
+      }
+    return btime + std::strtod(field.c_str(), nullptr) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+
   std::string job_;
+  double start_;
+};
+
+// Counts the exposer's scrapes; registered before every other collectable, so a scrape
+// is counted before it reads the job's state.
+class scrape_counter : public prometheus::Collectable {
+ public:
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      ++count_;
+    }
+    seen_.notify_all();
+    return {};
+  }
+  std::uint64_t count() const {
+    std::lock_guard<std::mutex> g(mu_);
+    return count_;
+  }
+  // Waits until more than `after` scrapes have begun, or until `deadline`.
+  bool wait_past(std::uint64_t after, std::chrono::steady_clock::time_point deadline) const {
+    std::unique_lock<std::mutex> g(mu_);
+    return seen_.wait_until(g, deadline, [&] { return count_ > after; });
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable seen_;
+  mutable std::uint64_t count_ = 0;
 };
 
 }  // namespace
@@ -114,7 +188,10 @@ struct registry::families {
   Family<Gauge>* bubble_fraction;
   Family<Gauge>* device_memory;
   Family<Counter>* device_allocations;
+  Family<Gauge>* state_family;
+  std::map<job_state, Gauge*> states;
   std::shared_ptr<process_collector> process;
+  std::shared_ptr<scrape_counter> scrapes;
 };
 
 registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_shared<prometheus::Registry>()) {
@@ -159,8 +236,41 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->device_memory = gauge("troupe_device_memory_bytes", "Device memory of a worker's caching allocator, by state");
   f_->device_allocations =
       counter("troupe_device_allocations_total", "Device buffer requests, by whether the cache or the device served them");
+  f_->state_family = gauge("troupe_job_state", "1 for what this process's part in the job has come to: running, "
+                                             "finished or failed; 0 for the others");
+  for (auto [s, name] : {std::pair{job_state::running, "running"}, std::pair{job_state::finished, "finished"},
+                         std::pair{job_state::failed, "failed"}})
+    f_->states[s] = &f_->state_family->Add({{"state", name}});
+  set_job_state(job_state::running);
+  gauge("troupe_build_info", "Always 1; the labels say which Troupe this process runs")
+      ->Add({{"version", TROUPE_VERSION}, {"commit", TROUPE_COMMIT}})
+      .Set(1);
   f_->process = std::make_shared<process_collector>(job_);
+  f_->scrapes = std::make_shared<scrape_counter>();
 }
+
+void registry::set_job_state(job_state s) {
+  for (auto& [state, gauge] : f_->states) gauge->Set(state == s ? 1 : 0);
+}
+
+// Note [Job state and linger]
+// A node that ends takes its metrics with it, and Prometheus then sees `up == 0`: for a
+// node that finished its job as for one that crashed. So every process exports
+// troupe_job_state, and at its end sets finished or failed and lingers: it keeps serving
+// until one scrape has read the final state (and the final counters), for at most
+// --metrics-linger. TroupeNodeDown fires only for a node whose last scraped state was
+// running. A process nobody has scraped does not linger: no one would read it. The exposer
+// gives no signal when a response has been written, so linger waits a moment after the
+// scrape began to let it finish.
+void registry::linger(std::chrono::milliseconds most) {
+  if (!exposer_ || most.count() <= 0) return;
+  const std::uint64_t seen = f_->scrapes->count();
+  if (seen == 0) return;
+  if (f_->scrapes->wait_past(seen, std::chrono::steady_clock::now() + most))
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+}
+
+std::uint64_t registry::scrapes() const { return f_->scrapes->count(); }
 
 registry::~registry() = default;
 
@@ -172,6 +282,7 @@ expected<std::uint16_t> registry::serve(const std::string& host, std::uint16_t p
     return failure{"cannot serve metrics on " + addr + " (" + e.what() + "); is the port in use? Choose another with "
                    "--metrics HOST:PORT, or --metrics off"};
   }
+  exposer_->RegisterCollectable(f_->scrapes);
   exposer_->RegisterCollectable(reg_);
   exposer_->RegisterCollectable(f_->process);
   const auto ports = exposer_->GetListeningPorts();
@@ -246,6 +357,7 @@ struct coordinator_metrics::impl {
   std::mutex mu;
   std::map<std::string, Gauge*> nodes, bubbles;
   std::map<std::uint32_t, Gauge*> rates, clocks;
+  Gauge* bound = nullptr;
 };
 
 Gauge* coordinator_metrics::pipeline_bubble(const std::string& kind) {
@@ -262,17 +374,23 @@ Gauge* coordinator_metrics::nodes_up(const std::string& node_role) {
   return slot;
 }
 
+Gauge* coordinator_metrics::staleness_bound() {
+  std::lock_guard<std::mutex> g(self->mu);
+  if (!self->bound) self->bound = &self->f->staleness_bound->Add({{"role", "coordinator"}});
+  return self->bound;
+}
+
 Gauge* coordinator_metrics::relative_step_rate(std::uint32_t rank) {
   std::lock_guard<std::mutex> g(self->mu);
   auto& slot = self->rates[rank];
-  if (!slot) slot = &self->f->relative_rate->Add({{"role", "coordinator"}, {"worker_rank", std::to_string(rank)}});
+  if (!slot) slot = &self->f->relative_rate->Add({{"role", "coordinator"}, {"rank", std::to_string(rank)}});
   return slot;
 }
 
 Gauge* coordinator_metrics::worker_clock(std::uint32_t rank) {
   std::lock_guard<std::mutex> g(self->mu);
   auto& slot = self->clocks[rank];
-  if (!slot) slot = &self->f->worker_clock->Add({{"role", "coordinator"}, {"worker_rank", std::to_string(rank)}});
+  if (!slot) slot = &self->f->worker_clock->Add({{"role", "coordinator"}, {"rank", std::to_string(rank)}});
   return slot;
 }
 
@@ -283,7 +401,6 @@ coordinator_metrics registry::coordinator() {
   m.test_accuracy = &f_->test_accuracy->Add(l);
   m.train_loss = &f_->train_loss->Add(l);
   m.clock_spread = &f_->clock_spread->Add(l);
-  m.staleness_bound = &f_->staleness_bound->Add(l);
   m.workers_lost = &f_->workers_lost->Add(l);
   m.self = std::make_shared<coordinator_metrics::impl>();
   m.self->f = f_.get();

@@ -6,6 +6,7 @@
 // The job label is called troupe_job because Prometheus owns the `job` label.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -65,10 +66,12 @@ struct coordinator_metrics {
   prometheus::Gauge* test_accuracy = nullptr;      // of the last evaluation
   prometheus::Gauge* train_loss = nullptr;         // mean over the last epoch
   prometheus::Gauge* clock_spread = nullptr;       // fastest minus slowest live worker clock
-  prometheus::Gauge* staleness_bound = nullptr;    // largest staleness the mode allows (sync, ssp)
   prometheus::Counter* workers_lost = nullptr;
+  // troupe_staleness_bound: the largest staleness the mode allows. Created by the first
+  // call, so a job whose mode has no bound (async) does not export it.
+  prometheus::Gauge* staleness_bound();
   prometheus::Gauge* nodes_up(const std::string& node_role);
-  // troupe_worker_relative_step_rate{worker_rank=R}: the worker's step rate over the
+  // troupe_worker_relative_step_rate{rank=R}: the worker's step rate over the
   // median's; a straggler shows well below 1.
   prometheus::Gauge* relative_step_rate(std::uint32_t rank);
   prometheus::Gauge* worker_clock(std::uint32_t rank);
@@ -103,6 +106,11 @@ struct device_metrics {
   std::uint64_t hits_seen_ = 0, mallocs_seen_ = 0;
 };
 
+// What a process's part in its job has come to: troupe_job_state{state=...} is 1 for the
+// current one and 0 for the others, so an alert can tell a node that finished its job
+// from one that died (Note [Job state and linger] in metrics.cpp).
+enum class job_state { running, finished, failed };
+
 class registry {
  public:
   // job: the troupe_job label on every metric.
@@ -115,6 +123,15 @@ class registry {
   // A busy port is an error that names it, never an abort.
   expected<std::uint16_t> serve(const std::string& host, std::uint16_t port);
   std::uint16_t port() const { return port_; }
+
+  // Starts as running.
+  void set_job_state(job_state s);
+  // Keeps serving until a scrape that began after this call has been answered, or for
+  // `most`, whichever is first; returns at once when nothing ever scraped this process
+  // (nobody is watching it) or it serves nothing.
+  void linger(std::chrono::milliseconds most);
+  // Scrapes the exposer has answered.
+  std::uint64_t scrapes() const;
 
   worker_metrics worker(std::uint32_t rank);
   shard_metrics shard(std::uint32_t index);

@@ -119,7 +119,9 @@ int run_launch(launch_cli& o) {
     } else {
       const std::string at = o.local ? "127.0.0.1:" + std::to_string(reserve())
                                      : "0.0.0.0:" + std::to_string(next_remote_metrics);
-      flags = {"--metrics", at};
+      std::ostringstream linger;
+      linger << o.observe.metrics_linger_s;
+      flags = {"--metrics", at, "--metrics-linger", linger.str()};
       targets.push_back({node, o.local ? at : host + ":" + std::to_string(next_remote_metrics)});
       ++next_remote_metrics;
     }
@@ -222,7 +224,11 @@ int run_launch(launch_cli& o) {
   for (const auto& n : plan->nodes)
     if (n.name != "coordinator" && (req.worker_command.empty() || n.name.rfind("worker", 0) == 0))
       enders.push_back(n.name);
-  group_result g = run_process_group(plan->nodes, "coordinator", std::chrono::seconds(15), enders);
+  // A node whose metrics are being scraped may linger for one last scrape after its job
+  // (--metrics-linger); the grace covers that.
+  const auto grace = std::chrono::seconds(15) +
+                     std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
+  group_result g = run_process_group(plan->nodes, "coordinator", grace, enders);
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;

@@ -159,7 +159,7 @@ int run_node(node_cli& o) {
       break;
     }
   }
-  if (!finish_observability(*obs, o.observe, node_name(*plan)) && code == exit_ok) code = exit_failed;
+  if (!finish_observability(*obs, o.observe, node_name(*plan), code == exit_ok) && code == exit_ok) code = exit_failed;
   return code;
 }
 

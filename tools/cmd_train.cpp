@@ -19,6 +19,7 @@ struct train_cli {
   job_cli_options job;
   observe_options observe;
   bool show_model = false;
+  std::string job_id;
 };
 
 int run_train(const train_cli& t) {
@@ -29,6 +30,7 @@ int run_train(const train_cli& t) {
     return exit_usage;
   }
   job_spec job = std::move(*spec);
+  if (!t.job_id.empty()) job.job_id = t.job_id;
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
   const device dev = chosen_device(o.train);
   if (auto why = device_unusable(dev)) {
@@ -58,7 +60,7 @@ int run_train(const train_cli& t) {
   cb.on_epoch = print_epoch;
   auto result =
       run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32});
-  const bool traced = finish_observability(*obs, t.observe, "troupe train");
+  const bool traced = finish_observability(*obs, t.observe, "troupe train", static_cast<bool>(result));
   if (!result) {
     print_error(troupe::describe(result.error()));
     return exit_failed;
@@ -76,6 +78,13 @@ command add_train(CLI::App& parent) {
   add_job_options(*app, o->job);
   add_observe_options(*app, o->observe);
   add_config_option(*app);
+  app->add_option("--job-id", o->job_id, "The job's name: the troupe_job label of its metrics (default: a fresh one)")
+      ->check([](const std::string& id) -> std::string {
+        if (id.empty() || id.size() > 128) return "a job id is 1 to 128 characters";
+        for (unsigned char c : id)
+          if (c <= ' ' || c == 0x7f) return "a job id holds no spaces or control characters";
+        return {};
+      });
   app->add_flag("--show-model", o->show_model, "Print the layers before training (their indices are what --cuts takes)");
   return {app, [o] { return run_train(*o); }};
 }

@@ -19,6 +19,12 @@ void add_observe_options(CLI::App& app, observe_options& o) {
                                   "derived from the node's)")
                        ->capture_default_str()
                        ->group(group_observe);
+  app.add_option("--metrics-linger", o.metrics_linger_s,
+                 "Seconds to keep serving metrics after the job ends, until a scrape has read the final values; "
+                 "only when something has scraped this process (0: none)")
+      ->check(CLI::Range(0.0, 3600.0))
+      ->capture_default_str()
+      ->group(group_observe);
   app.add_option("--trace", o.trace, "Write a Chrome trace-event timeline (Perfetto) to this file")->group(group_observe);
   app.add_option("--trace-events", o.trace_events, "Most recent events the trace keeps")
       ->check(CLI::Range(16, 100000000))
@@ -55,7 +61,9 @@ expected<observability> start_observability(const observe_options& o, const std:
   return obs;
 }
 
-bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name) {
+namespace {
+
+bool write_trace(const observability& obs, const observe_options& o, const std::string& process_name) {
   if (!obs.trace) return true;
   if (auto ok = obs.trace->write(o.trace, process_name, static_cast<std::uint32_t>(::getpid())); !ok) {
     print_error(ok.error().message);
@@ -65,6 +73,18 @@ bool finish_observability(const observability& obs, const observe_options& o, co
   if (obs.trace->dropped()) std::cerr << " (" << obs.trace->dropped() << " older ones dropped; raise --trace-events)";
   std::cerr << std::endl;
   return true;
+}
+
+}  // namespace
+
+bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name,
+                          bool succeeded) {
+  const bool traced = write_trace(obs, o, process_name);
+  if (obs.metrics) {
+    obs.metrics->set_job_state(succeeded && traced ? monitoring::job_state::finished : monitoring::job_state::failed);
+    obs.metrics->linger(std::chrono::milliseconds(static_cast<std::int64_t>(o.metrics_linger_s * 1000)));
+  }
+  return traced;
 }
 
 }  // namespace troupe::cli

@@ -16,6 +16,7 @@ struct observe_options {
   std::string metrics = "auto";   // HOST:PORT, "off", or "auto" (the command's default)
   std::string trace;              // Chrome trace-event JSON file
   std::size_t trace_events = 200000;
+  double metrics_linger_s = 15;   // Note [Job state and linger] in monitoring/metrics.cpp
   CLI::Option* metrics_flag = nullptr;
 };
 
@@ -27,8 +28,11 @@ void add_observe_options(CLI::App& app, observe_options& o);
 expected<observability> start_observability(const observe_options& o, const std::string& job_id,
                                             const std::string& fallback);
 
-// Writes the trace (if any) for this process; false (and says why) when it could not.
-bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name);
+// Writes the trace (if any) for this process, sets troupe_job_state to finished or failed
+// (`succeeded`) and lingers for a last scrape; false (and says why) when the trace could
+// not be written.
+bool finish_observability(const observability& obs, const observe_options& o, const std::string& process_name,
+                          bool succeeded);
 
 // What stops `path` from being written ("--trace: cannot write ..."); nullopt when it can
 // be. A file the check creates is removed again.

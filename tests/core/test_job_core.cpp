@@ -10,6 +10,7 @@
 #define BOOST_TEST_MODULE job_core
 #include <boost/test/unit_test.hpp>
 
+#include <optional>
 #include <sstream>
 
 #include "core/job_core.hpp"
@@ -364,11 +365,29 @@ BOOST_AUTO_TEST_CASE(the_step_rates_name_a_straggler) {
   for (std::string line; std::getline(scrape, line);) {
     if (line.rfind("troupe_worker_relative_step_rate{", 0) != 0) continue;
     const double v = std::stod(line.substr(line.rfind(' ') + 1));
-    if (line.find("worker_rank=\"2\"") != std::string::npos) straggler = v;
-    if (line.find("worker_rank=\"1\"") != std::string::npos) peer = v;
+    if (line.find("rank=\"2\"") != std::string::npos) straggler = v;
+    if (line.find("rank=\"1\"") != std::string::npos) peer = v;
   }
   BOOST_TEST(straggler == 0.2, boost::test_tools::tolerance(1e-9));
   BOOST_TEST(peer == 1.0, boost::test_tools::tolerance(1e-9));
+}
+
+// An async job has no staleness bound, so it exports none (an alert comparing with it
+// would fire on every healthy async job); sync exports 0 and ssp (2s + 2) * members.
+BOOST_AUTO_TEST_CASE(the_staleness_bound_is_exported_only_by_modes_that_have_one) {
+  auto bound_of = [](sync_mode mode) -> std::optional<double> {
+    observability obs;
+    obs.metrics = std::make_shared<monitoring::registry>("job-bound");
+    harness h(tiny_job(mode, 3), obs);
+    std::istringstream scrape(obs.metrics->scrape());
+    for (std::string line; std::getline(scrape, line);)
+      if (line.rfind("troupe_staleness_bound{", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+    return std::nullopt;
+  };
+  BOOST_TEST(!bound_of(sync_mode::async).has_value());
+  BOOST_TEST(bound_of(sync_mode::sync).value_or(-1) == 0);
+  const auto ssp = tiny_job(sync_mode::ssp, 3);
+  BOOST_TEST(bound_of(sync_mode::ssp).value_or(-1) == static_cast<double>((2 * ssp.staleness + 2) * 3));
 }
 
 // Note [Paused processes]: a gap between two ticks longer than paused_gap is time the

@@ -4,7 +4,8 @@
 // scrapes them every second, and every PromQL expression in
 // monitoring/grafana/troupe-dashboard.json is evaluated through Prometheus's HTTP API. A
 // query that errors or returns no data fails the test; the pipeline row is checked
-// against the pipeline job.
+// against the pipeline job. Then the alerts against the same server: a job that finishes
+// is not a dead node, a killed one is.
 #define BOOST_TEST_MODULE dashboard
 #include <boost/test/unit_test.hpp>
 
@@ -152,6 +153,71 @@ BOOST_AUTO_TEST_CASE(every_dashboard_query_returns_data_from_a_launched_job) {
   check_dashboard(prom, job, *prometheus, true);
   job.signal(SIGTERM);
   job.wait(30s);
+  prometheus->signal(SIGTERM);
+  prometheus->wait(10s);
+  fs::remove_all(dir);
+}
+
+// The alerts named in Prometheus's /api/v1/alerts (pending or firing) for `instance`.
+std::vector<std::string> alerts_for(int prom, const std::string& instance) {
+  std::vector<std::string> out;
+  auto body = http_get(prom, "/api/v1/alerts");
+  if (!body) return out;
+  const auto j = nlohmann::json::parse(*body, nullptr, false);
+  if (j.is_discarded()) return out;
+  for (const auto& a : j["data"]["alerts"])
+    if (a["labels"].value("instance", "") == instance) out.push_back(a["labels"].value("alertname", ""));
+  return out;
+}
+
+// Note [Job state and linger] end to end, with the shipped alerts.yml loaded: a job that
+// finishes lingers until Prometheus has read troupe_job_state finished, and
+// TroupeNodeDown never even becomes pending for it; a job killed mid-run makes it pending
+// within seconds.
+BOOST_AUTO_TEST_CASE(a_finished_job_is_not_a_dead_node_and_a_killed_one_is) {
+  const fs::path dir = fs::temp_directory_path() / ("troupe-alerts-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto train = [&](const std::string& id, const std::string& epochs) {
+    return std::make_unique<background_process>(
+        std::vector<std::string>{troupe_bin(), "train", "--dataset", "synthetic", "--simulate-compute", "3", "--epochs",
+                                 epochs, "--metrics", "127.0.0.1:0", "--job-id", id},
+        (dir / id).string());
+  };
+  auto finished = train("finished-job", "10");
+  auto killed = train("killed-job", "200");
+  const auto p1 = finished->wait_for_port("metrics on http://", 60s);
+  const auto p2 = killed->wait_for_port("metrics on http://", 60s);
+  BOOST_REQUIRE_MESSAGE(p1 && p2, finished->err() << killed->err());
+  const std::string done_at = "127.0.0.1:" + std::to_string(*p1), killed_at = "127.0.0.1:" + std::to_string(*p2);
+  std::ofstream(dir / "prometheus.yml") << "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+                                        << "rule_files: ['" << source_dir() << "/monitoring/prometheus/alerts.yml']\n"
+                                        << "scrape_configs:\n  - job_name: troupe\n    static_configs:\n"
+                                        << "      - targets: ['" << done_at << "', '" << killed_at << "']\n";
+  auto [prometheus, prom] = start_prometheus(dir, dir / "prometheus.yml");
+  std::string why;
+  const auto code = finished->wait(120s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "the 10-epoch job did not end: " << finished->err());
+  BOOST_TEST(*code == 0, finished->err());
+  bool down = false;
+  for (int i = 0; i < 200 && !down; ++i) {
+    std::this_thread::sleep_for(100ms);
+    down = query(prom, "up{instance=\"" + done_at + "\"} == 0", why) > 0;
+  }
+  BOOST_REQUIRE_MESSAGE(down, "Prometheus never saw the finished job go: " << why);
+  BOOST_TEST(query(prom, "last_over_time(troupe_job_state{troupe_job=\"finished-job\",state=\"finished\"}[5m]) == 1",
+                   why) == 1, why);
+  BOOST_TEST(query(prom, "troupe_build_info{troupe_job=\"killed-job\"} == 1", why) == 1, why);
+  BOOST_TEST(query(prom, "process_start_time_seconds{troupe_job=\"killed-job\"} > 0", why) == 1, why);
+  BOOST_REQUIRE(killed->running());
+  killed->signal(SIGKILL);
+  killed->wait(10s);
+  bool pending = false;
+  for (int i = 0; i < 300 && !pending; ++i) {
+    std::this_thread::sleep_for(100ms);
+    for (const auto& a : alerts_for(prom, killed_at)) pending = pending || a == "TroupeNodeDown";
+  }
+  BOOST_TEST(pending, "TroupeNodeDown never became pending for the killed job");
+  BOOST_TEST(alerts_for(prom, done_at).empty(), "an alert is pending or firing for the job that finished");
   prometheus->signal(SIGTERM);
   prometheus->wait(10s);
   fs::remove_all(dir);

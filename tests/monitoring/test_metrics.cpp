@@ -4,7 +4,12 @@
 #define BOOST_TEST_MODULE metrics
 #include <boost/test/unit_test.hpp>
 
+#include <sys/time.h>
+
+#include <chrono>
+#include <future>
 #include <regex>
+#include <thread>
 
 #include "monitoring/metrics.hpp"
 #include "tests/support/http.hpp"
@@ -33,15 +38,18 @@ BOOST_AUTO_TEST_CASE(families_have_conventional_names_types_and_labels) {
              std::string::npos);
   BOOST_TEST(text.find("troupe_rejected_messages_total{troupe_job=\"job-1\",reason=\"not_finite\",role=\"server\"") !=
              std::string::npos);
-  BOOST_TEST(text.find("troupe_worker_relative_step_rate{troupe_job=\"job-1\",role=\"coordinator\",worker_rank=\"3\"} 0.4") !=
+  BOOST_TEST(text.find("troupe_worker_relative_step_rate{troupe_job=\"job-1\",rank=\"3\",role=\"coordinator\"} 0.4") !=
              std::string::npos);
   BOOST_TEST(text.find("troupe_pipeline_bubble_fraction{troupe_job=\"job-1\",kind=\"measured\",role=\"coordinator\"} 0.25") !=
              std::string::npos);
   BOOST_TEST(text.find("troupe_stage_stored_activations{troupe_job=\"job-1\",replica=\"0\",role=\"stage\",stage=\"2\"} 3") !=
              std::string::npos);
-  BOOST_TEST(text.find("troupe_process_resident_memory_bytes{troupe_job=\"job-1\"}") != std::string::npos);
-  // Every sample line: troupe_ prefix, a troupe_job label; counters end in _total.
-  std::regex sample(R"(^(troupe_[a-z_]+)\{troupe_job="job-1".*\} .+$)");
+  for (const char* p : {"process_cpu_seconds_total", "process_resident_memory_bytes", "process_virtual_memory_bytes",
+                        "process_open_fds", "process_max_fds", "process_start_time_seconds"})
+    BOOST_TEST(text.find(std::string(p) + "{troupe_job=\"job-1\"} ") != std::string::npos, p);
+  // Every sample line: troupe_ prefix (process_ for the standard process metrics), a
+  // troupe_job label; counters end in _total.
+  std::regex sample(R"(^((troupe|process)_[a-z_]+)\{troupe_job="job-1".*\} .+$)");
   std::regex type(R"(^# TYPE (\S+) (counter|gauge|histogram)$)");
   std::istringstream lines(text);
   int samples = 0;
@@ -87,4 +95,77 @@ BOOST_AUTO_TEST_CASE(device_allocator_figures_become_gauges_and_counters) {
              std::string::npos);
   BOOST_TEST(text.find("troupe_device_allocations_total{troupe_job=\"job-4\"," + labels + ",source=\"device\"} 2") !=
              std::string::npos);
+}
+
+namespace {
+
+double sample_value(const std::string& text, const std::string& series) {
+  const auto at = text.find(series + " ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, series + " is not in the scrape");
+  return std::stod(text.substr(at + series.size() + 1));
+}
+
+}  // namespace
+
+// The process metrics are this process's: its start time is within the last minute (the
+// test just started), it has files open, and it has used CPU.
+BOOST_AUTO_TEST_CASE(process_metrics_describe_this_process) {
+  registry r("job-5");
+  const std::string text = r.scrape();
+  timeval now{};
+  gettimeofday(&now, nullptr);
+  const double start = sample_value(text, "process_start_time_seconds{troupe_job=\"job-5\"}");
+  BOOST_TEST(start <= static_cast<double>(now.tv_sec) + 1);
+  BOOST_TEST(start > static_cast<double>(now.tv_sec) - 600);
+  BOOST_TEST(sample_value(text, "process_open_fds{troupe_job=\"job-5\"}") >= 3);
+  BOOST_TEST(sample_value(text, "process_max_fds{troupe_job=\"job-5\"}") >= sample_value(text, "process_open_fds{troupe_job=\"job-5\"}"));
+  BOOST_TEST(sample_value(text, "process_virtual_memory_bytes{troupe_job=\"job-5\"}") >=
+             sample_value(text, "process_resident_memory_bytes{troupe_job=\"job-5\"}"));
+}
+
+BOOST_AUTO_TEST_CASE(build_info_and_job_state_are_exported) {
+  registry r("job-6");
+  std::string text = r.scrape();
+  BOOST_TEST(std::regex_search(text, std::regex(R"re(troupe_build_info\{troupe_job="job-6",commit="(?:[0-9a-f]+|unknown)",version="[0-9.]+"\} 1)re")),
+             text);
+  BOOST_TEST(sample_value(text, "troupe_job_state{troupe_job=\"job-6\",state=\"running\"}") == 1);
+  BOOST_TEST(sample_value(text, "troupe_job_state{troupe_job=\"job-6\",state=\"finished\"}") == 0);
+  r.set_job_state(job_state::failed);
+  text = r.scrape();
+  BOOST_TEST(sample_value(text, "troupe_job_state{troupe_job=\"job-6\",state=\"running\"}") == 0);
+  BOOST_TEST(sample_value(text, "troupe_job_state{troupe_job=\"job-6\",state=\"failed\"}") == 1);
+}
+
+// Note [Job state and linger]: a process nobody scraped ends at once; one that was scraped
+// waits for the next scrape, which reads the final state, or for its limit.
+BOOST_AUTO_TEST_CASE(linger_waits_for_one_scrape_of_the_final_state_only_when_watched) {
+  using namespace std::chrono;
+  registry r("job-7");
+  auto port = r.serve("127.0.0.1", 0);
+  BOOST_REQUIRE(port.has_value());
+  auto t0 = steady_clock::now();
+  r.linger(seconds(30));  // never scraped: nobody to wait for
+  BOOST_TEST(duration_cast<seconds>(steady_clock::now() - t0).count() < 5);
+
+  BOOST_REQUIRE(troupe::test::http_get(*port, "/metrics").has_value());
+  BOOST_TEST(r.scrapes() == 1u);
+  r.set_job_state(job_state::finished);
+  auto scraper = std::async(std::launch::async, [&] {
+    std::this_thread::sleep_for(milliseconds(300));
+    return troupe::test::http_get(*port, "/metrics");
+  });
+  t0 = steady_clock::now();
+  r.linger(seconds(30));
+  const auto waited = steady_clock::now() - t0;
+  BOOST_TEST(duration_cast<milliseconds>(waited).count() >= 250);
+  BOOST_TEST(duration_cast<seconds>(waited).count() < 10);
+  const auto last = scraper.get();
+  BOOST_REQUIRE(last.has_value());
+  BOOST_TEST(last->find("troupe_job_state{troupe_job=\"job-7\",state=\"finished\"} 1") != std::string::npos);
+
+  t0 = steady_clock::now();
+  r.linger(milliseconds(400));  // watched, but no scrape comes: the limit ends it
+  const auto limited = duration_cast<milliseconds>(steady_clock::now() - t0).count();
+  BOOST_TEST(limited >= 350);
+  BOOST_TEST(limited < 5000);
 }

@@ -314,6 +314,25 @@ BOOST_AUTO_TEST_CASE(a_bad_or_taken_lane_port_is_named) {
   BOOST_TEST(r.err.find("(--lane-port)") != std::string::npos);
 }
 
+// --job-id names a train job's metrics; --metrics-linger is checked, and launch hands it
+// on to every node it starts (Note [Job state and linger]).
+BOOST_AUTO_TEST_CASE(job_id_and_metrics_linger_are_checked_and_passed_on) {
+  expect_usage_error(with({"train", "--job-id", "two words"}, quick), {"--job-id", "spaces"});
+  expect_usage_error(with({"train", "--job-id", ""}, quick), {"--job-id"});
+  expect_usage_error(with({"train", "--metrics-linger", "-1"}, quick), {"--metrics-linger"});
+  expect_usage_error(with({"node", "--role", "server", "--metrics-linger", "soon"}, quick), {"--metrics-linger"});
+  temp_dir dir("cli-linger");
+  auto r = run_troupe({"launch", "--local", "--dry-run", "--workers", "1", "--servers", "1", "--metrics-linger", "2.5",
+                       "--job-dir", dir.file("job")});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string all = r.out + r.err;
+  std::size_t passed = 0;
+  for (std::size_t at = all.find("--metrics-linger 2.5"); at != std::string::npos;
+       at = all.find("--metrics-linger 2.5", at + 1))
+    ++passed;
+  BOOST_TEST(passed == 3u, all);  // coordinator, server, worker
+}
+
 // A trace that could not be written used to cost a whole job and still exit 0: the path
 // is checked before anything trains, for train and for launch's merged trace.
 BOOST_AUTO_TEST_CASE(an_unwritable_trace_path_is_refused_before_any_training) {
