@@ -23,6 +23,7 @@ namespace troupe {
 
 struct stage_options {
   std::string job_id;
+  std::int32_t wanted_rank = -1;  // worker_join::wanted_rank
   // How the member gets its data, where it computes, what it reports to
   // (member_setup in core/member_core.hpp).
   std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;

@@ -84,16 +84,34 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
     return {refuse{t,
                    {errc::cluster_full, "the job already has its " + std::to_string(members(job_)) + " workers" +
                                             (job_.pipeline_stages > 1 ? " (replicas x pipeline stages)" : "")}}};
-  member info;
+  const std::uint32_t rank = rank_for_join(j.wanted_rank);
+  if (members_.size() <= rank) {
+    member vacant;
+    vacant.live = false;  // until its member joins, which happens before the job starts
+    members_.resize(rank + 1, vacant);
+  }
+  member& info = members_[rank];
+  info = member{};
   info.host = j.host;
   info.port = j.port;
   info.locality = j.locality;
-  members_.push_back(std::move(info));
-  pending_joins_.push_back(t);
+  pending_joins_.emplace(rank, t);
   last_progress_ = now;
-  out.push_back(assign_rank{t, static_cast<std::uint32_t>(members_.size() - 1)});
+  out.push_back(assign_rank{t, rank});
   maybe_start(out);
   return out;
+}
+
+// Before the start a member gets the rank it asks for (a launched node's index, so that
+// launch's "[worker 2]" is worker 2) when that is one of the job's and still free, and
+// otherwise the lowest free one: ranks are then join order.
+std::uint32_t job_core::rank_for_join(std::int32_t wanted) const {
+  const auto free = [&](std::uint32_t r) { return !pending_joins_.count(r); };
+  if (wanted >= 0 && static_cast<std::uint32_t>(wanted) < members(job_) && free(static_cast<std::uint32_t>(wanted)))
+    return static_cast<std::uint32_t>(wanted);
+  std::uint32_t r = 0;
+  while (!free(r)) ++r;
+  return r;
 }
 
 void job_core::maybe_start(job_actions_list& out) {
@@ -143,8 +161,7 @@ job_actions_list job_core::shards_started(time_point now) {
   ledger_.start(now);
   last_progress_ = now;
   job_actions_list out;
-  for (std::uint32_t r = 0; r < pending_joins_.size(); ++r)
-    out.push_back(welcome_member{pending_joins_[r], assignment(r, 0)});
+  for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, 0)});
   pending_joins_.clear();
   count_nodes();
   return out;

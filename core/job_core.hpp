@@ -145,6 +145,7 @@ class job_core {
   fault wrong_job(const std::string& id) const;
   member_assignment assignment(std::uint32_t rank, std::int64_t resume_clock) const;
   void maybe_start(job_actions_list& out);
+  std::uint32_t rank_for_join(std::int32_t wanted) const;
   void form_local_groups(job_actions_list& out);
   void rejoin(ticket t, job_actions_list& out, time_point now);
   void admit_replacement(ticket t, std::uint32_t rank, job_actions_list& out, time_point now);
@@ -169,7 +170,7 @@ class job_core {
   std::vector<std::string> shard_hosts_;
   std::vector<std::uint16_t> shard_ports_;
   std::vector<member> members_;
-  std::vector<ticket> pending_joins_;  // by rank, until the job starts
+  std::map<std::uint32_t, ticket> pending_joins_;  // by rank, until the job starts
   // Members that joined a running job while no rank was free: each takes the next rank
   // whose worker dies (a restarted node can come up before its old self is known dead).
   std::vector<ticket> standby_;

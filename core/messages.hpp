@@ -129,7 +129,7 @@ struct worker_join {
   std::string proof;  // as shard_join's
   // The rank this member asks for (a launched worker's TROUPE_WORKER_INDEX), or -1 for
   // any. Key-value jobs grant it before the start when it is below the job's worker count
-  // and free; training jobs assign ranks in join order.
+  // and free, and so do training jobs; other members get the lowest free rank.
   std::int32_t wanted_rank = -1;
 };
 

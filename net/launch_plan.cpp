@@ -176,7 +176,8 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
       continue;
     }
     plan.nodes.push_back({"worker " + std::to_string(i),
-                          node_argv(req, req.job_dir, "worker-" + std::to_string(i), {"--role", "worker", "--join", coord}),
+                          node_argv(req, req.job_dir, "worker-" + std::to_string(i),
+                                    {"--role", "worker", "--join", coord, "--worker-index", std::to_string(i)}),
                           false, {}});
   }
   return plan;
@@ -206,7 +207,8 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
   for (std::uint32_t i = 0; i < req.workers; ++i) {
     const std::string host = slots[i % slots.size()];
     nodes.push_back({"worker " + std::to_string(i), "worker-" + std::to_string(i), host,
-                     {"--role", "worker", "--listen", "0.0.0.0:0", "--advertise", host, "--join", coord}});
+                     {"--role", "worker", "--listen", "0.0.0.0:0", "--advertise", host, "--join", coord,
+                      "--worker-index", std::to_string(i)}});
   }
   std::vector<std::pair<std::string, std::string>> certs;
   for (const auto& n : nodes) certs.emplace_back(n.cert, n.host);

@@ -211,6 +211,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   if (!coordinator) return coordinator.error();
   stage_options opts;
   opts.job_id = plan.job_id;
+  opts.wanted_rank = plan.wanted_rank;
   opts.join_timeout = ms(plan.connect_timeout_s);
   opts.connector = connector_of(sys, plan.tls.any());
   if (plan.tls.any())

@@ -63,6 +63,7 @@ void apply_environment(node_options& o, const environment& env) {
   const std::string lanes = get("TROUPE_BULK_LANES");
   if (lanes == "0" || lanes == "false") o.bulk_lanes = false;
   if (o.lane_port_text.empty()) o.lane_port_text = get("TROUPE_LANE_PORT");
+  if (o.worker_index_text.empty()) o.worker_index_text = get("TROUPE_WORKER_INDEX");
 }
 
 expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list) {
@@ -121,6 +122,8 @@ expected<bool> apply_slurm(node_options& o, const environment& env) {
   o.join = (*hosts)[0] + ":" + std::to_string(o.slurm_port);
   if (o.role == node_role::coordinator) o.listen = "0.0.0.0:" + std::to_string(o.slurm_port);
   if (o.role == node_role::server) o.listen = "0.0.0.0:" + std::to_string(o.slurm_port + id);
+  if (o.role == node_role::worker && o.worker_index_text.empty())
+    o.worker_index_text = std::to_string(id - 1 - o.slurm_servers);
   if (o.advertise.empty()) o.advertise = get("SLURMD_NODENAME");
   if (o.job_id.empty()) o.job_id = "slurm-" + get("SLURM_JOB_ID");
   return true;
@@ -144,6 +147,15 @@ expected<node_plan> resolve_node_options(const node_options& o) {
     if (ec != std::errc() || end != t.data() + t.size() || v > 65535)
       return failure{"the lane port (--lane-port or TROUPE_LANE_PORT) is '" + t + "', not a port number 0-65535"};
     p.lane_port = static_cast<std::uint16_t>(v);
+  }
+  if (!o.worker_index_text.empty()) {
+    unsigned v = 0;
+    const auto& t = o.worker_index_text;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || v > 1000000)
+      return failure{"the worker index (--worker-index or TROUPE_WORKER_INDEX) is '" + t +
+                     "', not a rank (0, 1, 2, ...)"};
+    p.wanted_rank = static_cast<std::int32_t>(v);
   }
   const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
   auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");

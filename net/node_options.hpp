@@ -35,6 +35,7 @@ struct node_options {
   bool shared_memory = true;      // the same-host fast path (Note [Same-host fast path])
   bool bulk_lanes = true;         // large tensors over the network on lanes of their own (Note [Bulk lanes])
   std::string lane_port_text;     // a shard's lane listener port (empty or 0: any free port)
+  std::string worker_index_text;  // the rank a worker asks for (empty: any)
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node
@@ -50,11 +51,12 @@ environment current_environment();
 // Fills unset fields from TROUPE_ROLE, TROUPE_COORDINATOR, TROUPE_LISTEN,
 // TROUPE_ADVERTISE, TROUPE_JOB_ID, TROUPE_TLS_DIR (or TROUPE_TLS_CERT, TROUPE_TLS_KEY and
 // TROUPE_TLS_CA), TROUPE_SECRET_FILE, TROUPE_INSECURE_NETWORK, TROUPE_SHARED_MEMORY and
-// TROUPE_BULK_LANES (0 or false: off) and TROUPE_LANE_PORT.
+// TROUPE_BULK_LANES (0 or false: off), TROUPE_LANE_PORT and TROUPE_WORKER_INDEX.
 void apply_environment(node_options& o, const environment& env);
 
 // With o.slurm: role, listen and join from SLURM_PROCID and SLURM_NODELIST (task 0 is the
-// coordinator on the first host, the next slurm_servers tasks are shard servers).
+// coordinator on the first host, the next slurm_servers tasks are shard servers, and the
+// rest workers, asking for ranks in task order).
 expected<bool> apply_slurm(node_options& o, const environment& env);
 // Expands a Slurm host list such as "gpu[01-03,07],cpu5" into host names.
 expected<std::vector<std::string>> expand_slurm_nodelist(std::string_view list);
@@ -71,6 +73,7 @@ struct node_plan {
   bool shared_memory = true;     // shards and workers on one host exchange tensors in shared memory
   bool bulk_lanes = true;        // shards and members on different hosts: large tensors on lanes (Note [Bulk lanes])
   std::uint16_t lane_port = 0;   // a shard's lane listener (0: any free port)
+  std::int32_t wanted_rank = -1; // a worker's: the rank it asks for (worker_join::wanted_rank), -1: any
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
 };

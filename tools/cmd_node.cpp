@@ -206,6 +206,10 @@ command add_node(CLI::App& parent) {
   app->add_option("--lane-port", o->node.lane_port_text,
                   "A shard server's port for bulk lanes, on its listen host (default: any free one; TROUPE_LANE_PORT)")
       ->group(group_node);
+  app->add_option("--worker-index", o->node.worker_index_text,
+                  "The rank this worker asks for, granted while the job gathers its workers if it is free "
+                  "(launch gives its k-th worker k; TROUPE_WORKER_INDEX; default: the lowest free one)")
+      ->group(group_node);
   app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str()

@@ -10,6 +10,7 @@
 #define BOOST_TEST_MODULE job_core
 #include <boost/test/unit_test.hpp>
 
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -53,8 +54,12 @@ struct harness {
     return core->on_shard_join(next++, shard_join{std::move(id), std::move(host), port, {}}, now);
   }
   job_actions_list member(std::string host = {}, std::uint16_t port = 0, std::string id = "job-under-test",
-                          std::string locality = {}) {
-    return core->on_member_join(next++, worker_join{std::move(id), std::move(host), port, std::move(locality), {}, -1}, now);
+                          std::string locality = {}, std::int32_t wanted_rank = -1) {
+    return core->on_member_join(
+        next++, worker_join{std::move(id), std::move(host), port, std::move(locality), {}, wanted_rank}, now);
+  }
+  job_actions_list member_asking_for(std::int32_t rank, std::string host = {}) {
+    return member(std::move(host), 0, "job-under-test", {}, rank);
   }
   // Every shard and member joins and the shards start; returns the members' welcomes.
   std::vector<welcome_member> start() {
@@ -114,6 +119,48 @@ BOOST_AUTO_TEST_CASE(admission_waits_for_every_shard_and_member_then_starts) {
   BOOST_TEST(welcomes[1].assignment.table.shards() == 2u);
   BOOST_TEST(welcomes[1].assignment.resume_clock == 0);
   BOOST_TEST((h.core->phase() == job_phase::training));
+}
+
+// A launched worker asks for its index as its rank, so launch's "[worker 2]" is the job's
+// worker 2 whatever order they join in; a rank that is taken or not the job's gives the
+// lowest free one. The welcomes carry the ranks assigned, with each member's own address.
+BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_while_free) {
+  harness h(tiny_job(sync_mode::async, 4, 1));
+  h.shard();
+  BOOST_TEST(only<assign_rank>(h.member_asking_for(2, "host-2")).rank == 2u);
+  BOOST_TEST(only<assign_rank>(h.member_asking_for(2, "host-2b")).rank == 0u);  // taken: the lowest free
+  BOOST_TEST(only<assign_rank>(h.member_asking_for(9, "host-9")).rank == 1u);   // not one of the job's
+  const auto last = h.member_asking_for(-1, "host-any");
+  BOOST_TEST(only<assign_rank>(last).rank == 3u);
+  BOOST_TEST((only<start_shards>(last).members.workers == std::vector<std::uint32_t>{0, 1, 2, 3}));
+  const auto welcomes = all_of<welcome_member>(h.core->shards_started(h.now));
+  BOOST_REQUIRE_EQUAL(welcomes.size(), 4u);
+  std::map<std::uint32_t, ticket> by_rank;
+  for (const auto& w : welcomes) by_rank[w.assignment.rank] = w.t;
+  BOOST_TEST(by_rank.size() == 4u);
+  BOOST_TEST(by_rank[2] == 2u);  // tickets count from 1: the shard was 1, the first member 2
+  BOOST_TEST(by_rank[0] == 3u);
+  BOOST_TEST(by_rank[1] == 4u);
+  BOOST_TEST(by_rank[3] == 5u);
+}
+
+// In a pipeline each member learns its neighbours' addresses by rank, so a member that
+// joined first under a higher rank is still found by its neighbour.
+BOOST_AUTO_TEST_CASE(pipeline_neighbours_follow_the_ranks_asked_for) {
+  job_spec j = tiny_job(sync_mode::sync, 1, 1);
+  j.pipeline_stages = 2;
+  j.microbatches = 2;
+  j.cuts = {1};
+  harness h(j);
+  h.shard();
+  h.member_asking_for(1, "stage-1");
+  h.member_asking_for(0, "stage-0");
+  const auto welcomes = all_of<welcome_member>(h.core->shards_started(h.now));
+  BOOST_REQUIRE_EQUAL(welcomes.size(), 2u);
+  for (const auto& w : welcomes) {
+    if (w.assignment.rank == 0) BOOST_TEST(w.assignment.next_host == "stage-1");
+    if (w.assignment.rank == 1) BOOST_TEST(w.assignment.prev_host == "stage-0");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(foreign_and_extra_nodes_are_refused) {

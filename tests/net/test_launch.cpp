@@ -35,6 +35,12 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_with_separate_processes) {
       BOOST_TEST(j["test_accuracy"].get<double>() >= 0.80);
       BOOST_TEST(r.err.find("mutual TLS") != std::string::npos);
       BOOST_TEST(r.err.find("[worker 1]") != std::string::npos);  // logs carry the role
+      // ... and the rank the coordinator assigned: launch's worker k asks for rank k.
+      for (const char* k : {"0", "1"}) {
+        const std::string label = std::string("[worker ") + k + "] ";
+        BOOST_TEST(r.err.find(label + "troupe: info: worker " + k + " (") != std::string::npos, label);
+      }
+      BOOST_TEST(r.err.find("[worker 0] troupe: info: worker 1") == std::string::npos);
     }
   }
 }

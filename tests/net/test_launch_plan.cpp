@@ -4,6 +4,8 @@
 #define BOOST_TEST_MODULE launch_plan
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -70,6 +72,13 @@ BOOST_AUTO_TEST_CASE(local_plan_with_tls) {
     BOOST_TEST(!has(n.argv, "--insecure-network"));
   }
   BOOST_TEST(has(plan->nodes[5].argv, (d.path / "worker-2.pem").string()));
+  // Each worker asks for its index as its rank, so "[worker k]" is the job's worker k.
+  for (std::size_t k = 0; k < 3; ++k) {
+    const auto& argv = plan->nodes[3 + k].argv;
+    const auto at = std::find(argv.begin(), argv.end(), "--worker-index");
+    BOOST_REQUIRE(at != argv.end());
+    BOOST_TEST(*(at + 1) == std::to_string(k));
+  }
   BOOST_TEST(fs::exists(d.path / "ca.pem"));
   BOOST_TEST(fs::exists(d.path / "server-1.pem"));
   BOOST_TEST(plan->setup.empty());
@@ -87,6 +96,7 @@ BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
   BOOST_TEST(plan->nodes[0].argv.back().find("0.0.0.0:9000") != std::string::npos);
   BOOST_TEST(plan->nodes[2].argv.back().find("--advertise b") != std::string::npos);  // server 1 on host b
   BOOST_TEST(plan->nodes[2].argv.back().find("0.0.0.0:9002") != std::string::npos);
+  BOOST_TEST(plan->nodes[5].argv.back().find("--worker-index 2") != std::string::npos);
   BOOST_TEST(plan->setup.size() == 4u);  // mkdir + scp for each of the two hosts
   BOOST_TEST(plan->setup[1].argv.front() == "scp");
   BOOST_TEST(plan->setup[1].argv.back() == "a:/tmp/jy/");

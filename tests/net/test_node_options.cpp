@@ -153,3 +153,33 @@ BOOST_FIXTURE_TEST_CASE(bulk_lanes_and_their_port, secret_fixture) {
     BOOST_TEST(m.find(std::string("'") + bad + "'") != std::string::npos, m);
   }
 }
+
+// A worker asks for a rank (worker_join::wanted_rank) by --worker-index, by
+// TROUPE_WORKER_INDEX, or under Slurm by its task's place among the workers; anything
+// that is not a rank is named.
+BOOST_FIXTURE_TEST_CASE(a_worker_asks_for_its_index_as_its_rank, secret_fixture) {
+  node_options o;
+  o.role = node_role::worker;
+  o.join = "127.0.0.1:7070";
+  o.insecure_network = true;
+  o.secret_file = file;
+  auto p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->wanted_rank == -1);
+  apply_environment(o, {{"TROUPE_WORKER_INDEX", "3"}});
+  p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->wanted_rank == 3);
+  for (const char* bad : {"-1", "three", "2x", "99999999999"}) {
+    node_options b = o;
+    b.worker_index_text = bad;
+    const std::string m = refusal_of(b);
+    BOOST_TEST(m.find("--worker-index") != std::string::npos, m);
+    BOOST_TEST(m.find(std::string("'") + bad + "'") != std::string::npos, m);
+  }
+  node_options s;
+  s.slurm = true;
+  s.slurm_servers = 2;
+  BOOST_REQUIRE(apply_slurm(s, {{"SLURM_PROCID", "4"}, {"SLURM_NTASKS", "6"}, {"SLURM_NODELIST", "a[1-3]"}}).has_value());
+  BOOST_TEST(s.worker_index_text == "1");  // tasks 3, 4, 5 are workers 0, 1, 2
+}
