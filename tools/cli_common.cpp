@@ -19,40 +19,6 @@ CLI::Validator model_validator() {
       "MODEL");
 }
 
-void add_config_option(CLI::App& app) {
-  app.add_option("--config", "TOML file with any of these flags as keys, e.g. lr = 0.1 (the command line wins)");
-}
-
-void apply_config_file(CLI::App& app) {
-  const CLI::Option* cfg = app.get_option_no_throw("--config");
-  if (!cfg || cfg->count() == 0) return;
-  const std::string path = cfg->as<std::string>();
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw CLI::FileError("--config: " + path +
-                         (std::filesystem::exists(path, ec) ? " is not a file; give a TOML file" : ": no such file"));
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(path);
-  } catch (const CLI::FileError&) {
-    throw CLI::FileError("--config: cannot read " + path);
-  } catch (const CLI::ParseError& e) {
-    throw CLI::ConfigError("--config: " + path + " is not valid TOML: " + e.what());
-  }
-  for (const auto& item : items) {
-    if (!item.parents.empty())
-      throw CLI::ConfigError("--config: " + path + ": sections such as [" + item.parents.front() +
-                             "] are not used; write the flags as top-level keys");
-    CLI::Option* opt = app.get_option_no_throw("--" + item.name);
-    if (!opt || item.name == "config" || item.name == "help")
-      throw CLI::ConfigError("--config: " + path + ": unknown key '" + item.name + "'; the keys are this command's "
-                             "flag names without dashes (see " + app.get_name() + " --help)");
-    if (opt->count() > 0) continue;  // given on the command line
-    opt->add_result(item.inputs);
-    opt->run_callback();
-  }
-}
-
 void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--model", o.train.model, std::string("Model: ") + std::string(model_spec_help))
       ->check(model_validator())

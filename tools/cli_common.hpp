@@ -27,12 +27,6 @@ struct command {
   std::function<int()> run;
 };
 
-// Registers --config FILE: a TOML file whose keys are the command's long flag names.
-void add_config_option(CLI::App& app);
-// Reads the file named by app's --config, if one was given, and sets every option the
-// command line left unset (so flags win over the file). An unknown key, a [section], a bad
-// value or an unreadable file throws a CLI::ParseError whose message names file and key.
-void apply_config_file(CLI::App& app);
 
 // Validator for --model: accepts what parse_model_spec accepts.
 CLI::Validator model_validator();

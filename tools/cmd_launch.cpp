@@ -1,6 +1,7 @@
 // launch: plan the nodes, prepare the job directory (job.toml, CA, certificates), start
 // everything, stream the logs with role prefixes, print the job's JSON line, and exit
 // with the job's status.
+#include "tools/config_file.hpp"
 #include "tools/cmd_launch.hpp"
 
 #include <unistd.h>
@@ -93,7 +94,7 @@ int run_launch(launch_cli& o) {
   if (job->kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
-      req.job_toml += std::string(key) + " = \"" + std::to_string(key[0] == 'w' ? job->workers : job->servers) + "\"\n";
+      req.job_toml += std::string(key) + " = " + std::to_string(key[0] == 'w' ? job->workers : job->servers) + "\n";
   // Metrics: a port per node (free ones locally, 9400 + n over ssh), listed in a
   // Prometheus configuration for the job. Trace: a file per node, merged at the end.
   std::vector<scrape_target> targets;

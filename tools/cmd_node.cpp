@@ -1,5 +1,6 @@
 // node: the node's own flags (role, addresses, TLS, timeouts), the environment and Slurm,
 // the security checks, then the role; the coordinator also takes every job flag.
+#include "tools/config_file.hpp"
 #include "tools/cmd_node.hpp"
 
 #include <spdlog/spdlog.h>

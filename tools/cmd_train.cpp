@@ -1,4 +1,5 @@
 // train: the job's flags, the in-process job, its progress lines and the final JSON line.
+#include "tools/config_file.hpp"
 #include "tools/cmd_train.hpp"
 
 #include <spdlog/spdlog.h>

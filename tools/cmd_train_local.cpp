@@ -1,4 +1,5 @@
 // train-local: flags, data loading, the training run and its final JSON line.
+#include "tools/config_file.hpp"
 #include "tools/cmd_train_local.hpp"
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,8 @@
 // job_cli: the job's flags, their forwarding as TOML, and the job's output.
 #include "tools/job_cli.hpp"
 
+#include "tools/config_file.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <charconv>
@@ -44,14 +46,6 @@ std::string parse_slow_worker(const std::string& text, std::int32_t& rank, doubl
   return {};
 }
 
-std::string toml_quote(const std::string& v) {
-  std::string out = "\"";
-  for (char c : v) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
-  return out + "\"";
-}
 
 }  // namespace
 
@@ -181,8 +175,7 @@ std::string job_options_as_toml(CLI::App& app) {
   for (const CLI::Option* opt : app.get_options()) {
     const std::string& g = opt->get_group();
     if ((g != group_model && g != group_data && g != group_job) || opt->count() == 0) continue;
-    const std::string key = opt->get_single_name();
-    for (const auto& v : opt->results()) out += key + " = " + toml_quote(v) + "\n";
+    out += toml_line(*opt);
   }
   return out;
 }

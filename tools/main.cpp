@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "net/node_runtime.hpp"
+#include "tools/config_file.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cmd_launch.hpp"
 #include "tools/cmd_node.hpp"

@@ -132,6 +132,11 @@ BOOST_AUTO_TEST_CASE(config_file_rejects_unknown_keys_and_bad_values) {
   BOOST_TEST(ok.exit_code == 0);
   BOOST_TEST(ok.err.find("nesterov off") != std::string::npos);
   expect_usage_error({"train-local", "--config", "/nonexistent/job.toml"}, {"/nonexistent/job.toml", "no such file"});
+  // CLI11's reader called this a bad --epochs value; it is a syntax error at line 1.
+  temp_file broken("epochs = \n[[[\n");
+  expect_usage_error({"train", "--config", broken.path.string()}, {broken.path.string() + ":1:", "not valid TOML"});
+  temp_file typed("epochs = \"2\"\n");
+  expect_usage_error({"train", "--config", typed.path.string()}, {"'epochs' takes an integer, not a string"});
   // A directory is not a config file: it used to be read as an empty one, and the
   // default job ran.
   const std::string dir = std::filesystem::temp_directory_path().string();
@@ -331,6 +336,20 @@ BOOST_AUTO_TEST_CASE(job_id_and_metrics_linger_are_checked_and_passed_on) {
        at = all.find("--metrics-linger 2.5", at + 1))
     ++passed;
   BOOST_TEST(passed == 3u, all);  // coordinator, server, worker
+}
+
+// launch hands the job to its coordinator in job.toml, numbers as numbers and flags as
+// booleans, and the coordinator reads it with the same TOML reader.
+BOOST_AUTO_TEST_CASE(launch_writes_the_job_as_typed_toml) {
+  temp_dir dir("cli-job-toml");
+  auto r = run_troupe({"launch", "--local", "--dry-run", "--keep-job-dir", "--epochs", "2", "--lr", "0.1",
+                       "--no-nesterov", "--model", "mlp", "--job-dir", dir.file("job")});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::ifstream in(dir.file("job/job.toml"));
+  const std::string toml((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* line : {"epochs = 2\n", "lr = 0.1\n", "nesterov = false\n", "model = \"mlp\"\n", "workers = 2\n",
+                           "servers = 2\n"})
+    BOOST_TEST(toml.find(line) != std::string::npos, line << " in " << toml);
 }
 
 // A trace that could not be written used to cost a whole job and still exit 0: the path
