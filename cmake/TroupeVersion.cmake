@@ -1,9 +1,13 @@
 # The version and the git commit the build is made from, in a generated header
 # (troupe_version.hpp: TROUPE_VERSION, TROUPE_COMMIT) for `troupe --version`. CMake
 # configures again when the checkout's HEAD moves, so the commit stays true; outside a
-# git checkout (a source package) the commit is "unknown".
+# git checkout (a source package, the container build) the commit is the TROUPE_COMMIT
+# environment variable, or "unknown".
 set(TROUPE_GENERATED_DIR ${CMAKE_BINARY_DIR}/generated)
 set(TROUPE_COMMIT unknown)
+if(DEFINED ENV{TROUPE_COMMIT} AND NOT "$ENV{TROUPE_COMMIT}" STREQUAL "")
+  set(TROUPE_COMMIT $ENV{TROUPE_COMMIT})
+endif()
 find_package(Git QUIET)
 if(GIT_FOUND)
   execute_process(COMMAND ${GIT_EXECUTABLE} rev-parse --short=12 HEAD WORKING_DIRECTORY ${PROJECT_SOURCE_DIR}

@@ -119,7 +119,8 @@ int run_node(node_cli& o) {
                  "the network reads every parameter and gradient it sends, and anyone who can reach its port can "
                  "send its actors messages; the job's secret still guards joining, but a join seen on the wire can "
                  "be replayed. Use it only on an isolated, firewalled segment.");
-  if (plan->role != node_role::coordinator) {
+  // Under --slurm every task gets the same command line, the job's flags included.
+  if (plan->role != node_role::coordinator && !o.node.slurm) {
     for (const CLI::Option* opt : o.app->get_options())
       if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&
           opt->get_single_name() != "data" && opt->get_single_name() != "config" &&
@@ -178,15 +179,15 @@ command add_node(CLI::App& parent) {
       ->group(group_node);
   app->add_option("--join", o->node.join, "HOST:PORT of the coordinator (servers, workers; TROUPE_COORDINATOR)")
       ->group(group_node);
-  app->add_option("--advertise", o->node.advertise, "Host other nodes use to reach this one (default: the listen host)")
+  app->add_option("--advertise", o->node.advertise, "Host other nodes use to reach this one (default: the listen host; TROUPE_ADVERTISE)")
       ->group(group_node);
   app->add_option("--job-id", o->node.job_id, "Job identity every join must carry (default 'default'; TROUPE_JOB_ID)")
       ->group(group_node);
   app->add_option("--tls-dir", o->node.tls_dir, "Directory with node.pem (certificate and key) and ca.pem (TROUPE_TLS_DIR)")
       ->group(group_node);
-  app->add_option("--tls-cert", o->node.tls.certificate, "PEM certificate chain (may also hold the key)")->group(group_node);
-  app->add_option("--tls-key", o->node.tls.key, "PEM private key (may be the certificate file)")->group(group_node);
-  app->add_option("--tls-ca", o->node.tls.ca, "The job's CA certificate: the only one trusted")->group(group_node);
+  app->add_option("--tls-cert", o->node.tls.certificate, "PEM certificate chain (may also hold the key; TROUPE_TLS_CERT)")->group(group_node);
+  app->add_option("--tls-key", o->node.tls.key, "PEM private key (may be the certificate file; TROUPE_TLS_KEY)")->group(group_node);
+  app->add_option("--tls-ca", o->node.tls.ca, "The job's CA certificate: the only one trusted (TROUPE_TLS_CA)")->group(group_node);
   app->add_option("--tls-passphrase-file", o->node.tls_passphrase_file, "File holding the key's passphrase")
       ->group(group_node);
   app->add_option("--secret-file", o->node.secret_file,
@@ -194,7 +195,7 @@ command add_node(CLI::App& parent) {
                   "(default: job.secret in --tls-dir; TROUPE_SECRET_FILE)")
       ->group(group_node);
   app->add_flag("--insecure-network", o->node.insecure_network,
-                "Allow plain TCP off loopback (only on an isolated, firewalled segment)")
+                "Allow plain TCP off loopback (only on an isolated, firewalled segment; TROUPE_INSECURE_NETWORK=1)")
       ->group(group_node);
   app->add_flag("--no-shared-memory", [o](std::int64_t) { o->node.shared_memory = false; },
                 "Send every tensor over the network, even to a shard on this host (default: shared memory on one "
