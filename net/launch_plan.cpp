@@ -234,6 +234,9 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
       scp.insert(scp.end(), files.begin(), files.end());
       scp.push_back(n.host + ":" + req.remote_dir + "/");
       plan.setup.push_back({"setup " + n.host, scp, false, {}});
+      auto rm = ssh_opts;
+      rm.insert(rm.end(), {n.host, "rm -rf " + shell_quote({req.remote_dir})});
+      plan.teardown.push_back({"cleanup " + n.host, rm, false, {}});
     }
     auto cmd = ssh_opts;
     cmd.push_back(n.host);

@@ -56,6 +56,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const launch
 struct launch_plan {
   std::vector<child_spec> setup;          // run first, one after the other (ssh: mkdir, scp)
   std::vector<child_spec> nodes;          // then all together; "coordinator" leads
+  std::vector<child_spec> teardown;       // last, however the job ended (ssh: remove each host's job directory)
 };
 
 // Writes job.toml, job.secret and, with TLS, the CA and every node's certificate into

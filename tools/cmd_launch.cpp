@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <fstream>
@@ -64,6 +65,30 @@ int run_launch(launch_cli& o) {
     return exit_usage;
   }
   if (!o.command.empty()) o.job.job.kv = true;  // the workers are the user's program
+  std::vector<host_entry> hosts;
+  if (!o.local) {
+    auto parsed = parse_hostfile(o.hostfile);
+    if (!parsed) {
+      print_error(parsed.error().message);
+      return exit_usage;
+    }
+    hosts = std::move(*parsed);
+    // The host file's slots are how many worker processes each host takes (as Horovod's
+    // and DeepSpeed's host files say): without --workers, one per slot (a pipeline job:
+    // one replica per `stages` slots).
+    if (o.app->get_option("--workers")->count() == 0) {
+      std::uint32_t slots = 0;
+      for (const auto& h : hosts) slots += h.slots;
+      const std::uint32_t stages = std::max<std::uint32_t>(1, o.job.job.pipeline_stages);
+      if (slots % stages != 0) {
+        print_error("--hostfile " + o.hostfile + " has " + std::to_string(slots) + " slots, which do not make whole "
+                    "replicas of " + std::to_string(stages) + " pipeline stages; give --workers (replicas) or change "
+                    "the slots");
+        return exit_usage;
+      }
+      o.job.job.workers = slots / stages;
+    }
+  }
   auto job = resolve_job_options(o.job);
   if (!job) {
     print_error(job.error().message);
@@ -172,12 +197,7 @@ int run_launch(launch_cli& o) {
     plan = plan_local_launch(req);
     if (plan && !reservation_error.empty()) plan = failure{reservation_error};
   } else {
-    auto hosts = parse_hostfile(o.hostfile);
-    if (!hosts) {
-      print_error(hosts.error().message);
-      return exit_usage;
-    }
-    req.hosts = std::move(*hosts);
+    req.hosts = hosts;
     req.troupe_bin = o.troupe_bin;
     req.ssh = o.ssh;
     req.port = o.port ? o.port : 7070;
@@ -201,6 +221,9 @@ int run_launch(launch_cli& o) {
   if (o.dry_run) {
     for (const auto& s : plan->setup) std::cout << shell_quote(s.argv) << "\n";
     for (const auto& n : plan->nodes) std::cout << shell_quote(n.argv) << " &\n";
+    if (!plan->teardown.empty()) std::cout << "wait\n";
+    if (!o.keep_job_dir)
+      for (const auto& s : plan->teardown) std::cout << shell_quote(s.argv) << "\n";
     if (o.keep_job_dir)
       std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
                 << (req.tls ? ", the CA and the node certificates" : "") << " for these commands\n";
@@ -213,6 +236,19 @@ int run_launch(launch_cli& o) {
   std::cerr << "launch: job " << req.job_id << ", " << plan->nodes.size() << " processes ("
             << (o.local ? "local" : "ssh") << "), " << (req.tls ? "mutual TLS with a private CA" : "plain TCP (--insecure-network)")
             << ", job directory " << req.job_dir << std::endl;
+  // The hosts' copies of the job directory hold the nodes' keys: they go however the job
+  // ends, a failed setup included, unless the job directory is to be kept.
+  struct run_on_exit {
+    const std::vector<child_spec>& steps;
+    bool keep;
+    ~run_on_exit() {
+      if (keep) return;
+      for (const auto& step : steps)
+        if (int rc = run_step(step.name, step.argv); rc != 0)
+          std::cerr << "launch: could not remove the job directory on a host (" << shell_quote(step.argv)
+                    << " exited with " << rc << "); remove it by hand, it holds the node's key\n";
+    }
+  } teardown_guard{plan->teardown, o.keep_job_dir};
   for (const auto& step : plan->setup)
     if (int rc = run_step(step.name, step.argv); rc != 0) {
       print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");

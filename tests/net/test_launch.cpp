@@ -10,8 +10,10 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "tests/support/background.hpp"
@@ -119,4 +121,43 @@ BOOST_AUTO_TEST_CASE(a_hung_coordinator_does_not_hold_the_launch) {
   BOOST_TEST(*code == 1);
   BOOST_TEST(launch.err().find("the coordinator did not end after the job's other processes had") != std::string::npos,
              launch.err());
+}
+
+// Over ssh, each host's copy of the job directory (its nodes' keys) is removed however
+// the job ends; here its nodes cannot even start (the remote troupe does not exist).
+// ssh and scp are stand-ins that run their commands on this machine.
+BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
+  temp_dir dir("launch-ssh");
+  std::filesystem::create_directories(dir.path / "bin");
+  const std::string log = dir.file("commands.log");
+  std::ofstream(dir.file("bin/ssh")) << "#!/bin/sh\n"
+                                     << "while [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; *) break;; esac; done\n"
+                                     << "shift\n"  // the host
+                                     << "echo \"ssh $*\" >> " << log << "\n"
+                                     << "exec sh -c \"$*\"\n";
+  std::ofstream(dir.file("bin/scp")) << "#!/bin/sh\n"
+                                     << "files=\"\"; dest=\"\"\n"
+                                     << "while [ $# -gt 0 ]; do case \"$1\" in -o) shift 2;; -*) shift;; "
+                                        "*:*) dest=${1#*:}; shift;; *) files=\"$files $1\"; shift;; esac; done\n"
+                                     << "echo \"scp$files -> $dest\" >> " << log << "\n"
+                                     << "cp -p $files \"$dest\"\n";
+  for (const char* f : {"bin/ssh", "bin/scp"}) std::filesystem::permissions(dir.path / f, std::filesystem::perms::owner_all);
+  std::ofstream(dir.file("hosts")) << "localhost slots=1\n";
+  const std::string remote = dir.file("remote");
+  const std::string path = dir.file("bin") + ":" + std::getenv("PATH");
+  ::setenv("PATH", path.c_str(), 1);  // launch runs `scp` from the PATH
+  auto r = run_process({troupe_bin(), "launch", "--hostfile", dir.file("hosts"), "--remote-dir", remote, "--troupe",
+                        "/nonexistent/troupe", "--ssh", dir.file("bin/ssh"), "--servers", "1", "--metrics", "off",
+                        "--job-dir", dir.file("job")},
+                       120s);
+  BOOST_REQUIRE(!r.timed_out);
+  std::ifstream in(log);
+  const std::string commands((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST_INFO("stderr: " << r.err << "\ncommands: " << commands);
+  BOOST_TEST(r.exit_code != 0);  // the nodes could not start
+  BOOST_TEST(commands.find("scp") != std::string::npos);               // the keys were copied there
+  BOOST_TEST(commands.find("worker-0.pem") != std::string::npos);
+  BOOST_TEST(commands.find("ssh rm -rf " + remote) != std::string::npos);  // and removed at the end
+  BOOST_TEST(!std::filesystem::exists(remote));
+  BOOST_TEST(!std::filesystem::exists(dir.file("job")));
 }

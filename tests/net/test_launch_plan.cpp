@@ -100,6 +100,10 @@ BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
   BOOST_TEST(plan->setup.size() == 4u);  // mkdir + scp for each of the two hosts
   BOOST_TEST(plan->setup[1].argv.front() == "scp");
   BOOST_TEST(plan->setup[1].argv.back() == "a:/tmp/jy/");
+  // Each host's copy of the job directory (its nodes' keys) is removed at the end.
+  BOOST_REQUIRE(plan->teardown.size() == 2u);
+  BOOST_TEST(plan->teardown[0].argv[plan->teardown[0].argv.size() - 2] == "a");
+  BOOST_TEST(plan->teardown[1].argv.back() == "rm -rf /tmp/jy");
 }
 
 BOOST_AUTO_TEST_CASE(insecure_plans_say_so) {

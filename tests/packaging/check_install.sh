@@ -14,7 +14,8 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/troupe include/troupe/kvstore.hpp share/troupe/grafana/troupe-dashboard.json \
          share/troupe/prometheus/alerts.yml share/troupe/prometheus/prometheus.yml share/doc/troupe/README.md \
          share/doc/troupe/DESIGN.md share/doc/troupe/examples/job.toml lib/python3/dist-packages/troupe/__init__.py \
-         lib/python3/dist-packages/troupe/torch.py; do
+         lib/python3/dist-packages/troupe/torch.py share/man/man1/troupe.1 share/man/man1/troupe-train.1 \
+         share/man/man1/troupe-launch.1 share/bash-completion/completions/troupe; do
   [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
 done
 ls "$prefix"/lib*/libtroupe.so* >/dev/null 2>&1 || ls "$prefix"/lib/*/libtroupe.so* >/dev/null 2>&1 ||
@@ -22,6 +23,11 @@ ls "$prefix"/lib*/libtroupe.so* >/dev/null 2>&1 || ls "$prefix"/lib/*/libtroupe.
 if [ -e "$build/lib/libtroupe_cuda.so" ]; then
   [ -e "$prefix/lib/libtroupe_cuda.so" ] || fail "the CUDA module is not in lib/ beside bin/"
 fi
+# The man pages are the binary's own --help: every flag of train is on its page.
+man_text=$(MANWIDTH=200 man -l "$prefix/share/man/man1/troupe-train.1" 2>/dev/null) || fail "man cannot read troupe-train.1"
+for flag in $("$prefix/bin/troupe" train --help | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u); do
+  grep -qF -- "$flag" <<<"$man_text" || fail "troupe-train(1) does not document $flag"
+done
 version=$("$prefix/bin/troupe" --version)
 case "$version" in "troupe "*" (commit "*")") ;; *) fail "troupe --version printed '$version'";; esac
 out=$("$prefix/bin/troupe" train --dataset synthetic --train-samples 2000 --epochs 1 --metrics off 2>"$work/train.err") ||
@@ -34,7 +40,8 @@ deb=$(ls "$work"/pkg/troupe_*.deb 2>/dev/null | head -1)
 [ -n "$deb" ] || fail "cpack made no .deb"
 contents=$(dpkg-deb --contents "$deb")
 for f in ./usr/bin/troupe ./usr/include/troupe/kvstore.hpp ./usr/share/troupe/prometheus/alerts.yml \
-         ./usr/lib/python3/dist-packages/troupe/kv.py; do
+         ./usr/lib/python3/dist-packages/troupe/kv.py ./usr/share/man/man1/troupe-node.1 \
+         ./usr/share/bash-completion/completions/troupe; do
   grep -q " $f\$" <<<"$contents" || fail "the .deb does not hold $f"
 done
 depends=$(dpkg-deb -f "$deb" Depends)

@@ -352,6 +352,31 @@ BOOST_AUTO_TEST_CASE(launch_writes_the_job_as_typed_toml) {
     BOOST_TEST(toml.find(line) != std::string::npos, line << " in " << toml);
 }
 
+// A host file's slots are the workers each host takes when --workers is not given, as in
+// Horovod's and DeepSpeed's host files; a dry run shows the plan, with the removal of
+// each host's job directory at the end.
+BOOST_AUTO_TEST_CASE(host_file_slots_set_the_workers) {
+  temp_dir dir("cli-slots");
+  std::ofstream(dir.file("hosts")) << "# two hosts\nhost-a slots=2\nhost-b slots=3\n";
+  auto count = [](const std::string& text, const std::string& what) {
+    std::size_t n = 0;
+    for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::vector<std::string> base{"launch", "--hostfile", dir.file("hosts"), "--dry-run", "--metrics", "off"};
+  auto r = run_troupe(base);
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  BOOST_TEST(count(r.out, "--role worker") == 5u, r.out);
+  BOOST_TEST(count(r.out, "host-b ") >= 3u);
+  BOOST_TEST(count(r.out, "rm -rf") == 2u, r.out);  // one per host, after the job
+  auto given = run_troupe(with(base, {"--workers", "2"}));
+  BOOST_REQUIRE_MESSAGE(given.exit_code == 0, given.err);
+  BOOST_TEST(count(given.out, "--role worker") == 2u);
+  auto stages = run_troupe(with(base, {"--pipeline-stages", "2", "--microbatches", "2"}));
+  BOOST_TEST(stages.exit_code == 2);
+  BOOST_TEST(stages.err.find("5 slots") != std::string::npos, stages.err);
+}
+
 // A trace that could not be written used to cost a whole job and still exit 0: the path
 // is checked before anything trains, for train and for launch's merged trace.
 BOOST_AUTO_TEST_CASE(an_unwritable_trace_path_is_refused_before_any_training) {
