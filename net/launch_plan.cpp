@@ -157,7 +157,9 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
   std::vector<std::pair<std::string, std::string>> certs{{"coordinator", "127.0.0.1"}};
   for (std::uint32_t i = 0; i < req.servers; ++i) certs.emplace_back("server-" + std::to_string(i), "127.0.0.1");
   for (std::uint32_t i = 0; i < req.workers; ++i) certs.emplace_back("worker-" + std::to_string(i), "127.0.0.1");
-  if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  if (req.write_files) {
+    if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  }
   const std::string coord = "127.0.0.1:" + std::to_string(req.port);
   const std::string toml = (std::filesystem::path(req.job_dir) / "job.toml").string();
   launch_plan plan;
@@ -212,7 +214,9 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
   }
   std::vector<std::pair<std::string, std::string>> certs;
   for (const auto& n : nodes) certs.emplace_back(n.cert, n.host);
-  if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  if (req.write_files) {
+    if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
+  }
   launch_plan plan;
   const std::vector<std::string> ssh_opts{req.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
   std::vector<std::string> hosts_done;

@@ -29,6 +29,7 @@ struct launch_request {
   std::string job_id;
   std::string job_dir;                    // local directory for job.toml and the certificates
   std::string job_toml;                   // the coordinator's job flags
+  bool write_files = true;                // false (a dry run): plan only, create nothing on disk
   bool tls = true;
   bool shared_memory = true;              // false: --no-shared-memory on every node and TROUPE_SHARED_MEMORY=0 for workers
   bool bulk_lanes = true;                 // false: --no-bulk-lanes on every node and TROUPE_BULK_LANES=0 for workers

@@ -167,8 +167,20 @@ int run_launch(launch_cli& o) {
     }
     return flags;
   };
+  // A dry run writes nothing, unless it is asked to keep the job directory (whose files its
+  // commands name) for running them by hand.
+  req.write_files = !o.dry_run || o.keep_job_dir;
   req.job_dir = o.job_dir;
-  if (req.job_dir.empty()) {
+  if (!req.job_dir.empty()) {
+    std::error_code ec;
+    if (std::filesystem::exists(req.job_dir, ec) && !std::filesystem::is_empty(req.job_dir, ec)) {
+      print_error("--job-dir " + req.job_dir + " exists and is not empty; launch fills its job directory with keys and "
+                  "removes it at the end, so give a path that does not exist yet");
+      return exit_usage;
+    }
+  } else if (!req.write_files) {
+    req.job_dir = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id)).string();
+  } else {
     const std::string tmp = std::filesystem::temp_directory_path().string();
     for (const auto& gone : sweep_job_dirs(tmp))
       std::cerr << "launch: removed " << gone << ", the job directory of a launcher that is gone" << std::endl;
@@ -180,7 +192,7 @@ int run_launch(launch_cli& o) {
     req.job_dir = *dir;
   }
   // The job directory holds the CA's key: it goes on every way out of this function, an
-  // error before the job starts and a dry run included, unless it is to be kept.
+  // error before the job starts included, unless it is to be kept.
   struct remove_on_exit {
     std::string dir;
     bool keep;
@@ -188,7 +200,7 @@ int run_launch(launch_cli& o) {
       std::error_code ec;
       if (!keep) std::filesystem::remove_all(dir, ec);
     }
-  } job_dir_guard{req.job_dir, o.keep_job_dir};
+  } job_dir_guard{req.job_dir, o.keep_job_dir || !req.write_files};
   expected<launch_plan> plan = failure{""};
   if (o.local) {
     std::error_code ec;
@@ -208,7 +220,7 @@ int run_launch(launch_cli& o) {
     print_error(plan.error().message);
     return exit_failed;
   }
-  if (!targets.empty()) {
+  if (!targets.empty() && req.write_files) {
     const std::string yml = prometheus_config(req.job_id, targets);
     const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
     std::ofstream(path) << yml;
@@ -228,8 +240,8 @@ int run_launch(launch_cli& o) {
       std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
                 << (req.tls ? ", the CA and the node certificates" : "") << " for these commands\n";
     else
-      std::cerr << "launch: dry run; nothing was kept: the commands name a job directory that is removed again "
-                   "(add --keep-job-dir to keep it"
+      std::cerr << "launch: dry run; nothing was written: the commands name a job directory that was not made "
+                   "(add --keep-job-dir to make and keep it"
                 << (req.tls ? ", with the CA and the node certificates," : "") << " and run them by hand)\n";
     return exit_ok;
   }

@@ -43,8 +43,15 @@ inline process_result run_process(const std::vector<std::string>& argv, std::chr
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // extra_env ("NAME=value") replaces an inherited variable of the same name.
+  auto name_of = [](const std::string& e) { return e.substr(0, e.find('=')); };
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e; ++e) env_storage.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    bool replaced = false;
+    for (const auto& x : extra_env) replaced = replaced || name_of(x) == name_of(entry);
+    if (!replaced) env_storage.push_back(entry);
+  }
   for (const auto& e : extra_env) env_storage.push_back(e);
   std::vector<char*> env;
   for (auto& e : env_storage) env.push_back(e.data());

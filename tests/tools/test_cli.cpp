@@ -432,6 +432,21 @@ BOOST_AUTO_TEST_CASE(launch_keeps_no_job_directory_it_was_not_asked_to) {
   BOOST_TEST(dry.out.find(job + "/ca.pem") != std::string::npos);
   BOOST_TEST(!std::filesystem::exists(job), dry.err);
   BOOST_TEST(dry.err.find("--keep-job-dir") != std::string::npos);
+  // A dry run writes nothing at all: no job directory in TMPDIR, no Prometheus file.
+  const std::string tmp = dir.file("tmp");
+  std::filesystem::create_directories(tmp);
+  auto quiet = run_process({troupe_bin(), "launch", "--local", "--dry-run", "--prometheus-config", dir.file("prom.yml")},
+                           60s, {"TMPDIR=" + tmp});
+  BOOST_REQUIRE_MESSAGE(quiet.exit_code == 0, quiet.err);
+  BOOST_TEST(std::filesystem::is_empty(tmp), quiet.err);
+  BOOST_TEST(!std::filesystem::exists(dir.file("prom.yml")));
+  // A job directory that holds something is not the launcher's to fill and remove.
+  std::filesystem::create_directories(dir.file("mine"));
+  std::ofstream(dir.file("mine/notes.txt")) << "keep me\n";
+  auto taken = run_troupe({"launch", "--local", "--metrics", "off", "--job-dir", dir.file("mine")});
+  BOOST_TEST(taken.exit_code == 2, taken.err);
+  BOOST_TEST(taken.err.find("not empty") != std::string::npos, taken.err);
+  BOOST_TEST(std::filesystem::exists(dir.file("mine/notes.txt")));
   auto kept = run_troupe({"launch", "--local", "--dry-run", "--metrics", "off", "--job-dir", job, "--keep-job-dir"});
   BOOST_REQUIRE_MESSAGE(kept.exit_code == 0, kept.err);
   BOOST_TEST(std::filesystem::exists(job + "/ca.key"));
