@@ -251,9 +251,12 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
       with_env.insert(with_env.end(), req.worker_command.begin(), req.worker_command.end());
       cmd.push_back(shell_quote(with_env));
     } else {
-      cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, n.role_flags, n.host)));
+      // Note [Nodes die with their launcher] in tools/cmd_node.cpp: the session's stdin.
+      auto flags = n.role_flags;
+      flags.push_back("--stop-when-stdin-closes");
+      cmd.push_back(shell_quote(node_argv(req, req.remote_dir, n.cert, flags, n.host)));
     }
-    plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator", {}});
+    plan.nodes.push_back({n.name + " @" + n.host, cmd, n.name == "coordinator", {}, true});
   }
   plan.nodes.front().name = "coordinator";
   return plan;

@@ -36,6 +36,7 @@ struct node_options {
   bool bulk_lanes = true;         // large tensors over the network on lanes of their own (Note [Bulk lanes])
   std::string lane_port_text;     // a shard's lane listener port (empty or 0: any free port)
   std::string worker_index_text;  // the rank a worker asks for (empty: any)
+  bool stop_when_stdin_closes = false;  // launch over ssh: the launcher is gone when stdin ends
   double heartbeat_s = 0.5;       // BASP heartbeats; a silent peer is dropped after connection_timeout_s
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node

@@ -31,6 +31,7 @@ struct running_child {
   child_spec spec;
   pid_t pid = -1;
   int out = -1, err = -1;
+  int held_stdin = -1;  // the write end of a hold_stdin child's stdin
   std::string out_buf, err_buf;
   bool exited = false;
   child_result result;
@@ -84,7 +85,7 @@ std::vector<std::string> child_environment(const std::vector<std::pair<std::stri
 // launcher that started it; -1 when it could not be started (exec's error comes back
 // through a close-on-exec pipe, as posix_spawn would report it). Between fork and exec
 // the child makes only async-signal-safe calls.
-pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
+pid_t spawn(const std::vector<std::string>& argv, int in_fd, int out_fd, int err_fd,
             const std::vector<std::pair<std::string, std::string>>& extra_env) {
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -101,7 +102,8 @@ pid_t spawn(const std::vector<std::string>& argv, int out_fd, int err_fd,
     int why = 0;
     if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher) {
       why = ECHILD;  // the launcher is gone already
-    } else if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(err_fd, STDERR_FILENO) < 0) {
+    } else if ((in_fd >= 0 && dup2(in_fd, STDIN_FILENO) < 0) || dup2(out_fd, STDOUT_FILENO) < 0 ||
+               dup2(err_fd, STDERR_FILENO) < 0) {
       why = errno;
     } else {
       execvpe(args[0], args.data(), env.data());
@@ -131,6 +133,8 @@ void reap(running_child& c) {
   int status = 0;
   if (c.exited || waitpid(c.pid, &status, WNOHANG) != c.pid) return;
   c.exited = true;
+  if (c.held_stdin >= 0) close(c.held_stdin);
+  c.held_stdin = -1;
   c.result.name = c.spec.name;
   if (WIFEXITED(status)) c.result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) c.result.signal = WTERMSIG(status);
@@ -153,9 +157,13 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
     if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     running_child c;
     c.spec = s;
-    c.pid = spawn(s.argv, out[1], err[1], s.env);
+    int in[2] = {-1, -1};
+    if (s.hold_stdin && pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    c.pid = spawn(s.argv, in[0], out[1], err[1], s.env);
     close(out[1]);
     close(err[1]);
+    if (in[0] >= 0) close(in[0]);
+    c.held_stdin = in[1];
     c.out = out[0];
     c.err = err[0];
     if (c.pid < 0) {
@@ -163,6 +171,8 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
       close(c.out);
       close(c.err);
       c.out = c.err = -1;
+      if (c.held_stdin >= 0) close(c.held_stdin);
+      c.held_stdin = -1;
       c.exited = true;
       c.result = {s.name, 127, 0};
     }

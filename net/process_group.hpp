@@ -18,6 +18,10 @@ struct child_spec {
   std::vector<std::string> argv;  // argv[0] is a path or a name looked up in PATH
   bool collect_stdout = false;    // keep this child's stdout lines instead of streaming them
   std::vector<std::pair<std::string, std::string>> env;  // set (or replaced) in the child's environment
+  // stdin is a pipe the launcher holds open and never writes: the child reads EOF when the
+  // launcher is gone, however it ended (an ssh session passes that on to the remote
+  // command). Otherwise the child inherits the launcher's stdin.
+  bool hold_stdin = false;
 };
 
 struct child_result {

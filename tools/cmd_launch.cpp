@@ -1,7 +1,6 @@
 // launch: plan the nodes, prepare the job directory (job.toml, CA, certificates), start
 // everything, stream the logs with role prefixes, print the job's JSON line, and exit
 // with the job's status.
-#include "tools/config_file.hpp"
 #include "tools/cmd_launch.hpp"
 
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
+#include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/job_dirs.hpp"
 #include "tools/observe_cli.hpp"

@@ -1,18 +1,23 @@
 // node: the node's own flags (role, addresses, TLS, timeouts), the environment and Slurm,
 // the security checks, then the role; the coordinator also takes every job flag.
-#include "tools/config_file.hpp"
 #include "tools/cmd_node.hpp"
 
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <thread>
 
 #include "actors/runtime.hpp"
 #include "net/endpoint.hpp"
 #include "net/node.hpp"
 #include "tensor/gemm.hpp"
+#include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/observe_cli.hpp"
 
@@ -98,6 +103,23 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   return exit_ok;
 }
 
+// Note [Nodes die with their launcher]: locally a launched node gets PR_SET_PDEATHSIG;
+// over ssh nothing tells a remote process that the launcher is gone, except the ssh
+// session's stdin, which launch holds open and never writes: when it ends, the node stops.
+void stop_when_stdin_closes() {
+  std::thread([] {
+    char buf[256];
+    for (;;) {
+      const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
+      if (n > 0 || (n < 0 && errno == EINTR)) continue;
+      break;
+    }
+    spdlog::error("stdin closed (--stop-when-stdin-closes): the launcher is gone; stopping this node");
+    spdlog::default_logger()->flush();
+    std::_Exit(exit_failed);
+  }).detach();
+}
+
 int run_node(node_cli& o) {
   const environment env = current_environment();
   apply_environment(o.node, env);
@@ -109,6 +131,7 @@ int run_node(node_cli& o) {
       return exit_usage;
     }
   }
+  if (o.node.stop_when_stdin_closes) stop_when_stdin_closes();
   auto plan = resolve_node_options(o.node);
   if (!plan) {
     print_error(plan.error().message);
@@ -211,6 +234,10 @@ command add_node(CLI::App& parent) {
   app->add_option("--worker-index", o->node.worker_index_text,
                   "The rank this worker asks for, granted while the job gathers its workers if it is free "
                   "(launch gives its k-th worker k; TROUPE_WORKER_INDEX; default: the lowest free one)")
+      ->group(group_node);
+  app->add_flag("--stop-when-stdin-closes", o->node.stop_when_stdin_closes,
+                "Stop when stdin ends: launch over ssh holds it open, so a node stops when its launcher is gone, "
+                "however the launcher ended")
       ->group(group_node);
   app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
       ->check(CLI::Range(0.01, 3600.0))

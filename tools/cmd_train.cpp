@@ -1,5 +1,4 @@
 // train: the job's flags, the in-process job, its progress lines and the final JSON line.
-#include "tools/config_file.hpp"
 #include "tools/cmd_train.hpp"
 
 #include <spdlog/spdlog.h>
@@ -9,6 +8,7 @@
 
 #include "actors/runtime.hpp"
 #include "tensor/gemm.hpp"
+#include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/observe_cli.hpp"
 

@@ -1,5 +1,4 @@
 // train-local: flags, data loading, the training run and its final JSON line.
-#include "tools/config_file.hpp"
 #include "tools/cmd_train_local.hpp"
 
 #include <nlohmann/json.hpp>
@@ -11,6 +10,7 @@
 #include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
+#include "tools/config_file.hpp"
 #include "tools/progress.hpp"
 
 namespace troupe::cli {

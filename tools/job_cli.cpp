@@ -1,8 +1,6 @@
 // job_cli: the job's flags, their forwarding as TOML, and the job's output.
 #include "tools/job_cli.hpp"
 
-#include "tools/config_file.hpp"
-
 #include <nlohmann/json.hpp>
 
 #include <charconv>
@@ -11,6 +9,7 @@
 #include <sstream>
 
 #include "base/fingerprint.hpp"
+#include "tools/config_file.hpp"
 
 namespace troupe::cli {
 

@@ -1,6 +1,7 @@
 // Tests for net/process_group.cpp: output streamed per child, the leader's stdout
 // collected, exit codes and signals reported, a program that cannot start reported,
-// children outliving the leader stopped, and children dying with a killed launcher.
+// children outliving the leader stopped, children dying with a killed launcher, and a held
+// stdin that ends with the launcher.
 #define BOOST_TEST_MODULE process_group
 #include <boost/test/unit_test.hpp>
 
@@ -83,4 +84,43 @@ BOOST_AUTO_TEST_CASE(children_die_with_a_killed_launcher) {
   BOOST_TEST(gone);
   if (!gone) ::kill(child, SIGKILL);
   std::filesystem::remove_all(dir_template);
+}
+
+// hold_stdin: the child's stdin is a pipe only the launcher holds, so it stays open while
+// the launcher lives and ends when the launcher is killed; a grandchild that outlives the
+// child (as a remote node outlives its ssh client) sees the end.
+BOOST_AUTO_TEST_CASE(a_held_stdin_ends_when_the_launcher_dies) {
+  char dir_template[] = "/tmp/troupe-pg-XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string dir = dir_template;
+  const pid_t launcher = ::fork();
+  if (launcher == 0) {
+    child_spec watcher{"watcher",
+                       {"sh", "-c",
+                        // a background list reads /dev/null unless told otherwise: hand it stdin as fd 3
+                        "exec 3<&0; (cat <&3 >/dev/null; echo eof > " + dir + "/eof) & echo started > " + dir +
+                            "/started; wait"},
+                       false,
+                       {},
+                       true};
+    run_process_group({watcher}, "watcher", 1s);
+    ::_exit(0);
+  }
+  bool started = false;
+  for (int i = 0; i < 100 && !started; ++i) {
+    std::this_thread::sleep_for(50ms);
+    started = std::filesystem::exists(dir + "/started");
+  }
+  BOOST_REQUIRE(started);
+  std::this_thread::sleep_for(500ms);
+  BOOST_TEST(!std::filesystem::exists(dir + "/eof"));  // open while the launcher lives
+  ::kill(launcher, SIGKILL);
+  ::waitpid(launcher, nullptr, 0);
+  bool ended = false;
+  for (int i = 0; i < 100 && !ended; ++i) {
+    std::this_thread::sleep_for(50ms);
+    ended = std::filesystem::exists(dir + "/eof");
+  }
+  BOOST_TEST(ended);
+  std::filesystem::remove_all(dir);
 }

@@ -377,6 +377,25 @@ BOOST_AUTO_TEST_CASE(host_file_slots_set_the_workers) {
   BOOST_TEST(stages.err.find("5 slots") != std::string::npos, stages.err);
 }
 
+// Note [Nodes die with their launcher]: a node started with --stop-when-stdin-closes (as
+// launch starts remote nodes over ssh) stops when its stdin ends, here while it is still
+// trying to reach a coordinator it would otherwise wait 60 s for.
+BOOST_AUTO_TEST_CASE(a_node_stops_when_its_stdin_closes) {
+  temp_dir dir("cli-stdin");
+  const std::string secret = dir.file("job.secret");
+  BOOST_REQUIRE(run_troupe({"tls", "secret", secret}).exit_code == 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = run_process({"/bin/sh", "-c",
+                        "sleep 1 | " + troupe_bin() + " node --role worker --join 127.0.0.1:1 --insecure-network "
+                        "--secret-file " + secret + " --metrics off --connect-timeout 60 --stop-when-stdin-closes"},
+                       90s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(r.err.find("stdin closed") != std::string::npos);
+  BOOST_TEST(took < 20s);
+}
+
 // A trace that could not be written used to cost a whole job and still exit 0: the path
 // is checked before anything trains, for train and for launch's merged trace.
 BOOST_AUTO_TEST_CASE(an_unwritable_trace_path_is_refused_before_any_training) {
