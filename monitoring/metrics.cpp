@@ -1,5 +1,5 @@
-// metrics: the families, the handles each role gets, the exposer, and a collector for
-// the process's CPU time, resident memory and refusals.
+// metrics: the families, the handles each role gets, the exposer, the process_* metrics
+// and refusals, troupe_build_info, and the job state with the linger for a last scrape.
 #include "monitoring/metrics.hpp"
 
 #include <prometheus/collectable.h>
@@ -10,7 +10,6 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <sys/resource.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
