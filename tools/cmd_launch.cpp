@@ -220,15 +220,18 @@ int run_launch(launch_cli& o) {
     print_error(plan.error().message);
     return exit_failed;
   }
-  if (!targets.empty() && req.write_files) {
-    const std::string yml = prometheus_config(req.job_id, targets);
+  // The nodes' metrics addresses for Prometheus: in --prometheus-config FILE, or in the
+  // job directory when it is kept (otherwise it would vanish with the job).
+  if (!targets.empty() && req.write_files && (o.keep_job_dir || !o.prometheus_config.empty())) {
     const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
-    std::ofstream(path) << yml;
-    if (o.prometheus_config.empty() && !o.keep_job_dir)
-      std::cerr << "launch: Prometheus configuration for this job in " << path
-                << " while it runs (removed with the job directory; --prometheus-config FILE keeps one)" << std::endl;
-    else
-      std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
+    std::ofstream out(path);
+    out << prometheus_config(req.job_id, targets);
+    out.close();
+    if (!out) {
+      print_error("--prometheus-config: cannot write " + path + "; give a file in a writable directory");
+      return exit_usage;
+    }
+    std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
   }
   if (o.dry_run) {
     for (const auto& s : plan->setup) std::cout << shell_quote(s.argv) << "\n";

@@ -459,6 +459,11 @@ BOOST_AUTO_TEST_CASE(launch_keeps_no_job_directory_it_was_not_asked_to) {
   BOOST_REQUIRE_MESSAGE(quiet.exit_code == 0, quiet.err);
   BOOST_TEST(std::filesystem::is_empty(tmp), quiet.err);
   BOOST_TEST(!std::filesystem::exists(dir.file("prom.yml")));
+  // A Prometheus file that cannot be written stops the launch before any node starts.
+  auto unwritable = run_troupe({"launch", "--local", "--prometheus-config", "/nonexistent-dir/prom.yml"});
+  BOOST_TEST(unwritable.exit_code == 2, unwritable.err);
+  BOOST_TEST(unwritable.err.find("cannot write /nonexistent-dir/prom.yml") != std::string::npos, unwritable.err);
+  BOOST_TEST(unwritable.out.find('{') == std::string::npos);  // no job ran
   // A job directory that holds something is not the launcher's to fill and remove.
   std::filesystem::create_directories(dir.file("mine"));
   std::ofstream(dir.file("mine/notes.txt")) << "keep me\n";
