@@ -145,9 +145,7 @@ int run_launch(launch_cli& o) {
     } else {
       const std::string at = o.local ? "127.0.0.1:" + std::to_string(reserve())
                                      : "0.0.0.0:" + std::to_string(next_remote_metrics);
-      std::ostringstream linger;
-      linger << o.observe.metrics_linger_s;
-      flags = {"--metrics", at, "--metrics-linger", linger.str()};
+      flags = {"--metrics", at, "--metrics-linger", num(o.observe.metrics_linger_s)};
       targets.push_back({node, o.local ? at : host + ":" + std::to_string(next_remote_metrics)});
       ++next_remote_metrics;
     }

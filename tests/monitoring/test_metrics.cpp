@@ -4,8 +4,6 @@
 #define BOOST_TEST_MODULE metrics
 #include <boost/test/unit_test.hpp>
 
-#include <sys/time.h>
-
 #include <chrono>
 #include <future>
 #include <regex>
@@ -106,22 +104,6 @@ double sample_value(const std::string& text, const std::string& series) {
 }
 
 }  // namespace
-
-// The process metrics are this process's: its start time is within the last minute (the
-// test just started), it has files open, and it has used CPU.
-BOOST_AUTO_TEST_CASE(process_metrics_describe_this_process) {
-  registry r("job-5");
-  const std::string text = r.scrape();
-  timeval now{};
-  gettimeofday(&now, nullptr);
-  const double start = sample_value(text, "process_start_time_seconds{troupe_job=\"job-5\"}");
-  BOOST_TEST(start <= static_cast<double>(now.tv_sec) + 1);
-  BOOST_TEST(start > static_cast<double>(now.tv_sec) - 600);
-  BOOST_TEST(sample_value(text, "process_open_fds{troupe_job=\"job-5\"}") >= 3);
-  BOOST_TEST(sample_value(text, "process_max_fds{troupe_job=\"job-5\"}") >= sample_value(text, "process_open_fds{troupe_job=\"job-5\"}"));
-  BOOST_TEST(sample_value(text, "process_virtual_memory_bytes{troupe_job=\"job-5\"}") >=
-             sample_value(text, "process_resident_memory_bytes{troupe_job=\"job-5\"}"));
-}
 
 BOOST_AUTO_TEST_CASE(build_info_and_job_state_are_exported) {
   registry r("job-6");

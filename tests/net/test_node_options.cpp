@@ -1,7 +1,7 @@
 // Tests for net/node_options.cpp: TROUPE_* variables fill what flags left unset, Slurm
 // assigns roles and expands host lists, and the security posture is enforced: every node,
 // on loopback too, needs TLS or an explicit --insecure-network, and the job's secret; bulk
-// lanes are on unless turned off, and a bad lane port is named.
+// lanes are on unless turned off, and a bad lane port or worker index is named.
 #define BOOST_TEST_MODULE node_options
 #include <boost/test/unit_test.hpp>
 
@@ -24,6 +24,15 @@ struct secret_fixture {
   test::temp_dir dir{"node-options"};
   std::string file = dir.file("job.secret");
   secret_fixture() { BOOST_REQUIRE(create_job_secret(file).has_value()); }
+  // A plain node of `role` joining a coordinator on loopback, that resolves.
+  node_options joining(node_role role) const {
+    node_options o;
+    o.role = role;
+    o.join = "127.0.0.1:7070";
+    o.insecure_network = true;
+    o.secret_file = file;
+    return o;
+  }
 };
 
 }  // namespace
@@ -131,11 +140,7 @@ BOOST_FIXTURE_TEST_CASE(missing_pieces_are_named, secret_fixture) {
 // Note [Bulk lanes]: TROUPE_BULK_LANES=0 turns them off like --no-bulk-lanes, and a lane
 // port that is not a port is named, from the flag or the environment.
 BOOST_FIXTURE_TEST_CASE(bulk_lanes_and_their_port, secret_fixture) {
-  node_options o;
-  o.role = node_role::server;
-  o.join = "127.0.0.1:7070";
-  o.insecure_network = true;
-  o.secret_file = file;
+  node_options o = joining(node_role::server);
   auto p = resolve_node_options(o);
   BOOST_REQUIRE(p.has_value());
   BOOST_TEST(p->bulk_lanes);
@@ -158,11 +163,7 @@ BOOST_FIXTURE_TEST_CASE(bulk_lanes_and_their_port, secret_fixture) {
 // TROUPE_WORKER_INDEX, or under Slurm by its task's place among the workers; anything
 // that is not a rank is named.
 BOOST_FIXTURE_TEST_CASE(a_worker_asks_for_its_index_as_its_rank, secret_fixture) {
-  node_options o;
-  o.role = node_role::worker;
-  o.join = "127.0.0.1:7070";
-  o.insecure_network = true;
-  o.secret_file = file;
+  node_options o = joining(node_role::worker);
   auto p = resolve_node_options(o);
   BOOST_REQUIRE(p.has_value());
   BOOST_TEST(p->wanted_rank == -1);
