@@ -17,7 +17,9 @@ inline auto lane_mail(caf::actor_addr addr) {
 // A shard's: payloads and closed lanes, by member rank.
 inline lane::shard_end::handlers shard_lane_handlers(caf::actor_addr addr) {
   auto tell = lane_mail(std::move(addr));
-  return {[tell](std::uint32_t rank, std::uint64_t ticket, tensor t) { tell(lane_payload{rank, ticket, std::move(t)}); },
+  return {[tell](std::uint32_t rank, std::uint64_t ticket, lane::arrival a) {
+            tell(lane_payload{rank, ticket, std::move(a.data), a.finite});
+          },
           [tell](std::uint32_t rank, const std::string& why) { tell(lane_event{rank, false, why}); }};
 }
 

@@ -109,6 +109,7 @@ struct lane_payload {        // a payload read off the lane
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
   tensor data;
+  bool finite = false;       // scanned free of NaN and Inf (Note [Scanned on arrival] in core/lane.hpp)
 };
 struct lane_event {          // the lane to `peer` opened, or closed (why: what happened)
   std::uint32_t peer = 0;

@@ -185,11 +185,13 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
     rp.deliver(make_error(f));
     return true;
   };
+  bool finite = false;  // the lane reader found the data free of NaN and Inf (only f32 is scanned)
   if (!p.lane.empty()) {
     auto got = claim_payload(self, p.worker, p.lane);
     if (got.missing()) return false;
     if (!got.payload) return refuse({errc::malformed, got.problem});
     p.data = std::move(*got.payload);
+    finite = got.finite;
   }
   if (!st.kv) {
     rp.deliver(not_kv(self));
@@ -218,7 +220,7 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
   kv_push_ack ack;
   std::optional<fault> failed;
   if (auto f = catch_compute("shard " + std::to_string(st.index) + ": a push", [&] {
-        auto r = kv.push_parts(p.worker, p.parts, p.base_versions, values->parts);
+        auto r = kv.push_parts(p.worker, p.parts, p.base_versions, values->parts, finite);
         failed = r.error;
         ack.versions = std::move(r.versions);
         ack.staleness = std::move(r.staleness);

@@ -62,11 +62,11 @@ void in_order(shard_pointer self, std::uint32_t rank, waiting_call call) {
 claimed claim_payload(shard_pointer self, std::uint32_t rank, const lane_tensor& d) {
   auto& st = self->state;
   if (!st.lanes) return {std::nullopt, "a payload on a bulk lane, but this shard has none"};
-  if (auto t = st.lanes->payloads.take({rank, d.ticket})) {
-    auto shaped = lane::shaped(std::move(*t), d);
+  if (auto a = st.lanes->payloads.take({rank, d.ticket})) {
+    auto shaped = lane::shaped(std::move(a->data), d);
     if (!shaped) return {std::nullopt, "its lane payload: " + shaped.error().message};
     if (st.m) st.m->bytes_received->Increment(static_cast<double>(shaped->nbytes()));
-    return {std::move(*shaped), {}};
+    return {std::move(*shaped), {}, a->finite};
   }
   if (st.lanes->overdue.erase({rank, d.ticket}))
     return {std::nullopt, "its payload did not come on the bulk lane within the request timeout (" +
@@ -90,7 +90,7 @@ void on_lane_payload(shard_pointer self, lane_payload& p) {
   auto& st = self->state;
   if (!st.lanes) return;
   auto& ln = *st.lanes;
-  ln.payloads.payload({p.peer, p.ticket}, std::move(p.data));
+  ln.payloads.payload({p.peer, p.ticket}, {std::move(p.data), p.finite});
   if (ln.payloads.kept(p.peer) > lane::max_kept) {
     const std::string why = "it sent more than " + std::to_string(lane::max_kept) + " payloads no push named";
     if (monitoring::count_refusal(monitoring::refusal::lane_refused, "worker " + std::to_string(p.peer)))

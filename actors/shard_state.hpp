@@ -60,7 +60,7 @@ struct waiting_call {
 // The shard's end of its members' bulk lanes, and what waits on them.
 struct shard_lanes {
   std::shared_ptr<lane::shard_end> end;
-  lane::rendezvous<std::monostate> payloads;  // payloads that came before their messages
+  lane::rendezvous<std::monostate, lane::arrival> payloads;  // payloads that came before their messages
   struct queue {
     std::deque<waiting_call> calls;
     std::uint64_t overdue_set = 0;  // the ticket whose deadline is scheduled
@@ -146,6 +146,7 @@ caf::result<Reply> in_member_order(shard_pointer self, std::uint32_t rank, std::
 struct claimed {
   std::optional<tensor> payload;
   std::string problem;
+  bool finite = false;  // the lane reader found the payload free of NaN and Inf (Note [Scanned on arrival])
   bool missing() const { return !payload && problem.empty(); }
 };
 claimed claim_payload(shard_pointer self, std::uint32_t rank, const lane_tensor& d);

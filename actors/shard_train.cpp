@@ -94,7 +94,8 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
   // encoding) still reaches the core, which refuses it as malformed: the worker's clock
   // moves on and a sync round counts the push, as for any refused gradient, instead of
   // refusing every later push of the worker or holding the round.
-  std::string malformed;
+  gradient_receipt how{{}, p.piece_offset, p.piece_numel, false};
+  std::string& malformed = how.unreadable;
   if (!p.lane.empty()) {
     auto got = claim_payload(self, p.worker, p.lane);
     if (got.missing()) return false;
@@ -102,6 +103,7 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
       p.grad = std::move(*got.payload);
     else
       malformed = got.problem;
+    how.finite = got.finite;
   }
   if (!st.core) {
     rp.deliver(not_started(self));
@@ -130,7 +132,7 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
     const std::int64_t slice = st.core->slice_numel(p.worker);
     auto grad = decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
     if (grad)
-      p.grad = std::move(*grad);
+      p.grad = std::move(*grad);  // how.finite stays false: the lane reader scans only f32
     else
       malformed = grad.error().message;
   }
@@ -138,8 +140,7 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
   shard_core::push_outcome out;
   if (auto f = catch_compute(
           "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker), [&] {
-            out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), malformed, p.piece_offset,
-                                p.piece_numel);
+            out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), how);
           })) {
     spdlog::error("{}", to_string(*f));
     rp.deliver(make_error(*f));

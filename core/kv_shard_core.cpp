@@ -125,7 +125,8 @@ void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
   ++updates_;
 }
 
-std::optional<fault> kv_shard_core::check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad) const {
+std::optional<fault> kv_shard_core::check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad,
+                                               bool finite) const {
   if (auto e = check(member, part)) return e;
   const part_state& p = parts_.at(part);
   if (grad.empty() || grad.type() != dtype::f32 || !grad.is_contiguous() || grad.numel() != p.value.get().numel())
@@ -134,7 +135,7 @@ std::optional<fault> kv_shard_core::check_push(std::uint32_t member, kv_part_id 
                      " float32 elements; the gradient pushed has " +
                      (grad.empty() ? std::string("none")
                                    : std::to_string(grad.numel()) + " " + std::string(name_of(grad.type())))};
-  if (!all_finite(grad))
+  if (!finite && !all_finite(grad))
     return fault{errc::not_finite, part_label(p.key, part) + ": the gradient holds NaN or infinite values"};
   const std::int64_t round = pushed(p, member);
   if (cfg_.mode == sync_mode::sync && round - p.version >= max_rounds_ahead)
@@ -170,7 +171,7 @@ kv_shard_core::push_outcome kv_shard_core::apply_push(std::uint32_t member, kv_p
 
 kv_shard_core::push_outcome kv_shard_core::push(std::uint32_t member, kv_part_id part, std::int64_t base_version,
                                                 const_tensor_view grad) {
-  if (auto e = check_push(member, part, grad)) {
+  if (auto e = check_push(member, part, grad, false)) {
     push_outcome out;
     out.error = e;
     if (parts_.count(part)) out.version = parts_.at(part).version;
@@ -183,7 +184,8 @@ kv_shard_core::push_outcome kv_shard_core::push(std::uint32_t member, kv_part_id
 
 kv_shard_core::push_outcome_all kv_shard_core::push_parts(std::uint32_t member, const std::vector<kv_part_id>& parts,
                                                           const std::vector<std::int64_t>& base_versions,
-                                                          const std::vector<const_tensor_view>& grads) {
+                                                          const std::vector<const_tensor_view>& grads,
+                                                          bool finite) {
   push_outcome_all out;
   if (base_versions.size() != parts.size() || grads.size() != parts.size()) {
     out.error = fault{errc::malformed, "a push of " + std::to_string(parts.size()) + " parts with " +
@@ -197,7 +199,7 @@ kv_shard_core::push_outcome_all kv_shard_core::push_parts(std::uint32_t member, 
                                              std::to_string(parts[i] >> 16) + " twice"};
       return out;
     }
-    if (auto e = check_push(member, parts[i], grads[i])) {
+    if (auto e = check_push(member, parts[i], grads[i], finite)) {
       out.error = e;
       return out;
     }

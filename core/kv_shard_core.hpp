@@ -92,14 +92,16 @@ class kv_shard_core {
   push_outcome push(std::uint32_t member, kv_part_id part, std::int64_t base_version, const_tensor_view grad);
   // One message's pushes of several parts, all or none: every part is checked (membership,
   // shape, finiteness, rounds ahead; each part named once) before any is applied, so a
-  // refused push leaves every part as it was.
+  // refused push leaves every part as it was. `finite`: the transport found every
+  // gradient free of NaN and Inf (Note [Scanned on arrival] in core/lane.hpp), so they are
+  // not scanned again.
   struct push_outcome_all {
     std::optional<fault> error;
     std::vector<std::int64_t> versions, staleness;  // per part, when applied
   };
   push_outcome_all push_parts(std::uint32_t member, const std::vector<kv_part_id>& parts,
                               const std::vector<std::int64_t>& base_versions,
-                              const std::vector<const_tensor_view>& grads);
+                              const std::vector<const_tensor_view>& grads, bool finite = false);
 
   enum class pull_decision { answer, hold, reject };
   struct pull_outcome {
@@ -146,7 +148,8 @@ class kv_shard_core {
 
   std::optional<fault> check(std::uint32_t member, kv_part_id part) const;
   // Why member's push of grad to part would be refused; nothing changes either way.
-  std::optional<fault> check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad) const;
+  // finite: known free of NaN and Inf, so not scanned.
+  std::optional<fault> check_push(std::uint32_t member, kv_part_id part, const_tensor_view grad, bool finite) const;
   // Applies a push that check_push accepted (release_ready() is the caller's).
   push_outcome apply_push(std::uint32_t member, kv_part_id part, std::int64_t base_version, const_tensor_view grad);
   std::int64_t pushed(const part_state& p, std::uint32_t member) const;

@@ -137,7 +137,7 @@ std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& 
 }
 
 std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel,
-                                             std::string& detail) const {
+                                             std::string& detail, bool finite) const {
   if (grad.empty() || grad.type() != dtype::f32) {
     detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
     return errc::bad_dtype;
@@ -151,7 +151,7 @@ std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_
     detail = "gradient is not in host memory";
     return errc::bad_dtype;
   }
-  if (!all_finite(grad)) {
+  if (!finite && !all_finite(grad)) {
     detail = "gradient holds NaN or infinite values";
     return errc::not_finite;
   }
@@ -176,22 +176,23 @@ void shard_core::record_staleness(std::int64_t s) {
 }
 
 shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                          tensor grad, const std::string& unreadable, std::int64_t piece_offset,
-                                          std::int64_t piece_numel) {
+                                          tensor grad, const gradient_receipt& how) {
   std::string detail;
   if (auto e = check_sender(worker, detail)) return reject(*e, std::move(detail));
   const std::int64_t n = slice_numel(worker);
-  const bool whole = (piece_numel == 0 || (piece_offset == 0 && piece_numel == n)) && !partial_.count(worker);
-  if (!whole) return push_piece(worker, clock, base_version, std::move(grad), unreadable, piece_offset, piece_numel);
+  const bool whole =
+      (how.piece_numel == 0 || (how.piece_offset == 0 && how.piece_numel == n)) && !partial_.count(worker);
+  if (!whole) return push_piece(worker, clock, base_version, std::move(grad), how);
   verdict refused;
-  if (!unreadable.empty()) refused = refusal{errc::malformed, unreadable};
-  return submit(worker, clock, base_version, std::move(grad), std::move(refused));
+  if (!how.unreadable.empty()) refused = refusal{errc::malformed, how.unreadable};
+  return submit(worker, clock, base_version, std::move(grad), std::move(refused), how.finite);
 }
 
 shard_core::push_outcome shard_core::submit(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                            tensor grad, verdict refused) {
-  return cfg_.mode == sync_mode::sync ? push_sync(worker, clock, base_version, std::move(grad), std::move(refused))
-                                      : push_on_arrival(worker, clock, base_version, std::move(grad), std::move(refused));
+                                            tensor grad, verdict refused, bool finite) {
+  return cfg_.mode == sync_mode::sync
+             ? push_sync(worker, clock, base_version, std::move(grad), std::move(refused), finite)
+             : push_on_arrival(worker, clock, base_version, std::move(grad), std::move(refused), finite);
 }
 
 shard_core::verdict shard_core::check_clock(std::uint32_t worker, std::int64_t clock) const {
@@ -216,10 +217,10 @@ shard_core::verdict shard_core::check_clock(std::uint32_t worker, std::int64_t c
 }
 
 shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                                tensor grad, const std::string& unreadable, std::int64_t offset,
-                                                std::int64_t numel) {
+                                                tensor grad, const gradient_receipt& how) {
   const std::int64_t n = slice_numel(worker);
-  if (numel == 0) numel = n;
+  const std::int64_t offset = how.piece_offset;
+  const std::int64_t numel = how.piece_numel == 0 ? n : how.piece_numel;
   const std::string what = "the piece [" + std::to_string(offset) + ", +" + std::to_string(numel) + ") of worker " +
                            std::to_string(worker) + "'s clock-" + std::to_string(clock) + " gradient";
   if (auto v = voided_.find(worker); v != voided_.end() && v->second.first == clock)
@@ -233,13 +234,13 @@ shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64
   const auto refuse = [&](errc e, const std::string& why) {
     partial_.erase(worker);
     voided_[worker] = {clock, refusal{e, what + ": " + why}};
-    return submit(worker, clock, base_version, tensor(), refusal{e, what + ": " + why});
+    return submit(worker, clock, base_version, tensor(), refusal{e, what + ": " + why}, false);
   };
-  if (!unreadable.empty()) return refuse(errc::malformed, unreadable);
+  if (!how.unreadable.empty()) return refuse(errc::malformed, how.unreadable);
   if (offset < 0 || numel < 0 || offset > n || numel > n - offset)
     return refuse(errc::bad_shape, "it reaches outside the sender's slice of " + std::to_string(n) + " floats");
   std::string detail;
-  if (auto e = check_tensor(grad, numel, detail)) return refuse(*e, detail);
+  if (auto e = check_tensor(grad, numel, detail, how.finite)) return refuse(*e, detail);
   auto next = p.pieces.lower_bound(offset);
   const bool overlaps_next = next != p.pieces.end() && next->first < offset + numel;
   const bool overlaps_prev = next != p.pieces.begin() && std::prev(next)->first + std::prev(next)->second > offset;
@@ -256,15 +257,15 @@ shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64
   tensor full = std::move(p.buffer);
   const std::int64_t base = p.base_version;
   partial_.erase(worker);
-  return submit(worker, clock, base, std::move(full), std::nullopt);
+  return submit(worker, clock, base, std::move(full), std::nullopt, true);  // every piece was checked
 }
 
 shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                               tensor grad, verdict refused) {
+                                               tensor grad, verdict refused, bool finite) {
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   if (!refused) {
     std::string detail;
-    if (auto e = check_tensor(grad, slice_numel(worker), detail)) refused = refusal{*e, std::move(detail)};
+    if (auto e = check_tensor(grad, slice_numel(worker), detail, finite)) refused = refusal{*e, std::move(detail)};
   }
   if (refused) {
     round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
@@ -321,13 +322,14 @@ void shard_core::maybe_complete_round() {
 }
 
 shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::int64_t clock,
-                                                     std::int64_t base_version, tensor grad, verdict refused) {
+                                                     std::int64_t base_version, tensor grad, verdict refused,
+                                                     bool finite) {
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   member& m = members_[worker];
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
   if (!refused) {
     std::string detail;
-    if (auto e = check_tensor(grad, slice_numel(worker), detail)) refused = refusal{*e, std::move(detail)};
+    if (auto e = check_tensor(grad, slice_numel(worker), detail, finite)) refused = refusal{*e, std::move(detail)};
   }
   if (refused) {
     auto out = reject(refused->code, std::move(refused->detail));

@@ -85,6 +85,23 @@ struct shard_counters {
   std::array<std::int64_t, staleness_buckets> staleness_hist{};
 };
 
+// What the shell knows of how a gradient came (shard_core::push).
+struct gradient_receipt {
+  // Why the shell could not read the gradient (a bad shared-memory slot, a malformed
+  // encoding); the push is then refused as malformed, with the clock and round
+  // accounting of any refused gradient (the worker's clock moves on; a sync round
+  // counts it as a submission that adds nothing). Empty: it could.
+  std::string unreadable;
+  // A piece of the member's gradient (Note [Gradient pieces]); piece_numel 0: the whole
+  // slice. A piece that does not complete the gradient is answered with no error and
+  // the current version.
+  std::int64_t piece_offset = 0;
+  std::int64_t piece_numel = 0;
+  // The transport scanned it and found no NaN or Inf (Note [Scanned on arrival] in
+  // core/lane.hpp), so the core does not scan it again.
+  bool finite = false;
+};
+
 class shard_core {
  public:
   using token = std::uint64_t;
@@ -103,15 +120,8 @@ class shard_core {
     std::int64_t version = 0;
     std::int64_t staleness = 0;
   };
-  // `unreadable`: why the shell could not read the gradient (a bad shared-memory slot, a
-  // malformed encoding); the push is then refused as malformed, with the clock and round
-  // accounting of any refused gradient (the worker's clock moves on; a sync round counts
-  // it as a submission that adds nothing).
-  // piece_offset/piece_numel: a piece of the member's gradient (Note [Gradient pieces]);
-  // piece_numel 0: the whole slice. A piece that does not complete the gradient is
-  // answered with no error and the current version.
   push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                    const std::string& unreadable = {}, std::int64_t piece_offset = 0, std::int64_t piece_numel = 0);
+                    const gradient_receipt& how = {});
 
   enum class pull_decision { answer, hold, reject };
   struct pull_outcome {
@@ -186,18 +196,21 @@ class shard_core {
   // A gradient (or a piece) refused before it is looked at, or nothing.
   using verdict = std::optional<refusal>;
   std::optional<errc> check_sender(std::uint32_t worker, std::string& detail) const;
-  std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail) const;
+  // finite: known free of NaN and Inf, so not scanned.
+  std::optional<errc> check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail,
+                                   bool finite) const;
   // Whether a gradient of `clock` from the member is due now.
   verdict check_clock(std::uint32_t worker, std::int64_t clock) const;
-  // Whole gradients; `refused`: refuse it with this, as the clock's submission.
+  // Whole gradients; `refused`: refuse it with this, as the clock's submission; `finite`:
+  // known free of NaN and Inf.
   push_outcome push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                         verdict refused);
+                         verdict refused, bool finite);
   push_outcome push_on_arrival(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                               verdict refused);
+                               verdict refused, bool finite);
   push_outcome submit(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                      verdict refused);
+                      verdict refused, bool finite);
   push_outcome push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
-                          const std::string& unreadable, std::int64_t offset, std::int64_t numel);
+                          const gradient_receipt& how);
   push_outcome reject(errc e, std::string detail);
   void maybe_complete_round();
   bool can_answer(std::int64_t clock) const;

@@ -87,8 +87,8 @@ class dialler final : public member_end {
     lane->set_open();
     if (h_.opened) h_.opened(shard);
     threads_.spawn([this, lane, in, in_fd, shard] {
-      auto why = read_payloads(*in, o_.idle_timeout, [&](std::uint64_t ticket, tensor t) {
-        if (h_.payload) h_.payload(shard, ticket, std::move(t));
+      auto why = read_payloads(*in, o_.idle_timeout, false, [&](std::uint64_t ticket, arrival a) {
+        if (h_.payload) h_.payload(shard, ticket, std::move(a.data));
       });
       lane->detach(in_fd);
       closed(lane, why.value_or("closed"));

@@ -9,6 +9,8 @@
 
 #include "core/frame_bound.hpp"
 #include "core/lane_frame.hpp"
+#include "net/lane_seal.hpp"
+#include "tensor/ops.hpp"
 
 namespace troupe::lane {
 
@@ -67,17 +69,31 @@ std::optional<std::string> write_payloads(lane_stream& s, lane_pair& lane, std::
   return std::nullopt;
 }
 
-std::optional<std::string> read_payloads(lane_stream& s, std::chrono::milliseconds idle,
-                                         const std::function<void(std::uint64_t, tensor)>& got) {
+std::optional<std::string> read_payloads(lane_stream& s, std::chrono::milliseconds idle, bool scan_finite,
+                                         const std::function<void(std::uint64_t, arrival)>& got) {
+  // A scanned payload is read a sealed unit at a time, so each chunk is scanned while it is
+  // in cache and the reads stay aligned with the writer's units (Note [Sealed lane frames]).
+  constexpr std::size_t scan_chunk = seal_unit;
   for (;;) {
     header_bytes_t raw{};
     if (auto e = s.read(raw.data(), raw.size(), forever)) return e;  // a lane may be idle for long
     auto h = decode_header(raw, frame_bound());
     if (!h) return h.error().message;
     if (h->kind != frame_kind::payload) return std::string("a lane frame that is not a payload after the welcome");
-    tensor t = tensor::uninitialized({static_cast<std::int64_t>(h->nbytes / size_of(h->type))}, h->type);
-    if (auto e = s.read(t.bytes(), t.nbytes(), {{}, idle})) return "in a payload: " + *e;
-    got(h->ticket, std::move(t));
+    arrival a{tensor::uninitialized({static_cast<std::int64_t>(h->nbytes / size_of(h->type))}, h->type), false};
+    if (!scan_finite || h->type != dtype::f32) {
+      if (auto e = s.read(a.data.bytes(), a.data.nbytes(), {{}, idle})) return "in a payload: " + *e;
+    } else {
+      a.finite = true;
+      for (std::size_t at = 0, n = a.data.nbytes(); at < n; at += scan_chunk) {
+        const std::size_t len = std::min(scan_chunk, n - at);
+        if (auto e = s.read(a.data.bytes() + at, len, {{}, idle})) return "in a payload: " + *e;
+        if (a.finite)
+          a.finite = all_finite(a.data.view().flat(static_cast<std::int64_t>(at / sizeof(float)),
+                                                   static_cast<std::int64_t>(len / sizeof(float))));
+      }
+    }
+    got(h->ticket, std::move(a));
   }
 }
 

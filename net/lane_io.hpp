@@ -60,8 +60,10 @@ class lane_pair {
 std::optional<std::string> write_payloads(lane_stream& s, lane_pair& lane, std::chrono::milliseconds idle);
 // Reads payloads from `s`, each checked against the process's frame bound before it is
 // allocated, and hands them to `got`, until a read fails or a frame is malformed (why).
-std::optional<std::string> read_payloads(lane_stream& s, std::chrono::milliseconds idle,
-                                         const std::function<void(std::uint64_t, tensor)>& got);
+// With scan_finite, each f32 payload is scanned for NaN and Inf as it is read (Note
+// [Scanned on arrival] in core/lane.hpp); otherwise every arrival says finite = false.
+std::optional<std::string> read_payloads(lane_stream& s, std::chrono::milliseconds idle, bool scan_finite,
+                                         const std::function<void(std::uint64_t, arrival)>& got);
 
 // The threads of a transport: started, reaped once finished, and joined at the end.
 class thread_set {

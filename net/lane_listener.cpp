@@ -238,8 +238,8 @@ class listener final : public listening_end {
     forget_unwelcomed(fd);
     if (!why) {
       if (way == direction::to_shard)
-        why = read_payloads(s, o_.idle_timeout, [&](std::uint64_t ticket, tensor t) {
-          if (h_.payload) h_.payload(rank, ticket, std::move(t));
+        why = read_payloads(s, o_.idle_timeout, true, [&](std::uint64_t ticket, arrival a) {
+          if (h_.payload) h_.payload(rank, ticket, std::move(a));
         });
       else
         why = write_payloads(s, *lane, o_.idle_timeout);

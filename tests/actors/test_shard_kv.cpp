@@ -8,12 +8,14 @@
 // shard without the fast path is answered in the message. With the job's --compression
 // pushes are decoded part by part (a part that does not decode refuses the whole push),
 // and answers over the network come in its --pull-precision. On a bulk lane, pushes and
-// pulls carry their values beside the messages.
+// pulls carry their values beside the messages, and the lane reader's finding that values
+// are finite reaches the core.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -304,12 +306,12 @@ BOOST_AUTO_TEST_CASE(pushes_and_pulls_on_a_bulk_lane) {
   hand->open.insert(0);  // the member's lane carries answers
   kv_job job({}, {}, {}, hand);
   auto& lanes = *hand;
-  lanes.h.payload(0, 1, filled(n, 0.25f));
+  lanes.h.payload(0, 1, {filled(n, 0.25f)});
   kv_push p{0, 0, {part}, {0}, tensor(), {}};
   p.lane = lane_tensor{1, 0, {n}};
   BOOST_TEST(!job.push(p).has_value());
   BOOST_TEST(all_equal(job.values(), 0.25f));  // no optimizer on the shard: the latest gradient
-  lanes.h.payload(0, 2, filled(n + 1, 9.f));  // one float too many for the part
+  lanes.h.payload(0, 2, {filled(n + 1, 9.f)});  // one float too many for the part
   p.lane = lane_tensor{2, 0, {n + 1}};
   const auto refused = job.push(p);
   BOOST_REQUIRE(refused.has_value());
@@ -324,4 +326,25 @@ BOOST_AUTO_TEST_CASE(pushes_and_pulls_on_a_bulk_lane) {
   BOOST_TEST(on_lane.ticket == 3u);
   BOOST_REQUIRE(lanes.sent.size() == 1u);
   BOOST_TEST(all_equal(std::get<2>(lanes.sent[0]), 0.25f));
+}
+
+// Note [Scanned on arrival]: with NaN in values the reader did not vouch for, the push is
+// refused and the key unchanged; the reader's word that values are finite reaches the
+// core, which does not scan them again (the NaN stands for bytes it must not read twice).
+BOOST_AUTO_TEST_CASE(the_lane_reader_s_scan_reaches_the_core) {
+  auto hand = std::make_shared<test::hand_lanes>();
+  kv_job job({}, {}, {}, hand);
+  tensor poisoned = filled(n, 0.5f);
+  poisoned.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  hand->h.payload(0, 1, {tensor(poisoned), false});
+  kv_push p{0, 0, {part}, {0}, tensor(), {}};
+  p.lane = lane_tensor{1, 0, {n}};
+  const auto refused = job.push(p);
+  BOOST_REQUIRE(refused.has_value());
+  BOOST_TEST((refused->first == errc::not_finite));
+  BOOST_TEST(all_equal(job.values(), 1.f));
+  hand->h.payload(0, 2, {tensor(poisoned), true});
+  p.lane = lane_tensor{2, 0, {n}};
+  BOOST_TEST(!job.push(p).has_value());
+  BOOST_TEST(std::isnan(job.values().data<float>()[1]));
 }

@@ -3,19 +3,22 @@
 // tensors bit-exactly both ways; everything else that knocks on the lane's port (a wrong
 // or reused token, a stranger's bytes, a silent connection, a certificate of the wrong
 // role, a flood of connections) is closed and counted, a malformed or oversized frame
-// closes the lane with the reason, and a lane whose peer goes away says so.
+// closes the lane with the reason, and a lane whose peer goes away says so. The shard's
+// reader says which f32 payloads hold no NaN or Inf.
 #define BOOST_TEST_MODULE lane_transport
 #include <boost/test/unit_test.hpp>
 
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 
 #include "core/frame_bound.hpp"
 #include "core/lane_frame.hpp"
 #include "monitoring/refusals.hpp"
+#include "net/lane_seal.hpp"
 #include "net/lane_stream.hpp"
 #include "net/lane_transport.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -51,10 +54,11 @@ class inbox {
   std::deque<T> q_;
 };
 
-struct arrival {
+struct delivery {
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
   tensor data;
+  bool finite = false;  // as the reader said (a shard's end scans f32 payloads)
 };
 struct closing {
   std::uint32_t peer = 0;
@@ -64,7 +68,7 @@ struct closing {
 // The end is declared last, so it goes (joining its threads) before the inboxes its
 // handlers fill.
 struct shard_side {
-  inbox<arrival> payloads;
+  inbox<delivery> payloads;
   inbox<closing> closed;
   std::shared_ptr<listening_end> end;
 
@@ -72,14 +76,14 @@ struct shard_side {
     auto made = listen_for_members("127.0.0.1", 0, std::move(o));
     BOOST_REQUIRE_MESSAGE(made.has_value(), (made ? "" : made.error().message));
     end = *made;
-    end->start({[this](std::uint32_t r, std::uint64_t t, tensor x) { payloads.put({r, t, std::move(x)}); },
+    end->start({[this](std::uint32_t r, std::uint64_t t, arrival a) { payloads.put({r, t, std::move(a.data), a.finite}); },
                 [this](std::uint32_t r, const std::string& why) { closed.put({r, why}); }});
   }
 };
 
 struct member_side {
   inbox<std::uint32_t> opened;
-  inbox<arrival> payloads;
+  inbox<delivery> payloads;
   inbox<closing> closed;
   std::shared_ptr<member_end> end;
 
@@ -154,11 +158,49 @@ void exchanges_bit_exactly(shard_side& shard, member_side& member) {
   BOOST_TEST(got->peer == 3u);
   BOOST_TEST(got->ticket == 5u);
   BOOST_TEST(same_bits(got->data, grad));
+  BOOST_TEST(got->finite);  // the shard's reader scanned it (Note [Scanned on arrival])
   auto back = member.payloads.take();
   BOOST_REQUIRE(back.has_value());
   BOOST_TEST(back->peer == 0u);
   BOOST_TEST(back->ticket == 9u);
   BOOST_TEST(same_bits(back->data, params));
+}
+
+// Note [Scanned on arrival]: the shard's reader scans each f32 payload chunk by chunk as
+// it reads it, and a NaN or Inf in any chunk (the first, a middle one, the short last one)
+// makes it say so; the payload still arrives bit-exactly, for the core to refuse. Other
+// dtypes are not scanned.
+void scans_what_it_reads(shard_side& shard, member_side& member) {
+  open_lane(shard, member);
+  const std::int64_t unit = static_cast<std::int64_t>(seal_unit / sizeof(float));
+  const std::int64_t n = 3 * unit + 5;  // three whole chunks and a short one
+  struct sample {
+    std::int64_t at;  // where the bad value goes; -1: nowhere
+    float value;
+  };
+  const sample samples[] = {{-1, 0.f},
+                            {0, std::numeric_limits<float>::quiet_NaN()},
+                            {unit + 7, std::numeric_limits<float>::infinity()},
+                            {n - 1, -std::numeric_limits<float>::infinity()},
+                            {3 * unit, std::numeric_limits<float>::quiet_NaN()}};
+  std::uint64_t ticket = 0;
+  for (const auto& c : samples) {
+    tensor t = pattern(n, static_cast<std::uint32_t>(ticket) + 7);
+    if (c.at >= 0) t.data<float>()[c.at] = c.value;
+    BOOST_REQUIRE(member.end->send(0, ++ticket, tensor(t)));
+    auto got = shard.payloads.take();
+    BOOST_REQUIRE(got.has_value());
+    BOOST_TEST(got->ticket == ticket);
+    BOOST_TEST(same_bits(got->data, t));
+    BOOST_TEST(got->finite == (c.at < 0), "bad value at " << c.at);
+  }
+  tensor halves = tensor::uninitialized({unit + 9}, dtype::f16);
+  std::memset(halves.bytes(), 0x3c, halves.nbytes());
+  BOOST_REQUIRE(member.end->send(0, ++ticket, tensor(halves)));
+  auto got = shard.payloads.take();
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(same_bits(got->data, halves));
+  BOOST_TEST(!got->finite);  // not scanned: the shard decodes it and the core scans the result
 }
 
 // A raw connection to the shard's lane port (plain or TLS as `tls` says).
@@ -223,6 +265,19 @@ BOOST_AUTO_TEST_CASE(a_tls_lane_moves_tensors_bit_exactly_both_ways) {
   shard_side shard(secured(p, "server-0"));
   member_side member(secured(p, "worker-0"));
   exchanges_bit_exactly(shard, member);
+}
+
+BOOST_AUTO_TEST_CASE(a_plain_lane_s_reader_scans_f32_payloads_for_nan_and_inf) {
+  shard_side shard(plain());
+  member_side member(plain());
+  scans_what_it_reads(shard, member);
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_lane_s_reader_scans_f32_payloads_for_nan_and_inf) {
+  pki p;
+  shard_side shard(secured(p, "server-0"));
+  member_side member(secured(p, "worker-0"));
+  scans_what_it_reads(shard, member);
 }
 
 BOOST_AUTO_TEST_CASE(a_connection_without_an_offered_token_is_refused_and_counted) {

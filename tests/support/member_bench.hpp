@@ -138,8 +138,8 @@ struct member_bench {
   void handle(std::uint32_t r, member_actions::push& a) {
     const std::int64_t clock = a.grads.clock;
     if (poison_pushes > 0 && poison_pushes--) a.grads.grad.data<float>()[0] = std::nanf("");
-    const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad), {}, a.grads.piece_offset,
-                                 a.grads.piece_numel);
+    const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad),
+                                 {{}, a.grads.piece_offset, a.grads.piece_numel});
     if (out.error)
       later(r, [clock, why = to_string(fault{*out.error, out.detail})](member_core& c) {
         return c.on_push_refused(0, clock, why);
