@@ -18,7 +18,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "core/channel_pool.hpp"
-#include "core/lane_book.hpp"
+#include "actors/member_lanes.hpp"
 #include "core/member_core.hpp"
 
 namespace troupe::stage_shell {
@@ -39,6 +39,8 @@ struct stage_fast_path {
   std::vector<std::optional<lent_push>> push_lease;
 };
 
+using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
+
 struct stage_state {
   std::unique_ptr<member_core> core;
   coordinator_actor coordinator;
@@ -47,7 +49,7 @@ struct stage_state {
   stage_fast_path fast;
   // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
   // when the node has a lane end; replies wait here for their payloads.
-  std::optional<lane::member_book<params_reply>> lanes;
+  std::optional<stage_lanes> lanes;
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.

@@ -6,18 +6,13 @@
 
 #include <map>
 
-#include "actors/lane_mail.hpp"
-#include "core/lane_book.hpp"
+#include "actors/member_lanes.hpp"
 
 namespace troupe::kv {
 
 namespace {
 
-// A pull's reply that waits for its payload on the lane.
-struct waiting_pull {
-  kv_pull_reply reply;
-  std::function<void(or_fault<kv_pull_reply>)> done;
-};
+using kv_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
 
 struct member_state {
   member_options opts;
@@ -26,7 +21,7 @@ struct member_state {
   std::optional<fault> lost;  // once set, every call fails with it
   std::uint64_t next = 1;
   std::map<std::uint64_t, std::function<void(const fault&)>> pending;
-  std::optional<lane::member_book<waiting_pull>> lanes;  // made at the join when opts.lanes
+  std::optional<kv_lanes> lanes;  // made at the join when opts.lanes
   static inline const char* name = "troupe.kv_member";
 };
 
@@ -50,9 +45,7 @@ void lose(member_pointer self, fault f) {
   st.lost = f;
   if (f.code != errc::closed) spdlog::error("troupe.kv: {}", to_string(f));
   for (auto& [id, fail] : std::exchange(st.pending, {})) fail(f);
-  if (st.lanes)
-    for (std::uint32_t s = 0; s < st.shards.size(); ++s)
-      for (auto& w : st.lanes->closed(s)) w.done(f);
+  if (st.lanes) st.lanes->fail_all(f);
 }
 
 // Sends a request and calls done exactly once: with the answer, the error, or the loss
@@ -87,8 +80,8 @@ auto no_fault(std::function<void(std::optional<fault>)> done) {
 void start_lanes(member_pointer self) {
   auto& st = self->state;
   if (!st.opts.lanes) return;
-  st.lanes.emplace(st.shards.size());
-  st.opts.lanes->start(member_lane_handlers(caf::actor_cast<caf::actor_addr>(self)));
+  st.lanes.emplace(st.opts.lanes, st.shards.size(), "troupe.kv");
+  st.lanes->start(caf::actor_cast<caf::actor_addr>(self));
 }
 
 void joined(member_pointer self, const std::function<void(or_fault<member_assignment>)>& done) {
@@ -109,27 +102,8 @@ bool remote(member_pointer self, std::uint32_t s) {
 // Asks shard s for a lane when a call of `bytes` would use one and none was asked for.
 void maybe_ask_for_lane(member_pointer self, std::uint32_t s, std::size_t bytes) {
   auto& st = self->state;
-  if (!remote(self, s) || !st.lanes->should_ask(s, bytes)) return;
-  self->request(st.shards[s], request_timeout(self), lane_open_atom::value, st.place.rank)
-      .then(
-          [=](const lane_offer& offer) {
-            self->state.lanes->offered(s);
-            self->state.opts.lanes->open(s, self->state.place.shard_hosts[s], offer);
-          },
-          [=](caf::error& e) {
-            self->state.lanes->refused(s);
-            spdlog::info("troupe.kv: no bulk lane to shard {} ({}); its tensors go in the messages", s, describe(e));
-          });
-}
-
-// A pull's reply with its payload from the lane, to its completion.
-void finish_pull(waiting_pull w, tensor payload) {
-  auto values = lane::shaped(std::move(payload), w.reply.lane);
-  if (!values) return w.done(fault{errc::malformed, "shard " + std::to_string(w.reply.shard) +
-                                                        "'s answer on the bulk lane: " + values.error().message});
-  w.reply.data = std::move(*values);
-  w.reply.lane = {};
-  w.done(std::move(w.reply));
+  if (remote(self, s))
+    st.lanes->maybe_ask(self, st.shards[s], s, st.place.rank, st.place.shard_hosts[s], request_timeout(self), bytes);
 }
 
 // Connects to shard i and the ones after it by address, then finishes the join.
@@ -213,11 +187,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         c.msg.shard = c.shard;
         const std::size_t bytes = c.msg.data.nbytes();
         if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
-        if (st.lanes && c.lane && c.msg.shared.empty() && st.lanes->carries(c.shard, bytes)) {
-          const std::uint64_t ticket = st.lanes->next_ticket();
-          lane_tensor d = lane::describe(ticket, c.msg.data);
-          if (st.opts.lanes->send(c.shard, ticket, std::move(c.msg.data))) c.msg.lane = std::move(d);
-        }
+        if (st.lanes && c.lane && c.msg.shared.empty())
+          if (auto d = st.lanes->send(c.shard, c.msg.data)) c.msg.lane = std::move(*d);
         ask<kv_push_ack>(self, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
                          std::move(c.msg));
       },
@@ -227,44 +198,29 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         c.msg.shard = c.shard;
         if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
         const std::uint32_t s = c.shard;
-        if (!st.lanes || !c.lane || !c.msg.reply_to.empty() || !st.lanes->carries(s, c.bytes)) {
+        const std::uint64_t ticket =
+            st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+        if (ticket == 0) {
           ask<kv_pull_reply>(self, st.shards.at(s), request_timeout(self), c.done, pull_atom::value, std::move(c.msg));
           return;
         }
-        const std::uint64_t ticket = c.msg.lane_reply = st.lanes->next_ticket();
+        c.msg.lane_reply = ticket;
         auto done = [self, s, ticket, done = c.done](or_fault<kv_pull_reply> r) {
           auto* reply = std::get_if<kv_pull_reply>(&r);
-          if (!reply || reply->lane.empty()) {  // an error, or answered in the message: no payload comes
-            if (!reply && std::get<fault>(r).code == errc::timed_out) self->state.lanes->replies.abandon({s, ticket});
+          if (!reply) {  // no payload comes; one still on its way after a timeout is dropped
+            if (std::get<fault>(r).code == errc::timed_out) self->state.lanes->abandon(s, ticket);
             return done(std::move(r));
           }
-          if (reply->lane.ticket != ticket)
-            return done(fault{errc::malformed, "shard " + std::to_string(s) +
-                                                   " named a lane payload this member did not ask for; run one "
-                                                   "troupe build on every node"});
-          waiting_pull w{std::move(*reply), done};
-          if (auto t = self->state.lanes->replies.wait({s, ticket}, std::move(w))) finish_pull(std::move(w), *t);
+          self->state.lanes->on_reply(s, ticket, std::move(*reply), done);
         };
         ask<kv_pull_reply>(self, st.shards.at(s), request_timeout(self), std::move(done), pull_atom::value,
                            std::move(c.msg));
       },
       [=](lane_payload& p) {
-        auto& st = self->state;
-        if (!st.lanes) return;
-        if (auto met = st.lanes->replies.payload({p.peer, p.ticket}, std::move(p.data)))
-          finish_pull(std::move(met->waiter), std::move(met->payload));
+        if (self->state.lanes) self->state.lanes->on_payload(p);
       },
       [=](const lane_event& e) {
-        auto& st = self->state;
-        if (!st.lanes) return;
-        if (e.opened) {
-          st.lanes->opened(e.peer);
-          spdlog::info("troupe.kv: exchanges large tensors with shard {} over a bulk lane", e.peer);
-          return;
-        }
-        spdlog::warn("troupe.kv: the bulk lane to shard {} closed ({}); its tensors go in the messages", e.peer, e.why);
-        for (auto& w : st.lanes->closed(e.peer))
-          w.done(fault{errc::shard_lost, "the bulk lane to shard " + std::to_string(e.peer) + " closed: " + e.why});
+        if (self->state.lanes) self->state.lanes->on_event(e);
       },
       [=](member_call_optimizer& c) {
         c.msg.worker = self->state.place.rank;

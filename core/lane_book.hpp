@@ -46,6 +46,7 @@ class member_book {
     return s < to_.size() && to_[s] == state::open && bytes >= min_bytes;
   }
   state of(std::uint32_t s) const { return s < to_.size() ? to_[s] : state::off; }
+  std::size_t size() const { return to_.size(); }  // shards
   std::uint64_t next_ticket() { return next_++; }
 
   rendezvous<Reply> replies;  // keyed (shard, ticket)
