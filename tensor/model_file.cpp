@@ -51,6 +51,9 @@ std::optional<std::string> save_model(const std::filesystem::path& path, const s
 
 expected<saved_model> load_model(const std::filesystem::path& path) {
   auto file = read_tensor_file(path, kind);
+  if (!file && ends_with(path.filename().string(), ".npz"))
+    return failure{file.error().message + " (a .npz archive is for other frameworks; give the file --save-model wrote "
+                                          "under a name without .npz)"};
   if (!file) return file.error();
   const std::string what = path.string() + ": ";
   const auto& meta = file->meta;

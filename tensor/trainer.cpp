@@ -43,6 +43,11 @@ local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t 
   replica_.commit_params();
 }
 
+void local_stepper::load_params(const_tensor_view host) {
+  copy(replica_.params(), host);
+  replica_.commit_params();
+}
+
 double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
   const double loss = replica_.compute_gradients(x, y);
   opt_.step(replica_.compute_params(), replica_.compute_grads(), lr);
@@ -71,6 +76,12 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
 
   const lr_schedule schedule = make_schedule(cfg, n);
   local_stepper stepper(m, cfg.optimizer, batch, cfg.seed, c);
+  if (!cfg.initial_params.empty()) {
+    if (cfg.initial_params.type() != dtype::f32 || cfg.initial_params.numel() != m.num_params())
+      return failure{"the initial parameters number " + std::to_string(cfg.initial_params.numel()) + " where model " +
+                     m.name() + " has " + std::to_string(m.num_params())};
+    stepper.load_params(cfg.initial_params);
+  }
   tensor xb(data.train.sample_shape().prepend(batch));
   tensor yb({batch}, dtype::i32);
 

@@ -28,6 +28,7 @@ struct local_train_config {
   lr_schedule_kind schedule = lr_schedule_kind::cosine;
   float warmup_epochs = 0.5f;
   std::uint64_t seed = 1;
+  tensor initial_params;  // host f32 in the model's layout (train-local --init-from); empty: from the seed
 };
 
 struct step_progress {
@@ -100,6 +101,8 @@ class local_stepper {
                 const compute& c = host_compute());
   // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
   double step(const_tensor_view x, const_tensor_view y, float lr);
+  // Replaces the parameters with `host` (num_params f32 in host memory).
+  void load_params(const_tensor_view host);
   const model& net() const { return replica_.net(); }
   // The current parameters in host memory (downloaded first when they live on a device).
   const tensor& params() { return replica_.fetch_params(); }

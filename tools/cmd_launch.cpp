@@ -18,6 +18,7 @@
 #include "monitoring/trace.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/model_export.hpp"
 #include "tools/job_dirs.hpp"
 #include "tools/observe_cli.hpp"
 #include "tools/port_reservation.hpp"
@@ -43,6 +44,7 @@ struct launch_cli {
   job_cli_options job;
   observe_options observe;
   std::string prometheus_config;
+  std::string save_model;  // passed to the coordinator, which holds the final parameters
   std::vector<std::string> command;  // after --: the workers of a key-value job
   CLI::App* app = nullptr;
 };
@@ -99,6 +101,23 @@ int run_launch(launch_cli& o) {
       print_error(*why);
       return exit_usage;
     }
+  std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh
+  if (!save_model.empty()) {
+    if (job->kv || job->simulate_compute_ms > 0) {
+      print_error(std::string("--save-model: ") +
+                  (job->kv ? "a key-value job's model is its members' own; they save it"
+                           : "a job with --simulate-compute trains no real parameters") +
+                  "; leave --save-model out");
+      return exit_usage;
+    }
+    if (o.local) {
+      if (auto why = save_model_unwritable(save_model)) {
+        print_error(*why);
+        return exit_usage;
+      }
+      save_model = std::filesystem::absolute(save_model).string();
+    }
+  }
   launch_request req;
   req.worker_command = o.command;
   req.servers = job->servers;
@@ -154,6 +173,7 @@ int run_launch(launch_cli& o) {
       flags.insert(flags.end(), {"--trace", file, "--trace-events", std::to_string(o.observe.trace_events)});
       traces.push_back(file);
     }
+    if (node == "coordinator" && !save_model.empty()) flags.insert(flags.end(), {"--save-model", save_model});
     // The device is each worker node's own choice; the coordinator and shards ignore it.
     // `--device cuda` spreads a host's workers over its GPUs: the k-th worker on a host
     // gets cuda:k (one that asks for a GPU the host lacks fails with that message).
@@ -336,6 +356,10 @@ command add_launch(CLI::App& parent) {
   app->add_flag("--no-bulk-lanes", o->no_bulk_lanes,
                 "Send large tensors between hosts inside the actor messages instead of on lanes of their own (one "
                 "more port per shard server)")
+      ->group(g);
+  app->add_option("--save-model", o->save_model,
+                  "The coordinator writes the final parameters to FILE (on its host; see train --save-model for "
+                  "the formats)")
       ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")
       ->check(CLI::Range(0.01, 3600.0))

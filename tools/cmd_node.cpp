@@ -19,6 +19,7 @@
 #include "tensor/gemm.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/model_export.hpp"
 #include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
@@ -32,6 +33,7 @@ struct node_cli {
   std::string role;
   job_cli_options job;
   observe_options observe;
+  std::string save_model;  // the coordinator's: it holds the final parameters
   CLI::App* app = nullptr;
 };
 
@@ -64,6 +66,19 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   }
   job_spec job = std::move(*spec);
   job.job_id = plan.job_id;
+  if (!o.save_model.empty()) {
+    if (job.kv || job.simulate_compute_ms > 0) {
+      print_error(std::string("--save-model: ") +
+                  (job.kv ? "a key-value job's model is its members' own; they save it"
+                          : "a job with --simulate-compute trains no real parameters") +
+                  "; leave --save-model out");
+      return exit_usage;
+    }
+    if (auto why = save_model_unwritable(o.save_model)) {
+      print_error(*why);
+      return exit_failed;
+    }
+  }
   if (job.kv) {
     auto result = run_kv_coordinator_node(plan, job, {}, [&](const endpoint& at) {
       std::cerr << "coordinator of key-value job " << job.job_id << " listening on " << at.str()
@@ -99,6 +114,12 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     print_error(troupe::describe(result.error()));
     return exit_failed;
   }
+  if (!o.save_model.empty())
+    if (auto why = export_model(o.save_model, job.train.model, *m, result->params,
+                                job_model_source("troupe node (coordinator)", job, *result))) {
+      print_error(*why);
+      return exit_failed;
+    }
   print_job_result(*result);
   return exit_ok;
 }
@@ -264,6 +285,7 @@ command add_node(CLI::App& parent) {
   add_job_options(*app, o->job);
   add_observe_options(*app, o->observe);
   add_config_option(*app);
+  add_save_model_option(*app, o->save_model);  // the coordinator's
   return {app, [o]() -> int { leave(run_node(*o)); }};
 }
 

@@ -10,6 +10,7 @@
 #include "tensor/gemm.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
+#include "tools/model_export.hpp"
 #include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
@@ -20,7 +21,7 @@ struct train_cli {
   job_cli_options job;
   observe_options observe;
   bool show_model = false;
-  std::string job_id;
+  std::string job_id, save_model;
 };
 
 int run_train(const train_cli& t) {
@@ -32,6 +33,16 @@ int run_train(const train_cli& t) {
   }
   job_spec job = std::move(*spec);
   if (!t.job_id.empty()) job.job_id = t.job_id;
+  if (!t.save_model.empty()) {
+    if (job.simulate_compute_ms > 0) {
+      print_error("--save-model: a job with --simulate-compute trains no real parameters; leave one of them out");
+      return exit_usage;
+    }
+    if (auto why = save_model_unwritable(t.save_model)) {
+      print_error(*why);
+      return exit_failed;
+    }
+  }
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
   const device dev = chosen_device(o.train);
   if (auto why = device_unusable(dev)) {
@@ -66,6 +77,12 @@ int run_train(const train_cli& t) {
     print_error(troupe::describe(result.error()));
     return exit_failed;
   }
+  if (!t.save_model.empty())
+    if (auto why = export_model(t.save_model, job.train.model, *m, result->params,
+                                job_model_source("troupe train", job, *result))) {
+      print_error(*why);
+      return exit_failed;
+    }
   print_job_result(*result);
   return traced ? exit_ok : exit_failed;
 }
@@ -87,6 +104,7 @@ command add_train(CLI::App& parent) {
         return {};
       });
   app->add_flag("--show-model", o->show_model, "Print the layers before training (their indices are what --cuts takes)");
+  add_save_model_option(*app, o->save_model);
   return {app, [o] { return run_train(*o); }};
 }
 

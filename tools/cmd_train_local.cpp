@@ -11,6 +11,7 @@
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
 #include "tools/config_file.hpp"
+#include "tools/model_export.hpp"
 #include "tools/progress.hpp"
 
 namespace troupe::cli {
@@ -22,10 +23,16 @@ struct train_local_options {
   data_options data;
   int threads = 1;
   bool show_model = false;
+  std::string save_model, init_from;
 };
 
 int run_train_local(const train_local_options& o) {
-  const local_train_config cfg = resolve_train_options(o.train);
+  local_train_config cfg = resolve_train_options(o.train);
+  if (!o.save_model.empty())
+    if (auto why = save_model_unwritable(o.save_model)) {
+      print_error(*why);
+      return exit_failed;
+    }
   set_blas_threads(o.threads);
   std::optional<backend_context> backend;
   compute exec;
@@ -49,10 +56,21 @@ int run_train_local(const train_local_options& o) {
             << data->test.size() << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch "
             << cfg.batch_size << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads
             << " BLAS thread(s)\n";
-  if (o.show_model) {
-    auto spec = parse_model_spec(cfg.model);
-    auto m = model::build(*spec, data->train.sample_shape(), data->train.num_classes);
-    if (m) std::cerr << m->describe();
+  auto spec = parse_model_spec(cfg.model);
+  auto m = spec ? model::build(*spec, data->train.sample_shape(), data->train.num_classes) : expected<model>(spec.error());
+  if (!m) {
+    print_error(m.error().message);
+    return exit_failed;
+  }
+  if (o.show_model) std::cerr << m->describe();
+  if (!o.init_from.empty()) {
+    auto initial = params_for("--init-from", o.init_from, *m);
+    if (!initial) {
+      print_error(initial.error().message);
+      return exit_failed;
+    }
+    cfg.initial_params = std::move(*initial);
+    std::cerr << "train-local: starts from the parameters in " << o.init_from << "\n";
   }
 
   progress_printer progress(cfg.epochs, progress_printer::stderr_is_terminal());
@@ -64,6 +82,16 @@ int run_train_local(const train_local_options& o) {
     print_error(result.error().message);
     return exit_failed;
   }
+  if (!o.save_model.empty())
+    if (auto why = export_model(o.save_model, cfg.model, *m, result->params,
+                                {{"command", "troupe train-local"},
+                                 {"epochs", result->epochs},
+                                 {"seed", cfg.seed},
+                                 {"test_accuracy", result->test_accuracy},
+                                 {"init_from", o.init_from}})) {
+      print_error(*why);
+      return exit_failed;
+    }
   nlohmann::ordered_json out;
   out["test_accuracy"] = round_to(result->test_accuracy, 4);
   out["train_seconds"] = round_to(result->train_seconds, 3);
@@ -84,6 +112,9 @@ command add_train_local(CLI::App& parent) {
   app->add_flag("--show-model", o->show_model, "Print the layers before training");
   add_data_options(*app, o->data);
   add_config_option(*app);
+  add_save_model_option(*app, o->save_model);
+  app->add_option("--init-from", o->init_from,
+                  "Start from the parameters in this model file (written by --save-model) instead of the seed's");
   return {app, [o] { return run_train_local(*o); }};
 }
 

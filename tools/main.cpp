@@ -11,6 +11,7 @@
 #include "net/node_runtime.hpp"
 #include "tools/config_file.hpp"
 #include "tools/cli_common.hpp"
+#include "tools/cmd_evaluate.hpp"
 #include "tools/cmd_launch.hpp"
 #include "tools/cmd_node.hpp"
 #include "tools/cmd_tls.hpp"
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
   std::vector<command> commands;
   commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
+  commands.push_back(add_evaluate(app));
   commands.push_back(add_node(app));
   commands.push_back(add_launch(app));
   commands.push_back(add_tls(app));

@@ -1,12 +1,14 @@
 // Tests for tensor/trainer.cpp: the MLP learns a 10k-sample subset of Fashion-MNIST to at
 // least 80% in one epoch, runs are bitwise reproducible for a seed (and through a backend),
-// and a diverging run stops with a message that says what to change.
+// a run starts from given parameters, and a diverging run stops with a message that says
+// what to change.
 #define BOOST_TEST_MODULE trainer
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
 
 #include "tensor/backend.hpp"
+#include "tensor/model_spec.hpp"
 #include "tensor/trainer.hpp"
 
 using namespace troupe;
@@ -46,6 +48,33 @@ BOOST_AUTO_TEST_CASE(runs_are_bitwise_reproducible) {
   cfg.seed = 2;
   auto c = train_local(cfg, data);
   BOOST_TEST(std::memcmp(a->params.bytes(), c->params.bytes(), a->params.nbytes()) != 0);
+}
+
+// initial_params (train-local --init-from): the seed's own parameters given explicitly
+// train bitwise as the seed does; other ones change the result; a wrong count is named.
+BOOST_AUTO_TEST_CASE(a_run_starts_from_given_parameters) {
+  auto data = make_synthetic(1000, 200, 4);
+  local_train_config cfg;
+  cfg.epochs = 1;
+  cfg.batch_size = 50;
+  auto plain = train_local(cfg, data);
+  BOOST_REQUIRE(plain.has_value());
+  auto spec = parse_model_spec(cfg.model);
+  auto m = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
+  BOOST_REQUIRE(m.has_value());
+  cfg.initial_params = tensor::uninitialized({m->num_params()});
+  m->init_params(cfg.initial_params, cfg.seed);
+  auto same = train_local(cfg, data);
+  BOOST_REQUIRE(same.has_value());
+  BOOST_TEST(std::memcmp(plain->params.bytes(), same->params.bytes(), plain->params.nbytes()) == 0);
+  m->init_params(cfg.initial_params, cfg.seed + 1);
+  auto other = train_local(cfg, data);
+  BOOST_REQUIRE(other.has_value());
+  BOOST_TEST(std::memcmp(plain->params.bytes(), other->params.bytes(), plain->params.nbytes()) != 0);
+  cfg.initial_params = tensor::uninitialized({7});
+  auto wrong = train_local(cfg, data);
+  BOOST_REQUIRE(!wrong.has_value());
+  BOOST_TEST(wrong.error().message.find("initial parameters number 7") != std::string::npos, wrong.error().message);
 }
 
 // Training through a backend (the CPU backend, staged like a device: parameters, batches

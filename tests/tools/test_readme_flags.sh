@@ -6,7 +6,7 @@ set -euo pipefail
 bin=$1
 readme=$2
 missing=0
-for sub in train train-local node launch "tls init" "tls secret"; do
+for sub in train train-local evaluate node launch "tls init" "tls secret"; do
   # shellcheck disable=SC2086  # "tls init" is two words
   for flag in $("$bin" $sub --help | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u); do
     if ! grep -qE -- "${flag}([^a-z0-9-]|$)" "$readme"; then
