@@ -14,6 +14,10 @@
 namespace py = pybind11;
 using namespace troupe;
 
+namespace troupe {
+void bind_model_files(py::module_& m);  // model_bindings.cpp
+}
+
 namespace {
 
 py::object error_type;  // troupe.Error, set at import
@@ -151,6 +155,7 @@ PYBIND11_MODULE(_troupe, m) {
     o.timeout = std::chrono::milliseconds(static_cast<std::int64_t>(timeout_s * 1000));
     return unlocked([&] { return kv::kvstore::open(o); });
   });
+  bind_model_files(m);
   m.def("open_local_group", [](std::uint32_t workers, const std::string& mode, std::uint32_t servers,
                                std::int32_t staleness, std::int64_t bound, double timeout_s) {
     kv::options o;

@@ -4,8 +4,10 @@
   (``troupe.kv.create('local' | 'dist_sync' | 'dist_async' | 'dist_ssp')``).
 - troupe.torch: a Horovod-style DistributedOptimizer for PyTorch (imported on demand,
   so troupe.kv works without PyTorch).
+- troupe.models: the model files that ``--save-model`` writes, read into NumPy.
 """
 from .errors import Error
 from . import kv
+from . import models
 
-__all__ = ["Error", "kv"]
+__all__ = ["Error", "kv", "models"]
