@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "core/bubble_meter.hpp"
@@ -62,6 +63,12 @@ class job_ledger {
   void add_staleness(epoch_summary& s, const staleness_totals& t);
   // The last epoch's evaluation, for the result.
   void record_final(const epoch_summary& s);
+  // Note [Accuracy at chance]: an evaluated epoch whose test accuracy is at chance for
+  // `classes` (at most 1.5 / classes) while its training loss stayed finite: the run
+  // collapsed (dead ReLUs, a step that diverged without a NaN loss) or never learned,
+  // which no loss check sees. The operator's message, saying which and what to change;
+  // the first such epoch goes in the result (accuracy_at_chance_epoch).
+  std::optional<std::string> check_accuracy(const epoch_summary& s, std::int64_t classes);
 
   job_result result(const staleness_totals& t, std::int64_t workers_lost, tensor params) const;
 
@@ -82,6 +89,8 @@ class job_ledger {
   staleness_totals at_last_close_;
   bool final_evaluated_ = false;
   double final_accuracy_ = 0.0, final_loss_ = 0.0;
+  double best_accuracy_ = -1.0;  // over the evaluated epochs so far
+  std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
 };
 
 }  // namespace troupe

@@ -239,6 +239,7 @@ struct job_result {
   std::int32_t epochs = 0;
   bool evaluated = false;         // false with --simulate-compute
   double test_accuracy = 0.0, test_loss = 0.0;
+  std::int32_t accuracy_at_chance_epoch = -1;  // the first epoch evaluated at chance (Note [Accuracy at chance]); -1: none
   double train_seconds = 0.0;
   double samples_per_second = 0.0;
   // samples/s up to the moment the first worker finished: the rate while every worker

@@ -220,6 +220,9 @@ void print_job_result(const job_result& r) {
   out["servers"] = r.servers;
   out["epochs"] = r.epochs;
   out["test_accuracy"] = r.evaluated ? nlohmann::ordered_json(round_to(r.test_accuracy, 4)) : nullptr;
+  // The first epoch (1-based) whose test accuracy was at chance (Note [Accuracy at chance]).
+  out["accuracy_at_chance_epoch"] =
+      r.accuracy_at_chance_epoch >= 0 ? nlohmann::ordered_json(r.accuracy_at_chance_epoch + 1) : nullptr;
   out["train_seconds"] = round_to(r.train_seconds, 3);
   out["samples_per_second"] = round_to(r.samples_per_second, 1);
   out["steady_samples_per_second"] = round_to(r.steady_samples_per_second, 1);

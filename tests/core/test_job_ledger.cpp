@@ -2,9 +2,12 @@
 // step; an epoch's summary has its samples per second, mean loss and (for pipelines) its
 // bubble; staleness is reported per epoch as the change since the previous close; the
 // result has the whole run's figures, the steady rate up to the first member that
-// finished, and each stage's peak of stored activations.
+// finished, and each stage's peak of stored activations; an accuracy at chance with a
+// finite loss is reported.
 #define BOOST_TEST_MODULE job_ledger
 #include <boost/test/unit_test.hpp>
+
+#include <cmath>
 
 #include "core/job_ledger.hpp"
 
@@ -98,4 +101,40 @@ BOOST_AUTO_TEST_CASE(the_result_has_the_whole_runs_figures) {
   BOOST_TEST(r.test_accuracy == 0.9);
   BOOST_TEST(r.params.numel() == 5);
   BOOST_TEST(r.mode == "async");
+}
+
+// Note [Accuracy at chance]: a run that learned and then fell to chance is said to have
+// collapsed, one at chance from its first evaluation not to have learned; a healthy
+// epoch, an unevaluated one and a NaN loss (the loss check's) are not reported; the
+// result keeps the first epoch at chance.
+BOOST_AUTO_TEST_CASE(an_accuracy_at_chance_with_a_finite_loss_is_reported) {
+  job_ledger l(pipeline_job());
+  auto at = [&](int epoch, double accuracy, double loss = 2.3, bool evaluated = true) {
+    epoch_summary s;
+    s.epoch = epoch;
+    s.evaluated = evaluated;
+    s.test_accuracy = accuracy;
+    s.train_loss = loss;
+    return l.check_accuracy(s, 10);
+  };
+  BOOST_TEST(!at(0, 0.82).has_value());
+  BOOST_TEST(!at(1, 0.10, 2.3, false).has_value());
+  BOOST_TEST(!at(1, 0.10, std::nan("")).has_value());
+  const auto collapsed = at(1, 0.1);
+  BOOST_REQUIRE(collapsed.has_value());
+  BOOST_TEST(collapsed->find("epoch 2: test accuracy 10.00% is chance for 10 classes") == 0u, *collapsed);
+  BOOST_TEST(collapsed->find("collapsed (it reached 82.00% at epoch 1)") != std::string::npos, *collapsed);
+  BOOST_TEST(collapsed->find("lower --lr") != std::string::npos, *collapsed);
+  BOOST_TEST(at(2, 0.12).has_value());  // still at chance (<= 15%), reported again
+  BOOST_TEST(!at(3, 0.16).has_value());
+  BOOST_TEST(l.result({}, 0, {}).accuracy_at_chance_epoch == 1);
+  job_ledger fresh(pipeline_job());
+  epoch_summary first;
+  first.evaluated = true;
+  first.test_accuracy = 0.09;
+  first.train_loss = 2.302;
+  const auto never = fresh.check_accuracy(first, 10);
+  BOOST_REQUIRE(never.has_value());
+  BOOST_TEST(never->find("has not learned") != std::string::npos, *never);
+  BOOST_TEST(job_ledger(pipeline_job()).result({}, 0, {}).accuracy_at_chance_epoch == -1);
 }
