@@ -110,9 +110,9 @@ TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
-               x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second, x.samples, x.mean_staleness,
-               x.max_staleness, x.workers_lost, x.rejected, x.pipeline_stages, x.microbatches, x.bubble,
-               x.peak_stored, x.push_bytes_per_step, x.params)
+               x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second,
+               x.samples, x.samples_planned, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
+               x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.params)
 
 TROUPE_INSPECT(kv_part, x.id, x.shard, x.row_begin, x.rows, x.numel)
 TROUPE_INSPECT(kv_key_layout, x.id, x.name, x.dims, x.parts)

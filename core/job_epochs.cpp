@@ -77,7 +77,11 @@ void job_core::gathered(std::uint64_t id, job_actions_list& out) {
   gathers_.erase(id);
   const staleness_totals totals = sum_stats(g.stats);
   if (!g.epoch) {  // the final gather
-    finish(ledger_.result(totals, workers_lost_, std::move(final_params_)), out);
+    job_result r = ledger_.result(totals, workers_lost_, std::move(final_params_));
+    if (r.samples < r.samples_planned)
+      out.push_back(note{"trained " + std::to_string(r.samples) + " of the " + std::to_string(r.samples_planned) +
+                         " samples planned: the lost workers' shares of their epochs were not trained"});
+    finish(std::move(r), out);
     return;
   }
   const std::int32_t e = *g.epoch;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/job.hpp"
+
 namespace troupe {
 
 namespace {
@@ -131,6 +133,7 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.accuracy_at_chance_epoch = chance_epoch_;
   r.train_seconds = seconds(t_end_ - t_start_);
   r.samples = samples_;
+  r.samples_planned = samples_per_worker(job_) * static_cast<std::int64_t>(job_.workers) * job_.train.epochs;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(samples_) / r.train_seconds : 0.0;
   if (first_done_) {
     const double secs = seconds(first_done_->first - t_start_);

@@ -247,6 +247,9 @@ struct job_result {
   // slowest one takes to finish its own shard)
   double steady_samples_per_second = 0.0;
   std::int64_t samples = 0;
+  // What the job set out to train: each worker's share of the training set, every epoch.
+  // Fewer were trained when a worker was lost and nobody took over its share.
+  std::int64_t samples_planned = 0;
   double mean_staleness = 0.0;
   std::int64_t max_staleness = 0;
   std::int64_t workers_lost = 0;

@@ -235,6 +235,8 @@ void print_job_result(const job_result& r) {
     out["peak_stored"] = r.peak_stored;
   }
   out["push_bytes_per_step"] = round_to(r.push_bytes_per_step, 1);
+  out["samples_trained"] = r.samples;
+  out["samples_planned"] = r.samples_planned;
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
   // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).

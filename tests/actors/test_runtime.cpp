@@ -105,6 +105,11 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {
   BOOST_REQUIRE(!live.events.empty());
   BOOST_TEST(live.events[0].find("is gone") != std::string::npos);
   BOOST_TEST(r->test_accuracy > 0.5);
+  // Most of its share of the last two epochs was not trained (it was killed once its
+  // first epoch closed, a few steps into the next), and the job says so.
+  BOOST_TEST(r->samples_planned == 6000 / 3 * 3 * 3);
+  BOOST_TEST(r->samples <= r->samples_planned - 6000 / 3);
+  BOOST_TEST(live.events.back().find("samples planned") != std::string::npos, live.events.back());
 }
 
 BOOST_AUTO_TEST_CASE(a_replacement_worker_rejoins_and_the_job_finishes) {

@@ -89,6 +89,7 @@ BOOST_AUTO_TEST_CASE(the_result_has_the_whole_runs_figures) {
   l.record_final(last);
   const job_result r = l.result(staleness_totals{6, 3, 4, 1}, 2, tensor({5}));
   BOOST_TEST(r.samples == 400);
+  BOOST_TEST(r.samples_planned == 0);  // the job's data was never loaded: it planned nothing
   BOOST_TEST(r.train_seconds == 4.0, tt::tolerance(1e-9));
   BOOST_TEST(r.samples_per_second == 100.0, tt::tolerance(1e-9));
   BOOST_TEST(r.steady_samples_per_second == 200.0, tt::tolerance(1e-9));
@@ -101,6 +102,16 @@ BOOST_AUTO_TEST_CASE(the_result_has_the_whole_runs_figures) {
   BOOST_TEST(r.test_accuracy == 0.9);
   BOOST_TEST(r.params.numel() == 5);
   BOOST_TEST(r.mode == "async");
+}
+
+// Each worker's share of the training set, every epoch (the remainder of an uneven
+// split is never trained, by design).
+BOOST_AUTO_TEST_CASE(the_samples_planned_are_every_worker_s_share_of_every_epoch) {
+  job_spec j = pipeline_job();
+  j.workers = 3;
+  j.train_size = 1000;
+  j.train.epochs = 4;
+  BOOST_TEST(job_ledger(j).result({}, 0, {}).samples_planned == 333 * 3 * 4);
 }
 
 // Note [Accuracy at chance]: a run that learned and then fell to chance is said to have

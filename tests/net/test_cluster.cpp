@@ -95,6 +95,8 @@ BOOST_AUTO_TEST_CASE(a_loopback_cluster_trains) {
   const auto j = result_of(coord);
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.8);
   BOOST_TEST(j["workers_lost"].get<int>() == 0);
+  BOOST_TEST(j["samples_planned"].get<int>() == 6000 / 2 * 2 * 2);
+  BOOST_TEST(j["samples_trained"].get<int>() == j["samples_planned"].get<int>());
   for (auto* p : {&s, &w0, &w1}) BOOST_TEST((p->wait(20s) == std::optional<int>(0)), p->err());
 }
 
