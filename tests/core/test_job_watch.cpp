@@ -1,0 +1,111 @@
+// Tests for core/job_watch.cpp, stepped by hand with explicit time
+// (tests/support/job_core_harness.hpp): a bad snapshot, a dead shard and a diverged member
+// end the job with their typed errors; the watchdog ends a stalled job naming who is
+// where, and does not count time the process did not run; local group ids are relayed
+// only from their leader; the step rates name a straggler.
+#define BOOST_TEST_MODULE job_watch
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "tests/support/job_core_harness.hpp"
+
+using namespace troupe;
+using namespace troupe::test::job_core_tests;
+using test::all_of;
+using test::only;
+
+BOOST_AUTO_TEST_CASE(a_bad_snapshot_a_dead_shard_and_a_diverged_member_end_the_job) {
+  harness h(tiny_job(sync_mode::async));
+  h.start();
+  h.epoch(0, 0);
+  const auto g = only<gather>(h.epoch(1, 0));
+  const auto bad = h.core->on_snapshot(g.id, 1, params_reply{1, 1, tensor({2}), {}});
+  BOOST_TEST(fault_of(bad) == "bad_shape: shard 1 sent a snapshot of the wrong size");
+  harness d(tiny_job(sync_mode::async));
+  d.start();
+  const auto dead = d.core->on_shard_down(1, "remote_link_unreachable");
+  BOOST_TEST(fault_of(dead).find("shard_lost: shard 1 died (remote_link_unreachable)") == 0u);
+  BOOST_TEST(d.core->on_shard_down(0, "again").empty());  // the job has ended once
+  harness v(tiny_job(sync_mode::async));
+  v.start();
+  const auto diverged =
+      v.core->on_member_down(0, fault{errc::diverged, "the training loss became nan"}, "diverged: ...", v.now);
+  BOOST_TEST(fault_of(diverged) == "diverged: the training loss became nan");
+}
+
+BOOST_AUTO_TEST_CASE(the_watchdog_ends_a_stalled_job_naming_who_is_where) {
+  harness early(tiny_job(sync_mode::async));
+  early.shard();
+  early.later(milliseconds(4000));
+  BOOST_TEST(early.core->on_tick(early.now).empty());
+  early.later(milliseconds(1500));
+  BOOST_TEST(fault_of(early.core->on_tick(early.now)) ==
+             "stalled: no progress for 5 s (1 of 2 shards and 0 of 2 workers joined)");
+  harness h(tiny_job(sync_mode::async));
+  h.start();
+  h.later(milliseconds(3000));
+  h.step(0, 3, 0);  // progress resets the watchdog
+  h.later(milliseconds(3000));
+  BOOST_TEST(h.core->on_tick(h.now).empty());
+  h.later(milliseconds(2500));
+  BOOST_TEST(fault_of(h.core->on_tick(h.now)) ==
+             "stalled: no progress for 5 s (worker 0 at clock 3, worker 1 at clock 0)");
+}
+
+BOOST_AUTO_TEST_CASE(a_local_group_id_is_relayed_only_from_its_leader) {
+  job_spec job = tiny_job(sync_mode::sync, 3);
+  job.local_reduce = true;
+  harness h(job);
+  for (std::uint32_t s = 0; s < 2; ++s) h.shard();
+  for (int r = 0; r < 3; ++r) h.member({}, 0, "job-under-test", "cpu@host:1");
+  const auto go = h.core->shards_started(h.now);
+  BOOST_TEST((all_of<welcome_member>(go)[2].assignment.group == std::vector<std::uint32_t>{0, 1, 2}));
+  const group_id id{0, {1, 2, 3}};
+  const auto relay = only<relay_group_id>(h.core->on_group_id(0, id));
+  BOOST_TEST((relay.to == std::vector<std::uint32_t>{1, 2}));
+  BOOST_TEST((relay.id.id == std::vector<std::uint8_t>{1, 2, 3}));
+  BOOST_TEST(all_of<relay_group_id>(h.core->on_group_id(2, group_id{2, {9}})).empty());  // not a leader
+  BOOST_TEST(all_of<relay_group_id>(h.core->on_group_id(1, id)).empty());  // not its sender
+}
+
+BOOST_AUTO_TEST_CASE(the_step_rates_name_a_straggler) {
+  observability obs;
+  obs.metrics = std::make_shared<monitoring::registry>("job-under-test");
+  harness h(tiny_job(sync_mode::async, 3), obs);
+  h.start();
+  for (int t = 1; t <= 3; ++t) {
+    h.later(milliseconds(1000));
+    h.step(0, 10 * t, 0);
+    h.step(1, 10 * t, 0);
+    h.step(2, 2 * t, 0);  // a fifth of the others' pace
+    BOOST_TEST(h.core->on_tick(h.now).empty());
+  }
+  std::istringstream scrape(obs.metrics->scrape());
+  double straggler = -1, peer = -1;
+  for (std::string line; std::getline(scrape, line);) {
+    if (line.rfind("troupe_worker_relative_step_rate{", 0) != 0) continue;
+    const double v = std::stod(line.substr(line.rfind(' ') + 1));
+    if (line.find("rank=\"2\"") != std::string::npos) straggler = v;
+    if (line.find("rank=\"1\"") != std::string::npos) peer = v;
+  }
+  BOOST_TEST(straggler == 0.2, boost::test_tools::tolerance(1e-9));
+  BOOST_TEST(peer == 1.0, boost::test_tools::tolerance(1e-9));
+}
+
+// Note [Paused processes]: a gap between two ticks longer than paused_gap is time the
+// process did not run, not a stall; a stall after the pause is still caught.
+BOOST_AUTO_TEST_CASE(the_watchdog_does_not_count_time_the_process_did_not_run) {
+  harness h(tiny_job(sync_mode::async));  // stall timeout 5 s
+  h.start();
+  h.later(milliseconds(1000));
+  BOOST_TEST(h.core->on_tick(h.now).empty());
+  h.later(job_core::paused_gap + std::chrono::seconds(20));  // stopped with Ctrl-Z for half a minute
+  BOOST_TEST(h.core->on_tick(h.now).empty());
+  for (int s = 0; s < 3; ++s) {  // running again, and no member makes progress
+    h.later(milliseconds(1000));
+    BOOST_TEST(h.core->on_tick(h.now).empty());
+  }
+  h.later(milliseconds(1000));
+  BOOST_TEST(fault_of(h.core->on_tick(h.now)).find("stalled: no progress for 5 s") == 0u);
+}
