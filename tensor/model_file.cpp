@@ -84,6 +84,7 @@ expected<saved_model> load_model(const std::filesystem::path& path) {
   if (meta.contains("blocks") && meta["blocks"] != blocks_of(*m))
     return failure{what + "its parameter blocks are not those model '" + out.spec + "' builds in this Troupe"};
   out.params = std::move(*params);
+  out.net = std::move(*m);
   return out;
 }
 

@@ -26,8 +26,9 @@ struct saved_model {
   std::string spec;       // as the model was asked for ("mlp", "mlp:784-64-10", ...)
   shape input;            // one sample's shape
   std::int64_t classes = 0;
-  tensor params;          // f32, m.num_params()
+  tensor params;          // f32, net->num_params()
   nlohmann::json source;  // what made it (command, job, epochs, accuracy)
+  std::optional<model> net;  // what the spec builds for that input and class count; set by load_model
 };
 
 // Writes params (m.num_params() f32) of model m, built from `spec`, to `path`: .npz when

@@ -9,7 +9,6 @@
 
 #include "tensor/evaluate.hpp"
 #include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
 
 namespace troupe::cli {
 
@@ -38,9 +37,7 @@ int run_evaluate(const evaluate_options& o) {
                 test.sample_shape().str() + " and " + std::to_string(test.num_classes));
     return exit_failed;
   }
-  auto spec = parse_model_spec(saved->spec);
-  auto m = model::build(*spec, saved->input, saved->classes);  // load_model built it already
-  const eval_result r = evaluate(*m, saved->params, test);
+  const eval_result r = evaluate(*saved->net, saved->params, test);
   std::cerr << "evaluate: model " << saved->spec << " from " << o.model_file << " on " << r.samples << " test samples ("
             << test.name << ")\n";
   nlohmann::ordered_json out;

@@ -5,7 +5,6 @@
 
 #include "base/durable_file.hpp"
 #include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
 
 namespace troupe::cli {
 
@@ -43,11 +42,10 @@ expected<tensor> params_for(const std::string& flag, const std::string& path, co
     return failure{flag + ": " + path + " holds a model for inputs of shape " + saved->input.str() + " and " +
                    std::to_string(saved->classes) + " classes; this data has " + m.input_shape().str() + " and " +
                    std::to_string(m.output_shape().numel())};
-  auto spec = parse_model_spec(saved->spec);
-  auto built = spec ? model::build(*spec, saved->input, saved->classes) : expected<model>(spec.error());
-  bool same = built && built->num_params() == m.num_params() && built->blocks().size() == m.blocks().size();
+  const model& built = *saved->net;
+  bool same = built.num_params() == m.num_params() && built.blocks().size() == m.blocks().size();
   for (std::size_t i = 0; same && i < m.blocks().size(); ++i)
-    same = built->blocks()[i].name == m.blocks()[i].name && built->blocks()[i].shape.str() == m.blocks()[i].shape.str();
+    same = built.blocks()[i].name == m.blocks()[i].name && built.blocks()[i].shape.str() == m.blocks()[i].shape.str();
   if (!same)
     return failure{flag + ": " + path + " holds model '" + saved->spec + "' (" + std::to_string(saved->params.numel()) +
                    " parameters), not this command's " + m.name() + " (" + std::to_string(m.num_params()) +

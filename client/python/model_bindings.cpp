@@ -11,7 +11,6 @@
 
 #include "client/kvstore.hpp"
 #include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
 
 namespace py = pybind11;
 
@@ -29,10 +28,8 @@ void bind_model_files(py::module_& m) {
     out["input_shape"] = std::vector<std::int64_t>(saved->input.dims().begin(), saved->input.dims().end());
     out["classes"] = saved->classes;
     out["source"] = saved->source.dump();
-    auto spec = parse_model_spec(saved->spec);
-    auto built = model::build(*spec, saved->input, saved->classes);  // load_model built it already
     py::list blocks;
-    for (const auto& b : built->blocks())
+    for (const auto& b : saved->net->blocks())
       blocks.append(py::make_tuple(b.name, std::vector<std::int64_t>(b.shape.dims().begin(), b.shape.dims().end()),
                                    b.offset));
     out["blocks"] = blocks;

@@ -11,21 +11,13 @@
 #include <iterator>
 
 #include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
 #include "tensor/tensor_file.hpp"
+#include "tests/support/models.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 
 namespace {
-
-model built(const std::string& spec, const shape& in = {1, 28, 28}) {
-  auto s = parse_model_spec(spec);
-  BOOST_REQUIRE(s.has_value());
-  auto m = model::build(*s, in, 10);
-  BOOST_REQUIRE(m.has_value());
-  return std::move(*m);
-}
 
 tensor initialised(const model& m, std::uint64_t seed) {
   tensor p = tensor::uninitialized({m.num_params()});
@@ -40,7 +32,7 @@ bool has(const std::string& s, const std::string& part) { return s.find(part) !=
 BOOST_AUTO_TEST_CASE(parameters_come_back_bit_exactly_with_what_made_them) {
   test::temp_dir dir("model-file");
   for (const std::string spec : {"mlp", "cnn"}) {
-    const model m = built(spec);
+    const model m = test::build_model(spec);
     const tensor p = initialised(m, 3);
     const auto path = dir.path / (spec + ".troupe");
     BOOST_REQUIRE(!save_model(path, spec, m, p, {{"command", "test"}, {"epochs", 2}}));
@@ -57,7 +49,7 @@ BOOST_AUTO_TEST_CASE(parameters_come_back_bit_exactly_with_what_made_them) {
 
 BOOST_AUTO_TEST_CASE(a_npz_name_writes_one_array_per_block) {
   test::temp_dir dir("model-file");
-  const model m = built("mlp");
+  const model m = test::build_model("mlp");
   const tensor p = initialised(m, 4);
   const auto path = dir.path / "weights.npz";
   BOOST_REQUIRE(!save_model(path, "mlp", m, p, {}));
@@ -70,7 +62,7 @@ BOOST_AUTO_TEST_CASE(a_npz_name_writes_one_array_per_block) {
 
 BOOST_AUTO_TEST_CASE(a_file_that_does_not_match_its_model_is_refused_by_name) {
   test::temp_dir dir("model-file");
-  const model m = built("mlp");
+  const model m = test::build_model("mlp");
   const tensor p = initialised(m, 5);
   const auto path = dir.path / "bad.troupe";
   const nlohmann::json good = {{"model", "mlp"}, {"input_shape", {1, 28, 28}}, {"classes", 10}};

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
+#include "tests/support/models.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tools/model_export.hpp"
 
@@ -16,14 +16,6 @@ using namespace troupe;
 using namespace troupe::cli;
 
 namespace {
-
-model built(const std::string& spec, const shape& in = {1, 28, 28}) {
-  auto s = parse_model_spec(spec);
-  BOOST_REQUIRE(s.has_value());
-  auto m = model::build(*s, in, 10);
-  BOOST_REQUIRE(m.has_value());
-  return std::move(*m);
-}
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
@@ -44,7 +36,7 @@ BOOST_AUTO_TEST_CASE(an_unwritable_path_is_refused_and_a_writable_one_left_untou
 
 BOOST_AUTO_TEST_CASE(a_model_file_fits_its_own_model_only) {
   test::temp_dir dir("model-export");
-  const model m = built("mlp");
+  const model m = test::build_model("mlp");
   tensor p = tensor::uninitialized({m.num_params()});
   m.init_params(p, 9);
   const std::string path = (dir.path / "m.troupe").string();
@@ -52,11 +44,11 @@ BOOST_AUTO_TEST_CASE(a_model_file_fits_its_own_model_only) {
   auto back = params_for("--init-from", path, m);
   BOOST_REQUIRE_MESSAGE(back.has_value(), (back ? "" : back.error().message));
   BOOST_TEST(std::memcmp(back->bytes(), p.bytes(), p.nbytes()) == 0);
-  auto other = params_for("--init-from", path, built("cnn"));
+  auto other = params_for("--init-from", path, test::build_model("cnn"));
   BOOST_REQUIRE(!other.has_value());
   BOOST_TEST(has(other.error().message, "holds model 'mlp'"), other.error().message);
   BOOST_TEST(has(other.error().message, "pass the --model it was trained with"), other.error().message);
-  auto wider = params_for("--init-from", path, built("mlp:812-64-10", {1, 28, 29}));
+  auto wider = params_for("--init-from", path, test::build_model("mlp:812-64-10", {1, 28, 29}));
   BOOST_REQUIRE(!wider.has_value());
   BOOST_TEST(has(wider.error().message, "inputs of shape"), wider.error().message);
   auto missing = params_for("--init-from", (dir.path / "none.troupe").string(), m);
