@@ -9,6 +9,8 @@
 
 #include "actors/drive_core.hpp"
 #include "actors/evaluator.hpp"
+#include "core/checkpoint_store.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/job_core.hpp"
 #include "monitoring/refusals.hpp"
 
@@ -131,6 +133,20 @@ void gather(coord_pointer self, std::uint64_t id, bool with_params) {
   }
 }
 
+// Completes a checkpoint whose shards' files are written (a small file and a manifest,
+// on this thread) and tells the core how it went, as the next message.
+void commit(coord_pointer self, const job_actions::commit_checkpoint& c) {
+  const auto& core = *self->state.core;
+  const auto& plan = core.job().checkpoints;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto error = commit_job_checkpoint(checkpoint_store(plan.dir, plan.keep), core.job(), core.num_params(), c.step,
+                                     c.shards);
+  if (!error)
+    spdlog::info("coordinator: checkpoint {} complete in {} ({:.1f} ms to commit)", c.step, plan.dir,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  self->send(self, checkpoint_committed{c.step, std::move(error)});
+}
+
 void carry_out(coord_pointer self, job_actions_list actions) {
   auto& st = self->state;
   for (auto& action : actions) {
@@ -187,6 +203,8 @@ void carry_out(coord_pointer self, job_actions_list actions) {
           } else if constexpr (std::is_same_v<A, note>) {
             spdlog::warn("coordinator: {}", a.text);
             if (st.cb.on_event) st.cb.on_event(a.text);
+          } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
+            commit(self, a);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {
             finish(self, a.outcome);
           }
@@ -254,12 +272,14 @@ bool proven(coord_pointer self, const char* role, const std::string& proof) {
 
 local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
                                                    std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                                   observability obs, join_gate gate) {
+                                                   observability obs, join_gate gate,
+                                                   std::optional<resume_point> resume) {
   auto& st = self->state;
   st.cb = std::move(cb);
   st.gate = std::move(gate);
   if (job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, std::move(data));
   st.core = std::make_unique<job_core>(std::move(job), m, std::move(obs), job_clock::now());
+  if (resume) st.core->resume_from(*resume);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
   return {
@@ -286,6 +306,16 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         auto sender = rank_of(self, self->current_sender());
         if (!sender) return note_refused(self, "a local group id");
         drive(self, [&](job_core& c) { return c.on_group_id(*sender, g); });
+      },
+      [=](checkpoint_atom, const checkpoint_saved& s) {
+        const auto& shards = self->state.shards;
+        const auto& sender = self->current_sender();
+        if (s.shard >= shards.size() || !sender || shards[s.shard].address() != sender->address())
+          return note_refused(self, "a checkpoint report");
+        drive(self, [&](job_core& c) { return c.on_checkpoint_saved(s); });
+      },
+      [=](const checkpoint_committed& c) {
+        drive(self, [&](job_core& core) { return core.on_checkpoint_committed(c.step, c.error); });
       },
       [=](progress_atom, const step_report& r) {
         if (!from_member(self, r.rank, "a step report")) return;
@@ -321,8 +351,9 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
 
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                          observability obs, join_gate gate) {
-  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate));
+                                          observability obs, join_gate gate, std::optional<resume_point> resume) {
+  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate),
+                   std::move(resume));
 }
 
 }  // namespace troupe

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "actors/protocol.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/job_ledger.hpp"
 #include "monitoring/observability.hpp"
 #include "monitoring/refusals.hpp"
@@ -42,9 +43,10 @@ using join_gate = std::function<std::optional<join_refusal>(const char* role, co
 // job must be prepared and valid (see prepare_job in core/job.hpp) and m must be
 // its model; data is used for evaluation only (none with simulated compute). The handle
 // is the local one: run_request waits for the job's result. Publish it as a
-// coordinator_actor.
+// coordinator_actor. resume: the job goes on from that checkpoint (Note [Resuming a job]).
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                          observability obs = {}, join_gate gate = {});
+                                          observability obs = {}, join_gate gate = {},
+                                          std::optional<resume_point> resume = std::nullopt);
 
 }  // namespace troupe

@@ -309,6 +309,8 @@ local_coordinator_actor::behavior_type kv_coordinator(kv_pointer self, job_spec 
       [](progress_atom, const step_report&) {},
       [](epoch_atom, const worker_epoch&) {},
       [](group_atom, const group_id&) {},
+      [](checkpoint_atom, const checkpoint_saved&) {},
+      [](const checkpoint_committed&) {},
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();
         self->state.runs.push_back(promise);

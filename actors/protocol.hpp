@@ -67,6 +67,7 @@ using kv_define_atom = caf::atom_constant<caf::atom("kvdefine")>;
 using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
 using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
 using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
+using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -120,6 +121,13 @@ struct lane_overdue {        // a shard, to itself: the payload of this push sho
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
 };
+struct checkpoint_written {  // a shard's writer thread, to the shard: this file is written, or not
+  checkpoint_saved saved;
+};
+struct checkpoint_committed {  // the coordinator, to itself: this checkpoint is complete, or why not
+  std::int64_t step = 0;
+  std::optional<std::string> error;
+};
 
 }  // namespace troupe
 
@@ -130,6 +138,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::next_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::connect_retry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::hello_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_written)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_overdue)
@@ -196,8 +206,9 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
     // a member's bulk lane (Note [Bulk lanes]): the member's rank -> an offer
     caf::replies_to<lane_open_atom, std::uint32_t>::with<lane_offer>>;
-using local_shard_actor = shard_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<lane_payload>,
-                                              caf::reacts_to<lane_event>, caf::reacts_to<lane_overdue>>;
+using local_shard_actor =
+    shard_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<lane_payload>, caf::reacts_to<lane_event>,
+                        caf::reacts_to<lane_overdue>, caf::reacts_to<checkpoint_written>>;
 
 // What pipeline neighbours and the coordinator's relay send a member.
 using stage_actor = caf::typed_actor<
@@ -233,13 +244,15 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<epoch_atom, worker_epoch>,
     caf::reacts_to<done_atom, worker_done>,
     caf::reacts_to<group_atom, group_id>,
+    caf::reacts_to<checkpoint_atom, checkpoint_saved>,
     // key-value jobs (a training job refuses them)
     caf::replies_to<kv_init_atom, kv_init>::with<kv_key_layout>,
     caf::replies_to<kv_lookup_atom, kv_lookup>::with<kv_key_layout>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
     caf::replies_to<kv_barrier_atom, kv_barrier>::with<caf::ok_atom>>;
 using local_coordinator_actor =
-    coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>>;
+    coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>,
+                              caf::reacts_to<checkpoint_committed>>;
 
 // Spawned by the coordinator in its own process; never published.
 using evaluator_actor = caf::typed_actor<caf::replies_to<eval_atom, eval_request>::with<eval_reply>>;
@@ -285,4 +298,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_saved))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

@@ -22,9 +22,9 @@ void configure_in_process(caf::actor_system_config& cfg) {
 
 job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
                       std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs,
-                      compute_options compute) {
+                      compute_options compute, std::optional<resume_point> resume) {
   job_handles h;
-  h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb), obs);
+  h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb), obs, {}, std::move(resume));
   const std::chrono::milliseconds join_timeout(job.request_timeout_ms);
   for (std::uint32_t s = 0; s < job.servers; ++s) {
     h.shards.push_back(spawn_shard_server(sys, h.coordinator, job.job_id, join_timeout, obs));
@@ -52,13 +52,14 @@ caf::expected<job_result> await_job(caf::actor_system& sys, const local_coordina
 }
 
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
-                                             job_callbacks cb, observability obs, compute_options compute) {
+                                             job_callbacks cb, observability obs, compute_options compute,
+                                             std::optional<resume_point> resume) {
   auto m = prepare_job(job, *data);
   if (!m) return make_error(errc::bad_job, m.error().message);
   caf::actor_system_config cfg;
   configure_in_process(cfg);
   caf::actor_system sys{cfg};
-  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb), std::move(obs), compute);
+  auto h = spawn_job(sys, job, *m, std::move(data), std::move(cb), std::move(obs), compute, std::move(resume));
   return await_job(sys, h.coordinator);
 }
 

@@ -28,16 +28,18 @@ struct job_handles {
 // Spawns one prepared job in `sys`; the protocol types must be registered in its config.
 job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
                       std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs = {},
-                      compute_options compute = {});
+                      compute_options compute = {}, std::optional<resume_point> resume = std::nullopt);
 
 // Waits for the job's result. Note [Waiting for a job]: the wait itself has no deadline
 // because a job may legitimately train for days; the coordinator's stall watchdog turns
 // any lack of progress into an error within stall_timeout_ms, so the wait always ends.
 caf::expected<job_result> await_job(caf::actor_system& sys, const local_coordinator_actor& coordinator);
 
-// prepare_job + a fresh actor system + spawn_job + await_job.
+// prepare_job + a fresh actor system + spawn_job + await_job. resume: from that checkpoint
+// of the prepared job (Note [Resuming a job]).
 caf::expected<job_result> run_job_in_process(job_spec job, std::shared_ptr<const dataset_split> data,
                                              job_callbacks cb = {}, observability obs = {},
-                                             compute_options compute = {});
+                                             compute_options compute = {},
+                                             std::optional<resume_point> resume = std::nullopt);
 
 }  // namespace troupe

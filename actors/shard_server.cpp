@@ -73,6 +73,11 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   }
   self->state.index = w.index;
   self->state.core = std::move(*core);
+  if (auto why = restore_checkpoint(self, w)) {
+    spdlog::error("shard {}: {}", w.index, *why);
+    self->quit(make_error(errc::checkpoint_failed, *why));
+    return;
+  }
   self->state.compression = w.job.compression;
   self->state.pull_precision = w.job.pull_precision;
   if (w.job.pull_precision.kind == codec_kind::two_bit) self->state.views.emplace(w.job.pull_precision);
@@ -90,6 +95,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
                                         std::chrono::milliseconds join_timeout, observability obs,
                                      std::string fast_path_tag, std::shared_ptr<lane::shard_end> lanes) {
   self->state.obs = std::move(obs);
+  self->state.coordinator = coordinator;
   if (!fast_path_tag.empty()) self->state.channels.emplace(std::move(fast_path_tag));
   if (lanes) {
     lanes->start(shard_lane_handlers(caf::actor_cast<caf::actor_addr>(self)));
@@ -137,10 +143,14 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
                                                " members but " + std::to_string(s.identities.size()) + " identities");
         for (std::size_t i = 0; i < s.identities.size(); ++i)
           record_member(self, s.members.workers[i], std::move(s.identities[i]));
-        if (self->state.kv)
+        if (self->state.kv) {
           self->state.kv->start(s.members.workers);
-        else
-          self->state.core->start(s.members.workers, s.members.stages);
+          return caf::ok_atom::value;
+        }
+        if (self->state.core->config().mode == sync_mode::sync && s.members.clock != self->state.core->version())
+          return make_error(errc::bad_job, "a sync start at clock " + std::to_string(s.members.clock) +
+                                               " for a shard at version " + std::to_string(self->state.core->version()));
+        self->state.core->start(s.members.workers, s.members.stages, s.members.clock);
         return caf::ok_atom::value;
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
@@ -190,6 +200,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (self->state.channels) self->state.channels->forget(rank);
         self->state.core->worker_left(rank);
         settle_held(self);
+        maybe_checkpoint(self);
       },
       [=](kv_define_atom, const kv_define& d) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "a key definition")) return refused();
@@ -216,6 +227,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!e.opened) on_lane_closed(self, e.peer, e.why);
       },
       [=](const lane_overdue& o) { on_lane_overdue(self, o.peer, o.ticket); },
+      [=](const checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
   };
 }
 

@@ -1,8 +1,8 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
 // shard_server.cpp is the actor (join, admission, snapshots) and checks who sent each
 // message; shard_train.cpp serves a training job's pushes and pulls through shard_core,
-// shard_kv.cpp a key-value job's through kv_shard_core, and shard_lane.cpp the bulk
-// lanes. Private to those files.
+// shard_kv.cpp a key-value job's through kv_shard_core, shard_lane.cpp the bulk lanes,
+// and shard_checkpoints.cpp a training job's checkpoints. Private to those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -22,9 +22,11 @@
 
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
+#include "base/serial_worker.hpp"
 #include "core/kv_shard_core.hpp"
 #include "core/lane.hpp"
 #include "core/pull_views.hpp"
+#include "core/shard_checkpoint.hpp"
 #include "core/shard_core.hpp"
 #include "core/shared_slots.hpp"
 
@@ -89,6 +91,12 @@ struct shard_state {
   std::uint64_t next_kv_pull = 1;
   std::optional<shard_lanes> lanes;               // none: every tensor travels in its message
   std::chrono::milliseconds request_timeout{300000};  // the job's: how long a push's payload may take
+  coordinator_actor coordinator;
+  // Checkpoints (Note [Checkpoint steps]): the job's plan, what the files say they are, and
+  // the thread that writes them; none when the job keeps no checkpoints.
+  checkpoint_plan checkpoints;
+  checkpoint_identity checkpoint_id;
+  std::unique_ptr<serial_worker> writer;
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -118,6 +126,15 @@ caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_o
 // A key-value push: false while its lane payload is on its way (nothing answered yet).
 bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_push_ack>& rp);
 void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp);
+
+// Checkpoints (shard_checkpoints.cpp). A resumed job's welcome: the shard's state restored
+// from the checkpoint it names (Note [Shard checkpoints]); why not.
+std::optional<std::string> restore_checkpoint(shard_pointer self, const shard_welcome& w);
+// After a call into the core: the checkpoint it made due is copied now and written off
+// this thread (Note [Checkpoint steps]).
+void maybe_checkpoint(shard_pointer self);
+// The writer's word about a file, passed on to the coordinator.
+void on_checkpoint_written(shard_pointer self, const checkpoint_saved& s);
 
 // The bulk lanes (shard_lane.cpp, Note [Bulk lanes]).
 // Serves member rank's call now when nothing of the member waits, else after what waits.

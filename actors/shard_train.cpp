@@ -149,6 +149,7 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
   if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
   settle_held(self);
   observe(self);
+  maybe_checkpoint(self);
   if (out.error) {
     if (st.m) st.m->rejected(to_string(*out.error))->Increment();
     spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,

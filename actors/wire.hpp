@@ -57,12 +57,17 @@ typename Inspector::result_type inspect(Inspector& f, grad_codec& x) {
 }
 
 template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, checkpoint_plan& x) {
+  return f(caf::meta::type_name("checkpoint_plan"), x.dir, x.every, x.keep, x.fatal);
+}
+
+template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
-           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv);
+           x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints);
 }
 
 template <class Inspector>
@@ -90,12 +95,14 @@ TROUPE_INSPECT(push_ack, x.version, x.staleness)
 TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full, x.piece_offset, x.piece_numel,
                x.lane_reply)
 TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared, x.piece_offset, x.piece_numel, x.lane)
-TROUPE_INSPECT(membership, x.workers, x.stages)
+TROUPE_INSPECT(membership, x.workers, x.stages, x.clock)
 TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
                x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
 TROUPE_INSPECT(shard_join, x.job_id, x.host, x.port, x.proof)
 TROUPE_INSPECT(member_joined, x.rank, x.clock)
-TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges)
+TROUPE_INSPECT(shard_resume, x.dir, x.files, x.clock)
+TROUPE_INSPECT(shard_welcome, x.index, x.job, x.ranges, x.resume)
+TROUPE_INSPECT(checkpoint_saved, x.shard, x.step, x.version, x.file, x.error)
 TROUPE_INSPECT(worker_join, x.job_id, x.host, x.port, x.locality, x.proof, x.wanted_rank)
 TROUPE_INSPECT(group_id, x.leader, x.id)
 TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
@@ -112,7 +119,8 @@ TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second,
                x.samples, x.samples_planned, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
-               x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.params)
+               x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.resumed_from_step,
+               x.checkpoints_written, x.checkpoints_failed, x.params)
 
 TROUPE_INSPECT(kv_part, x.id, x.shard, x.row_begin, x.rows, x.numel)
 TROUPE_INSPECT(kv_key_layout, x.id, x.name, x.dims, x.parts)

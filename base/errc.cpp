@@ -26,6 +26,7 @@ std::string to_string(errc x) {
     case errc::no_such_key: return "no_such_key";
     case errc::timed_out: return "timed_out";
     case errc::closed: return "closed";
+    case errc::checkpoint_failed: return "checkpoint_failed";
   }
   return "unknown(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -31,8 +31,9 @@ enum class errc : std::uint8_t {
   no_such_key,       // a key-value job: a key that was never initialised
   timed_out,         // a request got no answer within its timeout
   closed,            // a call on a key-value store after close()
+  checkpoint_failed, // a checkpoint could not be written or read (--checkpoint-dir, --resume)
 };
-inline constexpr errc last_errc = errc::closed;
+inline constexpr errc last_errc = errc::checkpoint_failed;
 
 // "bad_shape"; "unknown(N)" for a value that is not a code.
 std::string to_string(errc x);

@@ -96,6 +96,11 @@ std::optional<std::string> validate(const job_spec& job) {
            std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
   if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
   if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
+  if (!job.checkpoints.dir.empty() && (job.servers == 0 || job.kv || job.simulate_compute_ms > 0))
+    return "--checkpoint-dir keeps the shard servers' state of a training job; it needs --servers >= 1 and real "
+           "compute (no --simulate-compute), and a key-value job's programs keep their own";
+  if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
+  if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
     return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +
            std::to_string(job.workers) + " workers";
@@ -108,6 +113,13 @@ std::int64_t samples_per_worker(const job_spec& job) { return job.train_size / j
 
 std::int64_t steps_per_epoch(const job_spec& job) {
   return (samples_per_worker(job) + job.train.batch_size - 1) / job.train.batch_size;
+}
+
+std::int64_t samples_before(const job_spec& job, std::int64_t clock) {
+  const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch(job));
+  std::int64_t n = clock / spe * samples_per_worker(job);
+  for (std::int64_t s = 0; s < clock % spe; ++s) n += batch_rows(job, s);
+  return n;
 }
 
 std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {

@@ -25,6 +25,16 @@ enum class sync_mode : std::uint8_t { sync = 0, async = 1, ssp = 2 };
 expected<sync_mode> parse_sync_mode(std::string_view name);
 std::string_view name_of(sync_mode m);
 
+// Checkpoints (Note [Checkpoint directory] in core/checkpoint_store.hpp, Note [Checkpoint
+// steps] in core/shard_core.hpp). The directory must be one every shard server and the
+// coordinator reach under that path (one host, or a shared file system).
+struct checkpoint_plan {
+  std::string dir;          // empty: no checkpoints
+  std::int64_t every = 0;   // steps between checkpoints, besides every epoch's end; 0: epoch ends only
+  std::int32_t keep = 2;    // complete checkpoints kept
+  bool fatal = false;       // a checkpoint that cannot be written ends the job; else warn, count, go on
+};
+
 struct job_spec {
   job_spec() { train.epochs = 3; }
 
@@ -70,6 +80,7 @@ struct job_spec {
   // define their own keys; there is no model, dataset or epoch (Note [Per-key rounds] in
   // core/kv_shard_core.hpp).
   bool kv = false;
+  checkpoint_plan checkpoints;
 };
 
 // The first problem with the spec, as a message naming the flag; nullopt when valid.
@@ -87,6 +98,8 @@ std::uint32_t members(const job_spec& job);
 // Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
 std::int64_t samples_per_worker(const job_spec& job);
 std::int64_t steps_per_epoch(const job_spec& job);
+// Samples one worker trains in its clocks [0, clock).
+std::int64_t samples_before(const job_spec& job, std::int64_t clock);
 // Rows of a worker's minibatch at step_in_epoch (the last one of an epoch may be short).
 std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // The learning-rate schedule, indexed by a worker's clock (its step count).

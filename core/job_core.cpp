@@ -67,7 +67,8 @@ job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_poi
   count_nodes();
   last_progress_ = now;
   // The welcome comes before any start message can follow it (same sender, same order).
-  job_actions_list out{welcome_shard{t, shard_welcome{index, job_, table_.ranges_of(index)}}};
+  job_actions_list out{
+      welcome_shard{t, shard_welcome{index, job_, table_.ranges_of(index), resume_ ? resume_->shards : shard_resume{}}}};
   maybe_start(out);
   return out;
 }
@@ -92,6 +93,8 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
   }
   member& info = members_[rank];
   info = member{};
+  info.clock = info.clock_at_tick = start_clock_;
+  info.epochs_reported = epochs_closed_;
   info.host = j.host;
   info.port = j.port;
   info.locality = j.locality;
@@ -120,6 +123,7 @@ void job_core::maybe_start(job_actions_list& out) {
   phase_ = job_phase::starting;
   form_local_groups(out);
   membership m;
+  m.clock = start_clock_;
   for (std::uint32_t r = 0; r < members(job_); ++r) {
     if (!pushes_to_shards(members_[r].group, r)) continue;
     m.workers.push_back(r);
@@ -161,7 +165,7 @@ job_actions_list job_core::shards_started(time_point now) {
   ledger_.start(now);
   last_progress_ = now;
   job_actions_list out;
-  for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, 0)});
+  for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, start_clock_)});
   pending_joins_.clear();
   count_nodes();
   return out;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "base/errc.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/job_ledger.hpp"
 #include "core/messages.hpp"
 #include "monitoring/observability.hpp"
@@ -57,6 +58,9 @@ struct relay_group_id { std::vector<std::uint32_t> to; group_id id; };
 struct epoch_closed { epoch_summary summary; };
 // Something an operator should read (a member lost, a group formed, a replacement).
 struct note { std::string text; };
+// Complete checkpoint `step` with the shards' files (commit_job_checkpoint); answer with
+// checkpoint_committed.
+struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shards; };
 // The job is over: answer every run request with this and stop every member and shard
 // (with the fault as the reason, so remote nodes can tell, or normally).
 struct finish { std::variant<job_result, fault> outcome; };
@@ -66,7 +70,7 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
                                 job_actions::remove_from_shards, job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
-                                job_actions::finish>;
+                                job_actions::commit_checkpoint, job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table and the
@@ -85,6 +89,9 @@ class job_core {
   // job must be prepared and valid (prepare_job), m its model.
   job_core(job_spec job, const model& m, observability obs, time_point now);
 
+  // Before any join: the job goes on from a checkpoint (Note [Resuming a job]).
+  void resume_from(const resume_point& r);
+
   job_actions_list on_shard_join(ticket t, const shard_join& j, time_point now);
   job_actions_list on_member_join(ticket t, const worker_join& j, time_point now);
   job_actions_list shards_started(time_point now);
@@ -99,6 +106,11 @@ class job_core {
   job_actions_list on_stats(std::uint64_t gather, const shard_stats& s);
   job_actions_list on_snapshot(std::uint64_t gather, std::uint32_t shard, const params_reply& r);
   job_actions_list on_evaluated(const eval_reply& r);
+
+  // Checkpoints (job_durability.cpp): a shard's file of one is written, or not; the
+  // shell's commit of one is done (error: why it failed).
+  job_actions_list on_checkpoint_saved(const checkpoint_saved& s);
+  job_actions_list on_checkpoint_committed(std::int64_t step, const std::optional<std::string>& error);
 
   // A member or shard monitored by the shell went away. reason: the Troupe error it died
   // with, if it was one; why: how the shell renders the reason.
@@ -117,6 +129,7 @@ class job_core {
 
   job_phase phase() const { return phase_; }
   const job_spec& job() const { return job_; }
+  std::int64_t num_params() const { return num_params_; }
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shard_hosts_.size()); }
   // Members that have not died (finished ones count).
   std::uint32_t live_members() const;
@@ -160,6 +173,8 @@ class job_core {
   void finish(std::variant<job_result, fault> outcome, job_actions_list& out);
   void count_nodes();
   void update_step_rates(time_point now);
+  // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
+  void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);
 
   job_spec job_;
   key_table table_;
@@ -187,6 +202,19 @@ class job_core {
   tensor final_params_;
   std::int64_t workers_lost_ = 0;
   std::string first_loss_;  // why the first member was lost
+  // Note [Resuming a job]: where the members start, and where the shards' state comes from.
+  std::int64_t start_clock_ = 0;
+  std::optional<resume_point> resume_;
+  struct pending_checkpoint {
+    std::vector<checkpoint_saved> saved;  // the shards' files written so far
+    std::size_t failed = 0;               // shards that could not write theirs
+  };
+  std::map<std::int64_t, pending_checkpoint> checkpoints_;  // by step
+  std::int64_t checkpoints_written_ = 0, checkpoints_failed_ = 0;
+  // The newest step whose checkpoint was committed or failed: the job's result waits for
+  // its last one (its final clock is always a checkpoint step).
+  std::int64_t checkpoint_settled_ = -1;
+  bool final_checkpoint_settled() const;
 };
 
 }  // namespace troupe

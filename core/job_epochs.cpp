@@ -78,6 +78,8 @@ void job_core::gathered(std::uint64_t id, job_actions_list& out) {
   const staleness_totals totals = sum_stats(g.stats);
   if (!g.epoch) {  // the final gather
     job_result r = ledger_.result(totals, workers_lost_, std::move(final_params_));
+    r.checkpoints_written = checkpoints_written_;
+    r.checkpoints_failed = checkpoints_failed_;
     if (r.samples < r.samples_planned)
       out.push_back(note{"trained " + std::to_string(r.samples) + " of the " + std::to_string(r.samples_planned) +
                          " samples planned: the lost workers' shares of their epochs were not trained"});
@@ -140,7 +142,9 @@ void job_core::check_training_done(job_actions_list& out, time_point now) {
 }
 
 void job_core::maybe_finalize(job_actions_list& out) {
-  if (phase_ != job_phase::finishing || finalizing_ || evals_pending_ > 0 || epochs_closed_ < job_.train.epochs) return;
+  if (phase_ != job_phase::finishing || finalizing_ || evals_pending_ > 0 || epochs_closed_ < job_.train.epochs ||
+      !final_checkpoint_settled())
+    return;
   finalizing_ = true;
   start_gather(std::nullopt, false, out);
 }

@@ -30,6 +30,11 @@ job_ledger::job_ledger(const job_spec& job) : job_(job), peak_stored_(job.pipeli
   if (job.pipeline_stages > 1) bubble_.emplace(job.pipeline_stages);
 }
 
+void job_ledger::resumed(std::int64_t step, std::int64_t clock) {
+  resumed_step_ = step;
+  trained_before_ = samples_before(job_, clock);
+}
+
 void job_ledger::start(job_clock::time_point now) { t_start_ = epoch_start_ = now; }
 
 void job_ledger::step(const step_report& r, job_clock::time_point now) {
@@ -133,7 +138,9 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.accuracy_at_chance_epoch = chance_epoch_;
   r.train_seconds = seconds(t_end_ - t_start_);
   r.samples = samples_;
-  r.samples_planned = samples_per_worker(job_) * static_cast<std::int64_t>(job_.workers) * job_.train.epochs;
+  r.samples_planned =
+      (samples_per_worker(job_) * job_.train.epochs - trained_before_) * static_cast<std::int64_t>(job_.workers);
+  r.resumed_from_step = resumed_step_;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(samples_) / r.train_seconds : 0.0;
   if (first_done_) {
     const double secs = seconds(first_done_->first - t_start_);

@@ -46,6 +46,10 @@ class job_ledger {
  public:
   explicit job_ledger(const job_spec& job);
 
+  // The job resumed from checkpoint `step` with its members at `clock` (Note [Resuming a
+  // job]): what the earlier run trained is not planned again.
+  void resumed(std::int64_t step, std::int64_t clock);
+
   // Training time counts from the first step (after the members have loaded their data).
   void start(job_clock::time_point now);
   void step(const step_report& r, job_clock::time_point now);
@@ -91,6 +95,7 @@ class job_ledger {
   double final_accuracy_ = 0.0, final_loss_ = 0.0;
   double best_accuracy_ = -1.0;  // over the evaluated epochs so far
   std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
+  std::int64_t resumed_step_ = -1, trained_before_ = 0;  // per worker, before the resumed clock
 };
 
 }  // namespace troupe

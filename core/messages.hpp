@@ -90,6 +90,7 @@ struct params_reply {
 struct membership {
   std::vector<std::uint32_t> workers;  // live members
   std::vector<std::uint32_t> stages;   // each one's pipeline stage (empty: all 0)
+  std::int64_t clock = 0;              // the clock they start at (a resumed job's)
 };
 
 struct shard_stats {
@@ -111,10 +112,29 @@ struct shard_join {
   std::string proof;
 };
 
+// Coordinator -> shard, in a job resumed from a checkpoint: where the shard's state
+// comes from (Note [Shard checkpoints] in core/shard_checkpoint.hpp).
+struct shard_resume {
+  std::string dir;                 // the checkpoint's directory; empty: a fresh start
+  std::vector<std::string> files;  // every old shard's file in it, by old shard index
+  std::int64_t clock = 0;          // the clock the members go on from
+};
+
 struct shard_welcome {
   std::uint32_t index = 0;
   job_spec job;
   std::vector<key_range> ranges;  // this shard's, in buffer order
+  shard_resume resume;
+};
+
+// Shard -> coordinator: its file of checkpoint `step` is written, or why not (Note
+// [Checkpoint steps] in core/shard_core.hpp).
+struct checkpoint_saved {
+  std::uint32_t shard = 0;
+  std::int64_t step = 0;
+  std::int64_t version = 0;  // the shard's when the state was taken
+  std::string file;          // its name in the checkpoint's directory
+  std::string error;         // empty: written
 };
 
 // A member (worker, or pipeline stage) -> coordinator. host/port: where its pipeline
@@ -259,6 +279,8 @@ struct job_result {
   double bubble = 0.0;            // pipelines: measured over the whole job
   std::vector<std::int32_t> peak_stored;  // per stage: most activations any replica's stage held
   double push_bytes_per_step = 0.0;  // gradient bytes a member's step pushed, as encoded, over the members that finished
+  std::int64_t resumed_from_step = -1;  // the checkpoint this run resumed from (Note [Resuming a job]); -1: none
+  std::int64_t checkpoints_written = 0, checkpoints_failed = 0;
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };
 

@@ -106,16 +106,67 @@ void shard_core::pack_slice_into(std::uint32_t worker, const_tensor_view buffer,
   }
 }
 
-void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages) {
+void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages,
+                       std::int64_t clock) {
+  TROUPE_CHECK(cfg_.mode != sync_mode::sync || clock == version_, "a sync shard starts its members at its version");
   members_.clear();
   for (std::size_t i = 0; i < workers.size(); ++i) {
     member m;
+    m.completed = clock;
+    m.from_round = clock;
     m.stage = i < stages.size() ? stages[i] : 0;
     TROUPE_CHECK(m.stage < cfg_.stage_slices.size(), "a member of an unknown pipeline stage");
     if (!has_slice(m.stage)) continue;  // its stage keeps nothing here: it never pushes or pulls
     members_[workers[i]] = m;
   }
   started_ = true;
+}
+
+namespace {
+
+tensor copy_of(const_tensor_view t) {
+  if (t.empty()) return {};
+  tensor out = tensor::uninitialized(t.sizes(), t.type());
+  copy(out, t);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> shard_core::restore(const shard_image& s, std::int64_t clock) {
+  TROUPE_CHECK(!started_, "shard_core::restore after the start");
+  if (s.params.numel() != numel() || s.params.type() != dtype::f32)
+    return "the checkpoint holds " + std::to_string(s.params.numel()) + " parameters for shard " +
+           std::to_string(cfg_.index) + ", which holds " + std::to_string(numel());
+  if (auto wrong = opt_.restore(s.optimizer_steps, s.slot1, s.slot2)) return *wrong;
+  copy(params_.for_update(), s.params);
+  version_ = cfg_.mode == sync_mode::sync ? clock : s.version;
+  stage_steps_ = s.stage_steps;
+  last_checkpoint_ = clock;
+  return std::nullopt;
+}
+
+shard_image shard_core::image(std::int64_t step) const {
+  shard_image s;
+  s.shard = cfg_.index;
+  s.step = step;
+  s.version = version_;
+  for (const auto& r : cfg_.ranges) s.ranges.emplace_back(r.offset, r.length);
+  s.params = copy_of(params());
+  s.slot1 = copy_of(opt_.slot(0));
+  s.slot2 = copy_of(opt_.slot(1));
+  s.optimizer_steps = opt_.steps();
+  s.stage_steps = stage_steps_;
+  return s;
+}
+
+void shard_core::note_reached(std::int64_t reached) {
+  std::int64_t due = 0;
+  for (std::int64_t every : {cfg_.checkpoint_every, cfg_.checkpoint_epoch_steps})
+    if (every > 0) due = std::max(due, reached / every * every);
+  if (due <= last_checkpoint_) return;
+  last_checkpoint_ = due;
+  checkpoint_due_ = due;
 }
 
 std::size_t shard_core::live_workers() const {
@@ -318,6 +369,7 @@ void shard_core::maybe_complete_round() {
   }
   round_.clear();
   ++version_;
+  note_reached(version_);
   release_ready();
 }
 
@@ -327,6 +379,8 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   member& m = members_[worker];
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
+  // The image is taken after this call, with this gradient applied (Note [Checkpoint steps]).
+  note_reached(slowest_completed());
   if (!refused) {
     std::string detail;
     if (auto e = check_tensor(grad, slice_numel(worker), detail, finite)) refused = refusal{*e, std::move(detail)};
@@ -417,7 +471,10 @@ void shard_core::worker_left(std::uint32_t worker) {
   auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.worker != worker; });
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
   held_.erase(gone, held_.end());
-  if (cfg_.mode == sync_mode::sync) maybe_complete_round();
+  if (cfg_.mode == sync_mode::sync)
+    maybe_complete_round();
+  else if (live_workers() > 0)
+    note_reached(slowest_completed());
   release_ready();
 }
 
@@ -455,6 +512,11 @@ expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
   cfg.staleness_lr = w.job.staleness_lr;
   cfg.optimizer = w.job.train.optimizer;
   cfg.schedule = job_schedule(w.job);
+  cfg.ranges = w.ranges;
+  if (!w.job.checkpoints.dir.empty()) {
+    cfg.checkpoint_every = w.job.checkpoints.every;
+    cfg.checkpoint_epoch_steps = steps_per_epoch(w.job);
+  }
   return std::make_unique<shard_core>(cfg, std::move(mine));
 }
 

@@ -41,6 +41,17 @@
 // gradient of that clock as a refused push would (the member's clock moves on; a sync
 // round counts a submission that adds nothing), and every later piece of that clock is
 // refused with the same code. A member that leaves or rejoins loses its open pieces.
+//
+// Note [Checkpoint steps]
+// A checkpoint is named by a step S and holds the state once every live member has
+// finished S iterations. In sync that is exactly the state when round S - 1 closes
+// (version S), before any later gradient: a state the job passed through. In async and
+// ssp it is the state right after the slowest live member's S-th push (faster members
+// have pushed more, and the checkpoint keeps that; a resumed job repeats their steps
+// after S). The steps are the multiples of checkpoint_every and of
+// checkpoint_epoch_steps (every epoch's end); when several pass at once (the slowest
+// member left) only the latest is taken. The shell takes the image right after the call
+// that made it due, before the next message, and writes it off the actor's thread.
 #pragma once
 
 #include <array>
@@ -49,6 +60,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/errc.hpp"
@@ -56,6 +68,7 @@
 #include "core/key_table.hpp"
 #include "core/lendable_tensor.hpp"
 #include "core/messages.hpp"
+#include "core/shard_checkpoint.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -69,6 +82,10 @@ struct shard_config {
   bool staleness_lr = false;
   optimizer_config optimizer;
   lr_schedule schedule;  // indexed by the pushing worker's clock
+  std::vector<key_range> ranges;  // of the model's flat vector, in buffer order (what a checkpoint says it holds)
+  // Note [Checkpoint steps]: checkpoints every this many steps / at each epoch's end (0: not).
+  std::int64_t checkpoint_every = 0;
+  std::int64_t checkpoint_epoch_steps = 0;
 };
 
 inline constexpr int staleness_buckets = 8;  // 0, 1, 2, 3, 4, 5-8, 9-16, >16
@@ -108,10 +125,20 @@ class shard_core {
 
   shard_core(shard_config cfg, tensor params);
 
-  // Sets the live members, all at clock 0, with each one's pipeline stage (default 0).
-  // Members of a stage with no slice here are left out. Until then pushes and pulls are
-  // refused.
-  void start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages = {});
+  // Sets the live members, all at `clock` (a resumed job's; in sync it must be the
+  // version), with each one's pipeline stage (default 0). Members of a stage with no slice
+  // here are left out. Until then pushes and pulls are refused.
+  void start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages = {},
+             std::int64_t clock = 0);
+
+  // Before the start: the state of a checkpoint (for this shard's ranges), continued at
+  // `clock`, the resumed members' clock (in sync the version becomes the clock, so rounds
+  // go on counting from it). Why not, when it does not fit this shard.
+  std::optional<std::string> restore(const shard_image& s, std::int64_t clock);
+  // Note [Checkpoint steps]: the step whose checkpoint the last call made due, once.
+  std::optional<std::int64_t> take_checkpoint_due() { return std::exchange(checkpoint_due_, std::nullopt); }
+  // A copy of the state for checkpoint `step`.
+  shard_image image(std::int64_t step) const;
   bool started() const { return started_; }
 
   struct push_outcome {
@@ -217,6 +244,8 @@ class shard_core {
   std::int64_t slowest_completed() const;
   void release_ready();
   void record_staleness(std::int64_t s);
+  // Every live member has finished `reached` iterations (Note [Checkpoint steps]).
+  void note_reached(std::int64_t reached);
 
   shard_config cfg_;
   lendable_tensor params_;
@@ -232,6 +261,8 @@ class shard_core {
   std::vector<token> released_, dropped_;
   shard_counters counters_;
   std::map<std::uint32_t, std::int64_t> stage_steps_;  // async/ssp: optimizer steps per slice (Adam)
+  std::int64_t last_checkpoint_ = 0;
+  std::optional<std::int64_t> checkpoint_due_;
   // Note [Gradient pieces]: per member, the gradient being assembled, and the clock whose
   // gradient a refused piece refused (with why).
   struct partial_gradient {

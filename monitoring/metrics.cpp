@@ -57,6 +57,8 @@ struct registry::families {
   Family<Gauge>* clock_spread;
   Family<Gauge>* staleness_bound;
   Family<Counter>* workers_lost;
+  Family<Counter>* checkpoints;
+  Family<Gauge>* checkpoint_step;
   Family<Gauge>* nodes_up;
   Family<Gauge>* relative_rate;
   Family<Counter>* stage_busy;
@@ -104,6 +106,8 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->clock_spread = gauge("troupe_worker_clock_spread", "Fastest minus slowest live worker clock");
   f_->staleness_bound = gauge("troupe_staleness_bound", "Largest staleness (in updates) the consistency mode allows");
   f_->workers_lost = counter("troupe_workers_lost_total", "Workers that died during the job");
+  f_->checkpoints = counter("troupe_checkpoints_total", "Checkpoints completed or failed (--checkpoint-dir), by result");
+  f_->checkpoint_step = gauge("troupe_checkpoint_step", "Step of the newest complete checkpoint");
   f_->nodes_up = gauge("troupe_nodes_up", "Nodes of each role that are members now");
   f_->relative_rate = gauge("troupe_worker_relative_step_rate", "A worker's step rate over the median worker's");
   f_->stage_busy = counter("troupe_stage_busy_seconds_total", "Time a pipeline stage spent computing");
@@ -281,6 +285,9 @@ coordinator_metrics registry::coordinator() {
   m.train_loss = &f_->train_loss->Add(l);
   m.clock_spread = &f_->clock_spread->Add(l);
   m.workers_lost = &f_->workers_lost->Add(l);
+  m.checkpoints_written = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "written"}});
+  m.checkpoints_failed = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "failed"}});
+  m.checkpoint_step = &f_->checkpoint_step->Add(l);
   m.self = std::make_shared<coordinator_metrics::impl>();
   m.self->f = f_.get();
   return m;

@@ -67,6 +67,10 @@ struct coordinator_metrics {
   prometheus::Gauge* train_loss = nullptr;         // mean over the last epoch
   prometheus::Gauge* clock_spread = nullptr;       // fastest minus slowest live worker clock
   prometheus::Counter* workers_lost = nullptr;
+  // troupe_checkpoints_total{result=written|failed} and the step of the last one written.
+  prometheus::Counter* checkpoints_written = nullptr;
+  prometheus::Counter* checkpoints_failed = nullptr;
+  prometheus::Gauge* checkpoint_step = nullptr;
   // troupe_staleness_bound: the largest staleness the mode allows. Created by the first
   // call, so a job whose mode has no bound (async) does not export it.
   prometheus::Gauge* staleness_bound();

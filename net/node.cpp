@@ -130,10 +130,12 @@ std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char*
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                const observability& obs,
-                                               const std::function<void(const endpoint&)>& on_listening) {
+                                               const std::function<void(const endpoint&)>& on_listening,
+                                               std::optional<resume_point> resume) {
   node_system node(plan);
   caf::actor_system& sys = *node.sys;
-  auto coordinator = spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan));
+  auto coordinator =
+      spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan), std::move(resume));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return port.error();
   on_listening(endpoint{plan.listen.host, *port});

@@ -28,7 +28,8 @@ std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char*
 caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                                                std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                                const observability& obs,
-                                               const std::function<void(const endpoint&)>& on_listening);
+                                               const std::function<void(const endpoint&)>& on_listening,
+                                               std::optional<resume_point> resume = std::nullopt);
 
 // A key-value job's coordinator (job.kv): the members are users' training loops.
 caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,

@@ -27,6 +27,22 @@ void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr
   step_range(params, grads, 0, lr, ++steps_);
 }
 
+std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_tensor_view slot1,
+                                                    const_tensor_view slot2) {
+  const auto fits = [&](const_tensor_view t) { return t.type() == dtype::f32 && t.numel() == numel_; };
+  if (steps < 0) return "a negative optimizer step count";
+  if (!fits(slot1)) return "the optimizer's first slot holds " + std::to_string(slot1.numel()) + " values, not " +
+                           std::to_string(numel_);
+  const bool adam = cfg_.kind == optimizer_kind::adam;
+  if (adam && !fits(slot2))
+    return "Adam's second moment holds " + std::to_string(slot2.numel()) + " values, not " + std::to_string(numel_);
+  if (!adam && !slot2.empty()) return "a second optimizer slot, which SGD does not keep (a checkpoint of Adam?)";
+  c_->upload(slot1_, slot1);
+  if (adam) c_->upload(slot2_, slot2);
+  steps_ = steps;
+  return std::nullopt;
+}
+
 void optimizer_state::step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr,
                                  std::int64_t step) {
   const std::int64_t n = params.numel();

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/expected.hpp"
@@ -39,6 +41,12 @@ class optimizer_state {
   void step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr, std::int64_t t);
   std::int64_t steps() const { return steps_; }
   std::int64_t numel() const { return numel_; }
+  // The state a checkpoint keeps: slot 0 (SGD's velocity, Adam's first moment) and slot 1
+  // (Adam's second moment; empty for SGD), in the compute's memory.
+  const tensor& slot(int i) const { return i == 0 ? slot1_ : slot2_; }
+  // Restores a checkpoint's state: the step count and host copies of the slots (slot2
+  // empty for SGD). Why not, when a slot does not fit this state.
+  std::optional<std::string> restore(std::int64_t steps, const_tensor_view slot1, const_tensor_view slot2);
   const optimizer_config& config() const { return cfg_; }
 
  private:

@@ -14,6 +14,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/job_checkpoint.hpp"
 #include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
 #include "tools/config_file.hpp"
@@ -123,6 +124,14 @@ int run_launch(launch_cli& o) {
   req.servers = job->servers;
   req.workers = members(*job);  // a process per worker, or per pipeline stage of each replica
   req.job_id = "job-" + random_hex(6);
+  if (!o.job.resume.empty()) {  // the checkpoints' job goes on (read here: DIR must be reachable from this host too)
+    auto id = checkpointed_job_id(o.job.resume);
+    if (!id) {
+      print_error("--resume " + o.job.resume + ": " + id.error().message);
+      return exit_usage;
+    }
+    req.job_id = *id;
+  }
   req.tls = !o.insecure_network;
   auto num = [](double v) {
     std::ostringstream s;

@@ -17,6 +17,7 @@
 #include "net/endpoint.hpp"
 #include "net/node.hpp"
 #include "tensor/gemm.hpp"
+#include "tools/checkpoint_cli.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
@@ -66,6 +67,10 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   }
   job_spec job = std::move(*spec);
   job.job_id = plan.job_id;
+  if (auto why = adopt_checkpointed_job(job, o.job.resume)) {
+    print_error(*why);
+    return exit_usage;
+  }
   if (!o.save_model.empty()) {
     if (job.kv || job.simulate_compute_ms > 0) {
       print_error(std::string("--save-model: ") +
@@ -104,12 +109,20 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     print_error(m.error().message);
     return exit_usage;
   }
+  auto resume = resume_point_for(job, *m, o.job.resume);
+  if (!resume) {
+    print_error(resume.error().message);
+    return exit_failed;
+  }
   job_callbacks cb;
   cb.on_epoch = print_epoch;
-  auto result = run_coordinator_node(plan, job, *m, shared, cb, obs, [&](const endpoint& at) {
-    std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
-              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
-  });
+  auto result = run_coordinator_node(
+      plan, job, *m, shared, cb, obs,
+      [&](const endpoint& at) {
+        std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
+                  << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
+      },
+      *resume);
   if (!result) {
     print_error(troupe::describe(result.error()));
     return exit_failed;

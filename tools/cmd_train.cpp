@@ -8,6 +8,7 @@
 
 #include "actors/runtime.hpp"
 #include "tensor/gemm.hpp"
+#include "tools/checkpoint_cli.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
@@ -33,6 +34,10 @@ int run_train(const train_cli& t) {
   }
   job_spec job = std::move(*spec);
   if (!t.job_id.empty()) job.job_id = t.job_id;
+  if (auto why = adopt_checkpointed_job(job, o.resume)) {
+    print_error(*why);
+    return exit_usage;
+  }
   if (!t.save_model.empty()) {
     if (job.simulate_compute_ms > 0) {
       print_error("--save-model: a job with --simulate-compute trains no real parameters; leave one of them out");
@@ -60,6 +65,11 @@ int run_train(const train_cli& t) {
     print_error(m.error().message);
     return exit_usage;
   }
+  auto resume = resume_point_for(job, *m, o.resume);
+  if (!resume) {
+    print_error(resume.error().message);
+    return exit_failed;
+  }
   if (t.show_model) std::cerr << m->describe();  // the layer indices --cuts names
   std::cerr << "train: " << describe(job, *shared) << "\n";
   spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
@@ -71,7 +81,7 @@ int run_train(const train_cli& t) {
   job_callbacks cb;
   cb.on_epoch = print_epoch;
   auto result =
-      run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32});
+      run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32}, *resume);
   const bool traced = finish_observability(*obs, t.observe, "troupe train", static_cast<bool>(result));
   if (!result) {
     print_error(troupe::describe(result.error()));

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/fingerprint.hpp"
+#include "tools/checkpoint_cli.hpp"
 #include "tools/config_file.hpp"
 
 namespace troupe::cli {
@@ -140,6 +141,7 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str()
       ->group(group_job);
+  add_checkpoint_options(app, o.job.checkpoints, o.resume, group_job);
 }
 
 expected<job_spec> resolve_job_options(const job_cli_options& o) {
@@ -239,6 +241,10 @@ void print_job_result(const job_result& r) {
   out["samples_planned"] = r.samples_planned;
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
+  // Note [Resuming a job]: the checkpoint this run went on from (null: a fresh start).
+  out["resumed_from_step"] = r.resumed_from_step >= 0 ? nlohmann::ordered_json(r.resumed_from_step) : nullptr;
+  out["checkpoints_written"] = r.checkpoints_written;
+  out["checkpoints_failed"] = r.checkpoints_failed;
   // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).
   const bool have_params = r.evaluated && r.params.numel() > 0 && r.params.bytes() != nullptr;
   out["params_fnv1a"] = have_params ? nlohmann::ordered_json(hex64(fnv1a64(r.params.bytes(), r.params.nbytes())))

@@ -28,6 +28,7 @@ struct job_cli_options {
   std::string compression = "none";
   std::string pull_precision = "fp32";
   double request_timeout_s = 300, stall_timeout_s = 120;
+  std::string resume;       // --resume DIR
 };
 
 void add_job_options(CLI::App& app, job_cli_options& o);

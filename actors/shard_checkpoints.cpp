@@ -1,0 +1,88 @@
+// shard_checkpoints: a training job's shard server and its checkpoints: the state a
+// resumed job starts from, each checkpoint's image taken on the actor's thread when the
+// core makes it due and written by the shard's writer thread, and the word to the
+// coordinator, which completes the checkpoint once every shard's file is written.
+#include <spdlog/spdlog.h>
+
+#include "actors/lane_mail.hpp"
+#include "actors/shard_state.hpp"
+#include "core/checkpoint_store.hpp"
+#include "core/job_checkpoint.hpp"
+
+namespace troupe::shard_shell {
+
+namespace {
+
+// At most this many images wait behind the one being written; a later one is skipped
+// (and reported), so a disk slower than the checkpoints cannot pile up memory.
+constexpr std::size_t images_waiting = 2;
+
+expected<shard_image> state_for(const shard_welcome& w, const checkpoint_identity& id) {
+  const std::filesystem::path dir = w.resume.dir;
+  // The same key table: this shard's own file holds exactly its ranges.
+  if (w.index < w.resume.files.size() && w.resume.files.size() == w.job.servers) {
+    auto own = read_shard_image(dir / w.resume.files[w.index], id);
+    if (!own) return own.error();
+    std::vector<std::pair<std::int64_t, std::int64_t>> mine;
+    for (const auto& r : w.ranges) mine.emplace_back(r.offset, r.length);
+    if (own->ranges == mine) return own;
+  }
+  std::vector<shard_image> old;
+  for (const auto& f : w.resume.files) {
+    auto s = read_shard_image(dir / f, id);
+    if (!s) return s.error();
+    old.push_back(std::move(*s));
+  }
+  return reshard(old, w.ranges, id.num_params);
+}
+
+}  // namespace
+
+std::optional<std::string> restore_checkpoint(shard_pointer self, const shard_welcome& w) {
+  auto& st = self->state;
+  auto m = build_model(w.job);
+  if (!m) return m.error().message;
+  st.checkpoint_id = identity_of(w.job, m->num_params());
+  st.checkpoints = w.job.checkpoints;
+  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(images_waiting);
+  if (w.resume.dir.empty()) return std::nullopt;
+  auto image = state_for(w, st.checkpoint_id);
+  if (!image) return "cannot resume from " + w.resume.dir + ": " + image.error().message;
+  if (auto wrong = st.core->restore(*image, w.resume.clock)) return "cannot resume from " + w.resume.dir + ": " + *wrong;
+  spdlog::info("shard {}: resumed from {} at clock {} (version {})", st.index, w.resume.dir, w.resume.clock,
+               st.core->version());
+  return std::nullopt;
+}
+
+void maybe_checkpoint(shard_pointer self) {
+  auto& st = self->state;
+  if (!st.core || !st.writer) return;
+  const auto step = st.core->take_checkpoint_due();
+  if (!step) return;
+  auto image = std::make_shared<const shard_image>(st.core->image(*step));
+  checkpoint_saved saved{st.index, *step, image->version, shard_file_name(st.index), {}};
+  const checkpoint_store store(st.checkpoints.dir, st.checkpoints.keep);
+  auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
+  const bool queued = st.writer->post([=, id = st.checkpoint_id]() mutable {
+    if (auto d = store.begin(saved.step); !d)
+      saved.error = d.error().message;
+    else if (auto why = write_shard_image(*d / saved.file, *image, id))
+      saved.error = *why;
+    tell(checkpoint_written{std::move(saved)});
+  });
+  if (queued) return;
+  saved.error = "skipped: " + std::to_string(images_waiting + 1) +
+                " earlier checkpoints are still being written (the disk is slower than --checkpoint-every)";
+  on_checkpoint_written(self, saved);
+}
+
+void on_checkpoint_written(shard_pointer self, const checkpoint_saved& s) {
+  auto& st = self->state;
+  if (s.error.empty())
+    spdlog::info("shard {}: wrote its part of checkpoint {}", st.index, s.step);
+  else
+    spdlog::warn("shard {}: checkpoint {}: {}", st.index, s.step, s.error);
+  self->send(st.coordinator, checkpoint_atom::value, s);
+}
+
+}  // namespace troupe::shard_shell

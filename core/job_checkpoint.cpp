@@ -1,0 +1,116 @@
+// job_checkpoint: the job-state file, the commit, and where a resumed job starts (Note
+// [Resuming a job]).
+#include "core/job_checkpoint.hpp"
+
+#include <algorithm>
+
+#include "tensor/tensor_file.hpp"
+
+namespace troupe {
+
+checkpoint_identity identity_of(const job_spec& job, std::int64_t num_params) {
+  return {job.job_id, job.train.model, num_params, std::string(name_of(job.train.optimizer.kind))};
+}
+
+std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, const job_spec& job,
+                                                 std::int64_t num_params, std::int64_t step,
+                                                 const std::vector<checkpoint_saved>& shards) {
+  auto dir = store.begin(step);
+  if (!dir) return dir.error().message;
+  auto sorted = shards;
+  std::sort(sorted.begin(), sorted.end(), [](auto& a, auto& b) { return a.shard < b.shard; });
+  nlohmann::json files = nlohmann::json::array(), versions = nlohmann::json::array();
+  std::vector<std::string> names{job_state_file};
+  for (const auto& s : sorted) {
+    files.push_back(s.file);
+    versions.push_back(s.version);
+    names.push_back(s.file);
+  }
+  const std::int64_t spe = steps_per_epoch(job);
+  const nlohmann::json state = {{"identity", identity_of(job, num_params).to_json()},
+                                {"step", step},
+                                {"epoch", step / std::max<std::int64_t>(1, spe)},
+                                {"workers", job.workers},
+                                {"batch_size", job.train.batch_size},
+                                {"train_size", job.train_size},
+                                {"steps_per_epoch", spe},
+                                {"epochs", job.train.epochs},
+                                {"mode", std::string(name_of(job.mode))},
+                                {"seed", job.train.seed},
+                                {"shard_files", files},
+                                {"shard_versions", versions}};
+  if (auto why = write_tensor_file(*dir / job_state_file, job_state_kind, state, {})) return why;
+  return store.commit(step, names, {{"job_id", job.job_id}, {"model", job.train.model}, {"shard_versions", versions}});
+}
+
+expected<std::string> checkpointed_job_id(const std::filesystem::path& dir) {
+  auto newest = checkpoint_store(dir, 1).latest_good([](const std::filesystem::path&) { return std::nullopt; });
+  if (!newest) return newest.error();
+  const std::string id = newest->meta.value("job_id", std::string());
+  if (id.empty()) return failure{newest->dir.string() + ": its manifest names no job"};
+  return id;
+}
+
+std::int64_t resume_clock(const job_spec& job, std::int64_t step, std::int64_t old_workers, std::int64_t old_batch,
+                          std::int64_t old_steps_per_epoch) {
+  const std::int64_t spe = steps_per_epoch(job);
+  if (old_workers == job.workers && old_batch == job.train.batch_size && old_steps_per_epoch == spe) return step;
+  const std::int64_t old_spe = std::max<std::int64_t>(1, old_steps_per_epoch);
+  const std::int64_t epoch = step / old_spe;
+  const std::int64_t trained = step % old_spe * old_batch * old_workers;  // of the epoch's permutation
+  const std::int64_t round = job.train.batch_size * static_cast<std::int64_t>(job.workers);
+  return epoch * spe + std::min(spe, trained / std::max<std::int64_t>(1, round));
+}
+
+namespace {
+
+// A checkpoint file read back as what its name says it is, against the job's identity.
+std::optional<std::string> check_file(const std::filesystem::path& file, const checkpoint_identity& id) {
+  const std::string name = file.filename().string();
+  if (name == job_state_file) {
+    auto f = read_tensor_file(file, job_state_kind);
+    if (!f) return f.error().message;
+    if (auto wrong = id.mismatch(f->meta.value("identity", nlohmann::json()))) return file.string() + ": " + *wrong;
+    return std::nullopt;
+  }
+  if (name.rfind("shard-", 0) == 0) {
+    auto s = read_shard_image(file, id);
+    if (!s) return s.error().message;
+    return std::nullopt;
+  }
+  return file.string() + ": not a file a checkpoint holds";
+}
+
+}  // namespace
+
+expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params) {
+  const checkpoint_identity id = identity_of(job, num_params);
+  auto found = checkpoint_store(dir, 1).latest_good([&](const std::filesystem::path& f) { return check_file(f, id); });
+  if (!found) return found.error();
+  auto state = read_tensor_file(found->dir / job_state_file, job_state_kind);
+  if (!state) return state.error();
+  resume_point r;
+  r.step = found->step;
+  r.skipped = found->skipped;
+  const auto& m = state->meta;
+  const std::string where = (found->dir / job_state_file).string() + ": ";
+  try {
+    r.clock = resume_clock(job, r.step, m.at("workers").get<std::int64_t>(), m.at("batch_size").get<std::int64_t>(),
+                           m.at("steps_per_epoch").get<std::int64_t>());
+    for (const auto& f : m.at("shard_files")) r.shards.files.push_back(f.get<std::string>());
+  } catch (const nlohmann::json::exception&) {
+    return failure{where + "its description is not a job's state"};
+  }
+  if (r.shards.files.empty()) return failure{where + "it names no shard files"};
+  for (const auto& f : r.shards.files)
+    if (std::find(found->files.begin(), found->files.end(), f) == found->files.end())
+      return failure{where + "it names " + f + ", which the checkpoint's manifest does not"};
+  if (r.clock >= steps_per_epoch(job) * job.train.epochs)
+    return failure{"checkpoint " + std::to_string(r.step) + " in " + dir.string() + " is the end of the job's " +
+                   std::to_string(job.train.epochs) + " epochs: nothing is left to train; raise --epochs to train on"};
+  r.shards.dir = found->dir.string();
+  r.shards.clock = r.clock;
+  return r;
+}
+
+}  // namespace troupe

@@ -1,0 +1,76 @@
+// job_checkpoint: a training job's checkpoints as a whole: what they must agree on, the
+// coordinator's job-state file and the commit that completes a checkpoint, and where a
+// resumed job starts from (Note [Resuming a job]).
+//
+// Note [Resuming a job]
+// A checkpoint of step S (Note [Checkpoint steps] in core/shard_core.hpp) holds every
+// shard's file (Note [Shard checkpoints]), the coordinator's job.tf (kind
+// "troupe-job-state": the identity, the step, the job's shape when it was taken: workers,
+// batch size, training samples and steps per epoch, the mode, the seed, each shard's
+// version) and last the manifest (Note [Checkpoint directory]).
+// Resuming picks the newest checkpoint whose files all pass their checks. The members go
+// on from a clock computed from S:
+//   - on the same workers, batch size and training set: S itself. In sync the result is
+//     bitwise that of the uninterrupted run (every sample order, round and update is the
+//     same); in async and ssp the faster workers repeat their steps after S.
+//   - otherwise the epoch S was in continues on the new partition: its first
+//     (S mod old steps per epoch) x old batch x old workers samples of the epoch's
+//     permutation were trained, and the members go on from the new step whose samples
+//     begin at or before that point (tensor/sampler.hpp deals the permutation out in
+//     turn), so no sample of the epoch is skipped and fewer than one new round's samples
+//     are seen twice.
+// The shards restore their slices, resharded when the key table changed. What a resumed
+// job does not keep: the workers' 2-bit error-feedback residuals (they start at zero),
+// the accounts of the epochs before S (the result counts what the resumed run trained,
+// and says where it resumed).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/expected.hpp"
+#include "core/checkpoint_store.hpp"
+#include "core/job.hpp"
+#include "core/messages.hpp"
+#include "core/shard_checkpoint.hpp"
+
+namespace troupe {
+
+inline constexpr const char* job_state_kind = "troupe-job-state";
+inline constexpr const char* job_state_file = "job.tf";
+
+// What every file of this job's checkpoints carries (the job id must be set).
+checkpoint_identity identity_of(const job_spec& job, std::int64_t num_params);
+
+// Completes checkpoint `step` of the job in `store`: job.tf, then the manifest naming it
+// and the shards' files, with their versions. Why not.
+std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, const job_spec& job,
+                                                 std::int64_t num_params, std::int64_t step,
+                                                 const std::vector<checkpoint_saved>& shards);
+
+// The job id of the newest complete checkpoint in dir (a resumed job takes it); why none.
+expected<std::string> checkpointed_job_id(const std::filesystem::path& dir);
+
+struct resume_point {
+  std::int64_t step = 0;       // the checkpoint's
+  std::int64_t clock = 0;      // where the members go on
+  shard_resume shards;         // what the shards are told
+  std::vector<std::string> skipped;  // newer checkpoints passed over, each with why
+};
+
+// Where `job` (prepared, its id the checkpoint's) resumes from the newest good checkpoint
+// in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end.
+expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params);
+
+// The members' clock that continues checkpoint `step` of a job that had old_workers
+// workers of old_batch samples and old_steps_per_epoch steps per epoch (Note [Resuming a
+// job]).
+std::int64_t resume_clock(const job_spec& job, std::int64_t step, std::int64_t old_workers, std::int64_t old_batch,
+                          std::int64_t old_steps_per_epoch);
+
+}  // namespace troupe

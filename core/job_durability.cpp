@@ -1,0 +1,71 @@
+// job_core, part 4: checkpoints (the shards' files gathered into one commit, failures
+// warned about or fatal) and the start of a resumed job (Note [Resuming a job]).
+#include "core/job_core.hpp"
+
+#include <algorithm>
+
+#include "base/check.hpp"
+
+namespace troupe {
+
+using namespace job_actions;
+
+void job_core::resume_from(const resume_point& r) {
+  TROUPE_CHECK(phase_ == job_phase::admitting && shard_hosts_.empty() && members_.empty(),
+               "job_core::resume_from after the first join");
+  resume_ = r;
+  start_clock_ = r.clock;
+  const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch(job_));
+  epochs_closed_ = static_cast<std::int32_t>(std::min<std::int64_t>(job_.train.epochs, r.clock / spe));
+  ledger_.resumed(r.step, r.clock);
+}
+
+job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
+  if (phase_ == job_phase::finished || s.shard >= shard_count()) return {};
+  job_actions_list out;
+  auto& c = checkpoints_[s.step];
+  if (s.error.empty())
+    c.saved.push_back(s);
+  else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit
+    checkpoint_failed(s.step, "shard " + std::to_string(s.shard) + ": " + s.error, out);
+  if (c.saved.size() + c.failed < shard_count()) return out;
+  if (c.failed == 0) out.push_back(commit_checkpoint{s.step, std::move(c.saved)});
+  checkpoints_.erase(s.step);
+  return out;
+}
+
+job_actions_list job_core::on_checkpoint_committed(std::int64_t step, const std::optional<std::string>& error) {
+  if (phase_ == job_phase::finished) return {};
+  job_actions_list out;
+  if (error) {
+    checkpoint_failed(step, *error, out);
+    return out;
+  }
+  ++checkpoints_written_;
+  checkpoint_settled_ = std::max(checkpoint_settled_, step);
+  maybe_finalize(out);
+  if (m_) {
+    m_->checkpoints_written->Increment();
+    m_->checkpoint_step->Set(static_cast<double>(step));
+  }
+  return out;
+}
+
+bool job_core::final_checkpoint_settled() const {
+  return job_.checkpoints.dir.empty() || checkpoint_settled_ >= steps_per_epoch(job_) * job_.train.epochs;
+}
+
+void job_core::checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out) {
+  ++checkpoints_failed_;
+  checkpoint_settled_ = std::max(checkpoint_settled_, step);
+  if (m_) m_->checkpoints_failed->Increment();
+  const std::string what = "checkpoint " + std::to_string(step) + " in " + job_.checkpoints.dir + " failed: " + why;
+  if (job_.checkpoints.fatal) {
+    finish(fault{errc::checkpoint_failed, what + " (--checkpoint-fatal ends the job)"}, out);
+    return;
+  }
+  out.push_back(note{what + "; training goes on, and the last complete checkpoint stays the one to resume from"});
+  maybe_finalize(out);
+}
+
+}  // namespace troupe

@@ -1,0 +1,127 @@
+// shard_checkpoint: a shard's checkpoint file and resharding (Note [Shard checkpoints]).
+#include "core/shard_checkpoint.hpp"
+
+#include <algorithm>
+
+#include "tensor/tensor_file.hpp"
+
+namespace troupe {
+
+nlohmann::json checkpoint_identity::to_json() const {
+  return {{"job_id", job_id}, {"model", model}, {"num_params", num_params}, {"optimizer", optimizer}};
+}
+
+std::optional<std::string> checkpoint_identity::mismatch(const nlohmann::json& other) const {
+  if (!other.is_object()) return "it does not say which job and model it belongs to";
+  const auto field = [&](const char* key) { return other.contains(key) ? other[key].dump() : std::string("nothing"); };
+  if (other.value("model", std::string()) != model || other.value("num_params", std::int64_t{-1}) != num_params)
+    return "it holds model " + field("model") + " of " + field("num_params") + " parameters, not '" + model +
+           "' of " + std::to_string(num_params);
+  if (other.value("optimizer", std::string()) != optimizer)
+    return "it holds the state of optimizer " + field("optimizer") + ", not " + optimizer;
+  if (other.value("job_id", std::string()) != job_id)
+    return "it belongs to job " + field("job_id") + ", not '" + job_id + "'";
+  return std::nullopt;
+}
+
+std::string shard_file_name(std::uint32_t shard) { return "shard-" + std::to_string(shard) + ".tf"; }
+
+std::optional<std::string> write_shard_image(const std::filesystem::path& path, const shard_image& s,
+                                             const checkpoint_identity& id) {
+  nlohmann::json ranges = nlohmann::json::array(), stages = nlohmann::json::array();
+  for (const auto& [off, len] : s.ranges) ranges.push_back({off, len});
+  for (const auto& [stage, steps] : s.stage_steps) stages.push_back({stage, steps});
+  const nlohmann::json meta = {{"identity", id.to_json()},   {"shard", s.shard},
+                               {"step", s.step},             {"version", s.version},
+                               {"ranges", ranges},           {"optimizer_steps", s.optimizer_steps},
+                               {"stage_steps", stages}};
+  std::vector<std::pair<std::string, const_tensor_view>> sections{{"params", s.params}, {"slot1", s.slot1}};
+  if (!s.slot2.empty()) sections.emplace_back("slot2", s.slot2);
+  return write_tensor_file(path, shard_state_kind, meta, sections);
+}
+
+expected<shard_image> read_shard_image(const std::filesystem::path& path, const checkpoint_identity& id) {
+  auto file = read_tensor_file(path, shard_state_kind);
+  if (!file) return file.error();
+  const std::string what = path.string() + ": ";
+  const auto& m = file->meta;
+  if (auto wrong = id.mismatch(m.value("identity", nlohmann::json()))) return failure{what + *wrong};
+  shard_image s;
+  try {
+    s.shard = m.at("shard").get<std::uint32_t>();
+    s.step = m.at("step").get<std::int64_t>();
+    s.version = m.at("version").get<std::int64_t>();
+    s.optimizer_steps = m.at("optimizer_steps").get<std::int64_t>();
+    for (const auto& r : m.at("ranges")) s.ranges.emplace_back(r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>());
+    for (const auto& r : m.at("stage_steps")) s.stage_steps[r.at(0).get<std::uint32_t>()] = r.at(1).get<std::int64_t>();
+  } catch (const nlohmann::json::exception&) {
+    return failure{what + "its description is not a shard's state"};
+  }
+  std::int64_t numel = 0;
+  for (const auto& [off, len] : s.ranges) {
+    if (off < 0 || len < 0 || off > id.num_params - len) return failure{what + "a range reaches outside the model"};
+    numel += len;
+  }
+  for (auto& [name, t] : file->sections) {
+    tensor* slot = name == "params" ? &s.params : name == "slot1" ? &s.slot1 : name == "slot2" ? &s.slot2 : nullptr;
+    if (!slot) continue;
+    if (t.type() != dtype::f32 || t.numel() != numel)
+      return failure{what + "its section " + name + " holds " + std::to_string(t.numel()) +
+                     " values where its ranges hold " + std::to_string(numel)};
+    *slot = std::move(t);
+  }
+  if (s.params.empty() || s.slot1.empty()) return failure{what + "it lacks the parameters or the optimizer's state"};
+  if ((id.optimizer == "adam") != !s.slot2.empty())
+    return failure{what + "its optimizer slots do not match optimizer " + id.optimizer};
+  return s;
+}
+
+expected<shard_image> reshard(const std::vector<shard_image>& old, const std::vector<key_range>& ranges,
+                              std::int64_t num_params) {
+  if (old.empty()) return failure{"no shard's state to start from"};
+  const bool adam = !old.front().slot2.empty();
+  tensor params = tensor::uninitialized({num_params}), slot1 = tensor::uninitialized({num_params});
+  tensor slot2 = adam ? tensor::uninitialized({num_params}) : tensor();
+  std::vector<std::pair<std::int64_t, std::int64_t>> covered;
+  shard_image out;
+  for (const auto& s : old) {
+    if (!s.slot2.empty() != adam) return failure{"the shards' states disagree on the optimizer"};
+    std::int64_t pos = 0;
+    for (const auto& [off, len] : s.ranges) {
+      copy(params.view().flat(off, len), s.params.view().flat(pos, len));
+      copy(slot1.view().flat(off, len), s.slot1.view().flat(pos, len));
+      if (adam) copy(slot2.view().flat(off, len), s.slot2.view().flat(pos, len));
+      covered.emplace_back(off, len);
+      pos += len;
+    }
+    out.version = std::max(out.version, s.version);
+    out.optimizer_steps = std::max(out.optimizer_steps, s.optimizer_steps);
+    for (const auto& [stage, steps] : s.stage_steps) out.stage_steps[stage] = std::max(out.stage_steps[stage], steps);
+    out.step = s.step;
+  }
+  std::sort(covered.begin(), covered.end());
+  std::int64_t end = 0;
+  for (const auto& [off, len] : covered) {
+    if (off != end) return failure{"the shards' states do not cover the model exactly once (at float " +
+                                   std::to_string(std::min(off, end)) + ")"};
+    end = off + len;
+  }
+  if (end != num_params)
+    return failure{"the shards' states cover " + std::to_string(end) + " of the model's " + std::to_string(num_params) +
+                   " parameters"};
+  std::int64_t numel = 0;
+  for (const auto& r : ranges) {
+    out.ranges.emplace_back(r.offset, r.length);
+    numel += r.length;
+  }
+  out.params = tensor::uninitialized({numel});
+  out.slot1 = tensor::uninitialized({numel});
+  if (adam) out.slot2 = tensor::uninitialized({numel});
+  pack_shard(out.params, params, ranges);
+  pack_shard(out.slot1, slot1, ranges);
+  if (adam) pack_shard(out.slot2, slot2, ranges);
+  out.shard = ranges.empty() ? 0 : ranges.front().shard;
+  return out;
+}
+
+}  // namespace troupe
