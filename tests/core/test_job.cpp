@@ -1,10 +1,11 @@
 // Tests for core/job.cpp: validation names the flag, the derived per-worker sizes and
-// schedule, and mode names.
+// schedule, the samples a worker trained before a clock, and mode names.
 #define BOOST_TEST_MODULE job
 #include <boost/test/unit_test.hpp>
 
 #include "core/job.hpp"
 #include "tensor/grad_codec.hpp"
+#include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
 
@@ -72,6 +73,19 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
                j.pull_precision = *parse_grad_codec("2bit");
              }).find("--pull-precision 2bit") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.pull_precision = *parse_grad_codec("2bit"); }).empty());
+  // Checkpoints keep shard servers' state of a training job.
+  BOOST_TEST(problem([](job_spec& j) { j.checkpoints.dir = "ck"; }).empty());
+  BOOST_TEST(problem([](job_spec& j) {
+               j.checkpoints.dir = "ck";
+               j.servers = 0;
+               j.workers = 1;
+             }).find("--checkpoint-dir") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.checkpoints.dir = "ck";
+               j.kv = true;
+             }).find("--checkpoint-dir") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.checkpoints.every = -1; }).find("--checkpoint-every") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.checkpoints.keep = 0; }).find("--keep-checkpoints") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {
@@ -112,4 +126,14 @@ BOOST_AUTO_TEST_CASE(mode_names) {
   BOOST_TEST((*parse_sync_mode("ssp") == sync_mode::ssp));
   BOOST_TEST(parse_sync_mode("bsp").error().message.find("sync, async or ssp") != std::string::npos);
   BOOST_TEST(name_of(sync_mode::sync) == "sync");
+}
+
+BOOST_AUTO_TEST_CASE(samples_before_a_clock_count_the_short_last_batch) {
+  job_spec j = test::tiny_job(sync_mode::sync);  // 2 workers of 50 samples
+  j.train.batch_size = 16;  // 50 samples per worker: batches of 16, 16, 16, 2
+  BOOST_TEST(steps_per_epoch(j) == 4);
+  BOOST_TEST(samples_before(j, 0) == 0);
+  BOOST_TEST(samples_before(j, 3) == 48);
+  BOOST_TEST(samples_before(j, 4) == 50);
+  BOOST_TEST(samples_before(j, 6) == 82);
 }

@@ -1,5 +1,6 @@
 // Tests for tensor/optimizer.cpp: Adam through optimizer_state against values computed by
-// hand, optimizer_state bookkeeping, and the schedules.
+// hand, optimizer_state bookkeeping, the state a checkpoint keeps and restores, and the
+// schedules.
 #define BOOST_TEST_MODULE optimizer
 #include <boost/test/unit_test.hpp>
 
@@ -47,6 +48,32 @@ BOOST_AUTO_TEST_CASE(state_steps_sgd_through_the_functor) {
   BOOST_TEST(p.data<float>()[0] == 0.5f);
   BOOST_TEST(p.data<float>()[1] == 0.f);
   BOOST_CHECK_THROW(opt.step(tensor({3}), tensor({3}), 0.1f), contract_error);
+}
+
+BOOST_AUTO_TEST_CASE(a_restored_state_steps_bitwise_as_the_one_it_was_copied_from) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::adam;
+  optimizer_state a(cfg, 3), b(cfg, 3);
+  tensor pa = vec({1.f, 2.f, 3.f});
+  a.step(pa, vec({0.5f, -1.f, 2.f}), 0.1f);
+  a.step(pa, vec({0.25f, 1.f, -3.f}), 0.1f);
+  tensor pb = vec({0.f, 0.f, 0.f});
+  copy(pb, pa);
+  BOOST_REQUIRE(!b.restore(a.steps(), a.slot(0), a.slot(1)));
+  BOOST_TEST(b.steps() == 2);
+  a.step(pa, vec({1.f, 1.f, 1.f}), 0.1f);
+  b.step(pb, vec({1.f, 1.f, 1.f}), 0.1f);
+  BOOST_TEST(test::same_bits(pa, pb));
+  // What does not fit is refused, and changes nothing.
+  BOOST_TEST(b.restore(1, tensor({2}), tensor({3})).has_value());
+  BOOST_TEST(b.restore(1, tensor({3}), tensor()).has_value());  // Adam keeps two slots
+  BOOST_TEST(b.restore(-1, tensor({3}), tensor({3})).has_value());
+  BOOST_TEST(b.steps() == 3);
+  optimizer_state sgd(optimizer_config{}, 3);
+  BOOST_TEST(sgd.slot(1).empty());
+  BOOST_TEST(sgd.restore(4, tensor({3}), tensor({3})).has_value());  // a second slot SGD does not keep
+  BOOST_TEST(!sgd.restore(4, tensor({3}), tensor()).has_value());
+  BOOST_TEST(sgd.steps() == 4);
 }
 
 BOOST_AUTO_TEST_CASE(parse_names) {

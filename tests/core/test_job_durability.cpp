@@ -1,0 +1,154 @@
+// Tests for core/job_durability.cpp, stepped by hand (tests/support/job_core_harness.hpp):
+// a checkpoint is committed once every shard's file is written, and counted; a shard that
+// could not write its file, or a commit that failed, is warned about and training goes
+// on, or ends the job with --checkpoint-fatal; the job's result waits for its last
+// checkpoint; a resumed job tells the shards where their state is, starts every member
+// at the resumed clock, does not wait for the epochs before it, and plans only what is
+// left.
+#define BOOST_TEST_MODULE job_durability
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/job_core_harness.hpp"
+
+using namespace troupe;
+using namespace troupe::test::job_core_tests;
+using test::all_of;
+using test::only;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// The tiny job (2 workers, 2 shards, 2 epochs of 1 step) keeping checkpoints.
+job_spec checkpointed(bool fatal = false) {
+  job_spec j = tiny_job(sync_mode::sync);
+  j.checkpoints.dir = "/checkpoints";
+  j.checkpoints.fatal = fatal;
+  return j;
+}
+
+checkpoint_saved written(std::uint32_t shard, std::int64_t step) {
+  return {shard, step, step, "shard-" + std::to_string(shard) + ".tf", {}};
+}
+
+// Trains the harness's job to its end up to the final gather, which the caller answers.
+job_actions_list train_to_the_end(harness& h) {
+  h.start();
+  h.step(0, 1, 0);
+  h.step(1, 1, 0);
+  h.epoch(0, 0);
+  only<evaluate>(h.answer(only<gather>(h.epoch(1, 0))));
+  h.core->on_evaluated(eval_reply{0, 0.5, 1.0});
+  h.step(0, 2, 1);
+  h.step(1, 2, 1);
+  h.epoch(0, 1);
+  h.epoch(1, 1);
+  h.done(0, 2);
+  const auto eval = only<evaluate>(h.answer(only<gather>(h.done(1, 2))));
+  return h.core->on_evaluated(eval_reply{eval.epoch, 0.75, 0.5});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_checkpoint_is_committed_once_every_shards_file_is_written) {
+  harness h(checkpointed());
+  h.start();
+  BOOST_TEST(h.core->on_checkpoint_saved(written(1, 1)).empty());
+  const auto c = only<commit_checkpoint>(h.core->on_checkpoint_saved(written(0, 1)));
+  BOOST_TEST(c.step == 1);
+  BOOST_REQUIRE(c.shards.size() == 2u);
+  BOOST_TEST(h.core->on_checkpoint_committed(1, std::nullopt).empty());
+  // A report naming a shard the job does not have changes nothing.
+  BOOST_TEST(h.core->on_checkpoint_saved(written(7, 2)).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_file_or_commit_is_warned_about_and_training_goes_on) {
+  harness h(checkpointed());
+  h.start();
+  checkpoint_saved bad = written(0, 1);
+  bad.error = "No space left on device";
+  const auto n = only<note>(h.core->on_checkpoint_saved(bad));
+  BOOST_TEST(has(n.text, "checkpoint 1"));
+  BOOST_TEST(has(n.text, "shard 0: No space left on device"));
+  BOOST_TEST(has(n.text, "training goes on"));
+  BOOST_TEST(all_of<commit_checkpoint>(h.core->on_checkpoint_saved(written(1, 1))).empty());  // never complete
+  BOOST_TEST(has(only<note>(h.core->on_checkpoint_committed(2, std::string("the manifest: EIO"))).text, "EIO"));
+  BOOST_TEST((h.core->phase() == job_phase::training));
+}
+
+BOOST_AUTO_TEST_CASE(with_checkpoint_fatal_a_failed_checkpoint_ends_the_job) {
+  harness h(checkpointed(true));
+  h.start();
+  checkpoint_saved bad = written(1, 1);
+  bad.error = "Permission denied";
+  const std::string why = fault_of(h.core->on_checkpoint_saved(bad));
+  BOOST_TEST(has(why, "checkpoint_failed"));
+  BOOST_TEST(has(why, "Permission denied"));
+  BOOST_TEST(has(why, "--checkpoint-fatal"));
+}
+
+BOOST_AUTO_TEST_CASE(the_result_waits_for_the_last_checkpoint) {
+  harness h(checkpointed());
+  const auto closed = train_to_the_end(h);
+  BOOST_TEST(all_of<gather>(closed).empty());  // the final checkpoint (step 2) is not complete yet
+  h.core->on_checkpoint_saved(written(0, 1));
+  h.core->on_checkpoint_committed(1, std::nullopt);
+  h.core->on_checkpoint_saved(written(0, 2));
+  only<commit_checkpoint>(h.core->on_checkpoint_saved(written(1, 2)));
+  const auto last = only<gather>(h.core->on_checkpoint_committed(2, std::nullopt));
+  const auto end = only<finish>(h.answer(last));
+  const auto& r = std::get<job_result>(end.outcome);
+  BOOST_TEST(r.checkpoints_written == 2);
+  BOOST_TEST(r.checkpoints_failed == 0);
+  BOOST_TEST(r.resumed_from_step == -1);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_last_checkpoint_does_not_hold_the_result) {
+  harness h(checkpointed());
+  train_to_the_end(h);
+  checkpoint_saved bad = written(0, 2);
+  bad.error = "disk full";
+  const auto out = h.core->on_checkpoint_saved(bad);
+  only<note>(out);
+  const auto end = only<finish>(h.answer(only<gather>(out)));
+  BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_failed == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
+  job_spec j = checkpointed();
+  j.train.batch_size = 10;  // 5 steps per epoch
+  harness h(j);
+  resume_point r;
+  r.step = 7;
+  r.clock = 7;
+  r.shards = {"/checkpoints/ckpt-000000000007", {"shard-0.tf", "shard-1.tf"}, 7};
+  h.core->resume_from(r);
+  const auto w = only<welcome_shard>(h.shard());
+  BOOST_TEST(w.welcome.resume.dir == "/checkpoints/ckpt-000000000007");
+  BOOST_TEST(w.welcome.resume.clock == 7);
+  BOOST_TEST(w.welcome.resume.files.size() == 2u);
+  h.shard();
+  h.member();
+  const auto start = only<start_shards>(h.member());
+  BOOST_TEST(start.members.clock == 7);
+  for (const auto& m : all_of<welcome_member>(h.core->shards_started(h.now))) BOOST_TEST(m.assignment.resume_clock == 7);
+  // Epoch 0 (steps 0-4) was closed by the run that wrote the checkpoint: epoch 1 closes
+  // on its own reports.
+  h.step(0, 10, 1);
+  h.step(1, 10, 1);
+  h.epoch(0, 1);
+  BOOST_TEST(all_of<gather>(h.epoch(1, 1)).empty());  // the last epoch: after training
+  h.done(0, 10);
+  const auto g = only<gather>(h.done(1, 10));
+  BOOST_TEST(g.with_params);
+  const auto eval = only<evaluate>(h.answer(g));
+  BOOST_TEST(eval.epoch == 1);
+  const auto after = h.core->on_evaluated(eval_reply{1, 0.75, 0.5});
+  BOOST_TEST(all_of<gather>(after).empty());  // waits for checkpoint 10
+  h.core->on_checkpoint_saved(written(0, 10));
+  h.core->on_checkpoint_saved(written(1, 10));
+  const auto end = only<finish>(h.answer(only<gather>(h.core->on_checkpoint_committed(10, std::nullopt))));
+  const auto& res = std::get<job_result>(end.outcome);
+  BOOST_TEST(res.resumed_from_step == 7);
+  BOOST_TEST(res.samples_planned == 2 * (100 - 70));  // 100 per worker; 70 of them trained before
+}
