@@ -38,14 +38,22 @@ expected<shard_image> state_for(const shard_welcome& w, const checkpoint_identit
 
 }  // namespace
 
-std::optional<std::string> restore_checkpoint(shard_pointer self, const shard_welcome& w) {
+std::optional<std::string> plan_checkpoints(shard_pointer self, const shard_welcome& w) {
   auto& st = self->state;
   auto m = build_model(w.job);
   if (!m) return m.error().message;
   st.checkpoint_id = identity_of(w.job, m->num_params());
   st.checkpoints = w.job.checkpoints;
   if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(images_waiting);
-  if (w.resume.dir.empty()) return std::nullopt;
+  if (!w.resume.dir.empty()) st.resume = w;
+  return std::nullopt;
+}
+
+std::optional<std::string> restore_checkpoint(shard_pointer self) {
+  auto& st = self->state;
+  if (!st.resume) return std::nullopt;
+  const shard_welcome w = std::move(*st.resume);
+  st.resume.reset();
   auto image = state_for(w, st.checkpoint_id);
   if (!image) return "cannot resume from " + w.resume.dir + ": " + image.error().message;
   if (auto wrong = st.core->restore(*image, w.resume.clock)) return "cannot resume from " + w.resume.dir + ": " + *wrong;

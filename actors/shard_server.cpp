@@ -73,9 +73,9 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   }
   self->state.index = w.index;
   self->state.core = std::move(*core);
-  if (auto why = restore_checkpoint(self, w)) {
+  if (auto why = plan_checkpoints(self, w)) {
     spdlog::error("shard {}: {}", w.index, *why);
-    self->quit(make_error(errc::checkpoint_failed, *why));
+    self->quit(make_error(errc::bad_job, *why));
     return;
   }
   self->state.compression = w.job.compression;
@@ -146,6 +146,14 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (self->state.kv) {
           self->state.kv->start(s.members.workers);
           return caf::ok_atom::value;
+        }
+        if (auto why = restore_checkpoint(self)) {
+          spdlog::error("shard {}: {}", self->state.index, *why);
+          // Answered before the shard stops, so the job's error says why.
+          auto rp = self->make_response_promise<caf::ok_atom>();
+          rp.deliver(make_error(errc::checkpoint_failed, *why));
+          self->quit(make_error(errc::checkpoint_failed, *why));
+          return rp;
         }
         if (self->state.core->config().mode == sync_mode::sync && s.members.clock != self->state.core->version())
           return make_error(errc::bad_job, "a sync start at clock " + std::to_string(s.members.clock) +

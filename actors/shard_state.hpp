@@ -97,6 +97,7 @@ struct shard_state {
   checkpoint_plan checkpoints;
   checkpoint_identity checkpoint_id;
   std::unique_ptr<serial_worker> writer;
+  std::optional<shard_welcome> resume;  // a resumed job's welcome, until the start restores it
   static inline const char* name = "troupe.shard_server";
 };
 
@@ -127,9 +128,11 @@ caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_o
 bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_push_ack>& rp);
 void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp);
 
-// Checkpoints (shard_checkpoints.cpp). A resumed job's welcome: the shard's state restored
-// from the checkpoint it names (Note [Shard checkpoints]); why not.
-std::optional<std::string> restore_checkpoint(shard_pointer self, const shard_welcome& w);
+// Checkpoints (shard_checkpoints.cpp). At the welcome: the job's plan, and what a resumed
+// job's shard restores at its start; why the job cannot keep checkpoints.
+std::optional<std::string> plan_checkpoints(shard_pointer self, const shard_welcome& w);
+// At the start: the state the welcome named, restored (Note [Shard checkpoints]); why not.
+std::optional<std::string> restore_checkpoint(shard_pointer self);
 // After a call into the core: the checkpoint it made due is copied now and written off
 // this thread (Note [Checkpoint steps]).
 void maybe_checkpoint(shard_pointer self);

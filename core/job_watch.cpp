@@ -112,9 +112,12 @@ job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optiona
 }
 
 job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string& why) {
-  return fail({errc::shard_lost, "shard " + std::to_string(shard) + " died (" + why +
-                                     "); its parameters are gone and recovery from checkpoints is not supported "
-                                     "yet, so the job stops"});
+  const std::string& dir = job_.checkpoints.dir;
+  return fail({errc::shard_lost,
+               "shard " + std::to_string(shard) + " died (" + why +
+                   "); a running job cannot take a replacement shard yet, so the job stops; " +
+                   (dir.empty() ? std::string("with --checkpoint-dir a job can be resumed after such a loss")
+                                : "continue it from its last checkpoint with --resume " + dir)});
 }
 
 // Note [Paused processes]

@@ -1,0 +1,115 @@
+// Tests for tools/checkpoint_cli.cpp through the troupe binary: `train --resume` goes on
+// from the newest good checkpoint under the checkpoints' job id and ends bitwise as the
+// uninterrupted run; so does `launch --local --resume` (separate processes, mutual TLS);
+// a damaged newest checkpoint is passed over with a warning; an empty directory, another
+// job's id, another model, a fresh job given a directory that holds checkpoints, and a
+// checkpoint at the job's end are refused with a message that says what to do.
+#define BOOST_TEST_MODULE checkpoint_cli
+#include <boost/test/unit_test.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// A sync job on 3000 synthetic samples, 2 workers of 50: 30 steps per epoch, 2 epochs.
+std::vector<std::string> job(const std::string& command, std::vector<std::string> more, const char* epochs = "2") {
+  std::vector<std::string> a{troupe_bin(), command, "--mode", "sync", "--dataset", "synthetic", "--train-samples",
+                             "3000", "--batch-size", "50", "--epochs", epochs, "--metrics", "off"};
+  a.insert(a.end(), more.begin(), more.end());
+  return a;
+}
+
+process_result run(const std::vector<std::string>& argv, std::chrono::seconds timeout = 120s) {
+  auto r = run_process(argv, timeout);
+  BOOST_REQUIRE_MESSAGE(!r.timed_out, "troupe did not finish in time");
+  return r;
+}
+
+nlohmann::json result_of(const process_result& r) {
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  return nlohmann::json::parse(r.out);
+}
+
+// Removes every checkpoint after `step` from dir.
+void keep_up_to(const fs::path& dir, int step) {
+  for (const auto& e : fs::directory_iterator(dir))
+    if (std::stoi(e.path().filename().string().substr(5)) > step) fs::remove_all(e.path());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(train_resumes_bitwise_under_the_checkpoints_job_id) {
+  temp_dir tmp("ckpt-cli-train");
+  const std::string dir = tmp.file("ck");
+  const auto whole = result_of(run(job("train", {"--checkpoint-dir", dir, "--checkpoint-every", "20",
+                                                 "--keep-checkpoints", "10", "--job-id", "resumable"})));
+  BOOST_TEST(whole["checkpoints_written"] == 4);  // 20, 30, 40, 60
+  BOOST_TEST(whole["resumed_from_step"].is_null());
+  keep_up_to(dir, 40);
+  auto r = run(job("train", {"--resume", dir, "--keep-checkpoints", "10"}));
+  const auto resumed = result_of(r);
+  BOOST_TEST(resumed["resumed_from_step"] == 40);
+  BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
+  BOOST_TEST(resumed["samples_trained"] == 2 * 50 * 20);
+  BOOST_TEST(has(r.err, "resuming job resumable from checkpoint 40"), r.err);
+  // The newest is damaged: the one before it is taken, and the warning says why.
+  keep_up_to(dir, 40);
+  fs::resize_file(fs::path(dir) / "ckpt-000000000040" / "shard-0.tf", 64);
+  r = run(job("train", {"--resume", dir}));
+  BOOST_TEST(result_of(r)["resumed_from_step"] == 30);
+  BOOST_TEST(has(r.err, "passed over checkpoint 40"), r.err);
+  BOOST_TEST(has(r.err, "shard-0.tf"), r.err);
+}
+
+BOOST_AUTO_TEST_CASE(launch_resumes_bitwise_across_processes) {
+  temp_dir tmp("ckpt-cli-launch");
+  const std::string dir = tmp.file("ck");
+  const auto whole = result_of(run(
+      job("launch", {"--local", "--checkpoint-dir", dir, "--checkpoint-every", "20", "--keep-checkpoints", "10"}),
+      300s));
+  BOOST_TEST(whole["checkpoints_written"] == 4);
+  keep_up_to(dir, 30);
+  const auto resumed = result_of(run(job("launch", {"--local", "--resume", dir}), 300s));
+  BOOST_TEST(resumed["resumed_from_step"] == 30);
+  BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
+}
+
+BOOST_AUTO_TEST_CASE(what_cannot_be_resumed_is_refused_saying_what_to_do) {
+  temp_dir tmp("ckpt-cli-refused");
+  const std::string dir = tmp.file("ck"), empty = tmp.file("empty");
+  fs::create_directories(empty);
+  auto r = run(job("train", {"--resume", empty}));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "no complete checkpoint"), r.err);
+  result_of(run(job("train", {"--checkpoint-dir", dir, "--job-id", "first"})));
+  r = run(job("train", {"--checkpoint-dir", dir}));  // a fresh job would mix with them
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(has(r.err, "already holds checkpoints"), r.err);
+  BOOST_TEST(has(r.err, "--resume " + dir), r.err);
+  r = run(job("train", {"--resume", dir, "--job-id", "second"}));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "continues job 'first'"), r.err);
+  r = run(job("train", {"--resume", dir, "--model", "cnn"}));
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(has(r.err, "'cnn'"), r.err);
+  r = run(job("train", {"--resume", dir}));  // its last checkpoint ends its 2 epochs
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(has(r.err, "raise --epochs"), r.err);
+  r = run(job("train", {"--resume", dir}, "3"));
+  BOOST_TEST(result_of(r)["resumed_from_step"] == 60);
+  r = run(job("train", {"--checkpoint-dir", dir, "--keep-checkpoints", "0"}));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "--keep-checkpoints"), r.err);
+}
