@@ -184,7 +184,10 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
     if (const int sig = pending_signal.exchange(0)) {
       g.interrupted = true;
       for (auto& c : kids)
-        if (!c.exited) kill(c.pid, sig);
+        if (!c.exited) {
+          c.result.stopped = true;
+          kill(c.pid, sig);
+        }
     }
     std::vector<pollfd> fds;
     std::vector<std::pair<std::size_t, bool>> owners;  // child index, is stdout
@@ -210,6 +213,7 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
           if (!c.exited) {
             std::fprintf(stderr, "[launch] %s is still running after the job ended; sending %s\n", c.spec.name.c_str(),
                          want == 1 ? "SIGTERM" : "SIGKILL");
+            c.result.stopped = true;
             kill(c.pid, want == 1 ? SIGTERM : SIGKILL);
           }
       }

@@ -28,6 +28,7 @@ struct child_result {
   std::string name;
   int exit_code = -1;             // -1: killed by a signal
   int signal = 0;
+  bool stopped = false;           // the group signalled it (the launcher's signal passed on, or past its grace)
 };
 
 struct group_result {

@@ -21,6 +21,9 @@ namespace troupe::cli {
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failed = 1;  // the job ran and failed (diverged, missing data, a dead node...)
 inline constexpr int exit_usage = 2;   // the command line or config file is wrong
+// A coordinator's job lost a node it cannot go on without (a shard server, every worker)
+// or stalled: the job may go on from its last checkpoint (launch restarts it so).
+inline constexpr int exit_node_lost = 3;
 
 struct command {
   CLI::App* app = nullptr;

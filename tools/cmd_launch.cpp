@@ -3,6 +3,8 @@
 // with the job's status.
 #include "tools/cmd_launch.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
 #include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
@@ -47,8 +50,38 @@ struct launch_cli {
   std::string prometheus_config;
   std::string save_model;  // passed to the coordinator, which holds the final parameters
   std::vector<std::string> command;  // after --: the workers of a key-value job
+  int max_restarts = 3;              // Note [Restarting a job]
   CLI::App* app = nullptr;
 };
+
+// Note [Restarting a job]
+// A job that keeps checkpoints and lost a node is started again, every process, from its
+// newest complete checkpoint (the coordinator gets --resume DIR), up to --max-restarts
+// times, as torchrun's elastic agent restarts its workers. A lost node is a process that
+// died of a signal launch did not send, or a coordinator that says its job lost a node
+// (exit code 3: a shard server, every worker, or a stall). The restarted job repeats the
+// steps since that checkpoint; in sync on the same workers it ends bitwise as it would
+// have without the loss. A job that failed otherwise (a diverged loss, bad data, a bad
+// flag) is not restarted: it would fail the same way again.
+bool lost_a_node(const group_result& g) {
+  for (const auto& c : g.children)
+    if ((c.signal != 0 && !c.stopped) || (c.name == "coordinator" && c.exit_code == exit_node_lost)) return true;
+  return false;
+}
+
+// The coordinator of the next attempt resumes from dir's newest complete checkpoint (as
+// launch sees dir; over ssh it must be a shared file system to be seen here); with none,
+// the job starts again from its beginning.
+void resume_next_attempt(std::vector<child_spec>& nodes, const std::string& dir) {
+  if (checkpoint_store(dir, 1).complete().empty()) return;
+  for (auto& n : nodes) {
+    if (n.name != "coordinator") continue;
+    auto& a = n.argv;
+    if (auto at = std::find(a.begin(), a.end(), "--resume"); at != a.end() && at + 1 != a.end())
+      a.erase(at, at + 2);
+    a.insert(a.end(), {"--resume", dir});
+  }
+}
 
 std::string random_hex(int bytes) {
   std::random_device rd;
@@ -307,7 +340,19 @@ int run_launch(launch_cli& o) {
   // (--metrics-linger); the grace covers that.
   const auto grace = std::chrono::seconds(15) +
                      std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
-  group_result g = run_process_group(plan->nodes, "coordinator", grace, enders);
+  const std::string checkpoints = job->checkpoints.dir.empty() ? o.job.resume : job->checkpoints.dir;
+  group_result g;
+  int restarts = 0;
+  for (;;) {
+    g = run_process_group(plan->nodes, "coordinator", grace, enders);
+    const bool failed = std::any_of(g.children.begin(), g.children.end(),
+                                    [](const child_result& c) { return c.name == "coordinator" && c.exit_code != 0; });
+    if (!failed || g.interrupted || checkpoints.empty() || !lost_a_node(g) || restarts >= o.max_restarts) break;
+    ++restarts;
+    std::cerr << "launch: the job lost a node; starting every process again from the newest checkpoint in "
+              << checkpoints << " (restart " << restarts << " of at most " << o.max_restarts << ")" << std::endl;
+    resume_next_attempt(plan->nodes, checkpoints);
+  }
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
@@ -323,7 +368,11 @@ int run_launch(launch_cli& o) {
                 << (c.signal ? "signal " + std::to_string(c.signal) : "exit code " + std::to_string(c.exit_code)) << ")\n";
     }
   }
-  if (!json.empty()) std::cout << json << std::endl;
+  if (!json.empty()) {
+    auto out = nlohmann::ordered_json::parse(json, nullptr, false);
+    if (!out.is_discarded() && out.is_object() && !job->kv) out["restarts"] = restarts;  // Note [Restarting a job]
+    std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;
+  }
   bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
     if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {
@@ -369,6 +418,12 @@ command add_launch(CLI::App& parent) {
   app->add_option("--save-model", o->save_model,
                   "The coordinator writes the final parameters to FILE (on its host; see train --save-model for "
                   "the formats)")
+      ->group(g);
+  app->add_option("--max-restarts", o->max_restarts,
+                  "With --checkpoint-dir: start a job that lost a node again from its newest checkpoint, at most N "
+                  "times (0: never)")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str()
       ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")
       ->check(CLI::Range(0.01, 3600.0))

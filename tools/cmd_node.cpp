@@ -125,7 +125,9 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
       *resume);
   if (!result) {
     print_error(troupe::describe(result.error()));
-    return exit_failed;
+    const auto code = troupe_code(result.error());
+    const bool lost = code == errc::shard_lost || code == errc::all_workers_lost || code == errc::stalled;
+    return lost ? exit_node_lost : exit_failed;
   }
   if (!o.save_model.empty())
     if (auto why = export_model(o.save_model, job.train.model, *m, result->params,

@@ -1,7 +1,9 @@
 // `troupe launch --local` end to end: 2 shard servers and 2 workers as separate
 // processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to >= 80% in
 // each mode; a failing job makes launch fail; a hung coordinator does not hold the launch;
-// a bad flag is a usage error.
+// a job that keeps checkpoints and loses its shard server or its coordinator is started
+// again from its newest checkpoint and ends bitwise as it would have; a bad flag is a
+// usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 
@@ -15,6 +17,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <thread>
 
 #include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
@@ -160,4 +163,45 @@ BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
   BOOST_TEST(commands.find("ssh rm -rf " + remote) != std::string::npos);  // and removed at the end
   BOOST_TEST(!std::filesystem::exists(remote));
   BOOST_TEST(!std::filesystem::exists(dir.file("job")));
+}
+
+// Note [Restarting a job]: a shard server, then the coordinator, killed after the first
+// checkpoint; launch starts the job again from its newest checkpoint, and the sync job
+// ends with the parameters of the run that lost nothing.
+BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint) {
+  temp_dir dir("launch-restart");
+  const auto job = [&](const std::string& name) {
+    return std::vector<std::string>{troupe_bin(), "launch", "--local", "--mode", "sync", "--dataset", "synthetic",
+                                    "--train-samples", "6000", "--batch-size", "50", "--epochs", "3",
+                                    "--checkpoint-dir", dir.file(name), "--checkpoint-every", "20",
+                                    "--slow-worker", "0:3", "--metrics", "off"};
+  };
+  const auto whole = run_process(job("whole"), 300s);
+  BOOST_REQUIRE(!whole.timed_out);
+  BOOST_REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
+  const auto expected = nlohmann::json::parse(whole.out);
+  BOOST_TEST(expected["restarts"] == 0);
+  for (const char* victim : {"--role server", "--role coordinator"}) {
+    BOOST_TEST_CONTEXT(victim) {
+      const std::string name = std::string("lost-") + (victim[7] == 's' ? "server" : "coordinator");
+      background_process launch(job(name), dir.file(name));
+      BOOST_REQUIRE(launch.started());
+      const auto first = std::filesystem::path(dir.file(name)) / "ckpt-000000000020" / "MANIFEST.tf";
+      const auto deadline = std::chrono::steady_clock::now() + 120s;
+      while (!std::filesystem::exists(first) && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(10ms);
+      BOOST_REQUIRE_MESSAGE(std::filesystem::exists(first), launch.err());
+      const pid_t node = child_with(launch.pid(), victim);
+      BOOST_REQUIRE(node > 0);
+      ::kill(node, SIGKILL);
+      const auto code = launch.wait(240s);
+      BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
+      BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
+      BOOST_TEST(launch.err().find("restart 1 of at most 3") != std::string::npos, launch.err());
+      const auto r = nlohmann::json::parse(launch.out());
+      BOOST_TEST(r["restarts"] == 1);
+      BOOST_TEST(r["resumed_from_step"].get<int>() >= 20);
+      BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
+    }
+  }
 }
