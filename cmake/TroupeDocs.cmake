@@ -6,7 +6,7 @@ find_program(HELP2MAN help2man)
 troupe_require(HELP2MAN "help2man (man pages from --help)" help2man)
 
 set(TROUPE_MAN_DIR ${CMAKE_BINARY_DIR}/man)
-set(troupe_subcommands train train-local evaluate node launch tls)
+set(troupe_subcommands train train-local evaluate export node launch tls)
 set(see_also "[SEE ALSO]\n")
 foreach(sub ${troupe_subcommands})
   string(APPEND see_also ".BR troupe-${sub} (1)\n")

@@ -44,6 +44,9 @@ class checkpoint_store {
   std::optional<std::string> commit(std::int64_t step, const std::vector<std::string>& files,
                                     const nlohmann::json& meta) const;
 
+  // Where checkpoint `step` is (DIR/ckpt-<step, 12 digits>), whether or not it exists.
+  std::filesystem::path step_dir(std::int64_t step) const;
+
   // The steps of complete checkpoints (a manifest is there), newest first.
   std::vector<std::int64_t> complete() const;
 
@@ -60,7 +63,6 @@ class checkpoint_store {
   expected<found> latest_good(const file_check& check) const;
 
  private:
-  std::filesystem::path step_dir(std::int64_t step) const;
   std::filesystem::path dir_;
   int keep_;
 };

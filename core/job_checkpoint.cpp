@@ -36,6 +36,8 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
                                 {"steps_per_epoch", spe},
                                 {"epochs", job.train.epochs},
                                 {"mode", std::string(name_of(job.mode))},
+                                {"input_shape", job.input_shape},
+                                {"classes", job.num_classes},
                                 {"seed", job.train.seed},
                                 {"shard_files", files},
                                 {"shard_versions", versions}};
@@ -82,6 +84,46 @@ std::optional<std::string> check_file(const std::filesystem::path& file, const c
 }
 
 }  // namespace
+
+expected<checkpointed_model> read_checkpointed_model(const std::filesystem::path& dir) {
+  // What the checkpoints say they are: the newest job state that reads back.
+  const checkpoint_store store(dir, 1);
+  std::optional<checkpoint_identity> id;
+  for (auto step : store.complete()) {
+    auto state = read_tensor_file(store.step_dir(step) / job_state_file, job_state_kind);
+    if (!state) continue;
+    const auto who = state->meta.value("identity", nlohmann::json::object());
+    id = checkpoint_identity{who.value("job_id", std::string()), who.value("model", std::string()),
+                             who.value("num_params", std::int64_t{0}), who.value("optimizer", std::string())};
+    break;
+  }
+  if (!id) return failure{"no complete checkpoint with a readable job state in " + dir.string()};
+  auto found = store.latest_good([&](const std::filesystem::path& f) { return check_file(f, *id); });
+  if (!found) return found.error();
+  auto state = read_tensor_file(found->dir / job_state_file, job_state_kind);
+  if (!state) return state.error();
+  checkpointed_model out;
+  out.step = found->step;
+  out.job_id = id->job_id;
+  out.model = id->model;
+  out.skipped = found->skipped;
+  std::vector<shard_image> shards;
+  try {
+    out.input_shape = state->meta.at("input_shape").get<std::vector<std::int64_t>>();
+    out.classes = state->meta.at("classes").get<std::int64_t>();
+    for (const auto& f : state->meta.at("shard_files")) {
+      auto s = read_shard_image(found->dir / f.get<std::string>(), *id);
+      if (!s) return s.error();
+      shards.push_back(std::move(*s));
+    }
+  } catch (const nlohmann::json::exception&) {
+    return failure{(found->dir / job_state_file).string() + ": its description is not a job's state"};
+  }
+  auto whole = reshard(shards, {key_range{0, 0, 0, id->num_params}}, id->num_params);
+  if (!whole) return failure{found->dir.string() + ": " + whole.error().message};
+  out.params = std::move(whole->params);
+  return out;
+}
 
 expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params) {
   const checkpoint_identity id = identity_of(job, num_params);

@@ -67,6 +67,18 @@ struct resume_point {
 // in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end.
 expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params);
 
+// The whole model of the newest good checkpoint in dir (`troupe export`): its parameters
+// assembled from every shard's file, with what the job's state says of it.
+struct checkpointed_model {
+  std::int64_t step = 0;
+  std::string job_id, model;          // the model spec
+  std::vector<std::int64_t> input_shape;
+  std::int64_t classes = 0;
+  tensor params;                      // the flat vector, in the model's layout
+  std::vector<std::string> skipped;   // newer checkpoints passed over, each with why
+};
+expected<checkpointed_model> read_checkpointed_model(const std::filesystem::path& dir);
+
 // The members' clock that continues checkpoint `step` of a job that had old_workers
 // workers of old_batch samples and old_steps_per_epoch steps per epoch (Note [Resuming a
 // job]).

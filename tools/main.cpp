@@ -12,6 +12,7 @@
 #include "tools/config_file.hpp"
 #include "tools/cli_common.hpp"
 #include "tools/cmd_evaluate.hpp"
+#include "tools/cmd_export.hpp"
 #include "tools/cmd_launch.hpp"
 #include "tools/cmd_node.hpp"
 #include "tools/cmd_tls.hpp"
@@ -23,7 +24,8 @@ int main(int argc, char** argv) {
   using namespace troupe::cli;
   troupe::tune_allocator();  // every command moves large buffers
   CLI::App app{"Troupe trains neural networks on a cluster of actors.\n"
-               "Exit codes: 0 success, 1 the job failed, 2 bad command line or config file.",
+               "Exit codes: 0 success, 1 the job failed, 2 bad command line or config file, 3 (a coordinator)\n"
+               "the job lost a node and may go on from its last checkpoint.",
                "troupe"};
   // Logs go to stderr; stdout carries only each command's final JSON line.
   spdlog::set_default_logger(spdlog::stderr_color_mt("troupe"));
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   commands.push_back(add_train(app));
   commands.push_back(add_train_local(app));
   commands.push_back(add_evaluate(app));
+  commands.push_back(add_export(app));
   commands.push_back(add_node(app));
   commands.push_back(add_launch(app));
   commands.push_back(add_tls(app));

@@ -8,7 +8,6 @@
 #define BOOST_TEST_MODULE shard_checkpoints
 #include <boost/test/unit_test.hpp>
 
-#include <cstdio>
 #include <fstream>
 
 #include "core/job_checkpoint.hpp"
@@ -48,13 +47,11 @@ caf::expected<job_result> resumed(job_spec job, std::shared_ptr<const dataset_sp
   return run_job_in_process(job, std::move(data), {}, {}, {}, *from);
 }
 
-// Leaves only checkpoints up to `step` in dir (Note [Checkpoint directory] names them).
+// Leaves only checkpoints up to `step` in dir.
 void keep_up_to(const fs::path& dir, std::int64_t step) {
-  for (auto s : checkpoint_store(dir, 1).complete()) {
-    char name[32];
-    std::snprintf(name, sizeof name, "ckpt-%012lld", static_cast<long long>(s));
-    if (s > step) fs::remove_all(dir / name);
-  }
+  const checkpoint_store store(dir, 1);
+  for (auto s : store.complete())
+    if (s > step) fs::remove_all(store.step_dir(s));
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // Tests for core/job_checkpoint.cpp (Note [Resuming a job]): a committed checkpoint is
-// found again with the shards' files and the clock to go on from; a damaged newer one is
-// passed over, saying why; another job's or model's checkpoints, an empty directory and
+// found again with the shards' files and the clock to go on from, and its whole model
+// assembled from them; a damaged newer one is passed over, saying why; another job's or model's checkpoints, an empty directory and
 // a checkpoint at the job's end are refused by name; the resumed clock is the step itself
 // on the same shape, and re-deals the interrupted epoch on another one.
 #define BOOST_TEST_MODULE job_checkpoint
@@ -42,7 +42,8 @@ void checkpoint(const fs::path& dir, const job_spec& job, std::int64_t step) {
     img.step = step;
     img.version = step;
     img.ranges = {{offset, len}};
-    img.params = tensor({len});
+    img.params = tensor::uninitialized({len});
+    for (std::int64_t i = 0; i < len; ++i) img.params.data<float>()[i] = static_cast<float>(offset + i) + 0.5f;
     img.slot1 = tensor({len});
     offset += len;
     BOOST_REQUIRE(!write_shard_image(*d / shard_file_name(s), img, identity_of(job, params)));
@@ -70,6 +71,22 @@ BOOST_AUTO_TEST_CASE(a_committed_checkpoint_is_found_with_the_clock_to_go_on_fro
   BOOST_TEST(r->shards.dir == (dir.path / "ckpt-000000000005").string());
   BOOST_TEST(r->shards.files == (std::vector<std::string>{"shard-0.tf", "shard-1.tf"}), boost::test_tools::per_element());
   BOOST_TEST(r->skipped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(the_whole_model_is_assembled_from_the_shards_files) {
+  test::temp_dir dir("job-ckpt-model");
+  job_spec job = job_of(2, 3);
+  checkpoint(dir.path, job, 4);
+  auto m = read_checkpointed_model(dir.path);
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_TEST(m->step == 4);
+  BOOST_TEST(m->job_id == "job-under-test");
+  BOOST_TEST(m->model == "mlp:4-3");
+  BOOST_TEST(m->input_shape == (std::vector<std::int64_t>{4}), boost::test_tools::per_element());
+  BOOST_TEST(m->classes == 3);
+  BOOST_REQUIRE(m->params.numel() == params);
+  for (std::int64_t i = 0; i < params; ++i) BOOST_TEST(m->params.data<float>()[i] == static_cast<float>(i) + 0.5f);
+  BOOST_TEST(!read_checkpointed_model(dir.path / "missing").has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_damaged_newer_checkpoint_is_passed_over_saying_why) {

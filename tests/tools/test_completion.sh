@@ -24,7 +24,7 @@ expect() {  # expect "WANTED" WORDS...: the completion of WORDS is exactly WANTE
     failures=$((failures + 1))
   fi
 }
-expect "train train-local evaluate node launch tls" ""
+expect "train train-local evaluate export node launch tls" ""
 expect "train train-local" tr
 expect "--epochs" train --ep
 expect "sync async ssp" train --mode ""
@@ -38,7 +38,7 @@ trap 'rm -rf "$dir"' EXIT
 touch "$dir/job.toml"
 expect "$dir/job.toml" train --config "$dir/jo"
 # every flag of every subcommand's --help is offered
-for sub in train train-local evaluate node launch; do
+for sub in train train-local evaluate export node launch; do
   for flag in $("$bin" "$sub" --help | grep -oE -- '--[a-z0-9][a-z0-9-]*' | sort -u); do
     [[ " $(complete_words "$sub" --) " == *" $flag "* ]] || { echo "FAIL: troupe $sub -- does not offer $flag" >&2; failures=$((failures + 1)); }
   done
