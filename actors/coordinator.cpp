@@ -3,12 +3,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <variant>
 
 #include "actors/drive_core.hpp"
 #include "actors/evaluator.hpp"
+#include "actors/thread_mail.hpp"
+#include "base/serial_worker.hpp"
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/job_core.hpp"
@@ -35,6 +38,9 @@ struct coordinator_state {
   std::vector<caf::typed_response_promise<job_result>> runs;
   join_gate gate;
   ticket next_ticket = 1;
+  // Completes checkpoints off the scheduler's threads (their fsyncs would stall the
+  // shards sharing them); made with the first commit.
+  std::unique_ptr<serial_worker> committer;
   static inline const char* name = "troupe.coordinator";
 };
 
@@ -133,18 +139,23 @@ void gather(coord_pointer self, std::uint64_t id, bool with_params) {
   }
 }
 
-// Completes a checkpoint whose shards' files are written (a small file and a manifest,
-// on this thread) and tells the core how it went, as the next message.
+// Completes a checkpoint whose shards' files are written (a small file and a manifest)
+// on the committer's thread, which tells the core how it went. Commits run in order, one
+// at a time; the core waits for the last one before the job's result.
 void commit(coord_pointer self, const job_actions::commit_checkpoint& c) {
-  const auto& core = *self->state.core;
-  const auto& plan = core.job().checkpoints;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto error = commit_job_checkpoint(checkpoint_store(plan.dir, plan.keep), core.job(), core.num_params(), c.step,
-                                     c.shards);
-  if (!error)
-    spdlog::info("coordinator: checkpoint {} complete in {} ({:.1f} ms to commit)", c.step, plan.dir,
-                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  self->send(self, checkpoint_committed{c.step, std::move(error)});
+  auto& st = self->state;
+  if (!st.committer) st.committer = std::make_unique<serial_worker>(std::numeric_limits<std::size_t>::max());
+  const auto& core = *st.core;
+  const checkpoint_store store(core.job().checkpoints.dir, core.job().checkpoints.keep);
+  auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
+  st.committer->post([=, job = core.job(), params = core.num_params()] {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto error = commit_job_checkpoint(store, job, params, c.step, c.shards);
+    if (!error)
+      spdlog::info("coordinator: checkpoint {} complete in {} ({:.1f} ms to commit)", c.step, job.checkpoints.dir,
+                   std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    tell(checkpoint_committed{c.step, std::move(error)});
+  });
 }
 
 void carry_out(coord_pointer self, job_actions_list actions) {

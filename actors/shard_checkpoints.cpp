@@ -4,7 +4,7 @@
 // coordinator, which completes the checkpoint once every shard's file is written.
 #include <spdlog/spdlog.h>
 
-#include "actors/lane_mail.hpp"
+#include "actors/thread_mail.hpp"
 #include "actors/shard_state.hpp"
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
@@ -70,7 +70,7 @@ void maybe_checkpoint(shard_pointer self) {
   auto image = std::make_shared<const shard_image>(st.core->image(*step));
   checkpoint_saved saved{st.index, *step, image->version, shard_file_name(st.index), {}};
   const checkpoint_store store(st.checkpoints.dir, st.checkpoints.keep);
-  auto tell = lane_mail(caf::actor_cast<caf::actor_addr>(self));
+  auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
   const bool queued = st.writer->post([=, id = st.checkpoint_id]() mutable {
     if (auto d = store.begin(saved.step); !d)
       saved.error = d.error().message;
