@@ -168,6 +168,9 @@ job_actions_list job_core::shards_started(time_point now) {
   for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, start_clock_)});
   pending_joins_.clear();
   count_nodes();
+  if (resume_)
+    out.push_back(note{"every node has joined: training goes on from step " + std::to_string(start_clock_) +
+                       " (checkpoint " + std::to_string(resume_->step) + " in " + resume_->shards.dir + ")"});
   return out;
 }
 

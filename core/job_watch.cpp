@@ -113,8 +113,13 @@ job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optiona
 
 job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string& why) {
   const std::string& dir = job_.checkpoints.dir;
+  std::int64_t reached = std::numeric_limits<std::int64_t>::max();
+  for (const auto& m : members_)
+    if (m.live && !m.done) reached = std::min(reached, m.clock);
+  const std::string when =
+      reached == std::numeric_limits<std::int64_t>::max() ? "" : " at step " + std::to_string(reached);
   return fail({errc::shard_lost,
-               "shard " + std::to_string(shard) + " died (" + why +
+               "shard " + std::to_string(shard) + " died" + when + " (" + why +
                    "); a running job cannot take a replacement shard yet, so the job stops; " +
                    (dir.empty() ? std::string("with --checkpoint-dir a job can be resumed after such a loss")
                                 : "continue it from its last checkpoint with --resume " + dir)});

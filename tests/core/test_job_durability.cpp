@@ -131,7 +131,9 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   h.member();
   const auto start = only<start_shards>(h.member());
   BOOST_TEST(start.members.clock == 7);
-  for (const auto& m : all_of<welcome_member>(h.core->shards_started(h.now))) BOOST_TEST(m.assignment.resume_clock == 7);
+  const auto started = h.core->shards_started(h.now);
+  for (const auto& m : all_of<welcome_member>(started)) BOOST_TEST(m.assignment.resume_clock == 7);
+  BOOST_TEST(only<note>(started).text.find("training goes on from step 7") != std::string::npos);
   // Epoch 0 (steps 0-4) was closed by the run that wrote the checkpoint: epoch 1 closes
   // on its own reports.
   h.step(0, 10, 1);

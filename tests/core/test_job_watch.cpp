@@ -1,6 +1,6 @@
 // Tests for core/job_watch.cpp, stepped by hand with explicit time
-// (tests/support/job_core_harness.hpp): a bad snapshot, a dead shard and a diverged member
-// end the job with their typed errors; the watchdog ends a stalled job naming who is
+// (tests/support/job_core_harness.hpp): a bad snapshot, a dead shard (saying at which
+// step, and how to go on) and a diverged member end the job with their typed errors; the watchdog ends a stalled job naming who is
 // where, and does not count time the process did not run; local group ids are relayed
 // only from their leader; the step rates name a straggler.
 #define BOOST_TEST_MODULE job_watch
@@ -24,8 +24,17 @@ BOOST_AUTO_TEST_CASE(a_bad_snapshot_a_dead_shard_and_a_diverged_member_end_the_j
   BOOST_TEST(fault_of(bad) == "bad_shape: shard 1 sent a snapshot of the wrong size");
   harness d(tiny_job(sync_mode::async));
   d.start();
+  d.step(0, 4, 0);
+  d.step(1, 3, 0);
   const auto dead = d.core->on_shard_down(1, "remote_link_unreachable");
-  BOOST_TEST(fault_of(dead).find("shard_lost: shard 1 died (remote_link_unreachable)") == 0u);
+  // It says where the job was (the slowest member's step) and how to go on.
+  BOOST_TEST(fault_of(dead).find("shard_lost: shard 1 died at step 3 (remote_link_unreachable)") == 0u);
+  BOOST_TEST(fault_of(dead).find("with --checkpoint-dir a job can be resumed") != std::string::npos);
+  job_spec kept = tiny_job(sync_mode::async);
+  kept.checkpoints.dir = "/ck";
+  harness k(kept);
+  k.start();
+  BOOST_TEST(fault_of(k.core->on_shard_down(0, "gone")).find("--resume /ck") != std::string::npos);
   BOOST_TEST(d.core->on_shard_down(0, "again").empty());  // the job has ended once
   harness v(tiny_job(sync_mode::async));
   v.start();
