@@ -352,8 +352,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       [=](watchdog_tick) {
         drive(self, [&](job_core& c) { return c.on_tick(job_clock::now()); });
         const job_phase p = self->state.core->phase();
-        if (p != job_phase::finishing && p != job_phase::finished)
-          self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
+        if (p != job_phase::finished) self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
       },
   };
 }

@@ -59,6 +59,7 @@ expected<std::filesystem::path> checkpoint_store::begin(std::int64_t step) const
   std::error_code ec;
   std::filesystem::create_directories(d, ec);
   if (ec) return failure{"cannot create the checkpoint directory " + d.string() + ": " + ec.message()};
+  sweep_temporaries(d);  // a writer of this step killed before its rename (a job resumed from an earlier step)
   return d;
 }
 

@@ -35,8 +35,9 @@ class checkpoint_store {
   checkpoint_store(std::filesystem::path dir, int keep);
 
   const std::filesystem::path& dir() const { return dir_; }
-  // The directory for checkpoint `step`, created (with DIR) if need be; the roles write
-  // their files in it. Why not, when it cannot be created.
+  // The directory for checkpoint `step`, created (with DIR) if need be and cleared of the
+  // temporaries of writers that died (Note [Durable replace]); the roles write their
+  // files in it. Why not, when it cannot be created.
   expected<std::filesystem::path> begin(std::int64_t step) const;
   // Completes checkpoint `step`: its manifest, naming `files` (in its directory) and
   // carrying `meta`, then the removal of what no longer needs keeping. Every file must

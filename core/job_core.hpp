@@ -119,7 +119,8 @@ class job_core {
   job_actions_list on_shard_down(std::uint32_t shard, const std::string& why);
   // A member waiting to stand in went away before it got a rank.
   void on_standby_down(ticket t);
-  // The watchdog, every watch_interval: a stall ends the job; step rates are updated.
+  // The watchdog, every watch_interval: a stall ends the job; step rates are updated;
+  // once training is over, a last checkpoint that is overdue is given up.
   // Time this process did not run is not a stall (Note [Paused processes]).
   static constexpr std::chrono::seconds watch_interval{1};
   static constexpr std::chrono::seconds paused_gap{10};
@@ -215,6 +216,10 @@ class job_core {
   // its last one (its final clock is always a checkpoint step).
   std::int64_t checkpoint_settled_ = -1;
   bool final_checkpoint_settled() const;
+  // Finishing: the last checkpoint not complete within the request timeout after
+  // training ended counts as failed, so the result is not held by a writer that hangs.
+  job_actions_list overdue_final_checkpoint(time_point now);
+  time_point finishing_since_{};
 };
 
 }  // namespace troupe

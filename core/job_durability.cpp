@@ -55,6 +55,17 @@ bool job_core::final_checkpoint_settled() const {
   return job_.checkpoints.dir.empty() || checkpoint_settled_ >= steps_per_epoch(job_) * job_.train.epochs;
 }
 
+job_actions_list job_core::overdue_final_checkpoint(time_point now) {
+  job_actions_list out;
+  const auto limit = std::chrono::milliseconds(job_.request_timeout_ms);
+  if (final_checkpoint_settled() || now - finishing_since_ <= limit) return out;
+  checkpoint_failed(steps_per_epoch(job_) * job_.train.epochs,
+                    "not complete " + std::to_string(limit.count() / 1000) +
+                        " s (--request-timeout) after training ended; the job's result goes out without it",
+                    out);
+  return out;
+}
+
 void job_core::checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out) {
   ++checkpoints_failed_;
   checkpoint_settled_ = std::max(checkpoint_settled_, step);

@@ -136,6 +136,7 @@ void job_core::check_training_done(job_actions_list& out, time_point now) {
     return;
   }
   phase_ = job_phase::finishing;
+  finishing_since_ = now;
   ledger_.training_over(now);
   check_epochs(out, now);
   maybe_finalize(out);

@@ -134,7 +134,8 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
 // process that stopped meanwhile is still caught: its silence counts from the first tick
 // after the pause. A pause shorter than paused_gap counts like any other time.
 job_actions_list job_core::on_tick(time_point now) {
-  if (phase_ == job_phase::finishing || phase_ == job_phase::finished) return {};  // the evaluations have deadlines
+  if (phase_ == job_phase::finished) return {};
+  if (phase_ == job_phase::finishing) return overdue_final_checkpoint(now);  // the evaluations have deadlines
   const auto gap = now - last_watch_;
   last_watch_ = now;
   if (gap > paused_gap) last_progress_ = std::min(now, last_progress_ + (gap - watch_interval));

@@ -3,11 +3,15 @@
 // job resumed from one ends bitwise as the uninterrupted run, on the same or another
 // number of shard servers; async resumes and trains on; a checkpoint directory that
 // cannot be written is counted and warned about while training goes on, or ends the job
-// with --checkpoint-fatal; a shard that cannot read the state it is told to resume from
-// ends the job with a message naming it.
+// with --checkpoint-fatal; a full disk fails the checkpoints of a resumed job and leaves
+// the one it resumed from loadable; a shard that cannot read the state it is told to
+// resume from ends the job with a message naming it.
 #define BOOST_TEST_MODULE shard_checkpoints
 #include <boost/test/unit_test.hpp>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <fstream>
 
 #include "core/job_checkpoint.hpp"
@@ -115,6 +119,53 @@ BOOST_AUTO_TEST_CASE(an_unwritable_directory_is_counted_and_training_goes_on) {
   BOOST_REQUIRE(!fatal);
   BOOST_TEST((troupe_code(fatal.error()) == errc::checkpoint_failed));
   BOOST_TEST(has(describe(fatal.error()), "checkpoint 7"));
+}
+
+namespace {
+
+// A full disk, as RLIMIT_FSIZE makes one: every file larger than 64 KiB fails to write.
+struct small_disk {
+  rlimit before{};
+  void (*handler)(int) = nullptr;
+  small_disk() {
+    ::getrlimit(RLIMIT_FSIZE, &before);
+    handler = std::signal(SIGXFSZ, SIG_IGN);  // the write fails with EFBIG instead
+    rlimit small = before;
+    small.rlim_cur = 64 * 1024;
+    ::setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~small_disk() {
+    ::setrlimit(RLIMIT_FSIZE, &before);
+    std::signal(SIGXFSZ, handler);
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_full_disk_leaves_the_last_good_checkpoint_loadable) {
+  test::temp_dir tmp("shard-ckpt-full");
+  auto data = synthetic(3000);
+  job_spec job = checkpointed(sync_mode::sync, tmp.path);
+  job.train.epochs = 1;
+  const job_result first = run_ok(job, data);
+  BOOST_TEST(first.checkpoints_written == 3);  // 7, 14, 20
+  job.train.epochs = 2;
+  job_result second;
+  {
+    small_disk full;
+    auto r = resumed(job, data);
+    BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+    second = *r;
+  }
+  BOOST_TEST(second.resumed_from_step == 20);
+  BOOST_TEST(second.checkpoints_written == 0);
+  BOOST_TEST(second.checkpoints_failed == 4);  // 21, 28, 35, 40
+  auto m = prepare_job(job, *data);
+  BOOST_REQUIRE(m.has_value());
+  auto from = find_resume(tmp.path, job, m->num_params());
+  BOOST_REQUIRE_MESSAGE(from.has_value(), (from ? "" : from.error().message));
+  BOOST_TEST(from->step == 20);  // the failed ones changed nothing of it
+  BOOST_TEST(from->skipped.empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_shard_that_cannot_read_its_state_ends_the_job_naming_it) {

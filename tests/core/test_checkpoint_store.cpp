@@ -3,9 +3,13 @@
 // the commit) is ignored and swept; retention keeps the newest K complete ones and never
 // removes the last good one before a newer one is whole; a damaged manifest or a damaged
 // or missing file makes the search fall back to the previous checkpoint, saying why;
-// bad names and missing files are refused at the commit.
+// bad names and missing files are refused at the commit; beginning a step again sweeps
+// the temporaries its dead writers left.
 #define BOOST_TEST_MODULE checkpoint_store
 #include <boost/test/unit_test.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <iterator>
@@ -107,6 +111,24 @@ BOOST_AUTO_TEST_CASE(a_damaged_latest_checkpoint_falls_back_to_the_previous_one_
   BOOST_REQUIRE(!none.has_value());
   BOOST_TEST(has(none.error().message, "no complete checkpoint"), none.error().message);
   BOOST_TEST(has(none.error().message, "checkpoint 1:"), none.error().message);
+}
+
+BOOST_AUTO_TEST_CASE(beginning_a_step_again_sweeps_the_temporaries_of_dead_writers) {
+  test::temp_dir dir("ckpt-sweep");
+  const checkpoint_store store(dir.path, 2);
+  auto d = store.begin(40);
+  BOOST_REQUIRE(d.has_value());
+  // A writer that died before its rename: a child that has exited.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  const fs::path left = *d / (".shard-0.tf.tmp-" + std::to_string(dead) + "-0");
+  std::ofstream(left) << "torn";
+  const fs::path live = *d / (".shard-1.tf.tmp-" + std::to_string(::getpid()) + "-0");
+  std::ofstream(live) << "being written";
+  BOOST_REQUIRE(store.begin(40).has_value());  // a resumed job reaches step 40 again
+  BOOST_TEST(!fs::exists(left));
+  BOOST_TEST(fs::exists(live));
 }
 
 BOOST_AUTO_TEST_CASE(a_commit_refuses_missing_files_and_names_that_are_not_plain) {

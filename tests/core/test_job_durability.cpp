@@ -2,9 +2,9 @@
 // a checkpoint is committed once every shard's file is written, and counted; a shard that
 // could not write its file, or a commit that failed, is warned about and training goes
 // on, or ends the job with --checkpoint-fatal; the job's result waits for its last
-// checkpoint; a resumed job tells the shards where their state is, starts every member
-// at the resumed clock, does not wait for the epochs before it, and plans only what is
-// left.
+// checkpoint, for at most the request timeout; a resumed job tells the shards where
+// their state is, starts every member at the resumed clock, does not wait for the epochs
+// before it, and plans only what is left.
 #define BOOST_TEST_MODULE job_durability
 #include <boost/test/unit_test.hpp>
 
@@ -110,6 +110,21 @@ BOOST_AUTO_TEST_CASE(a_failed_last_checkpoint_does_not_hold_the_result) {
   bad.error = "disk full";
   const auto out = h.core->on_checkpoint_saved(bad);
   only<note>(out);
+  const auto end = only<finish>(h.answer(only<gather>(out)));
+  BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_failed == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_last_checkpoint_that_never_completes_is_given_up_after_the_request_timeout) {
+  job_spec j = checkpointed();
+  j.request_timeout_ms = 3000;
+  harness h(j);
+  train_to_the_end(h);
+  h.later(milliseconds(2000));
+  BOOST_TEST(h.core->on_tick(h.now).empty());  // still within the timeout
+  h.later(milliseconds(1500));
+  const auto out = h.core->on_tick(h.now);
+  BOOST_TEST(only<note>(out).text.find("checkpoint 2") != std::string::npos);
+  BOOST_TEST(only<note>(out).text.find("--request-timeout") != std::string::npos);
   const auto end = only<finish>(h.answer(only<gather>(out)));
   BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_failed == 1);
 }

@@ -165,9 +165,10 @@ BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
   BOOST_TEST(!std::filesystem::exists(dir.file("job")));
 }
 
-// Note [Restarting a job]: a shard server, then the coordinator, killed after the first
-// checkpoint; launch starts the job again from its newest checkpoint, and the sync job
-// ends with the parameters of the run that lost nothing.
+// Note [Restarting a job]: a shard server killed after the first checkpoint and again
+// (its replacement) after the restarted job's checkpoint 60, then the coordinator killed
+// after the first; launch starts the job again from its newest checkpoint each time, and
+// the sync job ends with the parameters of the run that lost nothing.
 BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint) {
   temp_dir dir("launch-restart");
   const auto job = [&](const std::string& name) {
@@ -181,26 +182,35 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
   BOOST_REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
   const auto expected = nlohmann::json::parse(whole.out);
   BOOST_TEST(expected["restarts"] == 0);
-  for (const char* victim : {"--role server", "--role coordinator"}) {
-    BOOST_TEST_CONTEXT(victim) {
-      const std::string name = std::string("lost-") + (victim[7] == 's' ? "server" : "coordinator");
+  struct loss {
+    const char* victim;
+    std::vector<const char*> after;  // the checkpoints after which it is killed, in turn
+  };
+  for (const loss& l : {loss{"--role server", {"ckpt-000000000020", "ckpt-000000000060"}},
+                        loss{"--role coordinator", {"ckpt-000000000020"}}}) {
+    BOOST_TEST_CONTEXT(l.victim) {
+      const std::string name = std::string("lost-") + (l.victim[7] == 's' ? "server" : "coordinator");
       background_process launch(job(name), dir.file(name));
       BOOST_REQUIRE(launch.started());
-      const auto first = std::filesystem::path(dir.file(name)) / "ckpt-000000000020" / "MANIFEST.tf";
-      const auto deadline = std::chrono::steady_clock::now() + 120s;
-      while (!std::filesystem::exists(first) && std::chrono::steady_clock::now() < deadline)
-        std::this_thread::sleep_for(10ms);
-      BOOST_REQUIRE_MESSAGE(std::filesystem::exists(first), launch.err());
-      const pid_t node = child_with(launch.pid(), victim);
-      BOOST_REQUIRE(node > 0);
-      ::kill(node, SIGKILL);
+      for (const char* step : l.after) {
+        const auto done = std::filesystem::path(dir.file(name)) / step / "MANIFEST.tf";
+        const auto deadline = std::chrono::steady_clock::now() + 120s;
+        pid_t node = 0;
+        // The checkpoint, and a live node to kill (after a restart: the new one).
+        while (std::chrono::steady_clock::now() < deadline &&
+               (!std::filesystem::exists(done) || (node = child_with(launch.pid(), l.victim)) <= 0))
+          std::this_thread::sleep_for(10ms);
+        BOOST_REQUIRE_MESSAGE(node > 0, launch.err());
+        ::kill(node, SIGKILL);
+      }
       const auto code = launch.wait(240s);
       BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
       BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
-      BOOST_TEST(launch.err().find("restart 1 of at most 3") != std::string::npos, launch.err());
       const auto r = nlohmann::json::parse(launch.out());
-      BOOST_TEST(r["restarts"] == 1);
-      BOOST_TEST(r["resumed_from_step"].get<int>() >= 20);
+      BOOST_TEST(r["restarts"] == l.after.size());
+      BOOST_TEST(launch.err().find("restart " + std::to_string(l.after.size()) + " of at most 3") != std::string::npos,
+                 launch.err());
+      BOOST_TEST(r["resumed_from_step"].get<int>() >= (l.after.size() == 2 ? 60 : 20));
       BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
     }
   }

@@ -1,6 +1,7 @@
 // Tests for tools/checkpoint_cli.cpp through the troupe binary: `train --resume` goes on
 // from the newest good checkpoint under the checkpoints' job id and ends bitwise as the
-// uninterrupted run; so does `launch --local --resume` (separate processes, mutual TLS);
+// uninterrupted run, also after the process was killed outright; so does `launch --local
+// --resume` (separate processes, mutual TLS);
 // a damaged newest checkpoint is passed over with a warning; an empty directory, another
 // job's id, another model, a fresh job given a directory that holds checkpoints, and a
 // checkpoint at the job's end are refused with a message that says what to do.
@@ -9,8 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
+#include <signal.h>
 
+#include <filesystem>
+#include <thread>
+
+#include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -71,6 +76,29 @@ BOOST_AUTO_TEST_CASE(train_resumes_bitwise_under_the_checkpoints_job_id) {
   BOOST_TEST(result_of(r)["resumed_from_step"] == 30);
   BOOST_TEST(has(r.err, "passed over checkpoint 40"), r.err);
   BOOST_TEST(has(r.err, "shard-0.tf"), r.err);
+}
+
+// The process killed outright (SIGKILL, perhaps in the middle of writing a file) after
+// its first checkpoint; the resumed run leaves no temporary behind and ends bitwise as
+// the run that was never killed.
+BOOST_AUTO_TEST_CASE(a_killed_train_resumes_bitwise) {
+  temp_dir tmp("ckpt-cli-killed");
+  const std::string dir = tmp.file("ck");
+  const auto whole = result_of(run(job("train", {})));
+  background_process killed(job("train", {"--checkpoint-dir", dir, "--checkpoint-every", "10", "--slow-worker", "0:5"}),
+                            tmp.file("killed"));
+  BOOST_REQUIRE(killed.started());
+  const auto first = fs::path(dir) / "ckpt-000000000010" / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!fs::exists(first) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(5ms);
+  BOOST_REQUIRE_MESSAGE(fs::exists(first), killed.err());
+  ::kill(killed.pid(), SIGKILL);
+  BOOST_REQUIRE(killed.wait(30s).has_value());
+  const auto resumed = result_of(run(job("train", {"--resume", dir, "--checkpoint-every", "10"})));
+  BOOST_TEST(resumed["resumed_from_step"].get<int>() >= 10);
+  BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
 }
 
 BOOST_AUTO_TEST_CASE(launch_resumes_bitwise_across_processes) {
