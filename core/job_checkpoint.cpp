@@ -83,6 +83,19 @@ std::optional<std::string> check_file(const std::filesystem::path& file, const c
   return file.string() + ": not a file a checkpoint holds";
 }
 
+// The newest checkpoint in dir whose files all read back as `id`'s, with its job state.
+struct good_checkpoint {
+  checkpoint_store::found found;
+  tensor_file state;
+};
+expected<good_checkpoint> newest_good(const std::filesystem::path& dir, const checkpoint_identity& id) {
+  auto found = checkpoint_store(dir, 1).latest_good([&](const std::filesystem::path& f) { return check_file(f, id); });
+  if (!found) return found.error();
+  auto state = read_tensor_file(found->dir / job_state_file, job_state_kind);
+  if (!state) return state.error();
+  return good_checkpoint{std::move(*found), std::move(*state)};
+}
+
 }  // namespace
 
 expected<checkpointed_model> read_checkpointed_model(const std::filesystem::path& dir) {
@@ -98,44 +111,41 @@ expected<checkpointed_model> read_checkpointed_model(const std::filesystem::path
     break;
   }
   if (!id) return failure{"no complete checkpoint with a readable job state in " + dir.string()};
-  auto found = store.latest_good([&](const std::filesystem::path& f) { return check_file(f, *id); });
-  if (!found) return found.error();
-  auto state = read_tensor_file(found->dir / job_state_file, job_state_kind);
-  if (!state) return state.error();
+  auto good = newest_good(dir, *id);
+  if (!good) return good.error();
+  const auto& [found, state] = *good;
   checkpointed_model out;
-  out.step = found->step;
+  out.step = found.step;
   out.job_id = id->job_id;
   out.model = id->model;
-  out.skipped = found->skipped;
+  out.skipped = found.skipped;
   std::vector<shard_image> shards;
   try {
-    out.input_shape = state->meta.at("input_shape").get<std::vector<std::int64_t>>();
-    out.classes = state->meta.at("classes").get<std::int64_t>();
-    for (const auto& f : state->meta.at("shard_files")) {
-      auto s = read_shard_image(found->dir / f.get<std::string>(), *id);
+    out.input_shape = state.meta.at("input_shape").get<std::vector<std::int64_t>>();
+    out.classes = state.meta.at("classes").get<std::int64_t>();
+    for (const auto& f : state.meta.at("shard_files")) {
+      auto s = read_shard_image(found.dir / f.get<std::string>(), *id);
       if (!s) return s.error();
       shards.push_back(std::move(*s));
     }
   } catch (const nlohmann::json::exception&) {
-    return failure{(found->dir / job_state_file).string() + ": its description is not a job's state"};
+    return failure{(found.dir / job_state_file).string() + ": its description is not a job's state"};
   }
   auto whole = reshard(shards, {key_range{0, 0, 0, id->num_params}}, id->num_params);
-  if (!whole) return failure{found->dir.string() + ": " + whole.error().message};
+  if (!whole) return failure{found.dir.string() + ": " + whole.error().message};
   out.params = std::move(whole->params);
   return out;
 }
 
 expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params) {
-  const checkpoint_identity id = identity_of(job, num_params);
-  auto found = checkpoint_store(dir, 1).latest_good([&](const std::filesystem::path& f) { return check_file(f, id); });
-  if (!found) return found.error();
-  auto state = read_tensor_file(found->dir / job_state_file, job_state_kind);
-  if (!state) return state.error();
+  auto good = newest_good(dir, identity_of(job, num_params));
+  if (!good) return good.error();
+  const auto& [found, state] = *good;
   resume_point r;
-  r.step = found->step;
-  r.skipped = found->skipped;
-  const auto& m = state->meta;
-  const std::string where = (found->dir / job_state_file).string() + ": ";
+  r.step = found.step;
+  r.skipped = found.skipped;
+  const auto& m = state.meta;
+  const std::string where = (found.dir / job_state_file).string() + ": ";
   try {
     r.clock = resume_clock(job, r.step, m.at("workers").get<std::int64_t>(), m.at("batch_size").get<std::int64_t>(),
                            m.at("steps_per_epoch").get<std::int64_t>());
@@ -145,12 +155,12 @@ expected<resume_point> find_resume(const std::filesystem::path& dir, const job_s
   }
   if (r.shards.files.empty()) return failure{where + "it names no shard files"};
   for (const auto& f : r.shards.files)
-    if (std::find(found->files.begin(), found->files.end(), f) == found->files.end())
+    if (std::find(found.files.begin(), found.files.end(), f) == found.files.end())
       return failure{where + "it names " + f + ", which the checkpoint's manifest does not"};
   if (r.clock >= steps_per_epoch(job) * job.train.epochs)
     return failure{"checkpoint " + std::to_string(r.step) + " in " + dir.string() + " is the end of the job's " +
                    std::to_string(job.train.epochs) + " epochs: nothing is left to train; raise --epochs to train on"};
-  r.shards.dir = found->dir.string();
+  r.shards.dir = found.dir.string();
   r.shards.clock = r.clock;
   return r;
 }
