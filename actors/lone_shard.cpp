@@ -62,7 +62,7 @@ lone_coordinator_actor::behavior_type lone(lone_pointer self, job_spec job, std:
       [=](join_atom, const shard_join&) -> caf::result<shard_welcome> {
         if (self->state.shard) return make_error(errc::cluster_full, "this coordinator welcomes one shard");
         self->state.shard = caf::actor_cast<shard_actor>(self->current_sender());
-        return shard_welcome{0, job, {key_range{0, 0, 0, numel}}};
+        return shard_welcome{0, job, {key_range{0, 0, 0, numel}}, {}};
       },
       [=](join_atom, const worker_join&) -> caf::result<worker_welcome> {
         auto& st = self->state;

@@ -38,7 +38,7 @@ kv_job_actions_list kv_job_core::on_shard_join(ticket t, const shard_join& j) {
   const auto index = static_cast<std::uint32_t>(shard_hosts_.size());
   shard_hosts_.push_back(j.host);
   shard_ports_.push_back(j.port);
-  kv_job_actions_list out{welcome_shard{t, shard_welcome{index, job_, {}}}};
+  kv_job_actions_list out{welcome_shard{t, shard_welcome{index, job_, {}, {}}}};
   maybe_start(out);
   return out;
 }

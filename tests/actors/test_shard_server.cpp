@@ -255,7 +255,7 @@ BOOST_FIXTURE_TEST_CASE(only_a_rank_s_own_actor_pushes_and_pulls_and_only_the_co
     auto keep = [&admin_errors](caf::error& e) { admin_errors.push_back(e); };
     self->request(s, caf::infinite, snapshot_atom::value).then([](const params_reply&) {}, keep);
     self->request(s, caf::infinite, stats_atom::value).then([](const shard_stats&) {}, keep);
-    self->request(s, caf::infinite, start_atom::value, shard_start{membership{{0}, {0}}, {identity_of(self->ctrl())}})
+    self->request(s, caf::infinite, start_atom::value, shard_start{membership{{0}, {0}, 0}, {identity_of(self->ctrl())}})
         .then([](caf::ok_atom) {}, keep);
     self->request(s, caf::infinite, join_atom::value, shard_admit{{0, 0}, identity_of(self->ctrl())})
         .then([](caf::ok_atom) {}, keep);

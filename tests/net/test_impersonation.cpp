@@ -137,7 +137,7 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   self->request(shard, wait, stats_atom::value)
       .receive([&](const shard_stats&) { answers.push_back("statistics were served"); }, refused);
   const member_identity me = identity_of(caf::actor_cast<caf::strong_actor_ptr>(self));
-  self->request(shard, wait, start_atom::value, shard_start{membership{{0}, {0}}, {me}})
+  self->request(shard, wait, start_atom::value, shard_start{membership{{0}, {0}, 0}, {me}})
       .receive([&](caf::ok_atom) { answers.push_back("a start was taken"); }, refused);
   self->request(shard, wait, join_atom::value, shard_admit{{0, 0}, me})
       .receive([&](caf::ok_atom) { answers.push_back("an admission was taken"); }, refused);

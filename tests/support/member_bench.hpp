@@ -44,7 +44,7 @@ struct member_bench {
       : job(std::move(j)), data(std::move(d)), m(*prepare(job, *data)) {
     if (job.servers > 0) {
       table = partition_parameters(m, 1, job.big_array_bound);
-      auto built = shard_for(shard_welcome{0, job, table.ranges_of(0)});
+      auto built = shard_for(shard_welcome{0, job, table.ranges_of(0), {}});
       BOOST_REQUIRE(built.has_value());
       shard = std::move(*built);
       std::vector<std::uint32_t> ranks, stages;
