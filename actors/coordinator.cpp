@@ -214,6 +214,8 @@ void carry_out(coord_pointer self, job_actions_list actions) {
           } else if constexpr (std::is_same_v<A, note>) {
             spdlog::warn("coordinator: {}", a.text);
             if (st.cb.on_event) st.cb.on_event(a.text);
+          } else if constexpr (std::is_same_v<A, request_checkpoint>) {
+            for (auto& s : st.shards) self->send(s, checkpoint_atom::value, a.step);
           } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
             commit(self, a);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {

@@ -199,6 +199,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::reacts_to<left_atom, std::uint32_t>,
     caf::replies_to<join_atom, shard_admit>::with<caf::ok_atom>,
+    caf::reacts_to<checkpoint_atom, std::int64_t>,  // take a checkpoint at this step too (--checkpoint-seconds)
     // key-value jobs
     caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,

@@ -210,6 +210,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         settle_held(self);
         maybe_checkpoint(self);
       },
+      [=](checkpoint_atom, std::int64_t step) {
+        if (!from_coordinator(self, coordinator, "a checkpoint request")) return;
+        if (self->state.core && self->state.writer) self->state.core->request_checkpoint(step);
+      },
       [=](kv_define_atom, const kv_define& d) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "a key definition")) return refused();
         return kv_define_parts(self, d);

@@ -100,6 +100,7 @@ std::optional<std::string> validate(const job_spec& job) {
     return "--checkpoint-dir keeps the shard servers' state of a training job; it needs --servers >= 1 and real "
            "compute (no --simulate-compute), and a key-value job's programs keep their own";
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
+  if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
     return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +

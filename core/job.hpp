@@ -31,6 +31,7 @@ std::string_view name_of(sync_mode m);
 struct checkpoint_plan {
   std::string dir;          // empty: no checkpoints
   std::int64_t every = 0;   // steps between checkpoints, besides every epoch's end; 0: epoch ends only
+  double seconds = 0.0;     // also about this often (the coordinator names a coming step); 0: not
   std::int32_t keep = 2;    // complete checkpoints kept
   bool fatal = false;       // a checkpoint that cannot be written ends the job; else warn, count, go on
 };

@@ -163,7 +163,7 @@ job_actions_list job_core::shards_started(time_point now) {
   if (phase_ != job_phase::starting) return {};
   phase_ = job_phase::training;
   ledger_.start(now);
-  last_progress_ = now;
+  last_progress_ = last_checkpoint_request_ = now;
   job_actions_list out;
   for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, start_clock_)});
   pending_joins_.clear();

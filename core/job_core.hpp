@@ -58,6 +58,8 @@ struct relay_group_id { std::vector<std::uint32_t> to; group_id id; };
 struct epoch_closed { epoch_summary summary; };
 // Something an operator should read (a member lost, a group formed, a replacement).
 struct note { std::string text; };
+// Every shard: take a checkpoint at `step` too (--checkpoint-seconds; Note [Checkpoint steps]).
+struct request_checkpoint { std::int64_t step; };
 // Complete checkpoint `step` with the shards' files (commit_job_checkpoint); answer with
 // checkpoint_committed.
 struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shards; };
@@ -70,7 +72,8 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
                                 job_actions::remove_from_shards, job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
-                                job_actions::commit_checkpoint, job_actions::finish>;
+                                job_actions::request_checkpoint, job_actions::commit_checkpoint,
+                                job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table and the
@@ -119,8 +122,9 @@ class job_core {
   job_actions_list on_shard_down(std::uint32_t shard, const std::string& why);
   // A member waiting to stand in went away before it got a rank.
   void on_standby_down(ticket t);
-  // The watchdog, every watch_interval: a stall ends the job; step rates are updated;
-  // once training is over, a last checkpoint that is overdue is given up.
+  // The watchdog, every watch_interval: a stall ends the job; step rates are updated; a
+  // checkpoint is asked for when --checkpoint-seconds have passed; once training is over,
+  // a last checkpoint that is overdue is given up.
   // Time this process did not run is not a stall (Note [Paused processes]).
   static constexpr std::chrono::seconds watch_interval{1};
   static constexpr std::chrono::seconds paused_gap{10};
@@ -220,6 +224,11 @@ class job_core {
   // training ended counts as failed, so the result is not held by a writer that hangs.
   job_actions_list overdue_final_checkpoint(time_point now);
   time_point finishing_since_{};
+  // --checkpoint-seconds: asks the shards for a checkpoint a few steps ahead of the fastest
+  // member once that long has passed since the last one was asked for.
+  void maybe_request_checkpoint(time_point now, job_actions_list& out);
+  time_point last_checkpoint_request_{};
+  std::int64_t requested_step_ = 0;
 };
 
 }  // namespace troupe

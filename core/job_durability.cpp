@@ -55,6 +55,24 @@ bool job_core::final_checkpoint_settled() const {
   return job_.checkpoints.dir.empty() || checkpoint_settled_ >= steps_per_epoch(job_) * job_.train.epochs;
 }
 
+void job_core::maybe_request_checkpoint(time_point now, job_actions_list& out) {
+  const auto every = std::chrono::duration<double>(job_.checkpoints.seconds);
+  if (job_.checkpoints.dir.empty() || every.count() <= 0.0 || phase_ != job_phase::training ||
+      now - last_checkpoint_request_ < every)
+    return;
+  last_checkpoint_request_ = now;
+  // Reported clocks trail the members by a step or so, and the request takes a moment to
+  // reach the shards: a margin keeps the step ahead of every shard (Note [Checkpoint steps]).
+  constexpr std::int64_t margin = 4;
+  std::int64_t fastest = start_clock_;
+  for (const auto& m : members_)
+    if (m.live && !m.done) fastest = std::max(fastest, m.clock);
+  const std::int64_t step = fastest + margin;
+  if (step <= requested_step_ || step >= steps_per_epoch(job_) * job_.train.epochs) return;
+  requested_step_ = step;
+  out.push_back(request_checkpoint{step});
+}
+
 job_actions_list job_core::overdue_final_checkpoint(time_point now) {
   job_actions_list out;
   const auto limit = std::chrono::milliseconds(job_.request_timeout_ms);

@@ -152,7 +152,9 @@ job_actions_list job_core::on_tick(time_point now) {
     return fail({errc::stalled, "no progress for " + std::to_string(job_.stall_timeout_ms / 1000) + " s (" + who + ")"});
   }
   update_step_rates(now);
-  return {};
+  job_actions_list out;
+  maybe_request_checkpoint(now, out);
+  return out;
 }
 
 job_actions_list job_core::fail(fault f) {

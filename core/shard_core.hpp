@@ -49,8 +49,10 @@
 // ssp it is the state right after the slowest live member's S-th push (faster members
 // have pushed more, and the checkpoint keeps that; a resumed job repeats their steps
 // after S). The steps are the multiples of checkpoint_every and of
-// checkpoint_epoch_steps (every epoch's end); when several pass at once (the slowest
-// member left) only the latest is taken. The shell takes the image right after the call
+// checkpoint_epoch_steps (every epoch's end), and the steps the coordinator asks for
+// (--checkpoint-seconds: a step a little ahead of the fastest member, about every so many
+// seconds; one asked for when it has passed already is not taken); when several pass at
+// once (the slowest member left) only the latest is taken. The shell takes the image right after the call
 // that made it due, before the next message, and writes it off the actor's thread.
 #pragma once
 
@@ -59,6 +61,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -135,6 +138,8 @@ class shard_core {
   // `clock`, the resumed members' clock (in sync the version becomes the clock, so rounds
   // go on counting from it). Why not, when it does not fit this shard.
   std::optional<std::string> restore(const shard_image& s, std::int64_t clock);
+  // Note [Checkpoint steps]: the coordinator asks for a checkpoint at `step` as well.
+  void request_checkpoint(std::int64_t step);
   // Note [Checkpoint steps]: the step whose checkpoint the last call made due, once.
   std::optional<std::int64_t> take_checkpoint_due() { return std::exchange(checkpoint_due_, std::nullopt); }
   // A copy of the state for checkpoint `step`.
@@ -263,6 +268,10 @@ class shard_core {
   std::map<std::uint32_t, std::int64_t> stage_steps_;  // async/ssp: optimizer steps per slice (Adam)
   std::int64_t last_checkpoint_ = 0;
   std::optional<std::int64_t> checkpoint_due_;
+  std::set<std::int64_t> requested_checkpoints_;
+  // What every live member has finished: the version in sync, the slowest one's clock in
+  // async and ssp.
+  std::int64_t reached() const;
   // Note [Gradient pieces]: per member, the gradient being assembled, and the clock whose
   // gradient a refused piece refused (with why).
   struct partial_gradient {

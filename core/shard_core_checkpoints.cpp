@@ -46,10 +46,23 @@ shard_image shard_core::image(std::int64_t step) const {
   return s;
 }
 
+std::int64_t shard_core::reached() const {
+  if (cfg_.mode == sync_mode::sync) return version_;
+  return live_workers() > 0 ? slowest_completed() : 0;
+}
+
+void shard_core::request_checkpoint(std::int64_t step) {
+  if (step > last_checkpoint_ && (!started_ || step > reached())) requested_checkpoints_.insert(step);
+}
+
 void shard_core::note_reached(std::int64_t reached) {
   std::int64_t due = 0;
   for (std::int64_t every : {cfg_.checkpoint_every, cfg_.checkpoint_epoch_steps})
     if (every > 0) due = std::max(due, reached / every * every);
+  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() <= reached) {
+    due = std::max(due, *requested_checkpoints_.begin());
+    requested_checkpoints_.erase(requested_checkpoints_.begin());
+  }
   if (due <= last_checkpoint_) return;
   last_checkpoint_ = due;
   checkpoint_due_ = due;

@@ -16,6 +16,12 @@ void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& r
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str()
       ->group(group);
+  app.add_option("--checkpoint-seconds", plan.seconds,
+                 "Also checkpoint about every S seconds (the coordinator names a step just ahead of the fastest "
+                 "worker; 0: off)")
+      ->check(CLI::Range(0.0, 1e7))
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--keep-checkpoints", plan.keep, "Complete checkpoints to keep; older ones are removed")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str()

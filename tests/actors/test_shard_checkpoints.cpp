@@ -1,16 +1,18 @@
 // Whole jobs in one process with checkpoints (actors/shard_checkpoints.cpp and the
 // coordinator's commits): every checkpoint step of a sync job is written and complete; a
 // job resumed from one ends bitwise as the uninterrupted run, on the same or another
-// number of shard servers; async resumes and trains on; a checkpoint directory that
-// cannot be written is counted and warned about while training goes on, or ends the job
-// with --checkpoint-fatal; a full disk fails the checkpoints of a resumed job and leaves
-// the one it resumed from loadable; a shard that cannot read the state it is told to
-// resume from ends the job with a message naming it.
+// number of shard servers; --checkpoint-seconds adds checkpoints between the steps;
+// async resumes and trains on; a checkpoint directory that cannot be written is counted
+// and warned about while training goes on, or ends the job with --checkpoint-fatal; a
+// full disk fails the checkpoints of a resumed job and leaves the one it resumed from
+// loadable; a shard that cannot read the state it is told to resume from ends the job
+// with a message naming it.
 #define BOOST_TEST_MODULE shard_checkpoints
 #include <boost/test/unit_test.hpp>
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <csignal>
 #include <fstream>
 
@@ -84,6 +86,22 @@ BOOST_AUTO_TEST_CASE(a_resumed_sync_job_ends_bitwise_as_the_uninterrupted_one) {
     BOOST_TEST(r.samples_planned == r.samples);
     BOOST_TEST(r.checkpoints_written == 6);  // 35, 40, 42, 49, 56, 60
   }
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_seconds_add_checkpoints_between_the_steps) {
+  test::temp_dir tmp("shard-ckpt-seconds");
+  auto data = synthetic(3000);
+  job_spec job = checkpointed(sync_mode::sync, tmp.path);
+  job.checkpoints.every = 0;  // epoch ends (20, 40, 60) ...
+  job.checkpoints.seconds = 1.0;  // ... and about every second
+  job.slow_worker = 0;
+  job.slow_factor = 15;  // a job of a few seconds
+  const job_result r = run_ok(job, data);
+  const auto steps = checkpoint_store(tmp.path, 1).complete();
+  BOOST_TEST(r.checkpoints_failed == 0);
+  BOOST_TEST(r.checkpoints_written == static_cast<std::int64_t>(steps.size()));
+  BOOST_TEST(std::count_if(steps.begin(), steps.end(), [](std::int64_t s) { return s % 20 != 0; }) >= 1,
+             "checkpoints between the epoch ends: " << steps.size() - 3);
 }
 
 BOOST_AUTO_TEST_CASE(a_resumed_async_job_trains_on) {

@@ -2,9 +2,10 @@
 // a checkpoint is committed once every shard's file is written, and counted; a shard that
 // could not write its file, or a commit that failed, is warned about and training goes
 // on, or ends the job with --checkpoint-fatal; the job's result waits for its last
-// checkpoint, for at most the request timeout; a resumed job tells the shards where
-// their state is, starts every member at the resumed clock, does not wait for the epochs
-// before it, and plans only what is left.
+// checkpoint, for at most the request timeout; --checkpoint-seconds asks the shards for a
+// step ahead of the fastest member; a resumed job tells the shards where their state is,
+// starts every member at the resumed clock, does not wait for the epochs before it, and
+// plans only what is left.
 #define BOOST_TEST_MODULE job_durability
 #include <boost/test/unit_test.hpp>
 
@@ -127,6 +128,26 @@ BOOST_AUTO_TEST_CASE(a_last_checkpoint_that_never_completes_is_given_up_after_th
   BOOST_TEST(only<note>(out).text.find("--request-timeout") != std::string::npos);
   const auto end = only<finish>(h.answer(only<gather>(out)));
   BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_failed == 1);
+}
+
+BOOST_AUTO_TEST_CASE(checkpoint_seconds_ask_for_a_step_ahead_of_the_fastest_member) {
+  job_spec j = checkpointed();
+  j.train.batch_size = 5;  // 10 steps per epoch, 20 in all
+  j.checkpoints.seconds = 2.0;
+  harness h(j);
+  h.start();
+  h.step(0, 3, 0);
+  h.step(1, 5, 0);
+  h.later(milliseconds(1000));
+  BOOST_TEST(all_of<request_checkpoint>(h.core->on_tick(h.now)).empty());  // not 2 s yet
+  h.later(milliseconds(1100));
+  BOOST_TEST(only<request_checkpoint>(h.core->on_tick(h.now)).step == 5 + 4);
+  h.later(milliseconds(1000));
+  BOOST_TEST(all_of<request_checkpoint>(h.core->on_tick(h.now)).empty());
+  h.step(0, 17, 1);
+  h.step(1, 16, 1);
+  h.later(milliseconds(1100));
+  BOOST_TEST(all_of<request_checkpoint>(h.core->on_tick(h.now)).empty());  // 21: past the job's last step
 }
 
 BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {

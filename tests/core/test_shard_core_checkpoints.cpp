@@ -1,7 +1,8 @@
 // Tests for core/shard_core_checkpoints.cpp (Note [Checkpoint steps]): in sync a
 // checkpoint falls due exactly when its round closes, at multiples of the interval and at
 // epoch ends, once each; in async it falls due when the slowest live member reaches the
-// step, including when a slow member leaves; the image holds the parameters, the
+// step, including when a slow member leaves; a step the coordinator asks for falls due
+// there, unless it has passed; the image holds the parameters, the
 // optimizer's state and the version of that moment; a shard restored from an image and
 // started at its clock goes on bitwise as the shard it was taken from.
 #define BOOST_TEST_MODULE shard_core_checkpoints
@@ -88,6 +89,21 @@ BOOST_AUTO_TEST_CASE(in_async_it_falls_due_when_the_slowest_member_reaches_the_s
   due = s.take_checkpoint_due();
   BOOST_REQUIRE(due.has_value());
   BOOST_TEST(*due == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_the_coordinator_asks_for_falls_due_there_unless_it_has_passed) {
+  for (sync_mode mode : {sync_mode::sync, sync_mode::async}) {
+    auto s = started(mode);  // no steps of its own
+    s.request_checkpoint(3);
+    s.request_checkpoint(1);
+    std::vector<std::int64_t> due;
+    for (std::int64_t r = 0; r < 5; ++r) {
+      sync_round(s, r);
+      if (auto d = s.take_checkpoint_due()) due.push_back(*d);
+      if (r == 3) s.request_checkpoint(2);  // passed already: not taken
+    }
+    BOOST_TEST(due == (std::vector<std::int64_t>{1, 3}), boost::test_tools::per_element());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(the_image_holds_the_state_of_its_moment) {
