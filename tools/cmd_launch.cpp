@@ -16,7 +16,6 @@
 #include <random>
 #include <sstream>
 
-#include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
 #include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
@@ -24,6 +23,7 @@
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
 #include "tools/job_dirs.hpp"
+#include "tools/launch_restarts.hpp"
 #include "tools/observe_cli.hpp"
 #include "tools/port_reservation.hpp"
 
@@ -53,35 +53,6 @@ struct launch_cli {
   int max_restarts = 3;              // Note [Restarting a job]
   CLI::App* app = nullptr;
 };
-
-// Note [Restarting a job]
-// A job that keeps checkpoints and lost a node is started again, every process, from its
-// newest complete checkpoint (the coordinator gets --resume DIR), up to --max-restarts
-// times, as torchrun's elastic agent restarts its workers. A lost node is a process that
-// died of a signal launch did not send, or a coordinator that says its job lost a node
-// (exit code 3: a shard server, every worker, or a stall). The restarted job repeats the
-// steps since that checkpoint; in sync on the same workers it ends bitwise as it would
-// have without the loss. A job that failed otherwise (a diverged loss, bad data, a bad
-// flag) is not restarted: it would fail the same way again.
-bool lost_a_node(const group_result& g) {
-  for (const auto& c : g.children)
-    if ((c.signal != 0 && !c.stopped) || (c.name == "coordinator" && c.exit_code == exit_node_lost)) return true;
-  return false;
-}
-
-// The coordinator of the next attempt resumes from dir's newest complete checkpoint (as
-// launch sees dir; over ssh it must be a shared file system to be seen here); with none,
-// the job starts again from its beginning.
-void resume_next_attempt(std::vector<child_spec>& nodes, const std::string& dir) {
-  if (checkpoint_store(dir, 1).complete().empty()) return;
-  for (auto& n : nodes) {
-    if (n.name != "coordinator") continue;
-    auto& a = n.argv;
-    if (auto at = std::find(a.begin(), a.end(), "--resume"); at != a.end() && at + 1 != a.end())
-      a.erase(at, at + 2);
-    a.insert(a.end(), {"--resume", dir});
-  }
-}
 
 std::string random_hex(int bytes) {
   std::random_device rd;
