@@ -23,6 +23,7 @@ params_reply answer(shard_pointer self, const held_pull& pull) {
   const std::uint32_t member = pull.member;
   const shared_tensor& reply_to = pull.reply_to;
   params_reply r{st.index, core.version_for(member), tensor(), {}, pull.piece_offset, pull.piece_numel};
+  st.core->answered(member, pull.piece_offset, pull.piece_numel);  // Note [Delay compensation]
   if (pull.piece_numel > 0) {
     r.params = core.piece_for(member, pull.piece_offset, pull.piece_numel);
     if (st.pull_precision.kind != codec_kind::none) r.params = encode(st.pull_precision, r.params);

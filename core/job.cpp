@@ -1,6 +1,7 @@
 // Mode names, job validation and preparation, and the derived schedule.
 #include "core/job.hpp"
 
+#include <cmath>
 #include <random>
 
 namespace troupe {
@@ -102,6 +103,9 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
+  if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
+  if (!(job.dc_lambda >= 0.f && std::isfinite(job.dc_lambda)))
+    return "--dc-lambda must be a finite number >= 0 (DC-ASGD's compensation weight; MXNet's default is 0.04)";
   if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
     return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +
            std::to_string(job.workers) + " workers";
@@ -127,7 +131,11 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
   return std::min(job.train.batch_size, samples_per_worker(job) - step_in_epoch * job.train.batch_size);
 }
 
-lr_schedule job_schedule(const job_spec& job) { return make_schedule(job.train, samples_per_worker(job)); }
+lr_schedule job_schedule(const job_spec& job) {
+  const lr_schedule s = make_schedule(job.train, samples_per_worker(job));
+  if (job.mode != sync_mode::sync) return s;
+  return cap_at_critical_batch(s, job.workers, job.train.batch_size, job.critical_batch);  // Note [Critical batch]
+}
 
 expected<model> build_model(const job_spec& job) {
   auto spec = parse_model_spec(job.train.model);

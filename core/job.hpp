@@ -12,6 +12,7 @@
 #include "base/expected.hpp"
 #include "core/pipeline_layout.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "core/update_rules.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/grad_codec.hpp"
 #include "tensor/trainer.hpp"
@@ -57,6 +58,13 @@ struct job_spec {
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 2;         // ssp bound
   bool staleness_lr = false;          // async/ssp: lr / max(1, staleness)
+  // async/ssp: how shards correct for staleness (Note [Momentum of asynchrony], Note [Delay
+  // compensation] in core/update_rules.hpp), and DC-ASGD's lambda.
+  async_rule async_correction = async_rule::momentum;
+  float dc_lambda = 0.04f;
+  // sync: the workers' total batch beyond which the lr stops growing (Note [Critical
+  // batch]); 0: linear scaling without a cap.
+  std::int64_t critical_batch = 512;
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
   std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)

@@ -346,15 +346,22 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   const std::int64_t staleness = std::max<std::int64_t>(0, version_for(worker) - base_version);
   float lr = cfg_.schedule.at(clock);
   if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
+  std::optional<float> momentum;
+  if (cfg_.rule != async_rule::none && cfg_.optimizer.kind == optimizer_kind::sgd) {
+    const momentum_correction c = correct_for_asynchrony(cfg_.optimizer.momentum, pushers(m.stage));
+    momentum = c.momentum;
+    lr *= c.lr_scale;
+  }
+  const const_tensor_view g = compensated(worker, grad);
   const shard_slice& slice = slice_of_stage(m.stage);
   tensor& params = params_.for_update();  // Note [Lent values]
   if (slice.size() == 1 && slice[0].second == numel()) {
-    opt_.step(params, grad, lr);
+    opt_.step(params, g, lr, momentum);
   } else {
     const std::int64_t t = ++stage_steps_[m.stage];
     std::int64_t pos = 0;
     for (const auto& [off, len] : slice) {
-      opt_.step_range(params.view().flat(off, len), grad.view().flat(pos, len), off, lr, t);
+      opt_.step_range(params.view().flat(off, len), g.flat(pos, len), off, lr, t, momentum);
       pos += len;
     }
   }
@@ -420,6 +427,7 @@ void shard_core::worker_left(std::uint32_t worker) {
   if (it == members_.end() || !it->second.live) return;
   it->second.live = false;
   partial_.erase(worker);
+  pulled_.erase(worker);
   voided_.erase(worker);
   auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.worker != worker; });
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
@@ -439,6 +447,7 @@ void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock, std::ui
   members_[worker] = m;
   round_.erase(worker);
   partial_.erase(worker);
+  pulled_.erase(worker);
   voided_.erase(worker);
   release_ready();
 }
@@ -463,6 +472,8 @@ expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
   cfg.mode = w.job.mode;
   cfg.staleness = w.job.staleness;
   cfg.staleness_lr = w.job.staleness_lr;
+  cfg.rule = w.job.async_correction;
+  cfg.dc_lambda = w.job.dc_lambda;
   cfg.optimizer = w.job.train.optimizer;
   cfg.schedule = job_schedule(w.job);
   cfg.ranges = w.ranges;

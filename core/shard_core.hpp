@@ -72,6 +72,7 @@
 #include "core/lendable_tensor.hpp"
 #include "core/messages.hpp"
 #include "core/shard_checkpoint.hpp"
+#include "core/update_rules.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -83,6 +84,9 @@ struct shard_config {
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 0;  // ssp bound
   bool staleness_lr = false;
+  // async/ssp: Note [Momentum of asynchrony], Note [Delay compensation] (core/update_rules.hpp).
+  async_rule rule = async_rule::none;
+  float dc_lambda = 0.04f;
   optimizer_config optimizer;
   lr_schedule schedule;  // indexed by the pushing worker's clock
   std::vector<key_range> ranges;  // of the model's flat vector, in buffer order (what a checkpoint says it holds)
@@ -197,6 +201,10 @@ class shard_core {
   // Those elements of the parameters' slice, packed (a layer-by-layer pull); the piece
   // must check.
   tensor piece_for(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const;
+  // The shell answered the member's pull of [offset, offset + numel) of its slice (numel
+  // 0: all of it) with the parameters as they are now: with --async-rule dcasgd, what
+  // its next gradient is compensated against (Note [Delay compensation]).
+  void answered(std::uint32_t worker, std::int64_t offset = 0, std::int64_t numel = 0);
   std::int64_t version() const { return version_; }
   // The version a member's pulls carry and its staleness is measured in: the shard's, or
   // in async/ssp with several stages, the updates applied to the member's own slice
@@ -249,6 +257,11 @@ class shard_core {
   std::int64_t slowest_completed() const;
   void release_ready();
   void record_staleness(std::int64_t s);
+  // Live members pushing to this stage's slice (Note [Momentum of asynchrony]).
+  std::uint32_t pushers(std::uint32_t stage) const;
+  // Note [Delay compensation]: the gradient compensated for what moved since the member's
+  // last answered pull, or `grad` itself when there is nothing to compensate.
+  const_tensor_view compensated(std::uint32_t worker, const tensor& grad);
   // Every live member has finished `reached` iterations (Note [Checkpoint steps]).
   void note_reached(std::int64_t reached);
 
@@ -280,6 +293,10 @@ class shard_core {
     std::map<std::int64_t, std::int64_t> pieces;  // offset -> numel
   };
   std::map<std::uint32_t, partial_gradient> partial_;
+  // Note [Delay compensation]: each member's slice as its pulls were answered, packed, and
+  // the compensated gradient's buffer.
+  std::map<std::uint32_t, tensor> pulled_;
+  tensor compensated_;
   std::map<std::uint32_t, std::pair<std::int64_t, refusal>> voided_;
 
   const shard_slice& slice_of_stage(std::uint32_t stage) const;

@@ -22,9 +22,9 @@ optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel
       slot1_(c.make({numel})),
       slot2_(cfg.kind == optimizer_kind::adam ? c.make({numel}) : tensor()) {}
 
-void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr) {
+void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr, std::optional<float> momentum) {
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
-  step_range(params, grads, 0, lr, ++steps_);
+  step_range(params, grads, 0, lr, ++steps_, momentum);
 }
 
 std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_tensor_view slot1,
@@ -44,12 +44,12 @@ std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_te
 }
 
 void optimizer_state::step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr,
-                                 std::int64_t step) {
+                                 std::int64_t step, std::optional<float> momentum) {
   const std::int64_t n = params.numel();
   TROUPE_CHECK(offset >= 0 && offset + n <= numel_, "optimizer_state::step_range out of range");
   if (cfg_.kind == optimizer_kind::sgd) {
     c_->sgd_step(params, grads, slot1_.view().flat(offset, n),
-                 fn::sgd_momentum{lr, cfg_.momentum, cfg_.weight_decay, cfg_.nesterov});
+                 fn::sgd_momentum{lr, momentum.value_or(cfg_.momentum), cfg_.weight_decay, cfg_.nesterov});
     return;
   }
   const double t = static_cast<double>(step);

@@ -34,11 +34,14 @@ class optimizer_state {
   // params and grads passed to step() are then in that memory too.
   optimizer_state(const optimizer_config& cfg, std::int64_t numel, const compute& c = host_compute());
   // Applies one update with learning rate lr. params and grads have numel() elements.
-  void step(tensor_view params, const_tensor_view grads, float lr);
+  // momentum: SGD's momentum for this update instead of the config's (a shard's
+  // correction for asynchrony, core/update_rules.hpp); Adam ignores it.
+  void step(tensor_view params, const_tensor_view grads, float lr, std::optional<float> momentum = std::nullopt);
   // Updates only elements [offset, offset + params.numel()) of the range this state
   // covers: params and grads are that sub-range. t is the step count Adam's bias
   // correction uses for it (steps() is not advanced).
-  void step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr, std::int64_t t);
+  void step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr, std::int64_t t,
+                  std::optional<float> momentum = std::nullopt);
   std::int64_t steps() const { return steps_; }
   std::int64_t numel() const { return numel_; }
   // The state a checkpoint keeps: slot 0 (SGD's velocity, Adam's first moment) and slot 1

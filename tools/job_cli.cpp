@@ -122,6 +122,23 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->group(group_job);
   app.add_flag("--staleness-lr", o.job.staleness_lr, "async/ssp: scale the learning rate by 1 / max(1, staleness)")
       ->group(group_job);
+  app.add_option("--async-rule", o.async_rule,
+                 "async/ssp: how shards correct for staleness: momentum (SGD's momentum lowered for the momentum "
+                 "that N asynchronous workers add, and the lr where that is not enough), dcasgd (that, and "
+                 "DC-ASGD's delay compensation of each gradient), or none")
+      ->check(CLI::IsMember({"none", "momentum", "dcasgd"}))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--dc-lambda", o.job.dc_lambda, "--async-rule dcasgd: the compensation's weight lambda (MXNet's 0.04)")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--critical-batch", o.job.critical_batch,
+                 "sync: the workers' total batch (samples) beyond which the summed update's lr stops growing with "
+                 "more workers, its warm-up lengthened to match; 0: linear scaling without a cap")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--big-array-bound", o.job.big_array_bound,
                  "Split parameter blocks above this many floats across shards (0 = automatic)")
       ->check(CLI::NonNegativeNumber)
@@ -148,6 +165,7 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job_spec job = o.job;
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
+  job.async_correction = *parse_async_rule(o.async_rule);
   auto schedule = parse_pipeline_schedule(o.schedule);
   if (!schedule) return schedule.error();
   job.schedule = *schedule;

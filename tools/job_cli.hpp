@@ -21,6 +21,7 @@ struct job_cli_options {
   data_options data;
   job_spec job;
   std::string mode = "async";
+  std::string async_rule = "momentum";
   std::string schedule = "1f1b";
   std::string balance = "flops";
   std::string cuts;         // "2,4"

@@ -85,7 +85,12 @@ BOOST_AUTO_TEST_CASE(lying_headers_are_decode_errors) {
   size[3 + 2 * 8] ^= 1;  // the byte count no longer matches the shape
   expect_malformed(size, "byte count");
   auto huge = good;
+  // GCC 12 inlines the eight stores as a memset and warns about a region of size 0 it
+  // cannot see is `good`'s copy (-Wstringop-overflow false positive).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
   for (int i = 0; i < 8; ++i) huge[3 + i] = static_cast<char>(0x7f);  // an extent near 2^63
+#pragma GCC diagnostic pop
   expect_malformed(huge, "extent");
   auto truncated = good;
   truncated.resize(truncated.size() - 5);

@@ -1,4 +1,5 @@
-// Test fixture: one shard server of a tiny job (all 15 parameters on it, plain SGD at lr 1)
+// Test fixture: one shard server of a tiny job (all 15 parameters on it, plain SGD at lr 1,
+// with no correction for asynchrony: every push moves by its own gradient)
 // under CAF's deterministic scheduler, with a stand-in coordinator and member stand-in
 // actors that push and pull as a rank (or as strangers), recording the answers. Optionally
 // the shard has a bulk lane end (core/lane.hpp) that the test drives by hand.
@@ -21,6 +22,7 @@ inline job_spec shard_job(sync_mode mode) {
   j.train.warmup_epochs = 0.f;
   j.train.schedule = lr_schedule_kind::constant;
   j.train.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
+  j.async_correction = async_rule::none;
   return j;
 }
 

@@ -178,6 +178,9 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--compression", "fp16"},
                      {"--compression", "--servers 0"});
   expect_usage_error({"train", "--pull-precision", "fp8"}, {"--pull-precision"});
+  expect_usage_error({"train", "--async-rule", "adagrad"}, {"--async-rule", "dcasgd"});
+  expect_usage_error({"train", "--critical-batch", "-1"}, {"--critical-batch"});
+  expect_usage_error({"train", "--dc-lambda", "nan"}, {"--dc-lambda"});
   expect_usage_error({"train", "--bucket-bytes", "-5"}, {"--bucket-bytes"});
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--pull-precision", "2bit"},
                      {"--pull-precision 2bit", "--servers 0"});

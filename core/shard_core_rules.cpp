@@ -1,0 +1,40 @@
+// shard_core: what --async-rule needs of the shard (Note [Momentum of asynchrony]
+// and Note [Delay compensation] in core/update_rules.hpp): who pushes to a slice, and each
+// member's parameters as its pulls were answered.
+#include "core/shard_core.hpp"
+#include "tensor/ops.hpp"
+
+namespace troupe {
+
+std::uint32_t shard_core::pushers(std::uint32_t stage) const {
+  std::uint32_t n = 0;
+  for (const auto& [rank, m] : members_) n += m.live && m.stage == stage;
+  return n;
+}
+
+void shard_core::answered(std::uint32_t worker, std::int64_t offset, std::int64_t numel) {
+  if (cfg_.rule != async_rule::dcasgd || cfg_.mode == sync_mode::sync || !members_.count(worker)) return;
+  const std::int64_t n = slice_numel(worker);
+  tensor& mine = pulled_[worker];
+  if (mine.numel() != n) {  // no copy yet: the whole slice as it is now stands for what it holds
+    mine = pack_slice(worker, params());
+    return;
+  }
+  if (numel == 0) {
+    pack_slice_into(worker, params(), mine);
+    return;
+  }
+  const tensor now = piece_for(worker, offset, numel);
+  copy(mine.view().flat(offset, numel), now);
+}
+
+const_tensor_view shard_core::compensated(std::uint32_t worker, const tensor& grad) {
+  auto it = pulled_.find(worker);
+  if (cfg_.rule != async_rule::dcasgd || it == pulled_.end() || it->second.numel() != grad.numel()) return grad;
+  if (compensated_.numel() != grad.numel()) compensated_ = tensor::uninitialized({grad.numel()});
+  const tensor now = pack_slice(worker, params());
+  compensate_delay(compensated_, grad, now, it->second, cfg_.dc_lambda);
+  return compensated_;
+}
+
+}  // namespace troupe
