@@ -64,7 +64,7 @@ struct job_spec {
   float dc_lambda = 0.04f;
   // sync: the workers' total batch beyond which the lr stops growing (Note [Critical
   // batch]); 0: linear scaling without a cap.
-  std::int64_t critical_batch = 512;
+  std::int64_t critical_batch = 256;
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
   std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)

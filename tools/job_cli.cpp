@@ -199,6 +199,27 @@ std::string job_options_as_toml(CLI::App& app) {
   return out;
 }
 
+std::string describe_update_rules(const job_spec& job) {
+  if (job.kv || job.servers == 0) return "";
+  std::ostringstream s;
+  if (job.mode == sync_mode::sync) {
+    const lr_schedule capped = job_schedule(job);
+    if (capped.base != job.train.lr)
+      s << "; past --critical-batch " << job.critical_batch << " the shards use lr " << capped.base
+        << " per worker batch, warmed up over " << capped.warmup_steps << " rounds";
+    return s.str();
+  }
+  if (job.async_correction == async_rule::none || job.train.optimizer.kind != optimizer_kind::sgd || job.workers < 2)
+    return "";
+  const momentum_correction c = correct_for_asynchrony(job.train.optimizer.momentum, job.workers);
+  s << "; --async-rule " << name_of(job.async_correction);
+  if (job.async_correction == async_rule::dcasgd) s << " (lambda " << job.dc_lambda << ")";
+  s << ": the shards use momentum " << c.momentum;
+  if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
+  s << " for " << job.workers << " asynchronous workers";
+  return s.str();
+}
+
 std::string describe(const job_spec& job, const dataset_split& data) {
   std::ostringstream s;
   s << name_of(job.mode);
@@ -214,6 +235,7 @@ std::string describe(const job_spec& job, const dataset_split& data) {
   s << ", " << job.servers << " shard servers, model " << job.train.model << ", "
     << job.train_size << " training samples (" << data.train.name << "), " << job.train.epochs << " epochs, batch "
     << job.train.batch_size << " per worker, " << describe(job.train);
+  s << describe_update_rules(job);
   if (job.simulate_compute_ms > 0) s << ", simulated compute " << job.simulate_compute_ms << " ms";
   if (job.slow_worker >= 0) s << ", worker " << job.slow_worker << " slowed " << job.slow_factor << "x";
   return s.str();

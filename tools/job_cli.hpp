@@ -39,7 +39,12 @@ expected<job_spec> resolve_job_options(const job_cli_options& o);
 // `launch` hands the coordinator).
 std::string job_options_as_toml(CLI::App& app);
 
+// The job in one line, for the operator: mode, cluster, data, optimizer and what the
+// shards make of it (describe_update_rules).
 std::string describe(const job_spec& job, const dataset_split& data);
+// What the shards change of the optimizer for this job, or "": the lr past the critical
+// batch in sync, the momentum (and lr) --async-rule uses in async and ssp.
+std::string describe_update_rules(const job_spec& job);
 void print_epoch(const epoch_summary& s);
 // The job's outcome as one JSON line on stdout. A key-value job's has only what its
 // coordinator knows (its members' loops are their own): mode, workers, servers,

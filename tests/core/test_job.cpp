@@ -104,19 +104,20 @@ BOOST_AUTO_TEST_CASE(the_sync_schedule_stops_growing_at_the_critical_batch) {
   job_spec j;
   j.train_size = 60000;
   j.workers = 16;
-  j.train.batch_size = 128;  // 2048 samples a round: a quarter of the linear lr
+  j.train.batch_size = 128;  // 2048 samples a round: an eighth of the linear lr at the default 256
+  j.train.epochs = 5;        // 150 rounds, so the stretched warm-up (120) fits
   j.mode = sync_mode::sync;
   const lr_schedule capped = job_schedule(j);
-  BOOST_TEST(capped.base == j.train.lr / 4);
-  BOOST_TEST(capped.warmup_steps == 4 * make_schedule(j.train, samples_per_worker(j)).warmup_steps);
+  BOOST_TEST(capped.base == j.train.lr / 8);
+  BOOST_TEST(capped.warmup_steps == 8 * make_schedule(j.train, samples_per_worker(j)).warmup_steps);
   j.critical_batch = 0;
   BOOST_TEST(job_schedule(j).base == j.train.lr);
-  j.critical_batch = 512;
+  j.critical_batch = 256;
   j.mode = sync_mode::async;  // async applies each worker's gradient: no cap
   BOOST_TEST(job_schedule(j).base == j.train.lr);
   j.critical_batch = -1;
   BOOST_TEST(validate(j).value_or("").find("--critical-batch") != std::string::npos);
-  j.critical_batch = 512;
+  j.critical_batch = 256;
   j.dc_lambda = -1.f;
   BOOST_TEST(validate(j).value_or("").find("--dc-lambda") != std::string::npos);
 }

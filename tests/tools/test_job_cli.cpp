@@ -1,0 +1,59 @@
+// Tests for tools/job_cli.cpp's account of what the shards make of the optimizer: the
+// capped sync lr past the critical batch, the momentum --async-rule uses for N workers,
+// and nothing where nothing changes.
+#define BOOST_TEST_MODULE job_cli
+#include <boost/test/unit_test.hpp>
+
+#include "tools/job_cli.hpp"
+
+using namespace troupe;
+using namespace troupe::cli;
+
+namespace {
+
+job_spec four_workers(sync_mode mode) {
+  job_spec j;
+  j.mode = mode;
+  j.workers = 4;
+  j.train_size = 60000;
+  j.train.batch_size = 128;
+  return j;
+}
+
+bool says(const std::string& text, const std::string& part) {
+  BOOST_TEST_INFO("text: " << text);
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(sync_past_the_critical_batch_names_the_lr_and_the_warm_up) {
+  const std::string s = describe_update_rules(four_workers(sync_mode::sync));  // 512 samples, cap 256
+  BOOST_TEST(says(s, "past --critical-batch 256 the shards use lr 0.025 per worker batch"));
+  BOOST_TEST(says(s, "warmed up over 118 rounds"));  // 0.5 of 118 steps an epoch, doubled
+  job_spec two = four_workers(sync_mode::sync);
+  two.workers = 2;  // 256 samples: linear scaling, nothing to say
+  BOOST_TEST(describe_update_rules(two).empty());
+}
+
+BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
+  BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::async)),
+                  "--async-rule momentum: the shards use momentum 0.6 for 4 asynchronous workers"));
+  job_spec many = four_workers(sync_mode::ssp);
+  many.workers = 16;
+  many.async_correction = async_rule::dcasgd;
+  const std::string s = describe_update_rules(many);
+  BOOST_TEST(says(s, "--async-rule dcasgd (lambda 0.04): the shards use momentum 0 and 0.625 x the lr"));
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_said_where_nothing_changes) {
+  job_spec none = four_workers(sync_mode::async);
+  none.async_correction = async_rule::none;
+  BOOST_TEST(describe_update_rules(none).empty());
+  job_spec adam = four_workers(sync_mode::async);
+  adam.train.optimizer.kind = optimizer_kind::adam;
+  BOOST_TEST(describe_update_rules(adam).empty());
+  job_spec kv = four_workers(sync_mode::async);
+  kv.kv = true;
+  BOOST_TEST(describe_update_rules(kv).empty());
+}
