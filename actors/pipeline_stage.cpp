@@ -91,10 +91,10 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
   if (!lent) push_on_lane(self, s, g);
   self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g))
       .then(
-          [=](const push_ack&) {
+          [=](const push_ack& ack) {
             if (lent) settle_push_slot(self, s, false);
             const double secs = std::chrono::duration<double>(wall::now() - sent).count();
-            drive(self, [&](member_core& c) { return c.on_push_ack(s, secs); });
+            drive(self, [&](member_core& c) { return c.on_push_ack(s, clock, ack, secs); });
           },
           [=](caf::error& e) {
             if (lent) settle_push_slot(self, s, timed_out(e));

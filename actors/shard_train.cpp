@@ -158,6 +158,11 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
     rp.deliver(make_error(*out.error, out.detail));
     return true;
   }
+  if (out.late) {  // Note [Backup workers]: dropped, and the sender moves to the open round
+    if (st.m) st.m->late_gradients->Increment();
+    rp.deliver(push_ack{out.version, 0, true});
+    return true;
+  }
   if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
   rp.deliver(push_ack{out.version, out.staleness});
   return true;

@@ -66,7 +66,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
-           x.async_correction, x.dc_lambda, x.critical_batch,
+           x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints);
 }
@@ -92,7 +92,7 @@ TROUPE_INSPECT(lane_tensor, x.ticket, x.dtype, x.dims)
 TROUPE_INSPECT(lane_offer, x.port, x.token)
 TROUPE_INSPECT(push_grads, x.shard, x.worker, x.clock, x.base_version, x.grad, x.shared, x.piece_offset,
                x.piece_numel, x.lane)
-TROUPE_INSPECT(push_ack, x.version, x.staleness)
+TROUPE_INSPECT(push_ack, x.version, x.staleness, x.late)
 TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full, x.piece_offset, x.piece_numel,
                x.lane_reply)
 TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared, x.piece_offset, x.piece_numel, x.lane)
@@ -112,14 +112,14 @@ TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts
                x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
 TROUPE_INSPECT(stage_hello, x.replica, x.stage)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
-               x.window_end_us)
+               x.window_end_us, x.samples_dropped)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
-TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed)
+TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed, x.samples_dropped)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second,
-               x.samples, x.samples_planned, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
+               x.samples, x.samples_planned, x.samples_dropped, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
                x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.resumed_from_step,
                x.checkpoints_written, x.checkpoints_failed, x.params)
 

@@ -104,6 +104,13 @@ std::optional<std::string> validate(const job_spec& job) {
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
+  if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
+  if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.kv || job.local_reduce || job.servers == 0))
+    return "--backup-workers closes a sync round without the slowest workers' gradients; it needs --mode sync, "
+           "shard servers, no --local-reduce, and a training job (a key-value job's programs keep their own rounds)";
+  if (job.backup_workers > 0 && static_cast<std::uint32_t>(job.backup_workers) >= job.workers)
+    return "--backup-workers " + std::to_string(job.backup_workers) + " leaves no worker whose gradient a round waits "
+           "for: use fewer than --workers (" + std::to_string(job.workers) + ")";
   if (!(job.dc_lambda >= 0.f && std::isfinite(job.dc_lambda)))
     return "--dc-lambda must be a finite number >= 0 (DC-ASGD's compensation weight; MXNet's default is 0.04)";
   if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
@@ -134,7 +141,9 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
 lr_schedule job_schedule(const job_spec& job) {
   const lr_schedule s = make_schedule(job.train, samples_per_worker(job));
   if (job.mode != sync_mode::sync) return s;
-  return cap_at_critical_batch(s, job.workers, job.train.batch_size, job.critical_batch);  // Note [Critical batch]
+  // Note [Critical batch]: a round sums the gradients of the workers it waits for.
+  return cap_at_critical_batch(s, job.workers - static_cast<std::uint32_t>(job.backup_workers), job.train.batch_size,
+                               job.critical_batch);
 }
 
 expected<model> build_model(const job_spec& job) {

@@ -65,6 +65,11 @@ struct job_spec {
   // sync: the workers' total batch beyond which the lr stops growing (Note [Critical
   // batch]); 0: linear scaling without a cap.
   std::int64_t critical_batch = 256;
+  // sync: a round closes with the first (replicas - backup_workers) gradients of each
+  // stage's slice; later ones are dropped and counted, and their senders skip to the open
+  // round (Note [Backup workers] in core/shard_core.hpp). 0: every live member, bitwise
+  // reproducible.
+  std::int32_t backup_workers = 0;
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
   std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)

@@ -80,9 +80,15 @@ void job_core::gathered(std::uint64_t id, job_actions_list& out) {
     job_result r = ledger_.result(totals, workers_lost_, std::move(final_params_));
     r.checkpoints_written = checkpoints_written_;
     r.checkpoints_failed = checkpoints_failed_;
-    if (r.samples < r.samples_planned)
+    if (r.samples < r.samples_planned) {
+      std::string why;
+      if (workers_lost_ > 0) why = "the lost workers' shares of their epochs were not trained";
+      if (job_.backup_workers > 0)  // Note [Backup workers]
+        why += std::string(why.empty() ? "" : "; ") + "--backup-workers dropped " + std::to_string(r.samples_dropped) +
+               " samples' late gradients, and the late workers skipped the rounds that closed without them";
       out.push_back(note{"trained " + std::to_string(r.samples) + " of the " + std::to_string(r.samples_planned) +
-                         " samples planned: the lost workers' shares of their epochs were not trained"});
+                         " samples planned" + (why.empty() ? "" : ": " + why)});
+    }
     finish(std::move(r), out);
     return;
   }

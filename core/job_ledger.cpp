@@ -43,6 +43,7 @@ void job_ledger::step(const step_report& r, job_clock::time_point now) {
     t_start_ = epoch_start_ = now;
   }
   samples_ += r.samples;
+  samples_dropped_ += r.samples_dropped;
   if (bubble_) bubble_->note(r);
 }
 
@@ -58,7 +59,8 @@ void job_ledger::done(const worker_done& r, job_clock::time_point now) {
   peak = std::max(peak, r.peak_stored);
   bytes_pushed_ += r.bytes_pushed;
   steps_done_ += r.clock;
-  if (!first_done_) first_done_ = std::make_pair(now, samples_);
+  samples_dropped_ += r.samples_dropped;
+  if (!first_done_) first_done_ = std::make_pair(now, samples_ - samples_dropped_);
 }
 
 void job_ledger::training_over(job_clock::time_point now) { t_end_ = now; }
@@ -137,11 +139,12 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.test_loss = final_loss_;
   r.accuracy_at_chance_epoch = chance_epoch_;
   r.train_seconds = seconds(t_end_ - t_start_);
-  r.samples = samples_;
+  r.samples = samples_ - samples_dropped_;  // Note [Backup workers]: a dropped gradient trained nothing
+  r.samples_dropped = samples_dropped_;
   r.samples_planned =
       (samples_per_worker(job_) * job_.train.epochs - trained_before_) * static_cast<std::int64_t>(job_.workers);
   r.resumed_from_step = resumed_step_;
-  r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(samples_) / r.train_seconds : 0.0;
+  r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
   if (first_done_) {
     const double secs = seconds(first_done_->first - t_start_);
     r.steady_samples_per_second = secs > 0 ? static_cast<double>(first_done_->second) / secs : 0.0;

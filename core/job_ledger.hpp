@@ -88,7 +88,8 @@ class job_ledger {
   std::int64_t bytes_pushed_ = 0, steps_done_ = 0;  // over the members that finished
   bool started_ = false;
   job_clock::time_point t_start_, t_end_, epoch_start_;
-  std::int64_t samples_ = 0;
+  std::int64_t samples_ = 0;          // computed, as the members reported them
+  std::int64_t samples_dropped_ = 0;  // of those, whose gradient a shard dropped as late
   std::optional<std::pair<job_clock::time_point, std::int64_t>> first_done_;  // when, samples by then
   staleness_totals at_last_close_;
   bool final_evaluated_ = false;

@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -130,7 +131,10 @@ class member_core {
   // names who sent it.
   member_actions_list on_activation(activation a, bool from_neighbour, const std::string& sender);
   member_actions_list on_activation_grad(activation_grad g, bool from_neighbour, const std::string& sender);
-  member_actions_list on_push_ack(std::uint32_t shard, double seconds);
+  // The push of `clock` to `shard` was answered after `seconds`; a late answer (Note
+  // [Backup workers] in core/shard_core.hpp) counts its samples as dropped and moves this
+  // member to the open round at its next step.
+  member_actions_list on_push_ack(std::uint32_t shard, std::int64_t clock, const push_ack& ack, double seconds);
   member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
   // A pipeline neighbour died (a normal exit is no loss: it sent everything needed).
   member_actions_list on_neighbour_down(bool previous, const std::string& why);
@@ -203,6 +207,11 @@ class member_core {
   void push_bucket(std::size_t k, member_actions_list& out);
   void push_all(member_actions_list& out);
   void maybe_finish(member_actions_list& out);
+  // Closes the epoch when the clock has reached its end: reports it, and begins the next
+  // or finishes. False once the member is finishing.
+  bool close_epoch_if_done(member_actions_list& out);
+  // Note [Backup workers]: skips the rounds that closed without this member.
+  bool skip_to_open_round(member_actions_list& out);
   void simulate(bool forward) const;
   void slow_down(steady::duration took) const;
   void note_stored(int delta);
@@ -253,6 +262,13 @@ class member_core {
   std::int32_t epoch_ = 0;
   std::size_t pulls_pending_ = 0;
   std::int64_t acks_pending_ = 0, rejected_ = 0;
+  // Note [Backup workers]: the open round a late answer named; the clocks whose gradient a
+  // shard dropped (each counted once, however many shards dropped it), and their samples
+  // not yet reported.
+  std::int64_t open_round_ = 0;
+  std::set<std::int64_t> dropped_clocks_;
+  std::int64_t samples_dropped_unreported_ = 0;
+  std::int64_t epoch_steps_ = 0;  // computed in this epoch (rounds skipped are not)
   double epoch_loss_ = 0.0;
   std::int64_t epoch_samples_ = 0;
   steady::time_point epoch_start_;

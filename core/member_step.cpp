@@ -28,6 +28,7 @@ void member_core::begin_epoch(std::int64_t first_step) {
   step_in_epoch_ = first_step;
   epoch_loss_ = 0.0;
   epoch_samples_ = 0;
+  epoch_steps_ = 0;
   epoch_start_ = steady::now();
 }
 

@@ -75,7 +75,6 @@ bool member_core::loss_is_finite(member_actions_list& out) {
 
 // Every action of the minibatch is done: update (through the shards or locally), report.
 void member_core::end_step(member_actions_list& out) {
-  const job_spec& job = place_.job;
   in_step_ = false;
   if (dm_ && !guarded("reading its device memory", out, [&] {
         const troupe_memory_stats mem = backend_->memory();
@@ -122,29 +121,54 @@ void member_core::end_step(member_actions_list& out) {
   }
   epoch_loss_ += loss;
   epoch_samples_ += samples;
+  ++epoch_steps_;
   ++clock_;
   ++step_in_epoch_;
-  out.push_back(report_step{step_report{place_.rank, clock_, epoch_, loss, samples, busy_,
-                                        micros(first_action_.value_or(window_end)), micros(window_end)}});
-  if (step_in_epoch_ == steps_per_epoch_) {
-    const double secs = std::chrono::duration<double>(steady::now() - epoch_start_).count();
-    worker_epoch report{place_.rank, epoch_, epoch_loss_, reports_loss ? steps_per_epoch_ : 0, epoch_samples_, secs,
-                        tensor()};
-    if (local_opt_ && rep_) report.params = rep_->params();
-    out.push_back(report_epoch{std::move(report)});
-    if (++epoch_ == job.train.epochs) {
-      phase_ = member_phase::finishing;
-      maybe_finish(out);
-      return;
-    }
-    begin_epoch();
-  }
+  step_report report{place_.rank, clock_, epoch_, loss, samples, busy_, micros(first_action_.value_or(window_end)),
+                     micros(window_end)};
+  report.samples_dropped = std::exchange(samples_dropped_unreported_, 0);
+  out.push_back(report_step{report});
+  if (!close_epoch_if_done(out) || !skip_to_open_round(out)) return;
   start_pulls(out);
 }
 
-member_actions_list member_core::on_push_ack(std::uint32_t, double seconds) {
+bool member_core::close_epoch_if_done(member_actions_list& out) {
+  if (step_in_epoch_ < steps_per_epoch_) return true;
+  const double secs = std::chrono::duration<double>(steady::now() - epoch_start_).count();
+  worker_epoch report{place_.rank, epoch_, epoch_loss_, last_stage() ? epoch_steps_ : 0, epoch_samples_, secs, tensor()};
+  if (local_opt_ && rep_) report.params = rep_->params();
+  out.push_back(report_epoch{std::move(report)});
+  if (++epoch_ == place_.job.train.epochs) {
+    phase_ = member_phase::finishing;
+    maybe_finish(out);
+    return false;
+  }
+  begin_epoch();
+  return true;
+}
+
+// Note [Backup workers]: the rounds before the open one closed without this member, so
+// their batches are skipped (untrained) and the next pull is for the open round.
+bool member_core::skip_to_open_round(member_actions_list& out) {
+  while (clock_ < open_round_) {
+    ++clock_;
+    ++step_in_epoch_;
+    if (!close_epoch_if_done(out)) return false;
+  }
+  return true;
+}
+
+member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, const push_ack& ack, double seconds) {
   member_actions_list out;
   if (m_) m_->push_seconds->Observe(seconds);
+  if (ack.late) {
+    open_round_ = std::max(open_round_, ack.version);
+    if (dropped_clocks_.insert(clock).second && last_stage()) {
+      const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch_);
+      samples_dropped_unreported_ += batch_rows(place_.job, clock % spe);
+    }
+    while (dropped_clocks_.size() > 64) dropped_clocks_.erase(dropped_clocks_.begin());
+  }
   --acks_pending_;
   maybe_finish(out);
   return out;
@@ -169,7 +193,8 @@ member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t c
 void member_core::maybe_finish(member_actions_list& out) {
   if (phase_ != member_phase::finishing || acks_pending_ > 0) return;
   phase_ = member_phase::stopped;
-  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, peak_, bytes_pushed_}});
+  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, peak_, bytes_pushed_,
+                                   std::exchange(samples_dropped_unreported_, 0)}});
 }
 
 }  // namespace troupe

@@ -62,6 +62,9 @@ struct push_grads {
 struct push_ack {
   std::int64_t version = 0;       // shard version after the push
   std::int64_t staleness = 0;
+  // sync with backup workers: the round closed without it, so it was dropped; `version`
+  // is the open round, where the sender goes on (Note [Backup workers] in core/shard_core.hpp)
+  bool late = false;
 };
 
 struct pull_request {
@@ -221,6 +224,9 @@ struct step_report {
   std::int64_t samples = 0;       // in this step
   double busy_seconds = 0.0;      // computing forwards and backwards
   std::int64_t window_begin_us = 0, window_end_us = 0;  // system clock, microseconds
+  // of the samples reported before, those whose gradient a shard dropped as late
+  // (Note [Backup workers] in core/shard_core.hpp), learned since the last report
+  std::int64_t samples_dropped = 0;
 };
 
 // Worker -> coordinator at the end of each of its epochs.
@@ -240,6 +246,7 @@ struct worker_done {
   std::int64_t rejected = 0;      // of its pushes
   std::int32_t peak_stored = 0;   // most microbatch activations it held at once
   std::int64_t bytes_pushed = 0;  // gradient bytes its pushes carried, as encoded
+  std::int64_t samples_dropped = 0;  // as step_report's, learned after the last report
 };
 
 struct eval_request {
@@ -270,6 +277,8 @@ struct job_result {
   // What the job set out to train: each worker's share of the training set, every epoch.
   // Fewer were trained when a worker was lost and nobody took over its share.
   std::int64_t samples_planned = 0;
+  // computed, but a shard dropped their gradient as late (--backup-workers); not in `samples`
+  std::int64_t samples_dropped = 0;
   double mean_staleness = 0.0;
   std::int64_t max_staleness = 0;
   std::int64_t workers_lost = 0;

@@ -229,6 +229,10 @@ shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64
                            std::to_string(worker) + "'s clock-" + std::to_string(clock) + " gradient";
   if (auto v = voided_.find(worker); v != voided_.end() && v->second.first == clock)
     return reject(v->second.second.code, what + ": an earlier piece was refused (" + v->second.second.detail + ")");
+  if (late(clock)) {
+    partial_.erase(worker);
+    return drop_late();
+  }
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   partial_gradient& p = partial_[worker];
   if (p.buffer.empty() || p.clock != clock) {
@@ -266,6 +270,7 @@ shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64
 
 shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
                                                tensor grad, verdict refused, bool finite) {
+  if (late(clock)) return drop_late();
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   if (!refused) {
     std::string detail;
@@ -286,13 +291,7 @@ shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_
 }
 
 void shard_core::maybe_complete_round() {
-  std::size_t live = 0;
-  for (const auto& [rank, m] : members_) {
-    if (!m.live || m.from_round > version_) continue;
-    ++live;
-    if (!round_.count(rank)) return;  // a live worker has not submitted yet
-  }
-  if (live == 0) return;  // nobody left to serve; the coordinator ends the job
+  if (!round_complete()) return;
   // Sum in member order (std::map iterates by key), so the result does not depend on
   // arrival order: per stage, the first contribution is copied and the rest added.
   std::int64_t contributions = 0;
@@ -474,6 +473,7 @@ expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
   cfg.staleness_lr = w.job.staleness_lr;
   cfg.rule = w.job.async_correction;
   cfg.dc_lambda = w.job.dc_lambda;
+  cfg.backup_workers = w.job.backup_workers;
   cfg.optimizer = w.job.train.optimizer;
   cfg.schedule = job_schedule(w.job);
   cfg.ranges = w.ranges;

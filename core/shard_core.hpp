@@ -21,6 +21,20 @@
 //          finished at least c - staleness iterations.
 // staleness of a gradient = version at arrival - version the worker computed on.
 //
+// Note [Backup workers]
+// With backup_workers b > 0 (sync only), a round closes as soon as every stage's slice
+// has the gradients of all but b of its live members (at least one), as in "Revisiting
+// Distributed Synchronous SGD" (Chen et al.): the b slowest are not waited for. A gradient
+// for a round that has closed is late: it is dropped, counted, and answered without an
+// error, with the open round as its version, so its sender skips to that round (its
+// samples of the rounds in between are not trained, and it reports the late gradient's
+// samples as dropped). The sum is in rank order over the gradients that made it, so a
+// round's result depends on which members were first: with b > 0 a run is not bitwise
+// reproducible. Each shard closes its rounds on its own, so one member's gradient of a
+// round may make it on one shard and be late on another (each variable's accumulator
+// in TensorFlow's SyncReplicasOptimizer behaves the same way). The lr schedule scales
+// for the gradients a round sums, workers - b (Note [Critical batch]).
+//
 // Note [Slices]
 // Members are the actors that push and pull: data-parallel workers, or the stages of
 // pipeline replicas. A member of stage k owns the slice of the shard's buffer that holds
@@ -87,6 +101,8 @@ struct shard_config {
   // async/ssp: Note [Momentum of asynchrony], Note [Delay compensation] (core/update_rules.hpp).
   async_rule rule = async_rule::none;
   float dc_lambda = 0.04f;
+  // sync: Note [Backup workers].
+  std::int32_t backup_workers = 0;
   optimizer_config optimizer;
   lr_schedule schedule;  // indexed by the pushing worker's clock
   std::vector<key_range> ranges;  // of the model's flat vector, in buffer order (what a checkpoint says it holds)
@@ -102,6 +118,7 @@ struct shard_counters {
   std::int64_t updates = 0;    // optimizer steps applied
   std::int64_t gradients = 0;  // gradients accepted
   std::int64_t rejected = 0;   // gradients or pulls refused
+  std::int64_t late = 0;       // gradients (or pieces) dropped: their round closed without them
   std::map<errc, std::int64_t> rejected_by;
   std::int64_t pulls = 0;       // pulls answered
   std::int64_t pulls_held = 0;  // of those, answered after being held
@@ -155,6 +172,7 @@ class shard_core {
     std::string detail;
     std::int64_t version = 0;
     std::int64_t staleness = 0;
+    bool late = false;  // Note [Backup workers]: dropped, no error; `version` is the open round
   };
   push_outcome push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
                     const gradient_receipt& how = {});
@@ -252,7 +270,14 @@ class shard_core {
   push_outcome push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version, tensor grad,
                           const gradient_receipt& how);
   push_outcome reject(errc e, std::string detail);
+  // Note [Backup workers]: whether a gradient of `clock` comes after its round closed
+  // without it, and the answer that drops it.
+  bool late(std::int64_t clock) const;
+  push_outcome drop_late();
   void maybe_complete_round();
+  // sync: every live member due in the open round submitted (Note [Backup workers]: all
+  // but backup_workers of each stage's, at least one).
+  bool round_complete() const;
   bool can_answer(std::int64_t clock) const;
   std::int64_t slowest_completed() const;
   void release_ready();

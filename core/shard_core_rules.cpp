@@ -1,6 +1,11 @@
 // shard_core: what --async-rule needs of the shard (Note [Momentum of asynchrony]
 // and Note [Delay compensation] in core/update_rules.hpp): who pushes to a slice, and each
-// member's parameters as its pulls were answered.
+// member's parameters as its pulls were answered; and when a sync round is complete, with
+// --backup-workers without its slowest members (Note [Backup workers]).
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include "core/shard_core.hpp"
 #include "tensor/ops.hpp"
 
@@ -35,6 +40,33 @@ const_tensor_view shard_core::compensated(std::uint32_t worker, const tensor& gr
   const tensor now = pack_slice(worker, params());
   compensate_delay(compensated_, grad, now, it->second, cfg_.dc_lambda);
   return compensated_;
+}
+
+bool shard_core::round_complete() const {
+  // Per stage: the live members the round waits for, and how many of them submitted.
+  std::map<std::uint32_t, std::pair<std::int64_t, std::int64_t>> due;
+  for (const auto& [rank, m] : members_) {
+    if (!m.live || m.from_round > version_) continue;
+    auto& [live, submitted] = due[m.stage];
+    ++live;
+    submitted += static_cast<std::int64_t>(round_.count(rank));
+  }
+  if (due.empty()) return false;  // nobody left to serve; the coordinator ends the job
+  for (const auto& [stage, d] : due)
+    if (d.second < std::max<std::int64_t>(1, d.first - cfg_.backup_workers)) return false;
+  return true;
+}
+
+bool shard_core::late(std::int64_t clock) const {
+  return cfg_.mode == sync_mode::sync && cfg_.backup_workers > 0 && clock < version_;
+}
+
+shard_core::push_outcome shard_core::drop_late() {
+  ++counters_.late;
+  push_outcome out;
+  out.version = version_;
+  out.late = true;
+  return out;
 }
 
 }  // namespace troupe

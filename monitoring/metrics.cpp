@@ -46,6 +46,7 @@ struct registry::families {
   Family<Counter>* bytes_received;
   Family<Counter>* refused;
   Family<Counter>* shard_updates;
+  Family<Counter>* late_gradients;
   Family<Gauge>* shard_version;
   Family<Histogram>* staleness;
   Family<Gauge>* pulls_held;
@@ -95,6 +96,8 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->bytes_received = counter("troupe_bytes_received_total", "Tensor payload bytes received, by peer role");
   f_->refused = counter("troupe_gradients_refused_total", "Gradients of this worker a shard refused");
   f_->shard_updates = counter("troupe_shard_updates_total", "Optimizer updates a shard has applied");
+  f_->late_gradients = counter("troupe_late_gradients_total",
+                               "Sync gradients a shard dropped because their round closed without them (--backup-workers)");
   f_->shard_version = gauge("troupe_shard_version", "Parameter version of a shard");
   f_->staleness = histogram("troupe_staleness", "Staleness of applied gradients: updates between pull and push");
   f_->pulls_held = gauge("troupe_pulls_held", "Pulls a shard holds now (sync rounds, ssp bound)");
@@ -222,6 +225,7 @@ shard_metrics registry::shard(std::uint32_t index) {
   };
   shard_metrics m;
   m.updates = &f_->shard_updates->Add(l);
+  m.late_gradients = &f_->late_gradients->Add(l);
   m.version = &f_->shard_version->Add(l);
   m.staleness = &f_->staleness->Add(l, staleness_buckets);
   m.pulls_held = &f_->pulls_held->Add(l);

@@ -46,6 +46,7 @@ struct worker_metrics {
 // Handles a shard server updates (role="server", shard=S).
 struct shard_metrics {
   prometheus::Counter* updates = nullptr;          // troupe_shard_updates_total
+  prometheus::Counter* late_gradients = nullptr;   // dropped: their sync round closed without them
   prometheus::Gauge* version = nullptr;
   prometheus::Histogram* staleness = nullptr;      // of applied gradients, in updates
   prometheus::Gauge* pulls_held = nullptr;         // now

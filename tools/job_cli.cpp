@@ -139,6 +139,12 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str()
       ->group(group_job);
+  app.add_option("--backup-workers", o.job.backup_workers,
+                 "sync: close each round with the first (workers - B) gradients and drop the late ones, so the B "
+                 "slowest workers cost nothing (the late ones skip to the open round); 0: wait for every worker")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--big-array-bound", o.job.big_array_bound,
                  "Split parameter blocks above this many floats across shards (0 = automatic)")
       ->check(CLI::NonNegativeNumber)
@@ -207,6 +213,9 @@ std::string describe_update_rules(const job_spec& job) {
     if (capped.base != job.train.lr)
       s << "; past --critical-batch " << job.critical_batch << " the shards use lr " << capped.base
         << " per worker batch, warmed up over " << capped.warmup_steps << " rounds";
+    if (job.backup_workers > 0)
+      s << "; a round closes with the first " << job.workers - static_cast<std::uint32_t>(job.backup_workers) << " of "
+        << job.workers << " gradients (--backup-workers " << job.backup_workers << ")";
     return s.str();
   }
   if (job.async_correction == async_rule::none || job.train.optimizer.kind != optimizer_kind::sgd || job.workers < 2)
@@ -279,6 +288,7 @@ void print_job_result(const job_result& r) {
   out["push_bytes_per_step"] = round_to(r.push_bytes_per_step, 1);
   out["samples_trained"] = r.samples;
   out["samples_planned"] = r.samples_planned;
+  out["samples_dropped_late"] = r.samples_dropped;
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
   // Note [Resuming a job]: the checkpoint this run went on from (null: a fresh start).

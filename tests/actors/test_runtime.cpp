@@ -1,7 +1,8 @@
 // Whole jobs in one process (actors/runtime.cpp with every actor): sync with one worker
 // and one shard computes bitwise what train-local computes; sync with several workers is
 // bitwise reproducible; every mode learns, and so do compressed pushes and pulls (fp16,
-// bf16, 2-bit) with the bytes they save; a killed worker does not stop the job and a
+// bf16, 2-bit) with the bytes they save; sync with a backup worker goes on without its
+// straggler; a killed worker does not stop the job and a
 // replacement rejoins it; a killed shard, a diverging run or an invalid job ends it with
 // a typed error instead of a hang.
 #define BOOST_TEST_MODULE runtime
@@ -47,6 +48,24 @@ BOOST_AUTO_TEST_CASE(sync_with_several_workers_is_bitwise_reproducible) {
   BOOST_TEST(same_bits(a.params, b.params));
   BOOST_TEST(a.mean_staleness == 0.0);
   BOOST_TEST(a.samples == 2 * 3 * (3000 / 3));
+}
+
+// Note [Backup workers]: with worker 0 eight times slower, rounds close with the other
+// three, its late gradients are dropped and counted, the job ends with every worker at its
+// last clock, and what was trained is what was planned less what was dropped or skipped.
+BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_the_straggler) {
+  auto data = synthetic(3000);
+  job_spec job = small_job(sync_mode::sync, 4, 2);
+  job.backup_workers = 1;
+  job.simulate_compute_ms = 2.0;
+  job.slow_worker = 0;
+  job.slow_factor = 8.0;
+  const job_result r = run_ok(job, data);
+  BOOST_TEST(r.samples_dropped > 0);
+  BOOST_TEST(r.samples_planned == 2 * 4 * (3000 / 4));
+  BOOST_TEST(r.samples + r.samples_dropped < r.samples_planned);  // the straggler skipped rounds too
+  BOOST_TEST(r.samples >= 2 * 3 * (3000 / 4) / 2);  // every round applied three workers' gradients
+  BOOST_TEST(r.rejected == 0);                   // dropped is not refused
 }
 
 BOOST_AUTO_TEST_CASE(every_mode_learns_a_fashion_mnist_subset) {

@@ -122,6 +122,28 @@ BOOST_AUTO_TEST_CASE(the_sync_schedule_stops_growing_at_the_critical_batch) {
   BOOST_TEST(validate(j).value_or("").find("--dc-lambda") != std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(backup_workers_scale_the_lr_for_the_gradients_a_round_sums) {
+  job_spec j;
+  j.train_size = 60000;
+  j.workers = 5;
+  j.train.batch_size = 64;  // 5 x 64 = 320 samples: past 256
+  j.mode = sync_mode::sync;
+  BOOST_TEST(job_schedule(j).base == static_cast<float>(j.train.lr * (256.0 / 320.0)));
+  j.backup_workers = 1;  // rounds sum 4 x 64 = 256: linear scaling, no cap
+  BOOST_TEST(!validate(j));
+  BOOST_TEST(job_schedule(j).base == j.train.lr);
+  j.backup_workers = 5;
+  BOOST_TEST(validate(j).value_or("").find("fewer than --workers (5)") != std::string::npos);
+  j.backup_workers = 1;
+  for (auto other : {sync_mode::async, sync_mode::ssp}) {
+    j.mode = other;
+    BOOST_TEST(validate(j).value_or("").find("--backup-workers") != std::string::npos);
+  }
+  j.mode = sync_mode::sync;
+  j.local_reduce = true;
+  BOOST_TEST(validate(j).value_or("").find("--local-reduce") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(members_and_microbatches) {
   job_spec j;
   j.workers = 3;

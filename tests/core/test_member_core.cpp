@@ -327,3 +327,43 @@ BOOST_AUTO_TEST_CASE(simulated_compute_pushes_a_synthetic_gradient_without_data)
   BOOST_TEST(bench.done.size() == 2u);
   BOOST_TEST(!same_bits(bench.params(), before));  // the shard applied the synthetic gradients
 }
+
+// Note [Backup workers]: three sync workers, one backup, worker 2 slow: rounds close
+// without it, its late gradients are dropped, and it skips to the open round, reporting
+// every epoch once and the dropped samples.
+BOOST_AUTO_TEST_CASE(a_late_worker_skips_to_the_open_round_and_reports_what_was_dropped) {
+  job_spec job = pipeline(1, 1);
+  job.workers = 3;
+  job.backup_workers = 1;
+  job.train.epochs = 3;
+  job.train.batch_size = 10;  // 80 samples each: 8 steps per epoch, 24 in all
+  member_bench bench(job, synthetic(240));
+  bench.slow_member = 2;
+  bench.slow_requeues = 6;  // about six rounds of the others per step of its own
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_REQUIRE(bench.done.size() == 3u);
+  for (const auto& [rank, d] : bench.done) BOOST_TEST(d.clock == 24);
+  std::map<std::uint32_t, std::vector<std::int32_t>> epochs;
+  for (const auto& e : bench.epochs) epochs[e.rank].push_back(e.epoch);
+  for (std::uint32_t r = 0; r < 3; ++r) BOOST_TEST(epochs[r] == (std::vector<std::int32_t>{0, 1, 2}));
+  std::map<std::uint32_t, std::int64_t> computed;
+  std::int64_t dropped = 0, skipped = 0, previous = 0;
+  for (const auto& s : bench.steps) {
+    dropped += s.samples_dropped;
+    computed[s.rank] += s.samples;
+    if (s.rank != 2) continue;
+    skipped += s.clock - previous - 1;  // clocks between two of its reports were skipped
+    previous = s.clock;
+  }
+  for (const auto& [rank, d] : bench.done) dropped += d.samples_dropped;
+  const std::int64_t late = bench.shard->counters().late;
+  BOOST_TEST(late > 0);
+  BOOST_TEST(dropped == late * 10);  // one shard: every late gradient is a step's 10 samples
+  BOOST_TEST(skipped > 0);           // it fell behind by more than a round and caught up
+  BOOST_TEST(computed[0] == 240);
+  BOOST_TEST(computed[1] == 240);
+  BOOST_TEST(computed[2] < 240);     // the rounds it skipped were not computed
+  BOOST_TEST(bench.shard->version() == 24);
+}

@@ -2,10 +2,14 @@
 // momentum (and past zero, the lr) by the live members that push on arrival, follows
 // members that leave, and leaves sync rounds and Adam alone; dcasgd compensates a
 // gradient for what moved since the sender's answered pull, piece by piece, and not for a
-// member that has no answered pull.
+// member that has no answered pull. With --backup-workers a sync round closes with the
+// first gradients of all but b of each stage's members, drops a late one (or piece) without
+// an error, and counts refused gradients and leavers as the plain round does.
 #define BOOST_TEST_MODULE shard_core_rules
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -132,4 +136,129 @@ BOOST_AUTO_TEST_CASE(sync_keeps_no_copies) {
   sync_c.push(0, 0, 0, filled(1.f));
   sync_c.push(1, 0, 0, filled(1.f));  // the sum 2 at the config's lr 1
   BOOST_TEST(at(sync_c, 0) == -2.f);
+}
+
+namespace {
+
+// Note [Backup workers]: sync, plain SGD at lr 1, `members` members of `stages` stages
+// (member r is stage r % stages; each stage owns n / stages elements).
+shard_core backup_shard(std::uint32_t members, std::int32_t backups, std::uint32_t stages = 1) {
+  shard_config cfg;
+  cfg.mode = sync_mode::sync;
+  cfg.backup_workers = backups;
+  cfg.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
+  cfg.schedule = lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f};
+  std::vector<std::uint32_t> stage_of(members);
+  if (stages > 1) {
+    for (std::uint32_t k = 0; k < stages; ++k) cfg.stage_slices.push_back({{k * n / stages, n / stages}});
+    for (std::uint32_t r = 0; r < members; ++r) stage_of[r] = r % stages;
+  }
+  shard_core core(cfg, tensor({n}));
+  core.start(ranks(members), stage_of);
+  return core;
+}
+
+tensor filled_n(std::int64_t numel, float v) {
+  tensor t({numel});
+  std::fill_n(t.data<float>(), numel, v);
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_backup_worker_round_closes_with_the_first_gradients_and_drops_the_late_one) {
+  auto s = backup_shard(4, 1);
+  BOOST_TEST((s.pull(3, 1, 7).decision == shard_core::pull_decision::hold));
+  s.push(2, 0, 0, filled(4.f));
+  s.push(0, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 0);
+  const auto third = s.push(3, 0, 0, filled(2.f));
+  BOOST_TEST(!third.error);
+  BOOST_TEST(!third.late);
+  BOOST_TEST(s.version() == 1);               // three of four: the round closed
+  BOOST_TEST(at(s, 0) == -7.f);               // 1 + 2 + 4, without worker 1's
+  BOOST_TEST(s.take_released() == (std::vector<shard_core::token>{7}));
+  const auto late = s.push(1, 0, 0, filled(100.f));
+  BOOST_TEST(!late.error);                    // dropped, not refused
+  BOOST_TEST(late.late);
+  BOOST_TEST(late.version == 1);              // the open round, where its sender goes on
+  BOOST_TEST(at(s, 0) == -7.f);               // and it changed nothing
+  BOOST_TEST(s.counters().late == 1);
+  BOOST_TEST(s.counters().rejected == 0);
+  // The late member skips to round 1, which again closes with the first three.
+  s.push(1, 1, 1, filled(1.f));
+  s.push(3, 1, 1, filled(1.f));
+  s.push(0, 1, 1, filled(1.f));
+  BOOST_TEST(s.version() == 2);
+  BOOST_TEST(at(s, 0) == -10.f);
+  BOOST_TEST(s.push(2, 1, 1, filled(1.f)).late);
+}
+
+BOOST_AUTO_TEST_CASE(without_backup_workers_a_round_waits_for_everyone_and_late_is_an_error) {
+  auto s = backup_shard(3, 0);
+  s.push(0, 0, 0, filled(1.f));
+  s.push(1, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 0);
+  s.push(2, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 1);
+  const auto again = s.push(2, 0, 0, filled(1.f));
+  BOOST_TEST((again.error && *again.error == errc::stale_round));
+  BOOST_TEST(!again.late);
+  BOOST_TEST(s.counters().late == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_refused_gradient_counts_toward_the_first_n_and_a_leaver_lowers_the_count) {
+  auto s = backup_shard(4, 1);
+  tensor bad = filled(1.f);
+  bad.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  s.push(0, 0, 0, filled(1.f));
+  BOOST_TEST((*s.push(1, 0, 0, bad).error == errc::not_finite));
+  s.push(2, 0, 0, filled(2.f));
+  BOOST_TEST(s.version() == 1);  // three submissions, one of them refused
+  BOOST_TEST(at(s, 1) == -3.f);
+  s.worker_left(3);
+  s.worker_left(2);              // two live: a round needs one
+  s.push(1, 1, 1, filled(5.f));
+  BOOST_TEST(s.version() == 2);
+  BOOST_TEST(at(s, 1) == -8.f);
+  s.worker_left(1);              // one live, more backups than it: still needs its gradient
+  BOOST_TEST(s.version() == 2);
+  s.push(0, 2, 2, filled(1.f));
+  BOOST_TEST(s.version() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_late_piece_is_dropped_and_its_open_pieces_with_it) {
+  auto s = backup_shard(3, 1);
+  gradient_receipt first{{}, 0, n / 2, false}, second{{}, n / 2, n / 2, false};
+  BOOST_TEST(!s.push(0, 0, 0, filled_n(n / 2, 1.f), first).late);  // a piece of round 0, still open
+  s.push(1, 0, 0, filled(1.f));
+  s.push(2, 0, 0, filled(1.f));
+  BOOST_TEST(s.version() == 1);
+  const auto rest = s.push(0, 0, 0, filled_n(n / 2, 1.f), second);
+  BOOST_TEST(rest.late);
+  BOOST_TEST(!rest.error);
+  BOOST_TEST(at(s, 0) == -2.f);
+  // Round 1 from member 0 in pieces: nothing of round 0's piece is left over.
+  s.push(0, 1, 1, filled_n(n / 2, 3.f), first);
+  s.push(0, 1, 1, filled_n(n / 2, 3.f), second);
+  s.push(1, 1, 1, filled(1.f));
+  BOOST_TEST(s.version() == 2);
+  BOOST_TEST(at(s, 0) == -6.f);
+  BOOST_TEST(at(s, n - 1) == -6.f);
+}
+
+BOOST_AUTO_TEST_CASE(with_pipeline_stages_each_stages_slice_waits_for_all_but_b_of_its_own_members) {
+  // Six members of two stages: three replicas. One backup: each stage needs two.
+  auto s = backup_shard(6, 1, 2);
+  s.push(0, 0, 0, filled_n(n / 2, 1.f));  // stage 0
+  s.push(2, 0, 0, filled_n(n / 2, 1.f));  // stage 0: two of three
+  s.push(1, 0, 0, filled_n(n / 2, 1.f));  // stage 1: one of three
+  BOOST_TEST(s.version() == 0);           // stage 1's slice still waits
+  s.push(4, 0, 0, filled_n(n / 2, 1.f));  // stage 0's third: not needed, but in time
+  BOOST_TEST(s.version() == 0);
+  s.push(5, 0, 0, filled_n(n / 2, 2.f));  // stage 1: two of three
+  BOOST_TEST(s.version() == 1);
+  BOOST_TEST(at(s, 0) == -3.f);           // stage 0: three gradients of 1
+  BOOST_TEST(at(s, n - 1) == -3.f);       // stage 1: 1 + 2
+  BOOST_TEST(s.push(3, 0, 0, filled_n(n / 2, 1.f)).late);
 }

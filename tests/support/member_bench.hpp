@@ -38,6 +38,10 @@ struct member_bench {
   std::vector<pull_request> pulls;
   int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
   bool reverse_pieces = false;  // answer the pieces of one step's pulls last first
+  // A slow member: the answers to its pulls go to the back of the queue this many times
+  // before they are delivered, while the others go on.
+  std::int64_t slow_member = -1;
+  int slow_requeues = 0;
 
   // job: not yet prepared; data: what the members read (the job's own unless given).
   member_bench(job_spec j, std::shared_ptr<const dataset_split> d, member_setup setup = {})
@@ -116,10 +120,18 @@ struct member_bench {
   // pieces of one list of pulls arrive in reverse).
   void answer_later(std::uint32_t r, const pull_request& q) {
     auto work = [this, r, p = answer(r, q)] { deliver(r, at(r).on_params(0, p)); };
+    if (static_cast<std::int64_t>(r) == slow_member) {
+      queue.push_back(requeued(std::move(work), slow_requeues));
+      return;
+    }
     if (reverse_pieces && q.piece_numel > 0)
       queue.push_front(std::move(work));
     else
       queue.push_back(std::move(work));
+  }
+  std::function<void()> requeued(std::function<void()> work, int times) {
+    if (times == 0) return work;
+    return [this, work = std::move(work), times] { queue.push_back(requeued(work, times - 1)); };
   }
   std::map<shard_core::token, std::pair<std::uint32_t, pull_request>> held_;
   shard_core::token next_token_ = 0;
@@ -145,7 +157,9 @@ struct member_bench {
         return c.on_push_refused(0, clock, why);
       });
     else
-      later(r, [](member_core& c) { return c.on_push_ack(0, 0.0); });
+      later(r, [clock, ack = push_ack{out.version, out.staleness, out.late}](member_core& c) {
+        return c.on_push_ack(0, clock, ack, 0.0);
+      });
     for (auto token : shard->take_released()) {
       auto [member, request] = held_.at(token);
       held_.erase(token);

@@ -163,6 +163,9 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--async-rule", "adagrad"}, {"--async-rule", "dcasgd"});
   expect_usage_error({"train", "--critical-batch", "-1"}, {"--critical-batch"});
   expect_usage_error({"train", "--dc-lambda", "nan"}, {"--dc-lambda"});
+  expect_usage_error({"train", "--backup-workers", "1"}, {"--backup-workers", "--mode sync"});  // async by default
+  expect_usage_error({"train", "--mode", "sync", "--backup-workers", "2"}, {"--backup-workers 2", "fewer than --workers"});
+  expect_usage_error({"train", "--mode", "sync", "--backup-workers", "-1"}, {"--backup-workers"});
   expect_usage_error({"train", "--bucket-bytes", "-5"}, {"--bucket-bytes"});
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--pull-precision", "2bit"},
                      {"--pull-precision 2bit", "--servers 0"});

@@ -1,6 +1,6 @@
 // Tests for tools/job_cli.cpp's account of what the shards make of the optimizer: the
-// capped sync lr past the critical batch, the momentum --async-rule uses for N workers,
-// and nothing where nothing changes.
+// capped sync lr past the critical batch, how many gradients close a round with backup
+// workers, the momentum --async-rule uses for N workers, and nothing where nothing changes.
 #define BOOST_TEST_MODULE job_cli
 #include <boost/test/unit_test.hpp>
 
@@ -34,6 +34,12 @@ BOOST_AUTO_TEST_CASE(sync_past_the_critical_batch_names_the_lr_and_the_warm_up) 
   job_spec two = four_workers(sync_mode::sync);
   two.workers = 2;  // 256 samples: linear scaling, nothing to say
   BOOST_TEST(describe_update_rules(two).empty());
+}
+
+BOOST_AUTO_TEST_CASE(sync_with_backup_workers_says_how_many_gradients_close_a_round) {
+  job_spec j = four_workers(sync_mode::sync);
+  j.backup_workers = 1;
+  BOOST_TEST(says(describe_update_rules(j), "a round closes with the first 3 of 4 gradients (--backup-workers 1)"));
 }
 
 BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
