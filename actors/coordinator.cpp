@@ -200,6 +200,8 @@ void carry_out(coord_pointer self, job_actions_list actions) {
                 "a shard did not admit the rejoining worker");
           } else if constexpr (std::is_same_v<A, remove_from_shards>) {
             for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
+          } else if constexpr (std::is_same_v<A, name_straggler>) {
+            for (auto& s : st.shards) self->send(s, straggler_atom::value, a.rank, a.slow);
           } else if constexpr (std::is_same_v<A, job_actions::gather>) {
             gather(self, a.id, a.with_params);
           } else if constexpr (std::is_same_v<A, evaluate>) {

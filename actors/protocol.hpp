@@ -68,6 +68,7 @@ using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
 using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
 using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
+using straggler_atom = caf::atom_constant<caf::atom("straggler")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -200,6 +201,7 @@ using shard_actor = caf::typed_actor<
     caf::reacts_to<left_atom, std::uint32_t>,
     caf::replies_to<join_atom, shard_admit>::with<caf::ok_atom>,
     caf::reacts_to<checkpoint_atom, std::int64_t>,  // take a checkpoint at this step too (--checkpoint-seconds)
+    caf::reacts_to<straggler_atom, std::uint32_t, bool>,  // ssp: leave this member out of the bound, or not
     // key-value jobs
     caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,

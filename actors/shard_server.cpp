@@ -210,6 +210,12 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         settle_held(self);
         maybe_checkpoint(self);
       },
+      [=](straggler_atom, std::uint32_t rank, bool slow) {
+        if (!from_coordinator(self, coordinator, "a straggler's name")) return;
+        if (!self->state.core) return;
+        self->state.core->set_straggler(rank, slow);
+        settle_held(self);
+      },
       [=](checkpoint_atom, std::int64_t step) {
         if (!from_coordinator(self, coordinator, "a checkpoint request")) return;
         if (self->state.core && self->state.writer) self->state.core->request_checkpoint(step);

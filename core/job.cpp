@@ -105,6 +105,8 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
   if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
+  if (!(job.straggler_factor == 0.0 || (job.straggler_factor >= 1.0 && std::isfinite(job.straggler_factor))))
+    return "--straggler-factor must be 0 (never leave a straggler out of the ssp bound) or a finite number >= 1";
   if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.kv || job.local_reduce || job.servers == 0))
     return "--backup-workers closes a sync round without the slowest workers' gradients; it needs --mode sync, "
            "shard servers, no --local-reduce, and a training job (a key-value job's programs keep their own rounds)";

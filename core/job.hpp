@@ -70,6 +70,10 @@ struct job_spec {
   // round (Note [Backup workers] in core/shard_core.hpp). 0: every live member, bitwise
   // reproducible.
   std::int32_t backup_workers = 0;
+  // ssp: a member whose compute per step exceeds this many times the median is left out
+  // of the staleness bound while it is slow (Note [Naming stragglers] in
+  // core/job_stragglers.cpp); 0: never.
+  double straggler_factor = 2.0;
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
   std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)

@@ -48,6 +48,9 @@ struct start_shards { membership members; };
 struct add_to_shards { std::uint32_t rank; std::int64_t clock; };
 // Every shard: this member left.
 struct remove_from_shards { std::uint32_t rank; };
+// Every shard: the ssp bound leaves this member out (slow) or takes it back (Note [Naming
+// stragglers] in core/job_stragglers.cpp).
+struct name_straggler { std::uint32_t rank; bool slow; };
 // Every shard's statistics (and with_params, its parameter snapshot), each answer to
 // on_stats / on_snapshot with this id.
 struct gather { std::uint64_t id; bool with_params; };
@@ -70,7 +73,7 @@ struct finish { std::variant<job_result, fault> outcome; };
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
                                 job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
-                                job_actions::remove_from_shards, job_actions::gather, job_actions::evaluate,
+                                job_actions::remove_from_shards, job_actions::name_straggler, job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
                                 job_actions::finish>;
@@ -152,7 +155,12 @@ class job_core {
     std::int64_t clock = 0;
     std::int64_t clock_at_tick = 0;    // for the step rate
     double step_rate = 0.0;            // steps/s, smoothed over ticks
+    // Note [Naming stragglers]: compute seconds per step, smoothed; steps reported; named.
+    double busy_per_step = 0.0;
+    std::int64_t busy_steps = 0;
+    bool straggler = false;
   };
+  static constexpr std::int64_t min_straggler_steps = 5;
   struct pending_gather {
     std::optional<std::int32_t> epoch;  // nullopt: the final one
     std::size_t pending = 0;
@@ -178,6 +186,8 @@ class job_core {
   void finish(std::variant<job_result, fault> outcome, job_actions_list& out);
   void count_nodes();
   void update_step_rates(time_point now);
+  void note_busy(const step_report& r);
+  void name_stragglers(job_actions_list& out);
   // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
   void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);
 

@@ -22,6 +22,7 @@ job_actions_list job_core::on_step(const step_report& r, time_point now) {
   if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size() || !members_[r.rank].live) return {};
   ledger_.step(r, now);
+  note_busy(r);
   members_[r.rank].clock = r.clock;
   last_progress_ = now;
   if (m_) {
@@ -153,6 +154,7 @@ job_actions_list job_core::on_tick(time_point now) {
   }
   update_step_rates(now);
   job_actions_list out;
+  name_stragglers(out);
   maybe_request_checkpoint(now, out);
   return out;
 }

@@ -331,6 +331,8 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
   member& m = members_[worker];
   m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
+  // Note [Stragglers outside the bound]: caught up, it counts for the bound again.
+  if (m.outside_bound && !m.named_straggler && m.completed >= slowest_in_bound()) m.outside_bound = false;
   // The image is taken after this call, with this gradient applied (Note [Checkpoint steps]).
   note_reached(slowest_completed());
   if (!refused) {
@@ -344,7 +346,7 @@ shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::
   }
   const std::int64_t staleness = std::max<std::int64_t>(0, version_for(worker) - base_version);
   float lr = cfg_.schedule.at(clock);
-  if (cfg_.staleness_lr) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
+  if (cfg_.staleness_lr || m.outside_bound) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
   std::optional<float> momentum;
   if (cfg_.rule != async_rule::none && cfg_.optimizer.kind == optimizer_kind::sgd) {
     const momentum_correction c = correct_for_asynchrony(cfg_.optimizer.momentum, pushers(m.stage));
@@ -386,7 +388,7 @@ bool shard_core::can_answer(std::int64_t clock) const {
     case sync_mode::async:
       return true;
     case sync_mode::ssp:
-      return clock - cfg_.staleness <= slowest_completed();
+      return clock - cfg_.staleness <= slowest_in_bound();
   }
   return true;
 }

@@ -35,6 +35,19 @@
 // in TensorFlow's SyncReplicasOptimizer behaves the same way). The lr schedule scales
 // for the gradients a round sums, workers - b (Note [Critical batch]).
 //
+// Note [Stragglers outside the bound]
+// In ssp the coordinator names a member whose compute per step is well above the median
+// a straggler (Note [Naming stragglers] in core/job_stragglers.cpp) and says so to every
+// shard. While it is one, the bound leaves it out: a pull at clock c waits only until
+// every other live member has finished c - s iterations, so one slow machine no longer
+// holds everyone at its pace. Its gradients are still applied, at lr / max(1, staleness)
+// (--staleness-lr's rule, for its gradients alone), since they are computed on
+// parameters many updates old. Once the coordinator no longer names it, it counts for the
+// bound again only when it has caught up with the slowest of the others, so nobody waits
+// for the lead it lost while it was slow. Textbook SSP bounds every worker's staleness;
+// this bounds the staleness the others see from each other, and lets a named straggler's
+// be larger. Checkpoints still wait for the slowest member (Note [Checkpoint steps]).
+//
 // Note [Slices]
 // Members are the actors that push and pull: data-parallel workers, or the stages of
 // pipeline replicas. A member of stage k owns the slice of the shard's buffer that holds
@@ -187,6 +200,10 @@ class shard_core {
 
   // A worker died or left: it no longer counts for rounds or bounds.
   void worker_left(std::uint32_t worker);
+  // ssp: the coordinator names the member a straggler, or no longer (Note [Stragglers
+  // outside the bound]). Ignored in other modes and for members this shard does not know.
+  void set_straggler(std::uint32_t worker, bool slow);
+  bool straggler(std::uint32_t worker) const;
   // A worker (re)joins a running job at `clock`: in sync it is expected from round `clock`
   // on (a round that has closed already moves it to the open one); in async/ssp it counts
   // as having finished `clock` iterations.
@@ -240,6 +257,9 @@ class shard_core {
     std::int64_t completed = 0;   // iterations finished (async/ssp)
     std::int64_t from_round = 0;  // sync: the first round that needs this worker
     std::uint32_t stage = 0;
+    // Note [Stragglers outside the bound]: named by the coordinator, and left out of the
+    // bound until it is no longer named and has caught up.
+    bool named_straggler = false, outside_bound = false;
   };
   struct held_pull {
     token t;
@@ -280,6 +300,8 @@ class shard_core {
   bool round_complete() const;
   bool can_answer(std::int64_t clock) const;
   std::int64_t slowest_completed() const;
+  // ssp: the slowest of the members inside the bound (all of them, if none is).
+  std::int64_t slowest_in_bound() const;
   void release_ready();
   void record_staleness(std::int64_t s);
   // Live members pushing to this stage's slice (Note [Momentum of asynchrony]).

@@ -1,8 +1,10 @@
 // shard_core: what --async-rule needs of the shard (Note [Momentum of asynchrony]
 // and Note [Delay compensation] in core/update_rules.hpp): who pushes to a slice, and each
-// member's parameters as its pulls were answered; and when a sync round is complete, with
-// --backup-workers without its slowest members (Note [Backup workers]).
+// member's parameters as its pulls were answered; when a sync round is complete, with
+// --backup-workers without its slowest members (Note [Backup workers]); and which members
+// the ssp bound waits for (Note [Stragglers outside the bound]).
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <utility>
 
@@ -67,6 +69,30 @@ shard_core::push_outcome shard_core::drop_late() {
   out.version = version_;
   out.late = true;
   return out;
+}
+
+void shard_core::set_straggler(std::uint32_t worker, bool slow) {
+  auto it = members_.find(worker);
+  if (cfg_.mode != sync_mode::ssp || it == members_.end() || !it->second.live) return;
+  member& m = it->second;
+  m.named_straggler = slow;
+  if (slow)
+    m.outside_bound = true;
+  else if (m.completed >= slowest_in_bound())
+    m.outside_bound = false;  // else once it has caught up (push_on_arrival)
+  release_ready();
+}
+
+bool shard_core::straggler(std::uint32_t worker) const {
+  auto it = members_.find(worker);
+  return it != members_.end() && it->second.outside_bound;
+}
+
+std::int64_t shard_core::slowest_in_bound() const {
+  std::int64_t inside = std::numeric_limits<std::int64_t>::max();
+  for (const auto& [rank, m] : members_)
+    if (m.live && !m.outside_bound) inside = std::min(inside, m.completed);
+  return inside == std::numeric_limits<std::int64_t>::max() ? slowest_completed() : inside;
 }
 
 }  // namespace troupe

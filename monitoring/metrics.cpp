@@ -58,6 +58,7 @@ struct registry::families {
   Family<Gauge>* clock_spread;
   Family<Gauge>* staleness_bound;
   Family<Counter>* workers_lost;
+  Family<Gauge>* stragglers;
   Family<Counter>* checkpoints;
   Family<Gauge>* checkpoint_step;
   Family<Gauge>* nodes_up;
@@ -109,6 +110,7 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->clock_spread = gauge("troupe_worker_clock_spread", "Fastest minus slowest live worker clock");
   f_->staleness_bound = gauge("troupe_staleness_bound", "Largest staleness (in updates) the consistency mode allows");
   f_->workers_lost = counter("troupe_workers_lost_total", "Workers that died during the job");
+  f_->stragglers = gauge("troupe_stragglers", "Members named stragglers now, which the ssp bound leaves out");
   f_->checkpoints = counter("troupe_checkpoints_total", "Checkpoints completed or failed (--checkpoint-dir), by result");
   f_->checkpoint_step = gauge("troupe_checkpoint_step", "Step of the newest complete checkpoint");
   f_->nodes_up = gauge("troupe_nodes_up", "Nodes of each role that are members now");
@@ -289,6 +291,7 @@ coordinator_metrics registry::coordinator() {
   m.train_loss = &f_->train_loss->Add(l);
   m.clock_spread = &f_->clock_spread->Add(l);
   m.workers_lost = &f_->workers_lost->Add(l);
+  m.stragglers = &f_->stragglers->Add(l);
   m.checkpoints_written = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "written"}});
   m.checkpoints_failed = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "failed"}});
   m.checkpoint_step = &f_->checkpoint_step->Add(l);

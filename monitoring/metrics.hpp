@@ -68,6 +68,7 @@ struct coordinator_metrics {
   prometheus::Gauge* train_loss = nullptr;         // mean over the last epoch
   prometheus::Gauge* clock_spread = nullptr;       // fastest minus slowest live worker clock
   prometheus::Counter* workers_lost = nullptr;
+  prometheus::Gauge* stragglers = nullptr;         // members the ssp bound leaves out now
   // troupe_checkpoints_total{result=written|failed} and the step of the last one written.
   prometheus::Counter* checkpoints_written = nullptr;
   prometheus::Counter* checkpoints_failed = nullptr;

@@ -145,6 +145,11 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()
       ->group(group_job);
+  app.add_option("--straggler-factor", o.job.straggler_factor,
+                 "ssp: a worker whose steps compute this many times the median is left out of the staleness "
+                 "bound while it is slow (its gradients apply at lr / staleness); 0: never")
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--big-array-bound", o.job.big_array_bound,
                  "Split parameter blocks above this many floats across shards (0 = automatic)")
       ->check(CLI::NonNegativeNumber)
@@ -218,14 +223,17 @@ std::string describe_update_rules(const job_spec& job) {
         << job.workers << " gradients (--backup-workers " << job.backup_workers << ")";
     return s.str();
   }
-  if (job.async_correction == async_rule::none || job.train.optimizer.kind != optimizer_kind::sgd || job.workers < 2)
-    return "";
-  const momentum_correction c = correct_for_asynchrony(job.train.optimizer.momentum, job.workers);
-  s << "; --async-rule " << name_of(job.async_correction);
-  if (job.async_correction == async_rule::dcasgd) s << " (lambda " << job.dc_lambda << ")";
-  s << ": the shards use momentum " << c.momentum;
-  if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
-  s << " for " << job.workers << " asynchronous workers";
+  if (job.async_correction != async_rule::none && job.train.optimizer.kind == optimizer_kind::sgd && job.workers >= 2) {
+    const momentum_correction c = correct_for_asynchrony(job.train.optimizer.momentum, job.workers);
+    s << "; --async-rule " << name_of(job.async_correction);
+    if (job.async_correction == async_rule::dcasgd) s << " (lambda " << job.dc_lambda << ")";
+    s << ": the shards use momentum " << c.momentum;
+    if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
+    s << " for " << job.workers << " asynchronous workers";
+  }
+  if (job.mode == sync_mode::ssp && job.straggler_factor > 0.0 && job.workers >= 2)
+    s << "; a worker whose steps compute over " << job.straggler_factor
+      << "x the median leaves the bound while it is slow (--straggler-factor)";
   return s.str();
 }
 

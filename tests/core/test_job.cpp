@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE job
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
+
 #include "core/job.hpp"
 #include "tensor/grad_codec.hpp"
 #include "tests/support/tiny_job.hpp"
@@ -120,6 +122,19 @@ BOOST_AUTO_TEST_CASE(the_sync_schedule_stops_growing_at_the_critical_batch) {
   j.critical_batch = 256;
   j.dc_lambda = -1.f;
   BOOST_TEST(validate(j).value_or("").find("--dc-lambda") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_straggler_factor_is_0_or_a_finite_number_from_1) {
+  job_spec j;
+  j.mode = sync_mode::ssp;
+  for (double ok : {0.0, 1.0, 2.0, 50.0}) {
+    j.straggler_factor = ok;
+    BOOST_TEST(!validate(j), ok);
+  }
+  for (double bad : {-1.0, 0.5, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    j.straggler_factor = bad;
+    BOOST_TEST(validate(j).value_or("").find("--straggler-factor") != std::string::npos, bad);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(backup_workers_scale_the_lr_for_the_gradients_a_round_sums) {

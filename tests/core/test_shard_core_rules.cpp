@@ -4,7 +4,9 @@
 // gradient for what moved since the sender's answered pull, piece by piece, and not for a
 // member that has no answered pull. With --backup-workers a sync round closes with the
 // first gradients of all but b of each stage's members, drops a late one (or piece) without
-// an error, and counts refused gradients and leavers as the plain round does.
+// an error, and counts refused gradients and leavers as the plain round does. In ssp a
+// member the coordinator names a straggler is left out of the bound, its gradients apply at
+// lr / staleness, and it counts again only once it is no longer named and has caught up.
 #define BOOST_TEST_MODULE shard_core_rules
 #include <boost/test/unit_test.hpp>
 
@@ -261,4 +263,100 @@ BOOST_AUTO_TEST_CASE(with_pipeline_stages_each_stages_slice_waits_for_all_but_b_
   BOOST_TEST(at(s, 0) == -3.f);           // stage 0: three gradients of 1
   BOOST_TEST(at(s, n - 1) == -3.f);       // stage 1: 1 + 2
   BOOST_TEST(s.push(3, 0, 0, filled_n(n / 2, 1.f)).late);
+}
+
+namespace {
+
+// Note [Stragglers outside the bound]: ssp with bound `staleness`, plain SGD at lr 1.
+shard_core ssp_shard(std::uint32_t members, std::int32_t staleness) {
+  shard_config cfg;
+  cfg.mode = sync_mode::ssp;
+  cfg.staleness = staleness;
+  cfg.rule = async_rule::none;
+  cfg.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
+  cfg.schedule = lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f};
+  shard_core core(cfg, tensor({n}));
+  core.start(ranks(members));
+  return core;
+}
+
+// Member w pushes its next `count` clocks, each computed on the version it saw (base).
+void push_clocks(shard_core& s, std::uint32_t w, std::int64_t from, std::int64_t count) {
+  for (std::int64_t c = from; c < from + count; ++c) BOOST_TEST_REQUIRE(!s.push(w, c, s.version(), filled(0.f)).error);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_named_straggler_no_longer_holds_the_others) {
+  auto s = ssp_shard(3, 1);
+  push_clocks(s, 0, 0, 2);
+  push_clocks(s, 1, 0, 2);
+  // Member 2 has finished nothing: a pull at clock 2 needs clock 1 of everyone.
+  BOOST_TEST((s.pull(0, 2, 7).decision == shard_core::pull_decision::hold));
+  s.set_straggler(2, true);
+  BOOST_TEST(s.straggler(2));
+  BOOST_TEST(s.take_released() == std::vector<shard_core::token>{7});
+  // The bound still holds between the others: member 1 at clock 4 waits for member 0's 3.
+  push_clocks(s, 1, 2, 2);
+  BOOST_TEST((s.pull(1, 4, 8).decision == shard_core::pull_decision::hold));
+  push_clocks(s, 0, 2, 1);
+  BOOST_TEST(s.take_released() == std::vector<shard_core::token>{8});
+}
+
+BOOST_AUTO_TEST_CASE(a_straggler_gradient_applies_at_lr_over_its_staleness) {
+  auto s = ssp_shard(3, 1);
+  s.set_straggler(2, true);
+  push_clocks(s, 0, 0, 2);
+  push_clocks(s, 1, 0, 2);  // version 4; member 2 pulled version 0
+  BOOST_TEST(!s.push(2, 0, 0, filled(1.f)).error);
+  BOOST_TEST(at(s, 0) == -0.25f, tt::tolerance(1e-6f));  // lr 1 / staleness 4
+  // A member inside the bound keeps the schedule's lr, stale as its gradient is.
+  BOOST_TEST(!s.push(0, 2, 0, filled(1.f)).error);
+  BOOST_TEST(at(s, 0) == -1.25f, tt::tolerance(1e-6f));
+}
+
+BOOST_AUTO_TEST_CASE(a_cleared_straggler_counts_again_only_once_it_has_caught_up) {
+  auto s = ssp_shard(3, 1);
+  s.set_straggler(2, true);
+  push_clocks(s, 0, 0, 3);
+  push_clocks(s, 1, 0, 3);
+  s.set_straggler(2, false);  // still 3 clocks behind: left out, so nobody waits for it
+  BOOST_TEST(s.straggler(2));
+  BOOST_TEST((s.pull(0, 4, 1).decision == shard_core::pull_decision::answer));
+  push_clocks(s, 2, 0, 2);
+  BOOST_TEST(s.straggler(2));
+  push_clocks(s, 2, 2, 1);  // level with the slowest of the others
+  BOOST_TEST(!s.straggler(2));
+  push_clocks(s, 0, 3, 2);
+  BOOST_TEST((s.pull(0, 5, 2).decision == shard_core::pull_decision::hold));  // needs clock 4 of member 2
+  push_clocks(s, 2, 3, 1);
+  BOOST_TEST(s.take_released().empty());  // and of member 1
+  push_clocks(s, 1, 3, 1);
+  BOOST_TEST(s.take_released() == std::vector<shard_core::token>{2});
+}
+
+BOOST_AUTO_TEST_CASE(a_straggler_level_with_the_others_is_cleared_at_once) {
+  auto s = ssp_shard(2, 1);
+  s.set_straggler(1, true);
+  s.set_straggler(1, false);
+  BOOST_TEST(!s.straggler(1));
+}
+
+BOOST_AUTO_TEST_CASE(only_ssp_leaves_stragglers_out_and_only_of_live_members) {
+  for (sync_mode mode : {sync_mode::sync, sync_mode::async}) {
+    auto s = make_shard(async_rule::none, 2, 0.f, mode);
+    s.set_straggler(1, true);
+    BOOST_TEST(!s.straggler(1));
+  }
+  auto s = ssp_shard(3, 1);
+  s.set_straggler(7, true);  // not a member: nothing happens
+  BOOST_TEST(!s.straggler(7));
+  s.worker_left(2);
+  s.set_straggler(2, true);
+  BOOST_TEST(!s.straggler(2));
+  // Every member named: the bound falls back to the slowest of them.
+  s.set_straggler(0, true);
+  s.set_straggler(1, true);
+  push_clocks(s, 0, 0, 2);
+  BOOST_TEST((s.pull(0, 2, 3).decision == shard_core::pull_decision::hold));
 }

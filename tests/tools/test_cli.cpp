@@ -166,6 +166,8 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--backup-workers", "1"}, {"--backup-workers", "--mode sync"});  // async by default
   expect_usage_error({"train", "--mode", "sync", "--backup-workers", "2"}, {"--backup-workers 2", "fewer than --workers"});
   expect_usage_error({"train", "--mode", "sync", "--backup-workers", "-1"}, {"--backup-workers"});
+  expect_usage_error({"train", "--mode", "ssp", "--straggler-factor", "0.5"}, {"--straggler-factor", ">= 1"});
+  expect_usage_error({"train", "--mode", "ssp", "--straggler-factor", "inf"}, {"--straggler-factor"});
   expect_usage_error({"train", "--bucket-bytes", "-5"}, {"--bucket-bytes"});
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--pull-precision", "2bit"},
                      {"--pull-precision 2bit", "--servers 0"});

@@ -42,6 +42,14 @@ BOOST_AUTO_TEST_CASE(sync_with_backup_workers_says_how_many_gradients_close_a_ro
   BOOST_TEST(says(describe_update_rules(j), "a round closes with the first 3 of 4 gradients (--backup-workers 1)"));
 }
 
+BOOST_AUTO_TEST_CASE(ssp_says_when_a_straggler_leaves_the_bound) {
+  job_spec j = four_workers(sync_mode::ssp);
+  BOOST_TEST(says(describe_update_rules(j), "a worker whose steps compute over 2x the median leaves the bound"));
+  j.straggler_factor = 0.0;
+  BOOST_TEST(!says(describe_update_rules(j), "straggler"));
+  BOOST_TEST(!says(describe_update_rules(four_workers(sync_mode::async)), "straggler"));
+}
+
 BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
   BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::async)),
                   "--async-rule momentum: the shards use momentum 0.6 for 4 asynchronous workers"));

@@ -1,0 +1,65 @@
+// job_core, part 5: naming stragglers. Each member's compute time per step, smoothed, is
+// compared with the median on every tick; in ssp a member well above it is named to the
+// shards, which leave it out of the staleness bound while it is slow.
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "core/job_core.hpp"
+
+namespace troupe {
+
+using namespace job_actions;
+
+// Note [Naming stragglers]
+// A straggler cannot be named by its step rate in ssp or sync: the others wait for it, so
+// every member steps at its pace and every relative step rate reads 1. What waiting does
+// not change is the time a member computes (busy_seconds in its step reports: forwards
+// and backwards, its own slowness included, no waiting). The coordinator smooths each
+// member's compute per step (an exponential average, weight 0.2 for the newest step) and,
+// on every tick of the watchdog, compares it with the lower median over the live members
+// that have reported at least min_straggler_steps steps (the lower median, so that with
+// two members the fast one is the reference). A member above straggler_factor times the
+// median is named a straggler; it is no longer one once below 0.75 times that (so a member
+// near the line is not named and cleared on every tick). Only ssp acts on it (Note
+// [Stragglers outside the bound] in core/shard_core.hpp); sync has --backup-workers, and
+// async waits for nobody.
+
+void job_core::note_busy(const step_report& r) {
+  member& w = members_[r.rank];
+  w.busy_per_step = w.busy_steps == 0 ? r.busy_seconds : 0.8 * w.busy_per_step + 0.2 * r.busy_seconds;
+  ++w.busy_steps;
+}
+
+void job_core::name_stragglers(job_actions_list& out) {
+  if (job_.mode != sync_mode::ssp || job_.straggler_factor <= 0.0 || phase_ != job_phase::training) return;
+  std::vector<double> busy;
+  for (const member& w : members_)
+    if (w.live && !w.done && w.busy_steps >= min_straggler_steps) busy.push_back(w.busy_per_step);
+  if (busy.size() < 2) return;
+  std::nth_element(busy.begin(), busy.begin() + (busy.size() - 1) / 2, busy.end());
+  const double median = busy[(busy.size() - 1) / 2];
+  if (median <= 0.0) return;
+  std::int32_t named = 0;
+  for (std::uint32_t r = 0; r < members_.size(); ++r) {
+    member& w = members_[r];
+    if (!w.live || w.done || w.busy_steps < min_straggler_steps) continue;
+    const double ratio = w.busy_per_step / median;
+    const bool slow = w.straggler ? ratio > 0.75 * job_.straggler_factor : ratio > job_.straggler_factor;
+    if (slow != w.straggler) {
+      w.straggler = slow;
+      char times[32];
+      std::snprintf(times, sizeof times, "%.1f", ratio);
+      out.push_back(name_straggler{r, slow});
+      out.push_back(note{member_name(r) + (slow ? " is a straggler: its steps compute " : " is no longer a straggler (") +
+                         times + "x the median" +
+                         (slow ? "; the ssp bound leaves it out while it is slow, and its gradients apply at lr / "
+                                 "staleness"
+                               : "); the ssp bound counts it again once it has caught up")});
+    }
+    named += w.straggler;
+  }
+  if (m_) m_->stragglers->Set(named);
+}
+
+}  // namespace troupe

@@ -1,0 +1,99 @@
+// Tests for core/job_stragglers.cpp, stepped by hand with explicit time
+// (tests/support/job_core_harness.hpp): in ssp a member whose compute per step is above
+// --straggler-factor times the median is named to the shards once it has reported enough
+// steps, named once, cleared only well below the line, and counted in troupe_stragglers;
+// the other modes and --straggler-factor 0 name nobody.
+#define BOOST_TEST_MODULE job_stragglers
+#include <boost/test/unit_test.hpp>
+
+#include <sstream>
+
+#include "tests/support/job_core_harness.hpp"
+
+using namespace troupe;
+using namespace troupe::test::job_core_tests;
+using test::all_of;
+using test::only;
+
+namespace {
+
+// Every member reports `steps` more steps, member r computing busy[r] seconds each, then
+// the watchdog ticks; returns what the tick did.
+job_actions_list steps_then_tick(harness& h, const std::vector<double>& busy, int steps, std::int64_t& clock) {
+  for (int k = 0; k < steps; ++k) {
+    ++clock;
+    for (std::uint32_t r = 0; r < busy.size(); ++r)
+      h.core->on_step(step_report{r, clock, 0, 0.5, 50, busy[r], 0, 0}, h.now);
+  }
+  h.later(milliseconds(1000));
+  return h.core->on_tick(h.now);
+}
+
+double scraped(const observability& obs, const std::string& name) {
+  std::istringstream scrape(obs.metrics->scrape());
+  for (std::string line; std::getline(scrape, line);)
+    if (line.rfind(name + "{", 0) == 0) return std::stod(line.substr(line.rfind(' ') + 1));
+  return -1;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_member_that_computes_four_times_the_median_is_named_once) {
+  observability obs;
+  obs.metrics = std::make_shared<monitoring::registry>("job-under-test");
+  harness h(tiny_job(sync_mode::ssp, 4), obs);
+  h.start();
+  std::int64_t clock = 0;
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 4, clock)).empty());  // 4 steps: too few
+  const auto named = steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 1, clock);
+  const name_straggler n = only<name_straggler>(named);
+  BOOST_TEST(n.rank == 2u);
+  BOOST_TEST(n.slow);
+  const std::string says = only<note>(named).text;
+  BOOST_TEST(says.find("worker 2 is a straggler: its steps compute 4.0x the median") == 0u, says);
+  BOOST_TEST(says.find("the ssp bound leaves it out") != std::string::npos);
+  BOOST_TEST(scraped(obs, "troupe_stragglers") == 1.0);
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 3, clock)).empty());  // named once
+  // Faster, but still above 0.75 x 2 = 1.5 x the median: still a straggler.
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.016, 0.01}, 20, clock)).empty());
+  // Level with the others: cleared.
+  const auto cleared = steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 20, clock);
+  const name_straggler c = only<name_straggler>(cleared);
+  BOOST_TEST(c.rank == 2u);
+  BOOST_TEST(!c.slow);
+  BOOST_TEST(only<note>(cleared).text.find("worker 2 is no longer a straggler") == 0u);
+  BOOST_TEST(scraped(obs, "troupe_stragglers") == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(with_two_members_the_faster_one_is_the_reference) {
+  harness h(tiny_job(sync_mode::ssp, 2));
+  h.start();
+  std::int64_t clock = 0;
+  const auto named = steps_then_tick(h, {0.03, 0.01}, 5, clock);
+  BOOST_TEST(only<name_straggler>(named).rank == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(only_ssp_names_stragglers_and_factor_0_names_nobody) {
+  for (sync_mode mode : {sync_mode::sync, sync_mode::async}) {
+    harness h(tiny_job(mode, 3));
+    h.start();
+    std::int64_t clock = 0;
+    BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.1}, 10, clock)).empty());
+  }
+  job_spec off = tiny_job(sync_mode::ssp, 3);
+  off.straggler_factor = 0.0;
+  harness h(off);
+  h.start();
+  std::int64_t clock = 0;
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.1}, 10, clock)).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_dead_straggler_is_not_counted) {
+  harness h(tiny_job(sync_mode::ssp, 3));
+  h.start();
+  std::int64_t clock = 0;
+  BOOST_TEST(only<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.1}, 5, clock)).rank == 2u);
+  h.core->on_member_down(2, std::nullopt, "killed", h.now);
+  // Two left, level: nobody is named, nothing is cleared for the dead one.
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01}, 5, clock)).empty());
+}
