@@ -202,6 +202,10 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
           } else if constexpr (std::is_same_v<A, name_straggler>) {
             for (auto& s : st.shards) self->send(s, straggler_atom::value, a.rank, a.slow);
+          } else if constexpr (std::is_same_v<A, grant_rows>) {
+            // Sent as the coordinator: a member takes grants from nobody else.
+            if (a.rank < st.members.size() && st.members[a.rank])
+              caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, std::move(a.grant));
           } else if constexpr (std::is_same_v<A, job_actions::gather>) {
             gather(self, a.id, a.with_params);
           } else if constexpr (std::is_same_v<A, evaluate>) {
@@ -343,6 +347,10 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       [=](done_atom, const worker_done& r) {
         if (!from_member(self, r.rank, "a done report")) return;
         drive(self, [&](job_core& c) { return c.on_done(r, job_clock::now()); });
+      },
+      [=](rows_atom, const rows_answer& a) {
+        if (!from_member(self, a.rank, "an answer to a grant of rows")) return;
+        drive(self, [&](job_core& c) { return c.on_rows_answer(a); });
       },
       [=](kv_init_atom, const kv_init&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },
       [=](kv_lookup_atom, const kv_lookup&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },

@@ -310,6 +310,7 @@ local_coordinator_actor::behavior_type kv_coordinator(kv_pointer self, job_spec 
       [](epoch_atom, const worker_epoch&) {},
       [](group_atom, const group_id&) {},
       [](checkpoint_atom, const checkpoint_saved&) {},
+      [](rows_atom, const rows_answer&) {},
       [](const checkpoint_committed&) {},
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();

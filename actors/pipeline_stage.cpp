@@ -52,6 +52,17 @@ void on_group(stage_pointer self, group_id& g) {
   drive(self, [&](member_core& c) { return c.on_group_id(std::move(g.id)); });
 }
 
+// Note [Dealing a lost worker's samples]: only the coordinator grants rows.
+void on_rows(stage_pointer self, rows_grant& g) {
+  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
+    const std::string peer = caf::to_string(self->current_sender());
+    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
+      spdlog::warn("{}: refused a grant of rows from {}: only the coordinator grants them", who(self), peer);
+    return;
+  }
+  drive(self, [&](member_core& c) { return c.on_rows_granted(std::move(g)); });
+}
+
 bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
 
 // Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
@@ -131,6 +142,7 @@ local_stage_actor::behavior_type training(stage_pointer self) {
                      caf::to_string(self->current_sender()), h.stage, h.replica);
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
+      [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry&) {},
       [=](hello_deadline) {},
@@ -173,6 +185,7 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](act_grad_atom, activation_grad& g) { hold(std::move(g)); },
       [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
       [=](group_atom, group_id& g) { on_group(self, g); },
+      [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
       [=](hello_deadline) { on_hello_deadline(self); },
@@ -245,6 +258,8 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             // handled below, once everything before it is out
           } else if constexpr (std::is_same_v<A, warn>) {
             spdlog::warn("{}", a.text);
+          } else if constexpr (std::is_same_v<A, answer_rows>) {
+            self->send(st.coordinator, rows_atom::value, a.a);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
             spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
             self->send(st.coordinator, done_atom::value, a.r);

@@ -69,6 +69,7 @@ using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
 using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
 using straggler_atom = caf::atom_constant<caf::atom("straggler")>;
+using rows_atom = caf::atom_constant<caf::atom("rows")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -218,7 +219,8 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<activation_atom, activation>,
     caf::reacts_to<act_grad_atom, activation_grad>,
     caf::reacts_to<hello_atom, stage_hello>,
-    caf::reacts_to<group_atom, group_id>>;
+    caf::reacts_to<group_atom, group_id>,
+    caf::reacts_to<rows_atom, rows_grant>>;  // from the coordinator: a lost worker's samples
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
@@ -248,6 +250,7 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<done_atom, worker_done>,
     caf::reacts_to<group_atom, group_id>,
     caf::reacts_to<checkpoint_atom, checkpoint_saved>,
+    caf::reacts_to<rows_atom, rows_answer>,  // a member took or returned a grant of rows
     // key-value jobs (a training job refuses them)
     caf::replies_to<kv_init_atom, kv_init>::with<kv_key_layout>,
     caf::replies_to<kv_lookup_atom, kv_lookup>::with<kv_key_layout>,
@@ -302,4 +305,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_saved))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_grant))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_answer))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

@@ -115,11 +115,13 @@ TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_
                x.window_end_us, x.samples_dropped)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
 TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed, x.samples_dropped)
+TROUPE_INSPECT(rows_grant, x.id, x.epoch, x.from_step, x.positions)
+TROUPE_INSPECT(rows_answer, x.rank, x.id, x.taken)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,
                x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second,
-               x.samples, x.samples_planned, x.samples_dropped, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
+               x.samples, x.samples_planned, x.samples_dropped, x.samples_redealt, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
                x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.resumed_from_step,
                x.checkpoints_written, x.checkpoints_failed, x.params)
 

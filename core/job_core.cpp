@@ -121,6 +121,7 @@ void job_core::maybe_start(job_actions_list& out) {
   if (phase_ != job_phase::admitting || shard_hosts_.size() < job_.servers || pending_joins_.size() < members(job_))
     return;
   phase_ = job_phase::starting;
+  if (deals_samples(job_)) dealer_.emplace(deal_shape_of(job_), members(job_), start_clock_);
   form_local_groups(out);
   membership m;
   m.clock = start_clock_;
@@ -243,7 +244,8 @@ std::optional<std::uint32_t> job_core::free_rank() const {
 
 // In sync the replacement joins at a round a little ahead of the fastest worker, so every
 // shard can add it before that round opens; in async/ssp it starts level with the slowest
-// live worker.
+// live worker; in both, not before the first clock whose share of its rank was not dealt
+// to the others.
 void job_core::admit_replacement(ticket t, std::uint32_t rank, job_actions_list& out, time_point now) {
   std::int64_t slowest = std::numeric_limits<std::int64_t>::max(), fastest = 0;
   for (const member& w : members_)
@@ -252,7 +254,9 @@ void job_core::admit_replacement(ticket t, std::uint32_t rank, job_actions_list&
       fastest = std::max(fastest, w.clock);
     }
   if (slowest == std::numeric_limits<std::int64_t>::max()) slowest = fastest = 0;
-  const std::int64_t clock = job_.mode == sync_mode::sync ? fastest + 2 : slowest;
+  std::int64_t clock = job_.mode == sync_mode::sync ? fastest + 2 : slowest;
+  // Note [Dealing a lost worker's samples]: not where the others train its samples.
+  if (dealer_) clock = dealer_->replace(rank, clock);
   member& w = members_[rank];
   w = member{};
   w.clock = clock;

@@ -28,6 +28,7 @@
 #include "core/job_checkpoint.hpp"
 #include "core/job_ledger.hpp"
 #include "core/messages.hpp"
+#include "core/sample_deal.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/model.hpp"
 
@@ -51,6 +52,9 @@ struct remove_from_shards { std::uint32_t rank; };
 // Every shard: the ssp bound leaves this member out (slow) or takes it back (Note [Naming
 // stragglers] in core/job_stragglers.cpp).
 struct name_straggler { std::uint32_t rank; bool slow; };
+// This member: extra rows, a lost worker's samples (Note [Dealing a lost worker's
+// samples] in core/sample_deal.hpp); it answers with on_rows_answer.
+struct grant_rows { std::uint32_t rank; rows_grant grant; };
 // Every shard's statistics (and with_params, its parameter snapshot), each answer to
 // on_stats / on_snapshot with this id.
 struct gather { std::uint64_t id; bool with_params; };
@@ -73,7 +77,8 @@ struct finish { std::variant<job_result, fault> outcome; };
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
                                 job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
-                                job_actions::remove_from_shards, job_actions::name_straggler, job_actions::gather, job_actions::evaluate,
+                                job_actions::remove_from_shards, job_actions::name_straggler, job_actions::grant_rows,
+                                job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
                                 job_actions::finish>;
@@ -108,6 +113,8 @@ class job_core {
   job_actions_list on_done(const worker_done& r, time_point now);
   // A local group's id from the member that sent it (the shell knows who that is).
   job_actions_list on_group_id(std::uint32_t sender, const group_id& g);
+  // The member's answer to a grant of rows (job_deals.cpp; the shell checked the sender).
+  job_actions_list on_rows_answer(const rows_answer& a);
 
   job_actions_list on_stats(std::uint64_t gather, const shard_stats& s);
   job_actions_list on_snapshot(std::uint64_t gather, std::uint32_t shard, const params_reply& r);
@@ -160,7 +167,7 @@ class job_core {
     std::int64_t busy_steps = 0;
     bool straggler = false;
   };
-  static constexpr std::int64_t min_straggler_steps = 5;
+  static constexpr std::int64_t min_straggler_steps = 3;
   struct pending_gather {
     std::optional<std::int32_t> epoch;  // nullopt: the final one
     std::size_t pending = 0;
@@ -186,8 +193,13 @@ class job_core {
   void finish(std::variant<job_result, fault> outcome, job_actions_list& out);
   void count_nodes();
   void update_step_rates(time_point now);
-  void note_busy(const step_report& r);
-  void name_stragglers(job_actions_list& out);
+  // Note [Naming stragglers]: the member's compute per step, and who is a straggler now.
+  void note_busy(const step_report& r, job_actions_list& out);
+  // Note [Dealing a lost worker's samples]: the grants the dealer makes now; what a lost
+  // member leaves (said in a note); how the final result counts them.
+  void deal_rows(job_actions_list& out);
+  void deal_lost_rows(std::uint32_t rank, job_actions_list& out);
+  std::string redealt_account(const job_result& r) const;
   // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
   void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);
 
@@ -216,6 +228,7 @@ class job_core {
   std::map<std::int32_t, tensor> epoch_params_;     // --servers 0: assembled from the stages
   tensor final_params_;
   std::int64_t workers_lost_ = 0;
+  std::optional<sample_dealer> dealer_;  // jobs that deal (deals_samples), from the start
   std::string first_loss_;  // why the first member was lost
   // Note [Resuming a job]: where the members start, and where the shards' state comes from.
   std::int64_t start_clock_ = 0;

@@ -80,9 +80,9 @@ void job_core::gathered(std::uint64_t id, job_actions_list& out) {
     job_result r = ledger_.result(totals, workers_lost_, std::move(final_params_));
     r.checkpoints_written = checkpoints_written_;
     r.checkpoints_failed = checkpoints_failed_;
+    if (dealer_) r.samples_redealt = dealer_->dealt();
     if (r.samples < r.samples_planned) {
-      std::string why;
-      if (workers_lost_ > 0) why = "the lost workers' shares of their epochs were not trained";
+      std::string why = redealt_account(r);
       if (job_.backup_workers > 0)  // Note [Backup workers]
         why += std::string(why.empty() ? "" : "; ") + "--backup-workers dropped " + std::to_string(r.samples_dropped) +
                " samples' late gradients, and the late workers skipped the rounds that closed without them";

@@ -1,6 +1,6 @@
 // job_core, part 5: naming stragglers. Each member's compute time per step, smoothed, is
-// compared with the median on every tick; in ssp a member well above it is named to the
-// shards, which leave it out of the staleness bound while it is slow.
+// compared with the median at every step report; in ssp a member well above it is named
+// to the shards, which leave it out of the staleness bound while it is slow.
 #include <algorithm>
 #include <cstdio>
 #include <vector>
@@ -17,21 +17,20 @@ using namespace job_actions;
 // not change is the time a member computes (busy_seconds in its step reports: forwards
 // and backwards, its own slowness included, no waiting). The coordinator smooths each
 // member's compute per step (an exponential average, weight 0.2 for the newest step) and,
-// on every tick of the watchdog, compares it with the lower median over the live members
-// that have reported at least min_straggler_steps steps (the lower median, so that with
-// two members the fast one is the reference). A member above straggler_factor times the
+// at every step report, compares it with the lower median over the live members that
+// have reported at least min_straggler_steps steps (the lower median, so that with two
+// members the fast one is the reference). At every report, not on the watchdog's tick:
+// until it is named the straggler holds everyone at its pace, so a second's delay cost
+// the others a sixth of a short job's throughput. A member above straggler_factor times the
 // median is named a straggler; it is no longer one once below 0.75 times that (so a member
 // near the line is not named and cleared on every tick). Only ssp acts on it (Note
 // [Stragglers outside the bound] in core/shard_core.hpp); sync has --backup-workers, and
 // async waits for nobody.
 
-void job_core::note_busy(const step_report& r) {
-  member& w = members_[r.rank];
-  w.busy_per_step = w.busy_steps == 0 ? r.busy_seconds : 0.8 * w.busy_per_step + 0.2 * r.busy_seconds;
-  ++w.busy_steps;
-}
-
-void job_core::name_stragglers(job_actions_list& out) {
+void job_core::note_busy(const step_report& r, job_actions_list& out) {
+  member& m = members_[r.rank];
+  m.busy_per_step = m.busy_steps == 0 ? r.busy_seconds : 0.8 * m.busy_per_step + 0.2 * r.busy_seconds;
+  ++m.busy_steps;
   if (job_.mode != sync_mode::ssp || job_.straggler_factor <= 0.0 || phase_ != job_phase::training) return;
   std::vector<double> busy;
   for (const member& w : members_)
@@ -41,8 +40,8 @@ void job_core::name_stragglers(job_actions_list& out) {
   const double median = busy[(busy.size() - 1) / 2];
   if (median <= 0.0) return;
   std::int32_t named = 0;
-  for (std::uint32_t r = 0; r < members_.size(); ++r) {
-    member& w = members_[r];
+  for (std::uint32_t rank = 0; rank < members_.size(); ++rank) {
+    member& w = members_[rank];
     if (!w.live || w.done || w.busy_steps < min_straggler_steps) continue;
     const double ratio = w.busy_per_step / median;
     const bool slow = w.straggler ? ratio > 0.75 * job_.straggler_factor : ratio > job_.straggler_factor;
@@ -50,8 +49,8 @@ void job_core::name_stragglers(job_actions_list& out) {
       w.straggler = slow;
       char times[32];
       std::snprintf(times, sizeof times, "%.1f", ratio);
-      out.push_back(name_straggler{r, slow});
-      out.push_back(note{member_name(r) + (slow ? " is a straggler: its steps compute " : " is no longer a straggler (") +
+      out.push_back(name_straggler{rank, slow});
+      out.push_back(note{member_name(rank) + (slow ? " is a straggler: its steps compute " : " is no longer a straggler (") +
                          times + "x the median" +
                          (slow ? "; the ssp bound leaves it out while it is slow, and its gradients apply at lr / "
                                  "staleness"

@@ -22,7 +22,6 @@ job_actions_list job_core::on_step(const step_report& r, time_point now) {
   if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size() || !members_[r.rank].live) return {};
   ledger_.step(r, now);
-  note_busy(r);
   members_[r.rank].clock = r.clock;
   last_progress_ = now;
   if (m_) {
@@ -34,7 +33,13 @@ job_actions_list job_core::on_step(const step_report& r, time_point now) {
       }
     if (hi >= lo) m_->clock_spread->Set(static_cast<double>(hi - lo));
   }
-  return {};
+  job_actions_list out;
+  note_busy(r, out);
+  if (dealer_) {
+    dealer_->reported(r.rank, r.clock);
+    deal_rows(out);
+  }
+  return out;
 }
 
 job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
@@ -67,6 +72,10 @@ job_actions_list job_core::on_done(const worker_done& r, time_point now) {
   last_progress_ = now;
   ledger_.done(r, now);
   job_actions_list out;
+  if (dealer_) {
+    dealer_->done(r.rank);
+    deal_rows(out);
+  }
   check_training_done(out, now);
   return out;
 }
@@ -101,12 +110,15 @@ job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optiona
   job_actions_list out{note{member_name(rank) + " is gone (" + why + "); continuing with " +
                             std::to_string(live_members()) + plural_members(job_)},
                        remove_from_shards{rank}};
+  if (dealer_) dealer_->lost(rank);
   if (!standby_.empty()) {
     const ticket t = standby_.front();
     standby_.erase(standby_.begin());
     admit_replacement(t, rank, out, now);
+    deal_lost_rows(rank, out);
     return out;
   }
+  deal_lost_rows(rank, out);
   check_epochs(out, now);
   check_training_done(out, now);
   return out;
@@ -154,7 +166,6 @@ job_actions_list job_core::on_tick(time_point now) {
   }
   update_step_rates(now);
   job_actions_list out;
-  name_stragglers(out);
   maybe_request_checkpoint(now, out);
   return out;
 }

@@ -70,6 +70,8 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   stage_ = a.rank % job.pipeline_stages;
   clock_ = a.resume_clock;
   steps_per_epoch_ = steps_per_epoch(job);
+  const deal_shape deal = deal_shape_of(job);
+  grants_ = member_grants(steps_per_epoch_, deal.max_extra_rows, deal.workers * deal.samples_per_worker);
   schedule_ = job_schedule(job);
   if (setup_.obs.metrics) {
     m_ = setup_.obs.metrics->worker(a.rank);
@@ -127,7 +129,9 @@ std::optional<fault> member_core::build(const member_assignment& a) {
       return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
                                       " samples but the job has " + std::to_string(job.train_size)};
   }
-  const std::int64_t max_rows = (job.train.batch_size + job.microbatches - 1) / job.microbatches;
+  // Granted rows add up to max_extra_rows to a step (Note [Dealing a lost worker's samples]).
+  const std::int64_t rows = job.train.batch_size + deal_shape_of(job).max_extra_rows;
+  const std::int64_t max_rows = (rows + job.microbatches - 1) / job.microbatches;
   const auto plan = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_),
                                   microbatches_for(job, job.train.batch_size));
   return open_device(max_rows, peak_stored(plan));

@@ -36,6 +36,7 @@
 #include "core/gradient_buckets.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "core/sample_deal.hpp"
 #include "core/stage_inbox.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/backend.hpp"
@@ -95,6 +96,7 @@ struct await_group_id {};        // call on_group_deadline after --request-timeo
 struct schedule_step {};         // call on_next_step from the mailbox (nothing else to wait for)
 struct resume {};                // carry out what came before, then call on_resume at once
 struct warn { std::string text; };  // for the log: a message dropped, a gradient refused
+struct answer_rows { rows_answer a; };  // to the coordinator
 struct finish { worker_done r; };  // send it to the coordinator, then stop normally
 struct stop { fault why; };        // stop with this error
 }  // namespace member_actions
@@ -103,7 +105,8 @@ using member_action =
     std::variant<member_actions::pull, member_actions::push, member_actions::send_activation,
                  member_actions::send_activation_grad, member_actions::report_step, member_actions::report_epoch,
                  member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
-                 member_actions::resume, member_actions::warn, member_actions::finish, member_actions::stop>;
+                 member_actions::resume, member_actions::warn, member_actions::answer_rows, member_actions::finish,
+                 member_actions::stop>;
 using member_actions_list = std::vector<member_action>;
 
 enum class member_phase : std::uint8_t { joining, wiring, grouping, training, finishing, stopped };
@@ -138,6 +141,10 @@ class member_core {
   member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
   // A pipeline neighbour died (a normal exit is no loss: it sent everything needed).
   member_actions_list on_neighbour_down(bool previous, const std::string& why);
+  // Extra rows from the coordinator (Note [Dealing a lost worker's samples] in
+  // core/sample_deal.hpp): taken if its first step lies ahead and every row fits, else
+  // returned; answered either way.
+  member_actions_list on_rows_granted(rows_grant g);
 
   member_phase phase() const { return phase_; }
   const member_assignment& place() const { return place_; }
@@ -257,6 +264,12 @@ class member_core {
   tensor synthetic_grad_;                       // --simulate-compute
   tensor xb_, yb_;                              // one microbatch of data
   std::vector<std::int64_t> order_;
+  // Note [Dealing a lost worker's samples]: the rows granted, the epoch's whole
+  // permutation (jobs that deal), the step's sample indices, and the rows that scale its
+  // gradient (its own share's: granted rows add to the sum as the lost worker's would have).
+  member_grants grants_;
+  std::vector<std::int64_t> perm_, step_idx_;
+  std::int64_t scale_rows_ = 1;
   lr_schedule schedule_;
   std::int64_t steps_per_epoch_ = 0, step_in_epoch_ = 0, clock_ = 0;
   std::int32_t epoch_ = 0;

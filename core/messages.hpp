@@ -249,6 +249,24 @@ struct worker_done {
   std::int64_t samples_dropped = 0;  // as step_report's, learned after the last report
 };
 
+// Coordinator -> member: extra rows for its steps [from_step, steps per epoch) of `epoch`:
+// positions of that epoch's permutation that a lost worker did not train, spread evenly
+// over those steps (Note [Dealing a lost worker's samples] in core/sample_deal.hpp).
+struct rows_grant {
+  std::uint64_t id = 0;
+  std::int32_t epoch = 0;
+  std::int64_t from_step = 0;
+  std::vector<std::int64_t> positions;
+};
+
+// Member -> coordinator, for every grant: taken, or returned (its first step had begun,
+// or the member had finished).
+struct rows_answer {
+  std::uint32_t rank = 0;
+  std::uint64_t id = 0;
+  bool taken = false;
+};
+
 struct eval_request {
   std::int32_t epoch = 0;
   tensor params;                  // the full flat parameter vector
@@ -279,6 +297,8 @@ struct job_result {
   std::int64_t samples_planned = 0;
   // computed, but a shard dropped their gradient as late (--backup-workers); not in `samples`
   std::int64_t samples_dropped = 0;
+  // a lost worker's samples granted to the others (Note [Dealing a lost worker's samples])
+  std::int64_t samples_redealt = 0;
   double mean_staleness = 0.0;
   std::int64_t max_staleness = 0;
   std::int64_t workers_lost = 0;

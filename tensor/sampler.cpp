@@ -1,4 +1,4 @@
-// epoch_indices and gather_batch.
+// epoch_permutation, epoch_indices and gather_batch.
 #include "tensor/sampler.hpp"
 
 #include <cstring>
@@ -8,12 +8,17 @@
 
 namespace troupe {
 
-std::vector<std::int64_t> epoch_indices(std::int64_t n, std::uint64_t seed, std::int64_t epoch, int rank, int world) {
-  TROUPE_CHECK(world >= 1 && rank >= 0 && rank < world, "epoch_indices: rank out of range");
+std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch) {
   std::vector<std::int64_t> perm(static_cast<std::size_t>(n));
   std::iota(perm.begin(), perm.end(), 0);
   rng r(derive_seed(seed, {0xda7a, static_cast<std::uint64_t>(epoch)}));
   r.shuffle(std::span<std::int64_t>(perm));
+  return perm;
+}
+
+std::vector<std::int64_t> epoch_indices(std::int64_t n, std::uint64_t seed, std::int64_t epoch, int rank, int world) {
+  TROUPE_CHECK(world >= 1 && rank >= 0 && rank < world, "epoch_indices: rank out of range");
+  const std::vector<std::int64_t> perm = epoch_permutation(n, seed, epoch);
   const std::int64_t per_rank = n / world;
   std::vector<std::int64_t> mine(static_cast<std::size_t>(per_rank));
   for (std::int64_t i = 0; i < per_rank; ++i) mine[i] = perm[i * world + rank];

@@ -297,6 +297,7 @@ void print_job_result(const job_result& r) {
   out["samples_trained"] = r.samples;
   out["samples_planned"] = r.samples_planned;
   out["samples_dropped_late"] = r.samples_dropped;
+  out["samples_redealt"] = r.samples_redealt;
   out["workers_lost"] = r.workers_lost;
   out["rejected_messages"] = r.rejected;
   // Note [Resuming a job]: the checkpoint this run went on from (null: a fresh start).

@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(sync_with_a_backup_worker_goes_on_without_the_straggler) {
 }
 
 // Note [Stragglers outside the bound]: in ssp with worker 0 eight times slower, the
-// coordinator names it (after a watchdog tick) and the others run ahead of the bound, so
+// coordinator names it (after its first few steps) and the others run ahead of the bound, so
 // its gradients arrive far staler than the bound lets anyone's be; --straggler-factor 0
 // keeps the textbook bound. Nothing is dropped either way.
 BOOST_AUTO_TEST_CASE(ssp_leaves_a_named_straggler_out_of_the_bound) {
@@ -145,10 +145,29 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {
   BOOST_REQUIRE(!live.events.empty());
   BOOST_TEST(live.events[0].find("is gone") != std::string::npos);
   BOOST_TEST(r->test_accuracy > 0.5);
-  // Most of its share of the last two epochs was not trained (it was killed once its
-  // first epoch closed, a few steps into the next), and the job says so.
+  // It was killed once its first epoch closed, a few steps into the next: the rest of its
+  // share of that epoch and all of the last went to the others (Note [Dealing a lost
+  // worker's samples]), and every planned sample was trained once.
   BOOST_TEST(r->samples_planned == 6000 / 3 * 3 * 3);
-  BOOST_TEST(r->samples <= r->samples_planned - 6000 / 3);
+  BOOST_TEST(r->samples == r->samples_planned);
+  BOOST_TEST(r->samples_redealt > 6000 / 3);
+  BOOST_TEST(r->samples_redealt < 2 * 6000 / 3);
+  BOOST_TEST(live.events_with("worker 1's untrained samples") == 1);
+}
+
+// Without dealing (a pipeline's lost stage stops its replica) the untrained share is
+// said and counted.
+BOOST_AUTO_TEST_CASE(a_lost_replica_of_a_pipeline_leaves_its_share_untrained_and_says_so) {
+  job_spec job = small_job(sync_mode::sync, 2, 2);
+  job.pipeline_stages = 2;
+  job.train.epochs = 3;
+  live_job live;
+  auto r = live.run(job, synthetic(6000), [](live_job& j, const epoch_summary& s) {
+    if (s.epoch == 0) caf::anon_send_exit(j.handles.workers[1], caf::exit_reason::kill);
+  });
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  BOOST_TEST(r->samples_redealt == 0);
+  BOOST_TEST(r->samples <= r->samples_planned - 6000 / 2);
   BOOST_TEST(live.events.back().find("samples planned") != std::string::npos, live.events.back());
 }
 

@@ -35,6 +35,7 @@ struct member_bench {
   std::map<std::uint32_t, worker_done> done;
   std::map<std::uint32_t, fault> stopped;
   std::vector<std::string> warnings;
+  std::vector<rows_answer> answers;  // to grants of rows
   std::vector<pull_request> pulls;
   int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
   bool reverse_pieces = false;  // answer the pieces of one step's pulls last first
@@ -185,6 +186,7 @@ struct member_bench {
   }
   void handle(std::uint32_t r, member_actions::resume&) { deliver(r, at(r).on_resume()); }
   void handle(std::uint32_t, member_actions::warn& a) { warnings.push_back(a.text); }
+  void handle(std::uint32_t, member_actions::answer_rows& a) { answers.push_back(a.a); }
   void handle(std::uint32_t r, member_actions::finish& a) { done[r] = a.r; }
   void handle(std::uint32_t r, member_actions::stop& a) { stopped[r] = a.why; }
 };

@@ -1,0 +1,360 @@
+// Tests for core/sample_deal.cpp: static shares tile each epoch, a grant spreads its
+// rows over its steps, a member takes only grants ahead of it, the dealer's grants by
+// hand (the current epoch at once, a vacant rank's later epochs as the fastest nears
+// them, in proportion to the steps left, within each step's room, a returned grant dealt
+// again, a replacement back from the first clock not dealt), and, property-tested with
+// random schedules of steps, deliveries, answers, losses and replacements, that every
+// position of every epoch is trained exactly once or counted as untrained.
+#define BOOST_TEST_MODULE sample_deal
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <deque>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "core/sample_deal.hpp"
+
+using namespace troupe;
+
+namespace {
+
+// 3 ranks of batch 2, 10 samples each (steps of 2, 2, 2, 2, 2 rows), 2 epochs.
+deal_shape small_shape(std::int64_t workers = 3, std::int64_t batch = 2, std::int64_t per_worker = 10,
+                       std::int64_t epochs = 2) {
+  deal_shape d;
+  d.workers = workers;
+  d.batch = batch;
+  d.samples_per_worker = per_worker;
+  d.steps_per_epoch = (per_worker + batch - 1) / batch;
+  d.total_steps = d.steps_per_epoch * epochs;
+  d.max_extra_rows = batch;
+  return d;
+}
+
+std::vector<std::int64_t> statics(const deal_shape& d, std::uint32_t rank, std::int64_t clock) {
+  std::vector<std::int64_t> out;
+  static_positions(d, rank, clock, out);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(static_shares_tile_an_epoch_and_match_the_sampler) {
+  const deal_shape d = small_shape(3, 4, 10);  // steps of 4, 4, 2 rows
+  std::vector<std::int64_t> all;
+  for (std::uint32_t r = 0; r < 3; ++r)
+    for (std::int64_t c = 0; c < d.steps_per_epoch; ++c) {
+      auto p = statics(d, r, c);
+      all.insert(all.end(), p.begin(), p.end());
+    }
+  std::sort(all.begin(), all.end());
+  std::vector<std::int64_t> expected(30);
+  std::iota(expected.begin(), expected.end(), 0);
+  BOOST_TEST(all == expected, boost::test_tools::per_element());
+  BOOST_TEST(statics(d, 1, 2) == (std::vector<std::int64_t>{25, 28}), boost::test_tools::per_element());
+  BOOST_TEST(statics(d, 1, 5) == statics(d, 1, 2), boost::test_tools::per_element());  // epoch 1, step 2
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_spreads_its_rows_evenly_over_its_steps) {
+  const rows_grant g{1, 0, 2, {10, 11, 12, 13, 14, 15, 16}};
+  BOOST_TEST(grant_rows_at(g, 5, 1).empty());
+  std::vector<std::size_t> sizes;
+  for (std::int64_t s = 2; s < 5; ++s) sizes.push_back(grant_rows_at(g, 5, s).size());
+  BOOST_TEST(sizes == (std::vector<std::size_t>{2, 2, 3}), boost::test_tools::per_element());
+  BOOST_TEST(grant_rows_at(g, 5, 2)[0] == 10);
+  BOOST_TEST(grant_rows_at(g, 5, 5).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_member_takes_only_a_grant_whose_first_step_is_ahead) {
+  member_grants mine(5);
+  BOOST_TEST(!mine.take(rows_grant{1, 1, 0, {1, 2}}, 5));  // clock 5 is epoch 1, step 0: begun
+  BOOST_TEST(mine.take(rows_grant{2, 1, 1, {3, 4}}, 5));
+  BOOST_TEST(mine.take(rows_grant{3, 1, 3, {5, 6}}, 5));
+  BOOST_TEST(!mine.take(rows_grant{4, 0, 9, {7}}, 0));  // no such step
+  BOOST_TEST(mine.count_at(5) == 0);
+  BOOST_TEST(mine.rows_at(6).empty());  // 2 rows over 4 steps: steps 2 and 4
+  BOOST_TEST(mine.rows_at(7) == (std::vector<std::int64_t>{3}), boost::test_tools::per_element());
+  BOOST_TEST(mine.rows_at(9) == (std::vector<std::int64_t>{4, 6}), boost::test_tools::per_element());
+  mine.drop_before(10);
+  BOOST_TEST(mine.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_ranks_current_epoch_goes_to_the_others_at_once) {
+  const deal_shape d = small_shape();
+  sample_dealer dealer(d, 3, 0);
+  dealer.reported(0, 1);
+  dealer.reported(1, 1);
+  dealer.reported(2, 1);
+  dealer.lost(2);  // trained step 0; steps 1-4 of epoch 0 are orphaned: 8 positions
+  const auto grants = dealer.deal();
+  BOOST_TEST_REQUIRE(grants.size() == 2u);
+  std::int64_t rows = 0;
+  for (const auto& [rank, g] : grants) {
+    BOOST_TEST(rank != 2u);
+    BOOST_TEST(g.epoch == 0);
+    BOOST_TEST(g.from_step == 3);  // the report, 1, plus the lookahead
+    rows += static_cast<std::int64_t>(g.positions.size());
+  }
+  BOOST_TEST(rows == 8);
+  BOOST_TEST(dealer.dealt() == 8);
+  BOOST_TEST(dealer.never_dealt() == 10);  // epoch 1 waits until someone nears it
+  dealer.reported(0, 3);
+  BOOST_TEST(dealer.deal().size() == 2u);  // 3 + 2 reaches epoch 1's first clock
+  BOOST_TEST(dealer.never_dealt() == 0);
+  BOOST_TEST(dealer.lost_positions() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_grant_goes_in_proportion_to_the_steps_left_and_within_each_steps_room) {
+  const deal_shape d = small_shape(4, 2, 20, 1);  // 10 steps
+  sample_dealer dealer(d, 4, 0);
+  dealer.reported(0, 6);  // 4 steps left from clock 8... minus the lookahead: from 8, 2 steps
+  dealer.lost(3);         // 20 positions orphaned, all of epoch 0
+  const auto grants = dealer.deal();
+  std::map<std::uint32_t, std::pair<std::int64_t, std::size_t>> by_rank;
+  for (const auto& [rank, g] : grants) by_rank[rank] = {g.from_step, g.positions.size()};
+  BOOST_TEST(by_rank[0].first == 8);
+  BOOST_TEST(by_rank[1].first == 2);
+  // Weights 2 : 8 : 8 of 20 rows; rank 0's 2 steps hold at most 2 x 2.
+  BOOST_TEST(by_rank[0].second == 2u);
+  BOOST_TEST(by_rank[1].second + by_rank[2].second == 18u);
+  BOOST_TEST(dealer.lost_positions() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(what_fits_nowhere_is_counted_lost) {
+  const deal_shape d = small_shape(2, 2, 4, 1);  // 2 steps of 2 rows
+  sample_dealer dealer(d, 2, 0);
+  dealer.lost(1);  // 4 positions; rank 0 can take them only from clock 2: none
+  BOOST_TEST(dealer.deal().empty());
+  BOOST_TEST(dealer.lost_positions() == 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_returned_grant_is_dealt_again_and_a_taken_one_is_not) {
+  const deal_shape d = small_shape(3, 2, 20, 1);
+  sample_dealer dealer(d, 3, 0);
+  dealer.lost(2);
+  auto first = dealer.deal();
+  BOOST_TEST_REQUIRE(first.size() == 2u);
+  dealer.answered(first[0].first, first[0].second.id, true);
+  dealer.answered(first[1].first, first[1].second.id, false);
+  // Dealt again, to the one with room: the first's steps are full (2 extra rows each).
+  const auto again = dealer.deal();
+  BOOST_TEST_REQUIRE(again.size() == 1u);
+  BOOST_TEST(again[0].first == first[1].first);
+  BOOST_TEST(again[0].second.positions == first[1].second.positions, boost::test_tools::per_element());
+  dealer.answered(first[1].first, first[1].second.id, false);  // answered before: ignored
+  BOOST_TEST(dealer.deal().empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_members_unanswered_grant_is_orphaned_whole_and_a_taken_one_from_its_clock) {
+  const deal_shape d = small_shape(3, 2, 20, 1);  // 10 steps
+  sample_dealer dealer(d, 3, 0);
+  dealer.lost(2);
+  const auto grants = dealer.deal();  // to 0 and 1, from step 2
+  BOOST_TEST_REQUIRE(grants.size() == 2u);
+  dealer.answered(grants[0].first, grants[0].second.id, true);
+  dealer.reported(grants[0].first, 6);  // trained its grant's rows of steps 2-5
+  dealer.lost(grants[0].first);
+  dealer.lost(grants[1].first);  // never answered: all of it
+  std::int64_t expected = 0;
+  for (std::int64_t s = 6; s < 10; ++s) expected += grant_rows_at(grants[0].second, 10, s).size();
+  expected += static_cast<std::int64_t>(grants[1].second.positions.size());
+  expected += 2 * (10 - 6) + 2 * 10;  // the two lost ranks' own steps left
+  BOOST_TEST(dealer.deal().empty());  // nobody is left to take them
+  BOOST_TEST(dealer.lost_positions() == expected);
+}
+
+BOOST_AUTO_TEST_CASE(a_replacement_starts_where_the_deal_stopped) {
+  const deal_shape d = small_shape(3, 2, 10, 3);  // 5 steps an epoch, 15 in all
+  sample_dealer dealer(d, 3, 0);
+  dealer.reported(1, 2);
+  dealer.lost(1);  // epoch 0's steps 2-4 orphaned
+  dealer.deal();
+  BOOST_TEST(dealer.replace(1, 2) == 5);  // wants clock 2; epoch 0's share is dealt
+  BOOST_TEST(dealer.deal().empty());      // nothing else is orphaned
+  dealer.reported(1, 6);
+  dealer.lost(1);
+  dealer.reported(0, 14);
+  dealer.deal();  // epochs 1 (from 6) and 2 dealt
+  BOOST_TEST(dealer.replace(1, 7) == 15);
+  BOOST_TEST(dealer.never_dealt() == 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// Property: random schedules. Members step, grants reach them late, their answers and
+// reports reach the dealer in order, members are lost (their last word delivered first)
+// and replaced; every position of every epoch is trained at most once, and exactly the
+// ones the dealer counts as lost or never dealt are not trained.
+
+namespace {
+
+struct sim_member {
+  bool live = true, done = false;
+  std::int64_t clock = 0;
+  member_grants grants{1};
+  std::deque<rows_grant> inbox;              // coordinator -> member
+  std::deque<std::pair<int, std::int64_t>> outbox;  // member -> coordinator: (kind, value)
+};
+
+constexpr int report = 0, took = 1, gave_back = 2;
+
+// What the schedules exercised, over all seeds.
+struct exercised {
+  std::int64_t losses = 0, replacements = 0, grants_taken = 0, grants_returned = 0, trained_extra = 0;
+};
+
+void run_schedule(std::uint32_t seed, exercised& seen) {
+  std::mt19937 rnd(seed);
+  const std::int64_t workers = 2 + rnd() % 4, batch = 1 + rnd() % 4, per_worker = 3 + rnd() % 20,
+                     epochs = 1 + rnd() % 3;
+  const deal_shape d = small_shape(workers, batch, per_worker, epochs);
+  sample_dealer dealer(d, static_cast<std::uint32_t>(workers), 0);
+  std::vector<sim_member> members(static_cast<std::size_t>(workers), sim_member{});
+  for (auto& m : members) m.grants = member_grants(d.steps_per_epoch);
+  std::map<std::pair<std::int64_t, std::int64_t>, int> trained;  // (epoch, position) -> times
+  std::map<std::uint64_t, std::uint32_t> holder;
+
+  auto flush = [&](std::uint32_t r) {  // the member's messages reach the dealer, in order
+    auto& m = members[r];
+    while (!m.outbox.empty()) {
+      auto [kind, value] = m.outbox.front();
+      m.outbox.pop_front();
+      if (kind == report) {
+        dealer.reported(r, value);
+      } else {
+        dealer.answered(r, static_cast<std::uint64_t>(value), kind == took);
+        ++(kind == took ? seen.grants_taken : seen.grants_returned);
+      }
+    }
+  };
+  auto deal = [&] {
+    for (auto& [rank, g] : dealer.deal()) members[rank].inbox.push_back(std::move(g));
+  };
+
+  for (int event = 0; event < 4000; ++event) {
+    const std::uint32_t r = rnd() % static_cast<std::uint32_t>(workers);
+    sim_member& m = members[r];
+    const int what = static_cast<int>(rnd() % 100);
+    if (!m.live) {
+      if (what < 3) {  // a replacement, wanting a clock near the others'
+        std::int64_t want = 0;
+        for (auto& o : members)
+          if (o.live) want = std::max(want, o.clock);
+        ++seen.replacements;
+        m = sim_member{};
+        m.grants = member_grants(d.steps_per_epoch);
+        m.clock = dealer.replace(r, want);
+        m.done = m.clock >= d.total_steps;
+        if (m.done) dealer.done(r);
+        deal();
+      }
+      continue;
+    }
+    if (m.done) continue;
+    if (what < 55) {  // a step
+      std::vector<std::int64_t> rows;
+      static_positions(d, r, m.clock, rows);
+      const auto extra = m.grants.rows_at(m.clock);
+      rows.insert(rows.end(), extra.begin(), extra.end());
+      BOOST_TEST_REQUIRE(static_cast<std::int64_t>(extra.size()) <= d.max_extra_rows);
+      seen.trained_extra += static_cast<std::int64_t>(extra.size());
+      for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
+      ++m.clock;
+      m.outbox.emplace_back(report, m.clock);
+      if (m.clock == d.total_steps) {
+        m.done = true;
+        flush(r);
+        dealer.done(r);
+        deal();
+      }
+    } else if (what < 80 && !m.inbox.empty()) {  // a grant arrives
+      rows_grant g = std::move(m.inbox.front());
+      m.inbox.pop_front();
+      const std::uint64_t id = g.id;
+      m.outbox.emplace_back(m.grants.take(std::move(g), m.clock) ? took : gave_back, static_cast<std::int64_t>(id));
+    } else if (what < 97) {  // the coordinator hears from the member and deals
+      flush(r);
+      deal();
+    } else if (what < 99 || rnd() % 4 == 0) {  // the member is lost
+      flush(r);
+      ++seen.losses;
+      m.live = false;
+      m.inbox.clear();
+      dealer.lost(r);
+      deal();
+    }
+  }
+  // Everyone still alive runs to the end, hearing everything.
+  for (bool moved = true; moved;) {
+    moved = false;
+    for (std::uint32_t r = 0; r < members.size(); ++r) {
+      sim_member& m = members[r];
+      if (!m.live || m.done) continue;
+      while (!m.inbox.empty()) {
+        rows_grant g = std::move(m.inbox.front());
+        m.inbox.pop_front();
+        const std::uint64_t id = g.id;
+        m.outbox.emplace_back(m.grants.take(std::move(g), m.clock) ? took : gave_back, static_cast<std::int64_t>(id));
+      }
+      std::vector<std::int64_t> rows;
+      static_positions(d, r, m.clock, rows);
+      const auto extra = m.grants.rows_at(m.clock);
+      rows.insert(rows.end(), extra.begin(), extra.end());
+      for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
+      ++m.clock;
+      m.outbox.emplace_back(report, m.clock);
+      if (m.clock == d.total_steps) m.done = true;
+      flush(r);
+      if (m.done) dealer.done(r);
+      deal();
+      moved = true;
+    }
+  }
+  deal();
+  std::int64_t twice = 0, once = 0;
+  for (const auto& [where, times] : trained) {
+    twice += times > 1;
+    once += times == 1;
+  }
+  const std::int64_t all = epochs * workers * per_worker;
+  BOOST_TEST(twice == 0, "seed " << seed);
+  BOOST_TEST(once + dealer.lost_positions() + dealer.never_dealt() == all,
+             "seed " << seed << ": trained " << once << ", lost " << dealer.lost_positions() << ", never dealt "
+                     << dealer.never_dealt() << " of " << all);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_position_is_trained_once_or_counted_under_random_schedules) {
+  exercised seen;
+  for (std::uint32_t seed = 1; seed <= 300; ++seed) run_schedule(seed, seen);
+  BOOST_TEST_MESSAGE(seen.losses << " losses, " << seen.replacements << " replacements, " << seen.grants_taken
+                                 << " grants taken, " << seen.grants_returned << " returned, " << seen.trained_extra
+                                 << " extra rows trained");
+  // The schedules reach every path: none of these may be rare.
+  BOOST_TEST(seen.losses > 200);
+  BOOST_TEST(seen.replacements > 100);
+  BOOST_TEST(seen.grants_taken > 200);
+  BOOST_TEST(seen.grants_returned > 100);
+  BOOST_TEST(seen.trained_extra > 800);
+}
+
+BOOST_AUTO_TEST_CASE(with_survivors_that_keep_up_nothing_is_lost) {
+  // One loss early in each epoch, the others in step: every orphan finds room.
+  const deal_shape d = small_shape(4, 4, 40, 3);
+  sample_dealer dealer(d, 4, 0);
+  for (std::uint32_t r = 0; r < 4; ++r) dealer.reported(r, 1);
+  dealer.lost(3);
+  std::int64_t granted = 0;
+  for (std::int64_t c = 1; c <= d.total_steps; ++c) {
+    for (std::uint32_t r = 0; r < 3; ++r) dealer.reported(r, c);
+    for (auto& [rank, g] : dealer.deal()) {
+      dealer.answered(rank, g.id, true);
+      granted += static_cast<std::int64_t>(g.positions.size());
+    }
+  }
+  BOOST_TEST(dealer.lost_positions() == 0);
+  BOOST_TEST(dealer.never_dealt() == 0);
+  BOOST_TEST(granted == 3 * 40 - 4);  // all of rank 3's share but its first step
+}
