@@ -128,6 +128,7 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   cfg.mode = w.job.mode;
   cfg.staleness = w.job.staleness;
   cfg.staleness_lr = w.job.staleness_lr;
+  cfg.rule = w.job.async_correction;
   self->state.index = w.index;
   self->state.kv = std::make_unique<kv_shard_core>(cfg);
   self->state.compression = w.job.compression;

@@ -117,9 +117,17 @@ bool kv_shard_core::can_answer(const part_state& p, std::int64_t needs) const {
 
 void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
   tensor& value = p.value.for_update();  // Note [Lent values]
-  if (p.opt)
-    p.opt->step(value, grad, lr);
-  else
+  if (p.opt) {
+    std::optional<float> momentum;
+    if (cfg_.mode != sync_mode::sync && cfg_.rule != async_rule::none && cfg_.optimizer &&
+        cfg_.optimizer->config.kind == optimizer_kind::sgd) {
+      const momentum_correction c =
+          correct_for_asynchrony(cfg_.optimizer->config.momentum, static_cast<std::uint32_t>(live_members()));
+      momentum = c.momentum;
+      lr *= c.lr_scale;
+    }
+    p.opt->step(value, grad, lr, momentum);
+  } else
     copy(value, grad);
   ++p.version;
   ++updates_;

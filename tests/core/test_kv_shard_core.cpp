@@ -5,7 +5,9 @@
 // round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
 // and drops its held pulls; bad gradients and unknown parts are refused and change nothing,
 // and a push of several parts is applied whole or not at all;
-// a new learning rate keeps the optimizer's momentum, a new rule starts it afresh; a value
+// a new learning rate keeps the optimizer's momentum, a new rule starts it afresh;
+// --async-rule lowers async and ssp's momentum by the live members (Note [Momentum of
+// asynchrony]) and leaves sync alone; a value
 // lent to a reply keeps what it held while updates go to a copy (Note [Lent values] in
 // core/lendable_tensor.hpp).
 #define BOOST_TEST_MODULE kv_shard_core
@@ -18,6 +20,7 @@
 
 using namespace troupe;
 using test::same_bits;
+namespace tt = boost::test_tools;
 
 namespace {
 
@@ -144,6 +147,36 @@ BOOST_AUTO_TEST_CASE(a_new_learning_rate_keeps_the_momentum_and_a_new_rule_start
   b.set_optimizer(other);
   b.push(0, part_a, 1, filled(1.f));  // velocity 1, value -1 - 0.5 * 1
   BOOST_TEST(at(b, part_a) == -1.5f);
+}
+
+// Note [Momentum of asynchrony]: three live members pushing on arrival make the server's
+// SGD momentum 1 - 3 (1 - 0.9) = 0.7 (0.8 once one leaves); sync and --async-rule none
+// keep 0.9.
+BOOST_AUTO_TEST_CASE(async_rules_lower_the_momentum_by_the_live_members) {
+  const kv_optimizer heavy{optimizer_config{optimizer_kind::sgd, 0.9f, false, 0.f},
+                           lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f}};
+  auto twice = [&](sync_mode mode, async_rule rule, bool one_leaves) {
+    kv_shard_config cfg;
+    cfg.mode = mode;
+    cfg.staleness = 1000;
+    cfg.optimizer = heavy;
+    cfg.rule = rule;
+    kv_shard_core c(cfg);
+    c.start({0, 1, 2});
+    BOOST_REQUIRE(!c.define(part_a, "s:a", tensor({n})));
+    if (one_leaves) c.member_left(2);
+    for (std::int64_t round = 0; round < 2; ++round)
+      for (std::uint32_t m = 0; m < (mode == sync_mode::sync ? 3u : 1u); ++m)
+        BOOST_REQUIRE(!c.push(m, part_a, round, filled(1.f)).error);
+    return at(c, part_a);
+  };
+  // velocity 1 then mu + 1; the value -1 - (mu + 1)
+  BOOST_TEST(twice(sync_mode::async, async_rule::momentum, false) == -1.f - (0.7f + 1.f), tt::tolerance(1e-6f));
+  BOOST_TEST(twice(sync_mode::ssp, async_rule::dcasgd, false) == -1.f - (0.7f + 1.f), tt::tolerance(1e-6f));
+  BOOST_TEST(twice(sync_mode::async, async_rule::momentum, true) == -1.f - (0.8f + 1.f), tt::tolerance(1e-6f));
+  BOOST_TEST(twice(sync_mode::async, async_rule::none, false) == -1.f - (0.9f + 1.f), tt::tolerance(1e-6f));
+  // sync: rounds of three summed gradients (3), velocity 3 then 0.9 * 3 + 3
+  BOOST_TEST(twice(sync_mode::sync, async_rule::momentum, false) == -3.f - (2.7f + 3.f), tt::tolerance(1e-6f));
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_leaves_closes_its_rounds_and_drops_its_pulls) {
