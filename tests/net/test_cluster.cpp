@@ -103,7 +103,8 @@ BOOST_AUTO_TEST_CASE(a_loopback_cluster_trains) {
 namespace {
 
 // A worker of a sync job is killed after the first epoch and started again; the job ends
-// well, and its log says the replacement rejoined. Returns the server's log.
+// well, its samples are trained by the survivor, and its log says the replacement
+// rejoined. Returns the server's log.
 std::string killed_worker_is_survived(const std::vector<std::string>& node_flags) {
   cluster c;
   c.node_flags = node_flags;
@@ -121,6 +122,11 @@ std::string killed_worker_is_survived(const std::vector<std::string>& node_flags
   BOOST_TEST(*code == 0, coord.err());
   const auto j = result_of(coord);
   BOOST_TEST(j["workers_lost"].get<int>() == 1);
+  // Note [Dealing a lost worker's samples]: the rest of its second epoch went to the
+  // survivor, who takes no grant for its next two steps (the dealer's lookahead): at most
+  // those two steps' rows and the step in flight are not trained.
+  BOOST_TEST(j["samples_redealt"].get<int>() > 0, coord.err());
+  BOOST_TEST(j["samples_trained"].get<int>() >= j["samples_planned"].get<int>() - 4 * 64, coord.err());
   BOOST_TEST(coord.err().find("rejoined") != std::string::npos, coord.err());
   BOOST_TEST((again.wait(20s) == std::optional<int>(0)), again.err());
   s.wait(20s);
