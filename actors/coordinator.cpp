@@ -206,6 +206,9 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             // Sent as the coordinator: a member takes grants from nobody else.
             if (a.rank < st.members.size() && st.members[a.rank])
               caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, std::move(a.grant));
+          } else if constexpr (std::is_same_v<A, shed_rows>) {
+            if (a.rank < st.members.size() && st.members[a.rank])
+              caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, a.shed);
           } else if constexpr (std::is_same_v<A, job_actions::gather>) {
             gather(self, a.id, a.with_params);
           } else if constexpr (std::is_same_v<A, evaluate>) {

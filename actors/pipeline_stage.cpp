@@ -63,6 +63,17 @@ void on_rows(stage_pointer self, rows_grant& g) {
   drive(self, [&](member_core& c) { return c.on_rows_granted(std::move(g)); });
 }
 
+// Note [Balancing shares]: only the coordinator sheds rows.
+void on_shed(stage_pointer self, const rows_shed& s) {
+  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
+    const std::string peer = caf::to_string(self->current_sender());
+    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
+      spdlog::warn("{}: refused a shed of rows from {}: only the coordinator sheds them", who(self), peer);
+    return;
+  }
+  drive(self, [&](member_core& c) { return c.on_rows_shed(s); });
+}
+
 bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
 
 // Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
@@ -143,6 +154,7 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
+      [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry&) {},
       [=](hello_deadline) {},
@@ -186,6 +198,7 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
+      [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
       [=](hello_deadline) { on_hello_deadline(self); },

@@ -220,7 +220,8 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<act_grad_atom, activation_grad>,
     caf::reacts_to<hello_atom, stage_hello>,
     caf::reacts_to<group_atom, group_id>,
-    caf::reacts_to<rows_atom, rows_grant>>;  // from the coordinator: a lost worker's samples
+    caf::reacts_to<rows_atom, rows_grant>,  // from the coordinator: a lost worker's samples
+    caf::reacts_to<rows_atom, rows_shed>>;  // from the coordinator: train fewer of its own rows
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
@@ -306,5 +307,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_saved))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_grant))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_shed))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_answer))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

@@ -66,7 +66,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
-           x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.straggler_factor,
+           x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.straggler_factor, x.balance_shares,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints);
 }
@@ -116,7 +116,8 @@ TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
 TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed, x.samples_dropped)
 TROUPE_INSPECT(rows_grant, x.id, x.epoch, x.from_step, x.positions)
-TROUPE_INSPECT(rows_answer, x.rank, x.id, x.taken)
+TROUPE_INSPECT(rows_shed, x.id, x.keep, x.not_before)
+TROUPE_INSPECT(rows_answer, x.rank, x.id, x.taken, x.from_clock)
 TROUPE_INSPECT(eval_request, x.epoch, x.params)
 TROUPE_INSPECT(eval_reply, x.epoch, x.accuracy, x.loss)
 TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, x.test_accuracy, x.test_loss,

@@ -107,6 +107,10 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
   if (!(job.straggler_factor == 0.0 || (job.straggler_factor >= 1.0 && std::isfinite(job.straggler_factor))))
     return "--straggler-factor must be 0 (never leave a straggler out of the ssp bound) or a finite number >= 1";
+  if (job.balance_shares == share_balance::on &&
+      (job.pipeline_stages != 1 || job.servers == 0 || job.local_reduce || job.kv || job.workers < 2))
+    return "--share-balance on moves rows of a slow worker's share to the others; it needs 2 or more workers, shard "
+           "servers, one pipeline stage, no --local-reduce, and a training job";
   if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.kv || job.local_reduce || job.servers == 0))
     return "--backup-workers closes a sync round without the slowest workers' gradients; it needs --mode sync, "
            "shard servers, no --local-reduce, and a training job (a key-value job's programs keep their own rounds)";

@@ -37,6 +37,9 @@ struct checkpoint_plan {
   bool fatal = false;       // a checkpoint that cannot be written ends the job; else warn, count, go on
 };
 
+// --share-balance (job_spec::balance_shares).
+enum class share_balance : std::uint8_t { automatic = 0, on = 1, off = 2 };
+
 struct job_spec {
   job_spec() { train.epochs = 3; }
 
@@ -74,6 +77,10 @@ struct job_spec {
   // of the staleness bound while it is slow (Note [Naming stragglers] in
   // core/job_stragglers.cpp); 0: never.
   double straggler_factor = 2.0;
+  // A slow worker trains fewer of its own rows a step and the others the rest (Note
+  // [Balancing shares] in core/sample_deal.hpp): automatic is on in async and ssp, off in
+  // sync (bitwise reproducible; --backup-workers is its answer to a straggler).
+  share_balance balance_shares = share_balance::automatic;
   std::int64_t big_array_bound = 0;   // split blocks above this many floats (0 = automatic)
   double simulate_compute_ms = 0.0;   // > 0: replace forward/backward by a delay and a synthetic gradient
   std::int32_t slow_worker = -1;      // member slowed down by slow_factor (-1 = none)

@@ -55,6 +55,9 @@ struct name_straggler { std::uint32_t rank; bool slow; };
 // This member: extra rows, a lost worker's samples (Note [Dealing a lost worker's
 // samples] in core/sample_deal.hpp); it answers with on_rows_answer.
 struct grant_rows { std::uint32_t rank; rows_grant grant; };
+// This member: keep fewer (or again all) of its own rows a step (Note [Balancing shares]);
+// it answers with on_rows_answer.
+struct shed_rows { std::uint32_t rank; rows_shed shed; };
 // Every shard's statistics (and with_params, its parameter snapshot), each answer to
 // on_stats / on_snapshot with this id.
 struct gather { std::uint64_t id; bool with_params; };
@@ -77,7 +80,7 @@ struct finish { std::variant<job_result, fault> outcome; };
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
                                 job_actions::assign_rank, job_actions::start_shards, job_actions::add_to_shards,
-                                job_actions::remove_from_shards, job_actions::name_straggler, job_actions::grant_rows,
+                                job_actions::remove_from_shards, job_actions::name_straggler, job_actions::grant_rows, job_actions::shed_rows,
                                 job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
@@ -166,8 +169,12 @@ class job_core {
     double busy_per_step = 0.0;
     std::int64_t busy_steps = 0;
     bool straggler = false;
+    // Note [Balancing shares]: rows per second of compute, smoothed; steps counted.
+    double row_rate = 0.0;
+    std::int64_t rate_steps = 0;
   };
   static constexpr std::int64_t min_straggler_steps = 3;
+  static constexpr std::int64_t min_balance_steps = 20;  // Note [Balancing shares]
   struct pending_gather {
     std::optional<std::int32_t> epoch;  // nullopt: the final one
     std::size_t pending = 0;
@@ -199,6 +206,7 @@ class job_core {
   // member leaves (said in a note); how the final result counts them.
   void deal_rows(job_actions_list& out);
   void deal_lost_rows(std::uint32_t rank, job_actions_list& out);
+  void balance_shares(const step_report& r, job_actions_list& out);
   std::string redealt_account(const job_result& r) const;
   // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
   void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);

@@ -1,8 +1,13 @@
-// job_core, part 6: dealing a lost worker's samples to the others (Note [Dealing a lost
-// worker's samples] in core/sample_deal.hpp). The dealer is told every report, answer,
-// loss, finish and replacement; after each, the grants it makes go to their members.
+// job_core, part 6: dealing a lost worker's samples and a slow worker's shed rows to the
+// others (Note [Dealing a lost worker's samples], Note [Balancing shares] in
+// core/sample_deal.hpp). The dealer is told every report, answer, loss, finish and
+// replacement; after each, the sheds and grants it makes go to their members.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/job_core.hpp"
 
@@ -44,9 +49,51 @@ void job_core::deal_lost_rows(std::uint32_t rank, job_actions_list& out) {
   out.push_back(note{text});
 }
 
+// Note [Balancing shares]: who sheds how much. Each member's rows per second of compute
+// (its step's samples over its busy seconds: its own slowness, none of the waiting) are
+// smoothed over about twenty steps (an exponential average, weight 0.05 for the newest)
+// and compared, once it has reported min_balance_steps steps, with the upper median over
+// the members that have (with two members, the fast one). A member below half of it keeps
+// that fraction of its batch (at least an eighth), so its steps take about as long as the
+// others'; it adjusts while below 0.75 and keeps all of its rows again above that. Eight
+// threads on two cores measured rates a third apart over a few steps: with the weight 0.2
+// and a threshold of 0.8 they shed rows on every run of the MLP with nobody slow (16 sheds,
+// 13% fewer samples/s), so a member must be clearly and lastingly slow before rows move.
+// A change of a fifth or less of what it keeps is not worth a message.
+void job_core::balance_shares(const step_report& r, job_actions_list& out) {
+  if (!balances_shares(job_) || phase_ != job_phase::training || r.samples <= 0 || r.busy_seconds <= 0.0) return;
+  member& m = members_[r.rank];
+  const double rate = static_cast<double>(r.samples) / r.busy_seconds;
+  m.row_rate = m.rate_steps == 0 ? rate : 0.95 * m.row_rate + 0.05 * rate;
+  if (++m.rate_steps < min_balance_steps) return;
+  std::vector<double> rates;
+  for (const member& w : members_)
+    if (w.live && !w.done && w.rate_steps >= min_balance_steps) rates.push_back(w.row_rate);
+  if (rates.size() < 2) return;
+  std::sort(rates.begin(), rates.end());
+  const double ratio = m.row_rate / rates[rates.size() / 2];
+  const std::int64_t batch = job_.train.batch_size, now = dealer_->keeps(r.rank);
+  const bool slow = now < batch ? ratio < 0.75 : ratio < 0.5;
+  const std::int64_t want = !slow ? batch
+                                  : std::clamp<std::int64_t>(std::llround(static_cast<double>(batch) * ratio),
+                                                             std::max<std::int64_t>(1, batch / 8), batch);
+  if (want == now || (want != batch && std::abs(want - now) <= std::max<std::int64_t>(1, now / 5))) return;
+  auto shed = dealer_->shed(r.rank, want);
+  if (!shed) return;
+  out.push_back(shed_rows{r.rank, *shed});
+  if ((now == batch) == (want == batch)) return;
+  char times[32];
+  std::snprintf(times, sizeof times, "%.2f", ratio);
+  out.push_back(note{want == batch ? member_name(r.rank) + " keeps pace again (" + times +
+                                         "x the median rows per second): it trains all its samples again"
+                                   : member_name(r.rank) + " computes " + times + "x the median rows per second: it " +
+                                         "trains " + std::to_string(want) + " of its " + std::to_string(batch) +
+                                         " samples a step and the others the rest (--share-balance)"});
+}
+
 job_actions_list job_core::on_rows_answer(const rows_answer& a) {
   if (phase_ == job_phase::finished || !dealer_ || a.rank >= members_.size() || !members_[a.rank].live) return {};
-  dealer_->answered(a.rank, a.id, a.taken);
+  dealer_->answered(a.rank, a.id, a.taken, a.from_clock);
   job_actions_list out;
   deal_rows(out);
   return out;

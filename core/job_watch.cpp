@@ -37,6 +37,7 @@ job_actions_list job_core::on_step(const step_report& r, time_point now) {
   note_busy(r, out);
   if (dealer_) {
     dealer_->reported(r.rank, r.clock);
+    balance_shares(r, out);
     deal_rows(out);
   }
   return out;

@@ -145,6 +145,9 @@ class member_core {
   // core/sample_deal.hpp): taken if its first step lies ahead and every row fits, else
   // returned; answered either way.
   member_actions_list on_rows_granted(rows_grant g);
+  // Train fewer (or again more) of its own rows from its next step (Note [Balancing
+  // shares] in core/sample_deal.hpp); answered with the clock it applies from.
+  member_actions_list on_rows_shed(const rows_shed& s);
 
   member_phase phase() const { return phase_; }
   const member_assignment& place() const { return place_; }
@@ -268,6 +271,7 @@ class member_core {
   // permutation (jobs that deal), the step's sample indices, and the rows that scale its
   // gradient (its own share's: granted rows add to the sum as the lost worker's would have).
   member_grants grants_;
+  kept_rows kept_;
   std::vector<std::int64_t> perm_, step_idx_;
   std::int64_t scale_rows_ = 1;
   lr_schedule schedule_;

@@ -37,12 +37,13 @@ void member_core::begin_epoch(std::int64_t first_step) {
 }
 
 // Sleeps for this stage's share of the simulated compute of the action (forward one
-// third, backward two thirds of simulate_compute_ms per minibatch), slowed if this is
-// the slow member.
+// third, backward two thirds of simulate_compute_ms per --batch-size rows, in proportion
+// to the step's rows), slowed if this is the slow member.
 void member_core::simulate(bool forward) const {
   const job_spec& job = place_.job;
   const double factor = static_cast<std::int32_t>(place_.rank) == job.slow_worker ? job.slow_factor : 1.0;
-  const double share = (forward ? 1.0 : 2.0) / (3.0 * parts_);
+  const double rows = static_cast<double>(batch_) / static_cast<double>(std::max<std::int64_t>(1, job.train.batch_size));
+  const double share = rows * (forward ? 1.0 : 2.0) / (3.0 * parts_);
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(job.simulate_compute_ms * share * factor));
 }
 
@@ -76,6 +77,17 @@ member_actions_list member_core::on_rows_granted(rows_grant g) {
                     deals_samples(place_.job) && g.epoch < place_.job.train.epochs;
   const bool taken = open && grants_.take(std::move(g), clock_);
   return {answer_rows{rows_answer{place_.rank, id, taken}}};
+}
+
+member_actions_list member_core::on_rows_shed(const rows_shed& s) {
+  const bool open = (phase_ == member_phase::training || phase_ == member_phase::wiring ||
+                     phase_ == member_phase::grouping) &&
+                    deals_samples(place_.job) && s.keep >= 1 && s.keep <= place_.job.train.batch_size;
+  if (!open) return {answer_rows{rows_answer{place_.rank, s.id, false}}};
+  // The step at clock_ may have begun (its rows are chosen): from the one after.
+  const std::int64_t from = std::max(clock_ + 1, s.not_before);
+  kept_.set(from, s.keep);
+  return {answer_rows{rows_answer{place_.rank, s.id, true, from}}};
 }
 
 // Layer-by-layer pulls (Note [Gradient buckets]): a shard that takes pieces is asked for
@@ -232,10 +244,11 @@ void member_core::begin_step(member_actions_list& out) {
   const job_spec& job = place_.job;
   in_step_ = true;
   scale_rows_ = batch_rows(job, step_in_epoch_);
-  batch_ = scale_rows_ + grants_.count_at(clock_);
+  const std::int64_t kept = std::min(scale_rows_, kept_.at(clock_));
+  batch_ = kept + grants_.count_at(clock_);
   if (data_) {
     const auto own = order_.begin() + step_in_epoch_ * job.train.batch_size;
-    step_idx_.assign(own, own + scale_rows_);
+    step_idx_.assign(own, own + kept);
     for (std::int64_t p : grants_.rows_at(clock_)) step_idx_.push_back(perm_[static_cast<std::size_t>(p)]);
   }
   parts_ = microbatches_for(job, batch_);

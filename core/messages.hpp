@@ -259,12 +259,23 @@ struct rows_grant {
   std::vector<std::int64_t> positions;
 };
 
+// Coordinator -> member: from clock `not_before` (or its first step not begun, if later),
+// train only the first `keep` rows of its own share of each step; the others go to faster
+// members (Note [Balancing shares] in core/sample_deal.hpp).
+struct rows_shed {
+  std::uint64_t id = 0;
+  std::int64_t keep = 0;
+  std::int64_t not_before = 0;
+};
+
 // Member -> coordinator, for every grant: taken, or returned (its first step had begun,
-// or the member had finished).
+// or the member had finished); for every shed: taken from `from_clock`, or refused (the
+// member had finished).
 struct rows_answer {
   std::uint32_t rank = 0;
   std::uint64_t id = 0;
   bool taken = false;
+  std::int64_t from_clock = 0;
 };
 
 struct eval_request {

@@ -22,10 +22,36 @@ bool deals_samples(const job_spec& job) {
   return job.pipeline_stages == 1 && job.servers > 0 && !job.local_reduce && !job.kv && job.workers > 1;
 }
 
-void static_positions(const deal_shape& d, std::uint32_t rank, std::int64_t clock, std::vector<std::int64_t>& out) {
+bool balances_shares(const job_spec& job) {
+  return deals_samples(job) && (job.balance_shares == share_balance::on ||
+                                (job.balance_shares == share_balance::automatic && job.mode != sync_mode::sync));
+}
+
+void static_positions(const deal_shape& d, std::uint32_t rank, std::int64_t clock, std::vector<std::int64_t>& out,
+                      std::int64_t first_row, std::int64_t end_row) {
   const std::int64_t s = clock % d.steps_per_epoch;
-  const std::int64_t rows = std::min(d.batch, d.samples_per_worker - s * d.batch);
-  for (std::int64_t j = 0; j < rows; ++j) out.push_back((s * d.batch + j) * d.workers + rank);
+  const std::int64_t rows = std::min({d.batch, d.samples_per_worker - s * d.batch, end_row});
+  for (std::int64_t j = std::max<std::int64_t>(0, first_row); j < rows; ++j)
+    out.push_back((s * d.batch + j) * d.workers + rank);
+}
+
+// ---------------------------------------------------------------------------------------
+// Kept rows
+
+std::int64_t kept_rows::at(std::int64_t clock) const {
+  auto it = from_.upper_bound(clock);
+  return it == from_.begin() ? all_ : std::prev(it)->second;
+}
+
+void kept_rows::set(std::int64_t from, std::int64_t keep) {
+  from_.erase(from_.lower_bound(from), from_.end());
+  from_[from] = keep;
+}
+
+std::int64_t kept_rows::least_from(std::int64_t clock) const {
+  std::int64_t least = at(clock);
+  for (auto it = from_.upper_bound(clock); it != from_.end(); ++it) least = std::min(least, it->second);
+  return least;
 }
 
 std::span<const std::int64_t> grant_rows_at(const rows_grant& g, std::int64_t steps_per_epoch, std::int64_t step) {
@@ -76,7 +102,10 @@ void member_grants::drop_before(std::int64_t clock) {
 // The dealer
 
 sample_dealer::sample_dealer(deal_shape d, std::uint32_t ranks, std::int64_t start_clock) : d_(d), ranks_(ranks) {
-  for (rank_state& s : ranks_) s.clock = s.dealt_until = start_clock;
+  for (rank_state& s : ranks_) {
+    s.clock = s.dealt_until = start_clock;
+    s.kept = kept_rows(d_.batch);
+  }
 }
 
 void sample_dealer::reported(std::uint32_t rank, std::int64_t clock) {
@@ -89,8 +118,11 @@ void sample_dealer::reported(std::uint32_t rank, std::int64_t clock) {
 void sample_dealer::done(std::uint32_t rank) {
   if (rank >= ranks_.size() || !ranks_[rank].live) return;
   rank_state& s = ranks_[rank];
+  // Its answers came before its last report: a grant it did not answer, it never took,
+  // nor a shed; the rows it shed up to the end are the others' now.
+  s.shed.reset();
+  advance(rank, d_.total_steps);
   s.done = true;
-  // Its answers came before its last report: a grant it did not answer, it never took.
   for (const auto& [g, taken] : s.grants)
     if (!taken) orphan_grant_rows(g, 0, std::numeric_limits<std::int64_t>::max());
   s.grants.clear();
@@ -100,10 +132,15 @@ void sample_dealer::done(std::uint32_t rank) {
 void sample_dealer::lost(std::uint32_t rank) {
   if (rank >= ranks_.size() || !ranks_[rank].live || ranks_[rank].done) return;
   rank_state& s = ranks_[rank];
+  s.shed.reset();  // unanswered: never applied
+  // What it shed up to its last report, then the rows it kept and had not reached where
+  // the rest was dealt already, then all of its share to the end of its epoch.
+  advance(rank, s.clock);
+  const kept_rows kept = s.kept;
+  orphan_rows(rank, s.clock, s.dealt_until, [&](std::int64_t c) { return std::pair<std::int64_t, std::int64_t>{0, kept.at(c)}; });
+  s.kept.set(s.dealt_until, 0);
   s.live = false;
-  const std::int64_t epoch_end = std::min((s.clock / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps);
-  orphan_static(rank, s.clock, epoch_end);
-  s.dealt_until = std::max(s.clock, epoch_end);
+  advance(rank, std::min((s.clock / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps));
   for (const auto& [g, taken] : s.grants) orphan_grant_rows(g, taken ? s.clock : 0, std::numeric_limits<std::int64_t>::max());
   s.grants.clear();
   s.extra.clear();
@@ -114,15 +151,29 @@ std::int64_t sample_dealer::replace(std::uint32_t rank, std::int64_t clock) {
   rank_state& s = ranks_[rank];
   if (s.live) return clock;
   const std::int64_t from = std::max(clock, s.dealt_until);
-  orphan_static(rank, s.dealt_until, from);
+  advance(rank, from);
   s = rank_state{};
+  s.kept = kept_rows(d_.batch);
   s.clock = s.dealt_until = from;
   return from;
 }
 
-void sample_dealer::answered(std::uint32_t rank, std::uint64_t id, bool taken) {
+void sample_dealer::answered(std::uint32_t rank, std::uint64_t id, bool taken, std::int64_t from_clock) {
   if (rank >= ranks_.size() || !ranks_[rank].live || ranks_[rank].done) return;
   rank_state& s = ranks_[rank];
+  if (s.shed && s.shed->first == id) {
+    const std::int64_t keep = s.shed->second;
+    s.shed.reset();
+    if (!taken) return;
+    // A lower keep may apply before dealt_until: the rows it gives up there are orphaned
+    // now. A higher one applies at dealt_until or later (shed() asked for it).
+    const kept_rows before = s.kept;
+    orphan_rows(rank, from_clock, s.dealt_until, [&](std::int64_t c) {
+      return std::pair<std::int64_t, std::int64_t>{keep, before.at(c)};
+    });
+    s.kept.set(from_clock, keep);
+    return;
+  }
   auto it = std::find_if(s.grants.begin(), s.grants.end(), [&](const auto& g) { return g.first.id == id; });
   if (it == s.grants.end()) return;
   if (taken) {
@@ -138,21 +189,68 @@ void sample_dealer::answered(std::uint32_t rank, std::uint64_t id, bool taken) {
   s.grants.erase(it);
 }
 
+std::optional<rows_shed> sample_dealer::shed(std::uint32_t rank, std::int64_t keep) {
+  if (rank >= ranks_.size()) return std::nullopt;
+  rank_state& s = ranks_[rank];
+  keep = std::clamp<std::int64_t>(keep, 1, d_.batch);
+  if (!s.live || s.done || s.shed || d_.max_extra_rows == 0) return std::nullopt;
+  if (s.kept.last() == keep) return std::nullopt;
+  // From its next step while every member is in its epoch, else from the first epoch no
+  // member has begun, where every other member can take the rows (Note [Balancing
+  // shares]); more rows than it keeps anywhere from its report on, also not before
+  // dealt_until.
+  std::int64_t fastest = s.clock;
+  for (const rank_state& o : ranks_)
+    if (o.live && !o.done) fastest = std::max(fastest, o.clock);
+  const std::int64_t epoch = s.clock / d_.steps_per_epoch, fastest_epoch = fastest / d_.steps_per_epoch;
+  std::int64_t not_before = fastest_epoch == epoch ? 0 : (fastest_epoch + 1) * d_.steps_per_epoch;
+  if (keep > s.kept.least_from(s.clock)) not_before = std::max(not_before, s.dealt_until);
+  if (not_before >= d_.total_steps) return std::nullopt;
+  const std::uint64_t id = next_id_++;
+  s.shed.emplace(id, keep);
+  return rows_shed{id, keep, not_before};
+}
+
+std::int64_t sample_dealer::keeps(std::uint32_t rank) const {
+  return rank < ranks_.size() ? ranks_[rank].kept.last() : d_.batch;
+}
+
+bool sample_dealer::sheds(const rank_state& s) const {
+  return s.shed.has_value() || s.kept.least_from(s.clock) < d_.batch;
+}
+
 std::int64_t sample_dealer::never_dealt() const {
   std::int64_t n = 0;
   for (const rank_state& s : ranks_) {
-    if (s.live) continue;
+    if (s.done) continue;
+    std::vector<std::int64_t> rows;
     for (std::int64_t c = s.dealt_until; c < d_.total_steps; ++c) {
-      const std::int64_t step = c % d_.steps_per_epoch;
-      n += std::max<std::int64_t>(0, std::min(d_.batch, d_.samples_per_worker - step * d_.batch));
+      rows.clear();
+      static_positions(d_, 0, c, rows, s.kept.at(c));
+      n += static_cast<std::int64_t>(rows.size());
     }
   }
   return n;
 }
 
-void sample_dealer::orphan_static(std::uint32_t rank, std::int64_t from, std::int64_t to) {
-  for (std::int64_t c = from; c < std::min(to, d_.total_steps); ++c)
-    static_positions(d_, rank, c, orphans_[static_cast<std::int32_t>(c / d_.steps_per_epoch)]);
+void sample_dealer::advance(std::uint32_t rank, std::int64_t to) {
+  rank_state& s = ranks_[rank];
+  if (to <= s.dealt_until) return;
+  if (s.kept.changed()) {
+    const kept_rows& kept = s.kept;
+    orphan_rows(rank, s.dealt_until, to, [&](std::int64_t c) {
+      return std::pair<std::int64_t, std::int64_t>{kept.at(c), d_.batch};
+    });
+  }
+  s.dealt_until = to;
+}
+
+void sample_dealer::orphan_rows(std::uint32_t rank, std::int64_t from, std::int64_t to,
+                                const std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t)>& rows) {
+  for (std::int64_t c = std::max<std::int64_t>(0, from); c < std::min(to, d_.total_steps); ++c) {
+    const auto [first, end] = rows(c);
+    if (first < end) static_positions(d_, rank, c, orphans_[static_cast<std::int32_t>(c / d_.steps_per_epoch)], first, end);
+  }
 }
 
 void sample_dealer::orphan_grant_rows(const rows_grant& g, std::int64_t from_clock, std::int64_t to_clock) {
@@ -179,14 +277,13 @@ std::vector<std::pair<std::uint32_t, rows_grant>> sample_dealer::deal() {
   for (const rank_state& s : ranks_)
     if (s.live && !s.done) fastest = std::max(fastest, s.clock);
   if (fastest >= 0) {
-    // A vacant rank's next epoch, once the fastest member nears it.
+    // A vacant or shedding rank's next epoch, once the fastest member nears it; not while
+    // a shed is unanswered (Note [Balancing shares]).
     for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
       rank_state& s = ranks_[r];
-      while (!s.live && s.dealt_until < d_.total_steps && fastest + lookahead >= s.dealt_until) {
-        const std::int64_t next = std::min((s.dealt_until / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps);
-        orphan_static(r, s.dealt_until, next);
-        s.dealt_until = next;
-      }
+      if (s.done || s.shed || !s.kept.changed()) continue;
+      while (s.dealt_until < d_.total_steps && fastest + lookahead >= s.dealt_until)
+        advance(r, std::min((s.dealt_until / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps));
     }
   }
   auto orphans = std::exchange(orphans_, {});
@@ -207,7 +304,7 @@ void sample_dealer::deal_epoch(std::int32_t epoch, std::vector<std::int64_t>& po
   std::int64_t weights = 0;
   for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
     const rank_state& s = ranks_[r];
-    if (!s.live || s.done) continue;
+    if (!s.live || s.done || sheds(s)) continue;
     const std::int64_t from = std::max(begin, s.clock + lookahead);
     if (from >= end) continue;
     const std::int64_t space = room(s, from, end);

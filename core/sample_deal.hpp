@@ -1,11 +1,13 @@
 // Which samples each member trains, and the dealing of a lost member's untrained samples
-// to the others (Note [Dealing a lost worker's samples]): the positions every rank trains
-// at each step of an epoch, the grants of extra rows that carry another rank's positions,
-// and the coordinator's dealer that makes them. CAF-free; the coordinator's core owns
-// the dealer, each member its grants.
+// and of a slow member's shed rows to the others (Note [Dealing a lost worker's samples],
+// Note [Balancing shares]): the positions every rank trains at each step of an epoch, the
+// grants of extra rows that carry another rank's positions, the rows a member keeps of
+// its own, and the coordinator's dealer that decides them. CAF-free; the coordinator's
+// core owns the dealer, each member its grants and kept rows.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -44,6 +46,26 @@ namespace troupe {
 // before reporting it may have that step's positions trained twice; the dealer counts
 // only reported steps as trained. Pipelines and local groups do not deal: a lost stage
 // stops its replica and a lost group member stops the group.
+//
+// Note [Balancing shares]
+// A member that computes slower than the others (by its rows per second of compute, in
+// its step reports; core/job_deals.cpp decides) is told to keep only the first `keep` rows
+// of its own share of each step, from a clock the dealer names: a shed. The positions it
+// gives up are orphaned as a lost rank's are (each epoch's as the fastest member nears
+// it) and dealt to the members
+// that shed nothing, so every sample is still trained once an epoch, and the slow member's
+// steps shrink until it keeps pace. Its gradient stays scaled by its whole share's rows,
+// so each sample weighs what it did. A shed applies from the member's next step while the
+// fastest member is in the same epoch (always in sync), the rest of that epoch's rows going
+// to the others at once; else from the first epoch that no member has begun, whose rows
+// are dealt as the fastest member nears it, when every other member has all of its steps
+// in it left to take them (in async a slow member lags epochs behind, and the rows of its
+// epoch would find no member still in it). The dealer orphans a member's shed positions up to its
+// `dealt_until` clock; a shed that raises `keep` (the member got faster) applies no sooner
+// than that, where none of the rows it takes back were dealt, and dealt_until stays put
+// until the member answers; the positions that a lower keep gives up before dealt_until
+// are orphaned when it answers. A lost member is a shed to keep 0 from dealt_until, with
+// the kept rows it had not reached orphaned too.
 struct deal_shape {
   std::int64_t workers = 1;             // W: the job's planned workers (ranks)
   std::int64_t batch = 1;               // B
@@ -56,9 +78,34 @@ deal_shape deal_shape_of(const job_spec& job);
 // Whether the job deals a lost member's samples to the others (one stage, shard servers,
 // no local groups, no key-value job, several workers).
 bool deals_samples(const job_spec& job);
+// Whether the coordinator balances shares (Note [Balancing shares]; --share-balance).
+bool balances_shares(const job_spec& job);
 
-// Rank's static positions at `clock` (epoch clock / S, step clock % S), appended to out.
-void static_positions(const deal_shape& d, std::uint32_t rank, std::int64_t clock, std::vector<std::int64_t>& out);
+// Rank's static positions at `clock` (epoch clock / S, step clock % S), rows
+// [first_row, end_row) of its step, appended to out.
+void static_positions(const deal_shape& d, std::uint32_t rank, std::int64_t clock, std::vector<std::int64_t>& out,
+                      std::int64_t first_row = 0,
+                      std::int64_t end_row = std::numeric_limits<std::int64_t>::max());
+
+// A member's own rows kept per step (Note [Balancing shares]): from each clock in the map
+// on, `keep` rows (before the first, all of them).
+class kept_rows {
+ public:
+  kept_rows() = default;
+  explicit kept_rows(std::int64_t all) : all_(all) {}
+  std::int64_t at(std::int64_t clock) const;
+  // From `from` on, keep `keep` (later changes are forgotten).
+  void set(std::int64_t from, std::int64_t keep);
+  // The fewest kept from `clock` on.
+  std::int64_t least_from(std::int64_t clock) const;
+  // What it keeps once every change has come.
+  std::int64_t last() const { return from_.empty() ? all_ : from_.rbegin()->second; }
+  bool changed() const { return !from_.empty(); }
+
+ private:
+  std::int64_t all_ = std::numeric_limits<std::int64_t>::max();
+  std::map<std::int64_t, std::int64_t> from_;
+};
 
 // The positions of g at `step` of its epoch (none outside [from_step, S)).
 std::span<const std::int64_t> grant_rows_at(const rows_grant& g, std::int64_t steps_per_epoch, std::int64_t step);
@@ -109,8 +156,14 @@ class sample_dealer {
   // was dealt is orphaned.
   std::int64_t replace(std::uint32_t rank, std::int64_t clock);
   // The member of `rank` answered grant `id`: taken, or returned (it had passed its
-  // first step). An answer to no grant of a live, unfinished rank is ignored.
-  void answered(std::uint32_t rank, std::uint64_t id, bool taken);
+  // first step); or shed `id`: taken from `from_clock`, or refused. An answer to no grant
+  // or shed of a live, unfinished rank is ignored.
+  void answered(std::uint32_t rank, std::uint64_t id, bool taken, std::int64_t from_clock = 0);
+  // Note [Balancing shares]: tell `rank` to keep `keep` rows of its own per step (1 to the
+  // batch); nothing while its last shed is unanswered, or when it already keeps that many.
+  std::optional<rows_shed> shed(std::uint32_t rank, std::int64_t keep);
+  // The rows `rank` keeps once its answered sheds apply (the batch: all).
+  std::int64_t keeps(std::uint32_t rank) const;
   // Deals what is orphaned (and each vacant rank's next epoch once the fastest member
   // nears it): the grants to send, by rank.
   std::vector<std::pair<std::uint32_t, rows_grant>> deal();
@@ -131,8 +184,16 @@ class sample_dealer {
     std::int64_t dealt_until = 0;   // vacant: its static share before this clock is dealt or trained
     std::vector<std::pair<rows_grant, bool>> grants;  // sent and not returned; taken?
     std::map<std::int64_t, std::int64_t> extra;  // clock -> extra rows granted
+    kept_rows kept;                              // vacant: 0 from dealt_until
+    std::optional<std::pair<std::uint64_t, std::int64_t>> shed;  // sent, unanswered: id, keep
   };
-  void orphan_static(std::uint32_t rank, std::int64_t from, std::int64_t to);
+  // Orphans the rows rank does not keep at clocks [dealt_until, to); dealt_until = to.
+  void advance(std::uint32_t rank, std::int64_t to);
+  // Orphans rows [first, end(clock)) of rank's static share at clocks [from, to).
+  void orphan_rows(std::uint32_t rank, std::int64_t from, std::int64_t to,
+                   const std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t)>& rows);
+  // A shedding member takes no grants.
+  bool sheds(const rank_state& s) const;
   void orphan_grant_rows(const rows_grant& g, std::int64_t from_clock, std::int64_t to_clock);
   void deal_epoch(std::int32_t epoch, std::vector<std::int64_t>& positions,
                   std::vector<std::pair<std::uint32_t, rows_grant>>& out);

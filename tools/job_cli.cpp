@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/fingerprint.hpp"
+#include "core/sample_deal.hpp"
 #include "tools/checkpoint_cli.hpp"
 #include "tools/config_file.hpp"
 
@@ -150,6 +151,13 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
                  "bound while it is slow (its gradients apply at lr / staleness); 0: never")
       ->capture_default_str()
       ->group(group_job);
+  app.add_option("--share-balance", o.share_balance,
+                 "a worker whose compute is slower than the others' trains fewer of its own samples a step and the "
+                 "others the rest, so all finish their epochs together: auto (on in async and ssp; off in sync, "
+                 "which stays bitwise reproducible), on, or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--big-array-bound", o.job.big_array_bound,
                  "Split parameter blocks above this many floats across shards (0 = automatic)")
       ->check(CLI::NonNegativeNumber)
@@ -177,6 +185,9 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
   job.async_correction = *parse_async_rule(o.async_rule);
+  job.balance_shares = o.share_balance == "on"    ? share_balance::on
+                       : o.share_balance == "off" ? share_balance::off
+                                                  : share_balance::automatic;
   auto schedule = parse_pipeline_schedule(o.schedule);
   if (!schedule) return schedule.error();
   job.schedule = *schedule;
@@ -213,6 +224,9 @@ std::string job_options_as_toml(CLI::App& app) {
 std::string describe_update_rules(const job_spec& job) {
   if (job.kv || job.servers == 0) return "";
   std::ostringstream s;
+  constexpr const char* balanced =
+      "; a worker that computes slower than the others trains fewer of its samples and they the rest "
+      "(--share-balance)";
   if (job.mode == sync_mode::sync) {
     const lr_schedule capped = job_schedule(job);
     if (capped.base != job.train.lr)
@@ -221,6 +235,9 @@ std::string describe_update_rules(const job_spec& job) {
     if (job.backup_workers > 0)
       s << "; a round closes with the first " << job.workers - static_cast<std::uint32_t>(job.backup_workers) << " of "
         << job.workers << " gradients (--backup-workers " << job.backup_workers << ")";
+  }
+  if (job.mode == sync_mode::sync) {
+    if (balances_shares(job)) s << balanced;
     return s.str();
   }
   if (job.async_correction != async_rule::none && job.train.optimizer.kind == optimizer_kind::sgd && job.workers >= 2) {
@@ -234,6 +251,7 @@ std::string describe_update_rules(const job_spec& job) {
   if (job.mode == sync_mode::ssp && job.straggler_factor > 0.0 && job.workers >= 2)
     s << "; a worker whose steps compute over " << job.straggler_factor
       << "x the median leaves the bound while it is slow (--straggler-factor)";
+  if (balances_shares(job)) s << balanced;
   return s.str();
 }
 

@@ -22,6 +22,7 @@ struct job_cli_options {
   job_spec job;
   std::string mode = "async";
   std::string async_rule = "momentum";
+  std::string share_balance = "auto";
   std::string schedule = "1f1b";
   std::string balance = "flops";
   std::string cuts;         // "2,4"

@@ -2,7 +2,8 @@
 // and one shard computes bitwise what train-local computes; sync with several workers is
 // bitwise reproducible; every mode learns, and so do compressed pushes and pulls (fp16,
 // bf16, 2-bit) with the bytes they save; sync with a backup worker goes on without its
-// straggler, and ssp leaves a named straggler out of its bound; a killed worker does not stop the job and a
+// straggler, ssp leaves a named straggler out of its bound, and a slow worker in async
+// sheds rows to the others; a killed worker does not stop the job and a
 // replacement rejoins it; a killed shard, a diverging run or an invalid job ends it with
 // a typed error instead of a hang.
 #define BOOST_TEST_MODULE runtime
@@ -79,6 +80,7 @@ BOOST_AUTO_TEST_CASE(ssp_leaves_a_named_straggler_out_of_the_bound) {
   job.simulate_compute_ms = 5.0;
   job.slow_worker = 0;
   job.slow_factor = 8.0;
+  job.balance_shares = share_balance::off;  // naming alone
   const std::int64_t bound = (2 * job.staleness + 2) * job.workers;  // troupe_staleness_bound
   const job_result named = run_ok(job, data);
   BOOST_TEST(named.max_staleness > bound);
@@ -87,6 +89,26 @@ BOOST_AUTO_TEST_CASE(ssp_leaves_a_named_straggler_out_of_the_bound) {
   const job_result textbook = run_ok(job, data);
   BOOST_TEST(textbook.max_staleness <= bound);
   BOOST_TEST(textbook.samples == textbook.samples_planned);
+}
+
+// Note [Balancing shares]: in async with worker 0 four times slower, the coordinator tells
+// it to keep fewer of its rows and deals the rest to the others; every planned sample is
+// trained once.
+BOOST_AUTO_TEST_CASE(a_slow_worker_sheds_rows_to_the_others_and_every_sample_is_trained) {
+  auto data = synthetic(6000);
+  job_spec job = small_job(sync_mode::async, 4, 2);
+  job.train.epochs = 6;  // named in its first, shedding from the first nobody has begun
+  job.simulate_compute_ms = 5.0;
+  job.slow_worker = 0;
+  job.slow_factor = 4.0;
+  const job_result r = run_ok(job, data);
+  BOOST_TEST(r.samples_planned == 6 * 4 * (6000 / 4));
+  BOOST_TEST(r.samples == r.samples_planned);
+  BOOST_TEST(r.samples_redealt > 6000 / 4);  // more than one epoch of its share
+  job.balance_shares = share_balance::off;
+  const job_result alone = run_ok(job, data);
+  BOOST_TEST(alone.samples_redealt == 0);
+  BOOST_TEST(alone.samples == alone.samples_planned);
 }
 
 BOOST_AUTO_TEST_CASE(every_mode_learns_a_fashion_mnist_subset) {

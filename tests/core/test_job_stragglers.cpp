@@ -17,6 +17,13 @@ using test::only;
 
 namespace {
 
+// Naming alone: without --share-balance's sheds (tests/core/test_job_deals.cpp).
+job_spec naming_job(sync_mode mode, std::uint32_t workers) {
+  job_spec j = tiny_job(mode, workers);
+  j.balance_shares = share_balance::off;
+  return j;
+}
+
 // Every member reports `steps` more steps, member r computing busy[r] seconds each, and
 // the watchdog ticks after each round of reports; returns what the reports and ticks did.
 job_actions_list steps_then_tick(harness& h, const std::vector<double>& busy, int steps, std::int64_t& clock) {
@@ -46,7 +53,7 @@ double scraped(const observability& obs, const std::string& name) {
 BOOST_AUTO_TEST_CASE(a_member_that_computes_four_times_the_median_is_named_once) {
   observability obs;
   obs.metrics = std::make_shared<monitoring::registry>("job-under-test");
-  harness h(tiny_job(sync_mode::ssp, 4), obs);
+  harness h(naming_job(sync_mode::ssp, 4), obs);
   h.start();
   std::int64_t clock = 0;
   BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 2, clock)).empty());  // 2 steps: too few
@@ -71,7 +78,7 @@ BOOST_AUTO_TEST_CASE(a_member_that_computes_four_times_the_median_is_named_once)
 }
 
 BOOST_AUTO_TEST_CASE(with_two_members_the_faster_one_is_the_reference) {
-  harness h(tiny_job(sync_mode::ssp, 2));
+  harness h(naming_job(sync_mode::ssp, 2));
   h.start();
   std::int64_t clock = 0;
   const auto named = steps_then_tick(h, {0.03, 0.01}, 5, clock);
@@ -80,12 +87,12 @@ BOOST_AUTO_TEST_CASE(with_two_members_the_faster_one_is_the_reference) {
 
 BOOST_AUTO_TEST_CASE(only_ssp_names_stragglers_and_factor_0_names_nobody) {
   for (sync_mode mode : {sync_mode::sync, sync_mode::async}) {
-    harness h(tiny_job(mode, 3));
+    harness h(naming_job(mode, 3));
     h.start();
     std::int64_t clock = 0;
     BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.1}, 10, clock)).empty());
   }
-  job_spec off = tiny_job(sync_mode::ssp, 3);
+  job_spec off = naming_job(sync_mode::ssp, 3);
   off.straggler_factor = 0.0;
   harness h(off);
   h.start();
@@ -94,7 +101,7 @@ BOOST_AUTO_TEST_CASE(only_ssp_names_stragglers_and_factor_0_names_nobody) {
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_straggler_is_not_counted) {
-  harness h(tiny_job(sync_mode::ssp, 3));
+  harness h(naming_job(sync_mode::ssp, 3));
   h.start();
   std::int64_t clock = 0;
   BOOST_TEST(only<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.1}, 5, clock)).rank == 2u);

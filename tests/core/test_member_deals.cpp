@@ -4,7 +4,8 @@
 // steps and counted in the reports; a grant whose first step has begun, one with a
 // position outside the epoch, one that would pass a step's room, one for an epoch past the
 // job's and one to a member that does not deal are returned; and granted rows add to the
-// gradient as their own worker's would have (scaled by the step's own rows, not by all).
+// gradient as their own worker's would have (scaled by the step's own rows, not by all);
+// a shed keeps fewer of its own rows from the next step (Note [Balancing shares]).
 #define BOOST_TEST_MODULE member_deals
 #include <boost/test/unit_test.hpp>
 
@@ -96,6 +97,39 @@ BOOST_AUTO_TEST_CASE(grants_that_cannot_be_trained_go_back) {
   single.deliver(0, single.members[0]->on_rows_granted(rows_grant{9, 0, 1, {0}}));
   BOOST_REQUIRE(single.answers.size() == 1u);
   BOOST_TEST(!single.answers[0].taken);
+}
+
+// Note [Balancing shares]: a shed applies from the step after the one the member is in,
+// or from not_before when that is later; the member trains that many of its own rows and
+// reports them; a keep outside 1 to the batch is refused.
+BOOST_AUTO_TEST_CASE(a_shed_keeps_fewer_own_rows_from_the_next_step) {
+  member_bench bench(two_workers(2), synthetic(40));
+  bench.start();
+  auto answer = [&](rows_shed s) {
+    bench.answers.clear();
+    bench.deliver(0, bench.members[0]->on_rows_shed(s));
+    BOOST_REQUIRE(bench.answers.size() == 1u);
+    return bench.answers[0];
+  };
+  const rows_answer fewer = answer(rows_shed{5, 4, 0});
+  BOOST_TEST(fewer.taken);
+  BOOST_TEST(fewer.id == 5u);
+  BOOST_TEST(fewer.from_clock == 1);
+  const rows_answer all = answer(rows_shed{6, 10, 3});
+  BOOST_TEST(all.taken);
+  BOOST_TEST(all.from_clock == 3);
+  BOOST_TEST(!answer(rows_shed{7, 0, 0}).taken);
+  BOOST_TEST(!answer(rows_shed{8, 11, 0}).taken);
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  std::int64_t samples[2] = {0, 0};
+  for (const auto& s : bench.steps) {
+    samples[s.rank] += s.samples;
+    // a report's clock counts the steps finished: steps 1 and 2 kept 4 rows
+    if (s.rank == 0) BOOST_TEST(s.samples == (s.clock == 2 || s.clock == 3 ? 4 : 10), "clock " << s.clock);
+  }
+  BOOST_TEST(samples[0] == 28);
+  BOOST_TEST(samples[1] == 40);
 }
 
 // Sync sums the round's gradients. Granting a worker its own step-1 rows again doubles its

@@ -2,9 +2,10 @@
 // rows over its steps, a member takes only grants ahead of it, the dealer's grants by
 // hand (the current epoch at once, a vacant rank's later epochs as the fastest nears
 // them, in proportion to the steps left, within each step's room, a returned grant dealt
-// again, a replacement back from the first clock not dealt), and, property-tested with
-// random schedules of steps, deliveries, answers, losses and replacements, that every
-// position of every epoch is trained exactly once or counted as untrained.
+// again, a replacement back from the first clock not dealt), a shed's rows given up and
+// taken back (Note [Balancing shares]), and, property-tested with random schedules of
+// steps, deliveries, answers, sheds, losses and replacements, that every position of
+// every epoch is trained exactly once or counted as untrained.
 #define BOOST_TEST_MODULE sample_deal
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +14,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <variant>
 
 #include "core/sample_deal.hpp"
 
@@ -106,6 +108,83 @@ BOOST_AUTO_TEST_CASE(a_lost_ranks_current_epoch_goes_to_the_others_at_once) {
   BOOST_TEST(dealer.lost_positions() == 0);
 }
 
+// Note [Balancing shares]: 3 ranks of batch 4, 5 steps an epoch, 4 epochs; rank 0 lags
+// an epoch behind the others, so its shed waits for the first epoch nobody has begun.
+BOOST_AUTO_TEST_CASE(a_shed_behind_the_others_deals_a_later_epoch_and_a_raise_takes_it_back_where_none_was_dealt) {
+  const deal_shape d = small_shape(3, 4, 20, 4);
+  sample_dealer dealer(d, 3, 0);
+  dealer.reported(0, 1);
+  dealer.reported(1, 6);
+  dealer.reported(2, 6);
+  const auto shed = dealer.shed(0, 1);
+  BOOST_TEST_REQUIRE(shed.has_value());
+  BOOST_TEST(shed->keep == 1);
+  BOOST_TEST(shed->not_before == 10);          // epoch 2: nobody has begun it
+  BOOST_TEST(!dealer.shed(0, 2).has_value());  // one at a time
+  dealer.answered(0, shed->id, true, 10);
+  BOOST_TEST(dealer.keeps(0) == 1);
+  BOOST_TEST(dealer.deal().empty());       // epoch 2 is dealt as the fastest nears it
+  BOOST_TEST(dealer.never_dealt() == 30);  // rows 1-3 of its steps in epochs 2 and 3
+  dealer.reported(1, 8);
+  dealer.reported(2, 8);
+  std::vector<std::int64_t> expected;  // rows 1-3 of epoch 2's steps
+  for (std::int64_t c = 10; c < 15; ++c) static_positions(d, 0, c, expected, 1);
+  std::vector<std::int64_t> dealt;
+  for (const auto& [rank, g] : dealer.deal()) {
+    BOOST_TEST(rank != 0u);  // a shedding member takes no grants
+    BOOST_TEST(g.epoch == 2);
+    BOOST_TEST(g.from_step == 0);  // all of the epoch's steps to take them in
+    dealt.insert(dealt.end(), g.positions.begin(), g.positions.end());
+  }
+  std::sort(dealt.begin(), dealt.end());
+  std::sort(expected.begin(), expected.end());
+  BOOST_TEST(dealt == expected, boost::test_tools::per_element());
+  BOOST_TEST(dealer.dealt() == 15);
+  // It got faster: all its rows again, but only from clock 15, the first not dealt.
+  const auto raise = dealer.shed(0, 4);
+  BOOST_TEST_REQUIRE(raise.has_value());
+  BOOST_TEST(raise->not_before == 15);
+  dealer.reported(1, 13);
+  dealer.reported(2, 13);
+  BOOST_TEST(dealer.deal().empty());  // epoch 3 waits for the answer
+  BOOST_TEST(dealer.never_dealt() == 15);
+  dealer.answered(0, raise->id, true, 15);
+  BOOST_TEST(dealer.deal().empty());  // and then has nothing to deal
+  BOOST_TEST(dealer.never_dealt() == 0);
+  BOOST_TEST(dealer.dealt() == 15);
+}
+
+// In step with the others, a shed applies from the member's next step and the rest of
+// its epoch's rows go at once; a lower keep gives up rows already dealt past; a lost
+// member's kept rows go too.
+BOOST_AUTO_TEST_CASE(a_shed_in_step_applies_at_once_and_a_lost_member_gives_up_its_kept_rows) {
+  const deal_shape d = small_shape(3, 4, 20, 2);
+  sample_dealer dealer(d, 3, 0);
+  auto dealt_rows = [&] {
+    std::int64_t rows = 0;
+    for (const auto& [rank, g] : dealer.deal()) {
+      BOOST_TEST(rank != 0u);
+      rows += static_cast<std::int64_t>(g.positions.size());
+    }
+    return rows;
+  };
+  for (std::uint32_t r = 0; r < 3; ++r) dealer.reported(r, 1);
+  const auto half = dealer.shed(0, 2);
+  BOOST_TEST_REQUIRE(half.has_value());
+  BOOST_TEST(half->not_before == 0);
+  dealer.answered(0, half->id, true, 2);  // its next step
+  BOOST_TEST(dealt_rows() == 6);          // rows 2-3 of steps 2-4; dealt to the epoch's end
+  const auto less = dealer.shed(0, 1);
+  BOOST_TEST_REQUIRE(less.has_value());
+  dealer.answered(0, less->id, true, 3);
+  BOOST_TEST(dealt_rows() == 2);  // row 1 of steps 3-4, dealt past already
+  BOOST_TEST(dealer.keeps(0) == 1);
+  BOOST_TEST(!dealer.shed(0, 1).has_value());  // it keeps that many already
+  dealer.reported(0, 4);
+  dealer.lost(0);  // its kept row 0 of step 4 goes to the others too
+  BOOST_TEST(dealt_rows() + dealer.lost_positions() == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_grant_goes_in_proportion_to_the_steps_left_and_within_each_steps_room) {
   const deal_shape d = small_shape(4, 2, 20, 1);  // 10 steps
   sample_dealer dealer(d, 4, 0);
@@ -193,43 +272,79 @@ struct sim_member {
   bool live = true, done = false;
   std::int64_t clock = 0;
   member_grants grants{1};
-  std::deque<rows_grant> inbox;              // coordinator -> member
-  std::deque<std::pair<int, std::int64_t>> outbox;  // member -> coordinator: (kind, value)
+  kept_rows kept;
+  std::deque<std::variant<rows_grant, rows_shed>> inbox;  // coordinator -> member
+  struct word {
+    int kind;
+    std::int64_t value, from = 0;
+  };
+  std::deque<word> outbox;  // member -> coordinator
 };
 
 constexpr int report = 0, took = 1, gave_back = 2;
 
 // What the schedules exercised, over all seeds.
 struct exercised {
-  std::int64_t losses = 0, replacements = 0, grants_taken = 0, grants_returned = 0, trained_extra = 0;
+  std::int64_t losses = 0, replacements = 0, grants_taken = 0, grants_returned = 0, trained_extra = 0, sheds = 0,
+               raises = 0;
 };
 
 void run_schedule(std::uint32_t seed, exercised& seen) {
   std::mt19937 rnd(seed);
   const std::int64_t workers = 2 + rnd() % 4, batch = 1 + rnd() % 4, per_worker = 3 + rnd() % 20,
-                     epochs = 1 + rnd() % 3;
+                     epochs = 1 + rnd() % 4;
   const deal_shape d = small_shape(workers, batch, per_worker, epochs);
   sample_dealer dealer(d, static_cast<std::uint32_t>(workers), 0);
   std::vector<sim_member> members(static_cast<std::size_t>(workers), sim_member{});
-  for (auto& m : members) m.grants = member_grants(d.steps_per_epoch);
+  for (auto& m : members) {
+    m.grants = member_grants(d.steps_per_epoch);
+    m.kept = kept_rows(batch);
+  }
   std::map<std::pair<std::int64_t, std::int64_t>, int> trained;  // (epoch, position) -> times
   std::map<std::uint64_t, std::uint32_t> holder;
 
   auto flush = [&](std::uint32_t r) {  // the member's messages reach the dealer, in order
     auto& m = members[r];
     while (!m.outbox.empty()) {
-      auto [kind, value] = m.outbox.front();
+      auto [kind, value, from] = m.outbox.front();
       m.outbox.pop_front();
       if (kind == report) {
         dealer.reported(r, value);
       } else {
-        dealer.answered(r, static_cast<std::uint64_t>(value), kind == took);
+        dealer.answered(r, static_cast<std::uint64_t>(value), kind == took, from);
         ++(kind == took ? seen.grants_taken : seen.grants_returned);
       }
     }
   };
   auto deal = [&] {
     for (auto& [rank, g] : dealer.deal()) members[rank].inbox.push_back(std::move(g));
+  };
+  // A message reaches member m: a grant is taken or returned, a shed applies from its
+  // next step (as member_core does).
+  auto receive = [&](sim_member& m) {
+    auto msg = std::move(m.inbox.front());
+    m.inbox.pop_front();
+    if (auto* g = std::get_if<rows_grant>(&msg)) {
+      const std::uint64_t id = g->id;
+      m.outbox.push_back({m.grants.take(std::move(*g), m.clock) ? took : gave_back, static_cast<std::int64_t>(id)});
+    } else {
+      const auto& shed = std::get<rows_shed>(msg);
+      const std::int64_t from = std::max(m.clock + 1, shed.not_before);
+      m.kept.set(from, shed.keep);
+      m.outbox.push_back({took, static_cast<std::int64_t>(shed.id), from});
+    }
+  };
+  // Member m trains its step: its kept rows and its granted ones.
+  auto train = [&](std::uint32_t r, sim_member& m) {
+    std::vector<std::int64_t> rows;
+    static_positions(d, r, m.clock, rows, 0, m.kept.at(m.clock));
+    const auto extra = m.grants.rows_at(m.clock);
+    rows.insert(rows.end(), extra.begin(), extra.end());
+    BOOST_TEST_REQUIRE(static_cast<std::int64_t>(extra.size()) <= d.max_extra_rows);
+    seen.trained_extra += static_cast<std::int64_t>(extra.size());
+    for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
+    ++m.clock;
+    m.outbox.push_back({report, m.clock});
   };
 
   for (int event = 0; event < 4000; ++event) {
@@ -244,6 +359,7 @@ void run_schedule(std::uint32_t seed, exercised& seen) {
         ++seen.replacements;
         m = sim_member{};
         m.grants = member_grants(d.steps_per_epoch);
+        m.kept = kept_rows(batch);
         m.clock = dealer.replace(r, want);
         m.done = m.clock >= d.total_steps;
         if (m.done) dealer.done(r);
@@ -253,28 +369,25 @@ void run_schedule(std::uint32_t seed, exercised& seen) {
     }
     if (m.done) continue;
     if (what < 55) {  // a step
-      std::vector<std::int64_t> rows;
-      static_positions(d, r, m.clock, rows);
-      const auto extra = m.grants.rows_at(m.clock);
-      rows.insert(rows.end(), extra.begin(), extra.end());
-      BOOST_TEST_REQUIRE(static_cast<std::int64_t>(extra.size()) <= d.max_extra_rows);
-      seen.trained_extra += static_cast<std::int64_t>(extra.size());
-      for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
-      ++m.clock;
-      m.outbox.emplace_back(report, m.clock);
+      train(r, m);
       if (m.clock == d.total_steps) {
         m.done = true;
         flush(r);
         dealer.done(r);
         deal();
       }
-    } else if (what < 80 && !m.inbox.empty()) {  // a grant arrives
-      rows_grant g = std::move(m.inbox.front());
-      m.inbox.pop_front();
-      const std::uint64_t id = g.id;
-      m.outbox.emplace_back(m.grants.take(std::move(g), m.clock) ? took : gave_back, static_cast<std::int64_t>(id));
-    } else if (what < 97) {  // the coordinator hears from the member and deals
+    } else if (what < 80 && !m.inbox.empty()) {  // a grant or shed arrives
+      receive(m);
+    } else if (what < 97) {  // the coordinator hears from the member, may shed, and deals
       flush(r);
+      if (what >= 85 && batch > 1) {
+        const std::int64_t keep = 1 + static_cast<std::int64_t>(rnd() % static_cast<std::uint32_t>(batch));
+        const std::int64_t before = dealer.keeps(r);
+        if (auto shed = dealer.shed(r, keep)) {
+          ++(keep < before ? seen.sheds : seen.raises);
+          m.inbox.push_back(*shed);
+        }
+      }
       deal();
     } else if (what < 99 || rnd() % 4 == 0) {  // the member is lost
       flush(r);
@@ -291,19 +404,8 @@ void run_schedule(std::uint32_t seed, exercised& seen) {
     for (std::uint32_t r = 0; r < members.size(); ++r) {
       sim_member& m = members[r];
       if (!m.live || m.done) continue;
-      while (!m.inbox.empty()) {
-        rows_grant g = std::move(m.inbox.front());
-        m.inbox.pop_front();
-        const std::uint64_t id = g.id;
-        m.outbox.emplace_back(m.grants.take(std::move(g), m.clock) ? took : gave_back, static_cast<std::int64_t>(id));
-      }
-      std::vector<std::int64_t> rows;
-      static_positions(d, r, m.clock, rows);
-      const auto extra = m.grants.rows_at(m.clock);
-      rows.insert(rows.end(), extra.begin(), extra.end());
-      for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
-      ++m.clock;
-      m.outbox.emplace_back(report, m.clock);
+      while (!m.inbox.empty()) receive(m);
+      train(r, m);
       if (m.clock == d.total_steps) m.done = true;
       flush(r);
       if (m.done) dealer.done(r);
@@ -331,13 +433,15 @@ BOOST_AUTO_TEST_CASE(every_position_is_trained_once_or_counted_under_random_sche
   for (std::uint32_t seed = 1; seed <= 300; ++seed) run_schedule(seed, seen);
   BOOST_TEST_MESSAGE(seen.losses << " losses, " << seen.replacements << " replacements, " << seen.grants_taken
                                  << " grants taken, " << seen.grants_returned << " returned, " << seen.trained_extra
-                                 << " extra rows trained");
+                                 << " extra rows trained, " << seen.sheds << " sheds, " << seen.raises << " raises");
   // The schedules reach every path: none of these may be rare.
   BOOST_TEST(seen.losses > 200);
   BOOST_TEST(seen.replacements > 100);
   BOOST_TEST(seen.grants_taken > 200);
   BOOST_TEST(seen.grants_returned > 100);
   BOOST_TEST(seen.trained_extra > 800);
+  BOOST_TEST(seen.sheds > 200);
+  BOOST_TEST(seen.raises > 30);
 }
 
 BOOST_AUTO_TEST_CASE(with_survivors_that_keep_up_nothing_is_lost) {

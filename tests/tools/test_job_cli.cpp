@@ -1,6 +1,7 @@
 // Tests for tools/job_cli.cpp's account of what the shards make of the optimizer: the
 // capped sync lr past the critical batch, how many gradients close a round with backup
-// workers, the momentum --async-rule uses for N workers, and nothing where nothing changes.
+// workers, the momentum --async-rule uses for N workers, whether shares are balanced, and
+// nothing where nothing changes.
 #define BOOST_TEST_MODULE job_cli
 #include <boost/test/unit_test.hpp>
 
@@ -60,12 +61,27 @@ BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
   BOOST_TEST(says(s, "--async-rule dcasgd (lambda 0.04): the shards use momentum 0 and 0.625 x the lr"));
 }
 
+BOOST_AUTO_TEST_CASE(async_and_ssp_say_that_they_balance_shares_and_sync_only_when_asked) {
+  const std::string balances = "trains fewer of its samples and they the rest (--share-balance)";
+  BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::async)), balances));
+  BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::ssp)), balances));
+  job_spec sync = four_workers(sync_mode::sync);
+  BOOST_TEST(!says(describe_update_rules(sync), balances));
+  sync.balance_shares = share_balance::on;
+  BOOST_TEST(says(describe_update_rules(sync), balances));
+  job_spec off = four_workers(sync_mode::async);
+  off.balance_shares = share_balance::off;
+  BOOST_TEST(!says(describe_update_rules(off), balances));
+}
+
 BOOST_AUTO_TEST_CASE(nothing_is_said_where_nothing_changes) {
   job_spec none = four_workers(sync_mode::async);
   none.async_correction = async_rule::none;
+  none.balance_shares = share_balance::off;
   BOOST_TEST(describe_update_rules(none).empty());
   job_spec adam = four_workers(sync_mode::async);
   adam.train.optimizer.kind = optimizer_kind::adam;
+  adam.balance_shares = share_balance::off;
   BOOST_TEST(describe_update_rules(adam).empty());
   job_spec kv = four_workers(sync_mode::async);
   kv.kv = true;
