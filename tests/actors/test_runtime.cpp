@@ -174,7 +174,8 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_does_not_stop_the_job) {
   BOOST_TEST(r->samples == r->samples_planned);
   BOOST_TEST(r->samples_redealt > 6000 / 3);
   BOOST_TEST(r->samples_redealt < 2 * 6000 / 3);
-  BOOST_TEST(live.events_with("worker 1's untrained samples") == 1);
+  // (Ranks go by join order, so the killed actor may hold any.)
+  BOOST_TEST(live.events_with("'s untrained samples: ") == 1);
 }
 
 // Without dealing (a pipeline's lost stage stops its replica) the untrained share is
