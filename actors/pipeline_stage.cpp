@@ -42,35 +42,30 @@ void take_tensor(stage_pointer self, const caf::actor_addr& sender, std::variant
     });
 }
 
+// Group ids and grants or sheds of rows come only from the coordinator; anything else
+// is refused, counted and logged once per peer (`what`: the message, for the log).
+bool from_the_coordinator(stage_pointer self, const char* what) {
+  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) == self->state.coordinator.address()) return true;
+  const std::string peer = caf::to_string(self->current_sender());
+  if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
+    spdlog::warn("{}: refused {} from {}: only the coordinator sends them", who(self), what, peer);
+  return false;
+}
+
 void on_group(stage_pointer self, group_id& g) {
-  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
-    const std::string peer = caf::to_string(self->current_sender());
-    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
-      spdlog::warn("{}: refused a local group id from {}: only the coordinator relays them", who(self), peer);
-    return;
-  }
+  if (!from_the_coordinator(self, "a local group id")) return;
   drive(self, [&](member_core& c) { return c.on_group_id(std::move(g.id)); });
 }
 
-// Note [Dealing a lost worker's samples]: only the coordinator grants rows.
+// Note [Dealing a lost worker's samples].
 void on_rows(stage_pointer self, rows_grant& g) {
-  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
-    const std::string peer = caf::to_string(self->current_sender());
-    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
-      spdlog::warn("{}: refused a grant of rows from {}: only the coordinator grants them", who(self), peer);
-    return;
-  }
+  if (!from_the_coordinator(self, "a grant of rows")) return;
   drive(self, [&](member_core& c) { return c.on_rows_granted(std::move(g)); });
 }
 
-// Note [Balancing shares]: only the coordinator sheds rows.
+// Note [Balancing shares].
 void on_shed(stage_pointer self, const rows_shed& s) {
-  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) != self->state.coordinator.address()) {
-    const std::string peer = caf::to_string(self->current_sender());
-    if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
-      spdlog::warn("{}: refused a shed of rows from {}: only the coordinator sheds them", who(self), peer);
-    return;
-  }
+  if (!from_the_coordinator(self, "a shed of rows")) return;
   drive(self, [&](member_core& c) { return c.on_rows_shed(s); });
 }
 

@@ -5,7 +5,7 @@
 // any number of stages is bitwise train-local (through shards or with --servers 0); an
 // MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
 // a lost stage stops its pipeline with a typed error, not the stall watchdog; a
-// stranger's activation is dropped.
+// stranger's activation is dropped, and a stranger's group id, grant or shed of rows refused.
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
@@ -277,4 +277,27 @@ BOOST_AUTO_TEST_CASE(a_strangers_group_id_is_ignored) {
   auto r = await_job(*live.sys, h.coordinator);
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
+}
+
+// Grants and sheds of rows from anyone but the coordinator are refused and counted: taken,
+// a grant would train samples twice and a shed would leave samples untrained (Note
+// [Dealing a lost worker's samples], Note [Balancing shares]).
+BOOST_AUTO_TEST_CASE(a_strangers_grant_or_shed_of_rows_is_refused) {
+  job_spec job = job_for(sync_mode::async, 3);
+  job.train.epochs = 1;
+  live_job live;
+  auto data = synthetic(1500, 100, 1);
+  auto m = prepare_job(job, *data);
+  BOOST_REQUIRE(m.has_value());
+  const auto refused = monitoring::refusals(monitoring::refusal::not_the_coordinator);
+  auto h = spawn_job(*live.sys, job, *m, data, {});
+  for (const auto& member : h.workers) {
+    caf::anon_send(member, rows_atom::value, rows_grant{1, 0, 1, {0, 1, 2}});
+    caf::anon_send(member, rows_atom::value, rows_shed{2, 1, 0});
+  }
+  auto r = await_job(*live.sys, h.coordinator);
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  BOOST_TEST(r->samples == r->samples_planned);
+  BOOST_TEST(r->samples_redealt == 0);
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_the_coordinator) == refused + 6);
 }
