@@ -100,10 +100,11 @@ job_actions_list job_core::on_rows_answer(const rows_answer& a) {
 }
 
 std::string job_core::redealt_account(const job_result& r) const {
-  if (!dealer_ || workers_lost_ == 0) return workers_lost_ > 0 ? "the lost workers' shares of their epochs were not trained" : "";
-  std::string s = std::to_string(r.samples_redealt) + " of the lost workers' samples went to the others";
-  const std::int64_t lost = dealer_->lost_positions() + dealer_->never_dealt();
-  if (lost > 0) s += "; " + std::to_string(lost) + " found no worker with steps left in their epoch";
+  if (!dealer_) return workers_lost_ > 0 ? "the lost workers' shares of their epochs were not trained" : "";
+  const std::int64_t untrained = dealer_->lost_positions() + dealer_->never_dealt();
+  if (r.samples_redealt == 0 && untrained == 0) return "";
+  std::string s = std::to_string(r.samples_redealt) + " samples of lost or slow workers went to the others";
+  if (untrained > 0) s += "; " + std::to_string(untrained) + " found no worker with steps left in their epoch";
   return s;
 }
 

@@ -121,10 +121,9 @@ void kv_shard_core::apply(part_state& p, const_tensor_view grad, float lr) {
     std::optional<float> momentum;
     if (cfg_.mode != sync_mode::sync && cfg_.rule != async_rule::none && cfg_.optimizer &&
         cfg_.optimizer->config.kind == optimizer_kind::sgd) {
-      const momentum_correction c =
-          correct_for_asynchrony(cfg_.optimizer->config.momentum, static_cast<std::uint32_t>(live_members()));
-      momentum = c.momentum;
-      lr *= c.lr_scale;
+      // The momentum only: the lr is the user's program's (its scheduler sets it).
+      momentum = correct_for_asynchrony(cfg_.optimizer->config.momentum, static_cast<std::uint32_t>(live_members()))
+                     .momentum;
     }
     p.opt->step(value, grad, lr, momentum);
   } else

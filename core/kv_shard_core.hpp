@@ -53,9 +53,10 @@ struct kv_shard_config {
   std::int32_t staleness = 2;  // ssp bound
   bool staleness_lr = false;   // async/ssp with an optimizer: lr / max(1, staleness)
   // async/ssp with a server SGD optimizer: Note [Momentum of asynchrony] in
-  // core/update_rules.hpp, N the live members (every member pushes every key). dcasgd's
-  // compensation needs a copy per member and part, which key-value jobs do not keep: it
-  // applies its momentum rule only.
+  // core/update_rules.hpp, N the live members (every member pushes every key), on the
+  // momentum only: where the rule would scale the lr (momentum below 0), the lr stays what
+  // the user's program set. dcasgd's compensation needs a copy per member and part, which
+  // key-value jobs do not keep: it applies the momentum rule only.
   async_rule rule = async_rule::none;
   std::optional<kv_optimizer> optimizer;
 };

@@ -137,7 +137,8 @@ void sample_dealer::lost(std::uint32_t rank) {
   // the rest was dealt already, then all of its share to the end of its epoch.
   advance(rank, s.clock);
   const kept_rows kept = s.kept;
-  orphan_rows(rank, s.clock, s.dealt_until, [&](std::int64_t c) { return std::pair<std::int64_t, std::int64_t>{0, kept.at(c)}; });
+  orphan_rows(rank, s.clock, s.dealt_until,
+              [&](std::int64_t c) { return std::pair<std::int64_t, std::int64_t>{0, kept.at(c)}; });
   s.kept.set(s.dealt_until, 0);
   s.live = false;
   advance(rank, std::min((s.clock / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps));

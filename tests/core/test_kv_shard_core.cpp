@@ -177,6 +177,18 @@ BOOST_AUTO_TEST_CASE(async_rules_lower_the_momentum_by_the_live_members) {
   BOOST_TEST(twice(sync_mode::async, async_rule::none, false) == -1.f - (0.9f + 1.f), tt::tolerance(1e-6f));
   // sync: rounds of three summed gradients (3), velocity 3 then 0.9 * 3 + 3
   BOOST_TEST(twice(sync_mode::sync, async_rule::momentum, false) == -3.f - (2.7f + 3.f), tt::tolerance(1e-6f));
+  // Plain SGD: the rule would scale the lr by 1/3 (Note [Momentum of asynchrony]); the
+  // user's lr stands: two steps of the gradient.
+  kv_shard_config plain;
+  plain.mode = sync_mode::async;
+  plain.optimizer = plain_sgd();
+  plain.rule = async_rule::momentum;
+  kv_shard_core c(plain);
+  c.start({0, 1, 2});
+  BOOST_REQUIRE(!c.define(part_a, "s:a", tensor({n})));
+  c.push(0, part_a, 0, filled(1.f));
+  c.push(1, part_a, 0, filled(1.f));
+  BOOST_TEST(at(c, part_a) == -2.f);
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_leaves_closes_its_rounds_and_drops_its_pulls) {

@@ -72,9 +72,12 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_arrives_fails_the_others_in_time) {
   std::vector<std::thread> threads;
   const auto t0 = std::chrono::steady_clock::now();
   for (int r = 0; r < 3; ++r)
-    threads.emplace_back([&, r] {
+    threads.emplace_back([&, r] {  // Boost.Test's assertions are not thread-safe: none in here
       auto c = host_collective::open(id, 3, r, 5s);
-      BOOST_REQUIRE(c.has_value());
+      if (!c) {
+        errors[r] = "open failed: " + c.error().message;
+        return;
+      }
       if (r == 2) {
         silent = std::move(*c);  // joins, then never calls all_reduce
         return;
@@ -89,6 +92,7 @@ BOOST_AUTO_TEST_CASE(a_member_that_never_arrives_fails_the_others_in_time) {
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   for (int r = 0; r < 2; ++r) BOOST_TEST(errors[r].find("did one die?") != std::string::npos, errors[r]);
   BOOST_TEST(waited < 15.0);
+  BOOST_REQUIRE_MESSAGE(silent, errors[2]);
   // The group stays broken: the latecomer is told so at once.
   float y = 2.f;
   float* bufs[] = {&y};
@@ -108,9 +112,12 @@ BOOST_AUTO_TEST_CASE(members_must_pass_the_same_buffers) {
   std::vector<std::string> errors(2);
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r)
-    threads.emplace_back([&, r] {
+    threads.emplace_back([&, r] {  // no Boost.Test assertions in here: they are not thread-safe
       auto c = host_collective::open(id, 2, r, 5s);
-      BOOST_REQUIRE(c.has_value());
+      if (!c) {
+        errors[r] = "open failed: " + c.error().message;
+        return;
+      }
       std::vector<float> v(r == 0 ? 4 : 5, 1.f);
       float* bufs[] = {v.data()};
       const std::int64_t counts[] = {static_cast<std::int64_t>(v.size())};
@@ -118,5 +125,5 @@ BOOST_AUTO_TEST_CASE(members_must_pass_the_same_buffers) {
     });
   for (auto& t : threads) t.join();
   BOOST_TEST((!errors[0].empty() || !errors[1].empty()));
-  BOOST_TEST((errors[0] + errors[1]).find("different sizes") != std::string::npos);
+  BOOST_TEST((errors[0] + errors[1]).find("different sizes") != std::string::npos, errors[0] + errors[1]);
 }
