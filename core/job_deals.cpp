@@ -55,10 +55,10 @@ void job_core::deal_lost_rows(std::uint32_t rank, job_actions_list& out) {
 // and compared, once it has reported min_balance_steps steps, with the upper median over
 // the members that have (with two members, the fast one). A member below half of it keeps
 // that fraction of its batch (at least an eighth), so its steps take about as long as the
-// others'; it adjusts while below 0.75 and keeps all of its rows again above that. Eight
-// threads on two cores measured rates a third apart over a few steps: with the weight 0.2
-// and a threshold of 0.8 they shed rows on every run of the MLP with nobody slow (16 sheds,
-// 13% fewer samples/s), so a member must be clearly and lastingly slow before rows move.
+// others'; it adjusts while below 0.75 and keeps all of its rows again above that. The
+// MLP's 8 workers as threads on two cores, nobody slow, shed 16 times a run (13% fewer
+// samples/s) with a weight of 0.2 and a threshold of 0.8: a member must be clearly and
+// lastingly slow before rows move.
 // A change of a fifth or less of what it keeps is not worth a message.
 void job_core::balance_shares(const step_report& r, job_actions_list& out) {
   if (!balances_shares(job_) || phase_ != job_phase::training || r.samples <= 0 || r.busy_seconds <= 0.0) return;
