@@ -3,6 +3,8 @@
 #define BOOST_TEST_MODULE job
 #include <boost/test/unit_test.hpp>
 
+#include <functional>
+
 #include <limits>
 
 #include "core/job.hpp"
@@ -135,6 +137,26 @@ BOOST_AUTO_TEST_CASE(the_straggler_factor_is_0_or_a_finite_number_from_1) {
     j.straggler_factor = bad;
     BOOST_TEST(validate(j).value_or("").find("--straggler-factor") != std::string::npos, bad);
   }
+}
+
+BOOST_AUTO_TEST_CASE(share_balance_on_needs_a_job_that_deals_samples) {
+  job_spec j;
+  j.workers = 4;
+  j.balance_shares = share_balance::on;
+  BOOST_TEST(!validate(j));
+  for (auto change : std::vector<std::function<void(job_spec&)>>{
+           // (--servers 0 and --local-reduce with several workers are refused before, by their own checks)
+           [](job_spec& x) { x.pipeline_stages = 2; }, [](job_spec& x) { x.kv = true; },
+           [](job_spec& x) { x.workers = 1; }}) {
+    job_spec bad = j;
+    change(bad);
+    const std::string why = validate(bad).value_or("");
+    BOOST_TEST(why.find("--share-balance on") != std::string::npos, why);
+    BOOST_TEST(why.find("it needs 2 or more workers") != std::string::npos, why);
+  }
+  j.balance_shares = share_balance::automatic;  // auto simply does not balance there
+  j.pipeline_stages = 2;
+  BOOST_TEST(validate(j).value_or("").find("--share-balance") == std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(backup_workers_scale_the_lr_for_the_gradients_a_round_sums) {

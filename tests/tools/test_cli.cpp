@@ -161,6 +161,7 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
                      {"--compression", "--servers 0"});
   expect_usage_error({"train", "--pull-precision", "fp8"}, {"--pull-precision"});
   expect_usage_error({"train", "--async-rule", "adagrad"}, {"--async-rule", "dcasgd"});
+  expect_usage_error({"train", "--share-balance", "maybe"}, {"--share-balance"});
   expect_usage_error({"train", "--critical-batch", "-1"}, {"--critical-batch"});
   expect_usage_error({"train", "--dc-lambda", "nan"}, {"--dc-lambda"});
   expect_usage_error({"train", "--backup-workers", "1"}, {"--backup-workers", "--mode sync"});  // async by default
