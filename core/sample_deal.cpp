@@ -204,12 +204,36 @@ std::optional<rows_shed> sample_dealer::shed(std::uint32_t rank, std::int64_t ke
   for (const rank_state& o : ranks_)
     if (o.live && !o.done) fastest = std::max(fastest, o.clock);
   const std::int64_t epoch = s.clock / d_.steps_per_epoch, fastest_epoch = fastest / d_.steps_per_epoch;
-  std::int64_t not_before = fastest_epoch == epoch ? 0 : (fastest_epoch + 1) * d_.steps_per_epoch;
+  std::int64_t not_before = fastest_epoch == epoch && others_can_take(rank, keep)
+                                ? 0
+                                : (fastest_epoch + 1) * d_.steps_per_epoch;
   if (keep > s.kept.least_from(s.clock)) not_before = std::max(not_before, s.dealt_until);
   if (not_before >= d_.total_steps) return std::nullopt;
   const std::uint64_t id = next_id_++;
   s.shed.emplace(id, keep);
   return rows_shed{id, keep, not_before};
+}
+
+// Whether the members that shed nothing have room, in this epoch, for the rows `rank`
+// would give up from its next step to the epoch's end by keeping `keep`.
+bool sample_dealer::others_can_take(std::uint32_t rank, std::int64_t keep) const {
+  const rank_state& s = ranks_[rank];
+  const std::int64_t end = std::min((s.clock / d_.steps_per_epoch + 1) * d_.steps_per_epoch, d_.total_steps);
+  std::int64_t given_up = 0;
+  std::vector<std::int64_t> rows;
+  for (std::int64_t c = s.clock + 1; c < end; ++c) {
+    rows.clear();
+    static_positions(d_, rank, c, rows, keep, s.kept.at(c));
+    given_up += static_cast<std::int64_t>(rows.size());
+  }
+  std::int64_t space = 0;
+  for (std::uint32_t r = 0; r < ranks_.size() && space < given_up; ++r) {
+    const rank_state& o = ranks_[r];
+    if (r == rank || !o.live || o.done || sheds(o)) continue;
+    const std::int64_t from = std::max(end - d_.steps_per_epoch, o.clock + lookahead);
+    if (from < end) space += room(o, from, end);
+  }
+  return space >= given_up;
 }
 
 std::int64_t sample_dealer::keeps(std::uint32_t rank) const {
@@ -303,18 +327,22 @@ void sample_dealer::deal_epoch(std::int32_t epoch, std::vector<std::int64_t>& po
   };
   std::vector<taker> takers;
   std::int64_t weights = 0;
-  for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
-    const rank_state& s = ranks_[r];
-    if (!s.live || s.done || sheds(s)) continue;
-    const std::int64_t from = std::max(begin, s.clock + lookahead);
-    if (from >= end) continue;
-    const std::int64_t space = room(s, from, end);
-    if (space <= 0) continue;
-    takers.push_back({r, from, end - from, space});
-    weights += end - from;
-  }
+  auto add_takers = [&](bool shedding) {
+    for (std::uint32_t r = 0; r < ranks_.size(); ++r) {
+      const rank_state& s = ranks_[r];
+      if (!s.live || s.done || sheds(s) != shedding) continue;
+      const std::int64_t from = std::max(begin, s.clock + lookahead);
+      if (from >= end) continue;
+      const std::int64_t space = room(s, from, end);
+      if (space <= 0) continue;
+      takers.push_back({r, from, end - from, space});
+      weights += end - from;
+    }
+  };
+  add_takers(false);
   // In proportion to the steps each has left in the epoch, then what did not fit to those
-  // with room left.
+  // with room left; what still does not fit goes to shedding members (their own given-up
+  // rows among them): slowly trained rather than not at all.
   std::int64_t given = 0, cumulative = 0;
   for (taker& t : takers) {
     const std::int64_t before = weights ? total * cumulative / weights : 0;
@@ -323,7 +351,9 @@ void sample_dealer::deal_epoch(std::int32_t epoch, std::vector<std::int64_t>& po
     t.share = std::min(after - before, t.room);
     given += t.share;
   }
-  for (taker& t : takers) {
+  add_takers(true);
+  for (std::size_t i = 0; i < takers.size() && given < total; ++i) {
+    taker& t = takers[i];
     const std::int64_t more = std::min(total - given, t.room - t.share);
     t.share += more;
     given += more;

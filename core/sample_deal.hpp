@@ -53,11 +53,14 @@ namespace troupe {
 // of its own share of each step, from a clock the dealer names: a shed. The positions it
 // gives up are orphaned as a lost rank's are (each epoch's as the fastest member nears
 // it) and dealt to the members
-// that shed nothing, so every sample is still trained once an epoch, and the slow member's
-// steps shrink until it keeps pace. Its gradient stays scaled by its whole share's rows,
-// so each sample weighs what it did. A shed applies from the member's next step while the
-// fastest member is in the same epoch (always in sync), the rest of that epoch's rows going
-// to the others at once; else from the first epoch that no member has begun, whose rows
+// that shed nothing (what does not fit there to shedding members, the shedder itself
+// among them: trained slowly rather than not at all), so every sample is still trained
+// once an epoch, and the slow member's steps shrink until it keeps pace. Its gradient
+// stays scaled by its whole share's rows, so each sample weighs what it did. A shed
+// applies from the member's next step while the fastest member is in the same epoch
+// (always in sync) and the others have room in their steps left there for the rest of
+// that epoch's rows, which go to them at once; else from the first epoch that no member
+// has begun, whose rows
 // are dealt as the fastest member nears it, when every other member has all of its steps
 // in it left to take them (in async a slow member lags epochs behind, and the rows of its
 // epoch would find no member still in it). The dealer orphans a member's shed positions up to its
@@ -192,8 +195,9 @@ class sample_dealer {
   // Orphans rows [first, end(clock)) of rank's static share at clocks [from, to).
   void orphan_rows(std::uint32_t rank, std::int64_t from, std::int64_t to,
                    const std::function<std::pair<std::int64_t, std::int64_t>(std::int64_t)>& rows);
-  // A shedding member takes no grants.
+  // A shedding member takes only what no other member can.
   bool sheds(const rank_state& s) const;
+  bool others_can_take(std::uint32_t rank, std::int64_t keep) const;
   void orphan_grant_rows(const rows_grant& g, std::int64_t from_clock, std::int64_t to_clock);
   void deal_epoch(std::int32_t epoch, std::vector<std::int64_t>& positions,
                   std::vector<std::pair<std::uint32_t, rows_grant>>& out);

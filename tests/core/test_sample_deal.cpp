@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(a_shed_behind_the_others_deals_a_later_epoch_and_a_raise_ta
   for (std::int64_t c = 10; c < 15; ++c) static_positions(d, 0, c, expected, 1);
   std::vector<std::int64_t> dealt;
   for (const auto& [rank, g] : dealer.deal()) {
-    BOOST_TEST(rank != 0u);  // a shedding member takes no grants
+    BOOST_TEST(rank != 0u);  // a shedding member takes only what the others cannot
     BOOST_TEST(g.epoch == 2);
     BOOST_TEST(g.from_step == 0);  // all of the epoch's steps to take them in
     dealt.insert(dealt.end(), g.positions.begin(), g.positions.end());
@@ -183,6 +183,57 @@ BOOST_AUTO_TEST_CASE(a_shed_in_step_applies_at_once_and_a_lost_member_gives_up_i
   dealer.reported(0, 4);
   dealer.lost(0);  // its kept row 0 of step 4 goes to the others too
   BOOST_TEST(dealt_rows() + dealer.lost_positions() == 1);
+}
+
+// In the fastest member's epoch but far behind it, a shed waits for the next epoch: the
+// fast member has no steps left there for the rows it would give up.
+BOOST_AUTO_TEST_CASE(a_shed_whose_rows_the_others_have_no_room_for_waits_for_the_next_epoch) {
+  const deal_shape d = small_shape(2, 4, 40, 2);  // 10 steps an epoch
+  sample_dealer dealer(d, 2, 0);
+  dealer.reported(0, 1);
+  dealer.reported(1, 8);  // it can take rows only from clock 10
+  const auto shed = dealer.shed(0, 1);
+  BOOST_TEST_REQUIRE(shed.has_value());
+  BOOST_TEST(shed->not_before == 10);
+  dealer.answered(0, shed->id, true, 10);
+  std::int64_t granted = 0;  // epoch 1 at once: rank 1 is near it
+  for (const auto& [rank, g] : dealer.deal()) {
+    BOOST_TEST(rank == 1u);
+    BOOST_TEST(g.epoch == 1);
+    granted += static_cast<std::int64_t>(g.positions.size());
+  }
+  BOOST_TEST(granted == 3 * 10);
+  BOOST_TEST(dealer.lost_positions() == 0);
+}
+
+// Rows that no member shedding nothing can take go to a shedding member, the shedder
+// itself included, rather than untrained.
+BOOST_AUTO_TEST_CASE(rows_only_a_shedding_member_can_take_go_to_it) {
+  const deal_shape d = small_shape(2, 4, 40, 1);  // 10 steps
+  sample_dealer dealer(d, 2, 0);
+  dealer.reported(0, 1);
+  dealer.reported(1, 1);
+  const auto shed = dealer.shed(0, 1);
+  BOOST_TEST_REQUIRE(shed.has_value());
+  BOOST_TEST(shed->not_before == 0);  // rank 1 has room for 3 rows of each of steps 2-9
+  dealer.answered(0, shed->id, true, 2);
+  std::int64_t to_one = 0;
+  for (const auto& [rank, g] : dealer.deal()) {
+    BOOST_TEST(rank == 1u);
+    BOOST_TEST(g.from_step == 3);  // its report and the lookahead
+    dealer.answered(rank, g.id, true);
+    to_one += static_cast<std::int64_t>(g.positions.size());
+  }
+  BOOST_TEST(to_one == 3 * 8);
+  dealer.reported(1, 9);
+  dealer.lost(1);  // its step 9 and the 4 granted rows there (24 over steps 3-9): only rank 0 has steps left
+  std::int64_t back = 0;
+  for (const auto& [rank, g] : dealer.deal()) {
+    BOOST_TEST(rank == 0u);
+    back += static_cast<std::int64_t>(g.positions.size());
+  }
+  BOOST_TEST(back == 4 + 4);
+  BOOST_TEST(dealer.lost_positions() == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_grant_goes_in_proportion_to_the_steps_left_and_within_each_steps_room) {
