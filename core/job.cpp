@@ -144,6 +144,18 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
   return std::min(job.train.batch_size, samples_per_worker(job) - step_in_epoch * job.train.batch_size);
 }
 
+batch_choice auto_batch(const job_spec& job) {
+  constexpr std::int64_t fewest = 8;
+  const std::int64_t n = std::max<std::uint32_t>(1, job.workers);
+  if (n == 1 || job.kv || job.pipeline_stages > 1) return {};
+  if (job.mode == sync_mode::sync) {
+    if (job.critical_batch <= 0) return {};
+    const std::int64_t b = std::clamp((job.critical_batch + n - 1) / n, fewest, reference_batch);
+    return {b, static_cast<float>(b) / static_cast<float>(reference_batch)};
+  }
+  return {std::clamp((reference_batch + n - 1) / n, fewest, reference_batch), 1.f};
+}
+
 lr_schedule job_schedule(const job_spec& job) {
   const lr_schedule s = make_schedule(job.train, samples_per_worker(job));
   if (job.mode != sync_mode::sync) return s;

@@ -19,10 +19,14 @@ namespace troupe {
 // The defaults are the command's defaults, chosen on Fashion-MNIST (README, benchmarks):
 // SGD with Nesterov momentum 0.9 and weight decay 5e-4, lr 0.05 warmed up over half an
 // epoch and then cosine-decayed to zero. They train both the MLP and the CNN.
+// One worker's batch, the one the default lr is tuned for; a job of several workers splits
+// its batch over them (Note [The job's batch] in core/job.hpp).
+inline constexpr std::int64_t reference_batch = 128;
+
 struct local_train_config {
   std::string model = "mlp";
   int epochs = 5;
-  std::int64_t batch_size = 128;
+  std::int64_t batch_size = reference_batch;
   float lr = 0.05f;
   optimizer_config optimizer{optimizer_kind::sgd, 0.9f, true, 5e-4f};
   lr_schedule_kind schedule = lr_schedule_kind::cosine;

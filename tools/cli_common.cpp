@@ -26,8 +26,16 @@ void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--epochs", o.train.epochs, "Passes over the training set")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  app.add_option("--batch-size", o.train.batch_size, "Samples per step (per worker)")
-      ->check(CLI::Range(1, 1 << 20))
+  app.add_option("--batch-size", o.batch_size,
+                 "Samples per step per worker, 1 to 1048576, or auto: 128 for one worker; with several, the job's "
+                 "batch split over them (256 a round in sync, 128 pushes' worth in async and ssp)")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            return s == "auto" || parse_batch_size(s) ? std::string()
+                                                      : "'" + s + "' is not a batch: give auto or a whole number "
+                                                        "from 1 to 1048576";
+          },
+          "N|auto"))
       ->capture_default_str();
   app.add_option("--lr", o.train.lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--momentum", o.train.optimizer.momentum, "SGD momentum")
@@ -66,8 +74,17 @@ std::optional<std::string> device_unusable(device d) {
   return std::nullopt;
 }
 
+std::optional<std::int64_t> parse_batch_size(const std::string& s) {
+  if (s.empty() || s.size() > 7 || s.find_first_not_of("0123456789") != std::string::npos) return std::nullopt;
+  const std::int64_t n = std::stoll(s);
+  if (n < 1 || n > (1 << 20)) return std::nullopt;
+  return n;
+}
+
 local_train_config resolve_train_options(const train_options& o) {
   local_train_config cfg = o.train;
+  // One worker's batch: auto is the reference batch (Note [The job's batch]).
+  cfg.batch_size = o.batch_size == "auto" ? reference_batch : *parse_batch_size(o.batch_size);
   // Both names were checked by the IsMember validators above.
   cfg.optimizer.kind = *parse_optimizer_kind(o.optimizer);
   cfg.schedule = *parse_lr_schedule_kind(o.schedule);

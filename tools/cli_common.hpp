@@ -40,10 +40,13 @@ struct train_options {
   local_train_config train;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
+  std::string batch_size = "auto";  // --batch-size: N per worker, or auto (Note [The job's batch])
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
   bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA
 };
 void add_train_options(CLI::App& app, train_options& opts);
+// --batch-size N (1 to 2^20), or nothing.
+std::optional<std::int64_t> parse_batch_size(const std::string& s);
 local_train_config resolve_train_options(const train_options& opts);
 // The device --device names (the validator has checked the text).
 device chosen_device(const train_options& opts);

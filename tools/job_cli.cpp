@@ -184,6 +184,12 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job_spec job = o.job;
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
+  if (o.train.batch_size == "auto") {
+    const batch_choice b = auto_batch(job);
+    job.train.batch_size = b.batch;
+    job.train.lr *= b.lr_factor;
+    job.batch_auto = true;
+  }
   job.async_correction = *parse_async_rule(o.async_rule);
   job.balance_shares = o.share_balance == "on"    ? share_balance::on
                        : o.share_balance == "off" ? share_balance::off
@@ -269,7 +275,13 @@ std::string describe(const job_spec& job, const dataset_split& data) {
   }
   s << ", " << job.servers << " shard servers, model " << job.train.model << ", "
     << job.train_size << " training samples (" << data.train.name << "), " << job.train.epochs << " epochs, batch "
-    << job.train.batch_size << " per worker, " << describe(job.train);
+    << job.train.batch_size << " per worker";
+  if (job.batch_auto && job.workers > 1 && job.train.batch_size != reference_batch)
+    s << " (--batch-size auto: " << job.train.batch_size * job.workers << " samples "
+      << (job.mode == sync_mode::sync ? "a round" : "across the workers")
+      << (job.mode == sync_mode::sync ? ", lr scaled by the batch over 128" : "")
+      << "; a larger --batch-size N trains faster and may learn less)";
+  s << ", " << describe(job.train);
   s << describe_update_rules(job);
   if (job.simulate_compute_ms > 0) s << ", simulated compute " << job.simulate_compute_ms << " ms";
   if (job.slow_worker >= 0) s << ", worker " << job.slow_worker << " slowed " << job.slow_factor << "x";

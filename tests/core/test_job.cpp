@@ -126,6 +126,39 @@ BOOST_AUTO_TEST_CASE(the_sync_schedule_stops_growing_at_the_critical_batch) {
   BOOST_TEST(validate(j).value_or("").find("--dc-lambda") != std::string::npos);
 }
 
+// Note [The job's batch]: --batch-size auto.
+BOOST_AUTO_TEST_CASE(the_auto_batch_keeps_the_jobs_batch_as_workers_are_added) {
+  job_spec j;
+  auto chosen = [&](sync_mode mode, std::uint32_t workers) {
+    j.mode = mode;
+    j.workers = workers;
+    const batch_choice b = auto_batch(j);
+    return std::pair<std::int64_t, float>{b.batch, b.lr_factor};
+  };
+  using choice = std::pair<std::int64_t, float>;
+  // sync: the critical batch (256) a round, the lr scaled by the batch over 128
+  BOOST_TEST((chosen(sync_mode::sync, 1) == choice{128, 1.f}));
+  BOOST_TEST((chosen(sync_mode::sync, 2) == choice{128, 1.f}));
+  BOOST_TEST((chosen(sync_mode::sync, 3) == choice{86, 86.f / 128}));  // rounded up
+  BOOST_TEST((chosen(sync_mode::sync, 16) == choice{16, 0.125f}));
+  BOOST_TEST((chosen(sync_mode::sync, 64) == choice{8, 0.0625f}));  // never below 8
+  // async and ssp: 128 across the workers, at the lr as given
+  BOOST_TEST((chosen(sync_mode::async, 1) == choice{128, 1.f}));
+  BOOST_TEST((chosen(sync_mode::async, 4) == choice{32, 1.f}));
+  BOOST_TEST((chosen(sync_mode::ssp, 3) == choice{43, 1.f}));
+  BOOST_TEST((chosen(sync_mode::async, 32) == choice{8, 1.f}));
+  // linear scaling without a cap, pipelines and key-value jobs: 128 a worker
+  j.critical_batch = 0;
+  BOOST_TEST((chosen(sync_mode::sync, 16) == choice{128, 1.f}));
+  j.critical_batch = 512;
+  BOOST_TEST((chosen(sync_mode::sync, 16) == choice{32, 0.25f}));
+  j.pipeline_stages = 2;
+  BOOST_TEST((chosen(sync_mode::async, 4) == choice{128, 1.f}));
+  j.pipeline_stages = 1;
+  j.kv = true;
+  BOOST_TEST((chosen(sync_mode::async, 4) == choice{128, 1.f}));
+}
+
 BOOST_AUTO_TEST_CASE(the_straggler_factor_is_0_or_a_finite_number_from_1) {
   job_spec j;
   j.mode = sync_mode::ssp;

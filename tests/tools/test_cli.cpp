@@ -64,6 +64,9 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam"});
   expect_usage_error({"train-local", "--model", "resnet"}, {"--model", "mlp:IN-H1-...-OUT"});
   expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
+  expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});
+  expect_usage_error({"train", "--batch-size", "big"}, {"--batch-size", "auto", "1 to 1048576"});
+  expect_usage_error({"train", "--batch-size", "2000000"}, {"--batch-size", "auto"});
   expect_usage_error({"train-local", "--dataset", "cifar"}, {"--dataset", "fashion-mnist", "synthetic"});
 }
 

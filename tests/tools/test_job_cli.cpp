@@ -1,7 +1,7 @@
 // Tests for tools/job_cli.cpp's account of what the shards make of the optimizer: the
 // capped sync lr past the critical batch, how many gradients close a round with backup
 // workers, the momentum --async-rule uses for N workers, whether shares are balanced, and
-// nothing where nothing changes.
+// nothing where nothing changes; and how --batch-size resolves.
 #define BOOST_TEST_MODULE job_cli
 #include <boost/test/unit_test.hpp>
 
@@ -72,6 +72,30 @@ BOOST_AUTO_TEST_CASE(async_and_ssp_say_that_they_balance_shares_and_sync_only_wh
   job_spec off = four_workers(sync_mode::async);
   off.balance_shares = share_balance::off;
   BOOST_TEST(!says(describe_update_rules(off), balances));
+}
+
+// --batch-size auto (the default) resolves with the mode and the workers; a number is
+// each worker's batch at the lr as given.
+BOOST_AUTO_TEST_CASE(the_batch_flag_resolves_with_the_mode_and_the_workers) {
+  job_cli_options o;
+  o.job.workers = 16;
+  o.mode = "sync";
+  auto job = resolve_job_options(o);
+  BOOST_TEST_REQUIRE(job.has_value());
+  BOOST_TEST(job->train.batch_size == 16);
+  BOOST_TEST(job->train.lr == 0.05f * 0.125f);
+  BOOST_TEST(job->batch_auto);
+  o.mode = "async";
+  job = resolve_job_options(o);
+  BOOST_TEST_REQUIRE(job.has_value());
+  BOOST_TEST(job->train.batch_size == 8);
+  BOOST_TEST(job->train.lr == 0.05f);
+  o.train.batch_size = "100";
+  job = resolve_job_options(o);
+  BOOST_TEST_REQUIRE(job.has_value());
+  BOOST_TEST(job->train.batch_size == 100);
+  BOOST_TEST(job->train.lr == 0.05f);
+  BOOST_TEST(!job->batch_auto);
 }
 
 BOOST_AUTO_TEST_CASE(nothing_is_said_where_nothing_changes) {
