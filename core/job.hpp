@@ -141,9 +141,10 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // ceil(C / N) of the critical batch C (256) at lr * B / 128, so a round's sum steps as two
 // workers of 128 do at the lr; in async and ssp each trains ceil(128 / N) at the lr as
 // given, so N workers push as often, per sample, as one worker of 128 steps and the
-// momentum rule makes up for the staleness. Never below 8 a worker nor above 128 (with
-// 33 or more workers the job's batch grows again). Measured the same way with auto: sync
-// 88.84/88.99/88.84%, async 88.72/88.42/88.64%, ssp 88.53/88.43/88.65%. The price is
+// momentum rule makes up for the staleness. Never below 8 a worker nor above 128 (past 32
+// workers in sync and 16 in async the job's batch grows again). Measured the same way
+// with auto: sync 88.84/88.99/88.84%, async 88.70/88.39/88.68%, ssp 88.46/88.58/88.43%, and
+// the CNN in async at 4 workers 91.45% against 87.68% at 128 a worker. The price is
 // samples/s where a step's fixed cost dominates: the MLP in async at 16 workers on two
 // cores pushes every 8 samples, 11k samples/s against 80k at 128. `--batch-size N` fixes
 // the batch per worker (and --lr is then the step of each worker's batch, as before).
