@@ -207,6 +207,9 @@ class job_core {
   void deal_rows(job_actions_list& out);
   void deal_lost_rows(std::uint32_t rank, job_actions_list& out);
   void balance_shares(const step_report& r, job_actions_list& out);
+  // Note [Balancing shares]: the share of its rate-proportional rows a slow member keeps
+  // so that it catches up with the others' median clock (1: not behind).
+  double catch_up(std::uint32_t rank) const;
   std::string redealt_account(const job_result& r) const;
   // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
   void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);

@@ -59,7 +59,25 @@ void job_core::deal_lost_rows(std::uint32_t rank, job_actions_list& out) {
 // MLP's 8 workers as threads on two cores, nobody slow, shed 16 times a run (13% fewer
 // samples/s) with a weight of 0.2 and a threshold of 0.8: a member must be clearly and
 // lastingly slow before rows move.
+// A slow member is named only after those steps, so by then it is behind: at a quarter of
+// the pace, 20 of its steps are 80 of the others'. Keeping rows in proportion to its rate
+// would only hold that lag, and the job would end when it ends, the lag later than the
+// others. So a slow member behind the others' (upper) median clock keeps fewer still, in
+// the proportion of the job's steps they have left to those it has (at least half of
+// what its rate says), and catches up before the job's end.
 // A change of a fifth or less of what it keeps is not worth a message.
+double job_core::catch_up(std::uint32_t rank) const {
+  std::vector<std::int64_t> clocks;
+  for (std::uint32_t w = 0; w < members_.size(); ++w)
+    if (w != rank && members_[w].live && !members_[w].done) clocks.push_back(members_[w].clock);
+  if (clocks.empty()) return 1.0;
+  std::sort(clocks.begin(), clocks.end());
+  const std::int64_t total = dealer_->shape().total_steps, theirs = clocks[clocks.size() / 2];
+  const std::int64_t own = members_[rank].clock;
+  if (own >= theirs || own >= total) return 1.0;
+  return std::max(0.5, static_cast<double>(total - theirs) / static_cast<double>(total - own));
+}
+
 void job_core::balance_shares(const step_report& r, job_actions_list& out) {
   if (!balances_shares(job_) || phase_ != job_phase::training || r.samples <= 0 || r.busy_seconds <= 0.0) return;
   member& m = members_[r.rank];
@@ -74,8 +92,9 @@ void job_core::balance_shares(const step_report& r, job_actions_list& out) {
   const double ratio = m.row_rate / rates[rates.size() / 2];
   const std::int64_t batch = job_.train.batch_size, now = dealer_->keeps(r.rank);
   const bool slow = now < batch ? ratio < 0.75 : ratio < 0.5;
+  const double lag = slow ? catch_up(r.rank) : 1.0;
   const std::int64_t want = !slow ? batch
-                                  : std::clamp<std::int64_t>(std::llround(static_cast<double>(batch) * ratio),
+                                  : std::clamp<std::int64_t>(std::llround(static_cast<double>(batch) * ratio * lag),
                                                              std::max<std::int64_t>(1, batch / 8), batch);
   if (want == now || (want != batch && std::abs(want - now) <= std::max<std::int64_t>(1, now / 5))) return;
   auto shed = dealer_->shed(r.rank, want);
@@ -88,7 +107,9 @@ void job_core::balance_shares(const step_report& r, job_actions_list& out) {
                                          "x the median rows per second): it trains all its samples again"
                                    : member_name(r.rank) + " computes " + times + "x the median rows per second: it " +
                                          "trains " + std::to_string(want) + " of its " + std::to_string(batch) +
-                                         " samples a step and the others the rest (--share-balance)"});
+                                         " samples a step and the others the rest" +
+                                         (lag < 1.0 ? ", fewer than its pace alone asks while it catches up" : "") +
+                                         " (--share-balance)"});
 }
 
 job_actions_list job_core::on_rows_answer(const rows_answer& a) {

@@ -3,7 +3,8 @@
 // with a note that says how many and to whom (Note [Dealing a lost worker's samples]); a
 // member that computes four times slower per row than the median is told to keep a
 // quarter of its rows, the rows it gives up go to the others, it keeps pace again and
-// takes them back from the first epoch not dealt; sync balances only with --share-balance on (Note
+// takes them back from the first epoch not dealt; one behind the others keeps fewer
+// still until it catches up; sync balances only with --share-balance on (Note
 // [Balancing shares] in core/sample_deal.hpp).
 #define BOOST_TEST_MODULE job_deals
 #include <boost/test/unit_test.hpp>
@@ -102,6 +103,32 @@ BOOST_AUTO_TEST_CASE(a_member_four_times_slower_keeps_a_quarter_of_its_rows_unti
   }
   BOOST_REQUIRE(again.has_value());
   BOOST_TEST(only<note>(back).text.find("worker 2 keeps pace again") == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_member_behind_the_others_keeps_fewer_rows_until_it_catches_up) {
+  job_spec j = tiny_job(sync_mode::async, 4);
+  j.train.batch_size = 32;
+  j.train_size = 4 * 32 * 100;  // 100 steps an epoch
+  j.train.epochs = 4;           // 400 steps in all
+  harness h(j);
+  h.start();
+  // Worker 2 computes a quarter as fast and steps once to the others' four: at its 20th
+  // step, when it can be told, they are at step 80.
+  job_actions_list told;
+  for (std::int64_t k = 1; k <= 80; ++k) {
+    for (std::uint32_t r : {0u, 1u, 3u}) h.core->on_step(step_report{r, k, 0, 0.5, 32, 0.01, 0, 0}, h.now);
+    if (k % 4 == 0) told = h.core->on_step(step_report{2, k / 4, 0, 0.5, 32, 0.04, 0, 0}, h.now);
+    if (k < 80) BOOST_TEST(all_of<shed_rows>(told).empty());
+  }
+  // Its pace alone asks for 8 of 32 rows; with 320 of the job's steps left to the others'
+  // 380 to it, 32 x 0.25 x 320/380 = 6.7: it keeps 7 and gains on them.
+  const shed_rows s = only<shed_rows>(told);
+  BOOST_TEST(s.rank == 2u);
+  BOOST_TEST(s.shed.keep == 7);
+  const std::string says = only<note>(told).text;
+  BOOST_TEST(says.find("it trains 7 of its 32 samples a step and the others the rest, fewer than its pace alone asks "
+                       "while it catches up") != std::string::npos,
+             says);
 }
 
 BOOST_AUTO_TEST_CASE(sync_balances_shares_only_when_asked) {
