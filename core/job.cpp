@@ -158,7 +158,8 @@ batch_choice auto_batch(const job_spec& job) {
 
 lr_schedule job_schedule(const job_spec& job) {
   const lr_schedule s = make_schedule(job.train, samples_per_worker(job));
-  if (job.mode != sync_mode::sync) return s;
+  if (job.mode != sync_mode::sync)  // Note [Warm-up of asynchrony]
+    return job.kv || job.async_correction == async_rule::none ? s : warm_up_for_asynchrony(s, job.workers);
   // Note [Critical batch]: a round sums the gradients of the workers it waits for.
   return cap_at_critical_batch(s, job.workers - static_cast<std::uint32_t>(job.backup_workers), job.train.batch_size,
                                job.critical_batch);

@@ -36,6 +36,13 @@ lr_schedule cap_at_critical_batch(lr_schedule s, std::uint32_t workers, std::int
   return s;
 }
 
+lr_schedule warm_up_for_asynchrony(lr_schedule s, std::uint32_t pushers) {
+  if (pushers <= async_warmup_workers) return s;
+  const double factor = static_cast<double>(pushers) / async_warmup_workers;
+  s.warmup_steps = std::min(s.total_steps, static_cast<std::int64_t>(std::llround(s.warmup_steps * factor)));
+  return s;
+}
+
 momentum_correction correct_for_asynchrony(float momentum, std::uint32_t pushers) {
   if (pushers <= 1) return {momentum, 1.f};
   const double n = pushers;

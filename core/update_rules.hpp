@@ -30,6 +30,14 @@
 // not the measured staleness, so the update is a function of the membership alone.
 // Adam is left alone (it normalises its steps by the gradients' own scale).
 //
+// Note [Warm-up of asynchrony]
+// Early in training the gradients change fastest, and an asynchronous update is computed
+// on parameters about N - 1 updates old. Past async_warmup_workers (8) workers the
+// warm-up is lengthened by N / 8, as the sync rule lengthens it past the critical batch
+// (Note [Critical batch]). Measured with the MLP, full Fashion-MNIST, 5 epochs, 16 async
+// workers at the defaults, 6 seeds: 88.55% on average with the 0.5-epoch warm-up, 88.74%
+// with 1 epoch (ssp: 88.57%, 88.62%). It comes with the `momentum` and `dcasgd` rules.
+//
 // Note [Delay compensation]
 // DC-ASGD (Zheng et al. 2017, MXNet's DCASGD optimizer) adds to a gradient g computed on
 // the parameters w_bak a worker last pulled the first-order correction for the parameters
@@ -63,6 +71,10 @@ struct momentum_correction {
   float lr_scale = 1.f;
 };
 momentum_correction correct_for_asynchrony(float momentum, std::uint32_t pushers);
+
+// Note [Warm-up of asynchrony]: the schedule for `pushers` members pushing on arrival.
+constexpr std::uint32_t async_warmup_workers = 8;
+lr_schedule warm_up_for_asynchrony(lr_schedule s, std::uint32_t pushers);
 
 // Note [Delay compensation]: out = g + lambda * g * g * (now - pulled), elementwise; all
 // of one length (out may be g).

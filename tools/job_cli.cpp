@@ -253,6 +253,8 @@ std::string describe_update_rules(const job_spec& job) {
     s << ": the shards use momentum " << c.momentum;
     if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
     s << " for " << job.workers << " asynchronous workers";
+    if (job.workers > async_warmup_workers)
+      s << ", warmed up over " << job_schedule(job).warmup_steps << " steps";
   }
   if (job.mode == sync_mode::ssp && job.straggler_factor > 0.0 && job.workers >= 2)
     s << "; a worker whose steps compute over " << job.straggler_factor

@@ -119,6 +119,13 @@ BOOST_AUTO_TEST_CASE(the_sync_schedule_stops_growing_at_the_critical_batch) {
   j.critical_batch = 256;
   j.mode = sync_mode::async;  // async applies each worker's gradient: no cap
   BOOST_TEST(job_schedule(j).base == j.train.lr);
+  // ... but 16 of them warm up twice as long (Note [Warm-up of asynchrony]), unless the
+  // job asks for no async rule.
+  const std::int64_t plain_warmup = make_schedule(j.train, samples_per_worker(j)).warmup_steps;
+  BOOST_TEST(job_schedule(j).warmup_steps == 2 * plain_warmup);
+  j.async_correction = async_rule::none;
+  BOOST_TEST(job_schedule(j).warmup_steps == plain_warmup);
+  j.async_correction = async_rule::momentum;
   j.critical_batch = -1;
   BOOST_TEST(validate(j).value_or("").find("--critical-batch") != std::string::npos);
   j.critical_batch = 256;

@@ -1,6 +1,6 @@
 // Tests for core/update_rules.cpp against hand-computed values: the critical-batch cap on
-// the sync schedule, the momentum of asynchrony's correction, DC-ASGD's compensation, and
-// the rules' names.
+// the sync schedule, the momentum of asynchrony's correction, the warm-up of many
+// asynchronous workers, DC-ASGD's compensation, and the rules' names.
 #define BOOST_TEST_MODULE update_rules
 #include <boost/test/unit_test.hpp>
 
@@ -85,6 +85,17 @@ BOOST_AUTO_TEST_CASE(past_zero_momentum_the_lr_keeps_the_effective_step) {
   const auto plain = correct_for_asynchrony(0.f, 4);  // plain SGD: lr / N
   BOOST_TEST(plain.momentum == 0.f);
   BOOST_TEST(plain.lr_scale == 0.25f, tt::tolerance(1e-7f));
+}
+
+BOOST_AUTO_TEST_CASE(past_eight_asynchronous_workers_the_warm_up_stretches_by_n_over_8) {
+  const lr_schedule s = mlp_schedule();
+  for (std::uint32_t workers : {1u, 4u, 8u}) BOOST_TEST(warm_up_for_asynchrony(s, workers).warmup_steps == 235);
+  const lr_schedule w16 = warm_up_for_asynchrony(s, 16);
+  BOOST_TEST(w16.warmup_steps == 470);
+  BOOST_TEST(w16.base == s.base);
+  BOOST_TEST(w16.total_steps == s.total_steps);
+  BOOST_TEST(warm_up_for_asynchrony(s, 12).warmup_steps == 353);  // 235 x 1.5 = 352.5
+  BOOST_TEST(warm_up_for_asynchrony(s, 1000).warmup_steps == s.total_steps);  // never past the end
 }
 
 BOOST_AUTO_TEST_CASE(delay_compensation_by_hand) {
