@@ -59,6 +59,9 @@ BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
   many.async_correction = async_rule::dcasgd;
   const std::string s = describe_update_rules(many);
   BOOST_TEST(says(s, "--async-rule dcasgd (lambda 0.04): the shards use momentum 0 and 0.625 x the lr"));
+  // Note [Warm-up of asynchrony]: 30 steps an epoch, half an epoch doubled for 16 workers.
+  BOOST_TEST(says(s, "for 16 asynchronous workers, warmed up over 30 steps"), s);
+  BOOST_TEST(!says(describe_update_rules(four_workers(sync_mode::async)), "warmed up"));
 }
 
 BOOST_AUTO_TEST_CASE(async_and_ssp_say_that_they_balance_shares_and_sync_only_when_asked) {
