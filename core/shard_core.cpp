@@ -61,10 +61,14 @@ tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) co
   return out;
 }
 
-tensor shard_core::params_for(std::uint32_t worker) const {
+bool shard_core::whole_shard(std::uint32_t worker) const {
   auto it = members_.find(worker);
   const shard_slice& slice = slice_of_stage(it == members_.end() ? 0 : it->second.stage);
-  if (slice.size() == 1 && slice[0].first == 0 && slice[0].second == numel()) return params_.lend();
+  return slice.size() == 1 && slice[0].first == 0 && slice[0].second == numel();
+}
+
+tensor shard_core::params_for(std::uint32_t worker) const {
+  if (whole_shard(worker)) return params_.lend();
   return pack_slice(worker, params());
 }
 

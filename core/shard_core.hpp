@@ -344,9 +344,12 @@ class shard_core {
   // the compensated gradient's buffer.
   std::map<std::uint32_t, tensor> pulled_;
   tensor compensated_;
+  tensor packed_now_;  // a pipeline stage's slice of params, packed for compensation
   std::map<std::uint32_t, std::pair<std::int64_t, refusal>> voided_;
 
   const shard_slice& slice_of_stage(std::uint32_t stage) const;
+  // The worker's slice is all of this shard's parameters, in their order.
+  bool whole_shard(std::uint32_t worker) const;
   bool has_slice(std::uint32_t stage) const;
 };
 

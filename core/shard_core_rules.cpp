@@ -31,16 +31,24 @@ void shard_core::answered(std::uint32_t worker, std::int64_t offset, std::int64_
     pack_slice_into(worker, params(), mine);
     return;
   }
-  const tensor now = piece_for(worker, offset, numel);
-  copy(mine.view().flat(offset, numel), now);
+  if (whole_shard(worker)) {  // the piece lies in params as it lies in the slice
+    copy(mine.view().flat(offset, numel), params().view().flat(offset, numel));
+    return;
+  }
+  copy(mine.view().flat(offset, numel), piece_for(worker, offset, numel));
 }
 
 const_tensor_view shard_core::compensated(std::uint32_t worker, const tensor& grad) {
   auto it = pulled_.find(worker);
   if (cfg_.rule != async_rule::dcasgd || it == pulled_.end() || it->second.numel() != grad.numel()) return grad;
   if (compensated_.numel() != grad.numel()) compensated_ = tensor::uninitialized({grad.numel()});
-  const tensor now = pack_slice(worker, params());
-  compensate_delay(compensated_, grad, now, it->second, cfg_.dc_lambda);
+  if (whole_shard(worker)) {
+    compensate_delay(compensated_, grad, params(), it->second, cfg_.dc_lambda);
+  } else {
+    if (packed_now_.numel() != grad.numel()) packed_now_ = tensor::uninitialized({grad.numel()});
+    pack_slice_into(worker, params(), packed_now_);
+    compensate_delay(compensated_, grad, packed_now_, it->second, cfg_.dc_lambda);
+  }
   return compensated_;
 }
 
