@@ -1,6 +1,7 @@
 // One rank's part of a ring collective (Note [The ring] in the header).
 #include "core/ring_collective.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>

@@ -1,8 +1,9 @@
 // ring_collective: one rank's part of a collective over a ring of `world` ranks, as
 // pieces in and pieces out, with no threads and no transport (Note [The ring]): all-reduce
 // (sum, avg, max), broadcast from a root, and all-gather of blocks of any sizes. A shell
-// carries every outgoing piece to the right neighbour (rank + 1 mod world), in the order
-// given, and hands every piece from the left neighbour to receive().
+// carries every outgoing piece to the right neighbour (rank + 1 mod world) and hands
+// every piece from the left neighbour to receive(), in any order: the result does not
+// depend on it, so pieces may travel on several lanes at once.
 //
 // Note [The ring]
 // All-reduce is a reduce-scatter and then an all-gather (Patarasuk and Yuan; Horovod and
@@ -75,7 +76,7 @@ class ring_collective {
   std::vector<ring_piece> start();
 
   struct outcome {
-    std::vector<ring_piece> send;  // to the right neighbour, in this order
+    std::vector<ring_piece> send;  // to the right neighbour
     std::optional<fault> refused;  // set when the piece was not applied
   };
   outcome receive(const ring_piece& p);
