@@ -1,8 +1,8 @@
 // Tests for core/shard_core_rules.cpp, by hand: --async-rule momentum lowers SGD's
 // momentum (and past zero, the lr) by the live members that push on arrival, follows
 // members that leave, and leaves sync rounds and Adam alone; dcasgd compensates a
-// gradient for what moved since the sender's answered pull, piece by piece, and not for a
-// member that has no answered pull. With --backup-workers a sync round closes with the
+// gradient for what moved since the sender's answered pull, piece by piece, on a pipeline
+// stage's slice packed from its ranges, and not for a member that has no answered pull. With --backup-workers a sync round closes with the
 // first gradients of all but b of each stage's members, drops a late one (or piece) without
 // an error, and counts refused gradients and leavers as the plain round does. In ssp a
 // member the coordinator names a straggler is left out of the bound, its gradients apply at
@@ -120,6 +120,28 @@ BOOST_AUTO_TEST_CASE(dcasgd_takes_an_answered_piece_into_its_copy) {
     const bool fresh = i >= 2 && i < 5;  // nothing moved since: 2 at lr 0.5; else compensated to 1
     BOOST_TEST(at(dc, i) == (fresh ? -1.5f : -1.f), tt::tolerance(1e-6f));
   }
+}
+
+// A pipeline stage's slice lies in two ranges of the shard: [0, 2) and [4, 6) for stage 0,
+// [2, 4) for stage 1. Two stage-0 members, so the rule's lr is 1 / 2; lambda 0.5.
+BOOST_AUTO_TEST_CASE(dcasgd_compensates_a_stage_slice_packed_from_its_ranges) {
+  shard_config cfg;
+  cfg.mode = sync_mode::async;
+  cfg.rule = async_rule::dcasgd;
+  cfg.dc_lambda = 0.5f;
+  cfg.optimizer = optimizer_config{optimizer_kind::sgd, 0.f, false, 0.f};
+  cfg.schedule = lr_schedule{lr_schedule_kind::constant, 1.f, 0, 1, 0.f};
+  cfg.stage_slices = {{{0, 2}, {4, 2}}, {{2, 2}}};
+  shard_core dc(cfg, tensor({n}));
+  dc.start({0, 1, 2}, {0, 0, 1});
+  tensor four({4});
+  std::fill_n(four.data<float>(), 4, 1.f);
+  dc.answered(0);          // worker 0's copy: its 4 floats, all 0
+  dc.push(1, 0, 0, four);  // no copy of worker 1's: applied as it is; its ranges -0.5
+  std::fill_n(four.data<float>(), 4, 2.f);
+  dc.push(0, 0, 0, four);  // 2 + 0.5 * 4 * (-0.5 - 0) = 1 at lr 0.5: -1
+  const float want[] = {-1.f, -1.f, 0.f, 0.f, -1.f, -1.f};  // stage 1's range untouched
+  for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(at(dc, i) == want[i], tt::tolerance(1e-6f));
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_rejoined_has_no_copy_until_its_next_pull) {
