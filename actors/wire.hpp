@@ -17,6 +17,7 @@
 
 #include "core/kv_messages.hpp"
 #include "core/messages.hpp"
+#include "core/ring_collective.hpp"
 
 namespace troupe {
 
@@ -112,6 +113,7 @@ TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data
 TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts, x.shard_ports, x.resume_clock,
                x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
 TROUPE_INSPECT(stage_hello, x.replica, x.stage)
+TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us, x.samples_dropped)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)

@@ -1,6 +1,7 @@
 // Tests for actors/wire.cpp and wire.hpp: tensors cross the wire as raw blobs and come
 // back bit for bit; a header that lies (byte order, dtype, size, extents) is a decode
-// error, not a corrupted tensor or a huge allocation; messages round-trip field for field.
+// error, not a corrupted tensor or a huge allocation; messages round-trip field for field,
+// and a ring piece cut short does not decode.
 #define BOOST_TEST_MODULE wire
 #include <boost/test/unit_test.hpp>
 
@@ -140,6 +141,32 @@ BOOST_AUTO_TEST_CASE(messages_round_trip) {
   BOOST_TEST(b.next_port == 7001);
   BOOST_TEST((b.group == std::vector<std::uint32_t>{4, 5}));
   BOOST_TEST((b.shard_hosts == std::vector<std::string>{"h"}));
+}
+
+BOOST_AUTO_TEST_CASE(ring_pieces_round_trip_with_their_values_as_a_blob) {
+  ring_piece p;
+  p.collective = 41;
+  p.phase = ring_phase::all_gather;
+  p.chunk = 3;
+  p.offset = 1'000'000;
+  p.values = test::random_tensor({257}, 5);
+  const ring_piece q = round_trip(*sys, p);
+  BOOST_TEST(q.collective == 41u);
+  BOOST_TEST((q.phase == ring_phase::all_gather));
+  BOOST_TEST(q.chunk == 3u);
+  BOOST_TEST(q.offset == 1'000'000);
+  BOOST_TEST(q.values.numel() == 257);
+  BOOST_TEST(std::memcmp(q.values.bytes(), p.values.bytes(), p.values.nbytes()) == 0);
+  // Cut short anywhere, it does not decode.
+  std::vector<char> buf;
+  caf::binary_serializer bs{*sys, buf};
+  BOOST_REQUIRE(!inspect(bs, p));
+  for (std::size_t keep : {std::size_t{0}, std::size_t{5}, buf.size() / 2, buf.size() - 1}) {
+    const std::vector<char> cut(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(keep));
+    ring_piece back;
+    caf::binary_deserializer bd{*sys, cut};
+    BOOST_TEST(static_cast<bool>(inspect(bd, back)), "decoded from " << keep << " of " << buf.size() << " bytes");
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
