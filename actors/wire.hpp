@@ -1,5 +1,6 @@
 // How Troupe's messages cross the wire: the inspect overloads CAF serializes them with,
-// for every message of core/messages.hpp and the types inside them. actors/protocol.hpp
+// for every message of core/messages.hpp and core/kv_messages.hpp, the ring's pieces
+// (core/ring_collective.hpp), and the types inside them. actors/protocol.hpp
 // includes this and registers the messages; nothing else needs it directly.
 //
 // Note [Tensors on the wire]
