@@ -3,8 +3,6 @@
 // with the job's status.
 #include "tools/cmd_launch.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +21,7 @@
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
 #include "tools/job_dirs.hpp"
+#include "tools/launch_report.hpp"
 #include "tools/launch_restarts.hpp"
 #include "tools/observe_cli.hpp"
 #include "tools/port_reservation.hpp"
@@ -64,53 +63,6 @@ std::string random_hex(int bytes) {
     out += digits[v & 15];
   }
   return out;
-}
-
-// The commands a dry run would have run, on stdout, and what became of the job directory.
-void print_dry_run(const launch_plan& plan, const launch_request& req, bool keep_job_dir) {
-  for (const auto& s : plan.setup) std::cout << shell_quote(s.argv) << "\n";
-  for (const auto& n : plan.nodes) std::cout << shell_quote(n.argv) << " &\n";
-  if (!plan.teardown.empty()) std::cout << "wait\n";
-  if (!keep_job_dir)
-    for (const auto& s : plan.teardown) std::cout << shell_quote(s.argv) << "\n";
-  if (keep_job_dir)
-    std::cerr << "launch: dry run; the job directory " << req.job_dir << " holds job.toml"
-              << (req.tls ? ", the CA and the node certificates" : "") << " for these commands\n";
-  else
-    std::cerr << "launch: dry run; nothing was written: the commands name a job directory that was not made "
-                 "(add --keep-job-dir to make and keep it"
-              << (req.tls ? ", with the CA and the node certificates," : "") << " and run them by hand)\n";
-}
-
-struct launch_outcome {
-  int coordinator_code = exit_failed;
-  int others_failed = 0;
-};
-
-// The job's JSON line on stdout (with the restarts, for a training job), a line for each
-// process that failed, and the coordinator's exit code.
-launch_outcome report_outcome(const group_result& g, int restarts, bool kv) {
-  std::string json;
-  for (const auto& line : g.collected)
-    if (!line.empty() && line.front() == '{') json = line;
-  launch_outcome r;
-  for (const auto& c : g.children) {
-    if (c.name == "coordinator" && c.signal != 0 && !g.interrupted)
-      print_error("the coordinator did not end after the job's other processes had (it hung or was stopped); "
-                  "launch stopped it with signal " + std::to_string(c.signal));
-    if (c.name == "coordinator") r.coordinator_code = c.exit_code < 0 ? exit_failed : c.exit_code;
-    else if (c.exit_code != 0) {
-      ++r.others_failed;
-      std::cerr << "launch: " << c.name << " failed ("
-                << (c.signal ? "signal " + std::to_string(c.signal) : "exit code " + std::to_string(c.exit_code)) << ")\n";
-    }
-  }
-  if (!json.empty()) {
-    auto out = nlohmann::ordered_json::parse(json, nullptr, false);
-    if (!out.is_discarded() && out.is_object() && !kv) out["restarts"] = restarts;  // Note [Restarting a job]
-    std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;
-  }
-  return r;
 }
 
 int run_launch(launch_cli& o) {

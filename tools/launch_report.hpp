@@ -1,0 +1,24 @@
+// launch_report: what `launch` prints once it knows the outcome: the commands of a dry
+// run, and after the job the JSON line, the processes that failed and the coordinator's
+// exit code.
+#pragma once
+
+#include "net/launch_plan.hpp"
+#include "net/process_group.hpp"
+#include "tools/cli_common.hpp"
+
+namespace troupe::cli {
+
+// The commands a dry run would have run, on stdout, and what became of the job directory.
+void print_dry_run(const launch_plan& plan, const launch_request& req, bool keep_job_dir);
+
+struct launch_outcome {
+  int coordinator_code = exit_failed;
+  int others_failed = 0;
+};
+
+// The job's JSON line on stdout (with the restarts, for a training job, Note [Restarting
+// a job]), a line for each process that failed, and the coordinator's exit code.
+launch_outcome report_outcome(const group_result& g, int restarts, bool kv);
+
+}  // namespace troupe::cli
