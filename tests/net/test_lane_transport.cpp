@@ -18,7 +18,6 @@
 #include "net/lane_stream.hpp"
 #include "net/lane_transport.hpp"
 #include "tests/support/lane_ends.hpp"
-#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::lane;
