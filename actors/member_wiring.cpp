@@ -1,7 +1,8 @@
 // member_wiring: how a pipeline_stage member reaches its peers once welcomed. In one
 // process the welcome's handles are used as they are; in a cluster it connects to each
 // shard and to its next pipeline stage by address (the previous stage is wired by its
-// hello), retrying until --request-timeout; then the core is told it is wired.
+// hello), and to its ring neighbours (ring_wiring.cpp), retrying until --request-timeout;
+// then the core is told it is wired.
 #include <spdlog/spdlog.h>
 
 #include <set>
@@ -20,11 +21,13 @@ std::chrono::milliseconds request_timeout(stage_pointer self) {
   return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
 }
 
+}  // namespace
+
 // Connects to the actor published at host:port, retrying (with a growing pause) until
 // `deadline`: a node may still be busy with other handshakes when many start at once.
 void connect_peer(stage_pointer self, std::string peer, std::string host, std::uint16_t port,
-                  steady::time_point deadline, std::function<void(caf::strong_actor_ptr)> on_connected,
-                  std::chrono::milliseconds pause = std::chrono::milliseconds(100)) {
+                  std::chrono::steady_clock::time_point deadline,
+                  std::function<void(caf::strong_actor_ptr)> on_connected, std::chrono::milliseconds pause) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
   if (self->state.opts.expect_peer) self->state.opts.expect_peer(host, port, peer.starts_with("shard") ? "server" : "worker");
   self->request(*self->state.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value,
@@ -54,12 +57,16 @@ void connect_peer(stage_pointer self, std::string peer, std::string host, std::u
           });
 }
 
+namespace {
+
 // A neighbour that dies takes this stage down with it: its pipeline cannot finish a step.
 // One that finishes normally has sent everything this stage needs from it.
 void wired(stage_pointer self) {
   auto& st = self->state;
   if (st.prev) self->monitor(st.prev);
   if (st.next) self->monitor(st.next);
+  if (st.ring_prev) self->monitor(st.ring_prev);
+  if (st.ring_next && st.ring_next != st.ring_prev) self->monitor(st.ring_next);
   drive(self, [&](member_core& c) { return c.on_wired(); });
 }
 
@@ -99,19 +106,24 @@ void connect_peers(stage_pointer self, worker_welcome& w) {
   st.prev = w.prev;
   st.next = w.next;
   st.prev_identity = w.prev_identity;
+  st.ring_prev = w.ring_prev;
+  st.ring_next = w.ring_next;
   const bool direct = st.opts.connector && !place.shard_hosts.empty() && !place.shard_hosts.front().empty();
   const bool neighbours_by_address = st.opts.connector && (!place.prev_host.empty() || !place.next_host.empty());
-  if (!direct && !neighbours_by_address) {
+  const bool ring_by_address = st.opts.connector && !place.ring_next_host.empty();
+  if (!direct && !neighbours_by_address && !ring_by_address) {
     wired(self);
     return;
   }
   const auto& active = st.core->active_shards();
+  // One more than the connections to wait for: the last is taken off once all are asked for.
   auto pending = std::make_shared<std::size_t>((direct ? active.size() : 0) + !place.prev_host.empty() +
-                                               !place.next_host.empty());
+                                               !place.next_host.empty() + 1);
   auto one_done = [=] {
     if (--*pending == 0) wired(self);
   };
   const auto deadline = steady::now() + request_timeout(self);
+  if (ring_by_address) wire_ring(self, w, deadline, pending, one_done);
   if (direct)
     for (std::uint32_t s : active)
       connect_peer(self, "shard " + std::to_string(s), place.shard_hosts[s], place.shard_ports[s], deadline,
@@ -135,7 +147,7 @@ void connect_peers(stage_pointer self, worker_welcome& w) {
                    self->send(s.next, hello_atom::value, stage_hello{s.core->replica(), s.core->stage()});
                    one_done();
                  });
-  if (*pending == 0) wired(self);
+  one_done();
 }
 
 void on_stage_hello(stage_pointer self, const stage_hello& h) {
@@ -150,6 +162,7 @@ void on_stage_hello(stage_pointer self, const stage_hello& h) {
 
 void on_hello_deadline(stage_pointer self) {
   auto& st = self->state;
+  on_ring_hello_deadline(self);
   if (st.on_prev_hello)
     fail(self, {errc::stage_lost, who(self) + " never heard from stage " + std::to_string(st.core->stage() - 1) +
                                       " within --request-timeout; is that node reachable?"});

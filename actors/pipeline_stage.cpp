@@ -26,8 +26,19 @@ bool from(stage_pointer self, const caf::actor_addr& sender, bool forward) {
   return n && sender == n.address();
 }
 
+// A ring piece in the training behaviour (or replayed from before it): the core drops
+// one that did not come from the previous replica.
+void take_ring_piece(stage_pointer self, const caf::actor_addr& sender, ring_piece p) {
+  const bool neighbour = self->state.ring_prev && sender == self->state.ring_prev.address();
+  const std::string name = caf::to_string(sender);
+  if (!neighbour && !monitoring::count_refusal(monitoring::refusal::not_a_neighbour, name)) return;
+  drive(self, [&](member_core& c) { return c.on_ring_piece(std::move(p), neighbour, name); });
+}
+
 // A stage tensor in the training behaviour (or replayed from before it).
-void take_tensor(stage_pointer self, const caf::actor_addr& sender, std::variant<activation, activation_grad> msg) {
+void take_tensor(stage_pointer self, const caf::actor_addr& sender,
+                 std::variant<activation, activation_grad, ring_piece> msg) {
+  if (auto* p = std::get_if<ring_piece>(&msg)) return take_ring_piece(self, sender, std::move(*p));
   const std::string name = caf::to_string(sender);
   if (!from(self, sender, std::holds_alternative<activation>(msg))) {
     if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, name))
@@ -143,8 +154,15 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       [=](act_grad_atom, activation_grad& g) {
         take_tensor(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(g));
       },
+      [=](ring_atom, ring_piece& p) {
+        take_ring_piece(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(p));
+      },
       [=](hello_atom, const stage_hello& h) {
         spdlog::warn("{}: ignored a hello from {} claiming stage {} of replica {}: already wired", who(self),
+                     caf::to_string(self->current_sender()), h.stage, h.replica);
+      },
+      [=](ring_atom, const stage_hello& h) {
+        spdlog::warn("{}: ignored a ring hello from {} claiming stage {} of replica {}: already wired", who(self),
                      caf::to_string(self->current_sender()), h.stage, h.replica);
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
@@ -160,7 +178,7 @@ local_stage_actor::behavior_type training(stage_pointer self) {
 }
 
 local_stage_actor::behavior_type joining(stage_pointer self) {
-  auto hold = [=](std::variant<activation, activation_grad> msg) {
+  auto hold = [=](std::variant<activation, activation_grad, ring_piece> msg) {
     auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
     if (self->state.early.size() >= 4096) {  // no stage sends more before it is answered
       spdlog::warn("{}: dropped a stage tensor from {}: too many before the job started", who(self),
@@ -190,7 +208,9 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       },
       [=](activation_atom, activation& a) { hold(std::move(a)); },
       [=](act_grad_atom, activation_grad& g) { hold(std::move(g)); },
+      [=](ring_atom, ring_piece& p) { hold(std::move(p)); },
       [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
+      [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
@@ -252,6 +272,8 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             self->send(st.next, activation_atom::value, std::move(a.a));
           } else if constexpr (std::is_same_v<A, send_activation_grad>) {
             self->send(st.prev, act_grad_atom::value, std::move(a.g));
+          } else if constexpr (std::is_same_v<A, send_ring_piece>) {
+            self->send(st.ring_next, ring_atom::value, std::move(a.p));
           } else if constexpr (std::is_same_v<A, report_step>) {
             self->send(st.coordinator, progress_atom::value, a.r);
           } else if constexpr (std::is_same_v<A, report_epoch>) {
@@ -298,9 +320,15 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
       self->quit(dm.reason);
       return;
     }
+    if (dm.reason == caf::exit_reason::normal) return;
+    const bool ring_prev = s.ring_prev && dm.source == s.ring_prev.address();
+    if (ring_prev || (s.ring_next && dm.source == s.ring_next.address())) {
+      drive(self, [&](member_core& c) { return c.on_ring_neighbour_down(ring_prev, describe(dm.reason)); });
+      return;
+    }
     const bool prev = s.prev && dm.source == s.prev.address();
     const bool next = s.next && dm.source == s.next.address();
-    if ((!prev && !next) || dm.reason == caf::exit_reason::normal) return;
+    if (!prev && !next) return;
     drive(self, [&](member_core& c) { return c.on_neighbour_down(prev, describe(dm.reason)); });
   });
   return joining(self);

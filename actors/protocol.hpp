@@ -70,6 +70,7 @@ using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
 using straggler_atom = caf::atom_constant<caf::atom("straggler")>;
 using rows_atom = caf::atom_constant<caf::atom("rows")>;
+using ring_atom = caf::atom_constant<caf::atom("ring")>;
 
 // ---------------------------------------------------------------------------------------
 // Errors
@@ -221,7 +222,9 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<hello_atom, stage_hello>,
     caf::reacts_to<group_atom, group_id>,
     caf::reacts_to<rows_atom, rows_grant>,  // from the coordinator: a lost worker's samples
-    caf::reacts_to<rows_atom, rows_shed>>;  // from the coordinator: train fewer of its own rows
+    caf::reacts_to<rows_atom, rows_shed>,   // from the coordinator: train fewer of its own rows
+    caf::reacts_to<ring_atom, ring_piece>,   // --mode allreduce: from the previous replica in the ring
+    caf::reacts_to<ring_atom, stage_hello>>;  // across nodes: "I am your ring neighbour"
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
@@ -231,16 +234,22 @@ using local_stage_actor =
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
 // nodes it reaches by the addresses in `place` (Note [Shard handles across nodes]).
 // prev_identity: the previous stage's actor, the only one whose hello wires it.
+// ring_prev, ring_next: --mode allreduce, the same stage of the previous and the next
+// replica (Note [Ring all-reduce of gradients] in core/member_ring.cpp): handles in one
+// process; across nodes the actors whose hellos wire them.
 struct worker_welcome {
   member_assignment place;
   std::vector<shard_actor> shards;
   stage_actor prev, next;
   member_identity prev_identity;
+  stage_actor ring_prev, ring_next;
+  member_identity ring_prev_identity, ring_next_identity;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
-  return f(caf::meta::type_name("worker_welcome"), x.place, x.shards, x.prev, x.next, x.prev_identity);
+  return f(caf::meta::type_name("worker_welcome"), x.place, x.shards, x.prev, x.next, x.prev_identity, x.ring_prev,
+           x.ring_next, x.ring_prev_identity, x.ring_next_identity);
 }
 
 using coordinator_actor = caf::typed_actor<

@@ -51,15 +51,24 @@ struct stage_state {
   // when the node has a lane end; replies wait here for their payloads.
   std::optional<stage_lanes> lanes;
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
+  // --mode allreduce: the same stage of the previous and the next replica (invalid
+  // without a ring); pieces come from ring_prev and go to ring_next.
+  stage_actor ring_prev, ring_next;
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.
   std::map<std::string, std::function<void()>> retries;
   std::function<void()> on_prev_hello;
   member_identity prev_identity;    // the only actor whose hello wires the previous stage
   std::optional<std::pair<stage_actor, stage_hello>> early_hello;
+  // The ring across nodes (ring_wiring.cpp): who the welcome says the ring neighbours
+  // are, the waits for their hellos, and hellos that came before the welcome.
+  member_identity ring_prev_identity, ring_next_identity;
+  std::function<void()> on_ring_prev_hello, on_ring_next_hello;
+  std::vector<std::pair<stage_actor, stage_hello>> early_ring_hellos;
   // Until the member trains (a neighbour may start first and send at once), stage
-  // tensors wait here with their senders, and are checked when training starts.
-  std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad>>> early;
+  // tensors and ring pieces wait here with their senders, and are checked when training
+  // starts.
+  std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad, ring_piece>>> early;
   bool training = false;  // the training behaviour is in place
   std::set<std::uint32_t> pushes_pieces;  // shards this member has pushed a gradient piece to (for the log)
   static inline const char* name = "troupe.pipeline_stage";
@@ -122,6 +131,20 @@ void on_lane_event(stage_pointer self, const lane_event& e);
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.
 void connect_peers(stage_pointer self, worker_welcome& w);
+// Connects to the actor published at host:port (`peer` names it in errors: "shard 2",
+// "stage 1", "worker 3"), retrying with a growing pause until `deadline`; fails the
+// member with shard_lost or stage_lost after it.
+void connect_peer(stage_pointer self, std::string peer, std::string host, std::uint16_t port,
+                  std::chrono::steady_clock::time_point deadline,
+                  std::function<void(caf::strong_actor_ptr)> on_connected,
+                  std::chrono::milliseconds pause = std::chrono::milliseconds(100));
+// ring_wiring.cpp (Note [Ring connections]): adds the ring connections this member waits
+// for to `pending` and makes them, calling one_done for each.
+void wire_ring(stage_pointer self, const worker_welcome& w, std::chrono::steady_clock::time_point deadline,
+               const std::shared_ptr<std::size_t>& pending, const std::function<void()>& one_done);
+void on_ring_hello(stage_pointer self, const stage_hello& h);
+// Fails the member if a ring neighbour has not said hello by now.
+void on_ring_hello_deadline(stage_pointer self);
 // A hello from the previous stage (Note [One connection per neighbour pair]).
 void on_stage_hello(stage_pointer self, const stage_hello& h);
 void on_hello_deadline(stage_pointer self);

@@ -71,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
            x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.straggler_factor, x.balance_shares,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints,
-           x.batch_auto);
+           x.batch_auto, x.ring_op, x.ring_piece_elems);
 }
 
 template <class Inspector>
@@ -112,7 +112,8 @@ TROUPE_INSPECT(group_id, x.leader, x.id)
 TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts, x.shard_ports, x.resume_clock,
-               x.prev_host, x.next_host, x.prev_port, x.next_port, x.group)
+               x.prev_host, x.next_host, x.prev_port, x.next_port, x.group, x.ring_prev_host, x.ring_next_host,
+               x.ring_prev_port, x.ring_next_port)
 TROUPE_INSPECT(stage_hello, x.replica, x.stage)
 TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,

@@ -42,7 +42,8 @@ expected<sync_mode> parse_sync_mode(std::string_view name) {
   if (name == "sync") return sync_mode::sync;
   if (name == "async") return sync_mode::async;
   if (name == "ssp") return sync_mode::ssp;
-  return failure{"unknown mode '" + std::string(name) + "'; use sync, async or ssp"};
+  if (name == "allreduce") return sync_mode::allreduce;
+  return failure{"unknown mode '" + std::string(name) + "'; use sync, async, ssp or allreduce"};
 }
 
 std::string_view name_of(sync_mode m) {
@@ -50,6 +51,7 @@ std::string_view name_of(sync_mode m) {
     case sync_mode::sync: return "sync";
     case sync_mode::async: return "async";
     case sync_mode::ssp: return "ssp";
+    case sync_mode::allreduce: return "allreduce";
   }
   return "?";
 }
@@ -58,9 +60,15 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";
   if (job.pipeline_stages < 1 || job.pipeline_stages > 64) return "--pipeline-stages must be between 1 and 64";
-  if (job.servers == 0 && job.workers != 1)
+  if (job.mode == sync_mode::allreduce && (job.servers != 0 || job.kv || job.local_reduce))
+    return "--mode allreduce sums the gradients among the replicas themselves, with no shard servers: drop "
+           "--servers (or give 0), --local-reduce and --kv";
+  if (job.mode == sync_mode::allreduce && job.ring_op != reduce_op::sum && job.ring_op != reduce_op::avg)
+    return "--allreduce-op must be sum or avg";
+  if (job.ring_piece_elems < 1) return "the ring's pieces must hold at least one element";
+  if (job.servers == 0 && job.workers != 1 && job.mode != sync_mode::allreduce)
     return "--servers 0 applies the optimizer inside the stages of a single pipeline; use --workers 1 (or "
-           "--replicas 1), or give the replicas shard servers to share parameters through";
+           "--replicas 1), give the replicas shard servers to share parameters through, or use --mode allreduce";
   if (job.microbatches < 1 || job.microbatches > 4096) return "--microbatches must be between 1 and 4096";
   if (job.kv && (job.servers < 1 || job.pipeline_stages != 1 || job.local_reduce))
     return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 and no --pipeline-stages or --local-reduce: "
@@ -89,8 +97,9 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.train.batch_size < 1) return "--batch-size must be at least 1";
   if (!(job.train.lr > 0.f)) return "--lr must be positive";
   if (job.staleness < 0) return "--staleness must be 0 or more";
-  if (job.mode != sync_mode::sync && job.mode != sync_mode::async && job.mode != sync_mode::ssp)
-    return "--mode must be sync, async or ssp";
+  if (job.mode != sync_mode::sync && job.mode != sync_mode::async && job.mode != sync_mode::ssp &&
+      job.mode != sync_mode::allreduce)
+    return "--mode must be sync, async, ssp or allreduce";
   if (job.simulate_compute_ms < 0.0) return "--simulate-compute must be 0 or more milliseconds";
   if (job.slow_worker >= static_cast<std::int32_t>(members(job)))
     return "--slow-worker names member " + std::to_string(job.slow_worker) + " but members are 0.." +
@@ -148,7 +157,9 @@ batch_choice auto_batch(const job_spec& job) {
   constexpr std::int64_t fewest = 8;
   const std::int64_t n = std::max<std::uint32_t>(1, job.workers);
   if (n == 1 || job.kv || job.pipeline_stages > 1) return {};
-  if (job.mode == sync_mode::sync) {
+  // Averaged in the ring: each replica trains the reference batch at the given lr (Horovod's way).
+  if (job.mode == sync_mode::allreduce && job.ring_op == reduce_op::avg) return {};
+  if (in_lockstep(job.mode)) {
     if (job.critical_batch <= 0) return {};
     const std::int64_t b = std::clamp((job.critical_batch + n - 1) / n, fewest, reference_batch);
     return {b, static_cast<float>(b) / static_cast<float>(reference_batch)};
@@ -158,7 +169,8 @@ batch_choice auto_batch(const job_spec& job) {
 
 lr_schedule job_schedule(const job_spec& job) {
   const lr_schedule s = make_schedule(job.train, samples_per_worker(job));
-  if (job.mode != sync_mode::sync)  // Note [Warm-up of asynchrony]
+  if (job.mode == sync_mode::allreduce && job.ring_op == reduce_op::avg) return s;  // the user's lr, per replica
+  if (!in_lockstep(job.mode))  // Note [Warm-up of asynchrony]
     return job.kv || job.async_correction == async_rule::none ? s : warm_up_for_asynchrony(s, job.workers);
   // Note [Critical batch]: a round sums the gradients of the workers it waits for.
   return cap_at_critical_batch(s, job.workers - static_cast<std::uint32_t>(job.backup_workers), job.train.batch_size,

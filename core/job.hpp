@@ -12,6 +12,7 @@
 #include "base/expected.hpp"
 #include "core/pipeline_layout.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "core/ring_collective.hpp"
 #include "core/update_rules.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/grad_codec.hpp"
@@ -22,9 +23,14 @@ namespace troupe {
 // sync: one averaged update per round from all live workers (MXNet's dist_sync).
 // async: each gradient applied on arrival (dist_async).
 // ssp: applied on arrival, but a worker may run at most `staleness` clocks ahead of the slowest.
-enum class sync_mode : std::uint8_t { sync = 0, async = 1, ssp = 2 };
+// allreduce: no shard servers; every replica holds the parameters and the optimizer, and
+// the replicas sum (or average) their gradients in a ring each step (Horovod's way;
+// Note [Ring all-reduce of gradients] in core/member_ring.cpp).
+enum class sync_mode : std::uint8_t { sync = 0, async = 1, ssp = 2, allreduce = 3 };
 expected<sync_mode> parse_sync_mode(std::string_view name);
 std::string_view name_of(sync_mode m);
+// Every replica's step-k gradient goes into one update (a sync round, or a ring's sum).
+inline bool in_lockstep(sync_mode m) { return m == sync_mode::sync || m == sync_mode::allreduce; }
 
 // Checkpoints (Note [Checkpoint directory] in core/checkpoint_store.hpp, Note [Checkpoint
 // steps] in core/shard_core.hpp). The directory must be one every shard server and the
@@ -60,6 +66,10 @@ struct job_spec {
   std::vector<std::int32_t> cuts;     // K - 1 layer indices; empty until prepare_job balances them
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 2;         // ssp bound
+  // allreduce: sum (what a sync round applies, so the lr means the same) or avg
+  // (Horovod's default: the lr is per replica's batch).
+  reduce_op ring_op = reduce_op::sum;
+  std::int64_t ring_piece_elems = std::int64_t{1} << 16;  // allreduce: floats per ring piece
   bool staleness_lr = false;          // async/ssp: lr / max(1, staleness)
   // async/ssp: how shards correct for staleness (Note [Momentum of asynchrony], Note [Delay
   // compensation] in core/update_rules.hpp), and DC-ASGD's lambda.

@@ -32,7 +32,7 @@ job_core::job_core(job_spec job, const model& m, observability obs, time_point n
   // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
   // missing up to s clocks of every other worker and push up to s clocks ahead, so
   // staleness stays below (2s + 2) * workers updates. Async has no bound to export.
-  if (m_ && job_.mode == sync_mode::sync) m_->staleness_bound()->Set(0);
+  if (m_ && in_lockstep(job_.mode)) m_->staleness_bound()->Set(0);
   if (m_ && job_.mode == sync_mode::ssp)
     m_->staleness_bound()->Set(static_cast<double>((2 * job_.staleness + 2) * static_cast<std::int64_t>(members(job_))));
 }
@@ -206,6 +206,15 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
     a.next_host = members_[rank + 1].host;
     a.next_port = members_[rank + 1].port;
   }
+  if (job_.mode == sync_mode::allreduce && job_.workers > 1) {
+    const std::uint32_t n = job_.workers, replica = rank / k;
+    const member& prev = members_[((replica + n - 1) % n) * k + stage];
+    const member& next = members_[((replica + 1) % n) * k + stage];
+    a.ring_prev_host = prev.host;
+    a.ring_prev_port = prev.port;
+    a.ring_next_host = next.host;
+    a.ring_next_port = next.port;
+  }
   a.group = members_[rank].group;
   return a;
 }
@@ -219,6 +228,12 @@ void job_core::rejoin(ticket t, job_actions_list& out, time_point now) {
     out.push_back(refuse{t,
                          {errc::cluster_full, "the job is running and a pipeline stage cannot be replaced in a "
                                               "running job; its replica stopped when the stage was lost"}});
+    return;
+  }
+  if (job_.mode == sync_mode::allreduce) {
+    out.push_back(refuse{t,
+                         {errc::cluster_full, "the job is running in --mode allreduce, whose ring of replicas cannot "
+                                              "take a new member; the job stops when one of them is lost"}});
     return;
   }
   if (job_.local_reduce) {
@@ -254,7 +269,7 @@ void job_core::admit_replacement(ticket t, std::uint32_t rank, job_actions_list&
       fastest = std::max(fastest, w.clock);
     }
   if (slowest == std::numeric_limits<std::int64_t>::max()) slowest = fastest = 0;
-  std::int64_t clock = job_.mode == sync_mode::sync ? fastest + 2 : slowest;
+  std::int64_t clock = in_lockstep(job_.mode) ? fastest + 2 : slowest;
   // Note [Dealing a lost worker's samples]: not where the others train its samples.
   if (dealer_) clock = dealer_->replace(rank, clock);
   member& w = members_[rank];

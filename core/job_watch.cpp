@@ -104,6 +104,11 @@ job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optiona
   w.live = false;
   admitting_.erase(rank);
   if (reason && reason->code == errc::diverged) return fail(*reason);
+  // Note [Ring all-reduce of gradients] in core/member_ring.cpp.
+  if (job_.mode == sync_mode::allreduce && job_.workers > 1)
+    return fail({errc::stage_lost, member_name(rank) + " is gone (" + why +
+                                       "); the replicas of --mode allreduce sum their gradients in a ring, which "
+                                       "cannot finish a step without it, so the job stops"});
   ++workers_lost_;
   if (m_) m_->workers_lost->Increment();
   count_nodes();

@@ -106,6 +106,7 @@ std::int64_t kv_shard_core::slowest(const part_state& p) const {
 bool kv_shard_core::can_answer(const part_state& p, std::int64_t needs) const {
   switch (cfg_.mode) {
     case sync_mode::sync:
+    case sync_mode::allreduce:  // has no shards; refused by validate()
       return p.version >= needs;
     case sync_mode::async:
       return true;

@@ -36,6 +36,7 @@
 #include "core/gradient_buckets.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "core/ring_collective.hpp"
 #include "core/sample_deal.hpp"
 #include "core/stage_inbox.hpp"
 #include "monitoring/observability.hpp"
@@ -89,6 +90,7 @@ struct pull { std::uint32_t shard; pull_request request; };  // answer: on_param
 struct push { std::uint32_t shard; push_grads grads; };      // answer: on_push_ack / on_push_refused
 struct send_activation { activation a; };                   // to the next stage
 struct send_activation_grad { activation_grad g; };         // to the previous stage
+struct send_ring_piece { ring_piece p; };                   // to the ring's next replica (--mode allreduce)
 struct report_step { step_report r; };                      // to the coordinator
 struct report_epoch { worker_epoch r; };                    // to the coordinator
 struct send_group_id { group_id id; };                      // to the coordinator, which relays it
@@ -103,7 +105,7 @@ struct stop { fault why; };        // stop with this error
 
 using member_action =
     std::variant<member_actions::pull, member_actions::push, member_actions::send_activation,
-                 member_actions::send_activation_grad, member_actions::report_step, member_actions::report_epoch,
+                 member_actions::send_activation_grad, member_actions::send_ring_piece, member_actions::report_step, member_actions::report_epoch,
                  member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
                  member_actions::resume, member_actions::warn, member_actions::answer_rows, member_actions::finish,
                  member_actions::stop>;
@@ -141,6 +143,17 @@ class member_core {
   member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
   // A pipeline neighbour died (a normal exit is no loss: it sent everything needed).
   member_actions_list on_neighbour_down(bool previous, const std::string& why);
+  // --mode allreduce (Note [Ring all-reduce of gradients] in core/member_ring.cpp): a
+  // piece of a ring all-reduce; from_neighbour: the shell saw it come from this member's
+  // previous replica in the ring (anyone else's is dropped with a warning).
+  member_actions_list on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender);
+  // A replica next to this one in the ring died (`previous`: the one it receives from).
+  member_actions_list on_ring_neighbour_down(bool previous, const std::string& why);
+  // Whether this member's gradients go round a ring of replicas, and its neighbours there
+  // (member ranks: the same stage of replica - 1 and + 1, modulo the replicas).
+  bool ringed() const;
+  std::uint32_t ring_previous() const;
+  std::uint32_t ring_next() const;
   // Extra rows from the coordinator (Note [Dealing a lost worker's samples] in
   // core/sample_deal.hpp): taken if its first step lies ahead and every row fits, else
   // returned; answered either way.
@@ -155,6 +168,9 @@ class member_core {
   const std::vector<std::uint32_t>& active_shards() const { return active_; }
   // The elements this member pushes to and pulls from `shard` (0 for a shard it does not use).
   std::int64_t slice_numel(std::uint32_t shard) const { return shard < slice_numel_.size() ? slice_numel_[shard] : 0; }
+  // The parameters this member holds when it applies the optimizer itself (--servers 0,
+  // --mode allreduce); null otherwise.
+  const tensor* local_params() const { return local_opt_ && rep_ ? &rep_->params() : nullptr; }
   std::uint32_t stage() const { return stage_; }
   std::uint32_t replica() const { return replica_; }
   bool first_stage() const { return stage_ == 0; }
@@ -211,6 +227,14 @@ class member_core {
   void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, member_actions_list& out);
   bool loss_is_finite(member_actions_list& out);
   void end_step(member_actions_list& out);
+  // The end of a step once its gradient is complete (summed over the ring, or the group):
+  // the update (pushes, or the local optimizer), the reports, the next step.
+  void update_and_report(member_actions_list& out);
+  // member_ring.cpp: the step's ring all-reduce, and pieces that came before it began.
+  void start_ring(member_actions_list& out);
+  void take_ring_piece(const ring_piece& p, member_actions_list& out);
+  void ring_progress(member_actions_list& out);
+  std::string replica_name(std::uint32_t replica) const;
   bool buckets_on() const { return buckets_.size() > 1; }
   // Pushes what bucket k completes: its piece of each shard that takes pieces, and with
   // the last bucket every other shard's whole slice (Note [Gradient buckets]).
@@ -265,6 +289,14 @@ class member_core {
   std::unique_ptr<stage_replica> rep_;          // real compute (declared after exec_: destroyed first)
   std::optional<optimizer_state> local_opt_;    // --servers 0
   tensor synthetic_grad_;                       // --simulate-compute
+  // --mode allreduce: the step's collective (numbered by its clock), the gradient it sums
+  // (the replica's own, or a copy of the synthetic one), and pieces of the next collective
+  // that came before it began.
+  std::optional<ring_collective> ring_;
+  tensor ring_grads_;
+  std::vector<ring_piece> ring_early_;
+  wall::time_point ring_begin_, ring_mid_;  // its start, and the end of its reduce-scatter
+  bool ring_scattered_ = false;
   tensor xb_, yb_;                              // one microbatch of data
   std::vector<std::int64_t> order_;
   // Note [Dealing a lost worker's samples]: the rows granted, the epoch's whole
@@ -299,7 +331,7 @@ class member_core {
   std::vector<int> slot_of_;                    // per microbatch
   double step_loss_ = 0.0, busy_ = 0.0, forward_s_ = 0.0, backward_s_ = 0.0;
   int stored_ = 0, peak_ = 0;
-  wall::time_point step_begin_, params_ready_;
+  wall::time_point step_begin_, params_ready_, window_end_;
   std::optional<wall::time_point> first_action_;  // the step's first forward began
   // Observability: metric handles (if metrics are on), the trace track (if tracing).
   std::optional<monitoring::worker_metrics> m_;

@@ -73,7 +73,8 @@ bool member_core::loss_is_finite(member_actions_list& out) {
   return false;
 }
 
-// Every action of the minibatch is done: update (through the shards or locally), report.
+// Every action of the minibatch is done: sum the gradient (local group, ring), update
+// (through the shards or locally), report.
 void member_core::end_step(member_actions_list& out) {
   in_step_ = false;
   if (dm_ && !guarded("reading its device memory", out, [&] {
@@ -81,19 +82,29 @@ void member_core::end_step(member_actions_list& out) {
         dm_->record(mem.bytes_in_use, mem.bytes_cached, mem.cache_hits, mem.device_mallocs);
       }))
     return;
-  const auto window_end = wall::now();
-  const bool reports_loss = last_stage();
-  const double loss = reports_loss ? step_loss_ : 0.0;
+  window_end_ = wall::now();
   if (!loss_is_finite(out)) return;
   if (grouped()) {
     const auto r0 = wall::now();
     if (!in_group("gradient all-reduce", out, [&] { rep_->all_reduce_grads(*comm_); })) return;
     trace_span("all-reduce", r0, wall::now());
   }
+  if (ringed()) {
+    start_ring(out);  // goes on at update_and_report once the ring is done
+    return;
+  }
+  update_and_report(out);
+}
+
+void member_core::update_and_report(member_actions_list& out) {
+  const auto window_end = window_end_;
+  const bool reports_loss = last_stage();
+  const double loss = reports_loss ? step_loss_ : 0.0;
   if (local_opt_) {
     const auto u0 = wall::now();
+    // After a ring the host gradients hold the sum already (fetching again would undo it).
     if (!simulated() && !guarded("the optimizer step", out, [&] {
-          local_opt_->step(rep_->params(), rep_->fetch_grads(), schedule_.at(clock_));
+          local_opt_->step(rep_->params(), ringed() ? rep_->grads() : rep_->fetch_grads(), schedule_.at(clock_));
           rep_->commit_params();
         }))
       return;
@@ -136,7 +147,8 @@ bool member_core::close_epoch_if_done(member_actions_list& out) {
   if (step_in_epoch_ < steps_per_epoch_) return true;
   const double secs = std::chrono::duration<double>(steady::now() - epoch_start_).count();
   worker_epoch report{place_.rank, epoch_, epoch_loss_, last_stage() ? epoch_steps_ : 0, epoch_samples_, secs, tensor()};
-  if (local_opt_ && rep_) report.params = rep_->params();
+  // The replicas of a ring hold the same bits: replica 0 speaks for them.
+  if (local_opt_ && rep_ && replica_ == 0) report.params = rep_->params();
   out.push_back(report_epoch{std::move(report)});
   if (++epoch_ == place_.job.train.epochs) {
     phase_ = member_phase::finishing;

@@ -170,6 +170,10 @@ struct member_assignment {
   // at the ends and in one process.
   std::string prev_host, next_host;
   std::uint16_t prev_port = 0, next_port = 0;
+  // --mode allreduce across nodes: the same stage of the previous and the next replica in
+  // the ring (Note [Ring connections] in actors/ring_wiring.cpp); empty in one process.
+  std::string ring_prev_host, ring_next_host;
+  std::uint16_t ring_prev_port = 0, ring_next_port = 0;
   // --local-reduce: the members of this member's local group, ascending (the first leads);
   // empty when it pushes and pulls on its own.
   std::vector<std::uint32_t> group;

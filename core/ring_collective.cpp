@@ -49,6 +49,7 @@ ring_collective::ring_collective(const ring_spec& spec, tensor_view values, redu
       if (!receives(static_cast<ring_phase>(phase), c)) continue;
       got_[phase][c].assign(static_cast<std::size_t>(pieces_of(chunks_[c])), false);
       missing_ += pieces_of(chunks_[c]);
+      if (phase == 0) scatter_missing_ += pieces_of(chunks_[c]);
     }
   }
 }
@@ -199,6 +200,7 @@ ring_collective::outcome ring_collective::receive(const ring_piece& p) {
   const std::int64_t k = (p.offset - c.lo) / spec_.piece_elems, numel = p.values.numel();
   got_[static_cast<int>(p.phase)][p.chunk][static_cast<std::size_t>(k)] = true;
   --missing_;
+  if (p.phase == ring_phase::reduce_scatter) --scatter_missing_;
   const tensor_view dst = values_.flat(p.offset, numel);
   const bool last_hop = hops(p.phase, p.chunk) == spec_.world - 1;
   if (p.phase == ring_phase::all_gather) {

@@ -85,6 +85,9 @@ class ring_collective {
   bool done() const { return started_ && missing_ == 0; }
   // Pieces this rank still expects from its left neighbour.
   std::int64_t pieces_missing() const { return missing_; }
+  // Started, and every reduce-scatter piece this rank expects has arrived (all-reduce;
+  // true from the start for broadcast and all-gather).
+  bool scattered() const { return started_ && scatter_missing_ == 0; }
   const ring_spec& spec() const { return spec_; }
 
  private:
@@ -109,7 +112,7 @@ class ring_collective {
   bool reduces_ = false;  // all-reduce: a reduce-scatter phase before the all-gather
   std::vector<chunk> chunks_;
   std::vector<std::vector<bool>> got_[2];  // per phase, per chunk, per piece
-  std::int64_t missing_ = 0;
+  std::int64_t missing_ = 0, scatter_missing_ = 0;
   bool started_ = false;
 };
 

@@ -24,7 +24,7 @@ bool deals_samples(const job_spec& job) {
 
 bool balances_shares(const job_spec& job) {
   return deals_samples(job) && (job.balance_shares == share_balance::on ||
-                                (job.balance_shares == share_balance::automatic && job.mode != sync_mode::sync));
+                                (job.balance_shares == share_balance::automatic && !in_lockstep(job.mode)));
 }
 
 void static_positions(const deal_shape& d, std::uint32_t rank, std::int64_t clock, std::vector<std::int64_t>& out,

@@ -388,6 +388,7 @@ std::int64_t shard_core::slowest_completed() const {
 bool shard_core::can_answer(std::int64_t clock) const {
   switch (cfg_.mode) {
     case sync_mode::sync:
+    case sync_mode::allreduce:  // has no shards; refused by validate()
       return version_ >= clock;
     case sync_mode::async:
       return true;

@@ -40,6 +40,9 @@ class stage_replica {
   void commit_params(std::int64_t offset, std::int64_t numel);
   // Host-visible gradients, current after fetch_grads() (a no-op on the host).
   const tensor& grads() const { return mirrored() ? host_grads_ : grads_; }
+  // The same, to change there (a ring all-reduce sums into them); the optimizer on the
+  // host reads them as they are.
+  tensor& grads() { return mirrored() ? host_grads_ : grads_; }
   const tensor& fetch_grads();
   // The same for elements [offset, offset + numel) only (the others as they were).
   const tensor& fetch_grads(std::int64_t offset, std::int64_t numel);

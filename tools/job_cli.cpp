@@ -63,11 +63,12 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(1, 4096))
       ->capture_default_str()
       ->group(group_job);
-  app.add_option("--servers", o.job.servers,
-                 "Parameter shard servers (0: a single pipeline applies the optimizer in its stages)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str()
-      ->group(group_job);
+  o.servers_option = app.add_option("--servers", o.job.servers,
+                                    "Parameter shard servers (0: a single pipeline applies the optimizer in its "
+                                    "stages; --mode allreduce has none)")
+                         ->check(CLI::Range(0, 1024))
+                         ->capture_default_str()
+                         ->group(group_job);
   app.add_option("--pipeline-stages", o.job.pipeline_stages, "Cut the model into K stages, one actor each")
       ->check(CLI::Range(1, 64))
       ->capture_default_str()
@@ -88,8 +89,15 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "
-                                   "ssp (async with a staleness bound)")
-      ->check(CLI::IsMember({"sync", "async", "ssp"}))
+                                   "ssp (async with a staleness bound), allreduce (no shard servers: the replicas "
+                                   "sum their gradients in a ring, Horovod's way)")
+      ->check(CLI::IsMember({"sync", "async", "ssp", "allreduce"}))
+      ->capture_default_str()
+      ->group(group_job);
+  app.add_option("--allreduce-op", o.allreduce_op,
+                 "allreduce: sum the replicas' gradients (what a sync round applies; the lr means the same) or avg "
+                 "(Horovod's default: the lr is per replica's batch)")
+      ->check(CLI::IsMember({"sum", "avg"}))
       ->capture_default_str()
       ->group(group_job);
   app.add_flag("--kv", o.job.kv,
@@ -184,6 +192,8 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job_spec job = o.job;
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
+  job.ring_op = *parse_reduce_op(o.allreduce_op);
+  if (job.mode == sync_mode::allreduce && !(o.servers_option && o.servers_option->count() > 0)) job.servers = 0;
   if (o.train.batch_size == "auto") {
     const batch_choice b = auto_batch(job);
     job.train.batch_size = b.batch;
@@ -228,6 +238,10 @@ std::string job_options_as_toml(CLI::App& app) {
 }
 
 std::string describe_update_rules(const job_spec& job) {
+  if (job.mode == sync_mode::allreduce && job.workers > 1)
+    return job.ring_op == reduce_op::sum
+               ? "; the replicas sum their gradients in a ring each step and apply the sum, as a sync round does"
+               : "; the replicas average their gradients in a ring each step (the lr is per replica's batch)";
   if (job.kv || job.servers == 0) return "";
   std::ostringstream s;
   constexpr const char* balanced =
@@ -275,13 +289,14 @@ std::string describe(const job_spec& job, const dataset_split& data) {
   } else {
     s << ", " << job.workers << " workers";
   }
-  s << ", " << job.servers << " shard servers, model " << job.train.model << ", "
+  if (job.mode != sync_mode::allreduce) s << ", " << job.servers << " shard servers";
+  s << ", model " << job.train.model << ", "
     << job.train_size << " training samples (" << data.train.name << "), " << job.train.epochs << " epochs, batch "
     << job.train.batch_size << " per worker";
   if (job.batch_auto && job.workers > 1 && job.train.batch_size != reference_batch)
     s << " (--batch-size auto: " << job.train.batch_size * job.workers << " samples "
-      << (job.mode == sync_mode::sync ? "a round" : "across the workers")
-      << (job.mode == sync_mode::sync ? ", lr scaled by the batch over 128" : "")
+      << (in_lockstep(job.mode) ? "a round" : "across the workers")
+      << (in_lockstep(job.mode) ? ", lr scaled by the batch over 128" : "")
       << "; a larger --batch-size N trains faster and may learn less)";
   s << ", " << describe(job.train);
   s << describe_update_rules(job);

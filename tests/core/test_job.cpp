@@ -245,8 +245,51 @@ BOOST_AUTO_TEST_CASE(members_and_microbatches) {
 
 BOOST_AUTO_TEST_CASE(mode_names) {
   BOOST_TEST((*parse_sync_mode("ssp") == sync_mode::ssp));
-  BOOST_TEST(parse_sync_mode("bsp").error().message.find("sync, async or ssp") != std::string::npos);
+  BOOST_TEST(parse_sync_mode("bsp").error().message.find("sync, async, ssp or allreduce") != std::string::npos);
   BOOST_TEST(name_of(sync_mode::sync) == "sync");
+  BOOST_TEST((*parse_sync_mode("allreduce") == sync_mode::allreduce));
+  BOOST_TEST(name_of(sync_mode::allreduce) == "allreduce");
+}
+
+// Note [Ring all-reduce of gradients]: no shard servers, any number of replicas.
+BOOST_AUTO_TEST_CASE(allreduce_has_no_shard_servers_and_sums_like_a_sync_round) {
+  job_spec j;
+  j.mode = sync_mode::allreduce;
+  j.workers = 8;
+  j.servers = 0;
+  BOOST_TEST(!validate(j));
+  j.servers = 2;
+  BOOST_TEST(validate(j).value_or("").find("--mode allreduce sums the gradients among the replicas") == 0);
+  j.servers = 0;
+  j.local_reduce = true;
+  BOOST_TEST(validate(j).value_or("").find("--local-reduce") != std::string::npos);
+  j.local_reduce = false;
+  j.ring_op = reduce_op::max;
+  BOOST_TEST(validate(j).value_or("").find("--allreduce-op must be sum or avg") == 0);
+  j.ring_op = reduce_op::sum;
+  j.ring_piece_elems = 0;
+  BOOST_TEST(validate(j).value_or("").find("at least one element") != std::string::npos);
+  j.ring_piece_elems = 1024;
+  j.mode = sync_mode::sync;
+  BOOST_TEST(validate(j).value_or("").find("or use --mode allreduce") != std::string::npos);  // servers 0, 8 replicas
+  // The sum: sync's batch and lr; the average: each replica trains the reference batch at the lr given.
+  j.train_size = 60000;
+  j.train.batch_size = 128;
+  j.mode = sync_mode::allreduce;
+  const batch_choice sum = auto_batch(j);
+  j.mode = sync_mode::sync;
+  const batch_choice sync = auto_batch(j);
+  BOOST_TEST(sum.batch == sync.batch);
+  BOOST_TEST(sum.lr_factor == sync.lr_factor);
+  j.workers = 16;
+  const float capped = job_schedule(j).base;
+  j.mode = sync_mode::allreduce;
+  BOOST_TEST(job_schedule(j).base == capped);
+  BOOST_TEST(capped < j.train.lr);
+  j.ring_op = reduce_op::avg;
+  BOOST_TEST(job_schedule(j).base == j.train.lr);
+  BOOST_TEST(auto_batch(j).batch == reference_batch);
+  BOOST_TEST(auto_batch(j).lr_factor == 1.f);
 }
 
 BOOST_AUTO_TEST_CASE(samples_before_a_clock_count_the_short_last_batch) {

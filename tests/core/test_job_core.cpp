@@ -118,6 +118,31 @@ BOOST_AUTO_TEST_CASE(across_nodes_the_welcome_names_shards_and_neighbours_by_add
   BOOST_TEST(welcomes[2].assignment.next_host.empty());
 }
 
+// Note [Ring connections]: each member learns where the same stage of the replicas before
+// and after it in the ring listen; in one process (no addresses) the shell gives handles.
+BOOST_AUTO_TEST_CASE(in_allreduce_the_welcome_names_the_ring_neighbours_and_no_one_rejoins) {
+  harness h(tiny_job(sync_mode::allreduce, 3, 0));
+  std::vector<welcome_member> welcomes;
+  for (std::uint16_t r = 0; r < 3; ++r) {
+    const auto out = h.member("10.0.0." + std::to_string(2 + r), 7100 + r);
+    for (const auto& w : all_of<welcome_member>(out)) welcomes.push_back(w);
+  }
+  BOOST_REQUIRE_EQUAL(welcomes.size(), 3u);  // no shards to start first
+  for (const auto& w : welcomes) {
+    const std::uint32_t r = w.assignment.rank;
+    BOOST_TEST_CONTEXT("worker " << r) {
+      BOOST_TEST(w.assignment.ring_prev_host == "10.0.0." + std::to_string(2 + (r + 2) % 3));
+      BOOST_TEST(w.assignment.ring_prev_port == 7100 + (r + 2) % 3);
+      BOOST_TEST(w.assignment.ring_next_host == "10.0.0." + std::to_string(2 + (r + 1) % 3));
+      BOOST_TEST(w.assignment.ring_next_port == 7100 + (r + 1) % 3);
+      BOOST_TEST(w.assignment.shard_hosts.empty());
+    }
+  }
+  BOOST_TEST(only<refuse>(h.member()).why.detail.find("--mode allreduce") != std::string::npos);
+  harness sync(tiny_job(sync_mode::sync, 3));
+  for (const auto& w : sync.start()) BOOST_TEST(w.assignment.ring_next_host.empty());
+}
+
 BOOST_AUTO_TEST_CASE(a_member_standing_by_replaces_the_first_to_die) {
   harness h(tiny_job(sync_mode::async));
   h.start();

@@ -1,6 +1,7 @@
 // Tests for core/job_watch.cpp, stepped by hand with explicit time
 // (tests/support/job_core_harness.hpp): a bad snapshot, a dead shard (saying at which
-// step, and how to go on) and a diverged member end the job with their typed errors; the watchdog ends a stalled job naming who is
+// step, and how to go on), a diverged member and a lost replica of an allreduce ring end
+// the job with their typed errors; the watchdog ends a stalled job naming who is
 // where, and does not count time the process did not run; local group ids are relayed
 // only from their leader; the step rates name a straggler.
 #define BOOST_TEST_MODULE job_watch
@@ -41,6 +42,12 @@ BOOST_AUTO_TEST_CASE(a_bad_snapshot_a_dead_shard_and_a_diverged_member_end_the_j
   const auto diverged =
       v.core->on_member_down(0, fault{errc::diverged, "the training loss became nan"}, "diverged: ...", v.now);
   BOOST_TEST(fault_of(diverged) == "diverged: the training loss became nan");
+  // A lost replica ends an allreduce job at once, naming it: its ring cannot finish a step.
+  harness ring(tiny_job(sync_mode::allreduce, 3, 0));
+  ring.start();
+  const auto lost = ring.core->on_member_down(1, std::nullopt, "remote_link_unreachable", ring.now);
+  BOOST_TEST(fault_of(lost).find("stage_lost: worker 1 is gone (remote_link_unreachable); the replicas of --mode "
+                                 "allreduce sum their gradients in a ring") == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(the_watchdog_ends_a_stalled_job_naming_who_is_where) {

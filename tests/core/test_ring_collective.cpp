@@ -223,9 +223,16 @@ BOOST_AUTO_TEST_CASE(a_rank_is_done_only_once_started_and_every_piece_it_expects
   auto o = r1.receive(from0[0]);  // before rank 1 started: allowed; it reduces and answers
   BOOST_TEST(!o.refused);
   BOOST_TEST(!r1.done());
+  BOOST_TEST(!r1.scattered());  // not started
   auto from1 = r1.start();
+  BOOST_TEST(r1.scattered());  // its one reduce-scatter piece came before it started
+  BOOST_TEST(!r1.done());
+  BOOST_TEST(!r0.scattered());
   for (auto& p : o.send) from1.push_back(std::move(p));
-  for (const auto& p : from1) BOOST_TEST(!r0.receive(p).refused);
+  BOOST_TEST(!r0.receive(from1[0]).refused);  // rank 1's own chunk: rank 0's reduce-scatter ends
+  BOOST_TEST(r0.scattered());
+  BOOST_TEST(!r0.done());
+  for (std::size_t i = 1; i < from1.size(); ++i) BOOST_TEST(!r0.receive(from1[i]).refused);
   BOOST_TEST(r0.done());
   tensor lone({3});
   auto one = *ring_collective::all_reduce(spec_of(1, 0, 5), lone, reduce_op::avg);

@@ -1,9 +1,10 @@
 // `troupe launch --local` end to end: 2 shard servers and 2 workers as separate
 // processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to >= 80% in
-// each mode; a failing job makes launch fail; a hung coordinator does not hold the launch;
-// a job that keeps checkpoints and loses its shard server or its coordinator is started
-// again from its newest checkpoint and ends bitwise as it would have; a bad flag is a
-// usage error.
+// each mode, and so do 3 replicas of allreduce with no shard servers, where a killed
+// replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
+// not hold the launch; a job that keeps checkpoints and loses its shard server or its
+// coordinator is started again from its newest checkpoint and ends bitwise as it would
+// have; a bad flag is a usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 
@@ -64,6 +65,23 @@ BOOST_AUTO_TEST_CASE(a_pipeline_learns_with_a_process_per_stage) {
   BOOST_TEST(r.err.find("bubble") != std::string::npos);
 }
 
+// Note [Ring connections]: the replicas dial each other over mutual TLS.
+BOOST_AUTO_TEST_CASE(allreduce_learns_with_a_process_per_replica_and_no_shard_servers) {
+  auto r = run_process({troupe_bin(), "launch", "--local", "--workers", "3", "--mode", "allreduce", "--train-samples",
+                        "10000", "--epochs", "3", "--metrics", "off"},
+                       300s);
+  BOOST_REQUIRE(!r.timed_out);
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["mode"].get<std::string>() == "allreduce");
+  BOOST_TEST(j["servers"].get<int>() == 0);
+  BOOST_TEST(j["test_accuracy"].get<double>() >= 0.80);
+  BOOST_TEST(r.err.find("launch: job") != std::string::npos);
+  BOOST_TEST(r.err.find("[server") == std::string::npos);  // no shard server process
+  BOOST_TEST(r.err.find("refused a ring hello") == std::string::npos);  // each came from a neighbour
+}
+
 BOOST_AUTO_TEST_CASE(a_failing_job_fails_the_launch) {
   auto r = run_process({troupe_bin(), "launch", "--local", "--dataset", "synthetic", "--train-samples", "2000", "--lr",
                         "1e6", "--warmup-epochs", "0"},
@@ -106,6 +124,29 @@ pid_t child_with(pid_t parent, const std::string& word) {
 }
 
 }  // namespace
+
+// Note [Ring all-reduce of gradients]: a replica killed mid-ring ends the job, naming it,
+// within the failure detection of its neighbours (its connections drop), not at a timeout.
+BOOST_AUTO_TEST_CASE(a_replica_killed_mid_ring_ends_the_job_naming_it) {
+  temp_dir dir("launch-ring-kill");
+  background_process launch({troupe_bin(), "launch", "--local", "--workers", "3", "--mode", "allreduce", "--epochs",
+                             "50", "--train-samples", "20000", "--metrics", "off", "--request-timeout", "600",
+                             "--stall-timeout", "600"},
+                            dir.file("launch"));
+  BOOST_REQUIRE(launch.started());
+  BOOST_REQUIRE_MESSAGE(launch.wait_for_err("epoch 1/50", 120s), launch.err());
+  const pid_t victim = child_with(launch.pid(), "--worker-index 1");
+  BOOST_REQUIRE(victim > 0);
+  const auto killed = std::chrono::steady_clock::now();
+  ::kill(victim, SIGKILL);
+  const auto code = launch.wait(90s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "launch still waits after a replica died: " << launch.err());
+  const auto took = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - killed);
+  BOOST_TEST(took.count() < 60);  // far inside the 600 s timeouts
+  BOOST_TEST(*code != 0);
+  BOOST_TEST(launch.err().find("worker 1 is gone") != std::string::npos, launch.err());
+  BOOST_TEST(launch.err().find("stage_lost") != std::string::npos, launch.err());
+}
 
 // A coordinator that hangs (here: stopped) no longer holds launch forever: its nodes leave
 // when their heartbeats go unanswered, and launch then stops it and fails, saying so.

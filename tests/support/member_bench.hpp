@@ -1,7 +1,8 @@
 // Test helper: the members of one job (member_core) run against one shard_core in one
 // thread, without actors. Every action a member returns is delivered as the shells
 // would deliver it, through a FIFO queue: pulls and pushes go to the shard (held pulls
-// are answered when it releases them), activations to the neighbour, reports are kept.
+// are answered when it releases them), activations to the neighbour, ring pieces to the
+// next replica, reports are kept.
 // Deterministic: the same job gives the same bits every time.
 #pragma once
 
@@ -43,6 +44,11 @@ struct member_bench {
   // before they are delivered, while the others go on.
   std::int64_t slow_member = -1;
   int slow_requeues = 0;
+  // --mode allreduce: sees every ring piece on its way from member r (and may change it);
+  // false drops it. Unset: every piece is delivered. reverse_ring: each piece goes to the
+  // front of the queue (pieces then arrive in another order than they were sent).
+  std::function<bool(std::uint32_t from, ring_piece& p)> on_ring;
+  bool reverse_ring = false;
 
   // job: not yet prepared; data: what the members read (the job's own unless given).
   member_bench(job_spec j, std::shared_ptr<const dataset_split> d, member_setup setup = {})
@@ -176,6 +182,16 @@ struct member_bench {
     later(r - 1, [g = std::move(a.g), r](member_core& c) mutable {
       return c.on_activation_grad(std::move(g), true, "member " + std::to_string(r));
     });
+  }
+  void handle(std::uint32_t r, member_actions::send_ring_piece& a) {
+    if (on_ring && !on_ring(r, a.p)) return;
+    auto work = [this, to = at(r).ring_next(), p = std::move(a.p), r]() mutable {
+      deliver(to, at(to).on_ring_piece(std::move(p), true, "member " + std::to_string(r)));
+    };
+    if (reverse_ring)
+      queue.push_front(std::move(work));
+    else
+      queue.push_back(std::move(work));
   }
   void handle(std::uint32_t, member_actions::report_step& a) { steps.push_back(a.r); }
   void handle(std::uint32_t, member_actions::report_epoch& a) { epochs.push_back(std::move(a.r)); }

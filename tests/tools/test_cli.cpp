@@ -175,6 +175,24 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--bucket-bytes", "-5"}, {"--bucket-bytes"});
   expect_usage_error({"train", "--servers", "0", "--workers", "1", "--pull-precision", "2bit"},
                      {"--pull-precision 2bit", "--servers 0"});
+  expect_usage_error({"train", "--mode", "allreduce", "--servers", "2"}, {"--mode allreduce", "--servers"});
+  expect_usage_error({"train", "--mode", "allreduce", "--allreduce-op", "max"}, {"--allreduce-op", "sum", "avg"});
+  expect_usage_error({"train", "--mode", "allreduce", "--compression", "fp16"}, {"--compression"});
+}
+
+// Note [Ring all-reduce of gradients]: no shard servers unless asked for (which is refused).
+BOOST_AUTO_TEST_CASE(train_in_allreduce_mode_needs_no_shard_servers) {
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "3000", "--epochs", "2", "--workers",
+                       "3", "--mode", "allreduce", "--metrics", "off"});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["mode"].get<std::string>() == "allreduce");
+  BOOST_TEST(j["servers"].get<int>() == 0);
+  BOOST_TEST(j["workers"].get<int>() == 3);
+  BOOST_TEST(j["test_accuracy"].get<double>() > 0.6);  // 3 classes of synthetic data
+  BOOST_TEST(r.err.find("allreduce, 3 workers, model") != std::string::npos);
+  BOOST_TEST(r.err.find("the replicas sum their gradients in a ring each step") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {

@@ -27,8 +27,8 @@ expect() {  # expect "WANTED" WORDS...: the completion of WORDS is exactly WANTE
 expect "train train-local evaluate export node launch tls" ""
 expect "train train-local" tr
 expect "--epochs" train --ep
-expect "sync async ssp" train --mode ""
-expect "async" launch --local --mode a
+expect "sync async ssp allreduce" train --mode ""
+expect "async allreduce" launch --local --mode a
 expect "init secret" tls ""
 expect "--help --hours" tls init --h
 expect "gpipe 1f1b" train --epochs 3 --schedule ""

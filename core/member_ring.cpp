@@ -1,0 +1,146 @@
+// member_core, part 4: --mode allreduce, the step's gradient summed round a ring of the
+// replicas (Note [Ring all-reduce of gradients]).
+#include <utility>
+
+#include "core/job.hpp"
+#include "core/member_core.hpp"
+
+namespace troupe {
+
+using namespace member_actions;
+
+// Note [Ring all-reduce of gradients]
+// With --mode allreduce there are no shard servers: every replica holds the parameters
+// and the optimizer state, initialised from the job's seed, so all start with the same
+// bits. At the end of each step the stage's gradient (every layer's, one flat buffer: the
+// fusion buffer is the gradient itself) goes into a ring all-reduce (Note [The ring] in
+// core/ring_collective.hpp) among the same stage of every replica, numbered by the step's
+// clock; once it is done every replica holds the same sum (or average) and applies the
+// same optimizer step, so the replicas stay bitwise equal, and a run gives the same bits
+// every time. The sum is what a sync round applies, so the lr and its scaling mean what
+// they mean in sync.
+//
+// A replica can be at most one collective ahead of its right neighbour: it cannot finish
+// collective c before every replica has put its values into it. So pieces arrive for the
+// collective in progress, or for the next one (a neighbour that finished first and
+// computed its next step), which wait here until this replica starts it; a piece for any
+// other collective, or more pieces than one collective has, is a broken neighbour and
+// stops the member with the piece's fault, as a refused piece does. A replica next to
+// this one that dies stops it with stage_lost, naming the dead one; its other neighbour
+// then sees it stop, and so on round the ring, so no survivor waits for pieces that will
+// never come.
+
+bool member_core::ringed() const { return place_.job.mode == sync_mode::allreduce && place_.job.workers > 1; }
+
+std::uint32_t member_core::ring_previous() const {
+  const std::uint32_t n = place_.job.workers;
+  return ((replica_ + n - 1) % n) * place_.job.pipeline_stages + stage_;
+}
+
+std::uint32_t member_core::ring_next() const {
+  return ((replica_ + 1) % place_.job.workers) * place_.job.pipeline_stages + stage_;
+}
+
+std::string member_core::replica_name(std::uint32_t replica) const {
+  if (!pipelined()) return "worker " + std::to_string(replica);
+  return "stage " + std::to_string(stage_) + " of replica " + std::to_string(replica);
+}
+
+void member_core::start_ring(member_actions_list& out) {
+  tensor_view grads;
+  if (simulated()) {
+    // The synthetic gradient is the same every step; the ring sums a copy.
+    if (ring_grads_.empty()) ring_grads_ = tensor::uninitialized(synthetic_grad_.sizes());
+    copy(ring_grads_.view(), synthetic_grad_);
+    grads = ring_grads_.view();
+  } else if (!guarded("downloading its gradients", out, [&] {
+               rep_->fetch_grads();
+               grads = rep_->grads().view();
+             })) {
+    return;
+  }
+  const ring_spec spec{place_.job.workers, replica_, static_cast<std::uint64_t>(clock_), place_.job.ring_piece_elems};
+  auto ring = ring_collective::all_reduce(spec, grads, place_.job.ring_op);
+  if (!ring) {
+    stop({errc::bad_job, who() + ": " + ring.error().message}, out);
+    return;
+  }
+  ring_.emplace(std::move(*ring));
+  ring_begin_ = wall::now();
+  ring_scattered_ = false;
+  for (ring_piece& p : ring_->start()) out.push_back(send_ring_piece{std::move(p)});
+  for (const ring_piece& p : std::exchange(ring_early_, {})) {
+    take_ring_piece(p, out);
+    if (phase_ == member_phase::stopped) return;
+  }
+  ring_progress(out);
+}
+
+member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender) {
+  member_actions_list out;
+  if (!ringed() || phase_ != member_phase::training) {
+    if (phase_ != member_phase::stopped)
+      out.push_back(warn{who() + ": dropped a ring piece from " + sender + ": this member is not in a ring now"});
+    return out;
+  }
+  if (!from_neighbour) {
+    out.push_back(warn{who() + ": dropped a ring piece from " + sender + ", which is not " +
+                       replica_name((replica_ + place_.job.workers - 1) % place_.job.workers)});
+    return out;
+  }
+  take_ring_piece(p, out);
+  if (phase_ != member_phase::stopped && ring_) ring_progress(out);
+  return out;
+}
+
+// A piece from the previous replica: applied to the collective in progress, or held for
+// the next one.
+void member_core::take_ring_piece(const ring_piece& p, member_actions_list& out) {
+  const std::uint64_t current = static_cast<std::uint64_t>(clock_);
+  if (ring_ && p.collective == current) {
+    auto o = ring_->receive(p);
+    if (o.refused) {
+      stop(std::move(*o.refused), out);
+      return;
+    }
+    for (ring_piece& q : o.send) out.push_back(send_ring_piece{std::move(q)});
+    return;
+  }
+  const bool next = p.collective == (ring_ ? current + 1 : current);
+  // Pieces of one collective at most: two per piece of the gradient, and one per chunk more.
+  const std::int64_t numel = net_ ? net_->num_params() : 0;
+  const std::int64_t most = 2 * (numel / place_.job.ring_piece_elems + place_.job.workers + 1);
+  if (!next || static_cast<std::int64_t>(ring_early_.size()) >= most) {
+    stop({errc::bad_clock, who() + ": " + replica_name((replica_ + place_.job.workers - 1) % place_.job.workers) +
+                               " sent a ring piece of step " + std::to_string(p.collective) + " at step " +
+                               std::to_string(clock_) + (next ? " (more pieces than a step has)" : "")},
+         out);
+    return;
+  }
+  ring_early_.push_back(p);
+}
+
+// Traces the ring's phases, and once it is done goes on with the step.
+void member_core::ring_progress(member_actions_list& out) {
+  if (!ring_scattered_ && ring_->scattered()) {
+    ring_scattered_ = true;
+    ring_mid_ = wall::now();
+    trace_span("reduce-scatter", ring_begin_, ring_mid_);
+  }
+  if (!ring_->done()) return;
+  trace_span("all-gather", ring_mid_, wall::now());
+  ring_.reset();
+  update_and_report(out);
+}
+
+member_actions_list member_core::on_ring_neighbour_down(bool previous, const std::string& why) {
+  member_actions_list out;
+  const std::uint32_t n = place_.job.workers;
+  const std::uint32_t other = previous ? (replica_ + n - 1) % n : (replica_ + 1) % n;
+  stop({errc::stage_lost, replica_name(other) + " is gone (" + why + "); " + who() +
+                              " stops, since the ring all-reduce of its gradients cannot finish without it"},
+       out);
+  return out;
+}
+
+}  // namespace troupe
