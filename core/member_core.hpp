@@ -232,7 +232,7 @@ class member_core {
   void update_and_report(member_actions_list& out);
   // member_ring.cpp: the step's ring all-reduce, and pieces that came before it began.
   void start_ring(member_actions_list& out);
-  void take_ring_piece(const ring_piece& p, member_actions_list& out);
+  void take_ring_piece(ring_piece p, member_actions_list& out);
   void ring_progress(member_actions_list& out);
   std::string replica_name(std::uint32_t replica) const;
   bool buckets_on() const { return buckets_.size() > 1; }

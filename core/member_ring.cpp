@@ -26,8 +26,8 @@ using namespace member_actions;
 // computed its next step), which wait here until this replica starts it; a piece for any
 // other collective, or more pieces than one collective has, is a broken neighbour and
 // stops the member with the piece's fault, as a refused piece does. A replica next to
-// this one that dies stops it with stage_lost, naming the dead one; its other neighbour
-// then sees it stop, and so on round the ring, so no survivor waits for pieces that will
+// this one that dies stops it with stage_lost, naming the dead one, and the coordinator
+// ends the job when it sees any replica die, so no survivor waits for pieces that will
 // never come.
 
 bool member_core::ringed() const { return place_.job.mode == sync_mode::allreduce && place_.job.workers > 1; }
@@ -69,8 +69,8 @@ void member_core::start_ring(member_actions_list& out) {
   ring_begin_ = wall::now();
   ring_scattered_ = false;
   for (ring_piece& p : ring_->start()) out.push_back(send_ring_piece{std::move(p)});
-  for (const ring_piece& p : std::exchange(ring_early_, {})) {
-    take_ring_piece(p, out);
+  for (ring_piece& p : std::exchange(ring_early_, {})) {
+    take_ring_piece(std::move(p), out);
     if (phase_ == member_phase::stopped) return;
   }
   ring_progress(out);
@@ -88,17 +88,17 @@ member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour
                        replica_name((replica_ + place_.job.workers - 1) % place_.job.workers)});
     return out;
   }
-  take_ring_piece(p, out);
+  take_ring_piece(std::move(p), out);
   if (phase_ != member_phase::stopped && ring_) ring_progress(out);
   return out;
 }
 
 // A piece from the previous replica: applied to the collective in progress, or held for
 // the next one.
-void member_core::take_ring_piece(const ring_piece& p, member_actions_list& out) {
+void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
   const std::uint64_t current = static_cast<std::uint64_t>(clock_);
   if (ring_ && p.collective == current) {
-    auto o = ring_->receive(p);
+    auto o = ring_->receive(std::move(p));
     if (o.refused) {
       stop(std::move(*o.refused), out);
       return;
@@ -117,7 +117,7 @@ void member_core::take_ring_piece(const ring_piece& p, member_actions_list& out)
          out);
     return;
   }
-  ring_early_.push_back(p);
+  ring_early_.push_back(std::move(p));
 }
 
 // Traces the ring's phases, and once it is done goes on with the step.

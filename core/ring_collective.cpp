@@ -181,19 +181,16 @@ std::optional<fault> ring_collective::refusal(const ring_piece& p) const {
   return std::nullopt;
 }
 
-void ring_collective::combine(tensor_view dst, const_tensor_view incoming) const {
-  float* d = dst.data<float>();
-  const float* in = incoming.data<float>();
-  const std::int64_t n = dst.numel();
+void ring_collective::combine(float* out, const float* in, const float* own, std::int64_t n) const {
   if (op_ == reduce_op::max) {
-    for (std::int64_t i = 0; i < n; ++i) d[i] = (in[i] > d[i] || std::isnan(in[i])) ? in[i] : d[i];
+    for (std::int64_t i = 0; i < n; ++i) out[i] = (in[i] > own[i] || std::isnan(in[i])) ? in[i] : own[i];
   } else {
     // The running sum of the ranks before this one, then this rank's value: the order of Note [The ring].
-    for (std::int64_t i = 0; i < n; ++i) d[i] = in[i] + d[i];
+    for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] + own[i];
   }
 }
 
-ring_collective::outcome ring_collective::receive(const ring_piece& p) {
+ring_collective::outcome ring_collective::receive(ring_piece p) {
   outcome out;
   if ((out.refused = refusal(p))) return out;
   const chunk& c = chunks_[p.chunk];
@@ -205,17 +202,21 @@ ring_collective::outcome ring_collective::receive(const ring_piece& p) {
   const bool last_hop = hops(p.phase, p.chunk) == spec_.world - 1;
   if (p.phase == ring_phase::all_gather) {
     copy(dst, p.values);
-    if (!last_hop) out.send.push_back(piece(ring_phase::all_gather, p.chunk, p.offset, numel));
+    if (!last_hop) out.send.push_back(std::move(p));  // passed on as it came
     return out;
   }
-  combine(dst, p.values);
+  float* in = p.values.data<float>();
   if (!last_hop) {
-    out.send.push_back(piece(ring_phase::reduce_scatter, p.chunk, p.offset, numel));
+    // The running sum goes on in the piece itself: this rank's own values of the chunk
+    // are overwritten by its all-gather, so they need not hold the partial sum.
+    combine(in, in, dst.data<float>(), numel);
+    out.send.push_back(std::move(p));
     return out;
   }
   // This rank owns the chunk: the piece is whole; it starts its all-gather.
+  float* d = dst.data<float>();
+  combine(d, in, d, numel);
   if (op_ == reduce_op::avg) {
-    float* d = dst.data<float>();
     const float w = static_cast<float>(spec_.world);
     for (std::int64_t i = 0; i < numel; ++i) d[i] /= w;
   }

@@ -79,7 +79,8 @@ class ring_collective {
     std::vector<ring_piece> send;  // to the right neighbour
     std::optional<fault> refused;  // set when the piece was not applied
   };
-  outcome receive(const ring_piece& p);
+  // Takes the piece (a piece passed on is the one that came, summed into in place).
+  outcome receive(ring_piece p);
 
   // Started, and every piece this rank expects has arrived: `values` holds the result.
   bool done() const { return started_ && missing_ == 0; }
@@ -104,7 +105,8 @@ class ring_collective {
   bool receives(ring_phase phase, std::uint32_t c) const;
   std::optional<fault> refusal(const ring_piece& p) const;
   ring_piece piece(ring_phase phase, std::uint32_t c, std::int64_t offset, std::int64_t numel) const;
-  void combine(tensor_view dst, const_tensor_view incoming) const;
+  // out[i] = in[i] (op) own[i]; out may be in or own.
+  void combine(float* out, const float* in, const float* own, std::int64_t n) const;
 
   ring_spec spec_;
   tensor_view values_;

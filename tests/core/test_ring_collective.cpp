@@ -287,15 +287,22 @@ BOOST_AUTO_TEST_CASE(bad_pieces_are_refused_by_name_and_change_nothing) {
       BOOST_TEST(rank1.pieces_missing() == 8);
     }
   }
-  // A good piece is taken once; its copy is refused.
+  // A good piece is taken once; its copy is refused. Passing through (chunk 0 goes on to
+  // rank 2, its owner), it carries the running sum on; this rank's own values stay as
+  // they are until the all-gather brings the result.
   ring_piece good = piece(7, rs, 0, 0, 2);
   good.values.data<float>()[0] = 10.f;
-  BOOST_TEST(!rank1.receive(good).refused);
-  BOOST_TEST(mine.data<float>()[0] == 10.f);
+  good.values.data<float>()[1] = 20.f;
+  const auto taken = rank1.receive(good);
+  BOOST_TEST(!taken.refused);
+  BOOST_TEST_REQUIRE(taken.send.size() == 1u);
+  BOOST_TEST(taken.send[0].values.data<float>()[0] == 10.f + 0.f);
+  BOOST_TEST(taken.send[0].values.data<float>()[1] == 20.f + 1.f);
+  BOOST_TEST(same_bits(mine, before));
   const auto again = rank1.receive(good);
   BOOST_TEST_REQUIRE(again.refused.has_value());
   BOOST_TEST(static_cast<int>(again.refused->code) == static_cast<int>(errc::duplicate));
-  BOOST_TEST(mine.data<float>()[0] == 10.f);
+  BOOST_TEST(same_bits(mine, before));
 }
 
 BOOST_AUTO_TEST_CASE(bad_calls_are_refused_with_what_is_wrong) {
