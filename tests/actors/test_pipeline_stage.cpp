@@ -6,6 +6,7 @@
 // MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
 // a lost stage stops its pipeline with a typed error, not the stall watchdog; a
 // stranger's activation is dropped, and a stranger's group id, grant or shed of rows refused.
+// In allreduce mode three replicas learn and a stranger's ring piece is dropped.
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
@@ -13,6 +14,7 @@
 #include <sstream>
 
 #include "actors/pipeline_stage.hpp"
+#include "monitoring/refusals.hpp"
 #include "tests/support/jobs.hpp"
 
 using namespace troupe;
@@ -193,6 +195,28 @@ BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
   });
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
+}
+
+// Note [Ring all-reduce of gradients]: three replicas with no shard servers learn, and a
+// ring piece from anyone but the previous replica is dropped.
+BOOST_AUTO_TEST_CASE(allreduce_replicas_learn_and_a_strangers_ring_piece_is_dropped) {
+  job_spec job = job_for(sync_mode::allreduce, 3);
+  job.servers = 0;
+  const auto refused_before = monitoring::refusals(monitoring::refusal::not_a_neighbour);
+  live_job live;
+  auto r = live.run(job, synthetic(3000, 100, 1), [](live_job& j, const epoch_summary& s) {
+    if (s.epoch != 0) return;
+    // Malformed on purpose: were it taken for the neighbour's, the member would stop.
+    ring_piece p;
+    p.collective = 1;
+    p.values = tensor({3});
+    for (const auto& member : j.handles.workers) caf::anon_send(member, ring_atom::value, p);
+  });
+  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
+  BOOST_TEST(r->workers_lost == 0);
+  BOOST_TEST(r->servers == 0u);
+  BOOST_TEST(r->test_accuracy > 0.6);  // 3 classes
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_neighbour) == refused_before + 3);
 }
 
 namespace {
