@@ -1,12 +1,14 @@
 // `troupe train --trace FILE` end to end: the file is Chrome trace-event JSON with a row
 // per actor; on every worker row the spans nest (pull, forward, backward and push inside
 // their step) and the steps cover the run; held pulls appear as balanced async spans; a
-// pipeline gets a row per stage with a forward and a backward span per microbatch.
+// pipeline gets a row per stage with a forward and a backward span per microbatch; in
+// allreduce each worker row shows each step's reduce-scatter and all-gather.
 #define BOOST_TEST_MODULE timeline
 #include <boost/test/unit_test.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -109,5 +111,44 @@ BOOST_AUTO_TEST_CASE(a_pipeline_has_a_row_per_stage_and_a_span_per_microbatch) {
         BOOST_TEST(s.size() == static_cast<std::size_t>(steps * 4));
         BOOST_TEST((s.count({0, 3}) == 1 && s.count({steps - 1, 0}) == 1));
       }
+  fs::remove(path);
+}
+
+// --mode allreduce: every worker row shows each step's reduce-scatter and then its
+// all-gather, back to back, inside the step (Horovod's timeline shows the same phases).
+BOOST_AUTO_TEST_CASE(allreduce_shows_each_steps_ring_phases) {
+  const auto path =
+      (fs::temp_directory_path() / ("troupe-timeline-ring-" + std::to_string(::getpid()) + ".json")).string();
+  auto r = run_process({troupe_bin(), "train", "--dataset", "synthetic", "--train-samples", "2560", "--epochs", "1",
+                        "--workers", "2", "--batch-size", "64", "--mode", "allreduce", "--metrics", "off", "--trace",
+                        path},
+                       120s);
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  std::ifstream in(path);
+  const auto doc = nlohmann::json::parse(in);
+  std::map<int, std::string> rows;
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "thread_name") rows[e["tid"]] = e["args"]["name"];
+  std::map<std::string, std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>>> spans;  // row, name
+  for (const auto& e : doc["traceEvents"])
+    if (e["ph"] == "X") {
+      const std::int64_t b = e["ts"];
+      spans[rows[e["tid"]]][e["name"]].emplace_back(b, b + e["dur"].get<std::int64_t>());
+    }
+  const std::size_t steps = 2560 / 2 / 64;
+  for (const char* row : {"worker 0", "worker 1"})
+    BOOST_TEST_CONTEXT(row) {
+      auto& s = spans[row];
+      BOOST_REQUIRE_EQUAL(s["step"].size(), steps);
+      BOOST_REQUIRE_EQUAL(s["reduce-scatter"].size(), steps);
+      BOOST_REQUIRE_EQUAL(s["all-gather"].size(), steps);
+      for (auto& [name, v] : s) std::sort(v.begin(), v.end());
+      for (std::size_t i = 0; i < steps; ++i) {
+        const auto step = s["step"][i], rs = s["reduce-scatter"][i], ag = s["all-gather"][i];
+        BOOST_TEST((step.first <= rs.first && rs.second <= ag.first && ag.second <= step.second), "step " << i);
+        BOOST_TEST(ag.first - rs.second <= 1, "step " << i);  // the all-gather begins as the reduce-scatter ends
+      }
+      BOOST_TEST(s["push"].empty());  // no shard servers
+    }
   fs::remove(path);
 }
