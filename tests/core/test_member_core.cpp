@@ -20,12 +20,9 @@
 using namespace troupe;
 using test::same_bits;
 using test::member_bench;
+using test::synthetic;
 
 namespace {
-
-std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
-  return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
-}
 
 job_spec pipeline(std::uint32_t stages, std::int32_t microbatches, std::uint32_t servers = 1) {
   job_spec j;

@@ -15,12 +15,9 @@
 
 using namespace troupe;
 using test::member_bench;
+using test::synthetic;
 
 namespace {
-
-std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
-  return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
-}
 
 // Two sync workers of batch 10, 20 samples each: 2 steps an epoch; plain SGD at a
 // constant lr, so the parameters move linearly in the gradients.

@@ -16,13 +16,10 @@
 
 using namespace troupe;
 using test::member_bench;
+using test::synthetic;
 using test::same_bits;
 
 namespace {
-
-std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
-  return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
-}
 
 job_spec ring_job(std::uint32_t replicas, std::int64_t piece_elems = 1000) {
   job_spec j;

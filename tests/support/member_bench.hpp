@@ -22,6 +22,11 @@
 
 namespace troupe::test {
 
+// n synthetic training samples (and 100 test samples) for a bench's members to read.
+inline std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
+  return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
+}
+
 struct member_bench {
   job_spec job;
   std::shared_ptr<const dataset_split> data;
