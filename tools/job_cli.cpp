@@ -95,10 +95,9 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--allreduce-op", o.allreduce_op,
-                 "allreduce: sum the replicas' gradients (what a sync round applies; the lr means the same) or avg "
-                 "(Horovod's default: the lr is per replica's batch)")
+                 "allreduce: sum the replicas' gradients (the default: what a sync round applies; the lr means the "
+                 "same) or avg (Horovod's default: the lr is per replica's batch)")
       ->check(CLI::IsMember({"sum", "avg"}))
-      ->capture_default_str()
       ->group(group_job);
   app.add_flag("--kv", o.job.kv,
                "A key-value job: the workers are programs that use Troupe's client library (troupe.kv, "
@@ -192,7 +191,10 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job_spec job = o.job;
   job.train = resolve_train_options(o.train);
   job.mode = *parse_sync_mode(o.mode);
-  job.ring_op = *parse_reduce_op(o.allreduce_op);
+  if (!o.allreduce_op.empty() && job.mode != sync_mode::allreduce)
+    return failure{"--allreduce-op says how --mode allreduce combines the replicas' gradients; this job's mode is " +
+                   std::string(name_of(job.mode))};
+  job.ring_op = o.allreduce_op.empty() ? reduce_op::sum : *parse_reduce_op(o.allreduce_op);
   if (job.mode == sync_mode::allreduce && !(o.servers_option && o.servers_option->count() > 0)) job.servers = 0;
   if (o.train.batch_size == "auto") {
     const batch_choice b = auto_batch(job);

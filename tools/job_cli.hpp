@@ -21,7 +21,7 @@ struct job_cli_options {
   data_options data;
   job_spec job;
   std::string mode = "async";
-  std::string allreduce_op = "sum";
+  std::string allreduce_op;  // empty: not given (sum)
   const CLI::Option* servers_option = nullptr;  // whether --servers was given (allreduce: 0 unless it was)
   std::string async_rule = "momentum";
   std::string share_balance = "auto";

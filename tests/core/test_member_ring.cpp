@@ -1,8 +1,8 @@
 // Tests for core/member_ring.cpp (--mode allreduce), stepped without actors or threads
 // (tests/support/member_bench.hpp carries each ring piece to the next replica): the
 // replicas end bitwise equal, whatever order their pieces arrive in, and every run gives
-// the same bits; they learn what a sync job with a shard learns; avg is the sum over the
-// world size; simulated compute rings a copy of its gradient; a stranger's piece is
+// the same bits; they learn what a sync job with a shard learns, and so do replicas of
+// a pipeline, each stage ringing with its peers; avg is the sum over the world size; simulated compute rings a copy of its gradient; a stranger's piece is
 // dropped with a warning; a piece of another step, a malformed piece and a lost
 // neighbour stop the member with their typed errors.
 #define BOOST_TEST_MODULE member_ring
@@ -89,6 +89,35 @@ BOOST_AUTO_TEST_CASE(the_ring_learns_what_a_sync_round_through_a_shard_learns) {
   BOOST_REQUIRE(shard.stopped.empty());
   // The same sums in another order: equal but for rounding.
   BOOST_TEST(max_abs_diff(by_ring, shard.params()) < 1e-4f);
+}
+
+// Hybrid: each stage rings with the same stage of the other replicas.
+BOOST_AUTO_TEST_CASE(replicas_of_a_pipeline_ring_stage_by_stage) {
+  auto data = synthetic(360);
+  job_spec j = ring_job(3);
+  j.pipeline_stages = 2;
+  j.microbatches = 2;
+  member_bench ring(j, data);
+  ring.start();
+  ring.run();
+  BOOST_REQUIRE(ring.stopped.empty());
+  BOOST_REQUIRE_EQUAL(ring.done.size(), 6u);
+  for (std::uint32_t stage = 0; stage < 2; ++stage)
+    for (std::uint32_t replica = 1; replica < 3; ++replica)
+      BOOST_TEST(same_bits(*ring.members[replica * 2 + stage]->local_params(), *ring.members[stage]->local_params()));
+  j.mode = sync_mode::sync;
+  j.servers = 1;
+  member_bench shard(j, data);
+  shard.start();
+  shard.run();
+  BOOST_REQUIRE(shard.stopped.empty());
+  const tensor want = shard.params();
+  const auto spans = job_stage_spans(ring.job, ring.m);
+  for (std::uint32_t stage = 0; stage < 2; ++stage) {
+    tensor part = tensor::uninitialized({spans[stage].numel});
+    copy(part.view(), want.view().flat(spans[stage].param_offset, spans[stage].numel));
+    BOOST_TEST(max_abs_diff(*ring.members[stage]->local_params(), part) < 1e-4f);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(avg_applies_the_sum_over_the_number_of_replicas) {

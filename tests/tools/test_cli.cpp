@@ -178,6 +178,7 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--mode", "allreduce", "--servers", "2"}, {"--mode allreduce", "--servers"});
   expect_usage_error({"train", "--mode", "allreduce", "--allreduce-op", "max"}, {"--allreduce-op", "sum", "avg"});
   expect_usage_error({"train", "--mode", "allreduce", "--compression", "fp16"}, {"--compression"});
+  expect_usage_error({"train", "--mode", "sync", "--allreduce-op", "avg"}, {"--allreduce-op", "--mode allreduce", "sync"});
 }
 
 // Note [Ring all-reduce of gradients]: no shard servers unless asked for (which is refused).
