@@ -106,6 +106,9 @@ std::optional<std::string> validate(const job_spec& job) {
            std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
   if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
   if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
+  if (!job.checkpoints.dir.empty() && job.mode == sync_mode::allreduce)
+    return "--checkpoint-dir keeps the shard servers' state, and --mode allreduce has none: its replicas hold the "
+           "parameters, and checkpoints of them are not built yet; use --mode sync for a job that must survive a loss";
   if (!job.checkpoints.dir.empty() && (job.servers == 0 || job.kv || job.simulate_compute_ms > 0))
     return "--checkpoint-dir keeps the shard servers' state of a training job; it needs --servers >= 1 and real "
            "compute (no --simulate-compute), and a key-value job's programs keep their own";

@@ -270,6 +270,9 @@ BOOST_AUTO_TEST_CASE(allreduce_has_no_shard_servers_and_sums_like_a_sync_round) 
   j.ring_piece_elems = 0;
   BOOST_TEST(validate(j).value_or("").find("at least one element") != std::string::npos);
   j.ring_piece_elems = 1024;
+  j.checkpoints.dir = "/ck";
+  BOOST_TEST(validate(j).value_or("").find("--mode allreduce has none") != std::string::npos);
+  j.checkpoints.dir.clear();
   j.mode = sync_mode::sync;
   BOOST_TEST(validate(j).value_or("").find("or use --mode allreduce") != std::string::npos);  // servers 0, 8 replicas
   // The sum: sync's batch and lr; the average: each replica trains the reference batch at the lr given.
