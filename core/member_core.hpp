@@ -234,6 +234,7 @@ class member_core {
   void start_ring(member_actions_list& out);
   void take_ring_piece(ring_piece p, member_actions_list& out);
   void ring_progress(member_actions_list& out);
+  void send_piece(ring_piece p, member_actions_list& out);  // counted in the metrics
   std::string replica_name(std::uint32_t replica) const;
   bool buckets_on() const { return buckets_.size() > 1; }
   // Pushes what bucket k completes: its piece of each shard that takes pieces, and with

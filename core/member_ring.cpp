@@ -68,12 +68,17 @@ void member_core::start_ring(member_actions_list& out) {
   ring_.emplace(std::move(*ring));
   ring_begin_ = wall::now();
   ring_scattered_ = false;
-  for (ring_piece& p : ring_->start()) out.push_back(send_ring_piece{std::move(p)});
+  for (ring_piece& p : ring_->start()) send_piece(std::move(p), out);
   for (ring_piece& p : std::exchange(ring_early_, {})) {
     take_ring_piece(std::move(p), out);
     if (phase_ == member_phase::stopped) return;
   }
   ring_progress(out);
+}
+
+void member_core::send_piece(ring_piece p, member_actions_list& out) {
+  if (m_) m_->ring_bytes_sent->Increment(static_cast<double>(p.values.nbytes()));
+  out.push_back(send_ring_piece{std::move(p)});
 }
 
 member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender) {
@@ -98,12 +103,14 @@ member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour
 void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
   const std::uint64_t current = static_cast<std::uint64_t>(clock_);
   if (ring_ && p.collective == current) {
+    const auto bytes = static_cast<double>(p.values.nbytes());
     auto o = ring_->receive(std::move(p));
     if (o.refused) {
       stop(std::move(*o.refused), out);
       return;
     }
-    for (ring_piece& q : o.send) out.push_back(send_ring_piece{std::move(q)});
+    if (m_) m_->ring_bytes_received->Increment(bytes);
+    for (ring_piece& q : o.send) send_piece(std::move(q), out);
     return;
   }
   const bool next = p.collective == (ring_ ? current + 1 : current);
@@ -128,7 +135,9 @@ void member_core::ring_progress(member_actions_list& out) {
     trace_span("reduce-scatter", ring_begin_, ring_mid_);
   }
   if (!ring_->done()) return;
-  trace_span("all-gather", ring_mid_, wall::now());
+  const auto end = wall::now();
+  trace_span("all-gather", ring_mid_, end);
+  if (m_) m_->allreduce_seconds->Observe(seconds_between(ring_begin_, end));
   ring_.reset();
   update_and_report(out);
 }

@@ -88,7 +88,7 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_ = std::make_unique<families>();
   f_->samples = counter("troupe_samples_total", "Training samples a worker has processed");
   f_->step_seconds = histogram("troupe_step_seconds", "Time of one training step: pull, forward, backward, push");
-  f_->phase_seconds = histogram("troupe_phase_seconds", "Time of each phase of a step (forward, backward, push, pull)");
+  f_->phase_seconds = histogram("troupe_phase_seconds", "Time of each phase of a step (forward, backward, push, pull, all-reduce)");
   f_->loss = gauge("troupe_loss", "Training loss of the worker's last batch");
   f_->epoch = gauge("troupe_epoch", "Current epoch (worker: its own; coordinator: finished by every live worker)");
   f_->learning_rate = gauge("troupe_learning_rate", "Learning rate of the worker's last step");
@@ -198,6 +198,9 @@ worker_metrics registry::worker(std::uint32_t rank) {
   m.bytes_sent = &f_->bytes_sent->Add(with({{"peer_role", "server"}}));
   m.bytes_received = &f_->bytes_received->Add(with({{"peer_role", "server"}}));
   m.rejected = &f_->refused->Add(l);
+  m.allreduce_seconds = &f_->phase_seconds->Add(with({{"phase", "all-reduce"}}), seconds_buckets);
+  m.ring_bytes_sent = &f_->bytes_sent->Add(with({{"peer_role", "worker"}}));
+  m.ring_bytes_received = &f_->bytes_received->Add(with({{"peer_role", "worker"}}));
   return m;
 }
 

@@ -41,6 +41,12 @@ struct worker_metrics {
   prometheus::Counter* bytes_sent = nullptr;       // tensor payload to shard servers
   prometheus::Counter* bytes_received = nullptr;   // tensor payload from shard servers
   prometheus::Counter* rejected = nullptr;         // its gradients a shard refused
+  // --mode allreduce: the step's ring all-reduce, start to done (troupe_phase_seconds,
+  // phase="all-reduce"), and the ring pieces' values to and from its ring neighbours
+  // (peer_role="worker").
+  prometheus::Histogram* allreduce_seconds = nullptr;
+  prometheus::Counter* ring_bytes_sent = nullptr;
+  prometheus::Counter* ring_bytes_received = nullptr;
 };
 
 // Handles a shard server updates (role="server", shard=S).

@@ -4,13 +4,16 @@
 // the same bits; they learn what a sync job with a shard learns, and so do replicas of
 // a pipeline, each stage ringing with its peers; avg is the sum over the world size; simulated compute rings a copy of its gradient; a stranger's piece is
 // dropped with a warning; a piece of another step, a malformed piece and a lost
-// neighbour stop the member with their typed errors.
+// neighbour stop the member with their typed errors; the ring is in the metrics.
 #define BOOST_TEST_MODULE member_ring
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <sstream>
 
+#include "monitoring/metrics.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
 
@@ -240,4 +243,34 @@ BOOST_AUTO_TEST_CASE(a_lost_ring_neighbour_stops_the_member_naming_it) {
   BOOST_TEST(why.detail.find("worker 1 is gone (killed); worker 2 stops") == 0, why.detail);
   out = bench.members[3]->on_ring_neighbour_down(false, "killed");
   BOOST_TEST(std::get<member_actions::stop>(out[0]).why.detail.find("worker 0 is gone") == 0);
+}
+
+// The metrics: each step's ring in troupe_phase_seconds{phase="all-reduce"}, and the
+// pieces' bytes to and from the ring neighbours in troupe_bytes_{sent,received}_total
+// with peer_role="worker". With 2 replicas each sends its own chunk and the one it owns:
+// the whole gradient, once, a step.
+BOOST_AUTO_TEST_CASE(the_ring_is_counted_in_the_metrics) {
+  member_setup setup;
+  setup.obs.metrics = std::make_shared<monitoring::registry>("ring-metrics");
+  member_bench bench(ring_job(2), synthetic(120), setup);
+  bench.start();
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  const std::int64_t steps = bench.done.at(0).clock;
+  const double per_step = 4.0 * static_cast<double>(bench.m.num_params());
+  std::map<std::string, double> seen;
+  std::istringstream scrape(setup.obs.metrics->scrape());
+  for (std::string line; std::getline(scrape, line);) {
+    if (line.rfind("troupe_", 0) != 0 || line.find("rank=\"0\"") == std::string::npos) continue;
+    const double v = std::stod(line.substr(line.rfind(' ') + 1));
+    if (line.rfind("troupe_phase_seconds_count{", 0) == 0 && line.find("phase=\"all-reduce\"") != std::string::npos)
+      seen["count"] = v;
+    if (line.find("peer_role=\"worker\"") != std::string::npos) {
+      if (line.rfind("troupe_bytes_sent_total{", 0) == 0) seen["sent"] = v;
+      if (line.rfind("troupe_bytes_received_total{", 0) == 0) seen["received"] = v;
+    }
+  }
+  BOOST_TEST(seen["count"] == static_cast<double>(steps));
+  BOOST_TEST(seen["sent"] == per_step * static_cast<double>(steps));
+  BOOST_TEST(seen["received"] == per_step * static_cast<double>(steps));
 }
