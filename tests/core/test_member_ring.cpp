@@ -53,6 +53,17 @@ tensor run_to_end(member_bench& bench) {
   return *first;
 }
 
+// The parameters the same job ends with in sync mode through one shard.
+tensor through_a_shard(job_spec j, std::shared_ptr<const dataset_split> data) {
+  j.mode = sync_mode::sync;
+  j.servers = 1;
+  member_bench shard(j, std::move(data));
+  shard.start();
+  shard.run();
+  BOOST_REQUIRE(shard.stopped.empty());
+  return shard.params();
+}
+
 float max_abs_diff(const tensor& a, const tensor& b) {
   float d = 0.f;
   for (std::int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
@@ -83,15 +94,8 @@ BOOST_AUTO_TEST_CASE(the_ring_learns_what_a_sync_round_through_a_shard_learns) {
   auto data = synthetic(360);
   member_bench ring(ring_job(3), data);
   const tensor by_ring = run_to_end(ring);
-  job_spec sync = ring_job(3);
-  sync.mode = sync_mode::sync;
-  sync.servers = 1;
-  member_bench shard(sync, data);
-  shard.start();
-  shard.run();
-  BOOST_REQUIRE(shard.stopped.empty());
   // The same sums in another order: equal but for rounding.
-  BOOST_TEST(max_abs_diff(by_ring, shard.params()) < 1e-4f);
+  BOOST_TEST(max_abs_diff(by_ring, through_a_shard(ring_job(3), data)) < 1e-4f);
 }
 
 // Hybrid: each stage rings with the same stage of the other replicas.
@@ -108,13 +112,7 @@ BOOST_AUTO_TEST_CASE(replicas_of_a_pipeline_ring_stage_by_stage) {
   for (std::uint32_t stage = 0; stage < 2; ++stage)
     for (std::uint32_t replica = 1; replica < 3; ++replica)
       BOOST_TEST(same_bits(*ring.members[replica * 2 + stage]->local_params(), *ring.members[stage]->local_params()));
-  j.mode = sync_mode::sync;
-  j.servers = 1;
-  member_bench shard(j, data);
-  shard.start();
-  shard.run();
-  BOOST_REQUIRE(shard.stopped.empty());
-  const tensor want = shard.params();
+  const tensor want = through_a_shard(j, data);
   const auto spans = job_stage_spans(ring.job, ring.m);
   for (std::uint32_t stage = 0; stage < 2; ++stage) {
     tensor part = tensor::uninitialized({spans[stage].numel});
