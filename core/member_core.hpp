@@ -149,11 +149,12 @@ class member_core {
   member_actions_list on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender);
   // A replica next to this one in the ring died (`previous`: the one it receives from).
   member_actions_list on_ring_neighbour_down(bool previous, const std::string& why);
-  // Whether this member's gradients go round a ring of replicas, and its neighbours there
-  // (member ranks: the same stage of replica - 1 and + 1, modulo the replicas).
+  // Whether this member's gradients go round a ring of replicas; the member it sends its
+  // pieces to (the same stage of replica + 1, modulo the replicas), and the replica it
+  // receives them from (replica - 1).
   bool ringed() const;
-  std::uint32_t ring_previous() const;
   std::uint32_t ring_next() const;
+  std::uint32_t previous_replica() const;
   // Extra rows from the coordinator (Note [Dealing a lost worker's samples] in
   // core/sample_deal.hpp): taken if its first step lies ahead and every row fits, else
   // returned; answered either way.

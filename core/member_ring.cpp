@@ -32,9 +32,8 @@ using namespace member_actions;
 
 bool member_core::ringed() const { return place_.job.mode == sync_mode::allreduce && place_.job.workers > 1; }
 
-std::uint32_t member_core::ring_previous() const {
-  const std::uint32_t n = place_.job.workers;
-  return ((replica_ + n - 1) % n) * place_.job.pipeline_stages + stage_;
+std::uint32_t member_core::previous_replica() const {
+  return (replica_ + place_.job.workers - 1) % place_.job.workers;
 }
 
 std::uint32_t member_core::ring_next() const {
@@ -90,7 +89,7 @@ member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour
   }
   if (!from_neighbour) {
     out.push_back(warn{who() + ": dropped a ring piece from " + sender + ", which is not " +
-                       replica_name((replica_ + place_.job.workers - 1) % place_.job.workers)});
+                       replica_name(previous_replica())});
     return out;
   }
   take_ring_piece(std::move(p), out);
@@ -118,7 +117,7 @@ void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
   const std::int64_t numel = net_ ? net_->num_params() : 0;
   const std::int64_t most = 2 * (numel / place_.job.ring_piece_elems + place_.job.workers + 1);
   if (!next || static_cast<std::int64_t>(ring_early_.size()) >= most) {
-    stop({errc::bad_clock, who() + ": " + replica_name((replica_ + place_.job.workers - 1) % place_.job.workers) +
+    stop({errc::bad_clock, who() + ": " + replica_name(previous_replica()) +
                                " sent a ring piece of step " + std::to_string(p.collective) + " at step " +
                                std::to_string(clock_) + (next ? " (more pieces than a step has)" : "")},
          out);
@@ -144,8 +143,7 @@ void member_core::ring_progress(member_actions_list& out) {
 
 member_actions_list member_core::on_ring_neighbour_down(bool previous, const std::string& why) {
   member_actions_list out;
-  const std::uint32_t n = place_.job.workers;
-  const std::uint32_t other = previous ? (replica_ + n - 1) % n : (replica_ + 1) % n;
+  const std::uint32_t other = previous ? previous_replica() : (replica_ + 1) % place_.job.workers;
   stop({errc::stage_lost, replica_name(other) + " is gone (" + why + "); " + who() +
                               " stops, since the ring all-reduce of its gradients cannot finish without it"},
        out);
