@@ -106,22 +106,33 @@ void maybe_ask_for_lane(member_pointer self, std::uint32_t s, std::size_t bytes)
     st.lanes->maybe_ask(self, st.shards[s], s, st.place.rank, st.place.shard_hosts[s], request_timeout(self), bytes);
 }
 
-// Connects to shard i and the ones after it by address, then finishes the join.
-void connect_shards(member_pointer self, std::size_t i, std::function<void(or_fault<member_assignment>)> done) {
+// Connects to shard i and the ones after it by address, then finishes the join. A shard
+// node busy with other handshakes (every member connects at once) may refuse or close
+// one: each connection is retried with a growing pause until `deadline`, as a stage's is.
+void connect_shards(member_pointer self, std::size_t i, std::chrono::steady_clock::time_point deadline,
+                    std::chrono::milliseconds pause, std::function<void(or_fault<member_assignment>)> done) {
+  using steady = std::chrono::steady_clock;
   auto& st = self->state;
   if (i == st.place.shard_hosts.size()) return joined(self, done);
   const std::string host = st.place.shard_hosts[i];
   const std::uint16_t port = st.place.shard_ports[i];
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
   if (st.opts.expect_peer) st.opts.expect_peer(host, port, "server");
-  self->request(*st.opts.connector, st.opts.connect_timeout, caf::connect_atom::value, host, port)
+  self->request(*st.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value, host, port)
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             if (!ptr) return done(fault{errc::shard_lost, "nothing is published at " + host + ":" + std::to_string(port) +
                                                               " where shard " + std::to_string(i) + " should be"});
             self->state.shards.push_back(caf::actor_cast<shard_actor>(std::move(ptr)));
-            connect_shards(self, i + 1, done);
+            connect_shards(self, i + 1, deadline, std::chrono::milliseconds(50), done);
           },
           [=](caf::error& e) {
+            if (steady::now() + pause < deadline) {
+              spdlog::warn("troupe.kv: shard {} at {}:{} not reachable yet ({}); retrying", i, host, port, describe(e));
+              self->delayed_send(self, pause,
+                                 member_call_retry{[=] { connect_shards(self, i, deadline, pause * 2, done); }});
+              return;
+            }
             done(fault{errc::shard_lost, "cannot reach shard " + std::to_string(i) + " at " + host + ":" +
                                              std::to_string(port) + ": " + describe(e)});
           });
@@ -163,7 +174,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
                   }
                   if (!self->state.opts.connector)
                     return done(fault{errc::bad_job, "the job's shards are on other nodes but this store has no network"});
-                  connect_shards(self, 0, done);
+                  connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout,
+                                 std::chrono::milliseconds(50), done);
                 },
                 [=](caf::error& e) {
                   done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
@@ -231,6 +243,7 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         ask<caf::ok_atom>(self, self->state.opts.coordinator, c.timeout, no_fault(c.done), kv_barrier_atom::value,
                           kv_barrier{self->state.place.rank});
       },
+      [=](member_call_retry& r) { r.again(); },
       [=](member_call_close& c) {
         auto& st = self->state;
         if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});

@@ -61,6 +61,10 @@ struct member_call_barrier {
 struct member_call_close {
   std::function<void()> done;
 };
+// The member, to itself after a pause: try the connection that failed again.
+struct member_call_retry {
+  std::function<void()> again;
+};
 
 struct member_options {
   coordinator_actor coordinator;
@@ -89,3 +93,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_pull)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_optimizer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_barrier)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_close)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_retry)

@@ -4,7 +4,8 @@
 // per-shard pushes and pulls, barriers, the shards' optimizer, a first init larger than
 // one message sent in chunks. A worker that leaves lets sync rounds close without it; a
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
-// time out; bad keys and shapes are refused by the store and by the shard. With the job's
+// time out; a shard that refuses the first connections is tried again until the connect
+// timeout; bad keys and shapes are refused by the store and by the shard. With the job's
 // tag the same-host fast path runs in one process too: tensors cross through the members'
 // shared-memory slots, bit-exact, and a shard without it answers in the message. With the
 // job's --compression pushes of several keys travel 2-bit encoded per key, with each
@@ -197,6 +198,72 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_fails_the_calls_in_flight_at_once) {
   const bool fast = std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4);
   BOOST_TEST(fast);  // well before the 5 s request timeout
   BOOST_TEST(code_of([&] { w0.wait(w0.pull({"w"}, {{out.data(), {2}}})); }) == "shard_lost");
+}
+
+namespace {
+
+// Stands in for the middleman across nodes: refuses the first `refusals` connections as
+// a node busy with other handshakes does (connection_timeout), then hands out `shard`.
+caf::behavior busy_connector(caf::event_based_actor*, caf::actor shard, std::shared_ptr<std::atomic<int>> tries,
+                             int refusals) {
+  return {[=](caf::connect_atom, const std::string&,
+              std::uint16_t) -> caf::result<caf::node_id, caf::strong_actor_ptr, std::set<std::string>> {
+    if (++*tries <= refusals) return caf::make_error(caf::sec::connection_timeout);
+    return {shard.node(), caf::actor_cast<caf::strong_actor_ptr>(shard), std::set<std::string>{}};
+  }};
+}
+
+// One member joins a one-shard job whose shard it must connect to by address, through a
+// connector that refuses `refusals` times; answers the join's fault, if it failed.
+std::optional<fault> join_through_busy_connector(int refusals, std::shared_ptr<std::atomic<int>> tries) {
+  caf::actor_system_config cfg;
+  configure_in_process(cfg);
+  caf::actor_system sys{cfg};
+  job_spec job;
+  job.kv = true;
+  job.job_id = "kv-test";
+  job.workers = 1;
+  job.servers = 1;
+  job.request_timeout_ms = 5000;
+  auto coordinator = spawn_kv_coordinator(sys, job, {});
+  auto shard = spawn_shard_server(sys, coordinator, "kv-test", std::chrono::seconds(5), {}, "");
+  join_as_shard(shard, "127.0.0.1", 9);  // an address, so the member must connect
+  kv::member_options o;
+  o.coordinator = coordinator;
+  o.connect_timeout = std::chrono::seconds(3);
+  o.connector = caf::actor_cast<caf::io::middleman_actor>(
+      sys.spawn(busy_connector, caf::actor_cast<caf::actor>(shard), tries, refusals));
+  auto joined = kv::join_in_process(sys, o, "kv-test", "");
+  std::optional<fault> out;
+  if (auto* f = std::get_if<fault>(&joined)) out = *f;
+  joined = fault{errc::closed, ""};  // the member leaves before its job's actors stop
+  caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+}  // namespace
+
+// Every member of a launched job connects to the shards at once; a shard node busy with
+// the others' handshakes may refuse one. The member tries again until --connect-timeout,
+// and only then fails the join, naming the shard.
+BOOST_AUTO_TEST_CASE(a_shard_too_busy_to_answer_the_first_connections_is_tried_again) {
+  auto tries = std::make_shared<std::atomic<int>>(0);
+  auto f = join_through_busy_connector(3, tries);
+  BOOST_TEST(tries->load() == 4);
+  BOOST_TEST(!f, (f ? to_string(*f) : ""));
+}
+
+BOOST_AUTO_TEST_CASE(a_shard_that_never_answers_fails_the_join_naming_it_within_the_connect_timeout) {
+  auto tries = std::make_shared<std::atomic<int>>(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto f = join_through_busy_connector(1000, tries);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  BOOST_REQUIRE(f);
+  BOOST_TEST((f->code == errc::shard_lost));
+  BOOST_TEST(f->detail.find("cannot reach shard 0 at 127.0.0.1:9") != std::string::npos, f->detail);
+  BOOST_TEST(tries->load() > 1);
+  BOOST_TEST((took < std::chrono::seconds(10)));
 }
 
 // A wait that times out abandons the call: the answer that comes after it is dropped,
