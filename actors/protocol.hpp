@@ -66,6 +66,7 @@ using kv_lookup_atom = caf::atom_constant<caf::atom("kvlookup")>;
 using kv_define_atom = caf::atom_constant<caf::atom("kvdefine")>;
 using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
 using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
+using kv_coll_atom = caf::atom_constant<caf::atom("kvcoll")>;
 using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
 using straggler_atom = caf::atom_constant<caf::atom("straggler")>;
@@ -209,6 +210,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
     caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
     caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
+    // a member's piece of a collective (Note [Collectives on the shards])
+    caf::replies_to<kv_coll_atom, kv_collective>::with<kv_collective_reply>,
     // a member's bulk lane (Note [Bulk lanes]): the member's rank -> an offer
     caf::replies_to<lane_open_atom, std::uint32_t>::with<lane_offer>>;
 using local_shard_actor =
@@ -313,6 +316,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_push_ack))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_pull_reply))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_collective))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_collective_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_saved))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_grant))

@@ -138,6 +138,15 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
 
 void settle_kv(shard_pointer self) {
   auto& st = self->state;
+  for (auto& a : st.collectives.take_answers()) {
+    auto it = st.collective_promises.find(a.t);
+    if (it == st.collective_promises.end()) continue;
+    if (auto* f = std::get_if<fault>(&a.result))
+      it->second.deliver(make_error(*f));
+    else
+      it->second.deliver(kv_collective_reply(*std::get<0>(a.result)));
+    st.collective_promises.erase(it);
+  }
   auto finish_token = [&](kv_shard_core::token t) -> held_kv_pull* {
     auto tok = st.kv_tokens.find(t);
     if (tok == st.kv_tokens.end()) return nullptr;
@@ -276,6 +285,41 @@ void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_p
   h.promise = rp;
   h.request = std::move(r);
   st.kv_held.emplace(id, std::move(h));
+}
+
+void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members) {
+  self->state.kv->start(members);
+  self->state.collectives.start(members);
+}
+
+void kv_member_joined(shard_pointer self, std::uint32_t rank) {
+  self->state.kv->member_joined(rank);
+  self->state.collectives.member_joined(rank);
+  settle_kv(self);
+}
+
+void kv_member_left(shard_pointer self, std::uint32_t rank) {
+  self->state.kv->member_left(rank);
+  self->state.collectives.member_left(rank);
+  settle_kv(self);
+}
+
+caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collective& c) {
+  auto& st = self->state;
+  if (!st.kv) return not_kv(self);
+  if (c.shard != st.index) return wrong_shard(self, c.shard);
+  const auto t = st.next_collective++;
+  const std::uint32_t worker = c.worker;
+  if (auto f = st.collectives.give(t, std::move(c))) {
+    spdlog::warn("shard {}: refused member {}'s collective piece: {}", st.index, worker, to_string(*f));
+    if (st.m) st.m->rejected(to_string(f->code))->Increment();
+    settle_kv(self);  // a disagreeing piece fails the others' pieces of its round too
+    return make_error(*f);
+  }
+  auto rp = self->make_response_promise<kv_collective_reply>();
+  st.collective_promises.emplace(t, rp);
+  settle_kv(self);
+  return rp;
 }
 
 }  // namespace troupe::shard_shell

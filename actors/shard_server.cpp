@@ -125,8 +125,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_coordinator(self, coordinator, "an admission")) return refused();
         if (self->state.kv) {
           record_member(self, a.joined.rank, std::move(a.identity));
-          self->state.kv->member_joined(a.joined.rank);
-          settle_kv(self);
+          kv_member_joined(self, a.joined.rank);
           return caf::ok_atom::value;
         }
         if (!self->state.core) return not_started(self);
@@ -144,7 +143,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         for (std::size_t i = 0; i < s.identities.size(); ++i)
           record_member(self, s.members.workers[i], std::move(s.identities[i]));
         if (self->state.kv) {
-          self->state.kv->start(s.members.workers);
+          kv_members_start(self, s.members.workers);
           return caf::ok_atom::value;
         }
         if (auto why = restore_checkpoint(self)) {
@@ -199,8 +198,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         forget_lane(self, rank);
         if (self->state.kv) {
           if (rank < self->state.members.size()) self->state.members[rank] = {};
-          self->state.kv->member_left(rank);
-          settle_kv(self);
+          kv_member_left(self, rank);
           return;
         }
         if (!self->state.core) return;
@@ -235,6 +233,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
         return in_member_order<kv_pull_reply>(self, r.worker, 0, std::move(r), kv_pull_on);
+      },
+      [=](kv_coll_atom, kv_collective& c) -> caf::result<kv_collective_reply> {
+        if (!from_member(self, c.worker, "a collective piece")) return refused();
+        return kv_collective_on(self, c);
       },
       [=](lane_open_atom, std::uint32_t rank) -> caf::result<lane_offer> {
         if (!from_member(self, rank, "a lane request")) return refused();

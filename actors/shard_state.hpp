@@ -23,6 +23,7 @@
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
 #include "base/serial_worker.hpp"
+#include "core/collective_rounds.hpp"
 #include "core/kv_shard_core.hpp"
 #include "core/lane.hpp"
 #include "core/pull_views.hpp"
@@ -89,6 +90,10 @@ struct shard_state {
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
   std::map<std::uint64_t, held_kv_pull> kv_held;
   std::uint64_t next_kv_pull = 1;
+  // Collectives of a key-value job's members (Note [Collectives on the shards]).
+  collective_rounds collectives;
+  std::map<collective_rounds::token, caf::typed_response_promise<kv_collective_reply>> collective_promises;
+  collective_rounds::token next_collective = 1;
   std::optional<shard_lanes> lanes;               // none: every tensor travels in its message
   std::chrono::milliseconds request_timeout{300000};  // the job's: how long a push's payload may take
   coordinator_actor coordinator;
@@ -120,8 +125,14 @@ void observe(shard_pointer self);
 // The key-value side (shard_kv.cpp). Each handler runs after the shell checked that the
 // coordinator (define, optimizer) or the member the message names (push, pull) sent it.
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w);
-// Answers the pulls whose last held part the core released; fails those it dropped.
+// Answers the pulls whose last held part the core released; fails those it dropped; and
+// answers the collective pieces whose rounds closed or failed.
 void settle_kv(shard_pointer self);
+// Key-value members: the job's start, a joiner, a leaver (the kv core and the collectives).
+void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members);
+void kv_member_joined(shard_pointer self, std::uint32_t rank);
+void kv_member_left(shard_pointer self, std::uint32_t rank);
+caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collective& c);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
 // A key-value push: false while its lane payload is on its way (nothing answered yet).

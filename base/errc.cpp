@@ -27,6 +27,7 @@ std::string to_string(errc x) {
     case errc::timed_out: return "timed_out";
     case errc::closed: return "closed";
     case errc::checkpoint_failed: return "checkpoint_failed";
+    case errc::member_lost: return "member_lost";
   }
   return "unknown(" + std::to_string(static_cast<int>(x)) + ")";
 }

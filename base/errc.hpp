@@ -32,8 +32,9 @@ enum class errc : std::uint8_t {
   timed_out,         // a request got no answer within its timeout
   closed,            // a call on a key-value store after close()
   checkpoint_failed, // a checkpoint could not be written or read (--checkpoint-dir, --resume)
+  member_lost,       // a collective's member left or died before it gave its piece
 };
-inline constexpr errc last_errc = errc::checkpoint_failed;
+inline constexpr errc last_errc = errc::member_lost;
 
 // "bad_shape"; "unknown(N)" for a value that is not a code.
 std::string to_string(errc x);

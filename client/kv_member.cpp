@@ -243,6 +243,15 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         ask<caf::ok_atom>(self, self->state.opts.coordinator, c.timeout, no_fault(c.done), kv_barrier_atom::value,
                           kv_barrier{self->state.place.rank});
       },
+      [=](member_call_collective& c) {
+        auto& st = self->state;
+        if (c.shard >= st.shards.size())
+          return c.done(fault{errc::bad_shard, "the job has " + std::to_string(st.shards.size()) + " shards, not " +
+                                                   std::to_string(c.shard + 1)});
+        c.msg.worker = st.place.rank;
+        c.msg.shard = c.shard;
+        ask<kv_collective_reply>(self, st.shards[c.shard], c.timeout, c.done, kv_coll_atom::value, std::move(c.msg));
+      },
       [=](member_call_retry& r) { r.again(); },
       [=](member_call_close& c) {
         auto& st = self->state;

@@ -58,6 +58,14 @@ struct member_call_barrier {
   std::chrono::milliseconds timeout;
   std::function<void(std::optional<fault>)> done;
 };
+// A piece of a collective for `shard` (Note [Collectives on the shards]); it waits for the
+// other members' pieces, so for the store's timeout rather than the job's request timeout.
+struct member_call_collective {
+  std::uint32_t shard = 0;
+  kv_collective msg;
+  std::chrono::milliseconds timeout;
+  std::function<void(or_fault<kv_collective_reply>)> done;
+};
 struct member_call_close {
   std::function<void()> done;
 };
@@ -93,4 +101,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_pull)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_optimizer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_barrier)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_close)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_collective)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_retry)

@@ -18,6 +18,7 @@
 #include "client/kvstore.hpp"
 #include "core/job.hpp"
 #include "core/kv_layout.hpp"
+#include "core/kv_messages.hpp"
 #include "core/kv_shard_core.hpp"
 #include "tensor/tensor.hpp"
 
@@ -61,6 +62,7 @@ class kv_transport {
   virtual std::uint32_t rank() const = 0;
   virtual std::uint32_t workers() const = 0;
   virtual sync_mode mode() const = 0;
+  virtual std::uint32_t shards() const = 0;
   // Blocks until key `name` exists on its shards, defining it with `initial` when this is
   // the job's first init of it; the key's layout, or why not.
   virtual or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
@@ -76,6 +78,11 @@ class kv_transport {
                     completion done) = 0;
   virtual std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) = 0;
   virtual std::optional<fault> barrier(std::chrono::milliseconds timeout) = 0;
+  // One piece of a collective (Note [Collectives on the shards]) to `shard`, which fills in
+  // the sender's rank; `done` runs once, with the round's answer or why not, within
+  // `timeout`.
+  virtual void collective(std::uint32_t shard, kv_collective piece, std::chrono::milliseconds timeout,
+                          std::function<void(or_fault<kv_collective_reply>)> done) = 0;
   // Leaves the job; pending completions run with an error or not at all.
   virtual void close() = 0;
   // In one process nothing is moved: zeros.

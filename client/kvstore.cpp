@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 
+#include "client/collectives.hpp"
 #include "client/kv_transport.hpp"
 #include "client/local_transport.hpp"
 #include "client/optimizer_spec.hpp"
@@ -82,6 +83,10 @@ struct kvstore::impl {
   };
   std::map<handle, op> ops;  // in flight, or failed and not yet waited for
   handle next = 1;
+
+  std::uint64_t unnamed_collectives = 0;
+  // The next collective's call, named as kvstore::allreduce's contract says.
+  collective_call collective(const std::string& what, const std::string& name);
 
   void check_open() {
     if (closed) raise(fault{errc::closed, "the store was closed; open a new one"});
@@ -402,6 +407,40 @@ void kvstore::barrier() {
     impl_->check_open();
   }
   if (auto e = impl_->t->barrier(impl_->opts.timeout)) raise(*e);
+}
+
+collective_call kvstore::impl::collective(const std::string& what, const std::string& name) {
+  std::lock_guard lock(mu);
+  check_open();
+  collective_call c;
+  c.name = name.empty() ? what + "#" + std::to_string(unnamed_collectives++) : "user:" + name;
+  c.timeout = opts.timeout;
+  return c;
+}
+
+void kvstore::allreduce(const const_array& in, const array& out, reduction op, const std::string& name) {
+  const auto call = impl_->collective("allreduce", name);
+  if (!in.data || !out.data) raise(fault{errc::bad_shape, "allreduce: no data"});
+  if (in.shape != out.shape)
+    raise(fault{errc::bad_shape, "allreduce: the input has shape " + dims_str(in.shape) + " but the output " +
+                                     dims_str(out.shape)});
+  const reduce_op r = op == reduction::sum ? reduce_op::sum : op == reduction::max ? reduce_op::max : reduce_op::avg;
+  if (auto f = run_allreduce(*impl_->t, call, in.data, out.data, numel_of(in.shape), r)) raise(*f);
+}
+
+void kvstore::broadcast(const array& value, std::uint32_t root, const std::string& name) {
+  const auto call = impl_->collective("broadcast", name);
+  if (!value.data) raise(fault{errc::bad_shape, "broadcast: no data"});
+  if (auto f = run_broadcast(*impl_->t, call, value.data, numel_of(value.shape), root)) raise(*f);
+}
+
+kvstore::gathered kvstore::allgather(const const_array& in, const std::string& name) {
+  const auto call = impl_->collective("allgather", name);
+  if (!in.data && numel_of(in.shape) > 0) raise(fault{errc::bad_shape, "allgather: no data"});
+  auto r = run_allgather(*impl_->t, call, in.data, in.shape);
+  if (auto* f = std::get_if<fault>(&r)) raise(*f);
+  auto& g = std::get<gathered_tensor>(r);
+  return {std::move(g.data), std::move(g.dims), std::move(g.ranks), std::move(g.rows)};
 }
 
 std::uint32_t kvstore::rank() const { return impl_->t->rank(); }

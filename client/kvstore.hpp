@@ -149,6 +149,31 @@ class kvstore {
   // Every live worker reaches the barrier (bounded by options.timeout).
   void barrier();
 
+  // Collectives among the job's live workers, named as Horovod's (hvd.allreduce,
+  // hvd.broadcast, hvd.allgather); the shards combine the workers' tensors, each shard a
+  // share of the elements (Note [Collectives on the shards] in core/collective_rounds.hpp).
+  // Each call blocks until every live worker has made it (at most options.timeout) and
+  // gives every worker the same bits. Calls meet by name: an unnamed call is named by the
+  // store's count of its unnamed calls, so every worker makes them in the same order (as
+  // Horovod asks); a worker that joins a running job names its calls. A worker that leaves
+  // or dies before making a call fails it everywhere with member_lost; calls that disagree
+  // (op, root, element count) fail with bad_shape.
+  enum class reduction { average, sum, max };
+  // `in` reduced over the workers into `out` (the same shape; may be `in`).
+  void allreduce(const const_array& in, const array& out, reduction op = reduction::average,
+                 const std::string& name = {});
+  // Rank `root`'s `value` into every worker's `value` (the same shape everywhere).
+  void broadcast(const array& value, std::uint32_t root, const std::string& name = {});
+  struct gathered {
+    std::vector<float> data;             // the workers' tensors, concatenated in rank order
+    std::vector<std::int64_t> shape;     // the first extent summed; the others every worker's
+    std::vector<std::uint32_t> ranks;    // the workers that took part, ascending
+    std::vector<std::int64_t> rows;      // each one's first extent, in the order of ranks
+  };
+  // Every worker's `in` (at least one dimension; all but the first the same everywhere),
+  // concatenated along the first.
+  gathered allgather(const const_array& in, const std::string& name = {});
+
   std::uint32_t rank() const;
   std::uint32_t num_workers() const;
   std::string type() const;  // local | dist_sync | dist_async | dist_ssp

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <set>
 
+#include "core/collective_rounds.hpp"
+
 namespace troupe::kv {
 
 namespace {
@@ -24,6 +26,7 @@ struct hub {
     std::vector<std::uint32_t> ranks;
     for (std::uint32_t r = 0; r < workers; ++r) ranks.push_back(r), live.insert(r);
     for (auto& s : shards) s.start(ranks);
+    collectives.start(ranks);
     total = workers;
   }
 
@@ -97,6 +100,27 @@ struct hub {
   std::uint32_t total = 0;
   std::uint64_t barrier_generation = 0;
   std::set<std::uint32_t> at_barrier;
+  // Every piece of the group's collectives, whichever shard it names: one process.
+  collective_rounds collectives;
+  std::map<collective_rounds::token, std::function<void(or_fault<kv_collective_reply>)>> collective_done;
+  collective_rounds::token next_collective = 1;
+
+  // The completions of the pieces whose rounds closed or failed, to run unlocked.
+  std::vector<std::function<void()>> settle_collectives() {
+    std::vector<std::function<void()>> out;
+    for (auto& a : collectives.take_answers()) {
+      auto it = collective_done.find(a.t);
+      if (it == collective_done.end()) continue;
+      out.push_back([done = std::move(it->second), result = std::move(a.result)] {
+        if (auto* f = std::get_if<fault>(&result))
+          done(*f);
+        else
+          done(kv_collective_reply(*std::get<0>(result)));
+      });
+      collective_done.erase(it);
+    }
+    return out;
+  }
 };
 
 void run(std::vector<hub::finished>& done) {
@@ -111,6 +135,7 @@ class local_transport final : public kv_transport {
   std::uint32_t rank() const override { return rank_; }
   std::uint32_t workers() const override { return hub_->total; }
   sync_mode mode() const override { return hub_->cfg.mode; }
+  std::uint32_t shards() const override { return static_cast<std::uint32_t>(hub_->shards.size()); }
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {
@@ -210,8 +235,27 @@ class local_transport final : public kv_transport {
                                       std::to_string(timeout.count()) + " ms"};
   }
 
+  // Runs the completion on the thread whose piece closed the round; the store bounds the
+  // wait.
+  void collective(std::uint32_t /*shard*/, kv_collective piece, std::chrono::milliseconds /*timeout*/,
+                  std::function<void(or_fault<kv_collective_reply>)> done) override {
+    std::vector<std::function<void()>> settled;
+    {
+      std::lock_guard lock(hub_->mu);
+      piece.worker = rank_;
+      const auto t = hub_->next_collective++;
+      if (auto f = hub_->collectives.give(t, std::move(piece)))
+        settled.push_back([done, f = *f] { done(f); });  // it may have failed the others' pieces too
+      else
+        hub_->collective_done.emplace(t, std::move(done));
+      for (auto& f : hub_->settle_collectives()) settled.push_back(std::move(f));
+    }
+    for (auto& f : settled) f();
+  }
+
   void close() override {
     std::vector<hub::finished> finished;
+    std::vector<std::function<void()>> settled;
     {
       std::lock_guard lock(hub_->mu);
       if (!hub_->live.erase(rank_)) return;
@@ -220,9 +264,12 @@ class local_transport final : public kv_transport {
         hub_->shards[s].member_left(rank_);
         hub_->settle(s, finished);
       }
+      hub_->collectives.member_left(rank_);
+      settled = hub_->settle_collectives();
       release_barrier_if_full();
     }
     run(finished);
+    for (auto& f : settled) f();
   }
 
  private:

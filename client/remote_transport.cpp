@@ -176,6 +176,7 @@ class remote_transport final : public kv_transport {
   std::uint32_t rank() const override { return place_.rank; }
   std::uint32_t workers() const override { return place_.world; }
   sync_mode mode() const override { return place_.job.mode; }
+  std::uint32_t shards() const override { return place_.job.servers; }
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {
@@ -333,6 +334,19 @@ class remote_transport final : public kv_transport {
     auto r = await(f, timeout + std::chrono::seconds(1), "barrier");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     return std::nullopt;
+  }
+
+  // Counted on the network: collectives do not take the fast path or the bulk lanes.
+  void collective(std::uint32_t shard, kv_collective piece, std::chrono::milliseconds timeout,
+                  std::function<void(or_fault<kv_collective_reply>)> done) override {
+    stats_->add(false, piece.data.empty() ? 0 : piece.data.nbytes());
+    auto stats = stats_;
+    caf::anon_send(member_, member_call_collective{shard, std::move(piece), timeout,
+                                                   [stats, done](or_fault<kv_collective_reply> r) {
+                                                     if (auto* reply = std::get_if<kv_collective_reply>(&r))
+                                                       stats->add(false, reply->data.empty() ? 0 : reply->data.nbytes());
+                                                     done(std::move(r));
+                                                   }});
   }
 
   void close() override {

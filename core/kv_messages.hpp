@@ -11,6 +11,7 @@
 
 #include "core/kv_layout.hpp"
 #include "core/messages.hpp"
+#include "core/ring_collective.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
 
@@ -89,6 +90,35 @@ struct kv_pull_reply {
   tensor data;                               // empty when shared is set
   shared_tensor shared;                      // the slot reply_to offered, now holding the answer
   lane_tensor lane{};                        // or the answer's ticket on the bulk lane
+};
+
+// What a collective does with its members' pieces (Note [Collectives on the shards] in
+// core/collective_rounds.hpp).
+enum class collective_kind : std::uint8_t {
+  reduce,     // every member gives n elements; each gets their reduction by `op`
+  broadcast,  // the root gives n elements; each gets them
+  allgather,  // each member gives its own count of elements; each gets them all, in rank order
+  sizes,      // each member gives its tensor's shape; each gets every member's shape
+};
+inline constexpr collective_kind last_collective_kind = collective_kind::sizes;
+
+// Member -> shard: this member's piece of one collective, answered once every member the
+// collective waits for has given its piece.
+struct kv_collective {
+  std::uint32_t shard = 0, worker = 0;
+  std::string name;                // the piece's name, the same on every member
+  collective_kind kind = collective_kind::reduce;
+  reduce_op op = reduce_op::sum;   // reduce
+  std::uint32_t root = 0;          // broadcast
+  std::vector<std::int64_t> dims;  // sizes: this member's shape; otherwise {n}, the elements given
+                                   // (broadcast: the root's, which every member states)
+  tensor data;                     // f32, n elements; a broadcast's non-roots and sizes: empty
+};
+
+struct kv_collective_reply {
+  std::vector<std::uint32_t> ranks;             // the members that took part, ascending
+  std::vector<std::vector<std::int64_t>> dims;  // sizes: each one's shape; allgather: each one's {n}
+  tensor data;                                  // the result (allgather: the pieces in rank order)
 };
 
 }  // namespace troupe

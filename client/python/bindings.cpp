@@ -4,6 +4,7 @@
 // key, the dtype and the shape. Every blocking call releases the GIL, and waits in
 // slices so that Ctrl-C raises KeyboardInterrupt. kv::error becomes troupe.Error with
 // its code in `.code`. The friendlier API (torch tensors, lists of values) is troupe/kv.py.
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -33,31 +34,43 @@ std::string key_str(const kv::key& k) {
   return "\"" + std::get<std::string>(k) + "\"";
 }
 
-[[noreturn]] void refuse(const kv::key& k, const std::string& what) {
-  throw kv::error("bad_dtype", "key " + key_str(k) + ": " + what);
+// `who`: "key 3", "allreduce", ... as the message names what the array is for.
+[[noreturn]] void refuse(const std::string& who, const std::string& what) {
+  throw kv::error("bad_dtype", who + ": " + what);
 }
 
 // The buffer of `obj` as a float32 array, refusing what would need a copy.
-kv::array as_array(const kv::key& k, const py::buffer& obj, bool writable) {
+kv::array as_array(const std::string& who, const py::buffer& obj, bool writable) {
   py::buffer_info info;
   try {
     info = obj.request(writable);
   } catch (const py::error_already_set&) {
-    refuse(k, writable ? "the output is not a writable buffer (a read-only array?)" : "the value is not a buffer");
+    refuse(who, writable ? "the output is not a writable buffer (a read-only array?)" : "the value is not a buffer");
   }
   const std::string shape = shape_str(info.shape);
   if (info.format != py::format_descriptor<float>::format() || info.itemsize != 4)
-    refuse(k, "dtype with format '" + info.format + "' and shape " + shape + "; Troupe takes float32");
+    refuse(who, "dtype with format '" + info.format + "' and shape " + shape + "; Troupe takes float32");
   py::ssize_t expect = 4;
   for (int d = static_cast<int>(info.ndim) - 1; d >= 0; --d) {
     if (info.shape[d] != 1 && info.strides[d] != expect)
-      refuse(k, "float32 array of shape " + shape + " is not C-contiguous; pass a contiguous copy");
+      refuse(who, "float32 array of shape " + shape + " is not C-contiguous; pass a contiguous copy");
     expect *= info.shape[d];
   }
   kv::array a;
   a.data = static_cast<float*>(info.ptr);
   a.shape.assign(info.shape.begin(), info.shape.end());
   return a;
+}
+
+kv::array as_array(const kv::key& k, const py::buffer& obj, bool writable) {
+  return as_array("key " + key_str(k), obj, writable);
+}
+
+kv::kvstore::reduction reduction_of(const std::string& op) {
+  if (op == "average" || op == "avg") return kv::kvstore::reduction::average;
+  if (op == "sum") return kv::kvstore::reduction::sum;
+  if (op == "max") return kv::kvstore::reduction::max;
+  throw kv::error("bad_job", "allreduce op \"" + op + "\" is not average, sum or max");
 }
 
 template <class F>
@@ -131,6 +144,23 @@ PYBIND11_MODULE(_troupe, m) {
              unlocked([&] { s.set_optimizer(o); return 0; });
            })
       .def("barrier", [](kv::kvstore& s) { unlocked([&] { s.barrier(); return 0; }); })
+      .def("allreduce", [](kv::kvstore& s, const py::buffer& in, const py::buffer& out, const std::string& op,
+                           const std::string& name) {
+             const auto r = reduction_of(op);
+             kv::array a = as_array(std::string("allreduce"), in, false), b = as_array(std::string("allreduce"), out, true);
+             unlocked([&] { s.allreduce(a, b, r, name); return 0; });
+           })
+      .def("broadcast", [](kv::kvstore& s, const py::buffer& value, std::uint32_t root, const std::string& name) {
+             kv::array a = as_array(std::string("broadcast"), value, true);
+             unlocked([&] { s.broadcast(a, root, name); return 0; });
+           })
+      .def("allgather", [](kv::kvstore& s, const py::buffer& in, const std::string& name) {
+             kv::array a = as_array(std::string("allgather"), in, false);
+             auto g = unlocked([&] { return s.allgather(a, name); });
+             py::array_t<float> out(std::vector<py::ssize_t>(g.shape.begin(), g.shape.end()));
+             std::copy(g.data.begin(), g.data.end(), out.mutable_data());
+             return py::make_tuple(out, g.ranks, g.rows);
+           })
       .def_property_readonly("rank", &kv::kvstore::rank)
       .def_property_readonly("num_workers", &kv::kvstore::num_workers)
       .def_property_readonly("type", &kv::kvstore::type)

@@ -9,7 +9,7 @@
 // pushes are decoded part by part (a part that does not decode refuses the whole push),
 // and answers over the network come in its --pull-precision. On a bulk lane, pushes and
 // pulls carry their values beside the messages, and the lane reader's finding that values
-// are finite reaches the core.
+// are finite reaches the core. Collective pieces are checked before a round takes them.
 // The member is a scoped actor that speaks the protocol directly, as a faulty or
 // hand-written client would; the store (client/) never sends these.
 #define BOOST_TEST_MODULE shard_kv
@@ -347,4 +347,44 @@ BOOST_AUTO_TEST_CASE(the_lane_reader_s_scan_reaches_the_core) {
   p.lane = lane_tensor{2, 0, {n}};
   BOOST_TEST(!job.push(p).has_value());
   BOOST_TEST(std::isnan(job.values().data<float>()[1]));
+}
+
+// Note [Collectives on the shards]: the job's one member gets its own piece back; a piece
+// whose data disagrees with its count, one for another shard and one from an actor that
+// is not the member are refused with typed errors, and the shard still serves the member.
+BOOST_FIXTURE_TEST_CASE(collective_pieces_are_checked_and_a_lone_members_comes_back, kv_job) {
+  using failure = std::pair<errc, std::string>;
+  auto give = [&](caf::scoped_actor& from, kv_collective c) {
+    std::variant<kv_collective_reply, failure> out;
+    from->request(shard, timeout, kv_coll_atom::value, std::move(c))
+        .receive([&](kv_collective_reply& r) { out = std::move(r); },
+                 [&](caf::error& e) { out = std::make_pair(troupe_code(e).value_or(errc::bad_job), describe(e)); });
+    return out;
+  };
+  auto piece = [](std::uint32_t shard_index, std::int64_t count, tensor data) {
+    kv_collective c;
+    c.shard = shard_index;
+    c.worker = 0;
+    c.name = "sum#0/0";
+    c.dims = {count};
+    c.data = std::move(data);
+    return c;
+  };
+  auto ok = give(*member, piece(0, n, filled(n, 2.5f)));
+  BOOST_REQUIRE(std::holds_alternative<kv_collective_reply>(ok));
+  BOOST_TEST(all_equal(std::get<kv_collective_reply>(ok).data, 2.5f));
+  BOOST_TEST(std::get<kv_collective_reply>(ok).ranks == std::vector<std::uint32_t>{0});
+  auto cut = give(*member, piece(0, n + 1, filled(n, 2.5f)));
+  BOOST_REQUIRE(std::holds_alternative<failure>(cut));
+  BOOST_TEST((std::get<1>(cut).first == errc::bad_shape));
+  auto elsewhere = give(*member, piece(3, n, filled(n, 2.5f)));
+  BOOST_REQUIRE(std::holds_alternative<failure>(elsewhere));
+  BOOST_TEST((std::get<1>(elsewhere).first == errc::bad_shard));
+  caf::scoped_actor stranger{*sys};
+  auto theirs = give(stranger, piece(0, n, filled(n, 9.f)));
+  BOOST_REQUIRE(std::holds_alternative<failure>(theirs));
+  BOOST_TEST((std::get<1>(theirs).first == errc::not_member));
+  auto again = give(*member, piece(0, n, filled(n, 1.f)));
+  BOOST_REQUIRE(std::holds_alternative<kv_collective_reply>(again));
+  BOOST_TEST(all_equal(std::get<kv_collective_reply>(again).data, 1.f));
 }

@@ -5,7 +5,7 @@
 // one message sent in chunks. A worker that leaves lets sync rounds close without it; a
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
 // time out; a shard that refuses the first connections is tried again until the connect
-// timeout; bad keys and shapes are refused by the store and by the shard. With the job's
+// timeout; collectives cross the shards and fail on every member alike; bad keys and shapes are refused by the store and by the shard. With the job's
 // tag the same-host fast path runs in one process too: tensors cross through the members'
 // shared-memory slots, bit-exact, and a shard without it answers in the message. With the
 // job's --compression pushes of several keys travel 2-bit encoded per key, with each
@@ -264,6 +264,58 @@ BOOST_AUTO_TEST_CASE(a_shard_that_never_answers_fails_the_join_naming_it_within_
   BOOST_TEST(f->detail.find("cannot reach shard 0 at 127.0.0.1:9") != std::string::npos, f->detail);
   BOOST_TEST(tries->load() > 1);
   BOOST_TEST((took < std::chrono::seconds(10)));
+}
+
+// Collectives through the job's shards (Note [Collectives on the shards]): a tensor
+// larger than two messages is cut over both shards and comes back as the rank-ordered
+// sum on both members; broadcast and allgather; calls that disagree fail on both members,
+// and a member that leaves before its call fails the other's at once with member_lost.
+BOOST_AUTO_TEST_CASE(collectives_cross_the_shards_and_fail_everywhere_alike) {
+  job_fixture job(sync_mode::async);
+  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
+  const std::int64_t n = 2 * kv_max_message_floats + 5;
+  auto both = [&](auto f) {
+    auto other = std::async(std::launch::async, [&] { return f(w1, 1u); });
+    auto mine = f(w0, 0u);
+    return std::make_pair(mine, other.get());
+  };
+  auto sums = both([&](kvstore& s, std::uint32_t r) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000) * (r ? -0.5f : 1.f) + 0.25f;
+    s.allreduce({v.data(), {n}}, {v.data(), {n}}, kvstore::reduction::sum);
+    return v;
+  });
+  BOOST_TEST((sums.first == sums.second));
+  bool exact = true;
+  for (std::int64_t i = 0; i < n; ++i)
+    exact = exact && sums.first[i] == (static_cast<float>(i % 1000) + 0.25f) + (static_cast<float>(i % 1000) * -0.5f + 0.25f);
+  BOOST_TEST(exact);
+  auto spread = both([&](kvstore& s, std::uint32_t r) {
+    std::vector<float> b(3, static_cast<float>(r + 7));
+    s.broadcast({b.data(), {3}}, 1);
+    std::vector<float> mine(r + 1, static_cast<float>(r));
+    auto g = s.allgather({mine.data(), {static_cast<std::int64_t>(r + 1)}});
+    b.insert(b.end(), g.data.begin(), g.data.end());
+    return b;
+  });
+  BOOST_TEST((spread.first == std::vector<float>{8.f, 8.f, 8.f, 0.f, 1.f, 1.f}));
+  BOOST_TEST((spread.second == spread.first));
+  auto disagree = both([&](kvstore& s, std::uint32_t r) {
+    std::vector<float> v(r ? 4 : 5, 1.f);
+    const std::int64_t len = static_cast<std::int64_t>(v.size());
+    return code_of([&] { s.allreduce({v.data(), {len}}, {v.data(), {len}}); });
+  });
+  BOOST_TEST(disagree.first == "bad_shape");
+  BOOST_TEST(disagree.second == "bad_shape");
+  auto waiting = std::async(std::launch::async, [&] {
+    std::vector<float> v(4, 1.f);
+    return code_of([&] { w0.allreduce({v.data(), {4}}, {v.data(), {4}}); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  w1.close();
+  BOOST_TEST(waiting.get() == "member_lost");
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)));  // the store waits 5 s
 }
 
 // A wait that times out abandons the call: the answer that comes after it is dropped,

@@ -5,6 +5,8 @@
     kv.push('w', grad)                        # returns a handle
     kv.pull('w', out=w)                       # writes into w, in place
     kv.wait_all()
+    avg = kv.allreduce(grad)                  # Horovod's collectives: allreduce,
+    kv.broadcast_parameters(model.state_dict(), root_rank=0)   # broadcast, allgather
 
 Values are NumPy arrays or PyTorch CPU tensors, float32 and C-contiguous; they cross
 without a copy, so an array given to push or pull must stay untouched until wait() of
@@ -17,6 +19,9 @@ import numpy as np
 
 from . import _troupe
 from .errors import Error
+
+# allreduce's reductions, by Horovod's names.
+Average, Sum, Max = "average", "sum", "max"
 
 _MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp"}
 
@@ -51,23 +56,33 @@ def _key(k):
         raise Error("malformed", f"key {k!r} is not valid UTF-8; keys are integers or UTF-8 strings") from None
 
 
-def _array(key, x, writable):
-    """A zero-copy NumPy view of x, or troupe.Error."""
+def _array(key, x, writable, who=None):
+    """A zero-copy NumPy view of x, or troupe.Error naming `who` (default: the key)."""
+    who = who or f"key {key!r}"
     if type(x).__module__.startswith("torch"):
         if x.device.type != "cpu":
-            raise Error("bad_dtype", f"key {key!r}: a tensor on {x.device}; Troupe reads and writes CPU tensors")
+            raise Error("bad_dtype", f"{who}: a tensor on {x.device}; Troupe reads and writes CPU tensors")
         if not x.is_contiguous():
-            raise Error("bad_dtype", f"key {key!r}: {x.dtype} tensor of shape {tuple(x.shape)} is not contiguous")
+            raise Error("bad_dtype", f"{who}: {x.dtype} tensor of shape {tuple(x.shape)} is not contiguous")
         x = x.detach().numpy()
     if not isinstance(x, np.ndarray):
-        raise Error("bad_dtype", f"key {key!r}: a {type(x).__name__}; pass a float32 NumPy array or a PyTorch CPU tensor")
+        raise Error("bad_dtype", f"{who}: a {type(x).__name__}; pass a float32 NumPy array or a PyTorch CPU tensor")
     if x.dtype != np.float32:
-        raise Error("bad_dtype", f"key {key!r}: dtype {x.dtype} with shape {x.shape}; Troupe takes float32")
+        raise Error("bad_dtype", f"{who}: dtype {x.dtype} with shape {x.shape}; Troupe takes float32")
     if not x.flags["C_CONTIGUOUS"]:
-        raise Error("bad_dtype", f"key {key!r}: float32 array of shape {x.shape} is not C-contiguous")
+        raise Error("bad_dtype", f"{who}: float32 array of shape {x.shape} is not C-contiguous")
     if writable and not x.flags["WRITEABLE"]:
-        raise Error("bad_dtype", f"key {key!r}: the output array of shape {x.shape} is read-only")
+        raise Error("bad_dtype", f"{who}: the output array of shape {x.shape} is read-only")
     return x
+
+
+def _like(original, result):
+    """`result` (a NumPy array) as a PyTorch tensor when `original` was one."""
+    if type(original).__module__.startswith("torch"):
+        import torch
+
+        return torch.from_numpy(result)
+    return result
 
 
 def _pairs(key, value, what):
@@ -147,6 +162,49 @@ class KVStore:
 
     def barrier(self):
         self._s.barrier()
+
+    # Collectives among the job's live workers, as Horovod names them (hvd.allreduce,
+    # hvd.broadcast, hvd.allgather); the shards combine the workers' tensors. Each blocks
+    # until every live worker has made the call (at most the store's timeout), and every
+    # worker gets the same bits. Calls meet by name: unnamed calls are numbered by each
+    # store, so every worker makes them in the same order (Horovod asks the same); a
+    # worker that joins a running job names its calls. A worker lost before making a call
+    # fails it everywhere with troupe.Error code 'member_lost'.
+    def allreduce(self, tensor, op=Average, name=None, out=None):
+        """The workers' tensors reduced by op (Average, Sum or Max), as a new array or tensor
+        of the input's kind, or written into `out` (which may be `tensor` itself)."""
+        x = _array(None, tensor, False, "allreduce")
+        result = np.empty_like(x) if out is None else _array(None, out, True, "allreduce's out")
+        self._s.allreduce(x, result, op, name or "")
+        return out if out is not None else _like(tensor, result)
+
+    def broadcast_(self, tensor, root_rank, name=None):
+        """Rank root_rank's `tensor` into every worker's `tensor`, in place; returns it."""
+        self._s.broadcast(_array(None, tensor, True, "broadcast_"), int(root_rank), name or "")
+        return tensor
+
+    def broadcast(self, tensor, root_rank, name=None):
+        """Rank root_rank's `tensor`, as a new array or tensor; `tensor` is left as it was."""
+        x = _array(None, tensor, False, "broadcast")
+        result = x.copy()
+        self._s.broadcast(result, int(root_rank), name or "")
+        return _like(tensor, result)
+
+    def broadcast_parameters(self, params, root_rank):
+        """Horovod's broadcast_parameters: every tensor of a state_dict (or of a list of
+        (name, tensor) pairs, as model.named_parameters() gives) takes rank root_rank's
+        value, in place, each call named by its parameter's name."""
+        items = params.items() if hasattr(params, "items") else params
+        for name, p in sorted(items, key=lambda kv: kv[0]):
+            if type(p).__module__.startswith("torch"):
+                p = p.data
+            self.broadcast_(p, root_rank, name="param:" + name)
+
+    def allgather(self, tensor, name=None):
+        """Every worker's tensor, concatenated along the first dimension in rank order (the
+        other dimensions must agree), as a new array or tensor of the input's kind."""
+        data, _ranks, _rows = self._s.allgather(_array(None, tensor, False, "allgather"), name or "")
+        return _like(tensor, data)
 
     def staleness(self, key):
         return self._s.staleness(_key(key))

@@ -1,0 +1,223 @@
+// collectives: cutting a store's collective calls into pieces over the shards, and
+// putting the answers back.
+#include "client/collectives.hpp"
+
+#include <algorithm>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <numeric>
+
+#include "client/caller_memory.hpp"
+
+namespace troupe::kv {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+using take_answer = std::function<std::optional<fault>(std::size_t piece, kv_collective_reply& reply)>;
+
+std::int64_t elems(const tensor& t) { return t.empty() ? 0 : t.numel(); }
+
+std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from = 0) {
+  std::int64_t n = 1;
+  for (std::size_t i = from; i < d.size(); ++i) n *= d[i];
+  return n;
+}
+
+tensor copy_of(const float* p, std::int64_t n) {
+  if (n == 0) return {};
+  tensor t = tensor::uninitialized(shape{n});
+  std::copy_n(p, n, t.data<float>());
+  return t;
+}
+
+// The pieces of one call, and the wait for their answers.
+struct gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t left = 0;
+  std::optional<fault> error;
+  std::shared_ptr<caller_memory> memory = std::make_shared<caller_memory>();
+};
+
+// Sends piece i to shard i mod shards and runs `take` on each answer (while the caller's
+// arrays are still its to use); returns once all are taken, one failed, or the call's
+// time is up. Afterwards no answer is taken.
+std::optional<fault> exchange(kv_transport& t, const collective_call& call, std::vector<kv_collective> pieces,
+                              take_answer take) {
+  auto g = std::make_shared<gate>();
+  g->left = pieces.size();
+  const std::size_t total = pieces.size();
+  const auto deadline = steady::now() + call.timeout;
+  const std::uint32_t shards = std::max<std::uint32_t>(1, t.shards());
+  for (std::size_t i = 0; i < total; ++i) {
+    pieces[i].name = call.name + "/" + pieces[i].name;
+    t.collective(static_cast<std::uint32_t>(i % shards), std::move(pieces[i]), call.timeout,
+                 [g, i, take](or_fault<kv_collective_reply> r) {
+                   std::optional<fault> err;
+                   if (auto* f = std::get_if<fault>(&r)) {
+                     err = *f;
+                   } else {
+                     const caller_memory_use use(g->memory);
+                     if (use) err = take(i, std::get<kv_collective_reply>(r));
+                   }
+                   std::lock_guard lock(g->mu);
+                   if (err && !g->error) g->error = std::move(err);
+                   if (--g->left == 0 || g->error) g->cv.notify_all();
+                 });
+  }
+  std::unique_lock lock(g->mu);
+  g->cv.wait_until(lock, deadline, [&] { return g->left == 0 || g->error; });
+  std::optional<fault> out = g->error;
+  const std::size_t left = g->left;
+  lock.unlock();
+  if (!out && left == 0) return std::nullopt;
+  g->memory->revoke();
+  if (out) return out;
+  return fault{errc::timed_out, "collective \"" + call.name + "\": " + std::to_string(total - left) + " of " +
+                                    std::to_string(total) + " pieces answered within " +
+                                    std::to_string(call.timeout.count()) +
+                                    " ms; is every member making the same collective calls in the same order?"};
+}
+
+// n elements cut into pieces of at most `bound`, spread over `shards`: [offset, count).
+std::vector<std::pair<std::int64_t, std::int64_t>> cut(std::int64_t n, std::uint32_t shards, std::int64_t bound) {
+  const std::int64_t per_shard = (n + shards - 1) / std::max<std::uint32_t>(1, shards);
+  const std::int64_t len = std::clamp<std::int64_t>(per_shard, 1, std::max<std::int64_t>(1, bound));
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t lo = 0; lo < n; lo += len) out.emplace_back(lo, std::min(len, n - lo));
+  if (out.empty()) out.emplace_back(0, 0);  // an empty tensor still meets the others
+  return out;
+}
+
+fault wrong_answer(const collective_call& call, std::size_t piece, const std::string& what) {
+  return {errc::malformed, "collective \"" + call.name + "\": the answer to piece " + std::to_string(piece) + " " + what};
+}
+
+}  // namespace
+
+std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call, const float* in, float* out,
+                                   std::int64_t n, reduce_op op) {
+  const auto ranges = cut(n, t.shards(), call.piece_bound);
+  std::vector<kv_collective> pieces;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    kv_collective c;
+    c.name = std::to_string(i);
+    c.kind = collective_kind::reduce;
+    c.op = op;
+    c.dims = {ranges[i].second};
+    c.data = copy_of(in + ranges[i].first, ranges[i].second);
+    pieces.push_back(std::move(c));
+  }
+  return exchange(t, call, std::move(pieces), [&call, ranges, out](std::size_t i, kv_collective_reply& r) {
+    const auto [lo, m] = ranges[i];
+    if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
+    if (m) std::copy_n(r.data.data<float>(), m, out + lo);
+    return std::optional<fault>();
+  });
+}
+
+std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call, float* value, std::int64_t n,
+                                   std::uint32_t root) {
+  const auto ranges = cut(n, t.shards(), call.piece_bound);
+  const bool is_root = t.rank() == root;
+  std::vector<kv_collective> pieces;
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    kv_collective c;
+    c.name = std::to_string(i);
+    c.kind = collective_kind::broadcast;
+    c.root = root;
+    c.dims = {ranges[i].second};
+    if (is_root) c.data = copy_of(value + ranges[i].first, ranges[i].second);
+    pieces.push_back(std::move(c));
+  }
+  return exchange(t, call, std::move(pieces), [&call, ranges, value, is_root](std::size_t i, kv_collective_reply& r) {
+    const auto [lo, m] = ranges[i];
+    if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
+    if (m && !is_root) std::copy_n(r.data.data<float>(), m, value + lo);
+    return std::optional<fault>();
+  });
+}
+
+or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& call, const float* in,
+                                        const std::vector<std::int64_t>& dims) {
+  if (dims.empty())
+    return fault{errc::bad_shape, "allgather \"" + call.name + "\" concatenates along the first dimension; a scalar has none"};
+  // First every member's shape, so that each knows where every element lands.
+  auto shapes = std::make_shared<kv_collective_reply>();
+  kv_collective sizes;
+  sizes.name = "sizes";
+  sizes.kind = collective_kind::sizes;
+  sizes.dims = dims;
+  std::vector<kv_collective> first;
+  first.push_back(std::move(sizes));
+  if (auto f = exchange(t, call, std::move(first), [shapes](std::size_t, kv_collective_reply& r) {
+        *shapes = std::move(r);
+        return std::optional<fault>();
+      }))
+    return *f;
+  const std::size_t members = shapes->ranks.size();
+  if (shapes->dims.size() != members || members == 0)
+    return wrong_answer(call, 0, "names " + std::to_string(members) + " members but " +
+                                     std::to_string(shapes->dims.size()) + " shapes");
+  auto out = std::make_shared<gathered_tensor>();
+  out->ranks = shapes->ranks;
+  std::vector<std::int64_t> counts, offsets;
+  std::int64_t total = 0, largest = 0, rows = 0;
+  for (std::size_t j = 0; j < members; ++j) {
+    const auto& d = shapes->dims[j];
+    const bool same_tail = d.size() == dims.size() && std::equal(d.begin() + 1, d.end(), dims.begin() + 1);
+    if (!same_tail)
+      return fault{errc::bad_shape, "allgather \"" + call.name + "\": rank " + std::to_string(shapes->ranks[j]) +
+                                        " gives shape " + dims_str(d) + " and rank " + std::to_string(t.rank()) +
+                                        " " + dims_str(dims) +
+                                        "; every dimension but the first must agree"};
+    counts.push_back(product(d));
+    offsets.push_back(total);
+    total += counts.back();
+    largest = std::max(largest, counts.back());
+    rows += d[0];
+    out->rows.push_back(d[0]);
+  }
+  out->dims = dims;
+  out->dims[0] = rows;
+  out->data.assign(static_cast<std::size_t>(total), 0.f);
+  // Then the elements, in pieces whose answers (one slice from each member) fit a message.
+  const std::int64_t chunk = std::max<std::int64_t>(1, call.piece_bound / static_cast<std::int64_t>(members));
+  const std::int64_t mine = product(dims);
+  const std::size_t n_pieces = static_cast<std::size_t>(std::max<std::int64_t>(1, (largest + chunk - 1) / chunk));
+  std::vector<kv_collective> pieces;
+  for (std::size_t i = 0; i < n_pieces; ++i) {
+    const std::int64_t lo = std::min(mine, static_cast<std::int64_t>(i) * chunk);
+    const std::int64_t m = std::min(chunk, mine - lo);
+    kv_collective c;
+    c.name = std::to_string(i);
+    c.kind = collective_kind::allgather;
+    c.dims = {m};
+    c.data = copy_of(in + lo, m);
+    pieces.push_back(std::move(c));
+  }
+  auto f = exchange(t, call, std::move(pieces),
+                    [&call, out, counts, offsets, chunk](std::size_t i, kv_collective_reply& r) -> std::optional<fault> {
+                      if (r.ranks != out->ranks || r.dims.size() != counts.size())
+                        return wrong_answer(call, i, "comes from other members than the shapes did; did one leave?");
+                      const float* from = r.data.empty() ? nullptr : r.data.data<float>();
+                      std::int64_t at = 0;
+                      for (std::size_t j = 0; j < counts.size(); ++j) {
+                        const std::int64_t lo = std::min(counts[j], static_cast<std::int64_t>(i) * chunk);
+                        const std::int64_t m = std::min(chunk, counts[j] - lo);
+                        if (r.dims[j] != std::vector<std::int64_t>{m} || at + m > elems(r.data))
+                          return wrong_answer(call, i, "does not hold rank " + std::to_string(out->ranks[j]) +
+                                                           "'s " + std::to_string(m) + " elements");
+                        if (m) std::copy_n(from + at, m, out->data.data() + offsets[j] + lo);
+                        at += m;
+                      }
+                      return std::nullopt;
+                    });
+  if (f) return *f;
+  return std::move(*out);
+}
+
+}  // namespace troupe::kv
