@@ -1,7 +1,10 @@
 """Tests for the troupe Python module's store (client/python/troupe/kv.py and bindings.cpp):
 arrays cross without a copy in both directions, torch CPU tensors work like NumPy arrays,
 everything else is refused naming the key, dtype and shape; errors of the job arrive as
-troupe.Error with their code; Ctrl-C interrupts a wait."""
+troupe.Error with their code; Ctrl-C interrupts a wait. Horovod-style collectives
+(allreduce, broadcast, broadcast_parameters, allgather) give every worker the same values,
+return what they were given (tensors or arrays), and raise troupe.Error when the workers'
+calls disagree, the input is wrong, or nobody else makes the call."""
 import os
 import signal
 import subprocess
@@ -156,6 +159,71 @@ def test_workers_in_threads_meet_in_sync_rounds():
     for o in outs:
         np.testing.assert_array_equal(o, np.full(2, 6, np.float32))
     assert [s.rank for s in stores] == [0, 1, 2] and stores[0].num_workers == 3
+
+
+def _on_every_store(stores, fn):
+    """fn(store) on a thread per store; the results in rank order."""
+    out = [None] * len(stores)
+    errors = []
+
+    def run(r):
+        try:
+            out[r] = fn(stores[r])
+        except Exception as e:  # noqa: BLE001 - reported by the test
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    if errors:
+        raise errors[0]
+    return out
+
+
+def test_horovod_style_collectives_give_every_worker_the_same_values():
+    torch = pytest.importorskip("torch")
+    stores = troupe.kv.create_local_group(3, servers=2)
+
+    def calls(s):
+        r = s.rank
+        mine = torch.full((2, 3), float(r + 1))
+        avg = s.allreduce(mine)                                   # a new tensor, averaged
+        total = s.allreduce(mine.numpy(), op=troupe.kv.Sum)       # NumPy in, NumPy out
+        biggest = s.allreduce(mine, op=troupe.kv.Max, name="m")
+        root = s.broadcast(torch.full((2,), float(r)), root_rank=2)
+        params = {"b": torch.full((2,), float(r)), "w": torch.full((3,), float(10 * r))}
+        s.broadcast_parameters(params, root_rank=1)                # in place, as Horovod's
+        gathered = s.allgather(torch.full((r, 2), float(r)))       # rank 0 gives no rows
+        return avg, total, biggest, root, params, gathered, mine
+
+    for avg, total, biggest, root, params, gathered, mine in _on_every_store(stores, calls):
+        assert isinstance(avg, torch.Tensor) and isinstance(total, np.ndarray)
+        assert torch.equal(avg, torch.full((2, 3), 2.0)) and (total == 6).all()
+        assert torch.equal(biggest, torch.full((2, 3), 3.0))
+        assert torch.equal(root, torch.full((2,), 2.0))
+        assert torch.equal(params["b"], torch.full((2,), 1.0)) and torch.equal(params["w"], torch.full((3,), 10.0))
+        assert torch.equal(gathered, torch.tensor([[1.0, 1.0], [2.0, 2.0], [2.0, 2.0]]))
+        assert mine.shape == (2, 3)  # the inputs are left as they were
+
+
+def test_a_collective_that_disagrees_or_is_made_alone_raises_troupe_error():
+    stores = troupe.kv.create_local_group(2, timeout=0.3)
+    codes = _on_every_store(stores, lambda s: _code(lambda: s.allreduce(np.ones(2 + s.rank, np.float32))))
+    assert codes == ["bad_shape", "bad_shape"]
+    assert _code(lambda: stores[0].allreduce(np.ones(2, np.float32), op="median")) == "bad_job"
+    assert _code(lambda: stores[0].allreduce(np.ones(2, np.float64))) == "bad_dtype"
+    assert _code(lambda: stores[0].allgather(np.array(1.0, np.float32))) == "bad_shape"
+    assert _code(lambda: stores[0].allreduce(np.ones(2, np.float32))) == "timed_out"
+
+
+def _code(fn):
+    try:
+        fn()
+    except troupe.Error as e:
+        return e.code
+    return "no error"
 
 
 def test_ctrl_c_interrupts_a_wait():

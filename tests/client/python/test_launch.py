@@ -6,7 +6,8 @@ fast path's shared memory, or over the network with --no-shared-memory: on bulk 
 or in the messages with --no-bulk-lanes too), a PyTorch model
 trained through troupe.torch learns (also with 2-bit pushes and bf16 pulls, in fewer
 bytes), a worker killed mid-run is survived in async (and the launcher's exit code says
-a worker failed), a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
+a worker failed), collectives cross processes and a worker killed before its call fails
+the other's with member_lost at once, a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
 without the TROUPE_* environment, with a malformed worker index, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
 import json
@@ -146,6 +147,33 @@ def test_a_killed_worker_is_survived_in_async(tmp_path):
     assert "FINISHED" in p.stderr, p.stderr[-3000:]
     assert "was lost" in p.stderr
     assert result is not None and result["workers_lost"] == 1
+    assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
+
+
+def test_collectives_cross_processes_and_a_killed_worker_fails_the_others_call(tmp_path):
+    p, _ = launch(tmp_path, """
+        import os, signal, time, numpy as np, troupe
+        kv = troupe.kv.create('dist', timeout=60)
+        big = np.full(5_000_000, kv.rank + 1, np.float32)  # 20 MB: more pieces than shards
+        total = kv.allreduce(big, op=troupe.kv.Sum)
+        rows = kv.allgather(np.full((kv.rank + 1, 2), kv.rank, np.float32))
+        print('RESULT', kv.rank, float(total.min()), float(total.max()), rows.shape[0], float(rows.sum()),
+              flush=True)
+        if kv.rank == 1:
+            os.kill(os.getpid(), signal.SIGKILL)
+        t0 = time.monotonic()
+        try:
+            kv.allreduce(np.ones(4, np.float32))
+            print('LOST', 'none', 0, flush=True)
+        except troupe.Error as e:
+            print('LOST', e.code, time.monotonic() - t0, flush=True)
+        kv.close()
+    """, "--mode", "async")
+    got = sorted(line.split()[-5:] for line in p.stderr.splitlines() if "RESULT" in line)
+    assert got == [["0", "3.0", "3.0", "3", "4.0"], ["1", "3.0", "3.0", "3", "4.0"]], p.stderr[-3000:]
+    lost = [line.split()[-2:] for line in p.stderr.splitlines() if "LOST" in line]
+    assert len(lost) == 1 and lost[0][0] == "member_lost", p.stderr[-3000:]
+    assert float(lost[0][1]) < 20  # the store would wait 60 s
     assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
 
 
