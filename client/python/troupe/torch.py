@@ -28,6 +28,9 @@ into the parameters.
 In sync each gradient is divided by the number of workers before it is pushed, so the
 shards apply the average (Horovod's convention); async and ssp push each worker's own
 gradient and every push is a full step (MXNet's dist_async).
+Or Horovod's way, without the shards' optimizer: troupe.torch.allreduce_gradients(model,
+kv) after backward averages every .grad over the workers (fused into few calls), and your
+own optimizer steps on each worker.
 """
 import torch as _torch
 
@@ -60,6 +63,46 @@ def broadcast_parameters(model_or_params, kv, prefix=""):
         for name, p in named:
             kv.pull(prefix + name, out=p.data)
         kv.wait_all()
+
+
+def allreduce_gradients(model_or_params, kv, op=_kv.Average, fusion_bytes=64 << 20):
+    """Horovod's way, after backward and before your own optimizer's step(): every
+    parameter's .grad becomes its reduction (op: Average, Sum, Max) over the workers, with
+    kv.allreduce. Gradients are packed, in parameter order, into buffers of at most
+    fusion_bytes (Horovod's tensor fusion, with its 64 MiB default; a larger gradient goes
+    alone), and each buffer is one call, so a model of many small tensors costs few calls.
+    Every element is reduced in rank order whatever the packing, so the result is bitwise
+    the same for every fusion_bytes. A parameter without a gradient counts as zeros, so
+    every worker makes the same calls. Returns the number of calls made."""
+    if fusion_bytes < 0:
+        raise Error("bad_job", f"fusion_bytes is {fusion_bytes}; give 0 (no fusion) or more")
+    named = _named(model_or_params.named_parameters() if hasattr(model_or_params, "named_parameters")
+                   else model_or_params)
+    params = [p for _, p in named if p.requires_grad]
+    for p in params:
+        if p.grad is None:
+            p.grad = _torch.zeros_like(p)
+        if p.dtype != _torch.float32:
+            raise Error("bad_dtype", f"a {p.dtype} gradient; Troupe reduces float32")
+    groups, group, size = [], [], 0
+    for p in params:
+        nbytes = p.numel() * 4
+        if group and size + nbytes > fusion_bytes:
+            groups.append(group)
+            group, size = [], 0
+        group.append(p)
+        size += nbytes
+    if group:
+        groups.append(group)
+    for group in groups:
+        flat = _torch.cat([p.grad.reshape(-1) for p in group])  # the fusion buffer
+        kv.allreduce(flat, op=op, out=flat)
+        at = 0
+        for p in group:
+            n = p.numel()
+            p.grad.copy_(flat[at:at + n].view_as(p.grad))
+            at += n
+    return len(groups)
 
 
 def _server_optimizer(optimizer):

@@ -4,7 +4,9 @@ batch, match one process on the whole batch (sync averages); update_on_kvstore=F
 steps the wrapped optimizer on the averaged gradient; broadcast_parameters gives every
 worker rank 0's values; every gradient bucket size gives bitwise the same sync result, and
 step() pushes a bucket that backward left incomplete; a step that times out leaves the
-next one clean; unsupported optimizers and bucket sizes are refused with a message."""
+next one clean; unsupported optimizers and bucket sizes are refused with a message.
+allreduce_gradients (Horovod's way) averages two workers' gradients as one process on the
+whole batch would, bitwise the same with and without tensor fusion, in fewer calls."""
 import threading
 
 import numpy as np
@@ -210,6 +212,44 @@ def test_broadcast_gives_every_worker_rank_zeros_values():
         t.join(30)
     for a, b in zip(models[0].parameters(), models[1].parameters()):
         assert torch.equal(a, b)
+
+
+def _horovod_style(stores, fusion_bytes, steps=4):
+    """Each worker trains on its half of every batch with its own SGD, averaging the
+    gradients with allreduce_gradients; the models and the calls per step, by rank."""
+    models = [make_model(1) for _ in stores]
+    calls = [[] for _ in stores]
+
+    def worker(r):
+        opt = torch.optim.SGD(models[r].parameters(), lr=0.1, momentum=0.9)
+        for x, y in batches(steps):
+            half = slice(0, 6) if r == 0 else slice(6, 12)
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(models[r](x[half]), y[half]).backward()
+            calls[r].append(tt.allreduce_gradients(models[r], stores[r], fusion_bytes=fusion_bytes))
+            opt.step()
+
+    threads = [threading.Thread(target=worker, args=(r,)) for r in range(len(stores))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return [[p.detach().clone() for p in m.parameters()] for m in models], calls
+
+
+def test_allreduce_gradients_averages_like_one_process_and_fusion_changes_no_bit():
+    fused, fused_calls = _horovod_style(troupe.kv.create_local_group(2), fusion_bytes=64 << 20)
+    alone, alone_calls = _horovod_style(troupe.kv.create_local_group(2), fusion_bytes=0)
+    assert fused_calls == [[1] * 4, [1] * 4]  # 4 small tensors: one buffer
+    assert alone_calls == [[4] * 4, [4] * 4]  # no fusion: one call per parameter
+    for a, b, c, d in zip(fused[0], fused[1], alone[0], alone[1]):
+        assert torch.equal(a, b) and torch.equal(a, c) and torch.equal(a, d)
+    # Two halves averaged are one whole batch (cross_entropy's mean), up to float rounding.
+    for got, want in zip(fused[0], reference(lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9), 4)):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(troupe.Error) as e:
+        tt.allreduce_gradients(make_model(1), troupe.kv.create("local"), fusion_bytes=-1)
+    assert e.value.code == "bad_job"
 
 
 def test_unsupported_setups_are_refused_with_a_message():
