@@ -136,15 +136,37 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
 }
 
+namespace {
+
+// A round's answer for one member: its data in the slot the member offered when the fast
+// path can take it (Note [Same-host fast path]), otherwise in the message.
+kv_collective_reply collective_answer(shard_pointer self, const kv_collective_reply& result,
+                                      const shard_state::waiting_piece& to) {
+  auto& st = self->state;
+  kv_collective_reply out{result.ranks, result.dims, {}, {}};
+  if (st.channels && !to.reply_to.empty() && !result.data.empty()) {
+    std::string refused;
+    if (auto where = st.channels->answer(to.worker, to.reply_to, result.data.view(), refused)) {
+      out.shared = std::move(*where);
+      return out;
+    }
+    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, to.worker, refused);
+  }
+  out.data = tensor(result.data);
+  return out;
+}
+
+}  // namespace
+
 void settle_kv(shard_pointer self) {
   auto& st = self->state;
   for (auto& a : st.collectives.take_answers()) {
     auto it = st.collective_promises.find(a.t);
     if (it == st.collective_promises.end()) continue;
     if (auto* f = std::get_if<fault>(&a.result))
-      it->second.deliver(make_error(*f));
+      it->second.promise.deliver(make_error(*f));
     else
-      it->second.deliver(kv_collective_reply(*std::get<0>(a.result)));
+      it->second.promise.deliver(collective_answer(self, *std::get<0>(a.result), it->second));
     st.collective_promises.erase(it);
   }
   auto finish_token = [&](kv_shard_core::token t) -> held_kv_pull* {
@@ -310,6 +332,14 @@ caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collect
   if (c.shard != st.index) return wrong_shard(self, c.shard);
   const auto t = st.next_collective++;
   const std::uint32_t worker = c.worker;
+  shared_tensor reply_to = std::move(c.reply_to);
+  if (!c.shared.empty()) {  // the piece lies in the member's push slot: copied out, the slot is free again
+    auto data = st.channels ? st.channels->take_push(worker, c.shared)
+                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
+    if (!data) return make_error(errc::malformed, "collective piece's shared-memory slot: " + data.error().message);
+    c.data = std::move(*data);
+    c.shared = {};
+  }
   if (auto f = st.collectives.give(t, std::move(c))) {
     spdlog::warn("shard {}: refused member {}'s collective piece: {}", st.index, worker, to_string(*f));
     if (st.m) st.m->rejected(to_string(f->code))->Increment();
@@ -317,7 +347,7 @@ caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collect
     return make_error(*f);
   }
   auto rp = self->make_response_promise<kv_collective_reply>();
-  st.collective_promises.emplace(t, rp);
+  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to)});
   settle_kv(self);
   return rp;
 }

@@ -92,7 +92,12 @@ struct shard_state {
   std::uint64_t next_kv_pull = 1;
   // Collectives of a key-value job's members (Note [Collectives on the shards]).
   collective_rounds collectives;
-  std::map<collective_rounds::token, caf::typed_response_promise<kv_collective_reply>> collective_promises;
+  struct waiting_piece {
+    caf::typed_response_promise<kv_collective_reply> promise;
+    std::uint32_t worker = 0;
+    shared_tensor reply_to;  // the member's slot for the answer (the same-host fast path), if any
+  };
+  std::map<collective_rounds::token, waiting_piece> collective_promises;
   collective_rounds::token next_collective = 1;
   std::optional<shard_lanes> lanes;               // none: every tensor travels in its message
   std::chrono::milliseconds request_timeout{300000};  // the job's: how long a push's payload may take

@@ -26,13 +26,6 @@ std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from = 0) {
   return n;
 }
 
-tensor copy_of(const float* p, std::int64_t n) {
-  if (n == 0) return {};
-  tensor t = tensor::uninitialized(shape{n});
-  std::copy_n(p, n, t.data<float>());
-  return t;
-}
-
 // The pieces of one call, and the wait for their answers.
 struct gate {
   std::mutex mu;
@@ -42,10 +35,13 @@ struct gate {
   std::shared_ptr<caller_memory> memory = std::make_shared<caller_memory>();
 };
 
-// Sends piece i to shard i mod shards and runs `take` on each answer (while the caller's
+// Sends piece i, with the floats at data[i] (none when absent or null), to shard
+// i mod shards (its answer answer_numel[i] elements, 0: unknown) and runs `take` on each
+// answer (while the caller's
 // arrays are still its to use); returns once all are taken, one failed, or the call's
 // time is up. Afterwards no answer is taken.
 std::optional<fault> exchange(kv_transport& t, const collective_call& call, std::vector<kv_collective> pieces,
+                              std::vector<const float*> data, std::vector<std::int64_t> answer_numel,
                               take_answer take) {
   auto g = std::make_shared<gate>();
   g->left = pieces.size();
@@ -54,7 +50,9 @@ std::optional<fault> exchange(kv_transport& t, const collective_call& call, std:
   const std::uint32_t shards = std::max<std::uint32_t>(1, t.shards());
   for (std::size_t i = 0; i < total; ++i) {
     pieces[i].name = call.name + "/" + pieces[i].name;
-    t.collective(static_cast<std::uint32_t>(i % shards), std::move(pieces[i]), call.timeout,
+    const std::int64_t answer = i < answer_numel.size() ? answer_numel[i] : 0;
+    const float* from = i < data.size() ? data[i] : nullptr;
+    t.collective(static_cast<std::uint32_t>(i % shards), std::move(pieces[i]), from, answer, call.timeout,
                  [g, i, take](or_fault<kv_collective_reply> r) {
                    std::optional<fault> err;
                    if (auto* f = std::get_if<fault>(&r)) {
@@ -102,16 +100,19 @@ std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call,
                                    std::int64_t n, reduce_op op) {
   const auto ranges = cut(n, t.shards(), call.piece_bound);
   std::vector<kv_collective> pieces;
+  std::vector<const float*> data;
+  std::vector<std::int64_t> answers;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
+    data.push_back(in + ranges[i].first);
+    answers.push_back(ranges[i].second);
     kv_collective c;
     c.name = std::to_string(i);
     c.kind = collective_kind::reduce;
     c.op = op;
     c.dims = {ranges[i].second};
-    c.data = copy_of(in + ranges[i].first, ranges[i].second);
     pieces.push_back(std::move(c));
   }
-  return exchange(t, call, std::move(pieces), [&call, ranges, out](std::size_t i, kv_collective_reply& r) {
+  return exchange(t, call, std::move(pieces), std::move(data), std::move(answers), [&call, ranges, out](std::size_t i, kv_collective_reply& r) {
     const auto [lo, m] = ranges[i];
     if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
     if (m) std::copy_n(r.data.data<float>(), m, out + lo);
@@ -124,16 +125,19 @@ std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call,
   const auto ranges = cut(n, t.shards(), call.piece_bound);
   const bool is_root = t.rank() == root;
   std::vector<kv_collective> pieces;
+  std::vector<const float*> data;
+  std::vector<std::int64_t> answers;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
+    data.push_back(is_root ? value + ranges[i].first : nullptr);
+    answers.push_back(is_root ? 0 : ranges[i].second);
     kv_collective c;
     c.name = std::to_string(i);
     c.kind = collective_kind::broadcast;
     c.root = root;
     c.dims = {ranges[i].second};
-    if (is_root) c.data = copy_of(value + ranges[i].first, ranges[i].second);
     pieces.push_back(std::move(c));
   }
-  return exchange(t, call, std::move(pieces), [&call, ranges, value, is_root](std::size_t i, kv_collective_reply& r) {
+  return exchange(t, call, std::move(pieces), std::move(data), std::move(answers), [&call, ranges, value, is_root](std::size_t i, kv_collective_reply& r) {
     const auto [lo, m] = ranges[i];
     if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
     if (m && !is_root) std::copy_n(r.data.data<float>(), m, value + lo);
@@ -153,7 +157,7 @@ or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& 
   sizes.dims = dims;
   std::vector<kv_collective> first;
   first.push_back(std::move(sizes));
-  if (auto f = exchange(t, call, std::move(first), [shapes](std::size_t, kv_collective_reply& r) {
+  if (auto f = exchange(t, call, std::move(first), {}, {}, [shapes](std::size_t, kv_collective_reply& r) {
         *shapes = std::move(r);
         return std::optional<fault>();
       }))
@@ -189,17 +193,22 @@ or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& 
   const std::int64_t mine = product(dims);
   const std::size_t n_pieces = static_cast<std::size_t>(std::max<std::int64_t>(1, (largest + chunk - 1) / chunk));
   std::vector<kv_collective> pieces;
+  std::vector<const float*> data;
+  std::vector<std::int64_t> answers;
   for (std::size_t i = 0; i < n_pieces; ++i) {
+    std::int64_t answer = 0;  // every member's slice of this piece
+    for (auto count : counts) answer += std::min(chunk, count - std::min(count, static_cast<std::int64_t>(i) * chunk));
+    answers.push_back(answer);
     const std::int64_t lo = std::min(mine, static_cast<std::int64_t>(i) * chunk);
     const std::int64_t m = std::min(chunk, mine - lo);
     kv_collective c;
     c.name = std::to_string(i);
     c.kind = collective_kind::allgather;
     c.dims = {m};
-    c.data = copy_of(in + lo, m);
+    data.push_back(in + lo);
     pieces.push_back(std::move(c));
   }
-  auto f = exchange(t, call, std::move(pieces),
+  auto f = exchange(t, call, std::move(pieces), std::move(data), std::move(answers),
                     [&call, out, counts, offsets, chunk](std::size_t i, kv_collective_reply& r) -> std::optional<fault> {
                       if (r.ranks != out->ranks || r.dims.size() != counts.size())
                         return wrong_answer(call, i, "comes from other members than the shapes did; did one leave?");

@@ -79,9 +79,13 @@ class kv_transport {
   virtual std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) = 0;
   virtual std::optional<fault> barrier(std::chrono::milliseconds timeout) = 0;
   // One piece of a collective (Note [Collectives on the shards]) to `shard`, which fills in
-  // the sender's rank; `done` runs once, with the round's answer or why not, within
-  // `timeout`.
-  virtual void collective(std::uint32_t shard, kv_collective piece, std::chrono::milliseconds timeout,
+  // the sender's rank and its data: piece.dims[0] floats at `data`, read before the call
+  // returns (nullptr: the piece carries none). `done` runs once, with the round's answer
+  // (its data in reply.data, valid during the call) or why not, within `timeout`.
+  // `answer_numel`: the answer's elements when the caller knows them (a slot of the
+  // same-host fast path may take it), else 0.
+  virtual void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
+                          std::chrono::milliseconds timeout,
                           std::function<void(or_fault<kv_collective_reply>)> done) = 0;
   // Leaves the job; pending completions run with an error or not at all.
   virtual void close() = 0;

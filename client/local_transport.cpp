@@ -237,8 +237,13 @@ class local_transport final : public kv_transport {
 
   // Runs the completion on the thread whose piece closed the round; the store bounds the
   // wait.
-  void collective(std::uint32_t /*shard*/, kv_collective piece, std::chrono::milliseconds /*timeout*/,
+  void collective(std::uint32_t /*shard*/, kv_collective piece, const float* data, std::int64_t /*answer_numel*/,
+                  std::chrono::milliseconds /*timeout*/,
                   std::function<void(or_fault<kv_collective_reply>)> done) override {
+    if (data && !piece.dims.empty() && piece.dims[0] > 0) {
+      piece.data = tensor::uninitialized({piece.dims[0]});
+      std::copy_n(data, piece.dims[0], piece.data.data<float>());
+    }
     std::vector<std::function<void()>> settled;
     {
       std::lock_guard lock(hub_->mu);

@@ -336,17 +336,53 @@ class remote_transport final : public kv_transport {
     return std::nullopt;
   }
 
-  // Counted on the network: collectives do not take the fast path or the bulk lanes.
-  void collective(std::uint32_t shard, kv_collective piece, std::chrono::milliseconds timeout,
-                  std::function<void(or_fault<kv_collective_reply>)> done) override {
-    stats_->add(false, piece.data.empty() ? 0 : piece.data.nbytes());
+  // A piece goes in a push slot of the same-host fast path when a confirmed one is free,
+  // and offers a reply slot when the answer's size is known, as pushes and pulls do;
+  // otherwise in the messages (not on the bulk lanes).
+  void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
+                  std::chrono::milliseconds timeout, std::function<void(or_fault<kv_collective_reply>)> done) override {
+    const std::int64_t given = data && !piece.dims.empty() ? piece.dims[0] : 0;
+    auto lease = fast_ && given > 0 ? fast_->lend_push(shard, given) : std::nullopt;
+    std::optional<std::size_t> push_channel, reply_channel;
+    if (lease) {  // the caller's floats go once, into the slot
+      copy(lease->buffer.view(), floats(data, given));
+      piece.shared = fast_->seal_push(shard, lease->channel, lease->buffer);
+      push_channel = lease->channel;
+    } else if (given > 0) {  // or into the message
+      piece.data = tensor::uninitialized({given});
+      copy(piece.data.view(), floats(data, given));
+    }
+    stats_->add(push_channel.has_value(), static_cast<std::size_t>(given) * 4);
+    if (fast_ && answer_numel > 0)
+      if (auto r = fast_->lend_reply(shard, answer_numel)) {
+        piece.reply_to = std::move(r->where);
+        reply_channel = r->channel;
+      }
+    auto fast = fast_;
     auto stats = stats_;
-    caf::anon_send(member_, member_call_collective{shard, std::move(piece), timeout,
-                                                   [stats, done](or_fault<kv_collective_reply> r) {
-                                                     if (auto* reply = std::get_if<kv_collective_reply>(&r))
-                                                       stats->add(false, reply->data.empty() ? 0 : reply->data.nbytes());
-                                                     done(std::move(r));
-                                                   }});
+    caf::anon_send(
+        member_, member_call_collective{
+                     shard, std::move(piece), timeout,
+                     [fast, stats, shard, push_channel, reply_channel, done](or_fault<kv_collective_reply> r) {
+                       if (push_channel) fast->push_settled(shard, *push_channel, timed_out(r));
+                       auto* reply = std::get_if<kv_collective_reply>(&r);
+                       const bool shared = reply && !reply->shared.empty();
+                       if (reply && shared) {
+                         if (!reply_channel) {
+                           r = fault{errc::malformed, "a collective's answer in a slot this member did not offer"};
+                         } else if (auto got = fast->take_reply(shard, *reply_channel, reply->shared)) {
+                           reply->data = std::move(got->values);  // borrowed from the slot until it is settled
+                           reply->shared = {};
+                         } else {
+                           r = fault{errc::malformed, "a collective's answer slot: " + got.error().message};
+                         }
+                       }
+                       if (auto* ok = std::get_if<kv_collective_reply>(&r))
+                         stats->add(shared, ok->data.empty() ? 0 : ok->data.nbytes());
+                       const bool late = timed_out(r);
+                       done(std::move(r));  // copies the answer out of the slot
+                       if (reply_channel) fast->reply_settled(shard, *reply_channel, !shared, late);
+                     }});
   }
 
   void close() override {

@@ -113,12 +113,15 @@ struct kv_collective {
   std::vector<std::int64_t> dims;  // sizes: this member's shape; otherwise {n}, the elements given
                                    // (broadcast: the root's, which every member states)
   tensor data;                     // f32, n elements; a broadcast's non-roots and sizes: empty
+  shared_tensor shared;            // the same-host fast path: where data lies instead
+  shared_tensor reply_to;          // the same-host fast path: a slot for the answer's data
 };
 
 struct kv_collective_reply {
   std::vector<std::uint32_t> ranks;             // the members that took part, ascending
   std::vector<std::vector<std::int64_t>> dims;  // sizes: each one's shape; allgather: each one's {n}
   tensor data;                                  // the result (allgather: the pieces in rank order)
+  shared_tensor shared;                         // the slot reply_to offered, now holding data
 };
 
 }  // namespace troupe

@@ -5,7 +5,8 @@
 // one message sent in chunks. A worker that leaves lets sync rounds close without it; a
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
 // time out; a shard that refuses the first connections is tried again until the connect
-// timeout; collectives cross the shards and fail on every member alike; bad keys and shapes are refused by the store and by the shard. With the job's
+// timeout; collectives cross the shards (through shared memory on one host) and fail on
+// every member alike; bad keys and shapes are refused by the store and by the shard. With the job's
 // tag the same-host fast path runs in one process too: tensors cross through the members'
 // shared-memory slots, bit-exact, and a shard without it answers in the message. With the
 // job's --compression pushes of several keys travel 2-bit encoded per key, with each
@@ -316,6 +317,42 @@ BOOST_AUTO_TEST_CASE(collectives_cross_the_shards_and_fail_everywhere_alike) {
   w1.close();
   BOOST_TEST(waiting.get() == "member_lost");
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)));  // the store waits 5 s
+}
+
+// On one host a collective's pieces and answers take the members' shared-memory slots
+// (once an answer has confirmed a channel, pieces go in push slots too), bit-exact; a
+// shard without the fast path answers the same in the messages.
+BOOST_AUTO_TEST_CASE(collectives_take_the_fast_path_bit_exact) {
+  const std::string tag = test::fresh_shm_tag();
+  for (const fast_path_tags& tags : {fast_path_tags{tag, tag}, fast_path_tags{tag, ""}}) {
+    job_fixture job(sync_mode::async, 2, 2, 0, tags);
+    const std::int64_t n = 40000;
+    auto run = [&](std::uint32_t r) {
+      std::vector<float> v(static_cast<std::size_t>(n)), got;
+      for (std::int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * (r ? 1e-3f : 7.f);
+      for (int call = 0; call < 3; ++call) {
+        std::vector<float> out(v.size());
+        job.stores[r]->allreduce({v.data(), {n}}, {out.data(), {n}}, kvstore::reduction::sum);
+        got.insert(got.end(), out.begin(), out.end());
+      }
+      return got;
+    };
+    auto other = std::async(std::launch::async, run, 1u);
+    const auto mine = run(0u);
+    BOOST_TEST((mine == other.get()));
+    bool exact = true;
+    for (std::int64_t i = 0; i < n; ++i)
+      exact = exact && mine[i] == static_cast<float>(i) * 7.f + static_cast<float>(i) * 1e-3f;
+    BOOST_TEST(exact);
+    const auto moved = job.stores[0]->transfers();
+    if (tags.shard.empty()) {
+      BOOST_TEST(moved.shared_memory_calls == 0u);
+    } else {
+      // 3 calls x 2 pieces: every answer in a slot, and the pieces of the later calls too.
+      BOOST_TEST(moved.shared_memory_calls >= 8u);
+      BOOST_TEST(moved.network_calls <= 4u);
+    }
+  }
 }
 
 // A wait that times out abandons the call: the answer that comes after it is dropped,
