@@ -144,6 +144,7 @@ kv_collective_reply collective_answer(shard_pointer self, const kv_collective_re
                                       const shard_state::waiting_piece& to) {
   auto& st = self->state;
   kv_collective_reply out{result.ranks, result.dims, {}, {}};
+  if (!to.wants_data) return out;
   if (st.channels && !to.reply_to.empty() && !result.data.empty()) {
     std::string refused;
     if (auto where = st.channels->answer(to.worker, to.reply_to, result.data.view(), refused)) {
@@ -333,6 +334,7 @@ caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collect
   const auto t = st.next_collective++;
   const std::uint32_t worker = c.worker;
   shared_tensor reply_to = std::move(c.reply_to);
+  const bool wants_data = !(c.kind == collective_kind::broadcast && c.worker == c.root);
   if (!c.shared.empty()) {  // the piece lies in the member's push slot: copied out, the slot is free again
     auto data = st.channels ? st.channels->take_push(worker, c.shared)
                             : expected<tensor>(failure{"this shard's same-host fast path is off"});
@@ -347,7 +349,7 @@ caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collect
     return make_error(*f);
   }
   auto rp = self->make_response_promise<kv_collective_reply>();
-  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to)});
+  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to), wants_data});
   settle_kv(self);
   return rp;
 }

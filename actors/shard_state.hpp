@@ -96,6 +96,7 @@ struct shard_state {
     caf::typed_response_promise<kv_collective_reply> promise;
     std::uint32_t worker = 0;
     shared_tensor reply_to;  // the member's slot for the answer (the same-host fast path), if any
+    bool wants_data = true;  // false: a broadcast's root, which has the values
   };
   std::map<collective_rounds::token, waiting_piece> collective_promises;
   collective_rounds::token next_collective = 1;

@@ -96,53 +96,54 @@ fault wrong_answer(const collective_call& call, std::size_t piece, const std::st
 
 }  // namespace
 
-std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call, const float* in, float* out,
-                                   std::int64_t n, reduce_op op) {
+namespace {
+
+// An elementwise call (allreduce, broadcast): n elements cut into pieces like `like`
+// (kind, op, root), each carrying its floats of `in` (null: none) and its answer written
+// into `out` (null: not wanted).
+std::optional<fault> elementwise(kv_transport& t, const collective_call& call, const kv_collective& like,
+                                 const float* in, float* out, std::int64_t n) {
   const auto ranges = cut(n, t.shards(), call.piece_bound);
   std::vector<kv_collective> pieces;
   std::vector<const float*> data;
   std::vector<std::int64_t> answers;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
-    data.push_back(in + ranges[i].first);
-    answers.push_back(ranges[i].second);
-    kv_collective c;
+    const auto [lo, m] = ranges[i];
+    data.push_back(in ? in + lo : nullptr);
+    answers.push_back(out ? m : 0);
+    kv_collective c = like;
     c.name = std::to_string(i);
-    c.kind = collective_kind::reduce;
-    c.op = op;
-    c.dims = {ranges[i].second};
+    c.dims = {m};
     pieces.push_back(std::move(c));
   }
-  return exchange(t, call, std::move(pieces), std::move(data), std::move(answers), [&call, ranges, out](std::size_t i, kv_collective_reply& r) {
-    const auto [lo, m] = ranges[i];
-    if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
-    if (m) std::copy_n(r.data.data<float>(), m, out + lo);
-    return std::optional<fault>();
-  });
+  return exchange(t, call, std::move(pieces), std::move(data), std::move(answers),
+                  [&call, ranges, out](std::size_t i, kv_collective_reply& r) -> std::optional<fault> {
+                    if (!out) return std::nullopt;
+                    const auto [lo, m] = ranges[i];
+                    if (elems(r.data) != m) return wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements");
+                    if (m) std::copy_n(r.data.data<float>(), m, out + lo);
+                    return std::nullopt;
+                  });
 }
 
+}  // namespace
+
+std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call, const float* in, float* out,
+                                   std::int64_t n, reduce_op op) {
+  kv_collective like;
+  like.kind = collective_kind::reduce;
+  like.op = op;
+  return elementwise(t, call, like, in, out, n);
+}
+
+// The root's answer carries no data (the shard sends it none): it has the values.
 std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call, float* value, std::int64_t n,
                                    std::uint32_t root) {
-  const auto ranges = cut(n, t.shards(), call.piece_bound);
+  kv_collective like;
+  like.kind = collective_kind::broadcast;
+  like.root = root;
   const bool is_root = t.rank() == root;
-  std::vector<kv_collective> pieces;
-  std::vector<const float*> data;
-  std::vector<std::int64_t> answers;
-  for (std::size_t i = 0; i < ranges.size(); ++i) {
-    data.push_back(is_root ? value + ranges[i].first : nullptr);
-    answers.push_back(is_root ? 0 : ranges[i].second);
-    kv_collective c;
-    c.name = std::to_string(i);
-    c.kind = collective_kind::broadcast;
-    c.root = root;
-    c.dims = {ranges[i].second};
-    pieces.push_back(std::move(c));
-  }
-  return exchange(t, call, std::move(pieces), std::move(data), std::move(answers), [&call, ranges, value, is_root](std::size_t i, kv_collective_reply& r) {
-    const auto [lo, m] = ranges[i];
-    if (elems(r.data) != m) return std::optional(wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements"));
-    if (m && !is_root) std::copy_n(r.data.data<float>(), m, value + lo);
-    return std::optional<fault>();
-  });
+  return elementwise(t, call, like, is_root ? value : nullptr, is_root ? nullptr : value, n);
 }
 
 or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& call, const float* in,
