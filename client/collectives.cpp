@@ -7,7 +7,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <numeric>
 
 #include "client/caller_memory.hpp"
 
@@ -20,9 +19,9 @@ using take_answer = std::function<std::optional<fault>(std::size_t piece, kv_col
 
 std::int64_t elems(const tensor& t) { return t.empty() ? 0 : t.numel(); }
 
-std::int64_t product(const std::vector<std::int64_t>& d, std::size_t from = 0) {
+std::int64_t product(const std::vector<std::int64_t>& d) {
   std::int64_t n = 1;
-  for (std::size_t i = from; i < d.size(); ++i) n *= d[i];
+  for (auto x : d) n *= x;
   return n;
 }
 
@@ -37,9 +36,8 @@ struct gate {
 
 // Sends piece i, with the floats at data[i] (none when absent or null), to shard
 // i mod shards (its answer answer_numel[i] elements, 0: unknown) and runs `take` on each
-// answer (while the caller's
-// arrays are still its to use); returns once all are taken, one failed, or the call's
-// time is up. Afterwards no answer is taken.
+// answer while the caller's arrays are still its to use; returns once all are taken, one
+// failed, or the call's time is up. Afterwards no answer is taken.
 std::optional<fault> exchange(kv_transport& t, const collective_call& call, std::vector<kv_collective> pieces,
                               std::vector<const float*> data, std::vector<std::int64_t> answer_numel,
                               take_answer take) {
@@ -93,10 +91,6 @@ std::vector<std::pair<std::int64_t, std::int64_t>> cut(std::int64_t n, std::uint
 fault wrong_answer(const collective_call& call, std::size_t piece, const std::string& what) {
   return {errc::malformed, "collective \"" + call.name + "\": the answer to piece " + std::to_string(piece) + " " + what};
 }
-
-}  // namespace
-
-namespace {
 
 // An elementwise call (allreduce, broadcast): n elements cut into pieces like `like`
 // (kind, op, root), each carrying its floats of `in` (null: none) and its answer written

@@ -2,6 +2,7 @@
 #include "core/collective_rounds.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "core/kv_layout.hpp"
 
@@ -10,6 +11,14 @@ namespace troupe {
 namespace {
 
 std::int64_t elems(const tensor& t) { return t.empty() ? 0 : t.numel(); }
+
+bool all_finite(const tensor& t) {
+  const std::int64_t n = elems(t);
+  const float* p = n ? t.data<float>() : nullptr;
+  for (std::int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(p[i])) return false;
+  return true;
+}
 
 std::string_view kind_name(collective_kind k) {
   switch (k) {
@@ -115,35 +124,45 @@ std::optional<fault> collective_rounds::give(token t, kv_collective c) {
     return fault{errc::bad_job, "member " + std::to_string(c.worker) + " has " + std::to_string(max_open_) +
                                     " collective pieces waiting for the others already; wait for some first"};
   auto it = rounds_.find(c.name);
-  if (it == rounds_.end()) {
-    round r;
-    r.waits_for = live_;
-    it = rounds_.emplace(c.name, std::move(r)).first;
-    it->second.first = c;  // data and all: moved into pieces below, so the copy is cheap to keep
-    it->second.first.data = tensor{};
-  } else {
-    round& r = it->second;
+  if (it != rounds_.end()) {
+    const round& r = it->second;
     if (!r.waits_for.count(c.worker))
       return fault{errc::not_member, "member " + std::to_string(c.worker) + " joined after collective \"" + c.name +
                                          "\" began; it takes part in the ones that begin after its join"};
     if (r.pieces.count(c.worker))
       return fault{errc::duplicate, "member " + std::to_string(c.worker) + " gave its piece of collective \"" + c.name +
                                         "\" twice"};
-    if (auto why = disagreement(r.first, c)) {
-      const std::string name = c.name;
-      fail(name, {errc::bad_shape, *why});
-      if (auto f = failed_.find(name); f != failed_.end()) {
-        f->second.untold.erase(c.worker);
-        if (f->second.untold.empty()) failed_.erase(f);
-      }
-      return fault{errc::bad_shape, *why};
-    }
+    if (auto why = disagreement(r.first, c)) return spoil(c, {errc::bad_shape, *why});
+  }
+  if (c.kind == collective_kind::reduce && !all_finite(c.data))
+    return spoil(c, {errc::not_finite, "collective \"" + c.name + "\": rank " + std::to_string(c.worker) +
+                                           "'s piece holds NaN or infinity"});
+  if (it == rounds_.end()) {
+    round r;
+    r.waits_for = live_;
+    it = rounds_.emplace(c.name, std::move(r)).first;
+    it->second.first = c;  // data and all: moved into pieces below, so the copy is cheap to keep
+    it->second.first.data = tensor{};
   }
   round& r = it->second;
   r.pieces.emplace(c.worker, piece{t, std::move(c.data), std::move(c.dims)});
   if (std::all_of(r.waits_for.begin(), r.waits_for.end(), [&](std::uint32_t m) { return r.pieces.count(m) > 0; }))
     close(it->first);
   return std::nullopt;
+}
+
+fault collective_rounds::spoil(const kv_collective& c, const fault& why) {
+  if (rounds_.count(c.name)) {
+    fail(c.name, why);
+  } else {
+    failure f{why, live_};
+    if (!f.untold.empty()) failed_.emplace(c.name, std::move(f));
+  }
+  if (auto f = failed_.find(c.name); f != failed_.end()) {
+    f->second.untold.erase(c.worker);
+    if (f->second.untold.empty()) failed_.erase(f);
+  }
+  return why;
 }
 
 void collective_rounds::fail(const std::string& name, const fault& why) {

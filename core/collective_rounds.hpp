@@ -20,7 +20,9 @@
 //     with member_lost, naming it (a sum without it would be silently wrong). One that
 //     gave its piece and then left does not: the round has all it needs.
 //   - A piece that disagrees with the round's first (kind, op, root, element count) fails
-//     the round for everyone with bad_shape naming both. A failed round's name is
+//     the round for everyone with bad_shape naming both; a piece of a reduction holding
+//     NaN or infinity fails it with not_finite naming its rank (a sum with it would make
+//     every member's values NaN). A failed round's name is
 //     remembered until each member it waited for has been told, so a late piece is
 //     answered with the same fault instead of opening a round nobody else will join.
 //   - Each member has at most `max_open` pieces waiting, so a member cannot make a shard
@@ -84,6 +86,8 @@ class collective_rounds {
   std::optional<fault> check(const kv_collective& c) const;
   std::optional<std::string> disagreement(const kv_collective& first, const kv_collective& c) const;
   void fail(const std::string& name, const fault& why);
+  // c's piece is refused with `why`, and so is its round on every member.
+  fault spoil(const kv_collective& c, const fault& why);
   void close(const std::string& name);
   std::size_t open_pieces_of(std::uint32_t member) const;
 

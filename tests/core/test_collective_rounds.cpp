@@ -2,8 +2,9 @@
 // and maxima against hand-computed values in rank order, broadcast, allgather of uneven
 // pieces, the size exchange; every giver gets the same answer only once all have given;
 // a member lost before its piece fails the round for all, naming it, and one lost after
-// does not; disagreeing pieces, duplicates, strangers, late joiners, bad shapes and dtypes,
-// and the bound on waiting pieces.
+// does not; disagreeing pieces and reductions of NaN or infinity fail the round for all;
+// duplicates, strangers, late joiners, bad shapes and dtypes, and the bound on waiting
+// pieces are refused alone.
 #define BOOST_TEST_MODULE collective_rounds
 #include <boost/test/unit_test.hpp>
 
@@ -238,4 +239,30 @@ BOOST_AUTO_TEST_CASE(a_lone_member_gets_its_own_piece_back) {
   auto a = rounds.take_answers();
   BOOST_REQUIRE(a.size() == 1u);
   BOOST_TEST(values(reply_of(a[0])) == (std::vector<float>{1.5f, -2.f}));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_piece_holding_nan_or_infinity_fails_the_reduction_on_every_member, rounds_fixture) {
+  give_all({reduce(0, {1.f, 2.f})});
+  auto nan = rounds.give(2, reduce(1, {std::nanf(""), 2.f}));
+  BOOST_REQUIRE(nan);
+  BOOST_TEST((nan->code == errc::not_finite));
+  BOOST_TEST(has(nan->detail, "rank 1's piece holds NaN or infinity"), nan->detail);
+  auto a = answers();
+  BOOST_REQUIRE(a.size() == 1u);
+  BOOST_TEST((fault_of(a.at(1)).code == errc::not_finite));
+  auto late = rounds.give(3, reduce(2, {1.f, 2.f}));
+  BOOST_TEST((late && late->code == errc::not_finite));
+  // The first piece of a round may be the bad one: the others hear of it when they come.
+  auto first = rounds.give(1, reduce(0, {INFINITY}, reduce_op::sum, "i/0"));
+  BOOST_TEST((first && first->code == errc::not_finite));
+  for (std::uint32_t w : {1u, 2u}) {
+    auto f = rounds.give(w + 1, reduce(w, {1.f}, reduce_op::sum, "i/0"));
+    BOOST_TEST((f && f->code == errc::not_finite));
+  }
+  BOOST_TEST(rounds.open_rounds() == 0u);
+  BOOST_TEST(rounds.remembered_failures() == 0u);
+  // Broadcasts and gathers carry values as they are.
+  give_all({piece(0, "g/0", collective_kind::allgather, {std::nanf("")}), piece(1, "g/0", collective_kind::allgather, {}),
+            piece(2, "g/0", collective_kind::allgather, {})});
+  BOOST_TEST(answers().size() == 3u);
 }
