@@ -157,7 +157,8 @@ class kvstore {
   // store's count of its unnamed calls, so every worker makes them in the same order (as
   // Horovod asks); a worker that joins a running job names its calls. A worker that leaves
   // or dies before making a call fails it everywhere with member_lost; calls that disagree
-  // (op, root, element count) fail with bad_shape.
+  // (op, root, element count) fail with bad_shape, and a reduction of which one worker's
+  // tensor holds NaN or infinity fails everywhere with not_finite.
   enum class reduction { average, sum, max };
   // `in` reduced over the workers into `out` (the same shape; may be `in`).
   void allreduce(const const_array& in, const array& out, reduction op = reduction::average,

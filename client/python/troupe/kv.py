@@ -169,7 +169,8 @@ class KVStore:
     # worker gets the same bits. Calls meet by name: unnamed calls are numbered by each
     # store, so every worker makes them in the same order (Horovod asks the same); a
     # worker that joins a running job names its calls. A worker lost before making a call
-    # fails it everywhere with troupe.Error code 'member_lost'.
+    # fails it everywhere with troupe.Error code 'member_lost'; calls that disagree raise
+    # 'bad_shape', and a NaN or infinity in any worker's tensor of a reduction 'not_finite'.
     def allreduce(self, tensor, op=Average, name=None, out=None):
         """The workers' tensors reduced by op (Average, Sum or Max), as a new array or tensor
         of the input's kind, or written into `out` (which may be `tensor` itself)."""
