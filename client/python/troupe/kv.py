@@ -194,12 +194,19 @@ class KVStore:
     def broadcast_parameters(self, params, root_rank):
         """Horovod's broadcast_parameters: every tensor of a state_dict (or of a list of
         (name, tensor) pairs, as model.named_parameters() gives) takes rank root_rank's
-        value, in place, each call named by its parameter's name."""
+        value, in place, each call named by its parameter's name. Tensors of other dtypes
+        than float32 (a state_dict's integer counters) cross bit for bit."""
         items = params.items() if hasattr(params, "items") else params
         for name, p in sorted(items, key=lambda kv: kv[0]):
-            if type(p).__module__.startswith("torch"):
-                p = p.data
-            self.broadcast_(p, root_rank, name="param:" + name)
+            x = p.detach().numpy() if type(p).__module__.startswith("torch") else p
+            if isinstance(x, np.ndarray) and x.dtype != np.float32:
+                # A broadcast copies bits, so any dtype crosses exactly as float32 words
+                # (BatchNorm's int64 num_batches_tracked, for one).
+                if x.nbytes % 4 or not x.flags["C_CONTIGUOUS"]:
+                    raise Error("bad_dtype", f"parameter {name!r}: {x.dtype} of shape {x.shape} is not contiguous "
+                                             "whole 4-byte words")
+                x = x.reshape(-1).view(np.float32)
+            self.broadcast_(x, root_rank, name="param:" + name)
 
     def allgather(self, tensor, name=None):
         """Every worker's tensor, concatenated along the first dimension in rank order (the

@@ -193,7 +193,8 @@ def test_horovod_style_collectives_give_every_worker_the_same_values():
         total = s.allreduce(mine.numpy(), op=troupe.kv.Sum)       # NumPy in, NumPy out
         biggest = s.allreduce(mine, op=troupe.kv.Max, name="m")
         root = s.broadcast(torch.full((2,), float(r)), root_rank=2)
-        params = {"b": torch.full((2,), float(r)), "w": torch.full((3,), float(10 * r))}
+        params = {"b": torch.full((2,), float(r)), "w": torch.full((3,), float(10 * r)),
+                  "count": torch.tensor(2**40 + r)}                # int64: crosses bit for bit
         s.broadcast_parameters(params, root_rank=1)                # in place, as Horovod's
         gathered = s.allgather(torch.full((r, 2), float(r)))       # rank 0 gives no rows
         return avg, total, biggest, root, params, gathered, mine
@@ -204,6 +205,7 @@ def test_horovod_style_collectives_give_every_worker_the_same_values():
         assert torch.equal(biggest, torch.full((2, 3), 3.0))
         assert torch.equal(root, torch.full((2,), 2.0))
         assert torch.equal(params["b"], torch.full((2,), 1.0)) and torch.equal(params["w"], torch.full((3,), 10.0))
+        assert params["count"].item() == 2**40 + 1
         assert torch.equal(gathered, torch.tensor([[1.0, 1.0], [2.0, 2.0], [2.0, 2.0]]))
         assert mine.shape == (2, 3)  # the inputs are left as they were
 
