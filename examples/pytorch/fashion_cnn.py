@@ -40,6 +40,20 @@ def read_idx(directory, base):
     sys.exit(f"{base} not found in {directory}; install dataset-fashion-mnist or pass --data DIR")
 
 
+def load_fashion(directory, train_samples, mine):
+    """Fashion-MNIST as tensors: the training samples `mine` selects (of the first
+    train_samples, 0: all) and the test set, images (N, 1, 28, 28) scaled by the training
+    set's mean and deviation, labels int64."""
+    x_train, y_train = read_idx(directory, "train-images-idx3-ubyte"), read_idx(directory, "train-labels-idx1-ubyte")
+    x_test, y_test = read_idx(directory, "t10k-images-idx3-ubyte"), read_idx(directory, "t10k-labels-idx1-ubyte")
+    if train_samples:
+        x_train, y_train = x_train[:train_samples], y_train[:train_samples]
+    mean, std = x_train.mean() / 255.0, x_train.std() / 255.0
+    norm = lambda x: torch.from_numpy(((x / 255.0 - mean) / std).astype(np.float32)).unsqueeze(1)  # noqa: E731
+    return ((norm(x_train[mine]), torch.from_numpy(y_train[mine].astype(np.int64))),
+            (norm(x_test), torch.from_numpy(y_test.astype(np.int64))))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kv", default=None, help="store type (default: dist in a launched job, else local)")
@@ -61,17 +75,9 @@ def main():
     kind = args.kv or ("dist" if "TROUPE_COORDINATOR" in os.environ else "local")
     kv = troupe.kv.create(kind)
 
-    x_train, y_train = read_idx(args.data, "train-images-idx3-ubyte"), read_idx(args.data, "train-labels-idx1-ubyte")
-    x_test, y_test = read_idx(args.data, "t10k-images-idx3-ubyte"), read_idx(args.data, "t10k-labels-idx1-ubyte")
-    if args.train_samples:
-        x_train, y_train = x_train[:args.train_samples], y_train[:args.train_samples]
-    mean, std = x_train.mean() / 255.0, x_train.std() / 255.0
-    norm = lambda x: torch.from_numpy(((x / 255.0 - mean) / std).astype(np.float32)).unsqueeze(1)  # noqa: E731
     index = int(os.environ.get("TROUPE_WORKER_INDEX", kv.rank))
     workers = int(os.environ.get("TROUPE_WORKERS", kv.num_workers))
-    mine = slice(index, None, workers)
-    xs, ys = norm(x_train[mine]), torch.from_numpy(y_train[mine].astype(np.int64))
-    xt, yt = norm(x_test), torch.from_numpy(y_test.astype(np.int64))
+    (xs, ys), (xt, yt) = load_fashion(args.data, args.train_samples, slice(index, None, workers))
 
     torch.manual_seed(args.seed)
     model = Net()

@@ -18,13 +18,12 @@ which no gradient carries), each prints its test accuracy, the workers' mean acc
 import argparse
 import os
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
 import troupe
 import troupe.torch as tt
-from fashion_cnn import read_idx
+from fashion_cnn import load_fashion
 from fashion_net import Net
 
 
@@ -41,15 +40,7 @@ def main():
     torch.set_num_threads(1)
     kv = troupe.kv.create(args.kv or ("dist" if "TROUPE_COORDINATOR" in os.environ else "local"))
 
-    x_train, y_train = read_idx(args.data, "train-images-idx3-ubyte"), read_idx(args.data, "train-labels-idx1-ubyte")
-    x_test, y_test = read_idx(args.data, "t10k-images-idx3-ubyte"), read_idx(args.data, "t10k-labels-idx1-ubyte")
-    if args.train_samples:
-        x_train, y_train = x_train[:args.train_samples], y_train[:args.train_samples]
-    mean, std = x_train.mean() / 255.0, x_train.std() / 255.0
-    norm = lambda x: torch.from_numpy(((x / 255.0 - mean) / std).astype(np.float32)).unsqueeze(1)  # noqa: E731
-    mine = slice(kv.rank, None, kv.num_workers)
-    xs, ys = norm(x_train[mine]), torch.from_numpy(y_train[mine].astype(np.int64))
-    xt, yt = norm(x_test), torch.from_numpy(y_test.astype(np.int64))
+    (xs, ys), (xt, yt) = load_fashion(args.data, args.train_samples, slice(kv.rank, None, kv.num_workers))
 
     torch.manual_seed(args.seed + kv.rank)  # different on purpose: the broadcast makes them one
     model = Net()
