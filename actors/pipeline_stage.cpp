@@ -32,7 +32,9 @@ void take_ring_piece(stage_pointer self, const caf::actor_addr& sender, ring_pie
   const bool neighbour = self->state.ring_prev && sender == self->state.ring_prev.address();
   const std::string name = caf::to_string(sender);
   if (!neighbour && !monitoring::count_refusal(monitoring::refusal::not_a_neighbour, name)) return;
+  if (neighbour && !fill_ring_piece(self, p)) return;
   drive(self, [&](member_core& c) { return c.on_ring_piece(std::move(p), neighbour, name); });
+  drain_ring_pieces(self);
 }
 
 // A stage tensor in the training behaviour (or replayed from before it).
@@ -139,6 +141,7 @@ void start_training(stage_pointer self) {
                members(place.job), samples_per_worker(place.job), st.core->active_shards().size(),
                place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
   self->become(training(self));
+  if (auto offer = std::exchange(st.mailboxes.early_offer, std::nullopt)) on_ring_mailbox(self, offer->first, offer->second);
   for (auto& [sender, msg] : std::exchange(st.early, {})) {
     if (st.core->phase() == member_phase::stopped) return;
     take_tensor(self, sender, std::move(msg));
@@ -165,6 +168,9 @@ local_stage_actor::behavior_type training(stage_pointer self) {
         spdlog::warn("{}: ignored a ring hello from {} claiming stage {} of replica {}: already wired", who(self),
                      caf::to_string(self->current_sender()), h.stage, h.replica);
       },
+      [=](ring_atom, const ring_mailbox_offer& m) {
+        on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
+      },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
@@ -174,6 +180,10 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
       [=](lane_payload& p) { on_lane_payload(self, p); },
       [=](const lane_event& e) { on_lane_event(self, e); },
+      [=](ring_drain) {
+        self->state.mailboxes.drain_due = false;
+        drain_ring_pieces(self);
+      },
   };
 }
 
@@ -211,6 +221,9 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](ring_atom, ring_piece& p) { hold(std::move(p)); },
       [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
       [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
+      [=](ring_atom, const ring_mailbox_offer& m) {
+        on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
+      },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
@@ -220,6 +233,7 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
       [=](lane_payload& p) { on_lane_payload(self, p); },
       [=](const lane_event& e) { on_lane_event(self, e); },
+      [=](ring_drain) {},
   };
 }
 
@@ -273,7 +287,7 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
           } else if constexpr (std::is_same_v<A, send_activation_grad>) {
             self->send(st.prev, act_grad_atom::value, std::move(a.g));
           } else if constexpr (std::is_same_v<A, send_ring_piece>) {
-            self->send(st.ring_next, ring_atom::value, std::move(a.p));
+            stage_shell::pass_ring_piece(self, std::move(a.p));
           } else if constexpr (std::is_same_v<A, report_step>) {
             self->send(st.coordinator, progress_atom::value, a.r);
           } else if constexpr (std::is_same_v<A, report_epoch>) {
@@ -292,8 +306,11 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             self->send(st.coordinator, rows_atom::value, a.a);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
             spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
-            self->send(st.coordinator, done_atom::value, a.r);
-            self->quit();
+            // Its last ring pieces may still wait for mailbox room: the next replica needs them.
+            after_ring_pieces(self, [self, r = a.r] {
+              self->send(self->state.coordinator, done_atom::value, r);
+              self->quit();
+            });
           } else if constexpr (std::is_same_v<A, member_actions::stop>) {
             fail(self, a.why);
           }
@@ -310,7 +327,8 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
   st.core = std::make_unique<member_core>(member_setup{
       opts.data, opts.compute, opts.obs,
       [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); },
-      [self](std::uint32_t s) { return stage_shell::whole_slices(self, s); }});
+      [self](std::uint32_t s) { return stage_shell::whole_slices(self, s); },
+      [self](std::int64_t numel) { return stage_shell::ring_buffer(self, numel); }});
   st.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {

@@ -108,6 +108,7 @@ struct connect_retry {       // a member, to itself: try connecting to `peer` ag
 };
 struct hello_deadline {};    // a member, to itself: its previous stage should have said hello
 struct group_deadline {};    // a member, to itself: its local group's id should have come
+struct ring_drain {};        // a member, to itself: try again to pass the ring pieces that wait for mailbox room
 // Bulk lanes (Note [Bulk lanes] in core/lane.hpp), from the lane's threads to the actor
 // whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member.
 struct lane_payload {        // a payload read off the lane
@@ -142,6 +143,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::next_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::connect_retry)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::hello_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ring_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_written)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
@@ -227,11 +229,12 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<rows_atom, rows_grant>,  // from the coordinator: a lost worker's samples
     caf::reacts_to<rows_atom, rows_shed>,   // from the coordinator: train fewer of its own rows
     caf::reacts_to<ring_atom, ring_piece>,   // --mode allreduce: from the previous replica in the ring
-    caf::reacts_to<ring_atom, stage_hello>>;  // across nodes: "I am your ring neighbour"
+    caf::reacts_to<ring_atom, stage_hello>,   // across nodes: "I am your ring neighbour"
+    caf::reacts_to<ring_atom, ring_mailbox_offer>>;  // one host: "my pieces come through this mailbox"
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
-                        caf::reacts_to<lane_event>>;
+                        caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>>;
 
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
@@ -324,4 +327,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_shed))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_answer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::ring_piece))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::ring_mailbox_offer))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

@@ -6,6 +6,7 @@
 
 #include <caf/all.hpp>
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -20,6 +21,7 @@
 #include "core/channel_pool.hpp"
 #include "actors/member_lanes.hpp"
 #include "core/member_core.hpp"
+#include "core/ring_mailbox.hpp"
 
 namespace troupe::stage_shell {
 
@@ -41,6 +43,21 @@ struct stage_fast_path {
 
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
 
+// --mode allreduce between processes of one host (Note [Ring mailboxes] in
+// core/ring_mailbox.hpp): the outbox this member writes its pieces for ring_next into
+// (made and offered with its first piece), the pieces that wait for room in it, in the
+// order they go; and the inbox it maps of ring_prev's; an offer that came before the
+// member trained waits here with its sender.
+struct stage_ring_mailboxes {
+  std::optional<shm::ring_outbox> out;
+  bool offered = false;
+  std::deque<ring_piece> waiting;
+  bool drain_due = false;  // a ring_drain is on its way
+  std::function<void()> once_drained;  // what waits for `waiting` to empty (the member's finish)
+  std::optional<shm::ring_inbox> in;
+  std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
+};
+
 struct stage_state {
   std::unique_ptr<member_core> core;
   coordinator_actor coordinator;
@@ -54,6 +71,7 @@ struct stage_state {
   // --mode allreduce: the same stage of the previous and the next replica (invalid
   // without a ring); pieces come from ring_prev and go to ring_next.
   stage_actor ring_prev, ring_next;
+  stage_ring_mailboxes mailboxes;
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.
   std::map<std::string, std::function<void()>> retries;
@@ -127,6 +145,20 @@ void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, par
 void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticket);
 void on_lane_payload(stage_pointer self, lane_payload& p);
 void on_lane_event(stage_pointer self, const lane_event& e);
+
+// stage_ring_mailbox.cpp (Note [Ring mailboxes]): member_setup::ring_buffer, a buffer
+// in the outbox once ring_next accepted it; sends a ring piece to ring_next, through the
+// outbox when it can (offering it first); takes an offer or its answer; and fills a
+// piece from ring_prev that names the inbox (false: the member failed, naming why).
+tensor ring_buffer(stage_pointer self, std::int64_t numel);
+void pass_ring_piece(stage_pointer self, ring_piece p);
+// Passes on the pieces that waited for room, while there is room (ring_drain, and after
+// every piece that comes).
+void drain_ring_pieces(stage_pointer self);
+// Calls `then` once no ring piece waits for mailbox room (now, if none does).
+void after_ring_pieces(stage_pointer self, std::function<void()> then);
+void on_ring_mailbox(stage_pointer self, const caf::actor_addr& sender, const ring_mailbox_offer& m);
+bool fill_ring_piece(stage_pointer self, ring_piece& p);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.

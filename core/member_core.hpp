@@ -79,6 +79,10 @@ struct member_setup {
   // core/gradient_buckets.hpp): true for a shard in this process or reached through
   // shared memory; unset: pieces to every shard when the job has buckets.
   std::function<bool(std::uint32_t shard)> whole_slices;
+  // --mode allreduce: where an outgoing ring piece of `numel` floats is computed, such as
+  // a buffer in the ring mailbox to the next replica (Note [Ring mailboxes] in
+  // core/ring_mailbox.hpp); unset or an empty tensor: a fresh one.
+  std::function<tensor(std::int64_t numel)> ring_buffer;
 };
 
 // Where this member could share a local group: GPUs of one machine (NCCL), or threads of
@@ -153,6 +157,8 @@ class member_core {
   // pieces to (the same stage of replica + 1, modulo the replicas), and the replica it
   // receives them from (replica - 1).
   bool ringed() const;
+  // The floats each ring all-reduce of this member reduces (its stage's parameters).
+  std::int64_t ring_numel() const { return net_ ? net_->num_params() : 0; }
   std::uint32_t ring_next() const;
   std::uint32_t previous_replica() const;
   // Extra rows from the coordinator (Note [Dealing a lost worker's samples] in
@@ -292,7 +298,7 @@ class member_core {
   std::optional<optimizer_state> local_opt_;    // --servers 0
   tensor synthetic_grad_;                       // --simulate-compute
   // --mode allreduce: the step's collective (numbered by its clock), the gradient it sums
-  // (the replica's own, or a copy of the synthetic one), and pieces of the next collective
+  // (the replica's own, or with simulated compute a buffer of its own), and pieces of the next collective
   // that came before it began.
   std::optional<ring_collective> ring_;
   tensor ring_grads_;

@@ -48,9 +48,11 @@ std::string member_core::replica_name(std::uint32_t replica) const {
 void member_core::start_ring(member_actions_list& out) {
   tensor_view grads;
   if (simulated()) {
-    // The synthetic gradient is the same every step; the ring sums a copy.
-    if (ring_grads_.empty()) ring_grads_ = tensor::uninitialized(synthetic_grad_.sizes());
-    copy(ring_grads_.view(), synthetic_grad_);
+    // A host step rings the gradient where backward left it, with no copy; so a simulated
+    // one rings the same buffer every step, which starts as the synthetic gradient and
+    // then holds the last step's result (simulated compute applies no update, so no one
+    // reads it; the ring costs the same whatever the values).
+    if (ring_grads_.empty()) ring_grads_ = tensor(synthetic_grad_);
     grads = ring_grads_.view();
   } else if (!guarded("downloading its gradients", out, [&] {
                rep_->fetch_grads();
@@ -65,6 +67,7 @@ void member_core::start_ring(member_actions_list& out) {
     return;
   }
   ring_.emplace(std::move(*ring));
+  if (setup_.ring_buffer) ring_->set_piece_buffers(setup_.ring_buffer);
   ring_begin_ = wall::now();
   ring_scattered_ = false;
   for (ring_piece& p : ring_->start()) send_piece(std::move(p), out);

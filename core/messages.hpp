@@ -9,23 +9,10 @@
 
 #include "core/job.hpp"
 #include "core/key_table.hpp"
+#include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
-
-// A tensor left in a same-host peer's shared memory instead of the message (Note
-// [Same-host fast path] in core/shared_slots.hpp): the segment, the slot's offset and
-// capacity in bytes, the ticket its writer stamped, and the tensor's dtype and extents.
-// An empty segment: nothing is shared, the tensor travels in the message.
-struct shared_tensor {
-  std::string segment;
-  std::uint64_t offset = 0;
-  std::uint64_t capacity = 0;
-  std::uint64_t ticket = 0;
-  std::uint8_t dtype = 0;
-  std::vector<std::int64_t> dims;
-  bool empty() const { return segment.empty(); }
-};
 
 // A tensor sent on the bulk lane beside the message (Note [Bulk lanes] in core/lane.hpp):
 // the payload's ticket on its lane, and the tensor's dtype and extents. Ticket 0: none,
@@ -183,6 +170,17 @@ struct member_assignment {
 // [One connection per neighbour pair] in actors/member_wiring.cpp).
 struct stage_hello {
   std::uint32_t replica = 0, stage = 0;
+};
+
+// --mode allreduce between processes of one host (Note [Ring mailboxes] in
+// core/ring_mailbox.hpp): a replica offers its next replica in the ring the mailbox it
+// writes its pieces into (`answer` false), and that one answers whether it mapped it
+// (`why`: the reason it did not).
+struct ring_mailbox_offer {
+  bool answer = false;
+  std::string segment;
+  bool accepted = false;
+  std::string why;
 };
 
 // A local group's leader -> the coordinator -> the group's other members: the id of the

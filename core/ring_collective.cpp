@@ -114,14 +114,16 @@ bool ring_collective::receives(ring_phase phase, std::uint32_t c) const {
   return hops(phase, c) != 0;
 }
 
-ring_piece ring_collective::piece(ring_phase phase, std::uint32_t c, std::int64_t offset, std::int64_t numel) const {
+ring_piece ring_collective::piece(ring_phase phase, std::uint32_t c, std::int64_t offset, std::int64_t numel,
+                                  tensor values, bool fill) const {
   ring_piece p;
   p.collective = spec_.collective;
   p.phase = phase;
   p.chunk = c;
   p.offset = offset;
-  p.values = tensor::uninitialized({numel});
-  copy(p.values, values_.flat(offset, numel));
+  if (values.empty()) values = buffer(numel);
+  p.values = values.empty() ? tensor::uninitialized({numel}) : std::move(values);
+  if (fill) copy(p.values, values_.flat(offset, numel));
   return p;
 }
 
@@ -200,17 +202,25 @@ ring_collective::outcome ring_collective::receive(ring_piece p) {
   if (p.phase == ring_phase::reduce_scatter) --scatter_missing_;
   const tensor_view dst = values_.flat(p.offset, numel);
   const bool last_hop = hops(p.phase, p.chunk) == spec_.world - 1;
+  tensor next = last_hop ? tensor{} : buffer(numel);  // where the piece passed on goes, if not in p
   if (p.phase == ring_phase::all_gather) {
     copy(dst, p.values);
-    if (!last_hop) out.send.push_back(std::move(p));  // passed on as it came
+    if (last_hop) return out;
+    if (next.empty()) out.send.push_back(std::move(p));  // passed on as it came
+    else out.send.push_back(piece(p.phase, p.chunk, p.offset, numel, std::move(next)));
     return out;
   }
   float* in = p.values.data<float>();
   if (!last_hop) {
-    // The running sum goes on in the piece itself: this rank's own values of the chunk
-    // are overwritten by its all-gather, so they need not hold the partial sum.
-    combine(in, in, dst.data<float>(), numel);
-    out.send.push_back(std::move(p));
+    // The running sum goes on in the piece passed on: this rank's own values of the
+    // chunk are overwritten by its all-gather, so they need not hold the partial sum.
+    if (next.empty()) {
+      combine(in, in, dst.data<float>(), numel);
+      out.send.push_back(std::move(p));
+    } else {
+      combine(next.data<float>(), in, dst.data<float>(), numel);
+      out.send.push_back(piece(p.phase, p.chunk, p.offset, numel, std::move(next), false));
+    }
     return out;
   }
   // This rank owns the chunk: the piece is whole; it starts its all-gather.

@@ -29,12 +29,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string_view>
 #include <vector>
 
 #include "base/errc.hpp"
 #include "base/expected.hpp"
+#include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -52,6 +54,10 @@ struct ring_piece {
   std::uint32_t chunk = 0;
   std::int64_t offset = 0;  // the piece's first element in the whole tensor
   tensor values;            // f32
+  // Between processes of one host: where in the sender's ring mailbox the values lie
+  // (Note [Ring mailboxes] in core/ring_mailbox.hpp), `values` empty; the receiving
+  // shell fills `values` from it before the collective sees the piece.
+  shared_tensor shared;
 };
 
 struct ring_spec {
@@ -71,6 +77,14 @@ class ring_collective {
   // block lands at the sum of counts[0..r). `mine` (counts[rank] floats) is copied in now.
   static expected<ring_collective> all_gather(const ring_spec& spec, const_tensor_view mine, tensor_view out,
                                               const std::vector<std::int64_t>& counts);
+
+  // Where the pieces this rank sends are computed: a (numel) f32 tensor, such as one in a
+  // ring mailbox (Note [Ring mailboxes] in core/ring_mailbox.hpp), or an empty tensor
+  // for a fresh one. Unset: fresh tensors, and a piece passed on is the one that came,
+  // summed into in place; set: a piece passed on is computed into a new buffer, and the
+  // one that came is dropped.
+  using piece_buffers = std::function<tensor(std::int64_t numel)>;
+  void set_piece_buffers(piece_buffers f) { buffers_ = std::move(f); }
 
   // The pieces this rank sends first. Call once; receive() may come before it.
   std::vector<ring_piece> start();
@@ -104,7 +118,12 @@ class ring_collective {
   std::uint32_t hops(ring_phase phase, std::uint32_t c) const;
   bool receives(ring_phase phase, std::uint32_t c) const;
   std::optional<fault> refusal(const ring_piece& p) const;
-  ring_piece piece(ring_phase phase, std::uint32_t c, std::int64_t offset, std::int64_t numel) const;
+  // A piece carrying buffer `values` (a fresh one when empty), copied from this rank's
+  // values unless `fill` is false.
+  ring_piece piece(ring_phase phase, std::uint32_t c, std::int64_t offset, std::int64_t numel, tensor values = {},
+                   bool fill = true) const;
+  // A buffer for an outgoing piece from piece_buffers; empty when unset or none is free.
+  tensor buffer(std::int64_t numel) const { return buffers_ ? buffers_(numel) : tensor{}; }
   // out[i] = in[i] (op) own[i]; out may be in or own.
   void combine(float* out, const float* in, const float* own, std::int64_t n) const;
 
@@ -116,6 +135,7 @@ class ring_collective {
   std::vector<std::vector<bool>> got_[2];  // per phase, per chunk, per piece
   std::int64_t missing_ = 0, scatter_missing_ = 0;
   bool started_ = false;
+  piece_buffers buffers_;
 };
 
 }  // namespace troupe

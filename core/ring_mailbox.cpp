@@ -49,7 +49,6 @@ void ring_outbox::accepted() {
 
 void ring_outbox::close() {
   closed_ = true;
-  lent_.clear();
   seg_.unlink();
 }
 
@@ -105,6 +104,10 @@ std::optional<shared_tensor> ring_outbox::seal(const_tensor_view filled) {
   // A piece put() or sealed after this one was lent went first: tickets must rise.
   if (!usable() || l.end <= sealed_ || filled.numel() != l.numel) return std::nullopt;
   return stamp(l);
+}
+
+void ring_outbox::abandon(const std::byte* data) {
+  std::erase_if(lent_, [&](const lent& l) { return l.data == data; });
 }
 
 std::optional<shared_tensor> ring_outbox::put(const_tensor_view values) {

@@ -25,8 +25,10 @@
 //   sum is added into it). When every piece up to one is destroyed, the receiver stores
 //   that piece's ticket as `released` in the segment; the sender writes only where
 //   everything released lies, so it never overwrites a piece the receiver still holds.
-// - A full mailbox is no error: the piece goes in the message, and the next one tries
-//   again. A `released` that goes back or beyond what was written closes the outbox.
+// - A full mailbox is no error: the sender's pieces wait, in order, until the receiver
+//   has released room (the sender looks again as pieces come and on a short timer), so
+//   a mailbox need not hold a whole step. A `released` that goes back or beyond what was
+//   written closes the outbox, and the pieces go in the messages from then on.
 // - The sender lends buffers in the mailbox (lend) for a piece to be computed straight
 //   into, and seals them in the order it lent them; a piece not sealed is skipped over
 //   by the receiver's next release.
@@ -65,12 +67,16 @@ class ring_outbox {
   // empty tensor when the outbox is not usable or has no room now. Lent buffers are
   // sealed in the order they were lent.
   tensor lend(std::int64_t numel);
-  // Whether `data` is the start of a buffer lend() gave (and seal() did not yet take).
+  // Whether `data` is the start of a buffer lend() gave and seal() did not yet take (even
+  // if the outbox closed since: such a piece must travel as a copy).
   bool holds(const std::byte* data) const;
   // The descriptor for the lent buffer `filled` (its whole extent), for the message;
   // buffers lent before it and not sealed are given up. nullopt when `filled` is not a
   // buffer still lent, or the outbox closed meanwhile.
   std::optional<shared_tensor> seal(const_tensor_view filled);
+  // Gives up the lent buffer at `data` unsealed (its piece travels some other way); the
+  // receiver's next release skips its space.
+  void abandon(const std::byte* data);
   // Copies `values` (f32) in and seals it; nullopt (send it in the message) when the
   // outbox is not usable or has no room.
   std::optional<shared_tensor> put(const_tensor_view values);

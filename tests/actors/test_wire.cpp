@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(messages_round_trip) {
   BOOST_TEST((b.shard_hosts == std::vector<std::string>{"h"}));
 }
 
-BOOST_AUTO_TEST_CASE(ring_pieces_round_trip_with_their_values_as_a_blob) {
+BOOST_AUTO_TEST_CASE(ring_pieces_round_trip_with_their_values_as_a_blob_or_their_mailbox_descriptor) {
   ring_piece p;
   p.collective = 41;
   p.phase = ring_phase::all_gather;
@@ -157,6 +157,17 @@ BOOST_AUTO_TEST_CASE(ring_pieces_round_trip_with_their_values_as_a_blob) {
   BOOST_TEST(q.offset == 1'000'000);
   BOOST_TEST(q.values.numel() == 257);
   BOOST_TEST(std::memcmp(q.values.bytes(), p.values.bytes(), p.values.nbytes()) == 0);
+  BOOST_TEST(q.shared.empty());
+  // In a ring mailbox: the descriptor instead of the values (Note [Ring mailboxes]).
+  ring_piece m = p;
+  m.values = tensor{};
+  m.shared = shared_tensor{"/troupe-0123456789abcdef-7-1-cafe0123", 4096, 1152, 5248, 0, {257}};
+  const ring_piece n = round_trip(*sys, m);
+  BOOST_TEST(n.values.empty());
+  BOOST_TEST(n.shared.segment == m.shared.segment);
+  BOOST_TEST(n.shared.offset == 4096u);
+  BOOST_TEST(n.shared.ticket == 5248u);
+  BOOST_TEST((n.shared.dims == std::vector<std::int64_t>{257}));
   // Cut short anywhere, it does not decode.
   std::vector<char> buf;
   caf::binary_serializer bs{*sys, buf};

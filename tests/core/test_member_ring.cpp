@@ -2,8 +2,9 @@
 // (tests/support/member_bench.hpp carries each ring piece to the next replica): the
 // replicas end bitwise equal, whatever order their pieces arrive in, and every run gives
 // the same bits; they learn what a sync job with a shard learns, and so do replicas of
-// a pipeline, each stage ringing with its peers; avg is the sum over the world size; simulated compute rings a copy of its gradient; a stranger's piece is
-// dropped with a warning; a piece of another step, a malformed piece and a lost
+// a pipeline, each stage ringing with its peers; avg is the sum over the world size;
+// simulated compute rings its gradient every step; a stranger's piece is dropped with a
+// warning; a piece of another step, a malformed piece and a lost
 // neighbour stop the member with their typed errors; the ring is in the metrics.
 #define BOOST_TEST_MODULE member_ring
 #include <boost/test/unit_test.hpp>
@@ -152,7 +153,7 @@ BOOST_AUTO_TEST_CASE(avg_applies_the_sum_over_the_number_of_replicas) {
   BOOST_TEST(worst <= 1e-5f * largest + 1e-9f);
 }
 
-BOOST_AUTO_TEST_CASE(simulated_compute_rings_a_copy_of_its_gradient_every_step) {
+BOOST_AUTO_TEST_CASE(simulated_compute_rings_its_gradient_every_step) {
   job_spec j = ring_job(3);
   j.simulate_compute_ms = 0.01;
   j.train.epochs = 1;

@@ -1,8 +1,9 @@
 // ring_mailbox: pieces cross between an outbox and an inbox bit-exactly; nothing goes
 // through before the receiver accepted; the sender never overwrites a piece the receiver
-// still holds, and gets space back in order; lent buffers are sealed in order and pieces
-// never wrap; a bad descriptor, another rank's or another job's mailbox and a nonsense
-// release are refused without taking anything; pieces outlive the inbox.
+// still holds, and gets space back in order; lent buffers are sealed in order, pieces
+// never wrap, and an abandoned buffer's space comes back with the next release; a bad
+// descriptor, another rank's or another job's mailbox and a nonsense release are
+// refused without taking anything; pieces outlive the inbox.
 #define BOOST_TEST_MODULE ring_mailbox
 #include <boost/test/unit_test.hpp>
 
@@ -142,6 +143,21 @@ BOOST_AUTO_TEST_CASE(a_buffer_sealed_out_of_order_goes_in_the_message) {
   BOOST_TEST(!m.out.seal(a).has_value());
   BOOST_TEST(!m.out.seal(ramp(10, 1.0f)).has_value());  // not a lent buffer at all
   BOOST_TEST(same_bits(m.take(*later), ramp(10, 1.0f)));
+}
+
+BOOST_AUTO_TEST_CASE(an_abandoned_buffer_is_skipped_by_the_next_release) {
+  mailbox_pair m(100, 2);  // room for two pieces
+  tensor a = m.out.lend(100);
+  BOOST_REQUIRE(!a.empty());
+  m.out.abandon(a.bytes());  // its piece travels in the message instead
+  BOOST_TEST(!m.out.holds(a.bytes()));
+  BOOST_TEST(!m.out.seal(a).has_value());
+  auto b = m.out.put(ramp(100, 1.0f));
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(!m.out.put(ramp(100, 2.0f)).has_value());  // a's space is still taken
+  { tensor got = m.take(*b); }                           // released past a's space too
+  BOOST_TEST(m.out.put(ramp(100, 2.0f)).has_value());
+  BOOST_TEST(m.out.put(ramp(100, 3.0f)).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(bad_descriptors_are_refused_and_take_nothing) {

@@ -1,7 +1,8 @@
 // `troupe launch --local` end to end: 2 shard servers and 2 workers as separate
 // processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to >= 80% in
-// each mode, and so do 3 replicas of allreduce with no shard servers, where a killed
-// replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
+// each mode, and so do 3 replicas of allreduce with no shard servers, whose ring pieces
+// through shared memory give the bits of the same job's in the messages, and where a
+// killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
 // not hold the launch; a job that keeps checkpoints and loses its shard server or its
 // coordinator is started again from its newest checkpoint and ends bitwise as it would
 // have; a bad flag is a usage error.
@@ -80,6 +81,33 @@ BOOST_AUTO_TEST_CASE(allreduce_learns_with_a_process_per_replica_and_no_shard_se
   BOOST_TEST(r.err.find("launch: job") != std::string::npos);
   BOOST_TEST(r.err.find("[server") == std::string::npos);  // no shard server process
   BOOST_TEST(r.err.find("refused a ring hello") == std::string::npos);  // each came from a neighbour
+}
+
+// Note [Ring mailboxes]: between processes of one host the ring's pieces go through
+// shared memory, and the replicas end with the bits the same job gets with every piece in
+// the messages (3 replicas, so pieces are passed on as well as started and ended).
+BOOST_AUTO_TEST_CASE(ring_pieces_through_shared_memory_give_the_bits_of_the_messages) {
+  auto run = [](bool shared) {
+    std::vector<std::string> args{troupe_bin(), "launch",          "--local",  "--workers", "3",     "--mode",
+                                  "allreduce",  "--train-samples", "3000",     "--epochs",  "1",     "--metrics",
+                                  "off"};
+    if (!shared) args.push_back("--no-shared-memory");
+    auto r = run_process(args, 300s);
+    BOOST_REQUIRE(!r.timed_out);
+    BOOST_TEST_INFO("stderr: " << r.err);
+    BOOST_REQUIRE(r.exit_code == 0);
+    const auto j = nlohmann::json::parse(r.out);
+    std::size_t mailboxes = 0;  // logged once a next replica accepted one
+    for (auto at = r.err.find("passes its ring pieces to"); at != std::string::npos;
+         at = r.err.find("passes its ring pieces to", at + 1))
+      ++mailboxes;
+    return std::make_pair(j["params_fnv1a"].get<std::string>(), mailboxes);
+  };
+  const auto [shared_bits, shared_mailboxes] = run(true);
+  const auto [message_bits, message_mailboxes] = run(false);
+  BOOST_TEST(shared_mailboxes == 3u);  // every replica to its next
+  BOOST_TEST(message_mailboxes == 0u);
+  BOOST_TEST(shared_bits == message_bits);
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_job_fails_the_launch) {
