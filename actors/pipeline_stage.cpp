@@ -341,6 +341,11 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
     if (dm.reason == caf::exit_reason::normal) return;
     const bool ring_prev = s.ring_prev && dm.source == s.ring_prev.address();
     if (ring_prev || (s.ring_next && dm.source == s.ring_next.address())) {
+      if (s.mailboxes.once_drained) {  // finished, its last pieces waiting for a replica that is gone
+        s.mailboxes.waiting.clear();
+        std::exchange(s.mailboxes.once_drained, nullptr)();
+        return;
+      }
       drive(self, [&](member_core& c) { return c.on_ring_neighbour_down(ring_prev, describe(dm.reason)); });
       return;
     }
