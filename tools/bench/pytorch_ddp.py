@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch DDP peer for tools/bench/modes.
 
-Trains the MLP (784-256-128-10) on Fashion-MNIST with DistributedDataParallel over gloo:
+Trains the MLP (784-256-128-10), or with --model cnn Troupe's cnn:fashion, on
+Fashion-MNIST with DistributedDataParallel over gloo:
 WORLD processes on this machine, one intra-op thread each, per-process batch 128, SGD
 with Nesterov momentum 0.9 and weight decay 5e-4, the same half-epoch warm-up and cosine
 schedule as Troupe. DDP averages gradients, so the learning rate is lr * WORLD (the linear
@@ -21,12 +22,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.parallel import DistributedDataParallel as DDP  # noqa: E402
 
 import ddp_world  # noqa: E402
 import fashion_data  # noqa: E402
+import pytorch_compute  # noqa: E402
 
 
 def tensors(data_dir):
@@ -49,7 +50,9 @@ def schedule(step, base, warmup, total):
 def run(rank, args, queue):
     torch.manual_seed(args.seed)
     xtr, ytr, xte, yte = tensors(args.data)
-    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))
+    model = pytorch_compute.build(args.model)
+    if args.model == "cnn":
+        xtr, xte = xtr.reshape(-1, 1, 28, 28), xte.reshape(-1, 1, 28, 28)
     ddp = DDP(model)
     base = args.lr * args.world
     opt = torch.optim.SGD(ddp.parameters(), lr=base, momentum=0.9, nesterov=True, weight_decay=5e-4)
@@ -75,7 +78,8 @@ def run(rank, args, queue):
     if rank == 0:
         with torch.no_grad():
             acc = (model(xte).argmax(1) == yte).float().mean().item()
-        queue.put({"peer": "pytorch-ddp", "version": torch.__version__, "world": args.world, "epochs": args.epochs,
+        queue.put({"peer": "pytorch-ddp", "version": torch.__version__, "model": args.model, "world": args.world,
+                   "epochs": args.epochs,
                    "samples_per_second": per_rank * args.world * args.epochs / secs, "train_seconds": secs,
                    "test_accuracy": acc})
 
@@ -83,6 +87,7 @@ def run(rank, args, queue):
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--world", type=int, default=2)
+    ap.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=128)
     ap.add_argument("--lr", type=float, default=0.05)
