@@ -8,13 +8,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <atomic>
-#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "core/ring_mailbox.hpp"
+#include "tests/support/numeric.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
@@ -22,15 +22,12 @@ using namespace troupe;
 namespace {
 
 using test::fresh_shm_tag;
+using test::same_bits;
 
 tensor ramp(std::int64_t n, float start) {
   tensor t({n});
   for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = start + 0.25f * static_cast<float>(i);
   return t;
-}
-
-bool same_bits(const_tensor_view a, const_tensor_view b) {
-  return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
 constexpr std::uint64_t sender_rank = 2;
