@@ -5,8 +5,8 @@
 // one message sent in chunks. A worker that leaves lets sync rounds close without it; a
 // lost shard fails the calls in flight at once with shard_lost instead of letting them
 // time out; a shard that refuses the first connections is tried again until the connect
-// timeout; collectives cross the shards (through shared memory on one host) and fail on
-// every member alike; bad keys and shapes are refused by the store and by the shard. With the job's
+// timeout; bad keys and shapes are refused by the store and by the shard (the collectives
+// are in test_remote_collectives.cpp). With the job's
 // tag the same-host fast path runs in one process too: tensors cross through the members'
 // shared-memory slots, bit-exact, and a shard without it answers in the message. With the
 // job's --compression pushes of several keys travel 2-bit encoded per key, with each
@@ -18,91 +18,15 @@
 #include <future>
 #include <thread>
 
-#include "actors/kv_coordinator.hpp"
-#include "actors/runtime.hpp"
-#include "actors/shard_server.hpp"
-#include "client/kvstore.hpp"
-#include "client/remote_transport.hpp"
-#include "tensor/grad_codec.hpp"
+#include "tests/support/kv_job.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
 using kv::kvstore;
-
-namespace {
-
-// The same-host fast path's tags: the members' and the shards' (empty: off).
-struct fast_path_tags {
-  std::string member, shard;
-};
-
-struct job_fixture {
-  explicit job_fixture(sync_mode mode, std::uint32_t workers = 2, std::uint32_t servers = 2, std::int64_t bound = 0,
-                       fast_path_tags tags = {}, grad_codec compression = {}, grad_codec pull_precision = {}) {
-    configure_in_process(cfg);
-    sys.emplace(cfg);
-    job_spec job;
-    job.kv = true;
-    job.job_id = "kv-test";
-    job.mode = mode;
-    job.workers = workers;
-    job.servers = servers;
-    job.big_array_bound = bound;
-    job.request_timeout_ms = 5000;
-    job.compression = compression;
-    job.pull_precision = pull_precision;
-    coordinator = spawn_kv_coordinator(*sys, job, {});
-    for (std::uint32_t s = 0; s < servers; ++s) {
-      shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5), {}, tags.shard));
-      join_as_shard(shards.back(), "", 0);
-    }
-    // Every member's join completes when the job starts, once all have joined.
-    std::vector<std::future<std::unique_ptr<kvstore>>> joins;
-    for (std::uint32_t w = 0; w < workers; ++w)
-      joins.push_back(std::async(std::launch::async, [this, tags] {
-        kv::member_options o;
-        o.coordinator = coordinator;
-        o.connect_timeout = std::chrono::seconds(5);
-        auto t = kv::join_in_process(*sys, o, "kv-test", tags.member);
-        if (auto* f = std::get_if<fault>(&t)) throw std::runtime_error(to_string(*f));
-        kv::options opts;
-        opts.type = "dist_" + std::string(name_of(std::get<0>(t)->mode()));
-        opts.timeout = std::chrono::seconds(5);
-        return kv::wrap_transport(std::move(std::get<0>(t)), opts);
-      }));
-    for (auto& j : joins) stores.push_back(j.get());
-    std::sort(stores.begin(), stores.end(), [](auto& a, auto& b) { return a->rank() < b->rank(); });
-  }
-  ~job_fixture() {
-    stores.clear();
-    caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
-    for (auto& s : shards) caf::anon_send_exit(s, caf::exit_reason::user_shutdown);
-  }
-
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
-  local_coordinator_actor coordinator;
-  std::vector<local_shard_actor> shards;
-  std::vector<std::unique_ptr<kvstore>> stores;
-};
-
-template <class F>
-std::string code_of(F&& f) {
-  try {
-    f();
-  } catch (const kv::error& e) {
-    return e.code();
-  }
-  return "no error";
-}
-
-kv::optimizer_spec sgd(float lr) {
-  kv::optimizer_spec s;
-  s.lr = lr;
-  return s;
-}
-
-}  // namespace
+using test::code_of;
+using test::fast_path_tags;
+using test::job_fixture;
+using test::sgd;
 
 BOOST_AUTO_TEST_CASE(two_members_sum_in_sync_across_two_shards) {
   job_fixture job(sync_mode::sync, 2, 2, 10);
@@ -267,119 +191,6 @@ BOOST_AUTO_TEST_CASE(a_shard_that_never_answers_fails_the_join_naming_it_within_
   BOOST_TEST((took < std::chrono::seconds(10)));
 }
 
-// Collectives through the job's shards (Note [Collectives on the shards]): a tensor
-// larger than two messages is cut over both shards and comes back as the rank-ordered
-// sum on both members; broadcast and allgather; calls that disagree fail on both members,
-// and a member that leaves before its call fails the other's at once with member_lost.
-BOOST_AUTO_TEST_CASE(collectives_cross_the_shards_and_fail_everywhere_alike) {
-  job_fixture job(sync_mode::async);
-  auto &w0 = *job.stores[0], &w1 = *job.stores[1];
-  const std::int64_t n = 2 * kv_max_message_floats + 5;
-  auto both = [&](auto f) {
-    auto other = std::async(std::launch::async, [&] { return f(w1, 1u); });
-    auto mine = f(w0, 0u);
-    return std::make_pair(mine, other.get());
-  };
-  auto sums = both([&](kvstore& s, std::uint32_t r) {
-    std::vector<float> v(static_cast<std::size_t>(n));
-    for (std::int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 1000) * (r ? -0.5f : 1.f) + 0.25f;
-    s.allreduce({v.data(), {n}}, {v.data(), {n}}, kvstore::reduction::sum);
-    return v;
-  });
-  BOOST_TEST((sums.first == sums.second));
-  bool exact = true;
-  for (std::int64_t i = 0; i < n; ++i)
-    exact = exact && sums.first[i] == (static_cast<float>(i % 1000) + 0.25f) + (static_cast<float>(i % 1000) * -0.5f + 0.25f);
-  BOOST_TEST(exact);
-  auto spread = both([&](kvstore& s, std::uint32_t r) {
-    std::vector<float> b(3, static_cast<float>(r + 7));
-    s.broadcast({b.data(), {3}}, 1);
-    std::vector<float> mine(r + 1, static_cast<float>(r));
-    auto g = s.allgather({mine.data(), {static_cast<std::int64_t>(r + 1)}});
-    b.insert(b.end(), g.data.begin(), g.data.end());
-    return b;
-  });
-  BOOST_TEST((spread.first == std::vector<float>{8.f, 8.f, 8.f, 0.f, 1.f, 1.f}));
-  BOOST_TEST((spread.second == spread.first));
-  auto disagree = both([&](kvstore& s, std::uint32_t r) {
-    std::vector<float> v(r ? 4 : 5, 1.f);
-    const std::int64_t len = static_cast<std::int64_t>(v.size());
-    return code_of([&] { s.allreduce({v.data(), {len}}, {v.data(), {len}}); });
-  });
-  BOOST_TEST(disagree.first == "bad_shape");
-  BOOST_TEST(disagree.second == "bad_shape");
-  auto waiting = std::async(std::launch::async, [&] {
-    std::vector<float> v(4, 1.f);
-    return code_of([&] { w0.allreduce({v.data(), {4}}, {v.data(), {4}}); });
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  const auto t0 = std::chrono::steady_clock::now();
-  w1.close();
-  BOOST_TEST(waiting.get() == "member_lost");
-  BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(3)));  // the store waits 5 s
-}
-
-// On one host a collective's pieces and answers take the members' shared-memory slots
-// (once an answer has confirmed a channel, pieces go in push slots too), bit-exact; a
-// shard without the fast path answers the same in the messages.
-BOOST_AUTO_TEST_CASE(collectives_take_the_fast_path_bit_exact) {
-  const std::string tag = test::fresh_shm_tag();
-  for (const fast_path_tags& tags : {fast_path_tags{tag, tag}, fast_path_tags{tag, ""}}) {
-    job_fixture job(sync_mode::async, 2, 2, 0, tags);
-    const std::int64_t n = 40000;
-    auto run = [&](std::uint32_t r) {
-      std::vector<float> v(static_cast<std::size_t>(n)), got;
-      for (std::int64_t i = 0; i < n; ++i) v[i] = static_cast<float>(i) * (r ? 1e-3f : 7.f);
-      for (int call = 0; call < 3; ++call) {
-        std::vector<float> out(v.size());
-        job.stores[r]->allreduce({v.data(), {n}}, {out.data(), {n}}, kvstore::reduction::sum);
-        got.insert(got.end(), out.begin(), out.end());
-      }
-      return got;
-    };
-    auto other = std::async(std::launch::async, run, 1u);
-    const auto mine = run(0u);
-    BOOST_TEST((mine == other.get()));
-    bool exact = true;
-    for (std::int64_t i = 0; i < n; ++i)
-      exact = exact && mine[i] == static_cast<float>(i) * 7.f + static_cast<float>(i) * 1e-3f;
-    BOOST_TEST(exact);
-    const auto moved = job.stores[0]->transfers();
-    if (tags.shard.empty()) {
-      BOOST_TEST(moved.shared_memory_calls == 0u);
-    } else {
-      // 3 calls x 2 pieces: every answer in a slot, and the pieces of the later calls too.
-      BOOST_TEST(moved.shared_memory_calls >= 8u);
-      BOOST_TEST(moved.network_calls <= 4u);
-    }
-  }
-}
-
-// A wait that times out abandons the call: the answer that comes after it is dropped,
-// over the network and through the fast path's reply slot, which is free again after.
-BOOST_AUTO_TEST_CASE(an_answer_after_the_wait_gave_up_never_reaches_the_callers_array) {
-  const std::string tag = test::fresh_shm_tag();
-  for (const fast_path_tags& tags : {fast_path_tags{}, fast_path_tags{tag, tag}}) {
-    job_fixture job(sync_mode::sync, 2, 1, 0, tags);
-    auto &w0 = *job.stores[0], &w1 = *job.stores[1];
-    const std::int64_t n = 8192;  // big enough for the fast path's slots
-    std::vector<float> v(n, 0.f), g(n, 1.f), out(n), fresh(n);
-    w0.init("w", {v.data(), {n}});
-    w0.wait(w0.pull({"w"}, {{out.data(), {n}}}));  // confirms w0's channel when there is one
-    w0.push({"w"}, {{g.data(), {n}}});
-    auto held = w0.pull({"w"}, {{out.data(), {n}}});  // held: worker 1 has not pushed
-    BOOST_TEST(code_of([&] { w0.wait(held, std::chrono::milliseconds(200)); }) == "timed_out");
-    std::fill(out.begin(), out.end(), -1.f);
-    w1.push({"w"}, {{g.data(), {n}}});  // the round closes and the shard answers the held pull
-    w1.wait_all();
-    // Answers from one shard arrive in order: once this one is in, the held one was dropped.
-    w0.wait(w0.pull({"w"}, {{fresh.data(), {n}}}));
-    BOOST_TEST(fresh[0] == 2.f);  // the round's sum
-    BOOST_TEST(fresh[n - 1] == 2.f);
-    BOOST_TEST((std::count(out.begin(), out.end(), -1.f) == n));
-    BOOST_TEST(code_of([&] { w0.wait_all(); }) == "no error");
-  }
-}
 
 // Calls of 4,096 floats or more take the members' slots once a pull's answer
 // confirmed them; what comes back is bit-exact, in sync and with row_sparse_pull.
