@@ -235,6 +235,11 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             if (st.cb.on_event) st.cb.on_event(a.text);
           } else if constexpr (std::is_same_v<A, request_checkpoint>) {
             for (auto& s : st.shards) self->send(s, checkpoint_atom::value, a.step);
+            // With no shard servers, replica 0's stages write the files; sent as the
+            // coordinator, the only sender a member takes this from.
+            if (st.shards.empty())
+              for (std::uint32_t r = 0; r < st.core->job().pipeline_stages && r < st.members.size(); ++r)
+                if (st.members[r]) caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
           } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
             commit(self, a);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {
@@ -342,8 +347,13 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       [=](checkpoint_atom, const checkpoint_saved& s) {
         const auto& shards = self->state.shards;
         const auto& sender = self->current_sender();
-        if (s.shard >= shards.size() || !sender || shards[s.shard].address() != sender->address())
+        // With no shard servers, stage i of replica 0 (rank i) writes file i (Note
+        // [Members' checkpoints] in core/member_checkpoint.cpp).
+        if (self->state.core->job().servers == 0) {
+          if (!from_member(self, s.shard, "a checkpoint report")) return;
+        } else if (s.shard >= shards.size() || !sender || shards[s.shard].address() != sender->address()) {
           return note_refused(self, "a checkpoint report");
+        }
         drive(self, [&](job_core& c) { return c.on_checkpoint_saved(s); });
       },
       [=](const checkpoint_committed& c) {

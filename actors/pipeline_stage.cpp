@@ -13,6 +13,14 @@ namespace troupe {
 
 namespace stage_shell {
 
+bool from_the_coordinator(stage_pointer self, const char* what) {
+  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) == self->state.coordinator.address()) return true;
+  const std::string peer = caf::to_string(self->current_sender());
+  if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
+    spdlog::warn("{}: refused {} from {}: only the coordinator sends them", who(self), what, peer);
+  return false;
+}
+
 namespace {
 
 using wall = std::chrono::system_clock;
@@ -53,16 +61,6 @@ void take_tensor(stage_pointer self, const caf::actor_addr& sender,
     drive(self, [&](member_core& c) {
       return c.on_activation_grad(std::move(std::get<activation_grad>(msg)), from(self, sender, false), name);
     });
-}
-
-// Group ids and grants or sheds of rows come only from the coordinator; anything else
-// is refused, counted and logged once per peer (`what`: the message, for the log).
-bool from_the_coordinator(stage_pointer self, const char* what) {
-  if (caf::actor_cast<caf::actor_addr>(self->current_sender()) == self->state.coordinator.address()) return true;
-  const std::string peer = caf::to_string(self->current_sender());
-  if (monitoring::count_refusal(monitoring::refusal::not_the_coordinator, peer))
-    spdlog::warn("{}: refused {} from {}: only the coordinator sends them", who(self), what, peer);
-  return false;
 }
 
 void on_group(stage_pointer self, group_id& g) {
@@ -174,6 +172,8 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
+      [=](checkpoint_atom, std::int64_t step) { on_checkpoint_request(self, step); },
+      [=](checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry&) {},
       [=](hello_deadline) {},
@@ -227,6 +227,8 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
       [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
+      [=](checkpoint_atom, std::int64_t step) { on_checkpoint_request(self, step); },
+      [=](checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
       [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
       [=](hello_deadline) { on_hello_deadline(self); },
@@ -304,12 +306,17 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             spdlog::warn("{}", a.text);
           } else if constexpr (std::is_same_v<A, answer_rows>) {
             self->send(st.coordinator, rows_atom::value, a.a);
+          } else if constexpr (std::is_same_v<A, member_actions::save_checkpoint>) {
+            stage_shell::save_checkpoint(self, a);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
             spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
-            // Its last ring pieces may still wait for mailbox room: the next replica needs them.
+            // Its last ring pieces may still wait for mailbox room: the next replica needs them;
+            // and its last checkpoint's file may still be being written.
             after_ring_pieces(self, [self, r = a.r] {
-              self->send(self->state.coordinator, done_atom::value, r);
-              self->quit();
+              after_checkpoints(self, [self, r] {
+                self->send(self->state.coordinator, done_atom::value, r);
+                self->quit();
+              });
             });
           } else if constexpr (std::is_same_v<A, member_actions::stop>) {
             fail(self, a.why);

@@ -126,7 +126,7 @@ struct lane_overdue {        // a shard, to itself: the payload of this push sho
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
 };
-struct checkpoint_written {  // a shard's writer thread, to the shard: this file is written, or not
+struct checkpoint_written {  // a writer thread (a shard's, or a member's that holds the parameters), to its actor: this file is written, or not
   checkpoint_saved saved;
 };
 struct checkpoint_committed {  // the coordinator, to itself: this checkpoint is complete, or why not
@@ -230,11 +230,12 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<rows_atom, rows_shed>,   // from the coordinator: train fewer of its own rows
     caf::reacts_to<ring_atom, ring_piece>,   // --mode allreduce: from the previous replica in the ring
     caf::reacts_to<ring_atom, stage_hello>,   // across nodes: "I am your ring neighbour"
-    caf::reacts_to<ring_atom, ring_mailbox_offer>>;  // one host: "my pieces come through this mailbox"
+    caf::reacts_to<ring_atom, ring_mailbox_offer>,  // one host: "my pieces come through this mailbox"
+    caf::reacts_to<checkpoint_atom, std::int64_t>>;  // from the coordinator: a checkpoint at this step too
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
-                        caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>>;
+                        caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>, caf::reacts_to<checkpoint_written>>;
 
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across

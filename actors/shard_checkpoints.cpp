@@ -18,22 +18,10 @@ namespace {
 constexpr std::size_t images_waiting = 2;
 
 expected<shard_image> state_for(const shard_welcome& w, const checkpoint_identity& id) {
-  const std::filesystem::path dir = w.resume.dir;
   // The same key table: this shard's own file holds exactly its ranges.
-  if (w.index < w.resume.files.size() && w.resume.files.size() == w.job.servers) {
-    auto own = read_shard_image(dir / w.resume.files[w.index], id);
-    if (!own) return own.error();
-    std::vector<std::pair<std::int64_t, std::int64_t>> mine;
-    for (const auto& r : w.ranges) mine.emplace_back(r.offset, r.length);
-    if (own->ranges == mine) return own;
-  }
-  std::vector<shard_image> old;
-  for (const auto& f : w.resume.files) {
-    auto s = read_shard_image(dir / f, id);
-    if (!s) return s.error();
-    old.push_back(std::move(*s));
-  }
-  return reshard(old, w.ranges, id.num_params);
+  const bool same_table = w.resume.files.size() == w.job.servers;
+  return image_for(w.resume.dir, w.resume.files, same_table ? std::optional<std::size_t>(w.index) : std::nullopt,
+                   w.ranges, id);
 }
 
 }  // namespace

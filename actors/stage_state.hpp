@@ -18,6 +18,7 @@
 
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
+#include "base/serial_worker.hpp"
 #include "core/channel_pool.hpp"
 #include "actors/member_lanes.hpp"
 #include "core/member_core.hpp"
@@ -89,6 +90,11 @@ struct stage_state {
   std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad, ring_piece>>> early;
   bool training = false;  // the training behaviour is in place
   std::set<std::uint32_t> pushes_pieces;  // shards this member has pushed a gradient piece to (for the log)
+  // Note [Members' checkpoints] (stage_checkpoints.cpp): the thread that writes this
+  // member's files, made with the first; how many are on their way; what waits for them.
+  std::unique_ptr<serial_worker> writer;
+  std::size_t checkpoints_writing = 0;
+  std::function<void()> once_written;
   static inline const char* name = "troupe.pipeline_stage";
 };
 
@@ -101,6 +107,11 @@ void fail(stage_pointer self, const fault& e);
 // Carries out the core's actions; once the core trains, switches to the training
 // behaviour and replays the early stage tensors.
 void carry_out(stage_pointer self, member_actions_list actions);
+
+// Group ids, grants or sheds of rows and checkpoint requests come only from the
+// coordinator; anything else is refused, counted and logged once per peer (`what`: the
+// message, for the log).
+bool from_the_coordinator(stage_pointer self, const char* what);
 
 // Calls the core and carries out what it returns. The core guards its compute calls one
 // by one; this is the net under them: an exception that still escapes stops the member
@@ -159,6 +170,16 @@ void drain_ring_pieces(stage_pointer self);
 void after_ring_pieces(stage_pointer self, std::function<void()> then);
 void on_ring_mailbox(stage_pointer self, const caf::actor_addr& sender, const ring_mailbox_offer& m);
 bool fill_ring_piece(stage_pointer self, ring_piece& p);
+
+// stage_checkpoints.cpp (Note [Members' checkpoints] in core/member_checkpoint.cpp):
+// writes a checkpoint's file on the member's writer thread and tells the coordinator once
+// it is written, or why not; takes the coordinator's request for a checkpoint step; and
+// calls `then` once no file is being written (now, if none is), so a finishing member's
+// last checkpoint is reported before it stops.
+void save_checkpoint(stage_pointer self, member_actions::save_checkpoint& c);
+void on_checkpoint_written(stage_pointer self, const checkpoint_saved& s);
+void on_checkpoint_request(stage_pointer self, std::int64_t step);
+void after_checkpoints(stage_pointer self, std::function<void()> then);
 
 // member_wiring.cpp: connects to the shards and neighbours the welcome names, then tells
 // the core it is wired.

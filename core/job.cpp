@@ -106,11 +106,8 @@ std::optional<std::string> validate(const job_spec& job) {
            std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
   if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
   if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
-  if (!job.checkpoints.dir.empty() && job.mode == sync_mode::allreduce)
-    return "--checkpoint-dir keeps the shard servers' state, and --mode allreduce has none: its replicas hold the "
-           "parameters, and checkpoints of them are not built yet; use --mode sync for a job that must survive a loss";
-  if (!job.checkpoints.dir.empty() && (job.servers == 0 || job.kv || job.simulate_compute_ms > 0))
-    return "--checkpoint-dir keeps the shard servers' state of a training job; it needs --servers >= 1 and real "
+  if (!job.checkpoints.dir.empty() && (job.kv || job.simulate_compute_ms > 0))
+    return "--checkpoint-dir keeps the parameters and the optimizer's state of a training job; it needs real "
            "compute (no --simulate-compute), and a key-value job's programs keep their own";
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";

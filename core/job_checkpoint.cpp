@@ -75,7 +75,9 @@ std::optional<std::string> check_file(const std::filesystem::path& file, const c
     if (auto wrong = id.mismatch(f->meta.value("identity", nlohmann::json()))) return file.string() + ": " + *wrong;
     return std::nullopt;
   }
-  if (name.rfind("shard-", 0) == 0) {
+  // A shard's file, or a stage's (Note [Members' checkpoints] in core/member_checkpoint.cpp):
+  // the same format.
+  if (name.rfind("shard-", 0) == 0 || name.rfind("stage-", 0) == 0) {
     auto s = read_shard_image(file, id);
     if (!s) return s.error().message;
     return std::nullopt;

@@ -216,6 +216,7 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
     a.ring_next_port = next.port;
   }
   a.group = members_[rank].group;
+  if (resume_ && job_.servers == 0) a.resume = resume_->shards;  // Note [Members' checkpoints]
   return a;
 }
 

@@ -149,6 +149,9 @@ class job_core {
   const job_spec& job() const { return job_; }
   std::int64_t num_params() const { return num_params_; }
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shard_hosts_.size()); }
+  // Who writes the files of a checkpoint: the shards, or with no shard servers the stages
+  // of replica 0 (Note [Members' checkpoints] in core/member_checkpoint.cpp), by index.
+  std::uint32_t checkpoint_writers() const { return job_.servers > 0 ? shard_count() : job_.pipeline_stages; }
   // Members that have not died (finished ones count).
   std::uint32_t live_members() const;
   // "worker 3", or "stage 1 of replica 0" in a pipeline job.

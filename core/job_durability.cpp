@@ -21,14 +21,14 @@ void job_core::resume_from(const resume_point& r) {
 }
 
 job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
-  if (phase_ == job_phase::finished || s.shard >= shard_count()) return {};
+  if (phase_ == job_phase::finished || s.shard >= checkpoint_writers()) return {};
   job_actions_list out;
   auto& c = checkpoints_[s.step];
   if (s.error.empty())
     c.saved.push_back(s);
   else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit
-    checkpoint_failed(s.step, "shard " + std::to_string(s.shard) + ": " + s.error, out);
-  if (c.saved.size() + c.failed < shard_count()) return out;
+    checkpoint_failed(s.step, (job_.servers > 0 ? "shard " : "stage ") + std::to_string(s.shard) + ": " + s.error, out);
+  if (c.saved.size() + c.failed < checkpoint_writers()) return out;
   if (c.failed == 0) out.push_back(commit_checkpoint{s.step, std::move(c.saved)});
   checkpoints_.erase(s.step);
   return out;

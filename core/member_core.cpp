@@ -9,6 +9,7 @@
 #include "base/compute_fault.hpp"
 #include "core/frame_bound.hpp"
 #include "core/job.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/pipeline_layout.hpp"
 #include "tensor/random.hpp"
 
@@ -89,6 +90,9 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   if (spans.size() != job.pipeline_stages)
     return fault{errc::bad_job, "the job's cut points do not make " + std::to_string(job.pipeline_stages) + " stages"};
   const stage_span& span = spans[stage_];
+  param_offset_ = span.param_offset;
+  checkpoint_id_ = identity_of(job, full->num_params());
+  last_checkpoint_ = a.resume_clock;
   net_ = pipelined() ? full->stage(span.first_layer, span.last_layer) : *full;
   acts_in_.emplace(job, net_->input_shape(), "activation");
   grads_in_.emplace(job, net_->output_shape(), "activation gradient");
@@ -135,7 +139,8 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   const std::int64_t max_rows = (rows + job.microbatches - 1) / job.microbatches;
   const auto plan = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_),
                                   microbatches_for(job, job.train.batch_size));
-  return open_device(max_rows, peak_stored(plan));
+  if (auto f = open_device(max_rows, peak_stored(plan))) return f;
+  return restore_checkpoint();
 }
 
 // The stage's compute: its device (or the CPU backend, for a local group's collectives),

@@ -38,6 +38,7 @@
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
 #include "core/sample_deal.hpp"
+#include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/backend.hpp"
@@ -103,6 +104,13 @@ struct schedule_step {};         // call on_next_step from the mailbox (nothing 
 struct resume {};                // carry out what came before, then call on_resume at once
 struct warn { std::string text; };  // for the log: a message dropped, a gradient refused
 struct answer_rows { rows_answer a; };  // to the coordinator
+// Note [Members' checkpoints]: write this stage's part of a checkpoint (off the member's
+// thread), then tell the coordinator with a checkpoint_saved.
+struct save_checkpoint {
+  std::shared_ptr<const shard_image> image;
+  checkpoint_saved saved;    // what to tell the coordinator once the file is written (error: why not)
+  checkpoint_identity id;    // what the file carries
+};
 struct finish { worker_done r; };  // send it to the coordinator, then stop normally
 struct stop { fault why; };        // stop with this error
 }  // namespace member_actions
@@ -111,8 +119,8 @@ using member_action =
     std::variant<member_actions::pull, member_actions::push, member_actions::send_activation,
                  member_actions::send_activation_grad, member_actions::send_ring_piece, member_actions::report_step, member_actions::report_epoch,
                  member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
-                 member_actions::resume, member_actions::warn, member_actions::answer_rows, member_actions::finish,
-                 member_actions::stop>;
+                 member_actions::resume, member_actions::warn, member_actions::answer_rows,
+                 member_actions::save_checkpoint, member_actions::finish, member_actions::stop>;
 using member_actions_list = std::vector<member_action>;
 
 enum class member_phase : std::uint8_t { joining, wiring, grouping, training, finishing, stopped };
@@ -168,6 +176,12 @@ class member_core {
   // Train fewer (or again more) of its own rows from its next step (Note [Balancing
   // shares] in core/sample_deal.hpp); answered with the clock it applies from.
   member_actions_list on_rows_shed(const rows_shed& s);
+  // Note [Members' checkpoints] (core/member_checkpoint.cpp): whether this member writes
+  // its stage's part of the job's checkpoints (replica 0 of a job whose members hold the
+  // parameters, with --checkpoint-dir); the coordinator asks for one at `step` as well
+  // (--checkpoint-seconds), which this member takes once it has finished that step.
+  bool writes_checkpoints() const;
+  void on_checkpoint_request(std::int64_t step);
 
   member_phase phase() const { return phase_; }
   const member_assignment& place() const { return place_; }
@@ -237,6 +251,9 @@ class member_core {
   // The end of a step once its gradient is complete (summed over the ring, or the group):
   // the update (pushes, or the local optimizer), the reports, the next step.
   void update_and_report(member_actions_list& out);
+  // member_checkpoint.cpp: a resumed job's state, and checkpoints once they are due.
+  std::optional<fault> restore_checkpoint();
+  void maybe_checkpoint(member_actions_list& out);
   // member_ring.cpp: the step's ring all-reduce, and pieces that came before it began.
   void start_ring(member_actions_list& out);
   void take_ring_piece(ring_piece p, member_actions_list& out);
@@ -296,6 +313,12 @@ class member_core {
   std::optional<std::vector<std::uint8_t>> group_id_;  // the leader's, once made or relayed
   std::unique_ptr<stage_replica> rep_;          // real compute (declared after exec_: destroyed first)
   std::optional<optimizer_state> local_opt_;    // --servers 0
+  std::int64_t param_offset_ = 0;               // this stage's first float in the model's flat vector
+  checkpoint_identity checkpoint_id_;           // what this job's checkpoint files carry
+  // Note [Members' checkpoints]: the last step checkpointed (or resumed from), and the
+  // steps the coordinator asked for.
+  std::int64_t last_checkpoint_ = 0;
+  std::set<std::int64_t> requested_checkpoints_;
   tensor synthetic_grad_;                       // --simulate-compute
   // --mode allreduce: the step's collective (numbered by its clock), the gradient it sums
   // (the replica's own, or with simulated compute a buffer of its own), and pieces of the next collective

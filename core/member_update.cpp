@@ -135,6 +135,7 @@ void member_core::update_and_report(member_actions_list& out) {
   ++epoch_steps_;
   ++clock_;
   ++step_in_epoch_;
+  maybe_checkpoint(out);
   step_report report{place_.rank, clock_, epoch_, loss, samples, busy_, micros(first_action_.value_or(window_end)),
                      micros(window_end)};
   report.samples_dropped = std::exchange(samples_dropped_unreported_, 0);

@@ -164,6 +164,10 @@ struct member_assignment {
   // --local-reduce: the members of this member's local group, ascending (the first leads);
   // empty when it pushes and pulls on its own.
   std::vector<std::uint32_t> group;
+  // A resumed job whose members hold the parameters (--mode allreduce, --servers 0): the
+  // checkpoint each member restores its stage's state from (Note [Members' checkpoints]
+  // in core/member_checkpoint.cpp); empty dir otherwise.
+  shard_resume resume;
 };
 
 // Stage i -> stage i + 1 across nodes, once connected: "I am your previous stage" (Note

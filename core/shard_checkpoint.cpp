@@ -124,4 +124,23 @@ expected<shard_image> reshard(const std::vector<shard_image>& old, const std::ve
   return out;
 }
 
+expected<shard_image> image_for(const std::filesystem::path& dir, const std::vector<std::string>& files,
+                                std::optional<std::size_t> own, const std::vector<key_range>& ranges,
+                                const checkpoint_identity& id) {
+  if (own && *own < files.size()) {
+    auto mine = read_shard_image(dir / files[*own], id);
+    if (!mine) return mine.error();
+    std::vector<std::pair<std::int64_t, std::int64_t>> wanted;
+    for (const auto& r : ranges) wanted.emplace_back(r.offset, r.length);
+    if (mine->ranges == wanted) return mine;
+  }
+  std::vector<shard_image> old;
+  for (const auto& f : files) {
+    auto s = read_shard_image(dir / f, id);
+    if (!s) return s.error();
+    old.push_back(std::move(*s));
+  }
+  return reshard(old, ranges, id.num_params);
+}
+
 }  // namespace troupe

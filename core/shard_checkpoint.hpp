@@ -69,4 +69,11 @@ expected<shard_image> read_shard_image(const std::filesystem::path& path, const 
 expected<shard_image> reshard(const std::vector<shard_image>& old, const std::vector<key_range>& ranges,
                               std::int64_t num_params);
 
+// The state for `ranges` out of a checkpoint's files in dir (every writer's, by index):
+// file `own` as it is when it holds exactly these ranges, else every file read and
+// resharded. Why not, naming the file or what does not fit.
+expected<shard_image> image_for(const std::filesystem::path& dir, const std::vector<std::string>& files,
+                                std::optional<std::size_t> own, const std::vector<key_range>& ranges,
+                                const checkpoint_identity& id);
+
 }  // namespace troupe

@@ -126,7 +126,8 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   if (!result) {
     print_error(troupe::describe(result.error()));
     const auto code = troupe_code(result.error());
-    const bool lost = code == errc::shard_lost || code == errc::all_workers_lost || code == errc::stalled;
+    const bool lost = code == errc::shard_lost || code == errc::all_workers_lost || code == errc::stage_lost ||
+                      code == errc::stalled;
     return lost ? exit_node_lost : exit_failed;
   }
   if (!o.save_model.empty())

@@ -59,7 +59,7 @@ void local_extends_published_by(caf::actor_system& sys, std::size_t triggers) {
 BOOST_AUTO_TEST_CASE(published_interfaces_leave_the_local_triggers_out) {
   local_extends_published_by<coordinator_actor, local_coordinator_actor>(*sys, 3);
   local_extends_published_by<shard_actor, local_shard_actor>(*sys, 5);
-  local_extends_published_by<stage_actor, local_stage_actor>(*sys, 8);
+  local_extends_published_by<stage_actor, local_stage_actor>(*sys, 9);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,7 +5,8 @@
 // checkpoint, for at most the request timeout; --checkpoint-seconds asks the shards for a
 // step ahead of the fastest member; a resumed job tells the shards where their state is,
 // starts every member at the resumed clock, does not wait for the epochs before it, and
-// plans only what is left.
+// plans only what is left; with no shard servers, replica 0's stages write the files and
+// a resumed job's members are told where their state is.
 #define BOOST_TEST_MODULE job_durability
 #include <boost/test/unit_test.hpp>
 
@@ -189,4 +190,38 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   const auto& res = std::get<job_result>(end.outcome);
   BOOST_TEST(res.resumed_from_step == 7);
   BOOST_TEST(res.samples_planned == 2 * (100 - 70));  // 100 per worker; 70 of them trained before
+}
+
+// Note [Members' checkpoints]: with no shard servers, the stages of replica 0 write the
+// files (one here), a checkpoint is committed once each has, and a resumed job's members
+// are told where their state is.
+BOOST_AUTO_TEST_CASE(without_shard_servers_replica_zeros_stages_write_the_files) {
+  job_spec j = tiny_job(sync_mode::allreduce, 2, 0);
+  j.checkpoints.dir = "/checkpoints";
+  j.train.batch_size = 10;  // 5 steps per epoch
+  {
+    harness h(j);
+    h.start();
+    const checkpoint_saved stage0{0, 5, 5, "stage-0.tf", {}};
+    const auto c = only<commit_checkpoint>(h.core->on_checkpoint_saved(stage0));
+    BOOST_TEST(c.step == 5);
+    BOOST_REQUIRE(c.shards.size() == 1u);
+    BOOST_TEST(c.shards[0].file == "stage-0.tf");
+    BOOST_TEST(h.core->on_checkpoint_saved(checkpoint_saved{1, 6, 6, "stage-1.tf", {}}).empty());  // no stage 1
+    checkpoint_saved bad{0, 7, 7, "stage-0.tf", "No space left on device"};
+    BOOST_TEST(has(only<note>(h.core->on_checkpoint_saved(bad)).text, "stage 0: No space left on device"));
+  }
+  harness h(j);
+  resume_point r;
+  r.step = r.clock = 7;
+  r.shards = {"/checkpoints/ckpt-000000000007", {"stage-0.tf"}, 7};
+  h.core->resume_from(r);
+  h.member();
+  const auto welcomes = all_of<welcome_member>(h.member());  // no shards to start first
+  BOOST_REQUIRE(welcomes.size() == 2u);
+  for (const auto& w : welcomes) {
+    BOOST_TEST(w.assignment.resume_clock == 7);
+    BOOST_TEST(w.assignment.resume.dir == "/checkpoints/ckpt-000000000007");
+    BOOST_TEST(w.assignment.resume.files == std::vector<std::string>{"stage-0.tf"});
+  }
 }

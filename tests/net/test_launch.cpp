@@ -284,3 +284,37 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
     }
   }
 }
+
+// Note [Members' checkpoints]: an allreduce job with checkpoints that loses a replica
+// (killed after checkpoint 20) is started again by launch from its newest checkpoint, and
+// ends with the parameters of the run that lost nothing.
+BOOST_AUTO_TEST_CASE(an_allreduce_job_that_loses_a_replica_goes_on_from_its_newest_checkpoint) {
+  temp_dir dir("launch-ring-restart");
+  const auto job = [&](const std::string& name) {
+    return std::vector<std::string>{troupe_bin(), "launch", "--local", "--mode", "allreduce", "--workers", "3",
+                                    "--dataset", "synthetic", "--train-samples", "6000", "--batch-size", "50",
+                                    "--epochs", "3", "--checkpoint-dir", dir.file(name), "--checkpoint-every", "10",
+                                    "--slow-worker", "0:3", "--metrics", "off"};
+  };
+  const auto whole = run_process(job("whole"), 300s);
+  BOOST_REQUIRE(!whole.timed_out);
+  BOOST_REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
+  const auto expected = nlohmann::json::parse(whole.out);
+  background_process launch(job("lost"), dir.file("lost"));
+  BOOST_REQUIRE(launch.started());
+  const auto done = std::filesystem::path(dir.file("lost")) / "ckpt-000000000010" / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  pid_t replica = 0;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!std::filesystem::exists(done) || (replica = child_with(launch.pid(), "--worker-index 1")) <= 0))
+    std::this_thread::sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(replica > 0, launch.err());
+  ::kill(replica, SIGKILL);
+  const auto code = launch.wait(240s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
+  BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
+  const auto r = nlohmann::json::parse(launch.out());
+  BOOST_TEST(r["restarts"] == 1);
+  BOOST_TEST(r["resumed_from_step"].get<int>() >= 10);
+  BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
+}

@@ -54,6 +54,10 @@ struct member_bench {
   // front of the queue (pieces then arrive in another order than they were sent).
   std::function<bool(std::uint32_t from, ring_piece& p)> on_ring;
   bool reverse_ring = false;
+  // Note [Members' checkpoints]: the checkpoint files members asked to write, by member
+  // (kept, not written), and the checkpoint every member is welcomed to resume from.
+  std::vector<std::pair<std::uint32_t, member_actions::save_checkpoint>> checkpoints;
+  shard_resume resume;
 
   // job: not yet prepared; data: what the members read (the job's own unless given).
   member_bench(job_spec j, std::shared_ptr<const dataset_split> d, member_setup setup = {})
@@ -82,7 +86,9 @@ struct member_bench {
   }
 
   member_assignment assignment(std::uint32_t rank, std::int64_t resume_clock = 0) const {
-    return basic_assignment(job, table, rank, resume_clock);
+    member_assignment a = basic_assignment(job, table, rank, resume_clock);
+    a.resume = resume;
+    return a;
   }
 
   // Welcomes and wires every member; with resume_clock > 0, as replacements joining at
@@ -208,6 +214,7 @@ struct member_bench {
   void handle(std::uint32_t r, member_actions::resume&) { deliver(r, at(r).on_resume()); }
   void handle(std::uint32_t, member_actions::warn& a) { warnings.push_back(a.text); }
   void handle(std::uint32_t, member_actions::answer_rows& a) { answers.push_back(a.a); }
+  void handle(std::uint32_t r, member_actions::save_checkpoint& a) { checkpoints.emplace_back(r, std::move(a)); }
   void handle(std::uint32_t r, member_actions::finish& a) { done[r] = a.r; }
   void handle(std::uint32_t r, member_actions::stop& a) { stopped[r] = a.why; }
 };

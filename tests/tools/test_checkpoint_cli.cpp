@@ -2,6 +2,7 @@
 // from the newest good checkpoint under the checkpoints' job id and ends bitwise as the
 // uninterrupted run, also after the process was killed outright; so does `launch --local
 // --resume` (separate processes, mutual TLS);
+// so does an allreduce job, whose replicas write the checkpoints;
 // a damaged newest checkpoint is passed over with a warning; an empty directory, another
 // job's id, another model, a fresh job given a directory that holds checkpoints, and a
 // checkpoint at the job's end are refused with a message that says what to do.
@@ -112,6 +113,40 @@ BOOST_AUTO_TEST_CASE(launch_resumes_bitwise_across_processes) {
   const auto resumed = result_of(run(job("launch", {"--local", "--resume", dir}), 300s));
   BOOST_TEST(resumed["resumed_from_step"] == 30);
   BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
+}
+
+// Note [Members' checkpoints]: in --mode allreduce the replicas hold the parameters, and
+// replica 0's stages write them, one file per stage; the job resumes bitwise, whole and
+// cut into two pipeline stages. A checkpoint whose stage file is damaged is passed over.
+BOOST_AUTO_TEST_CASE(an_allreduce_job_resumes_bitwise_from_its_replicas_checkpoints) {
+  for (const char* stages : {"1", "2"}) {
+    BOOST_TEST_CONTEXT("--pipeline-stages " << stages) {
+      temp_dir tmp("ckpt-cli-ring");
+      const std::string dir = tmp.file("ck");
+      const auto ring_job = [&](std::vector<std::string> more) {
+        std::vector<std::string> a{troupe_bin(), "train", "--mode", "allreduce", "--workers", "2",
+                                   "--pipeline-stages", stages, "--dataset", "synthetic", "--train-samples", "3000",
+                                   "--batch-size", "50", "--epochs", "2", "--metrics", "off", "--keep-checkpoints", "10"};
+        a.insert(a.end(), more.begin(), more.end());
+        return a;
+      };
+      const auto whole = result_of(run(ring_job({"--checkpoint-dir", dir, "--checkpoint-every", "20"})));
+      BOOST_TEST(whole["checkpoints_written"] == 4);  // 20, 30, 40, 60
+      const fs::path forty = fs::path(dir) / "ckpt-000000000040";
+      BOOST_TEST(fs::exists(forty / "stage-0.tf"));
+      BOOST_TEST(fs::exists(forty / "stage-1.tf") == (std::string(stages) == "2"));
+      keep_up_to(dir, 40);
+      auto r = run(ring_job({"--resume", dir}));
+      const auto resumed = result_of(r);
+      BOOST_TEST(resumed["resumed_from_step"] == 40);
+      BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
+      keep_up_to(dir, 40);
+      fs::resize_file(forty / "stage-0.tf", 64);
+      r = run(ring_job({"--resume", dir}));
+      BOOST_TEST(result_of(r)["resumed_from_step"] == 30);
+      BOOST_TEST(has(r.err, "stage-0.tf"), r.err);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(what_cannot_be_resumed_is_refused_saying_what_to_do) {

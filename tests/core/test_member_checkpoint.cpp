@@ -1,0 +1,181 @@
+// Tests for core/member_checkpoint.cpp (Note [Members' checkpoints]), stepped without
+// actors or threads (tests/support/member_bench.hpp): in --mode allreduce only replica 0's
+// stages write checkpoints, at the multiples of --checkpoint-every, every epoch's end and
+// the steps the coordinator asks for, each holding its stage's range; a job resumed from
+// them (the files written as the shell writes them) ends bitwise where the uninterrupted
+// one does; a stage restores its range from files cut another way; a damaged or missing
+// file stops the member with checkpoint_failed naming it; no --checkpoint-dir, no files.
+#define BOOST_TEST_MODULE member_checkpoint
+#include <boost/test/unit_test.hpp>
+
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "core/job_checkpoint.hpp"
+#include "tests/support/member_bench.hpp"
+#include "tests/support/numeric.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace troupe;
+using test::member_bench;
+using test::same_bits;
+using test::synthetic;
+
+namespace {
+
+// 3 replicas of 120 samples each, batch 20: 6 steps an epoch, 2 epochs.
+job_spec ring_job(std::uint32_t stages = 1, const char* dir = "/checkpoints") {
+  job_spec j;
+  j.job_id = "ring-checkpoints";
+  j.mode = sync_mode::allreduce;
+  j.workers = 3;
+  j.servers = 0;
+  j.pipeline_stages = stages;
+  j.train.epochs = 2;
+  j.train.batch_size = 20;
+  j.ring_piece_elems = 1000;
+  j.checkpoints.dir = dir;
+  j.checkpoints.every = 4;
+  return j;
+}
+
+tensor run_to_end(member_bench& bench, std::int64_t resume_clock = 0) {
+  bench.start(resume_clock);
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_REQUIRE_EQUAL(bench.done.size(), bench.members.size());
+  return *bench.members[0]->local_params();
+}
+
+// Writes the files of checkpoint `step` as the shell does; their names, by stage.
+std::vector<std::string> write_step(const member_bench& bench, std::int64_t step, const std::filesystem::path& dir) {
+  std::map<std::uint32_t, std::string> files;
+  for (const auto& [rank, c] : bench.checkpoints) {
+    if (c.saved.step != step) continue;
+    BOOST_REQUIRE(!write_shard_image(dir / c.saved.file, *c.image, c.id));
+    files[c.saved.shard] = c.saved.file;
+  }
+  std::vector<std::string> out;
+  for (const auto& [stage, f] : files) out.push_back(f);
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(replica_zeros_stages_write_their_range_at_the_due_steps) {
+  auto data = synthetic(360);
+  member_bench bench(ring_job(2), data);
+  bench.start();
+  // --checkpoint-seconds' step, which the coordinator sends replica 0's stages.
+  bench.members[0]->on_checkpoint_request(3);
+  bench.members[1]->on_checkpoint_request(3);
+  bench.members[2]->on_checkpoint_request(3);  // replica 1 writes nothing
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  std::map<std::uint32_t, std::set<std::int64_t>> steps;
+  const auto spans = job_stage_spans(bench.job, bench.m);
+  for (const auto& [rank, c] : bench.checkpoints) {
+    BOOST_TEST(rank < 2u);  // replica 0's stages only
+    BOOST_TEST(c.saved.shard == rank);
+    BOOST_TEST(c.saved.file == "stage-" + std::to_string(rank) + ".tf");
+    BOOST_TEST(c.saved.version == c.saved.step);
+    BOOST_TEST(c.image->step == c.saved.step);
+    BOOST_REQUIRE(c.image->ranges.size() == 1u);
+    BOOST_TEST(c.image->ranges[0].first == spans[rank].param_offset);
+    BOOST_TEST(c.image->ranges[0].second == spans[rank].numel);
+    BOOST_TEST(c.image->params.numel() == spans[rank].numel);
+    BOOST_TEST(c.image->slot1.numel() == spans[rank].numel);  // SGD's velocity
+    BOOST_TEST(c.image->slot2.empty());
+    BOOST_TEST(c.id.job_id == "ring-checkpoints");
+    BOOST_TEST(c.id.num_params == bench.m.num_params());
+    steps[rank].insert(c.saved.step);
+  }
+  // Every 4 steps, every epoch's end (6, 12), and the asked-for 3.
+  const std::set<std::int64_t> want{3, 4, 6, 8, 12};
+  BOOST_TEST(steps[0] == want, boost::test_tools::per_element());
+  BOOST_TEST(steps[1] == want, boost::test_tools::per_element());
+  // The last one holds the parameters the job ends with.
+  for (const auto& [rank, c] : bench.checkpoints)
+    if (c.saved.step == 12) BOOST_TEST(same_bits(c.image->params, *bench.members[rank]->local_params()));
+}
+
+BOOST_AUTO_TEST_CASE(a_ring_resumed_from_its_checkpoint_ends_bitwise_where_it_would_have) {
+  auto data = synthetic(360);
+  test::temp_dir tmp("member-ckpt-resume");
+  for (std::uint32_t stages : {1u, 2u})
+    for (std::int64_t step : {4, 6, 8})
+      BOOST_TEST_CONTEXT(stages << " stages, from step " << step) {
+        member_bench whole(ring_job(stages), data);
+        const tensor end = run_to_end(whole);
+        const auto dir = tmp.path / (std::to_string(stages) + "-" + std::to_string(step));
+        std::filesystem::create_directories(dir);
+        member_bench resumed(ring_job(stages), data);
+        resumed.resume = {dir.string(), write_step(whole, step, dir), step};
+        BOOST_TEST(resumed.resume.files.size() == stages);
+        BOOST_TEST(same_bits(run_to_end(resumed, step), end));
+        for (std::uint32_t r = 0; r < resumed.members.size(); ++r)
+          BOOST_TEST(same_bits(*resumed.members[r]->local_params(), *whole.members[r]->local_params()));
+        // It takes no checkpoint at the step it resumed from, and the later ones again.
+        std::set<std::int64_t> again;
+        for (const auto& [rank, c] : resumed.checkpoints) again.insert(c.saved.step);
+        BOOST_TEST(!again.count(step));
+        BOOST_TEST(again.count(12));
+      }
+}
+
+// A checkpoint of a 2-stage pipeline, restored by an unsplit ring: the files tile the
+// same flat vector.
+BOOST_AUTO_TEST_CASE(a_stage_restores_its_range_from_files_cut_another_way) {
+  auto data = synthetic(360);
+  test::temp_dir tmp("member-ckpt-recut");
+  member_bench split(ring_job(2), data);
+  run_to_end(split);
+  const auto dir = tmp.path / "recut";
+  std::filesystem::create_directories(dir);
+  const auto files = write_step(split, 8, dir);
+  BOOST_REQUIRE(files.size() == 2u);
+  tensor want({split.m.num_params()});
+  for (const auto& [rank, c] : split.checkpoints)
+    if (c.saved.step == 8) copy(want.view().flat(c.image->ranges[0].first, c.image->ranges[0].second), c.image->params);
+  member_bench whole(ring_job(1), data);
+  whole.resume = {dir.string(), files, 8};
+  for (std::uint32_t r = 0; r < whole.members.size(); ++r) {
+    whole.deliver(r, whole.members[r]->on_welcome(whole.assignment(r, 8)));
+    BOOST_TEST(same_bits(*whole.members[r]->local_params(), want));
+  }
+  BOOST_TEST(whole.stopped.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_damaged_or_missing_file_stops_the_member_naming_it) {
+  auto data = synthetic(360);
+  test::temp_dir tmp("member-ckpt-bad");
+  member_bench whole(ring_job(2), data);
+  run_to_end(whole);
+  const auto dir = tmp.path / "bad";
+  std::filesystem::create_directories(dir);
+  const auto files = write_step(whole, 8, dir);
+  std::filesystem::resize_file(dir / "stage-1.tf", 64);
+  member_bench torn(ring_job(2), data);
+  torn.resume = {dir.string(), files, 8};
+  torn.start(8);
+  for (std::uint32_t r : {1u, 3u, 5u}) {  // stage 1 of every replica reads the torn file
+    BOOST_REQUIRE(torn.stopped.count(r));
+    BOOST_TEST((torn.stopped.at(r).code == errc::checkpoint_failed));
+    BOOST_TEST(torn.stopped.at(r).detail.find("stage-1.tf") != std::string::npos, torn.stopped.at(r).detail);
+    BOOST_TEST(torn.stopped.at(r).detail.find("cannot resume from") != std::string::npos);
+  }
+  member_bench missing(ring_job(2), data);
+  missing.resume = {dir.string(), {"stage-0.tf", "stage-7.tf"}, 8};
+  missing.start(8);
+  BOOST_TEST(!missing.stopped.count(0));  // stage 0's own file holds its range
+  BOOST_REQUIRE(missing.stopped.count(1));
+  BOOST_TEST(missing.stopped.at(1).detail.find("stage-7.tf") != std::string::npos, missing.stopped.at(1).detail);
+}
+
+BOOST_AUTO_TEST_CASE(without_a_checkpoint_directory_no_member_writes) {
+  member_bench bench(ring_job(1, ""), synthetic(360));
+  run_to_end(bench);
+  BOOST_TEST(bench.checkpoints.empty());
+  BOOST_TEST(!bench.members[0]->writes_checkpoints());
+}
