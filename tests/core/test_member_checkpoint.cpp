@@ -61,6 +61,13 @@ std::vector<std::string> write_step(const member_bench& bench, std::int64_t step
   return out;
 }
 
+// The files of checkpoint 8 of a 2-stage ring run to its end, written into dir; the run.
+std::vector<std::string> checkpoint_eight(member_bench& split, const std::filesystem::path& dir) {
+  run_to_end(split);
+  std::filesystem::create_directories(dir);
+  return write_step(split, 8, dir);
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(replica_zeros_stages_write_their_range_at_the_due_steps) {
@@ -130,10 +137,8 @@ BOOST_AUTO_TEST_CASE(a_stage_restores_its_range_from_files_cut_another_way) {
   auto data = synthetic(360);
   test::temp_dir tmp("member-ckpt-recut");
   member_bench split(ring_job(2), data);
-  run_to_end(split);
   const auto dir = tmp.path / "recut";
-  std::filesystem::create_directories(dir);
-  const auto files = write_step(split, 8, dir);
+  const auto files = checkpoint_eight(split, dir);
   BOOST_REQUIRE(files.size() == 2u);
   tensor want({split.m.num_params()});
   for (const auto& [rank, c] : split.checkpoints)
@@ -151,10 +156,8 @@ BOOST_AUTO_TEST_CASE(a_damaged_or_missing_file_stops_the_member_naming_it) {
   auto data = synthetic(360);
   test::temp_dir tmp("member-ckpt-bad");
   member_bench whole(ring_job(2), data);
-  run_to_end(whole);
   const auto dir = tmp.path / "bad";
-  std::filesystem::create_directories(dir);
-  const auto files = write_step(whole, 8, dir);
+  const auto files = checkpoint_eight(whole, dir);
   std::filesystem::resize_file(dir / "stage-1.tf", 64);
   member_bench torn(ring_job(2), data);
   torn.resume = {dir.string(), files, 8};
