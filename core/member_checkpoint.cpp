@@ -54,8 +54,7 @@ std::optional<fault> member_core::restore_checkpoint() {
         rep_->commit_params();
       }))
     return f;
-  last_checkpoint_ = clock_;
-  return std::nullopt;
+  return std::nullopt;  // last_checkpoint_ is the resumed clock already (build)
 }
 
 // Called once the step that brought the clock to clock_ is applied.
