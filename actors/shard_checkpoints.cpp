@@ -4,7 +4,7 @@
 // coordinator, which completes the checkpoint once every shard's file is written.
 #include <spdlog/spdlog.h>
 
-#include "actors/thread_mail.hpp"
+#include "actors/checkpoint_writes.hpp"
 #include "actors/shard_state.hpp"
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
@@ -12,10 +12,6 @@
 namespace troupe::shard_shell {
 
 namespace {
-
-// At most this many images wait behind the one being written; a later one is skipped
-// (and reported), so a disk slower than the checkpoints cannot pile up memory.
-constexpr std::size_t images_waiting = 2;
 
 expected<shard_image> state_for(const shard_welcome& w, const checkpoint_identity& id) {
   // The same key table: this shard's own file holds exactly its ranges.
@@ -32,7 +28,7 @@ std::optional<std::string> plan_checkpoints(shard_pointer self, const shard_welc
   if (!m) return m.error().message;
   st.checkpoint_id = identity_of(w.job, m->num_params());
   st.checkpoints = w.job.checkpoints;
-  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(images_waiting);
+  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(checkpoint_images_waiting);
   if (!w.resume.dir.empty()) st.resume = w;
   return std::nullopt;
 }
@@ -58,18 +54,9 @@ void maybe_checkpoint(shard_pointer self) {
   auto image = std::make_shared<const shard_image>(st.core->image(*step));
   checkpoint_saved saved{st.index, *step, image->version, shard_file_name(st.index), {}};
   const checkpoint_store store(st.checkpoints.dir, st.checkpoints.keep);
-  auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
-  const bool queued = st.writer->post([=, id = st.checkpoint_id]() mutable {
-    if (auto d = store.begin(saved.step); !d)
-      saved.error = d.error().message;
-    else if (auto why = write_shard_image(*d / saved.file, *image, id))
-      saved.error = *why;
-    tell(checkpoint_written{std::move(saved)});
-  });
-  if (queued) return;
-  saved.error = "skipped: " + std::to_string(images_waiting + 1) +
-                " earlier checkpoints are still being written (the disk is slower than --checkpoint-every)";
-  on_checkpoint_written(self, saved);
+  if (!post_checkpoint_file(*st.writer, store, caf::actor_cast<caf::actor_addr>(self), image, saved,
+                            st.checkpoint_id))
+    on_checkpoint_written(self, saved);
 }
 
 void on_checkpoint_written(shard_pointer self, const checkpoint_saved& s) {

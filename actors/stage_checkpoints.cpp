@@ -5,41 +5,19 @@
 // that waits for its last file.
 #include <spdlog/spdlog.h>
 
+#include "actors/checkpoint_writes.hpp"
 #include "actors/stage_state.hpp"
-#include "actors/thread_mail.hpp"
-#include "core/checkpoint_store.hpp"
 
 namespace troupe::stage_shell {
-
-namespace {
-
-// At most this many images wait behind the one being written; a later one is skipped
-// (and reported), so a disk slower than the checkpoints cannot pile up memory.
-constexpr std::size_t images_waiting = 2;
-
-}  // namespace
 
 void save_checkpoint(stage_pointer self, member_actions::save_checkpoint& c) {
   auto& st = self->state;
   const auto& job = st.core->place().job;
-  if (!st.writer) st.writer = std::make_unique<serial_worker>(images_waiting);
+  if (!st.writer) st.writer = std::make_unique<serial_worker>(checkpoint_images_waiting);
   const checkpoint_store store(job.checkpoints.dir, job.checkpoints.keep);
-  auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
-  const bool queued = st.writer->post([=, image = c.image, saved = c.saved, id = c.id]() mutable {
-    if (auto d = store.begin(saved.step); !d)
-      saved.error = d.error().message;
-    else if (auto why = write_shard_image(*d / saved.file, *image, id))
-      saved.error = *why;
-    tell(checkpoint_written{std::move(saved)});
-  });
-  if (queued) {
-    ++st.checkpoints_writing;
-    return;
-  }
-  c.saved.error = "skipped: " + std::to_string(images_waiting + 1) +
-                  " earlier checkpoints are still being written (the disk is slower than --checkpoint-every)";
   ++st.checkpoints_writing;
-  on_checkpoint_written(self, c.saved);
+  if (!post_checkpoint_file(*st.writer, store, caf::actor_cast<caf::actor_addr>(self), c.image, c.saved, c.id))
+    on_checkpoint_written(self, c.saved);
 }
 
 void on_checkpoint_written(stage_pointer self, const checkpoint_saved& s) {

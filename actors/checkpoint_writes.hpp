@@ -1,0 +1,41 @@
+// checkpoint_writes: how an actor that writes a checkpoint file (a shard server, or a
+// member that holds the parameters) hands it to its writer thread, and what it reports
+// when the thread is too far behind to take it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/protocol.hpp"
+#include "actors/thread_mail.hpp"
+#include "base/serial_worker.hpp"
+#include "core/checkpoint_store.hpp"
+#include "core/shard_checkpoint.hpp"
+
+namespace troupe {
+
+// At most this many images wait behind the one being written; a later one is skipped
+// (and reported), so a disk slower than the checkpoints cannot pile up memory.
+inline constexpr std::size_t checkpoint_images_waiting = 2;
+
+// Queues the file `saved` names on `writer`: written into checkpoint `saved.step`'s
+// directory of `store`, then `owner` is told with a checkpoint_written (error: why not).
+// False when the writer had no room; `saved.error` then says so, for the caller to report.
+inline bool post_checkpoint_file(serial_worker& writer, const checkpoint_store& store, caf::actor_addr owner,
+                                 std::shared_ptr<const shard_image> image, checkpoint_saved& saved,
+                                 checkpoint_identity id) {
+  auto tell = thread_mail(std::move(owner));
+  if (writer.post([=, saved = saved]() mutable {
+        if (auto d = store.begin(saved.step); !d)
+          saved.error = d.error().message;
+        else if (auto why = write_shard_image(*d / saved.file, *image, id))
+          saved.error = *why;
+        tell(checkpoint_written{std::move(saved)});
+      }))
+    return true;
+  saved.error = "skipped: " + std::to_string(checkpoint_images_waiting + 1) +
+                " earlier checkpoints are still being written (the disk is slower than --checkpoint-every)";
+  return false;
+}
+
+}  // namespace troupe
