@@ -2,7 +2,9 @@
 #include "core/job.hpp"
 
 #include <cmath>
+#include <iomanip>
 #include <random>
+#include <sstream>
 
 namespace troupe {
 
@@ -18,7 +20,19 @@ std::string fresh_job_id() {
 
 }  // namespace
 
-expected<model> prepare_job(job_spec& job, const dataset_split& data) {
+// Note [Cuts by measured time]
+// FLOPs leave a pipeline's stages unequal in time: the CNN's convolutions and pooling
+// spend much of their time moving memory (im2col, the pooled maps), which FLOPs do not
+// count. So by default (--balance time) the process that plans the job runs every layer's
+// forward and backward on one microbatch of random rows (median of 5 passes, after one
+// untimed) and cuts where the slowest stage is fastest. The profile runs on the
+// planner's host CPU, so it stands for members that compute there too; for members on
+// GPUs (or another kind of host) give --cuts or --balance flops. The cuts go to every
+// member in the job spec, so all members agree; they can differ from run to run, which
+// does not change a job's results where the stages' layers compute the same math
+// wherever they are cut (sync and async with shard servers). A job with
+// --simulate-compute is balanced by FLOPs: its stages do not run the layers.
+expected<model> prepare_job(job_spec& job, const dataset_split& data, std::string* cut_note) {
   job.train_size = data.train.size();
   const shape s = data.train.sample_shape();
   job.input_shape.assign(s.begin(), s.end());
@@ -27,15 +41,49 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data) {
   if (auto problem = validate(job)) return failure{*problem};
   auto m = build_model(job);
   if (!m) return m.error();
+  const std::string stages_flag = "--pipeline-stages " + std::to_string(job.pipeline_stages) + ": ";
   if (job.pipeline_stages > 1 && job.cuts.empty()) {
-    auto cuts = balanced_cuts(*m, static_cast<int>(job.pipeline_stages), job.balance);
-    if (!cuts) return failure{"--pipeline-stages " + std::to_string(job.pipeline_stages) + ": " + cuts.error().message};
+    const stage_balance by = job.simulate_compute_ms > 0 ? stage_balance::flops : job.balance;
+    const std::int64_t b = job.train.batch_size;
+    const std::int64_t rows = microbatch_rows(b, microbatches_for(job, b), 0);
+    auto cost = layer_costs(*m, by, rows);
+    if (!cost) return failure{stages_flag + cost.error().message};
+    auto cuts = cuts_by_cost(*cost, static_cast<int>(job.pipeline_stages), m->name());
+    if (!cuts) return failure{stages_flag + cuts.error().message};
     job.cuts.assign(cuts->begin(), cuts->end());
+    if (cut_note) *cut_note = describe_cuts(*cuts, by, stage_costs(*cost, *cuts), rows);
   } else if (!job.cuts.empty()) {
     auto stages = m->cut(std::vector<int>(job.cuts.begin(), job.cuts.end()));
     if (!stages) return failure{"--cuts: " + stages.error().message};
   }
   return m;
+}
+
+std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const std::vector<double>& stage_cost,
+                          std::int64_t rows) {
+  std::ostringstream s;
+  s << "pipeline: cut at layer" << (cuts.size() > 1 ? "s" : "");
+  for (std::size_t i = 0; i < cuts.size(); ++i) s << (i ? "," : " ") << cuts[i];
+  switch (by) {
+    case stage_balance::time:
+      s << ", balanced by measured time (each layer's forward and backward on " << rows
+        << " rows on this host, median of 5)";
+      break;
+    case stage_balance::flops: s << ", balanced by forward FLOPs"; break;
+    case stage_balance::params: s << ", balanced by parameters"; break;
+  }
+  double total = 0.0;
+  for (double c : stage_cost) total += c;
+  s << ";";
+  for (std::size_t i = 0; i < stage_cost.size(); ++i) {
+    s << (i ? "," : "") << " stage " << i << " " << std::fixed << std::setprecision(0)
+      << (total > 0 ? 100.0 * stage_cost[i] / total : 0.0) << "%";
+    if (by == stage_balance::time) s << " (" << std::setprecision(2) << stage_cost[i] * 1e3 << " ms)";
+  }
+  s << "; --cuts";
+  for (std::size_t i = 0; i < cuts.size(); ++i) s << (i ? "," : " ") << cuts[i];
+  s << " repeats them";
+  return s.str();
 }
 
 expected<sync_mode> parse_sync_mode(std::string_view name) {

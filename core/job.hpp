@@ -62,7 +62,7 @@ struct job_spec {
   std::uint32_t pipeline_stages = 1;  // K: the model cut into K stages, one actor each
   std::int32_t microbatches = 1;      // M: a minibatch runs through the pipeline in M parts
   pipeline_schedule schedule = pipeline_schedule::one_f_one_b;
-  stage_balance balance = stage_balance::flops;
+  stage_balance balance = stage_balance::time;  // Note [Cuts by measured time] in core/job.cpp
   std::vector<std::int32_t> cuts;     // K - 1 layer indices; empty until prepare_job balances them
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 2;         // ssp bound
@@ -125,8 +125,14 @@ std::optional<std::string> validate(const job_spec& job);
 
 // Fills in the data-dependent fields (train_size, input_shape, num_classes), a fresh job
 // id if there is none, the pipeline's cut points (balanced when not given), and checks
-// the result, including that the model fits the data and the cuts fit the model.
-expected<model> prepare_job(job_spec& job, const dataset_split& data);
+// the result, including that the model fits the data and the cuts fit the model. When it
+// balances the cuts and `cut_note` is given, it says there how: the cuts, what they were
+// balanced by, and each stage's share.
+expected<model> prepare_job(job_spec& job, const dataset_split& data, std::string* cut_note = nullptr);
+// "pipeline: cut at layer 4, balanced by ...; stage 0 55% (3.10 ms), stage 1 45% ...":
+// what prepare_job's cut note says, for cuts balanced `by` with these stage costs.
+std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const std::vector<double>& stage_cost,
+                          std::int64_t rows);
 
 // Members: the actors that train, workers * pipeline_stages. Member m is stage
 // m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.

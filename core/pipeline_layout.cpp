@@ -4,33 +4,59 @@
 #include <algorithm>
 #include <limits>
 
+#include "tensor/layer_profile.hpp"
+
 namespace troupe {
 
 expected<stage_balance> parse_stage_balance(std::string_view name) {
   if (name == "flops") return stage_balance::flops;
   if (name == "params") return stage_balance::params;
-  return failure{"unknown balance '" + std::string(name) + "'; use flops or params"};
+  if (name == "time") return stage_balance::time;
+  return failure{"unknown balance '" + std::string(name) + "'; use time, flops or params"};
 }
 
-std::string_view name_of(stage_balance b) { return b == stage_balance::flops ? "flops" : "params"; }
+std::string_view name_of(stage_balance b) {
+  switch (b) {
+    case stage_balance::flops: return "flops";
+    case stage_balance::params: return "params";
+    case stage_balance::time: return "time";
+  }
+  return "?";
+}
 
-expected<std::vector<int>> balanced_cuts(const model& m, int stages, stage_balance by) {
+expected<std::vector<double>> layer_costs(const model& m, stage_balance by, std::int64_t microbatch_rows) {
   const int n = m.num_layers();
+  std::vector<double> cost(n, 0.0);
+  switch (by) {
+    case stage_balance::flops:
+      for (int i = 0; i < n; ++i) cost[i] = m.layer_at(i).forward_flops_per_sample();
+      break;
+    case stage_balance::params:
+      for (const auto& b : m.blocks()) cost[b.layer] += static_cast<double>(b.numel);
+      break;
+    case stage_balance::time: {
+      profile_options o;
+      o.rows = microbatch_rows;
+      auto t = profile_layers(m, o);
+      if (!t) return t.error();
+      for (int i = 0; i < n; ++i) cost[i] = (*t)[i].total_s();
+      break;
+    }
+  }
+  return cost;
+}
+
+expected<std::vector<int>> cuts_by_cost(const std::vector<double>& cost, int stages, const std::string& model_name) {
+  const int n = static_cast<int>(cost.size());
   if (stages < 1) return failure{"a pipeline needs at least one stage"};
   if (stages > n)
-    return failure{"model '" + m.name() + "' has " + std::to_string(n) + " layers, too few for " +
+    return failure{"model '" + model_name + "' has " + std::to_string(n) + " layers, too few for " +
                    std::to_string(stages) + " pipeline stages"};
-  std::vector<double> cost(n, 0.0);
-  if (by == stage_balance::flops) {
-    for (int i = 0; i < n; ++i) cost[i] = m.layer_at(i).forward_flops_per_sample();
-  } else {
-    for (const auto& b : m.blocks()) cost[b.layer] += static_cast<double>(b.numel);
-  }
   std::vector<double> prefix(n + 1, 0.0);
   for (int i = 0; i < n; ++i) prefix[i + 1] = prefix[i] + cost[i];
   // best[k][j]: the smallest largest-stage cost splitting layers [0, j) into k stages;
   // from[k][j]: where the last of those stages starts. Ties keep the earliest start, so
-  // every node computes the same cuts.
+  // the same costs always give the same cuts.
   const double inf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(n + 1, inf));
   std::vector<std::vector<int>> from(stages + 1, std::vector<int>(n + 1, 0));
@@ -51,6 +77,23 @@ expected<std::vector<int>> balanced_cuts(const model& m, int stages, stage_balan
   }
   std::reverse(cuts.begin(), cuts.end());
   return cuts;
+}
+
+expected<std::vector<int>> balanced_cuts(const model& m, int stages, stage_balance by) {
+  if (by == stage_balance::time) return failure{"balancing by time needs a profile of the layers (layer_costs)"};
+  auto cost = layer_costs(m, by, 1);
+  if (!cost) return cost.error();
+  return cuts_by_cost(*cost, stages, m.name());
+}
+
+std::vector<double> stage_costs(const std::vector<double>& cost, const std::vector<int>& cuts) {
+  std::vector<double> out(cuts.size() + 1, 0.0);
+  std::size_t s = 0;
+  for (std::size_t i = 0; i < cost.size(); ++i) {
+    while (s < cuts.size() && static_cast<int>(i) >= cuts[s]) ++s;
+    out[s] += cost[i];
+  }
+  return out;
 }
 
 std::vector<stage_span> stage_spans(const model& m, const std::vector<int>& cuts) {

@@ -104,11 +104,13 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     return exit_failed;
   }
   auto shared = std::make_shared<const dataset_split>(std::move(*data));
-  auto m = prepare_job(job, *shared);
+  std::string cut_note;
+  auto m = prepare_job(job, *shared, &cut_note);
   if (!m) {
     print_error(m.error().message);
     return exit_usage;
   }
+  if (!cut_note.empty()) std::cerr << cut_note << std::endl;
   auto resume = resume_point_for(job, *m, o.job.resume);
   if (!resume) {
     print_error(resume.error().message);

@@ -60,11 +60,13 @@ int run_train(const train_cli& t) {
     return exit_failed;
   }
   auto shared = std::make_shared<const dataset_split>(std::move(*data));
-  auto m = prepare_job(job, *shared);
+  std::string cut_note;
+  auto m = prepare_job(job, *shared, &cut_note);
   if (!m) {
     print_error(m.error().message);
     return exit_usage;
   }
+  if (!cut_note.empty()) std::cerr << cut_note << std::endl;
   auto resume = resume_point_for(job, *m, o.resume);
   if (!resume) {
     print_error(resume.error().message);

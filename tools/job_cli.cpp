@@ -84,8 +84,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->group(group_job);
   app.add_option("--cuts", o.cuts, "Explicit stage cut points as layer indices, e.g. 2,4 (default: balanced)")
       ->group(group_job);
-  app.add_option("--balance", o.balance, "Balance stages by forward flops or by params when --cuts is not given")
-      ->check(CLI::IsMember({"flops", "params"}))
+  app.add_option("--balance", o.balance,
+                 "Without --cuts, cut the pipeline where its stages are most even: by time (each layer's forward "
+                 "and backward measured on this host), by forward flops, or by params")
+      ->check(CLI::IsMember({"time", "flops", "params"}))
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "

@@ -26,7 +26,7 @@ struct job_cli_options {
   std::string async_rule = "momentum";
   std::string share_balance = "auto";
   std::string schedule = "1f1b";
-  std::string balance = "flops";
+  std::string balance = "time";
   std::string cuts;         // "2,4"
   std::string slow_worker;  // RANK:FACTOR
   std::string compression = "none";

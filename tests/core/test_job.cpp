@@ -315,3 +315,41 @@ BOOST_AUTO_TEST_CASE(samples_before_a_clock_count_the_short_last_batch) {
   BOOST_TEST(samples_before(j, 4) == 50);
   BOOST_TEST(samples_before(j, 6) == 82);
 }
+
+// Note [Cuts by measured time]: a pipeline without --cuts is cut by the layers' measured
+// time by default, and the note names the cuts, the measure and each stage's share; a
+// job with simulated compute is cut by FLOPs; given cuts are kept and no note is made.
+BOOST_AUTO_TEST_CASE(prepare_job_cuts_a_pipeline_by_measured_time_and_says_how) {
+  const dataset_split data = make_synthetic(256, 64, 3);
+  job_spec j = test::tiny_job(sync_mode::sync, 1, 1);
+  j.train.model = "cnn";
+  j.pipeline_stages = 2;
+  j.microbatches = 4;
+  BOOST_TEST((j.balance == stage_balance::time));
+  std::string note;
+  auto m = prepare_job(j, data, &note);
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_REQUIRE(j.cuts.size() == 1u);
+  BOOST_TEST(m->cut(std::vector<int>(j.cuts.begin(), j.cuts.end())).has_value());
+  BOOST_TEST(note.find("pipeline: cut at layer " + std::to_string(j.cuts[0])) == 0u, note);
+  BOOST_TEST(note.find("measured time") != std::string::npos, note);
+  BOOST_TEST(note.find("on 32 rows") != std::string::npos, note);  // 128 / 4 microbatches
+  BOOST_TEST(note.find("stage 1 ") != std::string::npos, note);
+  BOOST_TEST(note.find("--cuts " + std::to_string(j.cuts[0]) + " repeats them") != std::string::npos, note);
+
+  job_spec simulated = test::tiny_job(sync_mode::sync, 1, 1);
+  simulated.train.model = "cnn";
+  simulated.pipeline_stages = 2;
+  simulated.simulate_compute_ms = 1.0;
+  std::string flops_note;
+  BOOST_REQUIRE(prepare_job(simulated, data, &flops_note).has_value());
+  BOOST_TEST(flops_note.find("balanced by forward FLOPs") != std::string::npos, flops_note);
+  BOOST_TEST((simulated.cuts == std::vector<std::int32_t>{4}));  // conv2 (7.2 MFLOP) ends stage 0
+
+  job_spec given = simulated;
+  given.cuts = {3};
+  std::string none;
+  BOOST_REQUIRE(prepare_job(given, data, &none).has_value());
+  BOOST_TEST(none.empty());
+  BOOST_TEST((given.cuts == std::vector<std::int32_t>{3}));
+}

@@ -1,5 +1,6 @@
-// Tests for core/pipeline_layout.cpp: balanced cuts minimise the largest stage by FLOPs
-// or parameters and refuse more stages than layers; stage spans tile the parameter
+// Tests for core/pipeline_layout.cpp: balanced cuts minimise the largest stage by FLOPs,
+// parameters or any measured costs (stage_costs sums them) and refuse more stages than
+// layers; stage spans tile the parameter
 // vector; each stage's key ranges and shard slices cover exactly its parameters, so
 // packing a stage's gradient per shard and placing it by slice rebuilds the full layout.
 #define BOOST_TEST_MODULE pipeline_layout
@@ -35,7 +36,32 @@ BOOST_AUTO_TEST_CASE(balanced_cuts_minimise_the_largest_stage) {
   auto too_many = balanced_cuts(mlp, 7, stage_balance::flops);
   BOOST_REQUIRE(!too_many.has_value());
   BOOST_TEST(too_many.error().message.find("6 layers") != std::string::npos);
-  BOOST_TEST(parse_stage_balance("memory").error().message.find("flops or params") != std::string::npos);
+  BOOST_TEST(parse_stage_balance("memory").error().message.find("time, flops or params") != std::string::npos);
+  BOOST_TEST((parse_stage_balance("time").value() == stage_balance::time));
+  // Time needs a profile, which only layer_costs takes.
+  BOOST_TEST(balanced_cuts(cnn, 2, stage_balance::time).error().message.find("layer_costs") != std::string::npos);
+}
+
+// Cuts minimise the slowest stage over any costs, and stage_costs sums each stage's.
+BOOST_AUTO_TEST_CASE(cuts_by_cost_minimise_the_largest_stage_of_measured_costs) {
+  const std::vector<double> cost{1, 1, 1, 6, 1, 2};
+  auto two = cuts_by_cost(cost, 2, "m");
+  BOOST_REQUIRE(two.has_value());
+  BOOST_TEST((*two == std::vector<int>{3}));  // {1,1,1} | {6,1,2}: 9 beats {1,1,1,6} | {1,2}: 9 (earliest kept)
+  BOOST_TEST((stage_costs(cost, *two) == std::vector<double>{3, 9}));
+  auto three = cuts_by_cost(cost, 3, "m");
+  BOOST_REQUIRE(three.has_value());
+  BOOST_TEST((*three == std::vector<int>{3, 4}));  // {1,1,1} | {6} | {1,2}
+  BOOST_TEST((stage_costs(cost, *three) == std::vector<double>{3, 6, 3}));
+  BOOST_TEST((stage_costs(cost, {}) == std::vector<double>{12}));
+  auto too_many = cuts_by_cost(cost, 7, "six");
+  BOOST_REQUIRE(!too_many.has_value());
+  BOOST_TEST(too_many.error().message.find("model 'six' has 6 layers") != std::string::npos);
+  const model mlp = build_model("mlp");
+  auto timed = layer_costs(mlp, stage_balance::time, 16);
+  BOOST_REQUIRE(timed.has_value());
+  BOOST_TEST(timed->size() == 6u);
+  BOOST_TEST((*timed)[1] > 0.0);  // fc1, forward and backward
 }
 
 BOOST_AUTO_TEST_CASE(stage_ranges_and_slices_rebuild_the_parameter_layout) {
