@@ -12,7 +12,7 @@ fault bad(const std::string& what) { return fault{errc::bad_job, "set_optimizer:
 or_fault<kv_optimizer> to_kv_optimizer(const optimizer_spec& spec) {
   kv_optimizer out;
   auto kind = parse_optimizer_kind(spec.kind);
-  if (!kind) return bad("kind " + spec.kind + " is not sgd or adam");
+  if (!kind) return bad("kind " + spec.kind + " is not sgd, adam or adamw");
   out.config.kind = *kind;
   auto schedule = parse_lr_schedule_kind(spec.schedule);
   if (!schedule) return bad("schedule " + spec.schedule + " is not constant, cosine or linear");

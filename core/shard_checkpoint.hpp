@@ -39,7 +39,7 @@ struct checkpoint_identity {
   std::string job_id;
   std::string model;          // the model spec
   std::int64_t num_params = 0;
-  std::string optimizer;      // sgd or adam
+  std::string optimizer;      // sgd, adam or adamw
   nlohmann::json to_json() const;
   // Why `other`, read from a file, is not this identity; nullopt when it is.
   std::optional<std::string> mismatch(const nlohmann::json& other) const;

@@ -50,6 +50,10 @@ const troupe_backend_v1 table = {
     .collective_close = entry::collective_close,
     .all_reduce_sum = entry::all_reduce_sum,
     .copy = entry::copy,
+    .gelu_forward = entry::gelu_forward,
+    .gelu_backward = entry::gelu_backward,
+    .layer_norm_forward = entry::layer_norm_forward,
+    .layer_norm_backward = entry::layer_norm_backward,
 };
 
 }  // namespace

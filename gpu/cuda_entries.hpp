@@ -33,6 +33,12 @@ int channel_bias_add(void* ctx, float* out, const float* bias, int64_t batch, in
 int bias_grad(void* ctx, float* grad_bias, const float* grad_out, int64_t batch, int64_t channels, int64_t positions);
 int relu_forward(void* ctx, float* out, const float* in, int64_t n);
 int relu_backward(void* ctx, float* grad_in, const float* grad_out, const float* out, int64_t n);
+int gelu_forward(void* ctx, float* out, const float* in, int64_t n);
+int gelu_backward(void* ctx, float* grad_in, const float* grad_out, const float* in, int64_t n);
+int layer_norm_forward(void* ctx, float* out, const float* in, const float* gamma, const float* beta, int64_t rows,
+                       int64_t cols, float eps);
+int layer_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                        const float* in, const float* gamma, int64_t rows, int64_t cols, float eps);
 int axpy(void* ctx, float* out, float alpha, const float* in, int64_t n);
 int scale(void* ctx, float* out, float alpha, int64_t n);
 int conv2d_forward(void* ctx, float* out, const float* in, const float* weight, const float* bias, int64_t batch,

@@ -44,6 +44,29 @@ int relu_backward(void* ctx, float* grad_in, const float* grad_out, const float*
   return on_device(ctx, [&](context& c) { launch_relu_backward(c.compute.get(), grad_in, grad_out, out, n); });
 }
 
+int gelu_forward(void* ctx, float* out, const float* in, int64_t n) {
+  return on_device(ctx, [&](context& c) { launch_gelu_forward(c.compute.get(), out, in, n); });
+}
+
+int gelu_backward(void* ctx, float* grad_in, const float* grad_out, const float* in, int64_t n) {
+  return on_device(ctx, [&](context& c) { launch_gelu_backward(c.compute.get(), grad_in, grad_out, in, n); });
+}
+
+int layer_norm_forward(void* ctx, float* out, const float* in, const float* gamma, const float* beta, int64_t rows,
+                       int64_t cols, float eps) {
+  return on_device(ctx,
+                   [&](context& c) { launch_layer_norm_forward(c.compute.get(), out, in, gamma, beta, rows, cols, eps); });
+}
+
+int layer_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                        const float* in, const float* gamma, int64_t rows, int64_t cols, float eps) {
+  return on_device(ctx, [&](context& c) {
+    scratch stats(c, 2 * sizeof(float) * static_cast<std::size_t>(rows));
+    launch_layer_norm_backward(c.compute.get(), grad_in, grad_gamma, grad_beta, stats.as<void>(), grad_out, in, gamma,
+                               rows, cols, eps);
+  });
+}
+
 int axpy(void* ctx, float* out, float alpha, const float* in, int64_t n) {
   return on_device(ctx, [&](context& c) { launch_axpy(c.compute.get(), out, alpha, in, n); });
 }

@@ -152,6 +152,92 @@ __global__ void adam_kernel(float* p, const float* g, float* m, float* v, std::i
   GRID_STRIDE(i, n) f(p[i], g[i], m[i], v[i]);
 }
 
+__global__ void gelu_forward_kernel(float* out, const float* in, std::int64_t n) {
+  const fn::gelu f;
+  GRID_STRIDE(i, n) out[i] = f(in[i]);
+}
+
+__global__ void gelu_backward_kernel(float* gi, const float* go, const float* x, std::int64_t n) {
+  const fn::gelu_grad f;
+  GRID_STRIDE(i, n) gi[i] = f(x[i], go[i]);
+}
+
+// The sum of every thread's v over the block (threads of them), returned to all threads.
+__device__ double block_sum(double v, double* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = threads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  const double total = part[0];
+  __syncthreads();
+  return total;
+}
+
+// One block a row: its mean and 1 / sqrt(biased variance + eps), in double as the host does.
+__device__ float2 row_stats(const float* x, std::int64_t cols, float eps, double* part) {
+  double s = 0.0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) s += x[c];
+  const double mean = block_sum(s, part) / static_cast<double>(cols);
+  double q = 0.0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) q += (x[c] - mean) * (x[c] - mean);
+  const double var = block_sum(q, part) / static_cast<double>(cols);
+  return make_float2(static_cast<float>(mean), static_cast<float>(1.0 / sqrt(var + eps)));
+}
+
+__global__ void layer_norm_forward_kernel(float* out, const float* in, const float* gamma, const float* beta,
+                                          std::int64_t cols, float eps) {
+  __shared__ double part[threads];
+  const float* x = in + blockIdx.x * cols;
+  float* y = out + blockIdx.x * cols;
+  const float2 st = row_stats(x, cols, eps, part);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = (x[c] - st.x) * st.y * gamma[c] + beta[c];
+}
+
+// One block a row: the row's statistics into stats (mean, rstd), and grad_in when asked.
+__global__ void layer_norm_backward_rows_kernel(float* grad_in, float2* stats, const float* grad_out, const float* in,
+                                                const float* gamma, std::int64_t cols, float eps) {
+  __shared__ double part[threads];
+  const float* x = in + blockIdx.x * cols;
+  const float* dy = grad_out + blockIdx.x * cols;
+  const float2 st = row_stats(x, cols, eps, part);
+  if (threadIdx.x == 0) stats[blockIdx.x] = st;
+  if (!grad_in) return;
+  double g = 0.0, gx = 0.0;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float xhat = (x[c] - st.x) * st.y;
+    g += dy[c] * gamma[c];
+    gx += dy[c] * gamma[c] * xhat;
+  }
+  const float mg = static_cast<float>(block_sum(g, part) / static_cast<double>(cols));
+  const float mgx = static_cast<float>(block_sum(gx, part) / static_cast<double>(cols));
+  float* dx = grad_in + blockIdx.x * cols;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float xhat = (x[c] - st.x) * st.y;
+    dx[c] = st.y * (dy[c] * gamma[c] - mg - xhat * mgx);
+  }
+}
+
+// One block a column: grad_gamma and grad_beta summed over the rows in a fixed order.
+__global__ void layer_norm_backward_params_kernel(float* grad_gamma, float* grad_beta, const float2* stats,
+                                                  const float* grad_out, const float* in, std::int64_t rows,
+                                                  std::int64_t cols) {
+  __shared__ double part[threads];
+  const std::int64_t c = blockIdx.x;
+  double dg = 0.0, db = 0.0;
+  for (std::int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    const float dy = grad_out[r * cols + c];
+    dg += dy * ((in[r * cols + c] - stats[r].x) * stats[r].y);
+    db += dy;
+  }
+  const double sg = block_sum(dg, part), sb = block_sum(db, part);
+  if (threadIdx.x == 0) {
+    grad_gamma[c] += static_cast<float>(sg);
+    grad_beta[c] += static_cast<float>(sb);
+  }
+}
+
 }  // namespace
 
 void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n) {
@@ -161,6 +247,30 @@ void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64
 void launch_relu_backward(cudaStream_t s, float* gi, const float* go, const float* y, std::int64_t n) {
   relu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(gi, go, y, n);
   TROUPE_GPU_LAUNCHED("relu_backward_kernel");
+}
+void launch_gelu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n) {
+  gelu_forward_kernel<<<blocks_for(n), threads, 0, s>>>(out, in, n);
+  TROUPE_GPU_LAUNCHED("gelu_forward_kernel");
+}
+void launch_gelu_backward(cudaStream_t s, float* gi, const float* go, const float* x, std::int64_t n) {
+  gelu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(gi, go, x, n);
+  TROUPE_GPU_LAUNCHED("gelu_backward_kernel");
+}
+void launch_layer_norm_forward(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
+                               std::int64_t rows, std::int64_t cols, float eps) {
+  layer_norm_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(out, in, gamma, beta, cols, eps);
+  TROUPE_GPU_LAUNCHED("layer_norm_forward_kernel");
+}
+void launch_layer_norm_backward(cudaStream_t s, float* grad_in, float* grad_gamma, float* grad_beta, void* stats,
+                                const float* grad_out, const float* in, const float* gamma, std::int64_t rows,
+                                std::int64_t cols, float eps) {
+  auto* st = static_cast<float2*>(stats);
+  layer_norm_backward_rows_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(grad_in, st, grad_out, in, gamma,
+                                                                                 cols, eps);
+  TROUPE_GPU_LAUNCHED("layer_norm_backward_rows_kernel");
+  layer_norm_backward_params_kernel<<<static_cast<unsigned>(cols), threads, 0, s>>>(grad_gamma, grad_beta, st,
+                                                                                   grad_out, in, rows, cols);
+  TROUPE_GPU_LAUNCHED("layer_norm_backward_params_kernel");
 }
 void launch_axpy(cudaStream_t s, float* out, float alpha, const float* in, std::int64_t n) {
   axpy_kernel<<<blocks_for(n), threads, 0, s>>>(out, alpha, in, n);

@@ -14,6 +14,15 @@ namespace troupe::gpu {
 
 void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n);
 void launch_relu_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* out, std::int64_t n);
+void launch_gelu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n);
+void launch_gelu_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* in, std::int64_t n);
+void launch_layer_norm_forward(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
+                               std::int64_t rows, std::int64_t cols, float eps);
+// stats: device scratch of 2 floats a row (each row's mean and 1 / std), used between the
+// row kernel and the column kernel that sums grad_gamma and grad_beta.
+void launch_layer_norm_backward(cudaStream_t s, float* grad_in, float* grad_gamma, float* grad_beta, void* stats,
+                                const float* grad_out, const float* in, const float* gamma, std::int64_t rows,
+                                std::int64_t cols, float eps);
 void launch_axpy(cudaStream_t s, float* out, float alpha, const float* in, std::int64_t n);
 void launch_scale(cudaStream_t s, float* out, float alpha, std::int64_t n);
 // out (batch, channels, positions) += bias (channels); rows x cols is batch x channels x 1.

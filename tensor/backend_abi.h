@@ -15,7 +15,7 @@
  *
  * Note [Adding an op]
  * A new op touches these files, in this order:
- * 1. tensor/<family>.hpp/.cpp (ops, conv, pool, loss, update_ops): the host op, the
+ * 1. tensor/<family>.hpp/.cpp (ops, conv, pool, layer_norm, loss, update_ops): the host op, the
  *    reference every backend is checked against; elementwise arithmetic goes in
  *    tensor/elementwise.hpp as a functor, which the CUDA kernels share.
  * 2. tensor/backend_abi.h: its entry at the end of this table, with its contract, and
@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define TROUPE_BACKEND_ABI_VERSION 1
+#define TROUPE_BACKEND_ABI_VERSION 2
 #define TROUPE_BACKEND_ENTRY "troupe_backend_entry"
 
 typedef struct troupe_conv_geom {
@@ -153,6 +153,18 @@ typedef struct troupe_backend_v1 {
 
   /* dst = src, both in the backend's memory (they may not overlap). */
   int (*copy)(void* ctx, void* dst, const void* src, size_t bytes);
+
+  /* From version 2. out = GELU(in), the exact form x * Phi(x); out may alias in. */
+  int (*gelu_forward)(void* ctx, float* out, const float* in, int64_t n);
+  /* grad_in = grad_out * GELU'(in); grad_in may alias grad_out. */
+  int (*gelu_backward)(void* ctx, float* grad_in, const float* grad_out, const float* in, int64_t n);
+  /* out (rows, cols) = (in - row mean) / sqrt(row biased variance + eps) * gamma (cols) + beta (cols). */
+  int (*layer_norm_forward)(void* ctx, float* out, const float* in, const float* gamma, const float* beta,
+                            int64_t rows, int64_t cols, float eps);
+  /* grad_gamma and grad_beta accumulate; grad_in overwritten, skipped when NULL; the row
+   * statistics are recomputed from in. */
+  int (*layer_norm_backward)(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                             const float* in, const float* gamma, int64_t rows, int64_t cols, float eps);
 } troupe_backend_v1;
 
 /* What a module exports under TROUPE_BACKEND_ENTRY. */

@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/update_ops.hpp"
@@ -123,6 +124,41 @@ void compute::relu_backward(tensor_view grad_in, const_tensor_view grad_out, con
   b_->call("relu_backward", &troupe_backend_v1::relu_backward, fp(grad_in), fp(grad_out), fp(out), out.numel());
 }
 
+void compute::gelu_forward(tensor_view out, const_tensor_view in) const {
+  if (!b_) return troupe::gelu_forward(out, in);
+  require(out.numel() == in.numel(), "gelu shapes");
+  b_->call("gelu_forward", &troupe_backend_v1::gelu_forward, fp(out), fp(in), in.numel());
+}
+
+void compute::gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const {
+  if (!b_) return troupe::gelu_backward(grad_in, grad_out, in);
+  require(grad_in.numel() == in.numel() && grad_out.numel() == in.numel(), "gelu_backward shapes");
+  b_->call("gelu_backward", &troupe_backend_v1::gelu_backward, fp(grad_in), fp(grad_out), fp(in), in.numel());
+}
+
+void compute::layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma,
+                                 const_tensor_view beta, float eps) const {
+  if (!b_) return troupe::layer_norm_forward(out, in, gamma, beta, eps);
+  const std::int64_t cols = gamma.numel();
+  require(cols > 0 && in.numel() % cols == 0 && out.numel() == in.numel() && beta.numel() == cols,
+          "layer_norm shapes");
+  b_->call("layer_norm_forward", &troupe_backend_v1::layer_norm_forward, fp(out), fp(in), fp(gamma), fp(beta),
+           in.numel() / cols, cols, eps);
+}
+
+void compute::layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                                  const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
+                                  float eps) const {
+  if (!b_) return troupe::layer_norm_backward(grad_in, grad_gamma, grad_beta, grad_out, in, gamma, eps);
+  const std::int64_t cols = gamma.numel();
+  require(cols > 0 && in.numel() % cols == 0 && grad_out.numel() == in.numel() && grad_gamma.numel() == cols &&
+              grad_beta.numel() == cols && (grad_in.empty() || grad_in.numel() == in.numel()),
+          "layer_norm_backward shapes");
+  b_->call("layer_norm_backward", &troupe_backend_v1::layer_norm_backward,
+           grad_in.empty() ? nullptr : fp(grad_in), fp(grad_gamma), fp(grad_beta), fp(grad_out), fp(in), fp(gamma),
+           in.numel() / cols, cols, eps);
+}
+
 void compute::conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
                              const conv_geometry& g, tensor_view workspace) const {
   if (!b_) return troupe::conv2d_forward(out, in, weight, bias, g, workspace);
@@ -205,6 +241,11 @@ void compute::adam_step(tensor_view param, const_tensor_view grad, tensor_view m
           "adam_step sizes");
   const troupe_adam_args a{f.lr, f.beta1, f.beta2, f.eps, f.weight_decay, f.bias1, f.bias2_sqrt};
   b_->call("adam_step", &troupe_backend_v1::adam_step, fp(param), fp(grad), fp(m), fp(v), param.numel(), &a);
+}
+
+void compute::scale(tensor_view out, float alpha) const {
+  if (!b_) return troupe::scale(out, alpha);
+  b_->call("scale", &troupe_backend_v1::scale, fp(out), alpha, out.numel());
 }
 
 }  // namespace troupe

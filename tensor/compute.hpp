@@ -42,13 +42,19 @@ class compute {
   void synchronize() const;
 
   // The ops, with the host ops' contracts (tensor/gemm.hpp, ops.hpp, conv.hpp, pool.hpp,
-  // loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
+  // layer_norm.hpp, loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
   void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha = 1.f,
             float beta = 0.f) const;
   void bias_add(tensor_view out, const_tensor_view bias) const;
   void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) const;
   void relu_forward(tensor_view out, const_tensor_view in) const;
   void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) const;
+  void gelu_forward(tensor_view out, const_tensor_view in) const;
+  void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const;
+  void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
+                          float eps) const;
+  void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                           const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma, float eps) const;
   void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
                       const conv_geometry& g, tensor_view workspace) const;
   void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias, const_tensor_view grad_out,
@@ -63,6 +69,7 @@ class compute {
   std::int64_t count_correct(const_tensor_view logits, const_tensor_view labels) const;
   void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) const;
   void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) const;
+  void scale(tensor_view out, float alpha) const;  // out *= alpha
 
  private:
   const backend_context* b_ = nullptr;

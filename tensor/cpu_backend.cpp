@@ -18,6 +18,7 @@
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/host_collective.hpp"
+#include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/pool.hpp"
@@ -253,6 +254,29 @@ const troupe_backend_v1 table = {
         [](void*, void* dst, const void* src, size_t bytes) {
           std::memcpy(dst, src, bytes);
           return 0;
+        },
+    .gelu_forward = [](void*, float* out, const float* in,
+                       int64_t n) { return guarded([&] { gelu_forward(f32(out, {n}), cf32(in, {n})); }); },
+    .gelu_backward =
+        [](void*, float* grad_in, const float* grad_out, const float* in, int64_t n) {
+          return guarded([&] { gelu_backward(f32(grad_in, {n}), cf32(grad_out, {n}), cf32(in, {n})); });
+        },
+    .layer_norm_forward =
+        [](void*, float* out, const float* in, const float* gamma, const float* beta, int64_t rows, int64_t cols,
+           float eps) {
+          return guarded([&] {
+            layer_norm_forward(f32(out, {rows, cols}), cf32(in, {rows, cols}), cf32(gamma, {cols}),
+                               cf32(beta, {cols}), eps);
+          });
+        },
+    .layer_norm_backward =
+        [](void*, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out, const float* in,
+           const float* gamma, int64_t rows, int64_t cols, float eps) {
+          return guarded([&] {
+            layer_norm_backward(grad_in ? f32(grad_in, {rows, cols}) : tensor_view{}, f32(grad_gamma, {cols}),
+                                f32(grad_beta, {cols}), cf32(grad_out, {rows, cols}), cf32(in, {rows, cols}),
+                                cf32(gamma, {cols}), eps);
+          });
         },
 };
 

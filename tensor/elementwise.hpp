@@ -22,6 +22,20 @@ struct relu_grad {
   TROUPE_HD float operator()(float y, float dy) const { return y > 0.f ? dy : 0.f; }
 };
 
+// GELU, the exact form x * Phi(x) (PyTorch's nn.GELU()), Phi the standard normal CDF.
+struct gelu {
+  TROUPE_HD float operator()(float x) const { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
+};
+
+// Gradient of GELU given its input x and the output gradient dy: dy * (Phi(x) + x phi(x)).
+struct gelu_grad {
+  TROUPE_HD float operator()(float x, float dy) const {
+    const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
+    const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
+    return dy * (cdf + x * pdf);
+  }
+};
+
 // Normalises a raw pixel: (x / 255 - mean) / std.
 struct normalize_pixel {
   float mean, inv_std;

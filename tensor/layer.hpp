@@ -14,7 +14,7 @@
 
 namespace troupe {
 
-enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform };
+enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform, ones };
 
 // One parameter tensor a layer needs; the model turns it into a named block.
 struct param_decl {

@@ -1,9 +1,11 @@
-// Linear, Conv2d, MaxPool2d, ReLU and Flatten: forward and backward over caller buffers.
+// Linear, Conv2d, MaxPool2d, ReLU, GELU, LayerNorm and Flatten: forward and backward over
+// caller buffers.
 #include "tensor/layers.hpp"
 
 #include <cstring>
 
 #include "tensor/gemm.hpp"
+#include "tensor/layer_norm.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe {
@@ -126,6 +128,17 @@ class relu_layer final : public layer {
   }
 };
 
+class gelu_layer final : public layer {
+ public:
+  explicit gelu_layer(const shape& in) : layer(in, in) {}
+  std::string_view kind() const override { return "gelu"; }
+  std::string describe() const override { return "gelu"; }
+  void forward(const layer_forward_args& a) const override { a.exec->gelu_forward(a.out, a.in); }
+  void backward(const layer_backward_args& a) const override {
+    if (!a.grad_in.empty()) a.exec->gelu_backward(a.grad_in, a.grad_out, a.in);
+  }
+};
+
 class flatten_layer final : public layer {
  public:
   explicit flatten_layer(const shape& in) : layer(in, {in.numel()}) {}
@@ -135,6 +148,30 @@ class flatten_layer final : public layer {
   void backward(const layer_backward_args& a) const override {
     if (!a.grad_in.empty()) a.exec->copy(a.grad_in, a.grad_out);
   }
+};
+
+// ---------------------------------------------------------------------------------------
+// LayerNorm
+
+class layer_norm_layer final : public layer {
+ public:
+  explicit layer_norm_layer(const shape& in) : layer(in, in), cols_(in[in.rank() - 1]) {}
+  std::string_view kind() const override { return "layernorm"; }
+  std::string describe() const override { return "layernorm(" + std::to_string(cols_) + ")"; }
+  std::vector<param_decl> params() const override {
+    return {{"weight", {cols_}, init_kind::ones, cols_, cols_}, {"bias", {cols_}, init_kind::zeros, cols_, cols_}};
+  }
+  double forward_flops_per_sample() const override { return 8.0 * static_cast<double>(in_shape().numel()); }
+  void forward(const layer_forward_args& a) const override {
+    a.exec->layer_norm_forward(a.out, a.in, a.params[0], a.params[1], layer_norm_eps);
+  }
+  void backward(const layer_backward_args& a) const override {
+    a.exec->layer_norm_backward(a.grad_in, a.param_grads[0], a.param_grads[1], a.grad_out, a.in, a.params[0],
+                                layer_norm_eps);
+  }
+
+ private:
+  std::int64_t cols_;
 };
 
 }  // namespace
@@ -171,5 +208,9 @@ expected<std::shared_ptr<const layer>> make_maxpool2d(const shape& in, std::int6
 std::shared_ptr<const layer> make_relu(const shape& in) { return std::make_shared<relu_layer>(in); }
 
 std::shared_ptr<const layer> make_flatten(const shape& in) { return std::make_shared<flatten_layer>(in); }
+
+std::shared_ptr<const layer> make_gelu(const shape& in) { return std::make_shared<gelu_layer>(in); }
+
+std::shared_ptr<const layer> make_layer_norm(const shape& in) { return std::make_shared<layer_norm_layer>(in); }
 
 }  // namespace troupe

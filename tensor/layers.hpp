@@ -1,4 +1,4 @@
-// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, Flatten. Shapes are per sample
+// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, GELU, LayerNorm, Flatten. Shapes are per sample
 // and checked when the layer is built; a mismatch is reported, never computed on.
 #pragma once
 
@@ -19,5 +19,10 @@ expected<std::shared_ptr<const layer>> make_conv2d(const shape& in, std::int64_t
 expected<std::shared_ptr<const layer>> make_maxpool2d(const shape& in, std::int64_t kernel, std::int64_t stride);
 std::shared_ptr<const layer> make_relu(const shape& in);
 std::shared_ptr<const layer> make_flatten(const shape& in);
+// GELU, the exact form (tensor/elementwise.hpp), any input shape.
+std::shared_ptr<const layer> make_gelu(const shape& in);
+// Layer normalisation over the input's last dimension (tensor/layer_norm.hpp), with a
+// weight (initialised to 1) and a bias (0) of that length.
+std::shared_ptr<const layer> make_layer_norm(const shape& in);
 
 }  // namespace troupe

@@ -18,15 +18,18 @@ expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const sha
     case layer_op::maxpool2d: return make_maxpool2d(in, s.kernel, s.stride);
     case layer_op::relu: return make_relu(in);
     case layer_op::flatten: return make_flatten(in);
+    case layer_op::gelu: return make_gelu(in);
+    case layer_op::layer_norm: return make_layer_norm(in);
   }
   return failure{"unknown layer op"};
 }
 
-// He initialisation suits a weight layer whose output goes through ReLU; the logits layer
-// gets Xavier.
+// He initialisation suits a weight layer whose output goes through ReLU (or GELU, which
+// is close to it); the logits layer gets Xavier.
 init_kind weight_init(const model_spec& spec, std::size_t i) {
-  return i + 1 < spec.layers.size() && spec.layers[i + 1].op == layer_op::relu ? init_kind::he_normal
-                                                                               : init_kind::xavier_uniform;
+  const bool rectified =
+      i + 1 < spec.layers.size() && (spec.layers[i + 1].op == layer_op::relu || spec.layers[i + 1].op == layer_op::gelu);
+  return rectified ? init_kind::he_normal : init_kind::xavier_uniform;
 }
 
 }  // namespace
@@ -40,7 +43,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
   model m;
   m.name_ = spec.name;
   shape cur = sample_in;
-  int linear_count = 0, conv_count = 0;
+  int linear_count = 0, conv_count = 0, norm_count = 0;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     auto l = make_layer(spec.layers[i], cur, weight_init(spec, i));
     if (!l) return failure{"model '" + spec.name + "', layer " + std::to_string(i) + ": " + l.error().message};
@@ -51,6 +54,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
     std::string prefix;
     if (ly.kind() == "linear") prefix = "fc" + std::to_string(++linear_count);
     if (ly.kind() == "conv2d") prefix = "conv" + std::to_string(++conv_count);
+    if (ly.kind() == "layernorm") prefix = "ln" + std::to_string(++norm_count);
     for (std::size_t p = 0; p < decls.size(); ++p) {
       param_block b;
       b.name = prefix + "." + decls[p].suffix;
@@ -142,6 +146,7 @@ void model::init_params(tensor_view params, std::uint64_t seed) const {
     float* p = base + b.offset;
     switch (b.init) {
       case init_kind::zeros: std::fill(p, p + b.numel, 0.f); break;
+      case init_kind::ones: std::fill(p, p + b.numel, 1.f); break;
       case init_kind::he_normal: {
         const float std = std::sqrt(2.0f / static_cast<float>(b.fan_in));
         for (std::int64_t i = 0; i < b.numel; ++i) p[i] = std * r.normal();

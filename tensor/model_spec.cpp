@@ -2,6 +2,9 @@
 #include "tensor/model_spec.hpp"
 
 #include <charconv>
+#include <fstream>
+#include <functional>
+#include <sstream>
 
 namespace troupe {
 
@@ -55,13 +58,174 @@ model_spec fashion_cnn() {
   return spec;
 }
 
+// Note [Layer lists]
+// A `layers:` spec is a sequence of layers separated by ';', each a name and its
+// arguments separated by spaces: a size first where the layer has one, then key=value
+// options in any order.
+//   linear N                                   N output features
+//   conv2d C [k=3] [stride=1] [pad=0]          C output channels, a k x k kernel
+//   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
+//   relu | gelu | layernorm | flatten
+// A linear or conv2d layer is He-initialised when a relu or gelu follows it, else Xavier.
+// Layernorm normalises over the last dimension, with its own weight (1) and bias (0).
+// The canonical text (the model's name) writes every option, so two spellings of one
+// model have one name, which is what checkpoints and model files compare.
+
+std::string_view trim(std::string_view t) {
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t' || t.front() == '\r')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.remove_suffix(1);
+  return t;
+}
+
+std::vector<std::string_view> words(std::string_view t) {
+  std::vector<std::string_view> out;
+  while (!(t = trim(t)).empty()) {
+    const auto end = t.find_first_of(" \t");
+    out.push_back(t.substr(0, end));
+    if (end == std::string_view::npos) break;
+    t.remove_prefix(end);
+  }
+  return out;
+}
+
+std::optional<std::int64_t> positive(std::string_view tok, std::int64_t max = 1 << 24) {
+  std::int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (ec != std::errc() || ptr != tok.data() + tok.size() || v < 0 || v > max) return std::nullopt;
+  return v;
+}
+
+// One layer of a list: the spec and its canonical text, or why not.
+expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) {
+  const auto w = words(item);
+  if (w.empty()) return failure{"an empty layer"};
+  const std::string_view op = w.front();
+  std::vector<std::string_view> plain;
+  std::vector<std::pair<std::string_view, std::int64_t>> options;
+  for (std::size_t i = 1; i < w.size(); ++i) {
+    const auto eq = w[i].find('=');
+    if (eq == std::string_view::npos) {
+      plain.push_back(w[i]);
+      continue;
+    }
+    const auto v = positive(w[i].substr(eq + 1));
+    if (!v) return failure{"'" + std::string(w[i]) + "' needs a whole number after '='"};
+    options.emplace_back(w[i].substr(0, eq), *v);
+  }
+  // The options this op takes, with their defaults; anything else is refused by name.
+  auto take = [&](std::initializer_list<std::pair<std::string_view, std::int64_t*>> known) -> std::optional<failure> {
+    for (const auto& [key, value] : options) {
+      bool found = false;
+      for (const auto& [name, slot] : known)
+        if (key == name) {
+          *slot = value;
+          found = true;
+        }
+      if (!found) return failure{std::string(op) + " takes no option '" + std::string(key) + "'"};
+    }
+    return std::nullopt;
+  };
+  auto size_arg = [&](const char* what) -> expected<std::int64_t> {
+    if (plain.size() != 1) return failure{std::string(op) + " needs " + what};
+    const auto v = positive(plain.front());
+    if (!v || *v == 0) return failure{"'" + std::string(plain.front()) + "' is not " + what + " (a positive integer)"};
+    return *v;
+  };
+  layer_spec l;
+  std::ostringstream canon;
+  if (op == "linear") {
+    auto n = size_arg("an output width");
+    if (!n) return n.error();
+    if (auto bad = take({})) return *bad;
+    l = {layer_op::linear, *n};
+    canon << "linear " << *n;
+  } else if (op == "conv2d") {
+    auto c = size_arg("a channel count");
+    if (!c) return c.error();
+    std::int64_t k = 3, stride = 1, pad = 0;
+    if (auto bad = take({{"k", &k}, {"stride", &stride}, {"pad", &pad}})) return *bad;
+    if (k == 0 || stride == 0) return failure{"conv2d needs k and stride of at least 1"};
+    l = {layer_op::conv2d, *c, k, stride, pad};
+    canon << "conv2d " << *c << " k=" << k << " stride=" << stride << " pad=" << pad;
+  } else if (op == "maxpool2d") {
+    if (!plain.empty()) return failure{"maxpool2d takes only k= and stride="};
+    std::int64_t k = 2, stride = 0;
+    if (auto bad = take({{"k", &k}, {"stride", &stride}})) return *bad;
+    if (stride == 0) stride = k;
+    if (k == 0) return failure{"maxpool2d needs k of at least 1"};
+    l = {layer_op::maxpool2d, 0, k, stride, 0};
+    canon << "maxpool2d k=" << k << " stride=" << stride;
+  } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "flatten") {
+    if (!plain.empty() || !options.empty()) return failure{std::string(op) + " takes no arguments"};
+    l.op = op == "relu" ? layer_op::relu : op == "gelu" ? layer_op::gelu : op == "layernorm" ? layer_op::layer_norm
+                                                                                          : layer_op::flatten;
+    canon << op;
+  } else {
+    return failure{"unknown layer '" + std::string(op) + "'"};
+  }
+  return std::make_pair(l, canon.str());
+}
+
+// A list of layer texts into a spec; `where(i)` names item i in errors ("layer 3").
+expected<model_spec> parse_layer_list(const std::vector<std::string_view>& items,
+                                      const std::function<std::string(std::size_t)>& where) {
+  model_spec spec;
+  spec.name = "layers:";
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    auto l = parse_layer(items[i]);
+    if (!l) return failure{where(i) + " ('" + std::string(trim(items[i])) + "'): " + l.error().message};
+    spec.layers.push_back(l->first);
+    spec.name += (i ? "; " : "") + l->second;
+  }
+  if (spec.layers.empty()) return failure{"no layers"};
+  return spec;
+}
+
+expected<model_spec> parse_layers(std::string_view text, std::string_view list) {
+  std::vector<std::string_view> items;
+  for (;;) {
+    const auto semi = list.find(';');
+    items.push_back(list.substr(0, semi));
+    if (semi == std::string_view::npos) break;
+    list.remove_prefix(semi + 1);
+  }
+  if (items.size() > 1 && trim(items.back()).empty()) items.pop_back();  // a trailing ';'
+  auto spec = parse_layer_list(items, [](std::size_t i) { return "layer " + std::to_string(i); });
+  if (!spec) return bad_spec(text, spec.error().message);
+  return spec;
+}
+
 }  // namespace
+
+expected<std::string> model_spec_from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return failure{"cannot read the model file " + path + ": check the path and its permissions"};
+  std::vector<std::string> lines;
+  std::vector<std::size_t> line_no;
+  std::string line;
+  for (std::size_t n = 1; std::getline(in, line); ++n) {
+    const auto hash = line.find('#');
+    if (hash != std::string::npos) line.erase(hash);
+    if (trim(line).empty()) continue;
+    if (line.find(';') != std::string::npos)
+      return failure{"model file " + path + ", line " + std::to_string(n) + ": one layer a line, without ';'"};
+    lines.push_back(line);
+    line_no.push_back(n);
+  }
+  std::vector<std::string_view> items(lines.begin(), lines.end());
+  auto spec = parse_layer_list(items, [&](std::size_t i) { return "line " + std::to_string(line_no[i]); });
+  if (!spec) return failure{"model file " + path + ", " + spec.error().message};
+  return spec->name;
+}
 
 expected<model_spec> parse_model_spec(std::string_view text) {
   if (text == "mlp") return parse_mlp(text, "784-256-128-10");
   if (text == "cnn" || text == "cnn:fashion") return fashion_cnn();
   if (text.starts_with("mlp:")) return parse_mlp(text, text.substr(4));
+  if (text.starts_with("layers:")) return parse_layers(text, text.substr(7));
   if (text.starts_with("cnn:")) return bad_spec(text, "the only cnn is cnn:fashion");
+  if (text.starts_with("file:"))
+    return bad_spec(text, "a model file is read where the command line is parsed; pass its layers as layers:...");
   return bad_spec(text, "unknown model family");
 }
 

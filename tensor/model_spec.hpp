@@ -1,7 +1,11 @@
-// Model specs: the text a user writes (`mlp`, `cnn`, `mlp:784-256-128-10`, `cnn:fashion`)
-// parsed into a list of layer specs. `mlp` means mlp:784-256-128-10 and `cnn` means
-// cnn:fashion = conv32-pool-conv64-pool-fc128-fc10 (3x3 convolutions, padding 1, ReLU after
-// each convolution and hidden linear layer, 2x2 max pooling).
+// Model specs: the text a user writes (`mlp`, `cnn`, `mlp:784-256-128-10`, `cnn:fashion`,
+// `layers:flatten; linear 256; layernorm; gelu; linear 10`) parsed into a list of layer
+// specs. `mlp` means mlp:784-256-128-10 and `cnn` means cnn:fashion =
+// conv32-pool-conv64-pool-fc128-fc10 (3x3 convolutions, padding 1, ReLU after each
+// convolution and hidden linear layer, 2x2 max pooling). `layers:` lists any sequence of
+// layers, one per `;` (Note [Layer lists]); a file of such lines, one layer a line, becomes
+// that text through model_spec_from_file, so the spec that travels to other nodes is
+// always one line of text.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +18,7 @@
 
 namespace troupe {
 
-enum class layer_op : std::uint8_t { linear, conv2d, maxpool2d, relu, flatten };
+enum class layer_op : std::uint8_t { linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm };
 
 struct layer_spec {
   layer_op op = layer_op::relu;
@@ -32,8 +36,14 @@ struct model_spec {
 
 // The spec names the command line accepts, for help texts and error messages.
 inline constexpr std::string_view model_spec_help =
-    "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), or mlp:IN-H1-...-OUT";
+    "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), mlp:IN-H1-...-OUT, layers:L1; L2; ... or file:PATH (one "
+    "layer a line), each layer one of: linear N, conv2d C [k=3] [stride=1] [pad=0], maxpool2d [k=2] [stride=K], "
+    "relu, gelu, layernorm, flatten";
 
 expected<model_spec> parse_model_spec(std::string_view text);
+
+// The `layers:` spec of the layer list in a file: one layer a line as in a `layers:` spec,
+// blank lines and text after '#' ignored. Errors name the file, the line and its text.
+expected<std::string> model_spec_from_file(const std::string& path);
 
 }  // namespace troupe

@@ -84,6 +84,28 @@ void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor
   for (std::int64_t i = 0, n = out.numel(); i < n; ++i) gi[i] = f(y[i], go[i]);
 }
 
+void gelu_forward(tensor_view out, const_tensor_view in) {
+  require_f32(out, "gelu out");
+  require_f32(in, "gelu in");
+  TROUPE_CHECK(out.numel() == in.numel(), "gelu: numel mismatch");
+  float* o = out.data<float>();
+  const float* x = in.data<float>();
+  const fn::gelu f;
+  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = f(x[i]);
+}
+
+void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) {
+  require_f32(grad_in, "gelu_backward grad_in");
+  require_f32(grad_out, "gelu_backward grad_out");
+  require_f32(in, "gelu_backward in");
+  TROUPE_CHECK(grad_in.numel() == in.numel() && grad_out.numel() == in.numel(), "gelu_backward: numel mismatch");
+  float* gi = grad_in.data<float>();
+  const float* go = grad_out.data<float>();
+  const float* x = in.data<float>();
+  const fn::gelu_grad f;
+  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) gi[i] = f(x[i], go[i]);
+}
+
 void axpy(tensor_view out, float alpha, const_tensor_view in) {
   require_f32(out, "axpy out");
   require_f32(in, "axpy in");

@@ -1,4 +1,4 @@
-// Elementwise and row-wise ops on host f32 tensors: bias, ReLU, scaled adds, finiteness.
+// Elementwise and row-wise ops on host f32 tensors: bias, ReLU, GELU, scaled adds, finiteness.
 // Output first; nothing allocates. Preconditions: contiguous f32 host views of the stated
 // shapes; in-place use is allowed where `out` and `in` are named as allowed to alias.
 #pragma once
@@ -18,6 +18,11 @@ void channel_bias_add(tensor_view out, const_tensor_view bias);
 void relu_forward(tensor_view out, const_tensor_view in);
 // grad_in = grad_out where out > 0, else 0. grad_in may alias grad_out.
 void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out);
+
+// out = GELU(in) (fn::gelu, the exact form). out may alias in.
+void gelu_forward(tensor_view out, const_tensor_view in);
+// grad_in = grad_out * GELU'(in). grad_in may alias grad_out, not in.
+void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in);
 
 // out += alpha * in (same numel).
 void axpy(tensor_view out, float alpha, const_tensor_view in);

@@ -10,17 +10,25 @@ namespace troupe {
 expected<optimizer_kind> parse_optimizer_kind(std::string_view name) {
   if (name == "sgd") return optimizer_kind::sgd;
   if (name == "adam") return optimizer_kind::adam;
-  return failure{"unknown optimizer '" + std::string(name) + "'; use sgd or adam"};
+  if (name == "adamw") return optimizer_kind::adamw;
+  return failure{"unknown optimizer '" + std::string(name) + "'; use sgd, adam or adamw"};
 }
 
-std::string_view name_of(optimizer_kind k) { return k == optimizer_kind::sgd ? "sgd" : "adam"; }
+std::string_view name_of(optimizer_kind k) {
+  switch (k) {
+    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::adam: return "adam";
+    case optimizer_kind::adamw: return "adamw";
+  }
+  return "?";
+}
 
 optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel, const compute& c)
     : cfg_(cfg),
       c_(&c),
       numel_(numel),
       slot1_(c.make({numel})),
-      slot2_(cfg.kind == optimizer_kind::adam ? c.make({numel}) : tensor()) {}
+      slot2_(cfg.kind != optimizer_kind::sgd ? c.make({numel}) : tensor()) {}
 
 void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr, std::optional<float> momentum) {
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
@@ -33,7 +41,7 @@ std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_te
   if (steps < 0) return "a negative optimizer step count";
   if (!fits(slot1)) return "the optimizer's first slot holds " + std::to_string(slot1.numel()) + " values, not " +
                            std::to_string(numel_);
-  const bool adam = cfg_.kind == optimizer_kind::adam;
+  const bool adam = cfg_.kind != optimizer_kind::sgd;  // two moments: adam and adamw
   if (adam && !fits(slot2))
     return "Adam's second moment holds " + std::to_string(slot2.numel()) + " values, not " + std::to_string(numel_);
   if (!adam && !slot2.empty()) return "a second optimizer slot, which SGD does not keep (a checkpoint of Adam?)";
@@ -52,12 +60,14 @@ void optimizer_state::step_range(tensor_view params, const_tensor_view grads, st
                  fn::sgd_momentum{lr, momentum.value_or(cfg_.momentum), cfg_.weight_decay, cfg_.nesterov});
     return;
   }
+  const bool decoupled = cfg_.kind == optimizer_kind::adamw;
+  if (decoupled && cfg_.weight_decay != 0.f) c_->scale(params, 1.f - lr * cfg_.weight_decay);
   const double t = static_cast<double>(step);
   const fn::adam f{lr,
                    cfg_.beta1,
                    cfg_.beta2,
                    cfg_.eps,
-                   cfg_.weight_decay,
+                   decoupled ? 0.f : cfg_.weight_decay,
                    static_cast<float>(1.0 - std::pow(cfg_.beta1, t)),
                    static_cast<float>(std::sqrt(1.0 - std::pow(cfg_.beta2, t)))};
   c_->adam_step(params, grads, slot1_.view().flat(offset, n), slot2_.view().flat(offset, n), f);

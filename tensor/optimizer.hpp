@@ -15,7 +15,9 @@
 
 namespace troupe {
 
-enum class optimizer_kind : std::uint8_t { sgd, adam };
+// adamw: Adam with decoupled weight decay (Loshchilov and Hutter 2019; PyTorch's AdamW):
+// the parameters shrink by lr * weight_decay before the Adam step, which sees no decay.
+enum class optimizer_kind : std::uint8_t { sgd, adam, adamw };
 expected<optimizer_kind> parse_optimizer_kind(std::string_view name);
 std::string_view name_of(optimizer_kind k);
 
@@ -23,8 +25,8 @@ struct optimizer_config {
   optimizer_kind kind = optimizer_kind::sgd;
   float momentum = 0.9f;       // sgd
   bool nesterov = false;       // sgd
-  float weight_decay = 0.f;    // both (L2, added to the gradient)
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+  float weight_decay = 0.f;    // sgd and adam: L2, added to the gradient; adamw: decoupled
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam and adamw
   bool operator==(const optimizer_config&) const = default;
 };
 
@@ -57,8 +59,8 @@ class optimizer_state {
   const compute* c_;
   std::int64_t numel_;
   std::int64_t steps_ = 0;
-  tensor slot1_;  // sgd: velocity; adam: first moment
-  tensor slot2_;  // adam: second moment
+  tensor slot1_;  // sgd: velocity; adam, adamw: first moment
+  tensor slot2_;  // adam, adamw: second moment
 };
 
 enum class lr_schedule_kind : std::uint8_t { constant, cosine, linear };

@@ -10,9 +10,16 @@
 
 namespace troupe::cli {
 
+// A `file:PATH` model becomes the `layers:` text of its lines here, so the spec every node
+// receives is the text and no node needs the file.
 CLI::Validator model_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
+        if (s.starts_with("file:")) {
+          auto text = model_spec_from_file(s.substr(5));
+          if (!text) return text.error().message;
+          s = *text;
+        }
         auto spec = parse_model_spec(s);
         return spec ? std::string() : spec.error().message;
       },
@@ -21,7 +28,7 @@ CLI::Validator model_validator() {
 
 void add_train_options(CLI::App& app, train_options& o) {
   app.add_option("--model", o.train.model, std::string("Model: ") + std::string(model_spec_help))
-      ->check(model_validator())
+      ->transform(model_validator())
       ->capture_default_str();
   app.add_option("--epochs", o.train.epochs, "Passes over the training set")
       ->check(CLI::Range(1, 10000))
@@ -46,7 +53,10 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_flag("--nesterov,!--no-nesterov", o.train.optimizer.nesterov, "Nesterov momentum (sgd)")
       ->capture_default_str();
-  app.add_option("--optimizer", o.optimizer, "Optimizer")->check(CLI::IsMember({"sgd", "adam"}))->capture_default_str();
+  app.add_option("--optimizer", o.optimizer,
+                 "Optimizer: sgd (with --momentum), adam, or adamw (Adam with decoupled --weight-decay)")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
   app.add_option("--lr-schedule", o.schedule, "Learning-rate schedule after warm-up")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}))
       ->capture_default_str();

@@ -18,6 +18,7 @@
 #include "tensor/backend.hpp"
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
+#include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
 #include "tensor/pool.hpp"
@@ -299,6 +300,50 @@ void softmax_gradients(backend_context& b) {
   troupe::test::check_gradient(logits, dg.download({rows, classes}), forward, fd_eps, 1e-4, fd_rel);
 }
 
+// GELU and LayerNorm against the host ops (the same functors for GELU; LayerNorm's row
+// sums in another order: 1e-5), then layernorm(gelu(x)) backward against finite
+// differences of the backend's own forward, for the input, gamma and beta.
+void gelu_layer_norm_match(backend_context& b) {
+  const std::int64_t rows = 6, cols = 37, n = rows * cols;
+  tensor x = random_tensor({rows, cols}, 60), gamma = random_tensor({cols}, 61, 0.5f), beta = random_tensor({cols}, 62);
+  tensor r = random_tensor({rows, cols}, 63);
+  tensor want_a({rows, cols}), want_y({rows, cols}), want_ga({rows, cols}), want_gx({rows, cols});
+  tensor want_gg = random_tensor({cols}, 64), want_gb = random_tensor({cols}, 65);
+  tensor gg0 = want_gg, gb0 = want_gb;
+  gelu_forward(want_a, x);
+  layer_norm_forward(want_y, want_a, gamma, beta);
+  layer_norm_backward(want_ga, want_gg, want_gb, r, want_a, gamma);
+  gelu_backward(want_gx, want_ga, x);
+  auto forward = [&]() {
+    buffer dx(b, x), da(b, x.nbytes()), dy(b, x.nbytes()), dg(b, gamma), dbeta(b, beta);
+    b.call("gelu_forward", &troupe_backend_v1::gelu_forward, da.f(), dx.f(), n);
+    b.call("layer_norm_forward", &troupe_backend_v1::layer_norm_forward, dy.f(), da.f(), dg.f(), dbeta.f(), rows, cols,
+           layer_norm_eps);
+    return troupe::test::dot(dy.download({rows, cols}), r);
+  };
+  buffer dx(b, x), da(b, x.nbytes()), dy(b, x.nbytes()), dg(b, gamma), dbeta(b, beta), dr(b, r);
+  buffer dga(b, x.nbytes()), dgx(b, x.nbytes()), dgg(b, gg0), dgb(b, gb0);
+  b.call("gelu_forward", &troupe_backend_v1::gelu_forward, da.f(), dx.f(), n);
+  b.call("layer_norm_forward", &troupe_backend_v1::layer_norm_forward, dy.f(), da.f(), dg.f(), dbeta.f(), rows, cols,
+         layer_norm_eps);
+  b.call("layer_norm_backward", &troupe_backend_v1::layer_norm_backward, dga.f(), dgg.f(), dgb.f(), dr.f(), da.f(),
+         dg.f(), rows, cols, layer_norm_eps);
+  b.call("gelu_backward", &troupe_backend_v1::gelu_backward, dgx.f(), dga.f(), dx.f(), n);
+  expect_close(da.download({rows, cols}), want_a, 0, 1e-6, "gelu_forward");
+  expect_close(dy.download({rows, cols}), want_y, 1e-5, 1e-5, "layer_norm_forward");
+  expect_close(dgg.download({cols}), want_gg, 1e-5, 1e-5, "layer_norm_backward gamma");
+  expect_close(dgb.download({cols}), want_gb, 1e-5, 1e-5, "layer_norm_backward beta");
+  expect_close(dgx.download({rows, cols}), want_gx, 1e-5, 1e-5, "gelu_backward after layer_norm_backward");
+  tensor grad_gamma = dgg.download({cols}), grad_beta = dgb.download({cols});
+  for (std::int64_t c = 0; c < cols; ++c) {
+    grad_gamma.data<float>()[c] -= gg0.data<float>()[c];
+    grad_beta.data<float>()[c] -= gb0.data<float>()[c];
+  }
+  troupe::test::check_gradient(x, dgx.download({rows, cols}), forward, fd_eps, fd_abs, fd_rel);
+  troupe::test::check_gradient(gamma, grad_gamma, forward, fd_eps, fd_abs, fd_rel);
+  troupe::test::check_gradient(beta, grad_beta, forward, fd_eps, fd_abs, fd_rel);
+}
+
 // The allocator's statistics move as buffers come and go.
 void memory_is_accounted(backend_context& b) {
   const troupe_memory_stats before = b.memory();
@@ -326,6 +371,7 @@ BACKEND_CASE(linear_gradients)
 BACKEND_CASE(conv_gradients)
 BACKEND_CASE(pool_relu_gradients)
 BACKEND_CASE(softmax_gradients)
+BACKEND_CASE(gelu_layer_norm_match)
 BACKEND_CASE(memory_is_accounted)
 
 // On a CUDA device, the module's reported caching reuses the first block.

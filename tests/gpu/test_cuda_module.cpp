@@ -78,7 +78,9 @@ BOOST_AUTO_TEST_CASE(the_table_is_complete, *utf::precondition(module_built)) {
       reinterpret_cast<const void*>(b.all_finite), reinterpret_cast<const void*>(b.sgd_step),
       reinterpret_cast<const void*>(b.adam_step), reinterpret_cast<const void*>(b.collective_id),
       reinterpret_cast<const void*>(b.collective_open), reinterpret_cast<const void*>(b.collective_close),
-      reinterpret_cast<const void*>(b.all_reduce_sum), reinterpret_cast<const void*>(b.copy)};
+      reinterpret_cast<const void*>(b.all_reduce_sum), reinterpret_cast<const void*>(b.copy),
+      reinterpret_cast<const void*>(b.gelu_forward), reinterpret_cast<const void*>(b.gelu_backward),
+      reinterpret_cast<const void*>(b.layer_norm_forward), reinterpret_cast<const void*>(b.layer_norm_backward)};
   int missing = 0;
   for (const void* e : entries) missing += e == nullptr;
   BOOST_TEST(missing == 0);

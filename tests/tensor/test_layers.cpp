@@ -1,4 +1,4 @@
-// Tests for tensor/layers.cpp: every layer's backward (input and parameter gradients)
+// Tests for tensor/layers.cpp: every layer's backward (GELU and LayerNorm included) (input and parameter gradients)
 // against central finite differences of a random linear probe of its output, plus the
 // factories' shape validation.
 #define BOOST_TEST_MODULE layers
@@ -83,6 +83,27 @@ BOOST_AUTO_TEST_CASE(maxpool2d_gradients) {
 }
 
 BOOST_AUTO_TEST_CASE(relu_gradients) { check_layer(*make_relu({4, 3}), 3, 1e-3, 4, true); }
+
+BOOST_AUTO_TEST_CASE(gelu_gradients) {
+  auto l = make_gelu({4, 3});
+  BOOST_TEST(l->out_shape() == (shape{4, 3}));
+  BOOST_TEST(l->params().empty());
+  check_layer(*l, 3, 1e-3, 6);
+}
+
+// Normalised over the last dimension, whatever the rank; weight 1 and bias 0 at start.
+BOOST_AUTO_TEST_CASE(layer_norm_gradients) {
+  auto flat = make_layer_norm({16});
+  const auto decls = flat->params();
+  BOOST_REQUIRE(decls.size() == 2u);
+  BOOST_TEST(decls[0].shape == (shape{16}));
+  BOOST_TEST((decls[0].init == init_kind::ones));
+  BOOST_TEST((decls[1].init == init_kind::zeros));
+  check_layer(*flat, 3, 1e-2, 7);
+  auto rows = make_layer_norm({4, 8});
+  BOOST_TEST(rows->params()[0].shape == (shape{8}));
+  check_layer(*rows, 2, 1e-2, 8);
+}
 
 BOOST_AUTO_TEST_CASE(flatten_gradients) {
   auto l = make_flatten({2, 3, 4});

@@ -1,6 +1,12 @@
-// Tests for tensor/model_spec.cpp: the short names, mlp widths, and clear errors.
+// Tests for tensor/model_spec.cpp: the short names, mlp widths, layer lists (inline and
+// from a file) with canonical names, and clear errors naming the layer or line.
 #define BOOST_TEST_MODULE model_spec
 #include <boost/test/unit_test.hpp>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "tensor/model_spec.hpp"
 
@@ -37,4 +43,73 @@ BOOST_AUTO_TEST_CASE(errors_name_the_problem_and_the_choices) {
       BOOST_TEST(m.error().message.find("mlp:IN-H1-...-OUT") != std::string::npos);
     }
   }
+}
+
+// Note [Layer lists]: any sequence of layers, every option written out in the name.
+BOOST_AUTO_TEST_CASE(a_layer_list_names_every_option) {
+  auto m = parse_model_spec("layers:conv2d 8 pad=1;relu; maxpool2d ;flatten;  linear 32 ; layernorm; gelu; linear 10;");
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_TEST(m->name ==
+             "layers:conv2d 8 k=3 stride=1 pad=1; relu; maxpool2d k=2 stride=2; flatten; linear 32; layernorm; gelu; "
+             "linear 10");
+  BOOST_REQUIRE(m->layers.size() == 8u);
+  BOOST_TEST((m->layers[0].op == layer_op::conv2d && m->layers[0].size == 8 && m->layers[0].kernel == 3 &&
+              m->layers[0].pad == 1));
+  BOOST_TEST((m->layers[2].op == layer_op::maxpool2d && m->layers[2].stride == 2));
+  BOOST_TEST((m->layers[5].op == layer_op::layer_norm));
+  BOOST_TEST((m->layers[6].op == layer_op::gelu));
+  BOOST_TEST(!m->input_features.has_value());
+  // The canonical name parses to itself.
+  BOOST_TEST(parse_model_spec(m->name)->name == m->name);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_layer_is_named_by_its_place_and_text) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"layers:flatten; linear x", "layer 1 ('linear x'): 'x' is not an output width"},
+      {"layers:linear", "layer 0 ('linear'): linear needs an output width"},
+      {"layers:conv2d 8 size=3", "conv2d takes no option 'size'"},
+      {"layers:conv2d 8 k=0", "k and stride of at least 1"},
+      {"layers:relu 3", "relu takes no arguments"},
+      {"layers:flatten;; linear 10", "layer 1 (''): an empty layer"},
+      {"layers:softmax", "unknown layer 'softmax'"},
+      {"layers:maxpool2d k=x", "'k=x' needs a whole number"},
+      {"file:net.txt", "a model file is read where the command line is parsed"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto m = parse_model_spec(text);
+    BOOST_TEST_CONTEXT(text) {
+      BOOST_REQUIRE(!m.has_value());
+      BOOST_TEST(m.error().message.find(want) != std::string::npos, m.error().message);
+      BOOST_TEST(m.error().message.find("layers:L1; L2; ...") != std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_model_file_becomes_its_layer_list_and_errors_name_the_line) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("troupe-model-spec-" + std::to_string(static_cast<long>(::getpid())));
+  std::filesystem::create_directories(dir);
+  const auto write = [&](const std::string& name, const std::string& text) {
+    std::ofstream(dir / name) << text;
+    return (dir / name).string();
+  };
+  const std::string good = write("good.txt", "# a small MLP\nflatten\n\nlinear 64   # hidden\nlayernorm\ngelu\nlinear 10\n");
+  auto text = model_spec_from_file(good);
+  BOOST_REQUIRE_MESSAGE(text.has_value(), (text ? "" : text.error().message));
+  BOOST_TEST(*text == "layers:flatten; linear 64; layernorm; gelu; linear 10");
+  const std::string bad = write("bad.txt", "flatten\n# comment\nlinear 0\n");
+  auto b = model_spec_from_file(bad);
+  BOOST_REQUIRE(!b.has_value());
+  BOOST_TEST(b.error().message.find("model file " + bad + ", line 3 ('linear 0')") != std::string::npos,
+             b.error().message);
+  auto semi = model_spec_from_file(write("semi.txt", "flatten; linear 10\n"));
+  BOOST_REQUIRE(!semi.has_value());
+  BOOST_TEST(semi.error().message.find("line 1: one layer a line") != std::string::npos, semi.error().message);
+  auto empty = model_spec_from_file(write("empty.txt", "# nothing\n"));
+  BOOST_REQUIRE(!empty.has_value());
+  BOOST_TEST(empty.error().message.find("no layers") != std::string::npos, empty.error().message);
+  auto missing = model_spec_from_file((dir / "absent.txt").string());
+  BOOST_REQUIRE(!missing.has_value());
+  BOOST_TEST(missing.error().message.find("cannot read the model file") != std::string::npos);
+  std::filesystem::remove_all(dir);
 }

@@ -1,4 +1,4 @@
-// Tests for tensor/ops.cpp: bias, ReLU, axpy/scale, finiteness and norms, with exact
+// Tests for tensor/ops.cpp: bias, ReLU, GELU, axpy/scale, finiteness and norms, with exact
 // expected values on small inputs.
 #define BOOST_TEST_MODULE ops
 #include <boost/test/unit_test.hpp>
@@ -58,6 +58,26 @@ BOOST_AUTO_TEST_CASE(relu_forward_and_backward) {
   check_equal(g, {0, 0, 7, 0});
   relu_forward(x, x);  // in place is allowed
   check_equal(x, {0, 0, 2, 0});
+}
+
+// GELU's exact form against published values of x * Phi(x), and its derivative
+// Phi(x) + x phi(x) (Phi(1) = 0.8413447, phi(1) = 0.2419707).
+BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
+  tensor x = make({4}, {-1, 0, 1, 2}), y({4});
+  gelu_forward(y, x);
+  const float* v = y.data<float>();
+  BOOST_TEST(v[0] == -0.1586553f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(v[1] == 0.f);
+  BOOST_TEST(v[2] == 0.8413447f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(v[3] == 1.9544997f, boost::test_tools::tolerance(1e-6f));
+  tensor g({4});
+  gelu_backward(g, make({4}, {1, 1, 2, 1}), x);
+  const float* d = g.data<float>();
+  BOOST_TEST(d[0] == 0.1586553f - 0.2419707f, boost::test_tools::tolerance(1e-5f));
+  BOOST_TEST(d[1] == 0.5f, boost::test_tools::tolerance(1e-6f));
+  BOOST_TEST(d[2] == 2.f * (0.8413447f + 0.2419707f), boost::test_tools::tolerance(1e-5f));
+  gelu_forward(x, x);  // in place is allowed
+  BOOST_TEST(x.data<float>()[2] == 0.8413447f, boost::test_tools::tolerance(1e-6f));
 }
 
 BOOST_AUTO_TEST_CASE(axpy_and_scale) {

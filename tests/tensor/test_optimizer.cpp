@@ -1,5 +1,5 @@
-// Tests for tensor/optimizer.cpp: Adam through optimizer_state against values computed by
-// hand, optimizer_state bookkeeping, the state a checkpoint keeps and restores, and the
+// Tests for tensor/optimizer.cpp: Adam and AdamW through optimizer_state against values
+// computed by hand, optimizer_state bookkeeping, the state a checkpoint keeps and restores, and the
 // schedules.
 #define BOOST_TEST_MODULE optimizer
 #include <boost/test/unit_test.hpp>
@@ -40,6 +40,32 @@ BOOST_AUTO_TEST_CASE(adam_second_step_by_hand) {
   BOOST_TEST(p.data<float>()[0] == -(step1 + step2), tt::tolerance(1e-5));
 }
 
+// AdamW shrinks the parameters by lr * weight_decay, then takes Adam's step without the
+// decay in its gradient (PyTorch's AdamW); Adam with the same weight_decay adds it to the
+// gradient instead, and lands elsewhere.
+BOOST_AUTO_TEST_CASE(adamw_decays_the_parameters_apart_from_the_gradient) {
+  optimizer_config cfg;
+  cfg.kind = optimizer_kind::adamw;
+  cfg.weight_decay = 0.5f;
+  optimizer_state w(cfg, 1);
+  BOOST_TEST(!w.slot(1).empty());  // Adam's two moments
+  tensor p = vec({2.f});
+  w.step(p, vec({1.f}), 0.1f);
+  w.step(p, vec({3.f}), 0.1f);
+  const double m1 = 0.1, v1 = 0.001, m2 = 0.9 * m1 + 0.1 * 3, v2 = 0.999 * v1 + 0.001 * 9;
+  const double step1 = 0.1 * (m1 / 0.1) / (std::sqrt(v1 / 0.001) + 1e-8);
+  const double step2 = 0.1 * (m2 / (1 - 0.81)) / (std::sqrt(v2 / (1 - 0.998001)) + 1e-8);
+  const double after1 = 2.0 * (1 - 0.1 * 0.5) - step1;
+  const double want = after1 * (1 - 0.1 * 0.5) - step2;
+  BOOST_TEST(p.data<float>()[0] == want, tt::tolerance(1e-5));
+  cfg.kind = optimizer_kind::adam;
+  optimizer_state a(cfg, 1);
+  tensor q = vec({2.f});
+  a.step(q, vec({1.f}), 0.1f);
+  a.step(q, vec({3.f}), 0.1f);
+  BOOST_TEST(std::abs(q.data<float>()[0] - p.data<float>()[0]) > 0.05f);
+}
+
 BOOST_AUTO_TEST_CASE(state_steps_sgd_through_the_functor) {
   optimizer_config cfg;  // sgd, momentum 0.9
   optimizer_state opt(cfg, 2);
@@ -78,7 +104,9 @@ BOOST_AUTO_TEST_CASE(a_restored_state_steps_bitwise_as_the_one_it_was_copied_fro
 
 BOOST_AUTO_TEST_CASE(parse_names) {
   BOOST_TEST((*parse_optimizer_kind("adam") == optimizer_kind::adam));
-  BOOST_TEST(parse_optimizer_kind("rmsprop").error().message.find("sgd or adam") != std::string::npos);
+  BOOST_TEST((*parse_optimizer_kind("adamw") == optimizer_kind::adamw));
+  BOOST_TEST(name_of(optimizer_kind::adamw) == "adamw");
+  BOOST_TEST(parse_optimizer_kind("rmsprop").error().message.find("sgd, adam or adamw") != std::string::npos);
   BOOST_TEST((*parse_lr_schedule_kind("cosine") == lr_schedule_kind::cosine));
   BOOST_TEST(!parse_lr_schedule_kind("exp").has_value());
 }

@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(unknown_flag_is_named) { expect_usage_error({"train-local",
 BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--epochs", "0"}, {"--epochs", "1 to 10000"});
   expect_usage_error({"train-local", "--epochs", "abc"}, {"--epochs"});
-  expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam"});
+  expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam", "adamw"});
   expect_usage_error({"train-local", "--model", "resnet"}, {"--model", "mlp:IN-H1-...-OUT"});
   expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
   expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});
@@ -90,6 +90,22 @@ BOOST_AUTO_TEST_CASE(short_run_prints_the_json_line) {
   BOOST_TEST(j["model"].get<std::string>() == "mlp:784-256-128-10");
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.5);
   BOOST_TEST(r.err.find("epoch 1/1") != std::string::npos);  // plain progress line off a terminal
+}
+
+// Note [Layer lists]: a model file becomes its layers: text, which trains and names the
+// model; a bad line is a usage error naming the file's line.
+BOOST_AUTO_TEST_CASE(a_model_file_of_layers_trains_and_a_bad_line_is_named) {
+  temp_file net("# LayerNorm and GELU between two linear layers\nflatten\nlinear 64\nlayernorm\ngelu\nlinear 10\n");
+  auto r = run_troupe(with({"train-local", "--model", "file:" + net.path.string()}, quick));
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["model"].get<std::string>() == "layers:flatten; linear 64; layernorm; gelu; linear 10");
+  BOOST_TEST(j["test_accuracy"].get<double>() > 0.5);
+  temp_file bad("flatten\nlinear 64\ngelu 2\n");
+  expect_usage_error({"train-local", "--model", "file:" + bad.path.string()},
+                     {"--model", "line 3 ('gelu 2')", "gelu takes no arguments"});
+  expect_usage_error({"train-local", "--model", "layers:flatten; dense 10"}, {"layer 1 ('dense 10')", "unknown layer"});
 }
 
 BOOST_AUTO_TEST_CASE(config_file_sets_flags_and_the_command_line_wins) {

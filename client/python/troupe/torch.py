@@ -114,11 +114,12 @@ def _server_optimizer(optimizer):
             raise Error("bad_job", "SGD with dampening is not supported on the shards")
         return dict(kind="sgd", lr=g["lr"], momentum=g.get("momentum", 0.0), nesterov=g.get("nesterov", False),
                     weight_decay=g.get("weight_decay", 0.0))
-    if type(optimizer) is _torch.optim.Adam:
+    if type(optimizer) in (_torch.optim.Adam, _torch.optim.AdamW):
         if g.get("amsgrad", False):
-            raise Error("bad_job", "Adam with amsgrad is not supported on the shards")
-        return dict(kind="adam", lr=g["lr"], betas=tuple(g["betas"]), eps=g["eps"], weight_decay=g.get("weight_decay", 0.0))
-    raise Error("bad_job", f"{type(optimizer).__name__} cannot run on the shards (SGD and Adam can); "
+            raise Error("bad_job", f"{type(optimizer).__name__} with amsgrad is not supported on the shards")
+        kind = "adamw" if type(optimizer) is _torch.optim.AdamW else "adam"
+        return dict(kind=kind, lr=g["lr"], betas=tuple(g["betas"]), eps=g["eps"], weight_decay=g.get("weight_decay", 0.0))
+    raise Error("bad_job", f"{type(optimizer).__name__} cannot run on the shards (SGD, Adam and AdamW can); "
                            "pass update_on_kvstore=False to step it on the worker")
 
 

@@ -55,7 +55,8 @@ def train(kv, make_opt, steps, part=None, update_on_kvstore=True, model=None, **
     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
     lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True),
     lambda ps: torch.optim.Adam(ps, lr=0.01),
-], ids=["sgd", "nesterov", "adam"])
+    lambda ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+], ids=["sgd", "nesterov", "adam", "adamw"])
 def test_one_worker_in_sync_matches_plain_pytorch(make_opt):
     expect = reference(make_opt, 6)
     got = train(troupe.kv.create("local"), make_opt, 6)
