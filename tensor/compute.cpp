@@ -248,4 +248,10 @@ void compute::scale(tensor_view out, float alpha) const {
   b_->call("scale", &troupe_backend_v1::scale, fp(out), alpha, out.numel());
 }
 
+void compute::axpy(tensor_view out, float alpha, const_tensor_view in) const {
+  if (!b_) return troupe::axpy(out, alpha, in);
+  require(out.numel() == in.numel(), "axpy shapes");
+  b_->call("axpy", &troupe_backend_v1::axpy, fp(out), alpha, fp(in), in.numel());
+}
+
 }  // namespace troupe

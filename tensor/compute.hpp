@@ -69,7 +69,8 @@ class compute {
   std::int64_t count_correct(const_tensor_view logits, const_tensor_view labels) const;
   void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) const;
   void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) const;
-  void scale(tensor_view out, float alpha) const;  // out *= alpha
+  void scale(tensor_view out, float alpha) const;                     // out *= alpha
+  void axpy(tensor_view out, float alpha, const_tensor_view in) const;  // out += alpha * in
 
  private:
   const backend_context* b_ = nullptr;

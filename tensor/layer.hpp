@@ -24,7 +24,7 @@ struct param_decl {
   std::int64_t fan_in = 0, fan_out = 0;
 };
 
-inline constexpr int max_layer_params = 2;
+inline constexpr int max_layer_params = 8;  // a residual block's inner layers' together
 
 struct layer_forward_args {
   const compute* exec = &host_compute();                  // where the math runs; buffers live there
@@ -32,7 +32,8 @@ struct layer_forward_args {
   const_tensor_view in;                                   // (B, in_shape...)
   std::array<const_tensor_view, max_layer_params> params; // in params() order
   tensor_view saved;                                      // i32 (B * saved_per_sample), kept for backward
-  tensor_view workspace;                                  // f32 scratch, not kept
+  tensor_view workspace;                                  // f32 host scratch (im2col), not kept
+  tensor_view scratch;                                    // f32 in the compute's memory (scratch_floats), not kept
 };
 
 struct layer_backward_args {
@@ -43,6 +44,7 @@ struct layer_backward_args {
   std::array<tensor_view, max_layer_params> param_grads;  // accumulated into (+=)
   const_tensor_view saved;
   tensor_view workspace;
+  tensor_view scratch;
 };
 
 class layer {
@@ -54,7 +56,10 @@ class layer {
   virtual std::string describe() const = 0;    // "linear(784 -> 256)"
   virtual std::vector<param_decl> params() const { return {}; }
   virtual std::int64_t saved_per_sample() const { return 0; }            // i32 elements
+  // Host scratch (the CPU's im2col; a backend brings its own), and scratch in the
+  // compute's memory (device memory on a GPU), for a batch of `batch` rows.
   virtual std::int64_t workspace_floats(std::int64_t /*batch*/) const { return 0; }
+  virtual std::int64_t scratch_floats(std::int64_t /*batch*/) const { return 0; }
   virtual double forward_flops_per_sample() const { return 0.0; }
 
   virtual void forward(const layer_forward_args& a) const = 0;

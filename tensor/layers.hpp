@@ -1,5 +1,6 @@
-// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, GELU, LayerNorm, Flatten. Shapes are per sample
-// and checked when the layer is built; a mismatch is reported, never computed on.
+// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, GELU, LayerNorm, Flatten (the
+// residual block is tensor/residual_layer.hpp). Shapes are per sample and checked when
+// the layer is built; a mismatch is reported, never computed on.
 #pragma once
 
 #include <memory>

@@ -6,13 +6,28 @@
 
 #include "tensor/layers.hpp"
 #include "tensor/random.hpp"
+#include "tensor/residual_layer.hpp"
 
 namespace troupe {
 
 namespace {
 
+init_kind weight_init(const std::vector<layer_spec>& layers, std::size_t i);
+
 expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const shape& in, init_kind init) {
   switch (s.op) {
+    case layer_op::residual: {
+      std::vector<std::shared_ptr<const layer>> inner;
+      shape cur = in;
+      for (std::size_t i = 0; i < s.inner.size(); ++i) {
+        if (s.inner[i].op == layer_op::residual) return failure{"a residual block cannot hold another"};
+        auto l = make_layer(s.inner[i], cur, weight_init(s.inner, i));
+        if (!l) return failure{"in its residual block, layer " + std::to_string(i) + ": " + l.error().message};
+        cur = (*l)->out_shape();
+        inner.push_back(std::move(*l));
+      }
+      return make_residual(in, std::move(inner));
+    }
     case layer_op::linear: return make_linear(in, s.size, init);
     case layer_op::conv2d: return make_conv2d(in, s.size, s.kernel, s.stride, s.pad, init);
     case layer_op::maxpool2d: return make_maxpool2d(in, s.kernel, s.stride);
@@ -25,10 +40,11 @@ expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const sha
 }
 
 // He initialisation suits a weight layer whose output goes through ReLU (or GELU, which
-// is close to it); the logits layer gets Xavier.
-init_kind weight_init(const model_spec& spec, std::size_t i) {
+// is close to it); the logits layer gets Xavier. Within a residual block, the same over
+// its own layers.
+init_kind weight_init(const std::vector<layer_spec>& layers, std::size_t i) {
   const bool rectified =
-      i + 1 < spec.layers.size() && (spec.layers[i + 1].op == layer_op::relu || spec.layers[i + 1].op == layer_op::gelu);
+      i + 1 < layers.size() && (layers[i + 1].op == layer_op::relu || layers[i + 1].op == layer_op::gelu);
   return rectified ? init_kind::he_normal : init_kind::xavier_uniform;
 }
 
@@ -43,9 +59,9 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
   model m;
   m.name_ = spec.name;
   shape cur = sample_in;
-  int linear_count = 0, conv_count = 0, norm_count = 0;
+  int linear_count = 0, conv_count = 0, norm_count = 0, residual_count = 0;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
-    auto l = make_layer(spec.layers[i], cur, weight_init(spec, i));
+    auto l = make_layer(spec.layers[i], cur, weight_init(spec.layers, i));
     if (!l) return failure{"model '" + spec.name + "', layer " + std::to_string(i) + ": " + l.error().message};
     const layer& ly = **l;
     std::array<int, max_layer_params> ids;
@@ -55,6 +71,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
     if (ly.kind() == "linear") prefix = "fc" + std::to_string(++linear_count);
     if (ly.kind() == "conv2d") prefix = "conv" + std::to_string(++conv_count);
     if (ly.kind() == "layernorm") prefix = "ln" + std::to_string(++norm_count);
+    if (ly.kind() == "residual") prefix = "res" + std::to_string(++residual_count);  // "res1.0.weight"
     for (std::size_t p = 0; p < decls.size(); ++p) {
       param_block b;
       b.name = prefix + "." + decls[p].suffix;
@@ -175,11 +192,13 @@ model_activations model::make_activations(std::int64_t capacity, const compute& 
 model_scratch model::make_scratch(std::int64_t capacity, const compute& c) const {
   model_scratch s;
   s.capacity = capacity;
-  std::int64_t ws = 0;
+  std::int64_t ws = 0, sc = 0;
   for (int i = 0; i < num_layers(); ++i) {
     s.grads.push_back(i == 0 ? tensor() : c.make(layers_[i]->in_shape().prepend(capacity)));
     ws = std::max(ws, layers_[i]->workspace_floats(capacity));
+    sc = std::max(sc, layers_[i]->scratch_floats(capacity));
   }
+  if (sc > 0) s.scratch = c.make({sc});
   // The workspace is host scratch for im2col; a backend brings its own.
   s.workspace = c.host_memory() ? tensor({std::max<std::int64_t>(ws, 1)}) : tensor({1});
   return s;
@@ -222,6 +241,7 @@ const_tensor_view model::forward_layers(model_activations& acts, model_scratch& 
     a.params = block_views(blocks_, layer_blocks_[i], params);
     if (!acts.saved[i].empty()) a.saved = acts.saved[i].view().flat(0, b * layers_[i]->saved_per_sample());
     a.workspace = scratch.workspace;
+    if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
     layers_[i]->forward(a);
     x = a.out;
   }
@@ -263,6 +283,7 @@ const_tensor_view model::backward_layers(const model_activations& acts, model_sc
     }
     if (!acts.saved[i].empty()) a.saved = acts.saved[i].view().flat(0, b * layers_[i]->saved_per_sample());
     a.workspace = scratch.workspace;
+    if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
     layers_[i]->backward(a);
     dy = need_grad_in ? const_tensor_view(a.grad_in) : const_tensor_view();
   }

@@ -37,7 +37,8 @@ struct model_activations {
 struct model_scratch {
   std::int64_t capacity = 0;
   std::vector<tensor> grads;      // per layer: dL/d(input of layer i) for i >= 1
-  tensor workspace;               // f32, max over layers
+  tensor workspace;               // f32 host scratch, max over layers
+  tensor scratch;                 // f32 in the compute's memory, max over layers' scratch_floats
 };
 
 class model {

@@ -66,6 +66,8 @@ model_spec fashion_cnn() {
 //   conv2d C [k=3] [stride=1] [pad=0]          C output channels, a k x k kernel
 //   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
 //   relu | gelu | layernorm | flatten
+//   residual(L1, L2, ...)                      x + f(x), f those layers (',' between them),
+//                                              which must end in x's shape; not nested
 // A linear or conv2d layer is He-initialised when a relu or gelu follows it, else Xavier.
 // Layernorm normalises over the last dimension, with its own weight (1) and bias (0).
 // The canonical text (the model's name) writes every option, so two spellings of one
@@ -95,8 +97,36 @@ std::optional<std::int64_t> positive(std::string_view tok, std::int64_t max = 1 
   return v;
 }
 
+expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item);
+
+// "residual(L1, L2, ...)": the block's layers, each as in a list.
+expected<std::pair<layer_spec, std::string>> parse_residual(std::string_view body) {
+  layer_spec block;
+  block.op = layer_op::residual;
+  std::string canon = "residual(";
+  for (std::size_t i = 0;; ++i) {
+    const auto comma = body.find(',');
+    const std::string_view part = body.substr(0, comma);
+    if (trim(part).starts_with("residual")) return failure{"a residual block cannot hold another"};
+    auto l = parse_layer(part);
+    if (!l) return failure{"its layer " + std::to_string(i) + " ('" + std::string(trim(part)) + "'): " + l.error().message};
+    block.inner.push_back(l->first);
+    canon += (i ? ", " : "") + l->second;
+    if (comma == std::string_view::npos) break;
+    body.remove_prefix(comma + 1);
+  }
+  return std::make_pair(block, canon + ")");
+}
+
 // One layer of a list: the spec and its canonical text, or why not.
 expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) {
+  if (trim(item).starts_with("residual")) {
+    const std::string_view t = trim(item);
+    const auto open = t.find('(');
+    if (open == std::string_view::npos || t.back() != ')' || !trim(t.substr(8, open - 8)).empty())
+      return failure{"a residual block is written residual(L1, L2, ...)"};
+    return parse_residual(t.substr(open + 1, t.size() - open - 2));
+  }
   const auto w = words(item);
   if (w.empty()) return failure{"an empty layer"};
   const std::string_view op = w.front();

@@ -18,7 +18,7 @@
 
 namespace troupe {
 
-enum class layer_op : std::uint8_t { linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm };
+enum class layer_op : std::uint8_t { linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm, residual };
 
 struct layer_spec {
   layer_op op = layer_op::relu;
@@ -26,6 +26,7 @@ struct layer_spec {
   std::int64_t kernel = 0;  // conv2d, maxpool2d
   std::int64_t stride = 1;
   std::int64_t pad = 0;
+  std::vector<layer_spec> inner;  // residual: the block's layers, whose output is added to its input
 };
 
 struct model_spec {
@@ -38,7 +39,7 @@ struct model_spec {
 inline constexpr std::string_view model_spec_help =
     "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), mlp:IN-H1-...-OUT, layers:L1; L2; ... or file:PATH (one "
     "layer a line), each layer one of: linear N, conv2d C [k=3] [stride=1] [pad=0], maxpool2d [k=2] [stride=K], "
-    "relu, gelu, layernorm, flatten";
+    "relu, gelu, layernorm, flatten, residual(L1, L2, ...)";
 
 expected<model_spec> parse_model_spec(std::string_view text);
 

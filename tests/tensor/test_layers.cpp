@@ -1,65 +1,14 @@
-// Tests for tensor/layers.cpp: every layer's backward (GELU and LayerNorm included) (input and parameter gradients)
-// against central finite differences of a random linear probe of its output, plus the
-// factories' shape validation.
+// Tests for tensor/layers.cpp: every layer's backward (GELU and LayerNorm included; input
+// and parameter gradients) against central finite differences of a random linear probe
+// of its output (tests/support/layer_gradients.hpp), plus the factories' shape validation.
 #define BOOST_TEST_MODULE layers
 #include <boost/test/unit_test.hpp>
 
 #include "tensor/layers.hpp"
-#include "tests/support/numeric.hpp"
+#include "tests/support/layer_gradients.hpp"
 
 using namespace troupe;
-
-namespace {
-
-// Runs a full forward/backward of one layer on a batch and checks all gradients.
-void check_layer(const layer& l, std::int64_t batch, double eps, std::uint64_t seed, bool distinct_inputs = false) {
-  tensor x = test::random_tensor(l.in_shape().prepend(batch), seed);
-  if (distinct_inputs) {  // for max pooling and ReLU: no ties and no values at the kink
-    rng r(seed);
-    std::vector<float> vals(x.numel());
-    for (std::size_t i = 0; i < vals.size(); ++i) vals[i] = (static_cast<float>(i) - vals.size() / 2.f + 0.5f) * 0.05f;
-    r.shuffle(std::span<float>(vals));
-    std::copy(vals.begin(), vals.end(), x.data<float>());
-  }
-  std::vector<tensor> params, grads;
-  for (const auto& d : l.params()) {
-    params.push_back(test::random_tensor(d.shape, seed + params.size() + 1, 0.5f));
-    grads.emplace_back(d.shape);
-  }
-  tensor y(l.out_shape().prepend(batch));
-  tensor probe = test::random_tensor(y.sizes(), seed + 10);
-  tensor saved({std::max<std::int64_t>(1, batch * l.saved_per_sample())}, dtype::i32);
-  tensor ws({std::max<std::int64_t>(1, l.workspace_floats(batch))});
-  layer_forward_args fa;
-  fa.out = y;
-  fa.in = x;
-  for (std::size_t i = 0; i < params.size(); ++i) fa.params[i] = params[i];
-  fa.saved = saved;
-  fa.workspace = ws;
-  auto loss = [&] {
-    l.forward(fa);
-    return test::dot(y, probe);
-  };
-  loss();
-  tensor dx(x.sizes());
-  layer_backward_args ba;
-  ba.grad_in = dx;
-  ba.grad_out = probe;
-  ba.in = x;
-  ba.out = y;
-  ba.params = fa.params;
-  for (std::size_t i = 0; i < grads.size(); ++i) ba.param_grads[i] = grads[i];
-  ba.saved = saved;
-  ba.workspace = ws;
-  l.backward(ba);
-  BOOST_TEST_CONTEXT(l.describe() << " input gradient") { test::check_gradient(x, dx, loss, eps, 2e-3, 1e-3); }
-  for (std::size_t i = 0; i < params.size(); ++i)
-    BOOST_TEST_CONTEXT(l.describe() << " parameter " << i) {
-      test::check_gradient(params[i], grads[i], loss, eps, 2e-3, 1e-3);
-    }
-}
-
-}  // namespace
+using test::check_layer;
 
 BOOST_AUTO_TEST_CASE(linear_gradients) {
   auto l = make_linear({13}, 7, init_kind::he_normal);

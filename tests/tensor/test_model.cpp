@@ -48,6 +48,27 @@ BOOST_AUTO_TEST_CASE(cnn_blocks_and_shapes) {
   BOOST_TEST(m.forward_flops_per_sample() > 8e6);
 }
 
+// A residual block is one layer; its blocks are named after it and its own layers, and
+// a block that does not fit is reported with the model's layer.
+BOOST_AUTO_TEST_CASE(a_residual_block_is_one_layer_with_its_layers_parameters) {
+  model m = build("layers:flatten; linear 16; residual(layernorm, linear 8, gelu, linear 16); linear 10");
+  BOOST_TEST(m.num_layers() == 4);
+  std::vector<std::string> names;
+  for (const auto& b : m.blocks()) names.push_back(b.name);
+  BOOST_TEST((names == std::vector<std::string>{"fc1.weight", "fc1.bias", "res1.0.weight", "res1.0.bias",
+                                                "res1.1.weight", "res1.1.bias", "res1.3.weight", "res1.3.bias",
+                                                "fc2.weight", "fc2.bias"}));
+  BOOST_TEST(m.blocks()[2].layer == 2);
+  BOOST_TEST(m.describe().find("residual(layernorm(16), linear(16 -> 8), gelu, linear(8 -> 16))") !=
+             std::string::npos, m.describe());
+  auto s = parse_model_spec("layers:flatten; linear 16; residual(linear 8); linear 10");
+  BOOST_REQUIRE(s.has_value());
+  auto bad = model::build(*s, {1, 28, 28}, 10);
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message.find("layer 2: a residual block must end in its input's shape (16)") !=
+             std::string::npos, bad.error().message);
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_data_is_reported) {
   auto small = model::build(*parse_model_spec("mlp:100-10"), {1, 28, 28}, 10);
   BOOST_REQUIRE(!small.has_value());

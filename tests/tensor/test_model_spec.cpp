@@ -63,6 +63,27 @@ BOOST_AUTO_TEST_CASE(a_layer_list_names_every_option) {
   BOOST_TEST(parse_model_spec(m->name)->name == m->name);
 }
 
+BOOST_AUTO_TEST_CASE(a_residual_block_lists_its_layers) {
+  auto m = parse_model_spec("layers:flatten; linear 16; residual( layernorm,linear 8 , gelu, linear 16 ); linear 10");
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_TEST(m->name == "layers:flatten; linear 16; residual(layernorm, linear 8, gelu, linear 16); linear 10");
+  BOOST_REQUIRE(m->layers.size() == 4u);
+  BOOST_TEST((m->layers[2].op == layer_op::residual));
+  BOOST_REQUIRE(m->layers[2].inner.size() == 4u);
+  BOOST_TEST((m->layers[2].inner[3].op == layer_op::linear && m->layers[2].inner[3].size == 16));
+  for (const auto& [text, want] : std::vector<std::pair<std::string, std::string>>{
+           {"layers:residual(linear 8, residual(linear 8))", "cannot hold another"},
+           {"layers:residual linear 8", "written residual(L1, L2, ...)"},
+           {"layers:residual(linear 8, gelu 1)", "layer 0 ('residual(linear 8, gelu 1)'): its layer 1 ('gelu 1')"},
+           {"layers:residual()", "its layer 0 (''): an empty layer"}}) {
+    auto bad = parse_model_spec(text);
+    BOOST_TEST_CONTEXT(text) {
+      BOOST_REQUIRE(!bad.has_value());
+      BOOST_TEST(bad.error().message.find(want) != std::string::npos, bad.error().message);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_layer_is_named_by_its_place_and_text) {
   const std::pair<const char*, const char*> cases[] = {
       {"layers:flatten; linear x", "layer 1 ('linear x'): 'x' is not an output width"},

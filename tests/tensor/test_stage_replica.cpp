@@ -129,7 +129,9 @@ BOOST_AUTO_TEST_CASE(the_backend_path_computes_what_the_host_computes) {
   BOOST_REQUIRE(cpu.has_value());
   const compute staged(*cpu, true);
   BOOST_REQUIRE(!staged.host_memory());
-  for (const char* spec : {"mlp", "cnn"}) {
+  // The layer list has a residual block (its scratch in the backend's memory), LayerNorm and GELU.
+  for (const char* spec : {"mlp", "cnn", "layers:flatten; linear 32; residual(layernorm, linear 16, gelu, linear 32); "
+                                         "gelu; linear 10"}) {
     const model m = build_model(spec);
     const minibatch mb = random_batch(24, 9);
     const reference ref = unsplit(m, mb);

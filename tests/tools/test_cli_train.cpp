@@ -110,18 +110,18 @@ BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {
   BOOST_TEST(r.err.find("repeats them") != std::string::npos);
 }
 
-// A layers: model (LayerNorm and GELU) reaches every member as its text and trains in a
-// 2-stage pipeline cut between its layers.
+// A layers: model (a residual block with LayerNorm and GELU) reaches every member as its
+// text and trains in a 2-stage pipeline cut between its layers.
 BOOST_AUTO_TEST_CASE(train_runs_a_layer_list_model_in_a_pipeline) {
   auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "3",
-                       "--model", "layers:flatten; linear 64; layernorm; gelu; linear 32; gelu; linear 10",
+                       "--model", "layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10",
                        "--pipeline-stages", "2", "--microbatches", "2", "--workers", "2", "--servers", "1"});
   BOOST_TEST_INFO("stderr: " << r.err);
   BOOST_REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   BOOST_TEST(j["pipeline_stages"].get<int>() == 2);
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.6);  // 83.7% here; 10 classes, so chance is 10%
-  BOOST_TEST(r.err.find("model layers:flatten; linear 64; layernorm; gelu; linear 32; gelu; linear 10") !=
+  BOOST_TEST(r.err.find("model layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10") !=
              std::string::npos);
 }
 

@@ -1,0 +1,25 @@
+// A residual block: y = x + f(x), f a short sequence of layers that ends in x's shape
+// (He et al. 2016; the pre-norm transformer block's MLP half is
+// residual(layernorm, linear, gelu, linear)). One layer to the model, so a pipeline cuts
+// around it, never inside.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "base/expected.hpp"
+#include "tensor/layer.hpp"
+
+namespace troupe {
+
+// Note [Residual blocks]
+// A layer keeps nothing between forward and backward but its i32 `saved`, so the block's
+// backward runs f's forward again on x (activation recomputation) into its scratch, then
+// f's backward, and adds the two gradient paths: dL/dx = dy + df^T dy. That costs one
+// more forward of f per backward and no activation memory between the passes. Its
+// parameters are its layers' in order, named "<i>.<name>" (the model prefixes "res<k>.").
+// Refused: no layers, a layer that saves state for backward (max pooling), more than
+// max_layer_params parameter tensors, an output shape other than the input's.
+expected<std::shared_ptr<const layer>> make_residual(const shape& in, std::vector<std::shared_ptr<const layer>> inner);
+
+}  // namespace troupe

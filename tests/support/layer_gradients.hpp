@@ -1,0 +1,70 @@
+// Test helper: one layer's forward and backward on a random batch, its input and
+// parameter gradients checked against central finite differences of a random linear
+// probe of its output.
+#pragma once
+
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <span>
+#include <vector>
+
+#include "tensor/layer.hpp"
+#include "tensor/random.hpp"
+#include "tests/support/numeric.hpp"
+
+namespace troupe::test {
+
+// Runs a full forward/backward of one layer on a batch and checks all gradients.
+inline void check_layer(const layer& l, std::int64_t batch, double eps, std::uint64_t seed, bool distinct_inputs = false) {
+  tensor x = random_tensor(l.in_shape().prepend(batch), seed);
+  if (distinct_inputs) {  // for max pooling and ReLU: no ties and no values at the kink
+    rng r(seed);
+    std::vector<float> vals(x.numel());
+    for (std::size_t i = 0; i < vals.size(); ++i) vals[i] = (static_cast<float>(i) - vals.size() / 2.f + 0.5f) * 0.05f;
+    r.shuffle(std::span<float>(vals));
+    std::copy(vals.begin(), vals.end(), x.data<float>());
+  }
+  std::vector<tensor> params, grads;
+  for (const auto& d : l.params()) {
+    params.push_back(random_tensor(d.shape, seed + params.size() + 1, 0.5f));
+    grads.emplace_back(d.shape);
+  }
+  tensor y(l.out_shape().prepend(batch));
+  tensor probe = random_tensor(y.sizes(), seed + 10);
+  tensor saved({std::max<std::int64_t>(1, batch * l.saved_per_sample())}, dtype::i32);
+  tensor ws({std::max<std::int64_t>(1, l.workspace_floats(batch))});
+  tensor scratch({std::max<std::int64_t>(1, l.scratch_floats(batch))});
+  layer_forward_args fa;
+  fa.out = y;
+  fa.in = x;
+  for (std::size_t i = 0; i < params.size(); ++i) fa.params[i] = params[i];
+  fa.saved = saved;
+  fa.workspace = ws;
+  fa.scratch = scratch;
+  auto loss = [&] {
+    l.forward(fa);
+    return dot(y, probe);
+  };
+  loss();
+  tensor dx(x.sizes());
+  layer_backward_args ba;
+  ba.grad_in = dx;
+  ba.grad_out = probe;
+  ba.in = x;
+  ba.out = y;
+  ba.params = fa.params;
+  for (std::size_t i = 0; i < grads.size(); ++i) ba.param_grads[i] = grads[i];
+  ba.saved = saved;
+  ba.workspace = ws;
+  ba.scratch = scratch;
+  l.backward(ba);
+  BOOST_TEST_CONTEXT(l.describe() << " input gradient") { check_gradient(x, dx, loss, eps, 2e-3, 1e-3); }
+  for (std::size_t i = 0; i < params.size(); ++i)
+    BOOST_TEST_CONTEXT(l.describe() << " parameter " << i) {
+      check_gradient(params[i], grads[i], loss, eps, 2e-3, 1e-3);
+    }
+}
+
+
+}  // namespace troupe::test
