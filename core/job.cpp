@@ -6,6 +6,8 @@
 #include <random>
 #include <sstream>
 
+#include "tensor/layer_profile.hpp"
+
 namespace troupe {
 
 namespace {
@@ -67,7 +69,7 @@ std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const 
   switch (by) {
     case stage_balance::time:
       s << ", balanced by measured time (each layer's forward and backward on " << rows
-        << " rows on this host, median of 5)";
+        << " rows on this host, median of " << profile_options{}.passes << ")";
       break;
     case stage_balance::flops: s << ", balanced by forward FLOPs"; break;
     case stage_balance::params: s << ", balanced by parameters"; break;

@@ -1,7 +1,8 @@
 // Where a pipeline's stages sit in the model and in the shards: the cut points (given,
-// or balanced by FLOPs, parameter count or measured time), each stage's layers and its contiguous range
-// of the model's flat parameter vector, the key ranges a stage packs into each shard,
-// and each shard's slice per stage (shard_config::stage_slices, Note [Slices]).
+// or balanced by FLOPs, parameter count or measured time), each stage's layers and its
+// contiguous range of the model's flat parameter vector, the key ranges a stage packs
+// into each shard, and each shard's slice per stage (shard_config::stage_slices, Note
+// [Slices]).
 //
 // A stage's parameters are one contiguous range of the flat vector (blocks are laid out
 // in layer order and a stage is consecutive layers), and a shard's buffer is its ranges in
