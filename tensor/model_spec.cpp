@@ -16,6 +16,18 @@ failure bad_spec(std::string_view text, const std::string& why) {
   return failure{std::move(msg)};
 }
 
+// A layer spec with these fields, the rest (a residual's layers) empty.
+layer_spec spec_of(layer_op op, std::int64_t size = 0, std::int64_t kernel = 0, std::int64_t stride = 1,
+                   std::int64_t pad = 0) {
+  layer_spec l;
+  l.op = op;
+  l.size = size;
+  l.kernel = kernel;
+  l.stride = stride;
+  l.pad = pad;
+  return l;
+}
+
 expected<model_spec> parse_mlp(std::string_view text, std::string_view dims) {
   std::vector<std::int64_t> widths;
   while (!dims.empty()) {
@@ -33,10 +45,10 @@ expected<model_spec> parse_mlp(std::string_view text, std::string_view dims) {
   if (widths.size() < 2) return bad_spec(text, "an mlp needs at least an input and an output width");
   model_spec spec;
   spec.input_features = widths.front();
-  spec.layers.push_back({layer_op::flatten});
+  spec.layers.push_back(spec_of(layer_op::flatten));
   for (std::size_t i = 1; i < widths.size(); ++i) {
-    spec.layers.push_back({layer_op::linear, widths[i]});
-    if (i + 1 < widths.size()) spec.layers.push_back({layer_op::relu});
+    spec.layers.push_back(spec_of(layer_op::linear, widths[i]));
+    if (i + 1 < widths.size()) spec.layers.push_back(spec_of(layer_op::relu));
   }
   spec.name = "mlp:";
   for (std::size_t i = 0; i < widths.size(); ++i) {
@@ -50,10 +62,10 @@ model_spec fashion_cnn() {
   model_spec spec;
   spec.name = "cnn:fashion";
   spec.layers = {
-      {layer_op::conv2d, 32, 3, 1, 1}, {layer_op::relu}, {layer_op::maxpool2d, 0, 2, 2, 0},
-      {layer_op::conv2d, 64, 3, 1, 1}, {layer_op::relu}, {layer_op::maxpool2d, 0, 2, 2, 0},
-      {layer_op::flatten},             {layer_op::linear, 128}, {layer_op::relu},
-      {layer_op::linear, 10},
+      spec_of(layer_op::conv2d, 32, 3, 1, 1), spec_of(layer_op::relu), spec_of(layer_op::maxpool2d, 0, 2, 2, 0),
+      spec_of(layer_op::conv2d, 64, 3, 1, 1), spec_of(layer_op::relu), spec_of(layer_op::maxpool2d, 0, 2, 2, 0),
+      spec_of(layer_op::flatten),             spec_of(layer_op::linear, 128), spec_of(layer_op::relu),
+      spec_of(layer_op::linear, 10),
   };
   return spec;
 }
@@ -158,7 +170,11 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
   auto size_arg = [&](const char* what) -> expected<std::int64_t> {
     if (plain.size() != 1) return failure{std::string(op) + " needs " + what};
     const auto v = positive(plain.front());
-    if (!v || *v == 0) return failure{"'" + std::string(plain.front()) + "' is not " + what + " (a positive integer)"};
+    if (!v || *v == 0) {
+      std::string why = "'";
+      why.append(plain.front()).append("' is not ").append(what).append(" (a positive integer)");
+      return failure{std::move(why)};
+    }
     return *v;
   };
   layer_spec l;
@@ -167,7 +183,7 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
     auto n = size_arg("an output width");
     if (!n) return n.error();
     if (auto bad = take({})) return *bad;
-    l = {layer_op::linear, *n};
+    l = spec_of(layer_op::linear, *n);
     canon << "linear " << *n;
   } else if (op == "conv2d") {
     auto c = size_arg("a channel count");
@@ -175,7 +191,7 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
     std::int64_t k = 3, stride = 1, pad = 0;
     if (auto bad = take({{"k", &k}, {"stride", &stride}, {"pad", &pad}})) return *bad;
     if (k == 0 || stride == 0) return failure{"conv2d needs k and stride of at least 1"};
-    l = {layer_op::conv2d, *c, k, stride, pad};
+    l = spec_of(layer_op::conv2d, *c, k, stride, pad);
     canon << "conv2d " << *c << " k=" << k << " stride=" << stride << " pad=" << pad;
   } else if (op == "maxpool2d") {
     if (!plain.empty()) return failure{"maxpool2d takes only k= and stride="};
@@ -183,7 +199,7 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
     if (auto bad = take({{"k", &k}, {"stride", &stride}})) return *bad;
     if (stride == 0) stride = k;
     if (k == 0) return failure{"maxpool2d needs k of at least 1"};
-    l = {layer_op::maxpool2d, 0, k, stride, 0};
+    l = spec_of(layer_op::maxpool2d, 0, k, stride, 0);
     canon << "maxpool2d k=" << k << " stride=" << stride;
   } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "flatten") {
     if (!plain.empty() || !options.empty()) return failure{std::string(op) + " takes no arguments"};
