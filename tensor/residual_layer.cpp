@@ -11,9 +11,11 @@ class residual_layer final : public layer {
  public:
   residual_layer(const shape& in, std::vector<std::shared_ptr<const layer>> inner)
       : layer(in, in), inner_(std::move(inner)) {
+    int params = 0;
     for (const auto& l : inner_) {
-      first_param_.push_back(params_);
-      params_ += static_cast<int>(l->params().size());
+      first_param_.push_back(params);
+      param_count_.push_back(static_cast<int>(l->params().size()));
+      params += param_count_.back();
       out_floats_ += l->out_shape().numel();
       widest_in_ = std::max(widest_in_, l->in_shape().numel());
     }
@@ -72,7 +74,7 @@ class residual_layer final : public layer {
       ia.grad_out = dy;
       ia.in = k == 0 ? a.in : const_tensor_view(out_of(a.scratch, b, k - 1));
       ia.out = out_of(a.scratch, b, k);
-      for (int p = 0; p < static_cast<int>(l.params().size()); ++p) {
+      for (int p = 0; p < param_count_[k]; ++p) {
         ia.params[p] = a.params[first_param_[k] + p];
         ia.param_grads[p] = a.param_grads[first_param_[k] + p];
       }
@@ -98,7 +100,7 @@ class residual_layer final : public layer {
       ia.exec = exec;
       ia.out = out_of(scratch, b, k);
       ia.in = x;
-      for (int p = 0; p < static_cast<int>(l.params().size()); ++p) ia.params[p] = params[first_param_[k] + p];
+      for (int p = 0; p < param_count_[k]; ++p) ia.params[p] = params[first_param_[k] + p];
       ia.workspace = workspace;
       ia.scratch = inner_scratch(scratch, b);
       l.forward(ia);
@@ -123,8 +125,9 @@ class residual_layer final : public layer {
   }
 
   std::vector<std::shared_ptr<const layer>> inner_;
-  std::vector<int> first_param_;  // per inner layer: where its parameters start in the block's
-  int params_ = 0;
+  // Per inner layer: where its parameters start in the block's, and how many it has
+  // (counted once here: params() builds its declarations, names and all).
+  std::vector<int> first_param_, param_count_;
   std::int64_t out_floats_ = 0, widest_in_ = 0;  // per sample
 };
 
