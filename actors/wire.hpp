@@ -71,7 +71,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
            x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.straggler_factor, x.balance_shares,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints,
-           x.batch_auto, x.ring_op, x.ring_piece_elems);
+           x.batch_auto, x.ring_op, x.ring_piece_elems, x.context);
 }
 
 template <class Inspector>

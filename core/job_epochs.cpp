@@ -122,7 +122,7 @@ void job_core::report_epoch(std::int32_t e, job_actions_list& out) {
     if (s.evaluated) m_->test_accuracy->Set(s.test_accuracy);
   }
   out.push_back(epoch_closed{s});
-  if (auto why = ledger_.check_accuracy(s, layout_.output_shape().numel())) out.push_back(note{*why});
+  if (auto why = ledger_.check_accuracy(s, layout_.output_shape()[layout_.output_shape().rank() - 1])) out.push_back(note{*why});
   if (e + 1 == job_.train.epochs) ledger_.record_final(s);
   --evals_pending_;
   maybe_finalize(out);

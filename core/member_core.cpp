@@ -172,7 +172,7 @@ std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) 
     }
     if (data_) {
       xb_ = tensor(data_->train.sample_shape().prepend(max_rows));
-      yb_ = tensor({max_rows}, dtype::i32);
+      yb_ = tensor(data_->train.labels.sizes().drop_front().prepend(max_rows), dtype::i32);
     }
   });
 }

@@ -54,6 +54,10 @@ const troupe_backend_v1 table = {
     .gelu_backward = entry::gelu_backward,
     .layer_norm_forward = entry::layer_norm_forward,
     .layer_norm_backward = entry::layer_norm_backward,
+    .embedding_forward = entry::embedding_forward,
+    .embedding_backward = entry::embedding_backward,
+    .attention_forward = entry::attention_forward,
+    .attention_backward = entry::attention_backward,
 };
 
 }  // namespace

@@ -39,6 +39,14 @@ int layer_norm_forward(void* ctx, float* out, const float* in, const float* gamm
                        int64_t cols, float eps);
 int layer_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
                         const float* in, const float* gamma, int64_t rows, int64_t cols, float eps);
+int embedding_forward(void* ctx, float* out, const float* ids, const float* table, const float* positions,
+                      int64_t batch, int64_t seq_len, int64_t vocab, int64_t dim);
+int embedding_backward(void* ctx, float* grad_table, float* grad_positions, const float* grad_out, const float* ids,
+                       int64_t batch, int64_t seq_len, int64_t vocab, int64_t dim);
+int attention_forward(void* ctx, float* out, float* probs, const float* qkv, int64_t batch, int64_t seq_len,
+                      int64_t heads, int64_t head_dim);
+int attention_backward(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
+                       const float* probs, int64_t batch, int64_t seq_len, int64_t heads, int64_t head_dim);
 int axpy(void* ctx, float* out, float alpha, const float* in, int64_t n);
 int scale(void* ctx, float* out, float alpha, int64_t n);
 int conv2d_forward(void* ctx, float* out, const float* in, const float* weight, const float* bias, int64_t batch,

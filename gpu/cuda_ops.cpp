@@ -1,8 +1,10 @@
-// The CUDA backend's op entries: linear layers are cuBLAS sgemm, convolutions cuDNN's
-// legacy API, everything else Troupe's kernels (kernels.cu). Each runs on the context's
+// The CUDA backend's op entries: linear layers are cuBLAS sgemm, attention cuBLAS's
+// strided batched sgemm around a masked softmax kernel, convolutions cuDNN's legacy API,
+// everything else Troupe's kernels (kernels.cu). Each runs on the context's
 // compute stream; results returned through host pointers are synchronous.
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <vector>
 
 #include "gpu/cuda_context.hpp"
@@ -64,6 +66,81 @@ int layer_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* gra
     scratch stats(c, 2 * sizeof(float) * static_cast<std::size_t>(rows));
     launch_layer_norm_backward(c.compute.get(), grad_in, grad_gamma, grad_beta, stats.as<void>(), grad_out, in, gamma,
                                rows, cols, eps);
+  });
+}
+
+namespace {
+
+// Row-major C_i = alpha op(A_i) op(B_i) + beta C_i for i < count, the operands strided by
+// sa, sb and sc elements: cuBLAS's column-major batched call with the operands swapped.
+void gemm_batched(context& c, bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                  int64_t lda, int64_t sa, const float* b, int64_t ldb, int64_t sb, float beta, float* out,
+                  int64_t ldc, int64_t sc, int64_t count) {
+  TROUPE_GPU(cublasSgemmStridedBatched(c.blas.get(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       static_cast<int>(n), static_cast<int>(m), static_cast<int>(k), &alpha, b,
+                                       static_cast<int>(ldb), sb, a, static_cast<int>(lda), sa, &beta, out,
+                                       static_cast<int>(ldc), sc, static_cast<int>(count)));
+}
+
+}  // namespace
+
+int embedding_forward(void* ctx, float* out, const float* ids, const float* table, const float* positions,
+                      int64_t batch, int64_t seq_len, int64_t, int64_t dim) {
+  return on_device(ctx, [&](context& c) {
+    launch_embedding_forward(c.compute.get(), out, ids, table, positions, batch, seq_len, dim);
+  });
+}
+
+int embedding_backward(void* ctx, float* grad_table, float* grad_positions, const float* grad_out, const float* ids,
+                       int64_t batch, int64_t seq_len, int64_t vocab, int64_t dim) {
+  return on_device(ctx, [&](context& c) {
+    launch_embedding_backward(c.compute.get(), grad_table, grad_positions, grad_out, ids, batch, seq_len, vocab, dim);
+  });
+}
+
+// Per sequence, the heads as one batched GEMM (head h's columns are h * head_dim apart).
+int attention_forward(void* ctx, float* out, float* probs, const float* qkv, int64_t batch, int64_t seq_len,
+                      int64_t heads, int64_t head_dim) {
+  return on_device(ctx, [&](context& c) {
+    const int64_t t = seq_len, d = head_dim, dim = heads * head_dim, tt = t * t;
+    const float scale = 1.f / std::sqrt(static_cast<float>(d));
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* q = qkv + b * t * 3 * dim;
+      gemm_batched(c, false, true, t, t, d, scale, q, 3 * dim, d, q + dim, 3 * dim, d, 0.f, probs + b * heads * tt, t,
+                   tt, heads);
+    }
+    launch_causal_softmax(c.compute.get(), probs, batch * heads * t, t);
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* v = qkv + b * t * 3 * dim + 2 * dim;
+      gemm_batched(c, false, false, t, d, t, 1.f, probs + b * heads * tt, t, tt, v, 3 * dim, d, 0.f, out + b * t * dim,
+                   dim, d, heads);
+    }
+  });
+}
+
+int attention_backward(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
+                       const float* probs, int64_t batch, int64_t seq_len, int64_t heads, int64_t head_dim) {
+  return on_device(ctx, [&](context& c) {
+    const int64_t t = seq_len, d = head_dim, dim = heads * head_dim, tt = t * t;
+    const float scale = 1.f / std::sqrt(static_cast<float>(d));
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* v = qkv + b * t * 3 * dim + 2 * dim;
+      const float* dy = grad_out + b * t * dim;
+      // dP = dY V^T; dV = P^T dY.
+      gemm_batched(c, false, true, t, t, d, 1.f, dy, dim, d, v, 3 * dim, d, 0.f, grad_probs + b * heads * tt, t, tt,
+                   heads);
+      gemm_batched(c, true, false, t, d, t, 1.f, probs + b * heads * tt, t, tt, dy, dim, d, 0.f,
+                   grad_qkv + b * t * 3 * dim + 2 * dim, 3 * dim, d, heads);
+    }
+    launch_causal_softmax_backward(c.compute.get(), grad_probs, probs, batch * heads * t, t, scale);
+    for (int64_t b = 0; b < batch; ++b) {
+      const float* q = qkv + b * t * 3 * dim;
+      const float* ds = grad_probs + b * heads * tt;
+      float* dq = grad_qkv + b * t * 3 * dim;
+      // dQ = dS K; dK = dS^T Q.
+      gemm_batched(c, false, false, t, d, t, 1.f, ds, t, tt, q + dim, 3 * dim, d, 0.f, dq, 3 * dim, d, heads);
+      gemm_batched(c, true, false, t, d, t, 1.f, ds, t, tt, q, 3 * dim, d, 0.f, dq + dim, 3 * dim, d, heads);
+    }
   });
 }
 

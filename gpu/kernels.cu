@@ -238,6 +238,78 @@ __global__ void layer_norm_backward_params_kernel(float* grad_gamma, float* grad
   }
 }
 
+
+// Embeddings: one thread an output element; the table's gradient sums, for each (token,
+// column), the rows of that token in position order, so no atomics and a fixed order.
+__global__ void embedding_forward_kernel(float* out, const float* ids, const float* table, const float* pos,
+                                         std::int64_t context, std::int64_t dim, std::int64_t n) {
+  GRID_STRIDE(i, n) {
+    const std::int64_t r = i / dim, c = i % dim;
+    out[i] = table[static_cast<std::int64_t>(ids[r]) * dim + c] + pos[(r % context) * dim + c];
+  }
+}
+
+__global__ void embedding_backward_table_kernel(float* grad_table, const float* grad_out, const float* ids,
+                                                std::int64_t rows, std::int64_t dim, std::int64_t n) {
+  GRID_STRIDE(i, n) {
+    const float v = static_cast<float>(i / dim);
+    const std::int64_t c = i % dim;
+    float s = 0.f;
+    for (std::int64_t r = 0; r < rows; ++r)
+      if (ids[r] == v) s += grad_out[r * dim + c];
+    grad_table[i] += s;
+  }
+}
+
+__global__ void embedding_backward_positions_kernel(float* grad_pos, const float* grad_out, std::int64_t batch,
+                                                    std::int64_t context, std::int64_t dim, std::int64_t n) {
+  GRID_STRIDE(i, n) {
+    float s = 0.f;
+    for (std::int64_t b = 0; b < batch; ++b) s += grad_out[b * context * dim + i];
+    grad_pos[i] += s;
+  }
+}
+
+__device__ float block_max(float v, float* part) {
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (int w = threads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] = fmaxf(part[threadIdx.x], part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  const float m = part[0];
+  __syncthreads();
+  return m;
+}
+
+// One block a row of scores (row i of a context x context matrix): softmax over j <= i,
+// 0 above the diagonal.
+__global__ void causal_softmax_kernel(float* probs, std::int64_t context) {
+  __shared__ float fpart[threads];
+  __shared__ double part[threads];
+  float* row = probs + blockIdx.x * context;
+  const std::int64_t i = blockIdx.x % context;
+  float mx = -INFINITY;
+  for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) mx = fmaxf(mx, row[j]);
+  mx = block_max(mx, fpart);
+  double s = 0.0;
+  for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) s += expf(row[j] - mx);
+  const float inv = static_cast<float>(1.0 / block_sum(s, part));
+  for (std::int64_t j = threadIdx.x; j < context; j += blockDim.x) row[j] = j <= i ? expf(row[j] - mx) * inv : 0.f;
+}
+
+// One block a row: grad (dP in, dS out) = scale * P * (dP - sum_j P dP), 0 above the diagonal.
+__global__ void causal_softmax_backward_kernel(float* grad, const float* probs, std::int64_t context, float scale) {
+  __shared__ double part[threads];
+  float* row = grad + blockIdx.x * context;
+  const float* p = probs + blockIdx.x * context;
+  const std::int64_t i = blockIdx.x % context;
+  double dot = 0.0;
+  for (std::int64_t j = threadIdx.x; j <= i; j += blockDim.x) dot += static_cast<double>(p[j]) * row[j];
+  const float d = static_cast<float>(block_sum(dot, part));
+  for (std::int64_t j = threadIdx.x; j < context; j += blockDim.x) row[j] = j <= i ? scale * p[j] * (row[j] - d) : 0.f;
+}
+
 }  // namespace
 
 void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n) {
@@ -338,6 +410,32 @@ void launch_adam_step(cudaStream_t s, float* p, const float* g, float* m, float*
   adam_kernel<<<blocks_for(n), threads, 0, s>>>(
       p, g, m, v, n, fn::adam{a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.bias1, a.bias2_sqrt});
   TROUPE_GPU_LAUNCHED("adam_kernel");
+}
+
+void launch_embedding_forward(cudaStream_t s, float* out, const float* ids, const float* table, const float* pos,
+                              std::int64_t batch, std::int64_t context, std::int64_t dim) {
+  const std::int64_t n = batch * context * dim;
+  embedding_forward_kernel<<<blocks_for(n), threads, 0, s>>>(out, ids, table, pos, context, dim, n);
+  TROUPE_GPU_LAUNCHED("embedding_forward_kernel");
+}
+void launch_embedding_backward(cudaStream_t s, float* grad_table, float* grad_pos, const float* grad_out,
+                               const float* ids, std::int64_t batch, std::int64_t context, std::int64_t vocab,
+                               std::int64_t dim) {
+  embedding_backward_table_kernel<<<blocks_for(vocab * dim), threads, 0, s>>>(grad_table, grad_out, ids,
+                                                                              batch * context, dim, vocab * dim);
+  TROUPE_GPU_LAUNCHED("embedding_backward_table_kernel");
+  embedding_backward_positions_kernel<<<blocks_for(context * dim), threads, 0, s>>>(grad_pos, grad_out, batch,
+                                                                                     context, dim, context * dim);
+  TROUPE_GPU_LAUNCHED("embedding_backward_positions_kernel");
+}
+void launch_causal_softmax(cudaStream_t s, float* probs, std::int64_t rows, std::int64_t context) {
+  causal_softmax_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(probs, context);
+  TROUPE_GPU_LAUNCHED("causal_softmax_kernel");
+}
+void launch_causal_softmax_backward(cudaStream_t s, float* grad, const float* probs, std::int64_t rows,
+                                    std::int64_t context, float scale) {
+  causal_softmax_backward_kernel<<<static_cast<unsigned>(rows), threads, 0, s>>>(grad, probs, context, scale);
+  TROUPE_GPU_LAUNCHED("causal_softmax_backward_kernel");
 }
 
 }  // namespace troupe::gpu

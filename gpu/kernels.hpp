@@ -50,4 +50,16 @@ void launch_sgd_step(cudaStream_t s, float* p, const float* g, float* v, std::in
 void launch_adam_step(cudaStream_t s, float* p, const float* g, float* m, float* v, std::int64_t n,
                       const troupe_adam_args& a);
 
+// out (batch, context, dim) = table[ids] + positions; grads accumulate in a fixed order.
+void launch_embedding_forward(cudaStream_t s, float* out, const float* ids, const float* table, const float* pos,
+                              std::int64_t batch, std::int64_t context, std::int64_t dim);
+void launch_embedding_backward(cudaStream_t s, float* grad_table, float* grad_pos, const float* grad_out,
+                               const float* ids, std::int64_t batch, std::int64_t context, std::int64_t vocab,
+                               std::int64_t dim);
+// In place over rows (a multiple of context) of context scores: the causal softmax, and
+// its backward (grad holds dP and becomes scale * dS).
+void launch_causal_softmax(cudaStream_t s, float* probs, std::int64_t rows, std::int64_t context);
+void launch_causal_softmax_backward(cudaStream_t s, float* grad, const float* probs, std::int64_t rows,
+                                    std::int64_t context, float scale);
+
 }  // namespace troupe::gpu

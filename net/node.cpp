@@ -223,7 +223,8 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.fast_path_tag = fast_path_tag(plan);
   opts.lanes = *lanes;
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
-    auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed);
+    auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed,
+                          job.context);
     if (!d) return d.error();
     return std::make_shared<const dataset_split>(std::move(*d));
   };

@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define TROUPE_BACKEND_ABI_VERSION 2
+#define TROUPE_BACKEND_ABI_VERSION 3
 #define TROUPE_BACKEND_ENTRY "troupe_backend_entry"
 
 typedef struct troupe_conv_geom {
@@ -165,6 +165,23 @@ typedef struct troupe_backend_v1 {
    * statistics are recomputed from in. */
   int (*layer_norm_backward)(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
                              const float* in, const float* gamma, int64_t rows, int64_t cols, float eps);
+
+  /* From version 3. out (batch, context, dim) = table[ids] (vocab, dim) + positions
+   * (context, dim); ids (batch, context) are f32 whole numbers in [0, vocab) (the CPU
+   * backend refuses others; the CUDA module reads them as given). */
+  int (*embedding_forward)(void* ctx, float* out, const float* ids, const float* table, const float* positions,
+                           int64_t batch, int64_t context, int64_t vocab, int64_t dim);
+  /* grad_table and grad_positions accumulate, summed in position order (deterministic). */
+  int (*embedding_backward)(void* ctx, float* grad_table, float* grad_positions, const float* grad_out,
+                            const float* ids, int64_t batch, int64_t context, int64_t vocab, int64_t dim);
+  /* Causal multi-head self-attention (tensor/attention.hpp): qkv (batch, context, 3 * heads
+   * * head_dim), probs (batch, heads, context, context) kept for backward, out (batch,
+   * context, heads * head_dim). */
+  int (*attention_forward)(void* ctx, float* out, float* probs, const float* qkv, int64_t batch, int64_t context,
+                           int64_t heads, int64_t head_dim);
+  /* grad_qkv overwritten; grad_probs is scratch of probs' size. */
+  int (*attention_backward)(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
+                            const float* probs, int64_t batch, int64_t context, int64_t heads, int64_t head_dim);
 } troupe_backend_v1;
 
 /* What a module exports under TROUPE_BACKEND_ENTRY. */

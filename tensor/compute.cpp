@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "tensor/embedding.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
@@ -157,6 +158,52 @@ void compute::layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, t
   b_->call("layer_norm_backward", &troupe_backend_v1::layer_norm_backward,
            grad_in.empty() ? nullptr : fp(grad_in), fp(grad_gamma), fp(grad_beta), fp(grad_out), fp(in), fp(gamma),
            in.numel() / cols, cols, eps);
+}
+
+void compute::embedding_forward(tensor_view out, const_tensor_view ids, const_tensor_view table,
+                                const_tensor_view positions) const {
+  if (!b_) return troupe::embedding_forward(out, ids, table, positions);
+  require(table.rank() == 2 && positions.rank() == 2 && table.size(1) == positions.size(1) &&
+              ids.numel() % positions.size(0) == 0 && out.numel() == ids.numel() * table.size(1),
+          "embedding_forward shapes");
+  b_->call("embedding_forward", &troupe_backend_v1::embedding_forward, fp(out), fp(ids), fp(table), fp(positions),
+           ids.numel() / positions.size(0), positions.size(0), table.size(0), table.size(1));
+}
+
+void compute::embedding_backward(tensor_view grad_table, tensor_view grad_positions, const_tensor_view grad_out,
+                                 const_tensor_view ids) const {
+  if (!b_) return troupe::embedding_backward(grad_table, grad_positions, grad_out, ids);
+  require(grad_table.rank() == 2 && grad_positions.rank() == 2 && grad_table.size(1) == grad_positions.size(1) &&
+              ids.numel() % grad_positions.size(0) == 0 && grad_out.numel() == ids.numel() * grad_table.size(1),
+          "embedding_backward shapes");
+  b_->call("embedding_backward", &troupe_backend_v1::embedding_backward, fp(grad_table), fp(grad_positions),
+           fp(grad_out), fp(ids), ids.numel() / grad_positions.size(0), grad_positions.size(0), grad_table.size(0),
+           grad_table.size(1));
+}
+
+void compute::attention_forward(tensor_view out, tensor_view probs, const_tensor_view qkv,
+                                const attention_geometry& g) const {
+  if (!b_) return troupe::causal_attention_forward(out, probs, qkv, g);
+  const std::int64_t per_seq = g.context * g.dim();
+  require(per_seq > 0 && out.numel() % per_seq == 0, "attention_forward shapes");
+  const std::int64_t batch = out.numel() / per_seq;
+  require(qkv.numel() == 3 * out.numel() && probs.numel() == batch * g.heads * g.context * g.context,
+          "attention_forward shapes");
+  b_->call("attention_forward", &troupe_backend_v1::attention_forward, fp(out), fp(probs), fp(qkv), batch, g.context,
+           g.heads, g.head_dim);
+}
+
+void compute::attention_backward(tensor_view grad_qkv, tensor_view grad_probs, const_tensor_view grad_out,
+                                 const_tensor_view qkv, const_tensor_view probs, const attention_geometry& g) const {
+  if (!b_) return troupe::causal_attention_backward(grad_qkv, grad_probs, grad_out, qkv, probs, g);
+  const std::int64_t per_seq = g.context * g.dim();
+  require(per_seq > 0 && grad_out.numel() % per_seq == 0, "attention_backward shapes");
+  const std::int64_t batch = grad_out.numel() / per_seq;
+  require(qkv.numel() == 3 * grad_out.numel() && grad_qkv.numel() == qkv.numel() && grad_probs.numel() == probs.numel() &&
+              probs.numel() == batch * g.heads * g.context * g.context,
+          "attention_backward shapes");
+  b_->call("attention_backward", &troupe_backend_v1::attention_backward, fp(grad_qkv), fp(grad_probs), fp(grad_out),
+           fp(qkv), fp(probs), batch, g.context, g.heads, g.head_dim);
 }
 
 void compute::conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,

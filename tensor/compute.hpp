@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "tensor/attention.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/conv.hpp"
 #include "tensor/elementwise.hpp"
@@ -42,7 +43,7 @@ class compute {
   void synchronize() const;
 
   // The ops, with the host ops' contracts (tensor/gemm.hpp, ops.hpp, conv.hpp, pool.hpp,
-  // layer_norm.hpp, loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
+  // layer_norm.hpp, embedding.hpp, attention.hpp, loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
   void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha = 1.f,
             float beta = 0.f) const;
   void bias_add(tensor_view out, const_tensor_view bias) const;
@@ -55,6 +56,13 @@ class compute {
                           float eps) const;
   void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
                            const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma, float eps) const;
+  void embedding_forward(tensor_view out, const_tensor_view ids, const_tensor_view table,
+                         const_tensor_view positions) const;
+  void embedding_backward(tensor_view grad_table, tensor_view grad_positions, const_tensor_view grad_out,
+                          const_tensor_view ids) const;
+  void attention_forward(tensor_view out, tensor_view probs, const_tensor_view qkv, const attention_geometry& g) const;
+  void attention_backward(tensor_view grad_qkv, tensor_view grad_probs, const_tensor_view grad_out,
+                          const_tensor_view qkv, const_tensor_view probs, const attention_geometry& g) const;
   void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
                       const conv_geometry& g, tensor_view workspace) const;
   void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias, const_tensor_view grad_out,

@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "tensor/attention.hpp"
 #include "tensor/backend_guard.hpp"
 #include "tensor/conv.hpp"
+#include "tensor/embedding.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/host_collective.hpp"
 #include "tensor/layer_norm.hpp"
@@ -276,6 +278,41 @@ const troupe_backend_v1 table = {
             layer_norm_backward(grad_in ? f32(grad_in, {rows, cols}) : tensor_view{}, f32(grad_gamma, {cols}),
                                 f32(grad_beta, {cols}), cf32(grad_out, {rows, cols}), cf32(in, {rows, cols}),
                                 cf32(gamma, {cols}), eps);
+          });
+        },
+    .embedding_forward =
+        [](void*, float* out, const float* ids, const float* tab, const float* pos, int64_t batch, int64_t context,
+           int64_t vocab, int64_t dim) {
+          return guarded([&] {
+            embedding_forward(f32(out, {batch, context, dim}), cf32(ids, {batch, context}), cf32(tab, {vocab, dim}),
+                              cf32(pos, {context, dim}));
+          });
+        },
+    .embedding_backward =
+        [](void*, float* grad_tab, float* grad_pos, const float* grad_out, const float* ids, int64_t batch,
+           int64_t context, int64_t vocab, int64_t dim) {
+          return guarded([&] {
+            embedding_backward(f32(grad_tab, {vocab, dim}), f32(grad_pos, {context, dim}),
+                               cf32(grad_out, {batch, context, dim}), cf32(ids, {batch, context}));
+          });
+        },
+    .attention_forward =
+        [](void*, float* out, float* probs, const float* qkv, int64_t batch, int64_t context, int64_t heads,
+           int64_t head_dim) {
+          return guarded([&] {
+            const attention_geometry g{context, heads, head_dim};
+            causal_attention_forward(f32(out, {batch, context, g.dim()}), f32(probs, {batch, heads, context, context}),
+                                     cf32(qkv, {batch, context, 3 * g.dim()}), g);
+          });
+        },
+    .attention_backward =
+        [](void*, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv, const float* probs,
+           int64_t batch, int64_t context, int64_t heads, int64_t head_dim) {
+          return guarded([&] {
+            const attention_geometry g{context, heads, head_dim};
+            const shape p{batch, heads, context, context}, x{batch, context, 3 * g.dim()};
+            causal_attention_backward(f32(grad_qkv, x), f32(grad_probs, p), cf32(grad_out, {batch, context, g.dim()}),
+                                      cf32(qkv, x), cf32(probs, p), g);
           });
         },
 };

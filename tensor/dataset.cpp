@@ -1,4 +1,5 @@
-// Fashion-MNIST loading and normalisation, the synthetic generator, subsets.
+// Fashion-MNIST loading and normalisation, the synthetic generator, subsets, and the
+// choice among them and the texts by name.
 #include "tensor/dataset.hpp"
 
 #include <cmath>
@@ -8,16 +9,27 @@
 #include "tensor/elementwise.hpp"
 #include "tensor/idx.hpp"
 #include "tensor/random.hpp"
+#include "tensor/text_dataset.hpp"
 
 namespace troupe {
 
 expected<dataset_kind> parse_dataset_kind(std::string_view name) {
   if (name == "fashion-mnist") return dataset_kind::fashion_mnist;
   if (name == "synthetic") return dataset_kind::synthetic;
-  return failure{"unknown dataset '" + std::string(name) + "'; use fashion-mnist or synthetic"};
+  if (name == "fortunes") return dataset_kind::fortunes;
+  if (name.starts_with("text:") && name.size() > 5) return dataset_kind::text;
+  return failure{"unknown dataset '" + std::string(name) + "'; use fashion-mnist, synthetic, fortunes or text:FILE"};
 }
 
-std::string_view name_of(dataset_kind k) { return k == dataset_kind::fashion_mnist ? "fashion-mnist" : "synthetic"; }
+std::string_view name_of(dataset_kind k) {
+  switch (k) {
+    case dataset_kind::fashion_mnist: return "fashion-mnist";
+    case dataset_kind::synthetic: return "synthetic";
+    case dataset_kind::fortunes: return "fortunes";
+    case dataset_kind::text: return "text";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -137,18 +149,23 @@ dataset head(const dataset& d, std::int64_t n) {
   out.name = d.name + "[:" + std::to_string(n) + "]";
   out.num_classes = d.num_classes;
   out.images = tensor(d.sample_shape().prepend(n));
-  out.labels = tensor({n}, dtype::i32);
+  out.labels = tensor(d.labels.sizes().drop_front().prepend(n), dtype::i32);
   copy(out.images, d.images.view().slice(0, n));
   copy(out.labels, d.labels.view().slice(0, n));
   return out;
 }
 
 expected<dataset_split> load_dataset(std::string_view kind_name, const std::string& dir, std::int64_t train_samples,
-                                     std::uint64_t seed) {
+                                     std::uint64_t seed, std::int64_t context) {
   auto kind = parse_dataset_kind(kind_name);
   if (!kind) return kind.error();
   dataset_split split;
-  if (*kind == dataset_kind::synthetic) {
+  if (*kind == dataset_kind::fortunes || *kind == dataset_kind::text) {
+    auto loaded = *kind == dataset_kind::text ? load_text_file(std::string(kind_name.substr(5)), context)
+                                              : load_fortunes(std::string(default_fortunes_dir), context);
+    if (!loaded) return loaded.error();
+    split = std::move(*loaded);
+  } else if (*kind == dataset_kind::synthetic) {
     split = make_synthetic(60000, 10000, seed);  // the sizes of Fashion-MNIST
   } else {
     auto loaded = load_fashion_mnist(dir);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/expected.hpp"
 #include "tensor/tensor.hpp"
@@ -17,20 +18,23 @@ inline constexpr std::string_view default_fashion_mnist_dir = "/usr/share/datase
 
 struct dataset {
   std::string name;
-  tensor images;  // (N, C, H, W) f32
-  tensor labels;  // (N) i32, each in [0, num_classes)
+  tensor images;  // (N, C, H, W) f32; a text's (N, T) token ids (tensor/text_dataset.hpp)
+  tensor labels;  // (N) i32, each in [0, num_classes); a text's (N, T), the next token at each position
   std::int64_t num_classes = 0;
 
-  std::int64_t size() const { return labels.numel(); }
+  std::int64_t size() const { return labels.rank() == 0 ? 0 : labels.size(0); }
+  std::int64_t labels_per_sample() const { return size() == 0 ? 1 : labels.numel() / size(); }
   shape sample_shape() const { return images.sizes().drop_front(); }
 };
 
 struct dataset_split {
   dataset train, test;
   float pixel_mean = 0.f, pixel_std = 1.f;  // of the raw [0, 1] training pixels
+  std::vector<std::string> vocabulary;       // a text's: each class id's character (UTF-8); else empty
 };
 
-enum class dataset_kind : std::uint8_t { fashion_mnist, synthetic };
+// fortunes (Debian's) and text:FILE are tensor/text_dataset.hpp's.
+enum class dataset_kind : std::uint8_t { fashion_mnist, synthetic, fortunes, text };
 expected<dataset_kind> parse_dataset_kind(std::string_view name);
 std::string_view name_of(dataset_kind k);
 
@@ -43,10 +47,10 @@ dataset_split make_synthetic(std::int64_t train_size, std::int64_t test_size, st
 // The first n samples (all of them when n >= size or n <= 0).
 dataset head(const dataset& d, std::int64_t n);
 
-// What a job names: the dataset by name ("fashion-mnist" from dir, or "synthetic" of
-// Fashion-MNIST's sizes from seed), keeping the first train_samples training samples
-// (0 = all).
+// What a job names: the dataset by name ("fashion-mnist" from dir, "synthetic" of
+// Fashion-MNIST's sizes from seed, "fortunes" or "text:FILE" in windows of `context`
+// characters), keeping the first train_samples training samples (0 = all).
 expected<dataset_split> load_dataset(std::string_view kind, const std::string& dir, std::int64_t train_samples,
-                                     std::uint64_t seed);
+                                     std::uint64_t seed, std::int64_t context = 256);
 
 }  // namespace troupe

@@ -10,7 +10,9 @@ eval_result evaluate(const model& m, const_tensor_view params, const dataset& d,
   eval_result r;
   const std::int64_t n = d.size();
   if (n == 0) return r;
-  batch_size = std::min(batch_size, n);
+  // A sequence model's activations grow with its positions (and attention's with their
+  // square): batches of at most 8192 positions keep evaluation's memory near training's.
+  batch_size = std::min({batch_size, n, std::max<std::int64_t>(1, 8192 / m.positions())});
   auto acts = m.make_activations(batch_size, c);
   auto scratch = m.make_scratch(batch_size, c);
   tensor probs = c.make(m.output_shape().prepend(batch_size));
@@ -22,7 +24,7 @@ eval_result evaluate(const model& m, const_tensor_view params, const dataset& d,
     c.upload(staged_params, params);
     params = staged_params;
     xb = c.make(d.images.sizes().drop_front().prepend(batch_size));
-    yb = c.make({batch_size}, dtype::i32);
+    yb = c.make(d.labels.sizes().drop_front().prepend(batch_size), dtype::i32);
   }
   std::int64_t correct = 0;
   double loss_sum = 0.0;
@@ -36,14 +38,17 @@ eval_result evaluate(const model& m, const_tensor_view params, const dataset& d,
       x = xb.view().slice(0, b);
       y = yb.view().slice(0, b);
     }
-    const_tensor_view logits = m.forward(acts, scratch, x, params, c);
-    const_tensor_view logits2d = logits.reshape({b, m.output_shape().numel()});
-    loss_sum += c.softmax_xent_forward(probs.view().slice(0, b).reshape({b, m.output_shape().numel()}), logits2d, y) * b;
-    correct += c.count_correct(logits2d, y);
+    // One row of class scores a sample, or a position of a sequence, each with its label.
+    const std::int64_t rows = b * m.positions();
+    const_tensor_view logits = m.forward(acts, scratch, x, params, c).reshape({rows, m.classes()});
+    y = y.reshape({rows});
+    loss_sum += c.softmax_xent_forward(probs.view().slice(0, b).reshape({rows, m.classes()}), logits, y) * rows;
+    correct += c.count_correct(logits, y);
   }
+  const double rows = static_cast<double>(n * m.positions());
   r.samples = n;
-  r.accuracy = static_cast<double>(correct) / static_cast<double>(n);
-  r.loss = loss_sum / static_cast<double>(n);
+  r.accuracy = static_cast<double>(correct) / rows;
+  r.loss = loss_sum / rows;
   return r;
 }
 

@@ -9,13 +9,13 @@
 namespace troupe {
 
 struct eval_result {
-  double accuracy = 0.0;  // fraction in [0, 1]
-  double loss = 0.0;      // mean softmax cross-entropy
+  double accuracy = 0.0;  // fraction in [0, 1], of samples or, for a sequence model, of positions
+  double loss = 0.0;      // mean softmax cross-entropy (nats), over the same
   std::int64_t samples = 0;
 };
 
-// Runs the whole dataset through the model in batches of batch_size (no shuffling), on
-// compute `c`. params is host memory.
+// Runs the whole dataset through the model in batches of batch_size (of at most 8192
+// positions for a sequence model), without shuffling, on compute `c`. params is host memory.
 eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size = 1000,
                      const compute& c = host_compute());
 

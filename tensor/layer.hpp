@@ -14,7 +14,8 @@
 
 namespace troupe {
 
-enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform, ones };
+// embedding_normal is N(0, 0.02), GPT-2's initialisation of its embedding tables.
+enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform, ones, embedding_normal };
 
 // One parameter tensor a layer needs; the model turns it into a named block.
 struct param_decl {

@@ -17,39 +17,45 @@ namespace {
 
 class linear_layer final : public layer {
  public:
-  linear_layer(std::int64_t in, std::int64_t out, init_kind init)
-      : layer({in}, {out}), in_(in), out_(out), init_(init) {}
+  // in: (features) or (positions, features); the map applies to the last dimension.
+  linear_layer(const shape& in, std::int64_t out, init_kind init)
+      : layer(in, in.rank() == 1 ? shape{out} : shape{in[0], out}),
+        in_(in[in.rank() - 1]),
+        out_(out),
+        positions_(in.rank() == 1 ? 1 : in[0]),
+        init_(init) {}
 
   std::string_view kind() const override { return "linear"; }
   std::string describe() const override {
-    return "linear(" + std::to_string(in_) + " -> " + std::to_string(out_) + ")";
+    return "linear(" + std::to_string(in_) + " -> " + std::to_string(out_) +
+           (positions_ > 1 ? ", at each of " + std::to_string(positions_) + " positions)" : ")");
   }
   std::vector<param_decl> params() const override {
     return {{"weight", {out_, in_}, init_, in_, out_}, {"bias", {out_}, init_kind::zeros, in_, out_}};
   }
-  double forward_flops_per_sample() const override { return 2.0 * in_ * out_; }
+  double forward_flops_per_sample() const override { return 2.0 * in_ * out_ * positions_; }
 
   void forward(const layer_forward_args& a) const override {
-    const std::int64_t b = a.in.size(0);
-    tensor_view y = a.out.reshape({b, out_});
-    // y (B, out) = x (B, in) * W^T; bias added row-wise.
-    a.exec->gemm(y, a.in.reshape({b, in_}), transpose::no, a.params[0], transpose::yes);
+    const std::int64_t rows = a.in.size(0) * positions_;
+    tensor_view y = a.out.reshape({rows, out_});
+    // y (rows, out) = x (rows, in) * W^T; bias added row-wise.
+    a.exec->gemm(y, a.in.reshape({rows, in_}), transpose::no, a.params[0], transpose::yes);
     a.exec->bias_add(y, a.params[1]);
   }
 
   void backward(const layer_backward_args& a) const override {
-    const std::int64_t b = a.in.size(0);
-    const_tensor_view dy = a.grad_out.reshape({b, out_});
-    // dW (out, in) += dy^T (out, B) * x (B, in)
-    a.exec->gemm(a.param_grads[0], dy, transpose::yes, a.in.reshape({b, in_}), transpose::no, 1.f, 1.f);
+    const std::int64_t rows = a.in.size(0) * positions_;
+    const_tensor_view dy = a.grad_out.reshape({rows, out_});
+    // dW (out, in) += dy^T (out, rows) * x (rows, in)
+    a.exec->gemm(a.param_grads[0], dy, transpose::yes, a.in.reshape({rows, in_}), transpose::no, 1.f, 1.f);
     a.exec->bias_grad_accumulate(a.param_grads[1], dy);
-    // dx (B, in) = dy (B, out) * W (out, in)
+    // dx (rows, in) = dy (rows, out) * W (out, in)
     if (!a.grad_in.empty())
-      a.exec->gemm(a.grad_in.reshape({b, in_}), dy, transpose::no, a.params[0], transpose::no);
+      a.exec->gemm(a.grad_in.reshape({rows, in_}), dy, transpose::no, a.params[0], transpose::no);
   }
 
  private:
-  std::int64_t in_, out_;
+  std::int64_t in_, out_, positions_;
   init_kind init_;
 };
 
@@ -180,10 +186,11 @@ class layer_norm_layer final : public layer {
 // Factories
 
 expected<std::shared_ptr<const layer>> make_linear(const shape& in, std::int64_t out_features, init_kind init) {
-  if (in.rank() != 1)
-    return failure{"linear layer needs a flat input, got " + in.str() + "; put a flatten layer before it"};
+  if (in.rank() != 1 && in.rank() != 2)
+    return failure{"linear layer needs a flat input or a sequence (T, C), got " + in.str() +
+                   "; put a flatten layer before it"};
   if (out_features <= 0) return failure{"linear layer needs a positive width, got " + std::to_string(out_features)};
-  return std::shared_ptr<const layer>(std::make_shared<linear_layer>(in[0], out_features, init));
+  return std::shared_ptr<const layer>(std::make_shared<linear_layer>(in, out_features, init));
 }
 
 expected<std::shared_ptr<const layer>> make_conv2d(const shape& in, std::int64_t out_channels, std::int64_t kernel,

@@ -12,7 +12,8 @@
 
 namespace troupe {
 
-// y = x W^T + b, W (out, in), b (out). Input is (in) per sample.
+// y = x W^T + b, W (out, in), b (out). Input is (in) per sample, or a sequence (T, in)
+// mapped position by position to (T, out).
 expected<std::shared_ptr<const layer>> make_linear(const shape& in, std::int64_t out_features, init_kind init);
 // NCHW convolution, per-sample input (C, H, W).
 expected<std::shared_ptr<const layer>> make_conv2d(const shape& in, std::int64_t out_channels, std::int64_t kernel,

@@ -7,6 +7,7 @@
 #include "tensor/layers.hpp"
 #include "tensor/random.hpp"
 #include "tensor/residual_layer.hpp"
+#include "tensor/transformer_layers.hpp"
 
 namespace troupe {
 
@@ -14,27 +15,31 @@ namespace {
 
 init_kind weight_init(const std::vector<layer_spec>& layers, std::size_t i);
 
-expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const shape& in, init_kind init) {
+// classes: the dataset's class count (a text's vocabulary), for `linear classes` and embeddings.
+expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const shape& in, init_kind init,
+                                                 std::int64_t classes) {
   switch (s.op) {
     case layer_op::residual: {
       std::vector<std::shared_ptr<const layer>> inner;
       shape cur = in;
       for (std::size_t i = 0; i < s.inner.size(); ++i) {
         if (s.inner[i].op == layer_op::residual) return failure{"a residual block cannot hold another"};
-        auto l = make_layer(s.inner[i], cur, weight_init(s.inner, i));
+        auto l = make_layer(s.inner[i], cur, weight_init(s.inner, i), classes);
         if (!l) return failure{"in its residual block, layer " + std::to_string(i) + ": " + l.error().message};
         cur = (*l)->out_shape();
         inner.push_back(std::move(*l));
       }
       return make_residual(in, std::move(inner));
     }
-    case layer_op::linear: return make_linear(in, s.size, init);
+    case layer_op::linear: return make_linear(in, s.size == 0 ? classes : s.size, init);
     case layer_op::conv2d: return make_conv2d(in, s.size, s.kernel, s.stride, s.pad, init);
     case layer_op::maxpool2d: return make_maxpool2d(in, s.kernel, s.stride);
     case layer_op::relu: return make_relu(in);
     case layer_op::flatten: return make_flatten(in);
     case layer_op::gelu: return make_gelu(in);
     case layer_op::layer_norm: return make_layer_norm(in);
+    case layer_op::embedding: return make_embedding(in, classes, s.size);
+    case layer_op::attention: return make_attention(in, s.size);
   }
   return failure{"unknown layer op"};
 }
@@ -59,9 +64,9 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
   model m;
   m.name_ = spec.name;
   shape cur = sample_in;
-  int linear_count = 0, conv_count = 0, norm_count = 0, residual_count = 0;
+  int linear_count = 0, conv_count = 0, norm_count = 0, residual_count = 0, attention_count = 0;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
-    auto l = make_layer(spec.layers[i], cur, weight_init(spec.layers, i));
+    auto l = make_layer(spec.layers[i], cur, weight_init(spec.layers, i), num_classes);
     if (!l) return failure{"model '" + spec.name + "', layer " + std::to_string(i) + ": " + l.error().message};
     const layer& ly = **l;
     std::array<int, max_layer_params> ids;
@@ -71,6 +76,8 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
     if (ly.kind() == "linear") prefix = "fc" + std::to_string(++linear_count);
     if (ly.kind() == "conv2d") prefix = "conv" + std::to_string(++conv_count);
     if (ly.kind() == "layernorm") prefix = "ln" + std::to_string(++norm_count);
+    if (ly.kind() == "embedding") prefix = "embed";
+    if (ly.kind() == "attention") prefix = "attn" + std::to_string(++attention_count);
     if (ly.kind() == "residual") prefix = "res" + std::to_string(++residual_count);  // "res1.0.weight"
     for (std::size_t p = 0; p < decls.size(); ++p) {
       param_block b;
@@ -91,9 +98,10 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
     cur = ly.out_shape();
     m.layers_.push_back(std::move(*l));
   }
-  if (cur.numel() != num_classes)
-    return failure{"model '" + spec.name + "' ends in " + std::to_string(cur.numel()) +
-                   " outputs but the dataset has " + std::to_string(num_classes) + " classes"};
+  // One row of class scores per sample, or per position of a sequence.
+  if (cur[cur.rank() - 1] != num_classes || cur.rank() > 2)
+    return failure{"model '" + spec.name + "' ends in " + cur.str() + " outputs but the dataset has " +
+                   std::to_string(num_classes) + " classes; end it in a linear layer of that width (linear classes)"};
   auto first = std::find_if(m.layer_blocks_.begin(), m.layer_blocks_.end(), [](auto& ids) { return ids[0] >= 0; });
   m.first_param_layer_ = static_cast<int>(first - m.layer_blocks_.begin());
   return m;
@@ -169,6 +177,9 @@ void model::init_params(tensor_view params, std::uint64_t seed) const {
         for (std::int64_t i = 0; i < b.numel; ++i) p[i] = std * r.normal();
         break;
       }
+      case init_kind::embedding_normal:
+        for (std::int64_t i = 0; i < b.numel; ++i) p[i] = 0.02f * r.normal();
+        break;
       case init_kind::xavier_uniform: {
         const float a = std::sqrt(6.0f / static_cast<float>(b.fan_in + b.fan_out));
         for (std::int64_t i = 0; i < b.numel; ++i) p[i] = r.uniform(-a, a);

@@ -59,6 +59,10 @@ class model {
   std::int64_t num_params() const { return num_params_; }
   const shape& input_shape() const { return layers_.front()->in_shape(); }
   const shape& output_shape() const { return layers_.back()->out_shape(); }
+  // A full model's output is one row of class scores per sample, or per position of a
+  // sequence (a language model): `positions` rows of `classes` scores a sample.
+  std::int64_t classes() const { return output_shape()[output_shape().rank() - 1]; }
+  std::int64_t positions() const { return output_shape().numel() / classes(); }
   double forward_flops_per_sample() const;
   std::string describe() const;  // one line per layer
 

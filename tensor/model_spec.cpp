@@ -77,7 +77,10 @@ model_spec fashion_cnn() {
 //   linear N                                   N output features
 //   conv2d C [k=3] [stride=1] [pad=0]          C output channels, a k x k kernel
 //   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
+//   linear classes                             as many outputs as the dataset has classes
 //   relu | gelu | layernorm | flatten
+//   embedding C                                token ids (T) -> (T, C), the dataset's vocabulary
+//   attention H                                causal self-attention with H heads over (T, C)
 //   residual(L1, L2, ...)                      x + f(x), f those layers (',' between them),
 //                                              which must end in x's shape; not nested
 // A linear or conv2d layer is He-initialised when a relu or gelu follows it, else Xavier.
@@ -179,12 +182,22 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
   };
   layer_spec l;
   std::ostringstream canon;
-  if (op == "linear") {
+  if (op == "linear" && plain.size() == 1 && plain.front() == "classes") {
+    if (auto bad = take({})) return *bad;
+    l = spec_of(layer_op::linear, 0);
+    canon << "linear classes";
+  } else if (op == "linear") {
     auto n = size_arg("an output width");
     if (!n) return n.error();
     if (auto bad = take({})) return *bad;
     l = spec_of(layer_op::linear, *n);
     canon << "linear " << *n;
+  } else if (op == "embedding" || op == "attention") {
+    auto n = size_arg(op == "embedding" ? "a width" : "a head count");
+    if (!n) return n.error();
+    if (auto bad = take({})) return *bad;
+    l = spec_of(op == "embedding" ? layer_op::embedding : layer_op::attention, *n);
+    canon << op << ' ' << *n;
   } else if (op == "conv2d") {
     auto c = size_arg("a channel count");
     if (!c) return c.error();
@@ -241,6 +254,46 @@ expected<model_spec> parse_layers(std::string_view text, std::string_view list) 
   return spec;
 }
 
+// Note [The gpt model]
+// gpt:layers=L,dim=C,heads=H (defaults 6, 384 and 6: about 10.7M parameters over a
+// 100-character vocabulary and a context of 256) is GPT-2's decoder-only shape written as
+// a layer list:
+//   embedding C
+//   L times: residual(layernorm, attention H)
+//            residual(layernorm, linear 4C, gelu, linear C)
+//   layernorm; linear classes
+// (pre-norm blocks, no dropout, the output layer not tied to the embedding). The context
+// and the vocabulary come from the dataset, so one spec serves any text.
+
+expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
+  std::int64_t layers = 6, dim = 384, heads = 6;
+  while (!args.empty()) {
+    const auto comma = args.find(',');
+    const std::string_view item = args.substr(0, comma);
+    const auto eq = item.find('=');
+    const std::string_view key = item.substr(0, eq);
+    std::int64_t* slot = key == "layers" ? &layers : key == "dim" ? &dim : key == "heads" ? &heads : nullptr;
+    if (!slot || eq == std::string_view::npos)
+      return bad_spec(text, "'" + std::string(item) + "' is not one of layers=L, dim=C, heads=H");
+    const auto v = positive(item.substr(eq + 1), 1 << 16);
+    if (!v || *v == 0) return bad_spec(text, "'" + std::string(item) + "' needs a positive whole number");
+    *slot = *v;
+    if (comma == std::string_view::npos) break;
+    args.remove_prefix(comma + 1);
+  }
+  if (dim % heads != 0)
+    return bad_spec(text, "dim=" + std::to_string(dim) + " is not a multiple of heads=" + std::to_string(heads));
+  std::string list = "embedding " + std::to_string(dim);
+  for (std::int64_t i = 0; i < layers; ++i)
+    list += "; residual(layernorm, attention " + std::to_string(heads) + "); residual(layernorm, linear " +
+            std::to_string(4 * dim) + ", gelu, linear " + std::to_string(dim) + ")";
+  list += "; layernorm; linear classes";
+  auto spec = parse_layers(list, list);
+  if (!spec) return spec.error();
+  spec->name = "gpt:layers=" + std::to_string(layers) + ",dim=" + std::to_string(dim) + ",heads=" + std::to_string(heads);
+  return spec;
+}
+
 }  // namespace
 
 expected<std::string> model_spec_from_file(const std::string& path) {
@@ -269,6 +322,8 @@ expected<model_spec> parse_model_spec(std::string_view text) {
   if (text == "cnn" || text == "cnn:fashion") return fashion_cnn();
   if (text.starts_with("mlp:")) return parse_mlp(text, text.substr(4));
   if (text.starts_with("layers:")) return parse_layers(text, text.substr(7));
+  if (text == "gpt") return parse_gpt(text, "");
+  if (text.starts_with("gpt:")) return parse_gpt(text, text.substr(4));
   if (text.starts_with("cnn:")) return bad_spec(text, "the only cnn is cnn:fashion");
   if (text.starts_with("file:"))
     return bad_spec(text, "a model file is read where the command line is parsed; pass its layers as layers:...");

@@ -28,8 +28,8 @@ std::vector<std::int64_t> epoch_indices(std::int64_t n, std::uint64_t seed, std:
 void gather_batch(tensor_view images_out, tensor_view labels_out, const dataset& d,
                   std::span<const std::int64_t> idx) {
   const std::int64_t b = static_cast<std::int64_t>(idx.size());
-  const std::int64_t row = d.sample_shape().numel();
-  TROUPE_CHECK(images_out.numel() == b * row && labels_out.numel() == b, "gather_batch: output sizes");
+  const std::int64_t row = d.sample_shape().numel(), labels = d.labels_per_sample();
+  TROUPE_CHECK(images_out.numel() == b * row && labels_out.numel() == b * labels, "gather_batch: output sizes");
   float* x = images_out.data<float>();
   std::int32_t* y = labels_out.data<std::int32_t>();
   const float* src = d.images.data<float>();
@@ -37,7 +37,7 @@ void gather_batch(tensor_view images_out, tensor_view labels_out, const dataset&
   for (std::int64_t i = 0; i < b; ++i) {
     TROUPE_CHECK(idx[i] >= 0 && idx[i] < d.size(), "gather_batch: index out of range");
     std::memcpy(x + i * row, src + idx[i] * row, sizeof(float) * row);
-    y[i] = lab[idx[i]];
+    std::memcpy(y + i * labels, lab + idx[i] * labels, sizeof(std::int32_t) * labels);
   }
 }
 

@@ -16,7 +16,7 @@ std::vector<std::int64_t> epoch_indices(std::int64_t n, std::uint64_t seed, std:
 // The whole permutation epoch_indices deals from: rank r of W gets its entries r, r + W, ...
 std::vector<std::int64_t> epoch_permutation(std::int64_t n, std::uint64_t seed, std::int64_t epoch);
 
-// images_out (B, sample...) and labels_out (B) <- the samples at idx (B entries).
+// images_out (B, sample...) and labels_out (B, labels per sample) <- the samples at idx (B entries).
 void gather_batch(tensor_view images_out, tensor_view labels_out, const dataset& d,
                   std::span<const std::int64_t> idx);
 

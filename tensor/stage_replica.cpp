@@ -25,7 +25,7 @@ stage_replica::stage_replica(model stage, bool first, bool last, std::int64_t ma
   if (last_) probs_ = c.make(model_.output_shape().prepend(max_rows));
   if (!first_) grad_input_ = c.make(model_.input_shape().prepend(max_rows));
   if (mirrored()) {  // staging for what arrives from the host
-    if (last_) labels_ = c.make({max_rows}, dtype::i32);
+    if (last_) labels_ = c.make({max_rows * model_.positions()}, dtype::i32);
     else grad_output_ = c.make(model_.output_shape().prepend(max_rows));
     host_params_ = tensor({model_.num_params()});
     host_grads_ = tensor({model_.num_params()});
@@ -123,17 +123,19 @@ const_tensor_view stage_replica::output(int id) const {
 double stage_replica::loss(int id, const_tensor_view labels, float grad_scale) {
   TROUPE_CHECK(last_, "stage_replica::loss: only the last stage computes the loss");
   slot& s = slots_.at(static_cast<std::size_t>(id));
-  TROUPE_CHECK(s.busy && labels.numel() == s.rows, "stage_replica::loss: labels do not match the slot");
-  const std::int64_t b = s.rows, classes = model_.output_shape().numel();
-  tensor_view p = probs_.view().slice(0, b).reshape({b, classes});
-  const_tensor_view y = labels;
+  // One label a row of class scores: a sample's, or each position's of a sequence.
+  const std::int64_t b = s.rows, classes = model_.classes(), positions = model_.positions(), rows = b * positions;
+  TROUPE_CHECK(s.busy && labels.numel() == rows, "stage_replica::loss: labels do not match the slot");
+  tensor_view p = probs_.view().slice(0, b).reshape({rows, classes});
+  const_tensor_view y = labels.reshape({rows});
   if (!c_->host_memory()) {
-    tensor_view staged = labels_.view().slice(0, b);
-    c_->upload(staged, labels);
+    tensor_view staged = labels_.view().flat(0, rows);
+    c_->upload(staged, y);
     y = staged;
   }
-  const double l = c_->softmax_xent_forward(p, output(id).reshape({b, classes}), y);
-  c_->softmax_xent_backward(s.dlogits.view().slice(0, b).reshape({b, classes}), p, y, grad_scale);
+  const double l = c_->softmax_xent_forward(p, output(id).reshape({rows, classes}), y);
+  c_->softmax_xent_backward(s.dlogits.view().slice(0, b).reshape({rows, classes}), p, y,
+                            grad_scale / static_cast<float>(positions));
   return l;
 }
 

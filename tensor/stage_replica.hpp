@@ -75,8 +75,10 @@ class stage_replica {
   const_tensor_view output(int slot) const;
   // The same, copied into a new host tensor (for the next stage).
   tensor output_on_host(int slot) const;
-  // Last stage only: softmax cross-entropy of the slot's output against labels (rows) i32;
-  // keeps grad_scale * dL/dlogits for the backward. Returns the mean loss over the rows.
+  // Last stage only: softmax cross-entropy of the slot's output against labels (rows) i32,
+  // or (rows, positions) for a sequence model; keeps dL/dlogits for the backward, scaled by
+  // grad_scale for the samples and 1/positions for the positions (the loss is the mean over
+  // every position). Returns the mean loss over the slot's rows and positions.
   double loss(int slot, const_tensor_view labels, float grad_scale);
   // Backpropagates the slot's microbatch, accumulating into grads(), and frees the slot.
   // grad_output: dL/d(output) (rows, output_shape...); ignored on the last stage, which
@@ -108,7 +110,7 @@ class stage_replica {
   std::int64_t max_rows_;
   tensor params_, grads_;            // in compute memory
   tensor host_params_, host_grads_;  // mirrors, when that memory is not the host's
-  tensor labels_;                    // mirrored, last stage: (max_rows) i32, in compute memory
+  tensor labels_;                    // mirrored, last stage: (max_rows * positions) i32, in compute memory
   tensor grad_output_;               // mirrored, not last: (max_rows, output_shape...), in compute memory
   tensor host_grad_input_;           // mirror of grad_input_, when mirrored
   std::vector<slot> slots_;

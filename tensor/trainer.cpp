@@ -83,7 +83,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     stepper.load_params(cfg.initial_params);
   }
   tensor xb(data.train.sample_shape().prepend(batch));
-  tensor yb({batch}, dtype::i32);
+  tensor yb(data.train.labels.sizes().drop_front().prepend(batch), dtype::i32);
 
   train_result result;
   result.model = m.name();
@@ -121,6 +121,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     rep.lr = schedule.at(step - 1);
     if (cb.on_epoch) cb.on_epoch(rep);
     result.test_accuracy = ev.accuracy;
+    result.test_loss = ev.loss;
     result.final_train_loss = rep.train_loss;
   }
   result.epochs = cfg.epochs;

@@ -56,6 +56,7 @@ struct train_result {
   std::string model;
   int epochs = 0;
   double test_accuracy = 0.0;
+  double test_loss = 0.0;              // mean cross-entropy (nats) of the last evaluation
   double train_seconds = 0.0;          // evaluation excluded
   double samples_per_second = 0.0;
   double final_train_loss = 0.0;

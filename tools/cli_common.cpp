@@ -112,8 +112,18 @@ std::string describe(const local_train_config& c) {
 }
 
 void add_data_options(CLI::App& app, data_options& opts) {
-  app.add_option("--dataset", opts.dataset, "Training data")
-      ->check(CLI::IsMember({"fashion-mnist", "synthetic"}))
+  app.add_option("--dataset", opts.dataset,
+                 "Training data: fashion-mnist, synthetic, fortunes (Debian's fortune texts) or text:FILE (any UTF-8 "
+                 "text), the texts for character-level models such as gpt")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            auto k = parse_dataset_kind(s);
+            return k ? std::string() : k.error().message;
+          },
+          "DATASET"))
+      ->capture_default_str();
+  app.add_option("--context", opts.context, "Text datasets: characters a sample holds (the model's context)")
+      ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
   app.add_option("--data", opts.dir, "Directory with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--train-samples", opts.train_samples, "Use only the first N training samples (0 = all)")
@@ -122,7 +132,7 @@ void add_data_options(CLI::App& app, data_options& opts) {
 }
 
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed) {
-  return load_dataset(opts.dataset, opts.dir, opts.train_samples, seed);
+  return load_dataset(opts.dataset, opts.dir, opts.train_samples, seed, opts.context);
 }
 
 double round_to(double v, int digits) {

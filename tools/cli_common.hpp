@@ -13,6 +13,7 @@
 #include "base/expected.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/dataset.hpp"
+#include "tensor/text_dataset.hpp"
 #include "tensor/trainer.hpp"
 
 namespace troupe::cli {
@@ -61,6 +62,7 @@ struct data_options {
   std::string dataset = "fashion-mnist";
   std::string dir = std::string(default_fashion_mnist_dir);
   std::int64_t train_samples = 0;  // 0 = all
+  std::int64_t context = default_context;  // text datasets: characters a sample
 };
 void add_data_options(CLI::App& app, data_options& opts);
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed);

@@ -17,12 +17,15 @@ class progress_printer {
 
   void on_step(const step_progress& p);
   void on_epoch(const epoch_report& r);
+  // A language model's epochs report the validation loss in bits per character too.
+  void per_character(bool on) { per_character_ = on; }
 
  private:
   int epochs_;
   bool interactive_;
   std::chrono::steady_clock::time_point last_draw_{};
   bool line_open_ = false;
+  bool per_character_ = false;
 };
 
 // "1m05s", "12s"

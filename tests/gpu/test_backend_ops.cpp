@@ -18,6 +18,8 @@
 #include "tensor/backend.hpp"
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
+#include "tensor/attention.hpp"
+#include "tensor/embedding.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/ops.hpp"
@@ -344,6 +346,47 @@ void gelu_layer_norm_match(backend_context& b) {
   troupe::test::check_gradient(beta, grad_beta, forward, fd_eps, fd_abs, fd_rel);
 }
 
+// Embedding and causal attention against the host ops (the attention's GEMMs and row sums
+// in another order: 1e-5), then attention backward against finite differences of the
+// backend's own forward.
+void embedding_attention_match(backend_context& b) {
+  const std::int64_t batch = 2, t = 5, vocab = 7, heads = 2, d = 3, c = heads * d;
+  const attention_geometry g{t, heads, d};
+  tensor ids = troupe::test::vec({0, 6, 3, 3, 1, 2, 6, 0, 5, 4});
+  ids.reshape({batch, t});
+  tensor table = random_tensor({vocab, c}, 70), pos = random_tensor({t, c}, 71), r = random_tensor({batch, t, c}, 72);
+  tensor want_e({batch, t, c}), want_gt = random_tensor({vocab, c}, 73), want_gp = random_tensor({t, c}, 74);
+  tensor gt0 = want_gt, gp0 = want_gp;
+  embedding_forward(want_e, ids, table, pos);
+  embedding_backward(want_gt, want_gp, r, ids);
+  buffer di(b, ids), dt(b, table), dp(b, pos), de(b, want_e.nbytes()), dr(b, r), dgt(b, gt0), dgp(b, gp0);
+  b.call("embedding_forward", &troupe_backend_v1::embedding_forward, de.f(), di.f(), dt.f(), dp.f(), batch, t, vocab, c);
+  b.call("embedding_backward", &troupe_backend_v1::embedding_backward, dgt.f(), dgp.f(), dr.f(), di.f(), batch, t,
+         vocab, c);
+  expect_close(de.download({batch, t, c}), want_e, 0, 1e-6, "embedding_forward");
+  expect_close(dgt.download({vocab, c}), want_gt, 1e-6, 1e-5, "embedding_backward table");
+  expect_close(dgp.download({t, c}), want_gp, 1e-6, 1e-5, "embedding_backward positions");
+
+  tensor qkv = random_tensor({batch, t, 3 * c}, 75), probe = random_tensor({batch, t, c}, 76);
+  tensor want_y({batch, t, c}), want_p({batch, heads, t, t}), want_gq({batch, t, 3 * c}), scratch(want_p.sizes());
+  causal_attention_forward(want_y, want_p, qkv, g);
+  causal_attention_backward(want_gq, scratch, probe, qkv, want_p, g);
+  auto forward = [&]() {
+    buffer dq(b, qkv), dy(b, want_y.nbytes()), dpr(b, want_p.nbytes());
+    b.call("attention_forward", &troupe_backend_v1::attention_forward, dy.f(), dpr.f(), dq.f(), batch, t, heads, d);
+    return troupe::test::dot(dy.download({batch, t, c}), probe);
+  };
+  buffer dq(b, qkv), dy(b, want_y.nbytes()), dpr(b, want_p.nbytes()), dgq(b, want_gq.nbytes()),
+      dgs(b, want_p.nbytes()), dprobe(b, probe);
+  b.call("attention_forward", &troupe_backend_v1::attention_forward, dy.f(), dpr.f(), dq.f(), batch, t, heads, d);
+  b.call("attention_backward", &troupe_backend_v1::attention_backward, dgq.f(), dgs.f(), dprobe.f(), dq.f(), dpr.f(),
+         batch, t, heads, d);
+  expect_close(dy.download({batch, t, c}), want_y, 1e-5, 1e-5, "attention_forward");
+  expect_close(dpr.download({batch, heads, t, t}), want_p, 1e-6, 1e-5, "attention_forward weights");
+  expect_close(dgq.download({batch, t, 3 * c}), want_gq, 1e-5, 1e-5, "attention_backward");
+  troupe::test::check_gradient(qkv, dgq.download({batch, t, 3 * c}), forward, fd_eps, fd_abs, fd_rel);
+}
+
 // The allocator's statistics move as buffers come and go.
 void memory_is_accounted(backend_context& b) {
   const troupe_memory_stats before = b.memory();
@@ -372,6 +415,7 @@ BACKEND_CASE(conv_gradients)
 BACKEND_CASE(pool_relu_gradients)
 BACKEND_CASE(softmax_gradients)
 BACKEND_CASE(gelu_layer_norm_match)
+BACKEND_CASE(embedding_attention_match)
 BACKEND_CASE(memory_is_accounted)
 
 // On a CUDA device, the module's reported caching reuses the first block.

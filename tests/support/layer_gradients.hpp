@@ -15,16 +15,10 @@
 
 namespace troupe::test {
 
-// Runs a full forward/backward of one layer on a batch and checks all gradients.
-inline void check_layer(const layer& l, std::int64_t batch, double eps, std::uint64_t seed, bool distinct_inputs = false) {
-  tensor x = random_tensor(l.in_shape().prepend(batch), seed);
-  if (distinct_inputs) {  // for max pooling and ReLU: no ties and no values at the kink
-    rng r(seed);
-    std::vector<float> vals(x.numel());
-    for (std::size_t i = 0; i < vals.size(); ++i) vals[i] = (static_cast<float>(i) - vals.size() / 2.f + 0.5f) * 0.05f;
-    r.shuffle(std::span<float>(vals));
-    std::copy(vals.begin(), vals.end(), x.data<float>());
-  }
+// Runs a full forward/backward of one layer on the batch x and checks the parameter
+// gradients, and the input gradient when `input_gradient` (not for token ids).
+inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t seed, bool input_gradient = true) {
+  const std::int64_t batch = x.size(0);
   std::vector<tensor> params, grads;
   for (const auto& d : l.params()) {
     params.push_back(random_tensor(d.shape, seed + params.size() + 1, 0.5f));
@@ -59,12 +53,25 @@ inline void check_layer(const layer& l, std::int64_t batch, double eps, std::uin
   ba.workspace = ws;
   ba.scratch = scratch;
   l.backward(ba);
-  BOOST_TEST_CONTEXT(l.describe() << " input gradient") { check_gradient(x, dx, loss, eps, 2e-3, 1e-3); }
+  if (input_gradient)
+    BOOST_TEST_CONTEXT(l.describe() << " input gradient") { check_gradient(x, dx, loss, eps, 2e-3, 1e-3); }
   for (std::size_t i = 0; i < params.size(); ++i)
     BOOST_TEST_CONTEXT(l.describe() << " parameter " << i) {
       check_gradient(params[i], grads[i], loss, eps, 2e-3, 1e-3);
     }
 }
 
+// The same on a random batch of `batch` samples.
+inline void check_layer(const layer& l, std::int64_t batch, double eps, std::uint64_t seed, bool distinct_inputs = false) {
+  tensor x = random_tensor(l.in_shape().prepend(batch), seed);
+  if (distinct_inputs) {  // for max pooling and ReLU: no ties and no values at the kink
+    rng r(seed);
+    std::vector<float> vals(x.numel());
+    for (std::size_t i = 0; i < vals.size(); ++i) vals[i] = (static_cast<float>(i) - vals.size() / 2.f + 0.5f) * 0.05f;
+    r.shuffle(std::span<float>(vals));
+    std::copy(vals.begin(), vals.end(), x.data<float>());
+  }
+  check_layer_on(l, x, eps, seed);
+}
 
 }  // namespace troupe::test

@@ -23,6 +23,17 @@ struct minibatch {
   tensor x, y;
 };
 
+// b random sequences of `context` token ids below `vocab`, labelled with random next tokens.
+inline minibatch random_text_batch(std::int64_t b, std::int64_t context, std::int64_t vocab, std::uint64_t seed) {
+  minibatch mb{tensor({b, context}), tensor({b, context}, dtype::i32)};
+  rng r(seed);
+  for (std::int64_t i = 0; i < b * context; ++i) {
+    mb.x.data<float>()[i] = static_cast<float>(r.below(static_cast<std::uint64_t>(vocab)));
+    mb.y.data<std::int32_t>()[i] = static_cast<std::int32_t>(r.below(static_cast<std::uint64_t>(vocab)));
+  }
+  return mb;
+}
+
 inline minibatch random_batch(std::int64_t b, std::uint64_t seed) {
   minibatch mb{random_tensor({b, 1, 28, 28}, seed), tensor({b}, dtype::i32)};
   rng r(seed + 1);
@@ -86,7 +97,7 @@ inline pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cut
       if (a.forward) {
         tensor in;
         if (i == 0) {
-          in = tensor::uninitialized(shape{rows_of(j), 1, 28, 28});
+          in = tensor::uninitialized(mb.x.sizes().drop_front().prepend(rows_of(j)));
           copy(in, mb.x.view().slice(first_row(j), first_row(j) + rows_of(j)));
         } else {
           auto it = acts.find({i, j});

@@ -68,5 +68,9 @@ BOOST_AUTO_TEST_CASE(head_takes_the_first_samples) {
 
 BOOST_AUTO_TEST_CASE(dataset_names_parse) {
   BOOST_TEST((*parse_dataset_kind("synthetic") == dataset_kind::synthetic));
-  BOOST_TEST(parse_dataset_kind("cifar").error().message.find("fashion-mnist or synthetic") != std::string::npos);
+  BOOST_TEST((*parse_dataset_kind("fortunes") == dataset_kind::fortunes));
+  BOOST_TEST((*parse_dataset_kind("text:/tmp/a.txt") == dataset_kind::text));
+  BOOST_TEST(!parse_dataset_kind("text:").has_value());
+  BOOST_TEST(parse_dataset_kind("cifar").error().message.find("fashion-mnist, synthetic, fortunes or text:FILE") !=
+             std::string::npos);
 }

@@ -69,6 +69,25 @@ BOOST_AUTO_TEST_CASE(a_residual_block_is_one_layer_with_its_layers_parameters) {
              std::string::npos, bad.error().message);
 }
 
+BOOST_AUTO_TEST_CASE(gpt_has_gpt2s_parameter_count_and_one_row_of_scores_a_position) {
+  const std::int64_t context = 256, vocab = 100, c = 384, layers = 6;
+  model m = build("gpt", {context}, vocab);
+  BOOST_TEST(m.output_shape() == (shape{context, vocab}));
+  BOOST_TEST(m.classes() == vocab);
+  BOOST_TEST(m.positions() == context);
+  // Embeddings; per block 12C^2 + 13C (attention 4C^2 + 4C, feed-forward 8C^2 + 5C, two
+  // layer norms 4C); the last layer norm and the logits.
+  const std::int64_t want = (vocab + context) * c + layers * (12 * c * c + 13 * c) + 2 * c + (c * vocab + vocab);
+  BOOST_TEST(m.num_params() == want);
+  BOOST_TEST(m.blocks()[0].name == "embed.weight");
+  BOOST_TEST(m.blocks()[1].name == "embed.position");
+  BOOST_TEST(m.blocks()[4].name == "res1.1.qkv.weight");
+  BOOST_TEST(m.blocks()[4].shape == (shape{3 * c, c}));
+  auto on_images = model::build(*parse_model_spec("gpt:layers=1,dim=8,heads=2"), {1, 28, 28}, 10);
+  BOOST_REQUIRE(!on_images.has_value());
+  BOOST_TEST(on_images.error().message.find("text dataset") != std::string::npos, on_images.error().message);
+}
+
 BOOST_AUTO_TEST_CASE(mismatched_data_is_reported) {
   auto small = model::build(*parse_model_spec("mlp:100-10"), {1, 28, 28}, 10);
   BOOST_REQUIRE(!small.has_value());

@@ -134,3 +134,40 @@ BOOST_AUTO_TEST_CASE(a_model_file_becomes_its_layer_list_and_errors_name_the_lin
   BOOST_TEST(missing.error().message.find("cannot read the model file") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// Note [The gpt model]: the transformer as a layer list, sizes by key, errors by key.
+BOOST_AUTO_TEST_CASE(gpt_expands_to_its_blocks_and_names_its_sizes) {
+  auto d = parse_model_spec("gpt");
+  BOOST_REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().message));
+  BOOST_TEST(d->name == "gpt:layers=6,dim=384,heads=6");
+  BOOST_TEST(d->layers.size() == 1u + 2 * 6 + 2);  // embedding, two blocks a layer, layernorm, logits
+  auto g = parse_model_spec("gpt:heads=2,layers=1,dim=32");
+  BOOST_REQUIRE(g.has_value());
+  BOOST_TEST(g->name == "gpt:layers=1,dim=32,heads=2");
+  BOOST_TEST((g->layers[0].op == layer_op::embedding && g->layers[0].size == 32));
+  BOOST_TEST((g->layers[1].op == layer_op::residual && g->layers[1].inner[1].op == layer_op::attention));
+  BOOST_TEST(g->layers[1].inner[1].size == 2);
+  BOOST_TEST(g->layers[2].inner[1].size == 128);  // the feed-forward's 4C
+  BOOST_TEST((g->layers.back().op == layer_op::linear && g->layers.back().size == 0));  // linear classes
+  for (const char* bad : {"gpt:layers=0", "gpt:dim=30,heads=4", "gpt:width=3", "gpt:layers", "gpt:layers=x"}) {
+    auto m = parse_model_spec(bad);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!m.has_value());
+      BOOST_TEST(m.error().message.find(std::string("invalid model '") + bad) != std::string::npos);
+    }
+  }
+  BOOST_TEST(parse_model_spec("gpt:dim=30,heads=4").error().message.find("not a multiple of heads=4") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(transformer_layers_in_a_list) {
+  auto m = parse_model_spec("layers:embedding 16; attention 4; linear classes");
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_TEST(m->name == "layers:embedding 16; attention 4; linear classes");
+  auto no_width = parse_model_spec("layers:embedding; linear classes");
+  BOOST_REQUIRE(!no_width.has_value());
+  BOOST_TEST(no_width.error().message.find("embedding needs a width") != std::string::npos);
+  auto bad_heads = parse_model_spec("layers:embedding 16; attention x");
+  BOOST_REQUIRE(!bad_heads.has_value());
+  BOOST_TEST(bad_heads.error().message.find("'x' is not a head count") != std::string::npos);
+}

@@ -62,6 +62,28 @@ BOOST_AUTO_TEST_CASE(microbatches_match_the_unsplit_model_within_rounding) {
   }
 }
 
+// A language model's loss is the mean over every position of every sequence; cut into 2
+// and 4 stages, one step gives the unsplit loss and gradients: bitwise with one
+// microbatch, within rounding with several.
+BOOST_AUTO_TEST_CASE(a_gpt_in_stages_gives_the_unsplit_loss_and_gradients) {
+  const std::int64_t context = 8, vocab = 10;
+  const model m = build_model("gpt:layers=2,dim=16,heads=2", {context});
+  BOOST_TEST(m.output_shape() == (shape{context, vocab}));
+  BOOST_TEST(m.positions() == context);
+  const minibatch mb = random_text_batch(6, context, vocab, 21);
+  const reference ref = unsplit(m, mb);
+  BOOST_TEST((ref.loss > 1.0 && ref.loss < 2 * std::log(10.0)));  // about chance (ln 10) at initialisation
+  for (const std::vector<int>& cuts : {std::vector<int>{3}, std::vector<int>{1, 3, 5}})
+    BOOST_TEST_CONTEXT(cuts.size() + 1 << " stages") {
+      const auto one = run_plainly(m, cuts, 1, ref, mb);
+      BOOST_TEST(same_bits(one.grads, ref.grads));
+      BOOST_TEST(one.loss == ref.loss);
+      const auto three = run_plainly(m, cuts, 3, ref, mb);
+      BOOST_TEST(max_relative_difference(three.grads, ref.grads) < 1e-5);
+      BOOST_TEST(std::fabs(three.loss - ref.loss) < 1e-5 * ref.loss);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(slots_and_rows_are_bounded) {
   const model m = build_model("mlp");
   stage_replica s(m, true, true, 4, 1);

@@ -1,5 +1,5 @@
 // bench_compute: Troupe's single-process training step throughput for one model, on
-// in-memory synthetic batches, with the optimizer compute_vs_pytorch gives the peers.
+// in-memory synthetic batches (or the fortunes text, for gpt), with the optimizer compute_vs_pytorch gives the peers.
 // --device cuda runs the step on the GPU (the optimizer stays on the host; exit 3 with the
 // reason when the device cannot be opened).
 // Prints one JSON line: {"model", "batch_size", "threads", "device", "steps", "samples_per_second"}.
@@ -22,14 +22,17 @@ int main(int argc, char** argv) {
   std::string model_name = "mlp";
   std::int64_t batch = 128, steps = 300, warmup = 20;
   int threads = 1;
-  std::string device_text = "cpu";
-  CLI::App app{"Time Troupe's training step (forward, backward, SGD) on synthetic data"};
+  std::string device_text = "cpu", data_name = "synthetic";
+  std::int64_t context = 256;
+  CLI::App app{"Time Troupe's training step (forward, backward, SGD) on synthetic data or a text"};
   app.add_option("--model", model_name)->capture_default_str();
   app.add_option("--batch-size", batch)->check(CLI::Range(1, 1 << 16))->capture_default_str();
   app.add_option("--steps", steps, "Timed steps")->check(CLI::Range(1, 1 << 24))->capture_default_str();
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--threads", threads)->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--data", data_name, "synthetic (images) or fortunes (text, for gpt)")->capture_default_str();
+  app.add_option("--context", context, "fortunes: characters a sample")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   auto dev = parse_device(device_text);
   if (!dev) {
@@ -49,7 +52,14 @@ int main(int argc, char** argv) {
   }
 
   set_blas_threads(threads);
-  const dataset_split data = make_synthetic(std::max<std::int64_t>(batch * 16, 2048), 1, 1);
+  auto loaded = data_name == "synthetic"
+                    ? expected<dataset_split>(make_synthetic(std::max<std::int64_t>(batch * 16, 2048), 1, 1))
+                    : load_dataset(data_name, "", 0, 1, context);
+  if (!loaded) {
+    std::cerr << loaded.error().message << "\n";
+    return 2;
+  }
+  const dataset_split& data = *loaded;
   auto spec = parse_model_spec(model_name);
   if (!spec) {
     std::cerr << spec.error().message << "\n";
@@ -62,7 +72,7 @@ int main(int argc, char** argv) {
   }
   // The peers run SGD with Nesterov momentum 0.9 and weight decay 5e-4 at a fixed lr.
   local_stepper stepper(*m, optimizer_config{optimizer_kind::sgd, 0.9f, true, 5e-4f}, batch, 1, exec);
-  tensor x(data.train.sample_shape().prepend(batch)), y({batch}, dtype::i32);
+  tensor x(data.train.sample_shape().prepend(batch)), y(data.train.labels.sizes().drop_front().prepend(batch), dtype::i32);
   const auto order = epoch_indices(data.train.size(), 1, 0, 0, 1);
   const std::int64_t batches = data.train.size() / batch;
   auto run = [&](std::int64_t n) {

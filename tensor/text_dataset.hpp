@@ -1,0 +1,44 @@
+// Text as a dataset for character-level language models. A UTF-8 text is decoded into
+// characters (Unicode code points); the vocabulary is the set of characters it holds,
+// sorted, and class k is the k-th. The first 90% of the characters are the training split
+// and the rest the validation split (the `test` split), each cut into non-overlapping
+// windows of `context` characters: a sample is a window's token ids as f32 (context) and
+// its labels are the next character at each position, i32 (context). Every node that
+// reads the same text gets the same vocabulary and samples.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/expected.hpp"
+#include "tensor/dataset.hpp"
+
+namespace troupe {
+
+inline constexpr std::string_view default_fortunes_dir = "/usr/share/games/fortunes";  // Debian's `fortunes`
+inline constexpr std::int64_t default_context = 256;
+inline constexpr double text_train_fraction = 0.9;
+
+struct text_corpus {
+  std::vector<std::string> vocabulary;  // each class id's character, as UTF-8
+  std::vector<std::int32_t> tokens;     // the text as class ids
+};
+
+// The characters of `text`; `what` names it in errors (a path). Fails, naming the byte
+// offset, on invalid UTF-8 (a stray continuation byte, a truncated or overlong sequence, a
+// surrogate, a code point past U+10FFFF), and on an empty text.
+expected<text_corpus> decode_text(std::string_view text, const std::string& what);
+
+// Training and validation samples of `context` characters from a corpus; fails when either
+// split is shorter than context + 1 characters.
+expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t context, const std::string& name);
+
+// A UTF-8 file as a dataset.
+expected<dataset_split> load_text_file(const std::string& path, std::int64_t context);
+
+// Every fortune file in dir (regular files, not the .dat indexes), in name order, as one text.
+expected<dataset_split> load_fortunes(const std::string& dir, std::int64_t context);
+
+}  // namespace troupe
