@@ -1,7 +1,8 @@
 // The layer interface. A layer is immutable once built (it knows its per-sample input
-// and output shapes) and keeps no activations: forward and backward get every buffer
-// they touch from the caller, so one layer object serves any number of workers,
-// microbatches and pipeline stages at once.
+// and output shapes) and holds no activations itself: forward and backward get every
+// buffer they touch from the caller, so one layer object serves any number of workers,
+// microbatches and pipeline stages at once. What forward leaves for backward goes in the
+// caller's `saved` (i32) and `kept` (f32) buffers of the microbatch.
 #pragma once
 
 #include <array>
@@ -33,6 +34,7 @@ struct layer_forward_args {
   const_tensor_view in;                                   // (B, in_shape...)
   std::array<const_tensor_view, max_layer_params> params; // in params() order
   tensor_view saved;                                      // i32 (B * saved_per_sample), kept for backward
+  tensor_view kept;                                       // f32 (B * kept_per_sample) in the compute's memory, for backward
   tensor_view workspace;                                  // f32 host scratch (im2col), not kept
   tensor_view scratch;                                    // f32 in the compute's memory (scratch_floats), not kept
 };
@@ -44,6 +46,7 @@ struct layer_backward_args {
   std::array<const_tensor_view, max_layer_params> params;
   std::array<tensor_view, max_layer_params> param_grads;  // accumulated into (+=)
   const_tensor_view saved;
+  const_tensor_view kept;                                 // what forward wrote there for this batch
   tensor_view workspace;
   tensor_view scratch;
 };
@@ -57,6 +60,7 @@ class layer {
   virtual std::string describe() const = 0;    // "linear(784 -> 256)"
   virtual std::vector<param_decl> params() const { return {}; }
   virtual std::int64_t saved_per_sample() const { return 0; }            // i32 elements
+  virtual std::int64_t kept_per_sample() const { return 0; }             // f32 elements
   // Host scratch (the CPU's im2col; a backend brings its own), and scratch in the
   // compute's memory (device memory on a GPU), for a batch of `batch` rows.
   virtual std::int64_t workspace_floats(std::int64_t /*batch*/) const { return 0; }

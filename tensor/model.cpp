@@ -196,6 +196,8 @@ model_activations model::make_activations(std::int64_t capacity, const compute& 
     a.outs.push_back(c.make(l->out_shape().prepend(capacity)));
     const std::int64_t saved = l->saved_per_sample();
     a.saved.push_back(saved ? c.make({capacity * saved}, dtype::i32) : tensor());
+    const std::int64_t kept = l->kept_per_sample();
+    a.kept.push_back(kept ? c.make({capacity * kept}) : tensor());
   }
   return a;
 }
@@ -251,6 +253,7 @@ const_tensor_view model::forward_layers(model_activations& acts, model_scratch& 
     a.in = x;
     a.params = block_views(blocks_, layer_blocks_[i], params);
     if (!acts.saved[i].empty()) a.saved = acts.saved[i].view().flat(0, b * layers_[i]->saved_per_sample());
+    if (!acts.kept[i].empty()) a.kept = acts.kept[i].view().flat(0, b * layers_[i]->kept_per_sample());
     a.workspace = scratch.workspace;
     if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
     layers_[i]->forward(a);
@@ -293,6 +296,7 @@ const_tensor_view model::backward_layers(const model_activations& acts, model_sc
       if (id >= 0) a.param_grads[p] = param_grads.flat(blocks_[id].offset, blocks_[id].numel).reshape(blocks_[id].shape);
     }
     if (!acts.saved[i].empty()) a.saved = acts.saved[i].view().flat(0, b * layers_[i]->saved_per_sample());
+    if (!acts.kept[i].empty()) a.kept = acts.kept[i].view().flat(0, b * layers_[i]->kept_per_sample());
     a.workspace = scratch.workspace;
     if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
     layers_[i]->backward(a);

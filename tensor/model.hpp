@@ -31,6 +31,7 @@ struct model_activations {
   std::int64_t capacity = 0;      // rows the buffers hold
   std::vector<tensor> outs;       // per layer (capacity, out_shape...)
   std::vector<tensor> saved;      // per layer, i32 (capacity * saved_per_sample); may be empty
+  std::vector<tensor> kept;       // per layer, f32 (capacity * kept_per_sample); may be empty
 };
 
 // Scratch for backward, reusable across batches and microbatches.

@@ -19,7 +19,8 @@ void relu_forward(tensor_view out, const_tensor_view in);
 // grad_in = grad_out where out > 0, else 0. grad_in may alias grad_out.
 void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out);
 
-// out = GELU(in) (fn::gelu, the exact form). out may alias in.
+// out = GELU(in) (fn::gelu, the exact form, with Phi from tensor/fast_math.hpp: within a
+// few parts in 10^7 of erff's). out may alias in.
 void gelu_forward(tensor_view out, const_tensor_view in);
 // grad_in = grad_out * GELU'(in). grad_in may alias grad_out, not in.
 void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in);

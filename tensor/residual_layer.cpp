@@ -16,7 +16,8 @@ class residual_layer final : public layer {
       first_param_.push_back(params);
       param_count_.push_back(static_cast<int>(l->params().size()));
       params += param_count_.back();
-      out_floats_ += l->out_shape().numel();
+      kept_at_.push_back(kept_floats_);
+      kept_floats_ += l->out_shape().numel() + l->kept_per_sample();
       widest_in_ = std::max(widest_in_, l->in_shape().numel());
     }
   }
@@ -41,12 +42,13 @@ class residual_layer final : public layer {
     for (const auto& l : inner_) ws = std::max(ws, l->workspace_floats(batch));
     return ws;
   }
-  // Each inner layer's output, two gradient buffers (ping and pong), then the inner
-  // layers' own scratch.
+  // Each inner layer's output and what it keeps, for backward.
+  std::int64_t kept_per_sample() const override { return kept_floats_; }
+  // Two gradient buffers (ping and pong), then the inner layers' own scratch.
   std::int64_t scratch_floats(std::int64_t batch) const override {
     std::int64_t inner = 0;
     for (const auto& l : inner_) inner = std::max(inner, l->scratch_floats(batch));
-    return batch * (out_floats_ + 2 * widest_in_) + inner;
+    return batch * 2 * widest_in_ + inner;
   }
   double forward_flops_per_sample() const override {
     double f = static_cast<double>(in_shape().numel());  // the sum
@@ -55,13 +57,26 @@ class residual_layer final : public layer {
   }
 
   void forward(const layer_forward_args& a) const override {
-    const const_tensor_view fx = run_inner(a.exec, a.in, a.params, a.workspace, a.scratch);
+    const std::int64_t b = a.in.size(0);
+    const_tensor_view x = a.in;
+    for (std::size_t k = 0; k < inner_.size(); ++k) {
+      const layer& l = *inner_[k];
+      layer_forward_args ia;
+      ia.exec = a.exec;
+      ia.out = out_of(a.kept, b, k);
+      ia.in = x;
+      for (int p = 0; p < param_count_[k]; ++p) ia.params[p] = a.params[first_param_[k] + p];
+      ia.kept = kept_of(a.kept, b, k);
+      ia.workspace = a.workspace;
+      ia.scratch = inner_scratch(a.scratch, b);
+      l.forward(ia);
+      x = ia.out;
+    }
     a.exec->copy(a.out, a.in);
-    a.exec->axpy(a.out, 1.f, fx);
+    a.exec->axpy(a.out, 1.f, x);
   }
 
   void backward(const layer_backward_args& a) const override {
-    run_inner(a.exec, a.in, a.params, a.workspace, a.scratch);  // f's activations, again
     const std::int64_t b = a.in.size(0);
     const std::size_t n = inner_.size();
     const_tensor_view dy = a.grad_out;
@@ -72,8 +87,9 @@ class residual_layer final : public layer {
       // f's input gradient is needed only when the block's is.
       if (k > 0 || !a.grad_in.empty()) ia.grad_in = grad_buffer(a.scratch, b, k).reshape(l.in_shape().prepend(b));
       ia.grad_out = dy;
-      ia.in = k == 0 ? a.in : const_tensor_view(out_of(a.scratch, b, k - 1));
-      ia.out = out_of(a.scratch, b, k);
+      ia.in = k == 0 ? a.in : out_of(a.kept, b, k - 1);
+      ia.out = out_of(a.kept, b, k);
+      ia.kept = kept_of(a.kept, b, k);
       for (int p = 0; p < param_count_[k]; ++p) {
         ia.params[p] = a.params[first_param_[k] + p];
         ia.param_grads[p] = a.param_grads[first_param_[k] + p];
@@ -89,38 +105,23 @@ class residual_layer final : public layer {
   }
 
  private:
-  // Runs f on x into the outputs in scratch; returns f(x).
-  const_tensor_view run_inner(const compute* exec, const_tensor_view x,
-                              const std::array<const_tensor_view, max_layer_params>& params, tensor_view workspace,
-                              tensor_view scratch) const {
-    const std::int64_t b = x.size(0);
-    for (std::size_t k = 0; k < inner_.size(); ++k) {
-      const layer& l = *inner_[k];
-      layer_forward_args ia;
-      ia.exec = exec;
-      ia.out = out_of(scratch, b, k);
-      ia.in = x;
-      for (int p = 0; p < param_count_[k]; ++p) ia.params[p] = params[first_param_[k] + p];
-      ia.workspace = workspace;
-      ia.scratch = inner_scratch(scratch, b);
-      l.forward(ia);
-      x = ia.out;
-    }
-    return x;
+  // In kept, per batch of b: inner layer k's output, then what layer k keeps, for each k.
+  template <class View>
+  View out_of(View kept, std::int64_t b, std::size_t k) const {
+    return kept.flat(b * kept_at_[k], b * inner_[k]->out_shape().numel()).reshape(inner_[k]->out_shape().prepend(b));
   }
-  tensor_view out_of(tensor_view scratch, std::int64_t b, std::size_t k) const {
-    std::int64_t offset = 0;
-    for (std::size_t i = 0; i < k; ++i) offset += inner_[i]->out_shape().numel();
-    return scratch.flat(b * offset, b * inner_[k]->out_shape().numel()).reshape(inner_[k]->out_shape().prepend(b));
+  template <class View>
+  View kept_of(View kept, std::int64_t b, std::size_t k) const {
+    const std::int64_t n = inner_[k]->kept_per_sample();
+    return n == 0 ? View() : kept.flat(b * (kept_at_[k] + inner_[k]->out_shape().numel()), b * n);
   }
   // Layer k's input gradient: ping for even k, pong for odd, so it never overwrites the
   // gradient it is computed from (layer k + 1's).
   tensor_view grad_buffer(tensor_view scratch, std::int64_t b, std::size_t k) const {
-    return scratch.flat(b * (out_floats_ + static_cast<std::int64_t>(k % 2) * widest_in_),
-                        b * inner_[k]->in_shape().numel());
+    return scratch.flat(b * static_cast<std::int64_t>(k % 2) * widest_in_, b * inner_[k]->in_shape().numel());
   }
   tensor_view inner_scratch(tensor_view scratch, std::int64_t b) const {
-    const std::int64_t used = b * (out_floats_ + 2 * widest_in_);
+    const std::int64_t used = b * 2 * widest_in_;
     return scratch.flat(used, scratch.numel() - used);
   }
 
@@ -128,7 +129,8 @@ class residual_layer final : public layer {
   // Per inner layer: where its parameters start in the block's, and how many it has
   // (counted once here: params() builds its declarations, names and all).
   std::vector<int> first_param_, param_count_;
-  std::int64_t out_floats_ = 0, widest_in_ = 0;  // per sample
+  std::vector<std::int64_t> kept_at_;  // per inner layer: where its output starts in kept, per sample
+  std::int64_t kept_floats_ = 0, widest_in_ = 0;  // per sample
 };
 
 }  // namespace

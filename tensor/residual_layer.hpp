@@ -13,10 +13,9 @@
 namespace troupe {
 
 // Note [Residual blocks]
-// A layer keeps nothing between forward and backward but its i32 `saved`, so the block's
-// backward runs f's forward again on x (activation recomputation) into its scratch, then
-// f's backward, and adds the two gradient paths: dL/dx = dy + df^T dy. That costs one
-// more forward of f per backward and no activation memory between the passes. Its
+// The block keeps f's layers' outputs, and what each of them keeps, in its own `kept`
+// buffer of the microbatch, so its backward runs f's backward on them and adds the two
+// gradient paths: dL/dx = dy + df^T dy. Its
 // parameters are its layers' in order, named "<i>.<name>" (the model prefixes "res<k>.").
 // Refused: no layers, a layer that saves state for backward (max pooling), more than
 // max_layer_params parameter tensors, an output shape other than the input's.

@@ -51,72 +51,60 @@ class attention_layer final : public layer {
             {"proj.weight", {c, c}, init_kind::xavier_uniform, c, c},
             {"proj.bias", {c}, init_kind::zeros, c, c}};
   }
-  // qkv and its gradient (3C each), the output of the heads and its gradient (C each) a
-  // position; the attention weights and their gradient (T a position a head each).
-  std::int64_t scratch_floats(std::int64_t batch) const override {
-    return batch * g_.context * (8 * g_.dim() + 2 * g_.heads * g_.context);
-  }
+  // Forward keeps qkv (3C a position), the heads' output (C) and the attention weights
+  // (T a position a head) for backward, whose scratch holds their gradients.
+  std::int64_t kept_per_sample() const override { return g_.context * (4 * g_.dim() + g_.heads * g_.context); }
+  std::int64_t scratch_floats(std::int64_t batch) const override { return batch * kept_per_sample(); }
   double forward_flops_per_sample() const override {
     const double t = static_cast<double>(g_.context), c = static_cast<double>(g_.dim());
     return 2.0 * t * (4 * c * c) + 2.0 * 2.0 * t * t * c;  // projections, then scores and weighted sums
   }
 
   void forward(const layer_forward_args& a) const override {
-    const buffers s = split(a.scratch, a.in.size(0));
-    const std::int64_t rows = s.rows, c = g_.dim();
-    project_and_attend(*a.exec, s, a.in, a.params);
-    tensor_view y = a.out.reshape({rows, c});
-    a.exec->gemm(y, s.heads_out, transpose::no, a.params[2], transpose::yes);
+    const auto k = split(a.kept, a.in.size(0));
+    const std::int64_t c = g_.dim();
+    // qkv = x W_qkv^T + b_qkv; the attention weights and the heads' output from it; then
+    // the output projection.
+    a.exec->gemm(k.qkv, a.in.reshape({k.rows, c}), transpose::no, a.params[0], transpose::yes);
+    a.exec->bias_add(k.qkv, a.params[1]);
+    a.exec->attention_forward(k.heads_out, k.probs, k.qkv, g_);
+    tensor_view y = a.out.reshape({k.rows, c});
+    a.exec->gemm(y, k.heads_out, transpose::no, a.params[2], transpose::yes);
     a.exec->bias_add(y, a.params[3]);
   }
 
   void backward(const layer_backward_args& a) const override {
-    const buffers s = split(a.scratch, a.in.size(0));
-    const std::int64_t rows = s.rows, c = g_.dim();
-    project_and_attend(*a.exec, s, a.in, a.params);
-    const const_tensor_view dy = a.grad_out.reshape({rows, c});
+    const auto k = split(a.kept, a.in.size(0));
+    const auto g = split(a.scratch, a.in.size(0));
+    const std::int64_t c = g_.dim();
+    const const_tensor_view dy = a.grad_out.reshape({k.rows, c});
     // Output projection: dW_o += dy^T heads_out, db_o += colsum dy, d heads_out = dy W_o.
-    a.exec->gemm(a.param_grads[2], dy, transpose::yes, s.heads_out, transpose::no, 1.f, 1.f);
+    a.exec->gemm(a.param_grads[2], dy, transpose::yes, k.heads_out, transpose::no, 1.f, 1.f);
     a.exec->bias_grad_accumulate(a.param_grads[3], dy);
-    a.exec->gemm(s.grad_heads_out, dy, transpose::no, a.params[2], transpose::no);
-    a.exec->attention_backward(s.grad_qkv, s.grad_probs, s.grad_heads_out, s.qkv, s.probs, g_);
+    a.exec->gemm(g.heads_out, dy, transpose::no, a.params[2], transpose::no);
+    a.exec->attention_backward(g.qkv, g.probs, g.heads_out, k.qkv, k.probs, g_);
     // Input projection: dW_qkv += dqkv^T x, db_qkv += colsum dqkv, dx = dqkv W_qkv.
-    const const_tensor_view x = a.in.reshape({rows, c});
-    a.exec->gemm(a.param_grads[0], s.grad_qkv, transpose::yes, x, transpose::no, 1.f, 1.f);
-    a.exec->bias_grad_accumulate(a.param_grads[1], s.grad_qkv);
-    if (!a.grad_in.empty()) a.exec->gemm(a.grad_in.reshape({rows, c}), s.grad_qkv, transpose::no, a.params[0], transpose::no);
+    a.exec->gemm(a.param_grads[0], g.qkv, transpose::yes, a.in.reshape({k.rows, c}), transpose::no, 1.f, 1.f);
+    a.exec->bias_grad_accumulate(a.param_grads[1], g.qkv);
+    if (!a.grad_in.empty()) a.exec->gemm(a.grad_in.reshape({k.rows, c}), g.qkv, transpose::no, a.params[0], transpose::no);
   }
 
  private:
+  template <class View>
   struct buffers {
     std::int64_t rows;
-    tensor_view qkv, probs, heads_out, grad_qkv, grad_probs, grad_heads_out;
+    View qkv, heads_out, probs;
   };
 
-  buffers split(tensor_view scratch, std::int64_t batch) const {
-    const std::int64_t t = g_.context, c = g_.dim(), rows = batch * t, p = batch * g_.heads * t * t;
-    buffers s{rows, {}, {}, {}, {}, {}, {}};
-    std::int64_t at = 0;
-    auto take = [&](std::int64_t n, shape sh) {
-      tensor_view v = scratch.flat(at, n).reshape(sh);
-      at += n;
-      return v;
-    };
-    s.qkv = take(rows * 3 * c, {rows, 3 * c});
-    s.grad_qkv = take(rows * 3 * c, {rows, 3 * c});
-    s.heads_out = take(rows * c, {rows, c});
-    s.grad_heads_out = take(rows * c, {rows, c});
-    s.probs = take(p, {batch, g_.heads, t, t});
-    s.grad_probs = take(p, {batch, g_.heads, t, t});
+  // qkv, the heads' output and the weights of a batch, laid out in `all` (kept or scratch).
+  template <class View>
+  buffers<View> split(View all, std::int64_t batch) const {
+    const std::int64_t t = g_.context, c = g_.dim(), rows = batch * t;
+    buffers<View> s{rows, {}, {}, {}};
+    s.qkv = all.flat(0, rows * 3 * c).reshape({rows, 3 * c});
+    s.heads_out = all.flat(rows * 3 * c, rows * c).reshape({rows, c});
+    s.probs = all.flat(rows * 4 * c, batch * g_.heads * t * t).reshape({batch, g_.heads, t, t});
     return s;
-  }
-
-  // qkv = x W_qkv^T + b_qkv; the heads' output and the attention weights from it.
-  void project_and_attend(const compute& exec, const buffers& s, const_tensor_view in,
-                          const std::array<const_tensor_view, max_layer_params>& params) const {
-    exec.gemm(s.qkv, in.reshape({s.rows, g_.dim()}), transpose::no, params[0], transpose::yes);
-    exec.bias_add(s.qkv, params[1]);
-    exec.attention_forward(s.heads_out, s.probs, s.qkv, g_);
   }
 
   attention_geometry g_;

@@ -29,6 +29,7 @@ inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t 
   tensor saved({std::max<std::int64_t>(1, batch * l.saved_per_sample())}, dtype::i32);
   tensor ws({std::max<std::int64_t>(1, l.workspace_floats(batch))});
   tensor scratch({std::max<std::int64_t>(1, l.scratch_floats(batch))});
+  tensor kept({std::max<std::int64_t>(1, batch * l.kept_per_sample())});
   layer_forward_args fa;
   fa.out = y;
   fa.in = x;
@@ -36,6 +37,7 @@ inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t 
   fa.saved = saved;
   fa.workspace = ws;
   fa.scratch = scratch;
+  if (l.kept_per_sample() > 0) fa.kept = kept.view().flat(0, batch * l.kept_per_sample());
   auto loss = [&] {
     l.forward(fa);
     return dot(y, probe);
@@ -52,6 +54,7 @@ inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t 
   ba.saved = saved;
   ba.workspace = ws;
   ba.scratch = scratch;
+  ba.kept = fa.kept;
   l.backward(ba);
   if (input_gradient)
     BOOST_TEST_CONTEXT(l.describe() << " input gradient") { check_gradient(x, dx, loss, eps, 2e-3, 1e-3); }

@@ -94,6 +94,26 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
   test::check_gradient(qkv, grad_qkv, loss, 1e-2, 2e-3, 1e-3);
 }
 
+// A context over two row blocks of 64, the last one partial: the blocks skip only masked
+// work.
+BOOST_AUTO_TEST_CASE(a_long_context_in_row_blocks_matches_the_direct_loop_and_its_gradient) {
+  const attention_geometry g{150, 2, 3};
+  tensor qkv = test::random_tensor({1, g.context, 3 * g.dim()}, 5);
+  tensor probe = test::random_tensor({1, g.context, g.dim()}, 6);
+  tensor out({1, g.context, g.dim()}), probs({1, g.heads, g.context, g.context});
+  auto loss = [&] {
+    causal_attention_forward(out, probs, qkv, g);
+    return test::dot(out, probe);
+  };
+  loss();
+  const auto want = reference(qkv, 1, g);
+  for (std::size_t i = 0; i < want.size(); ++i)
+    BOOST_TEST(std::abs(out.data<float>()[i] - want[i]) <= 1e-5f + 1e-4f * std::abs(want[i]));
+  tensor grad_qkv(qkv.sizes()), scratch(probs.sizes());
+  causal_attention_backward(grad_qkv, scratch, probe, qkv, probs, g);
+  test::check_gradient(qkv, grad_qkv, loss, 1e-2, 2e-3, 1e-3);
+}
+
 BOOST_AUTO_TEST_CASE(shapes_that_do_not_fit_are_refused) {
   const attention_geometry g{4, 2, 3};
   tensor qkv({1, 4, 18}), out({1, 4, 6}), probs({1, 2, 4, 4});
