@@ -13,10 +13,12 @@ namespace {
 using steady = std::chrono::steady_clock;
 
 // A tensor of normal draws in c's memory.
-tensor random_tensor(shape s, rng& r, const compute& c) {
+// Normal values, or, with ids > 0, whole numbers below it (token ids for an embedding).
+tensor random_tensor(shape s, rng& r, const compute& c, std::int64_t ids = 0) {
   tensor host(s);
   float* p = host.data<float>();
-  for (std::int64_t i = 0; i < host.numel(); ++i) p[i] = r.normal();
+  for (std::int64_t i = 0; i < host.numel(); ++i)
+    p[i] = ids > 0 ? static_cast<float>(r.below(static_cast<std::uint64_t>(ids))) : r.normal();
   if (c.host_memory()) return host;
   tensor out = c.make(s);
   c.upload(out.view(), host.view());
@@ -54,7 +56,10 @@ expected<std::vector<layer_timing>> profile_layers(const model& m, const profile
   }
   const_tensor_view params = c.host_memory() ? host_params.view() : device_params.view();
   tensor grads = c.make({m.num_params()});
-  tensor input = random_tensor(m.input_shape().prepend(o.rows), r, c);
+  // A model that starts with an embedding reads token ids: random ones below its vocabulary.
+  const layer& first = m.layer_at(0);
+  const std::int64_t ids = first.kind() == "embedding" ? first.params().front().shape[0] : 0;
+  tensor input = random_tensor(m.input_shape().prepend(o.rows), r, c, ids);
   tensor dy_top = random_tensor(m.output_shape().prepend(o.rows), r, c);
   model_activations acts = m.make_activations(o.rows, c);
   model_scratch scratch = m.make_scratch(o.rows, c);

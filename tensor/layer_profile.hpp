@@ -19,7 +19,8 @@ struct layer_timing {
 struct profile_options {
   std::int64_t rows = 32;  // rows a call runs on: what one microbatch of the job holds
   int passes = 5;          // timed passes after one untimed one; each layer keeps its median
-  std::uint64_t seed = 1;  // the random input, parameters and output gradient
+  std::uint64_t seed = 1;  // the random input (token ids below the vocabulary for a model that
+                           // starts with an embedding), parameters and output gradient
 };
 
 // Times every layer of m on `c`: forward of layer i on the output of layer i - 1, then

@@ -1,7 +1,7 @@
 // Tests for tensor/layer_profile.cpp: every layer gets a forward and a backward time, a
 // layer that does a thousand times the work of another is timed slower, layers below the
 // first with parameters run no backward, the staged backend path profiles too, and bad
-// options are refused with a message.
+// options are refused with a message; a language model is profiled on token ids.
 #define BOOST_TEST_MODULE layer_profile
 #include <boost/test/unit_test.hpp>
 
@@ -57,4 +57,17 @@ BOOST_AUTO_TEST_CASE(no_rows_or_no_passes_is_refused) {
   auto no_pass = profile_layers(mlp, o);
   BOOST_REQUIRE(!no_pass.has_value());
   BOOST_TEST(no_pass.error().message.find("at least one timed pass") != std::string::npos);
+}
+
+// A model that reads token ids is profiled on ids below its vocabulary (random normal
+// values would be refused by its embedding).
+BOOST_AUTO_TEST_CASE(a_language_model_is_profiled_on_token_ids) {
+  const model gpt = build_model("gpt:layers=1,dim=8,heads=2", {16});
+  profile_options o;
+  o.rows = 4;
+  o.passes = 1;
+  auto t = profile_layers(gpt, o);
+  BOOST_REQUIRE_MESSAGE(t.has_value(), (t ? "" : t.error().message));
+  BOOST_REQUIRE(t->size() == static_cast<std::size_t>(gpt.num_layers()));
+  for (const auto& l : *t) BOOST_TEST(l.forward_s > 0.0);
 }
