@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "tensor/evaluate.hpp"
 #include "tensor/layer_profile.hpp"
 
 namespace troupe {
@@ -43,6 +44,7 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data, std::strin
   if (auto problem = validate(job)) return failure{*problem};
   auto m = build_model(job);
   if (!m) return m.error();
+  if (auto bad = labels_mismatch(*m, data.train)) return *bad;
   const std::string stages_flag = "--pipeline-stages " + std::to_string(job.pipeline_stages) + ": ";
   if (job.pipeline_stages > 1 && job.cuts.empty()) {
     const stage_balance by = job.simulate_compute_ms > 0 ? stage_balance::flops : job.balance;

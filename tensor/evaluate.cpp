@@ -5,6 +5,15 @@
 
 namespace troupe {
 
+std::optional<failure> labels_mismatch(const model& m, const dataset& d) {
+  if (m.positions() == d.labels_per_sample()) return std::nullopt;
+  return failure{"model " + m.name() + " gives " + std::to_string(m.positions()) + " row(s) of class scores a sample, " +
+                 "but " + d.name + " has " + std::to_string(d.labels_per_sample()) + " label(s) a sample: " +
+                 (d.labels_per_sample() > 1 ? "a text needs a model that scores every position (end it in linear "
+                                              "classes, without flatten)"
+                                            : "a classifier's model ends in one row of class scores (flatten first)")};
+}
+
 eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size,
                      const compute& c) {
   eval_result r;

@@ -1,7 +1,9 @@
-// Evaluation of a model's parameters on a dataset: accuracy and mean loss, in batches.
+// Evaluation of a model's parameters on a dataset: accuracy and mean loss, in batches, and
+// whether a model's outputs fit a dataset's labels at all.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
@@ -13,6 +15,10 @@ struct eval_result {
   double loss = 0.0;      // mean softmax cross-entropy (nats), over the same
   std::int64_t samples = 0;
 };
+
+// Why m's outputs cannot be scored against d's labels, which needs one row of class
+// scores for each label (one a sample, or one a position of a text's window), or nothing.
+std::optional<failure> labels_mismatch(const model& m, const dataset& d);
 
 // Runs the whole dataset through the model in batches of batch_size (of at most 8192
 // positions for a sequence model), without shuffling, on compute `c`. params is host memory.

@@ -71,6 +71,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   auto built = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
   if (!built) return built.error();
   const model& m = *built;
+  if (auto bad = labels_mismatch(m, data.train)) return *bad;
   const std::int64_t n = data.train.size(), batch = cfg.batch_size;
   if (n == 0) return failure{"the training set is empty"};
 

@@ -1,10 +1,14 @@
 // Tests for tensor/evaluate.cpp: accuracy and loss over a dataset that is not a multiple
-// of the batch size, against a per-sample computation.
+// of the batch size, against a per-sample computation; a text scored by position, and a
+// model whose rows of scores do not fit the labels named.
 #define BOOST_TEST_MODULE evaluate
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include "tensor/evaluate.hpp"
 #include "tensor/loss.hpp"
+#include "tensor/text_dataset.hpp"
 
 using namespace troupe;
 
@@ -40,4 +44,29 @@ BOOST_AUTO_TEST_CASE(empty_dataset_gives_zero_samples) {
   auto m = model::build(*parse_model_spec("mlp"), {1, 28, 28}, 10);
   tensor params({m->num_params()});
   BOOST_TEST(evaluate(*m, params, empty).samples == 0);
+}
+
+// A text's window has a label at every position: its loss and accuracy are over positions,
+// and a model that scores whole samples does not fit it (nor the other way round).
+BOOST_AUTO_TEST_CASE(a_text_is_scored_by_position_and_a_mismatched_model_is_named) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + (i * 7) % 5);
+  auto split = make_text_split(*decode_text(text, "t"), 8, "t");
+  BOOST_REQUIRE(split.has_value());
+  auto lm = model::build(*parse_model_spec("layers:embedding 4; linear classes"), {8}, 5);
+  BOOST_REQUIRE(lm.has_value());
+  BOOST_TEST(!labels_mismatch(*lm, split->test).has_value());
+  tensor params({lm->num_params()});
+  lm->init_params(params, 1);
+  const eval_result r = evaluate(*lm, params, split->test);
+  BOOST_TEST(r.samples == split->test.size());
+  BOOST_TEST((r.accuracy >= 0.0 && r.accuracy <= 1.0));
+  BOOST_TEST(r.loss == std::log(5.0), boost::test_tools::tolerance(0.1));  // near chance at initialisation
+
+  auto whole = model::build(*parse_model_spec("layers:embedding 4; flatten; linear classes"), {8}, 5);
+  BOOST_REQUIRE(whole.has_value());
+  auto why = labels_mismatch(*whole, split->train);
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->message.find("8 label(s) a sample") != std::string::npos, why->message);
+  BOOST_TEST(why->message.find("without flatten") != std::string::npos);
 }

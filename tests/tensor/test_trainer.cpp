@@ -9,6 +9,7 @@
 
 #include "tensor/backend.hpp"
 #include "tensor/model_spec.hpp"
+#include "tensor/text_dataset.hpp"
 #include "tensor/trainer.hpp"
 
 using namespace troupe;
@@ -104,6 +105,18 @@ BOOST_AUTO_TEST_CASE(divergence_is_reported) {
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST(r.error().message.find("diverged") != std::string::npos);
   BOOST_TEST(r.error().message.find("--lr") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_that_scores_whole_samples_is_refused_on_a_text) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
+  auto data = make_text_split(*decode_text(text, "t"), 8, "t");
+  BOOST_REQUIRE(data.has_value());
+  local_train_config cfg;
+  cfg.model = "layers:embedding 4; flatten; linear classes";
+  auto r = train_local(cfg, *data);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("label(s) a sample") != std::string::npos, r.error().message);
 }
 
 BOOST_AUTO_TEST_CASE(model_that_does_not_fit_is_reported) {

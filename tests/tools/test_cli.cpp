@@ -8,6 +8,8 @@
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include <arpa/inet.h>
@@ -68,7 +70,8 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});
   expect_usage_error({"train", "--batch-size", "big"}, {"--batch-size", "auto", "1 to 1048576"});
   expect_usage_error({"train", "--batch-size", "2000000"}, {"--batch-size", "auto"});
-  expect_usage_error({"train-local", "--dataset", "cifar"}, {"--dataset", "fashion-mnist", "synthetic"});
+  expect_usage_error({"train-local", "--dataset", "cifar"}, {"--dataset", "fashion-mnist", "synthetic", "text:FILE"});
+  expect_usage_error({"train-local", "--context", "0"}, {"--context"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_dataset_says_where_and_how) {
@@ -106,6 +109,38 @@ BOOST_AUTO_TEST_CASE(a_model_file_of_layers_trains_and_a_bad_line_is_named) {
   expect_usage_error({"train-local", "--model", "file:" + bad.path.string()},
                      {"--model", "line 3 ('gelu 2')", "gelu takes no arguments"});
   expect_usage_error({"train-local", "--model", "layers:flatten; dense 10"}, {"layer 1 ('dense 10')", "unknown layer"});
+}
+
+// A character-level gpt on a text: bits per character in the JSON line and a sample of
+// text at the end; a text that is not UTF-8, or too short for the context, fails with the
+// reason and exit code 1.
+BOOST_AUTO_TEST_CASE(a_gpt_trains_on_a_text_and_bad_texts_are_named) {
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "the quick brown fox jumps over the lazy dog. ";
+  temp_file corpus(text);
+  const std::vector<std::string> gpt = {"train-local", "--model", "gpt:layers=1,dim=16,heads=2", "--dataset",
+                                        "text:" + corpus.path.string(), "--context", "16", "--epochs", "3",
+                                        "--batch-size", "16", "--optimizer", "adamw", "--lr", "0.01", "--sample", "40"};
+  auto r = run_troupe(gpt);
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["model"].get<std::string>() == "gpt:layers=1,dim=16,heads=2");
+  const double bits = j["validation_bits_per_char"].get<double>();
+  BOOST_TEST((bits > 0.0 && bits < std::log2(28.0)));  // below a uniform guess over the 28 characters
+  BOOST_TEST(j["sample"].get<std::string>().size() == 41u);  // the first character, then 40 more (ASCII)
+  BOOST_TEST(r.err.find("bits per character") != std::string::npos);
+
+  temp_file latin1(std::string(200, 'a') + "caf\xe9");
+  auto bad = run_troupe({"train-local", "--model", "gpt:layers=1,dim=16,heads=2", "--dataset",
+                         "text:" + latin1.path.string(), "--context", "8"});
+  BOOST_TEST(bad.exit_code == 1);
+  BOOST_TEST(bad.err.find("not valid UTF-8 at byte 203") != std::string::npos, bad.err);
+  auto too_short = run_troupe({"train-local", "--model", "gpt:layers=1,dim=16,heads=2", "--dataset",
+                               "text:" + corpus.path.string(), "--context", "1000"});
+  BOOST_TEST(too_short.exit_code == 1);
+  BOOST_TEST(too_short.err.find("too few for a context of 1000") != std::string::npos, too_short.err);
+  BOOST_TEST(too_short.out.empty());
 }
 
 BOOST_AUTO_TEST_CASE(config_file_sets_flags_and_the_command_line_wins) {
