@@ -15,9 +15,9 @@ namespace troupe {
 expected<std::shared_ptr<const layer>> make_embedding(const shape& in, std::int64_t vocab, std::int64_t dim);
 
 // (T, C) -> (T, C): x W_qkv^T + b_qkv split into queries, keys and values of `heads` heads
-// of C / heads columns, causal attention (tensor/attention.hpp), then y W_o^T + b_o. Keeps
-// nothing between passes: backward recomputes the projections and attention weights in
-// the layer's scratch.
+// of C / heads columns, causal attention (tensor/attention.hpp), then y W_o^T + b_o.
+// Forward keeps the projections and the attention weights (T x T a head) in the
+// microbatch's `kept` buffer for backward, whose gradients go in the layer's scratch.
 expected<std::shared_ptr<const layer>> make_attention(const shape& in, std::int64_t heads);
 
 }  // namespace troupe
