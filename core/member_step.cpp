@@ -10,6 +10,7 @@
 #include "core/key_table.hpp"
 #include "core/member_core.hpp"
 #include "core/pull_views.hpp"
+#include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
 
 namespace troupe {
@@ -320,7 +321,11 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                  if (first_stage() || last_stage()) gather_microbatch(begin, rows);
                  const_tensor_view input =
                      first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
-                 slot_of_[mb] = rep_->begin_forward(input);  // copies the input
+                 // Note [Dropout seeds]: this step's microbatch of this replica.
+                 const std::uint64_t seed =
+                     derive_seed(place_.job.train.seed, {static_cast<std::uint64_t>(clock_), replica_,
+                                                         static_cast<std::uint64_t>(mb)});
+                 slot_of_[mb] = rep_->begin_forward(input, seed);  // copies the input
                  forward_open_ = true;
                }
                rep_->forward_up_to(ready);

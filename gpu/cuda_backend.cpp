@@ -58,6 +58,8 @@ const troupe_backend_v1 table = {
     .embedding_backward = entry::embedding_backward,
     .attention_forward = entry::attention_forward,
     .attention_backward = entry::attention_backward,
+    .dropout_forward = entry::dropout_forward,
+    .dropout_backward = entry::dropout_backward,
 };
 
 }  // namespace

@@ -47,6 +47,8 @@ int attention_forward(void* ctx, float* out, float* probs, const float* qkv, int
                       int64_t heads, int64_t head_dim);
 int attention_backward(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
                        const float* probs, int64_t batch, int64_t seq_len, int64_t heads, int64_t head_dim);
+int dropout_forward(void* ctx, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key);
+int dropout_backward(void* ctx, float* grad_in, const float* grad_out, const float* kept, int64_t n);
 int axpy(void* ctx, float* out, float alpha, const float* in, int64_t n);
 int scale(void* ctx, float* out, float alpha, int64_t n);
 int conv2d_forward(void* ctx, float* out, const float* in, const float* weight, const float* bias, int64_t batch,

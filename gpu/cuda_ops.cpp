@@ -54,6 +54,14 @@ int gelu_backward(void* ctx, float* grad_in, const float* grad_out, const float*
   return on_device(ctx, [&](context& c) { launch_gelu_backward(c.compute.get(), grad_in, grad_out, in, n); });
 }
 
+int dropout_forward(void* ctx, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key) {
+  return on_device(ctx, [&](context& c) { launch_dropout_forward(c.compute.get(), out, kept, in, n, p, key); });
+}
+
+int dropout_backward(void* ctx, float* grad_in, const float* grad_out, const float* kept, int64_t n) {
+  return on_device(ctx, [&](context& c) { launch_dropout_backward(c.compute.get(), grad_in, grad_out, kept, n); });
+}
+
 int layer_norm_forward(void* ctx, float* out, const float* in, const float* gamma, const float* beta, int64_t rows,
                        int64_t cols, float eps) {
   return on_device(ctx,

@@ -162,6 +162,17 @@ __global__ void gelu_backward_kernel(float* gi, const float* go, const float* x,
   GRID_STRIDE(i, n) gi[i] = f(x[i], go[i]);
 }
 
+__global__ void dropout_forward_kernel(float* out, float* kept, const float* in, std::int64_t n, fn::dropout_scale f) {
+  GRID_STRIDE(i, n) {
+    kept[i] = f(i);
+    out[i] = in[i] * kept[i];
+  }
+}
+
+__global__ void dropout_backward_kernel(float* gi, const float* go, const float* kept, std::int64_t n) {
+  GRID_STRIDE(i, n) gi[i] = go[i] * kept[i];
+}
+
 // The sum of every thread's v over the block (threads of them), returned to all threads.
 __device__ double block_sum(double v, double* part) {
   part[threadIdx.x] = v;
@@ -327,6 +338,15 @@ void launch_gelu_forward(cudaStream_t s, float* out, const float* in, std::int64
 void launch_gelu_backward(cudaStream_t s, float* gi, const float* go, const float* x, std::int64_t n) {
   gelu_backward_kernel<<<blocks_for(n), threads, 0, s>>>(gi, go, x, n);
   TROUPE_GPU_LAUNCHED("gelu_backward_kernel");
+}
+void launch_dropout_forward(cudaStream_t s, float* out, float* kept, const float* in, std::int64_t n, float p,
+                            std::uint64_t key) {
+  dropout_forward_kernel<<<blocks_for(n), threads, 0, s>>>(out, kept, in, n, fn::dropout_scale{key, p, 1.f / (1.f - p)});
+  TROUPE_GPU_LAUNCHED("dropout_forward_kernel");
+}
+void launch_dropout_backward(cudaStream_t s, float* gi, const float* go, const float* kept, std::int64_t n) {
+  dropout_backward_kernel<<<blocks_for(n), threads, 0, s>>>(gi, go, kept, n);
+  TROUPE_GPU_LAUNCHED("dropout_backward_kernel");
 }
 void launch_layer_norm_forward(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
                                std::int64_t rows, std::int64_t cols, float eps) {

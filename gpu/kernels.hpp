@@ -16,6 +16,11 @@ void launch_relu_forward(cudaStream_t s, float* out, const float* in, std::int64
 void launch_relu_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* out, std::int64_t n);
 void launch_gelu_forward(cudaStream_t s, float* out, const float* in, std::int64_t n);
 void launch_gelu_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* in, std::int64_t n);
+// Inverted dropout with fn::dropout_scale's mask (the host's, bit for bit).
+void launch_dropout_forward(cudaStream_t s, float* out, float* kept, const float* in, std::int64_t n, float p,
+                            std::uint64_t key);
+void launch_dropout_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* kept,
+                             std::int64_t n);
 void launch_layer_norm_forward(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
                                std::int64_t rows, std::int64_t cols, float eps);
 // stats: device scratch of 2 floats a row (each row's mean and 1 / std), used between the

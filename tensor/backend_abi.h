@@ -38,7 +38,7 @@
 extern "C" {
 #endif
 
-#define TROUPE_BACKEND_ABI_VERSION 3
+#define TROUPE_BACKEND_ABI_VERSION 4
 #define TROUPE_BACKEND_ENTRY "troupe_backend_entry"
 
 typedef struct troupe_conv_geom {
@@ -182,6 +182,12 @@ typedef struct troupe_backend_v1 {
   /* grad_qkv overwritten; grad_probs is scratch of probs' size. */
   int (*attention_backward)(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
                             const float* probs, int64_t batch, int64_t context, int64_t heads, int64_t head_dim);
+
+  /* From version 4. Inverted dropout (Note [Dropout masks] in tensor/elementwise.hpp):
+   * kept[i] = 0 or 1 / (1 - p), drawn from key and i; out = in * kept; out may alias in. */
+  int (*dropout_forward)(void* ctx, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key);
+  /* grad_in = grad_out * kept; grad_in may alias grad_out. */
+  int (*dropout_backward)(void* ctx, float* grad_in, const float* grad_out, const float* kept, int64_t n);
 } troupe_backend_v1;
 
 /* What a module exports under TROUPE_BACKEND_ENTRY. */

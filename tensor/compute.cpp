@@ -131,6 +131,21 @@ void compute::gelu_forward(tensor_view out, const_tensor_view in) const {
   b_->call("gelu_forward", &troupe_backend_v1::gelu_forward, fp(out), fp(in), in.numel());
 }
 
+void compute::dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p,
+                              std::uint64_t key) const {
+  if (!b_) return troupe::dropout_forward(out, kept, in, p, key);
+  require(out.numel() == in.numel() && kept.numel() == in.numel(), "dropout shapes");
+  require(p >= 0.f && p < 1.f, "dropout: p must lie in [0, 1)");
+  b_->call("dropout_forward", &troupe_backend_v1::dropout_forward, fp(out), fp(kept), fp(in), in.numel(), p, key);
+}
+
+void compute::dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) const {
+  if (!b_) return troupe::dropout_backward(grad_in, grad_out, kept);
+  require(grad_in.numel() == kept.numel() && grad_out.numel() == kept.numel(), "dropout_backward shapes");
+  b_->call("dropout_backward", &troupe_backend_v1::dropout_backward, fp(grad_in), fp(grad_out), fp(kept),
+           kept.numel());
+}
+
 void compute::gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const {
   if (!b_) return troupe::gelu_backward(grad_in, grad_out, in);
   require(grad_in.numel() == in.numel() && grad_out.numel() == in.numel(), "gelu_backward shapes");

@@ -52,6 +52,8 @@ class compute {
   void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) const;
   void gelu_forward(tensor_view out, const_tensor_view in) const;
   void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const;
+  void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p, std::uint64_t key) const;
+  void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) const;
   void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
                           float eps) const;
   void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,

@@ -315,6 +315,14 @@ const troupe_backend_v1 table = {
                                       cf32(qkv, x), cf32(probs, p), g);
           });
         },
+    .dropout_forward =
+        [](void*, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key) {
+          return guarded([&] { dropout_forward(f32(out, {n}), f32(kept, {n}), cf32(in, {n}), p, key); });
+        },
+    .dropout_backward =
+        [](void*, float* grad_in, const float* grad_out, const float* kept, int64_t n) {
+          return guarded([&] { dropout_backward(f32(grad_in, {n}), cf32(grad_out, {n}), cf32(kept, {n})); });
+        },
 };
 
 }  // namespace

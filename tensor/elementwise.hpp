@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 
 #if defined(__CUDACC__)
 #define TROUPE_HD __host__ __device__ __forceinline__
@@ -33,6 +34,26 @@ struct gelu_grad {
     const float cdf = 0.5f * (1.f + erff(x * 0.70710678118654752f));
     const float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
     return dy * (cdf + x * pdf);
+  }
+};
+
+// Note [Dropout masks]
+// Inverted dropout, PyTorch's: element i of a mask keyed by `key` keeps its input with
+// probability 1 - p, scaled by 1 / (1 - p), else drops it (0). The draw is a
+// counter-based hash of (key, i) (splitmix64's finaliser), with no generator state: an
+// element's draw does not depend on the order elements are computed in, the host and the
+// CUDA kernels draw the same mask bit for bit, and a microbatch's mask depends only on
+// its key (Note [Dropout seeds] in tensor/layer.hpp).
+struct dropout_scale {
+  std::uint64_t key;
+  float p, keep_scale;  // keep_scale = 1 / (1 - p)
+  TROUPE_HD float operator()(std::int64_t i) const {
+    std::uint64_t z = key + (static_cast<std::uint64_t>(i) + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    const float u = static_cast<float>(z >> 40) * (1.f / 16777216.f);  // 24 bits: [0, 1)
+    return u < p ? 0.f : keep_scale;
   }
 };
 

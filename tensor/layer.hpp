@@ -28,6 +28,21 @@ struct param_decl {
 
 inline constexpr int max_layer_params = 8;  // a residual block's inner layers' together
 
+// Note [Dropout seeds]
+// A forward pass is a training pass or an evaluation. In training, Dropout draws its mask
+// from the pass's seed (Note [Dropout masks] in tensor/elementwise.hpp); in evaluation it
+// passes everything through. The caller names a pass by a seed: a member of a job takes
+// derive_seed(the job's seed, {clock, replica, microbatch}), train-local takes
+// derive_seed(seed, {step}). The model gives layer i the key derive_seed(pass seed, {i's
+// index in the full model}), and a residual block gives its inner layer k
+// derive_seed(its key, {k}). So a run is reproducible from its seed, two replicas or two
+// microbatches draw different masks, and a pipeline stage draws exactly the masks the
+// unsplit model draws for its layers.
+struct forward_pass {
+  bool training = false;
+  std::uint64_t seed = 0;
+};
+
 struct layer_forward_args {
   const compute* exec = &host_compute();                  // where the math runs; buffers live there
   tensor_view out;                                        // (B, out_shape...)
@@ -37,6 +52,8 @@ struct layer_forward_args {
   tensor_view kept;                                       // f32 (B * kept_per_sample) in the compute's memory, for backward
   tensor_view workspace;                                  // f32 host scratch (im2col), not kept
   tensor_view scratch;                                    // f32 in the compute's memory (scratch_floats), not kept
+  bool training = false;                                  // Note [Dropout seeds]
+  std::uint64_t key = 0;                                  // this layer's, in a training pass
 };
 
 struct layer_backward_args {

@@ -68,7 +68,8 @@ expected<std::vector<layer_timing>> profile_layers(const model& m, const profile
   for (int pass = 0; pass <= o.passes; ++pass) {
     const bool kept = pass > 0;  // the first pass warms caches and allocators
     for (int i = 0; i < n; ++i) {
-      const double s = timed(c, [&] { m.forward_layers(acts, scratch, input, params, i, i + 1, c); });
+      // A training pass, as the stages run it (Dropout draws its mask).
+      const double s = timed(c, [&] { m.forward_layers(acts, scratch, input, params, i, i + 1, c, {true, 1}); });
       if (kept) fwd[i].push_back(s);
     }
     const_tensor_view dy = dy_top.view();

@@ -1,7 +1,8 @@
-// Linear, Conv2d, MaxPool2d, ReLU, GELU, LayerNorm and Flatten: forward and backward over
+// Linear, Conv2d, MaxPool2d, ReLU, GELU, Dropout, LayerNorm and Flatten: forward and backward over
 // caller buffers.
 #include "tensor/layers.hpp"
 
+#include <cstdio>
 #include <cstring>
 
 #include "tensor/gemm.hpp"
@@ -157,6 +158,29 @@ class flatten_layer final : public layer {
 };
 
 // ---------------------------------------------------------------------------------------
+// Dropout (Note [Dropout seeds] in tensor/layer.hpp)
+
+class dropout_layer final : public layer {
+ public:
+  dropout_layer(const shape& in, float p) : layer(in, in), p_(p) {}
+  std::string_view kind() const override { return "dropout"; }
+  std::string describe() const override { return "dropout(" + format_rate(p_) + ")"; }
+  // The mask's scales (0 or 1 / (1 - p)), for backward.
+  std::int64_t kept_per_sample() const override { return in_shape().numel(); }
+  void forward(const layer_forward_args& a) const override {
+    if (!a.training) return a.exec->copy(a.out, a.in);
+    a.exec->dropout_forward(a.out, a.kept, a.in, p_, a.key);
+  }
+  // After a training pass (the only forward a backward follows).
+  void backward(const layer_backward_args& a) const override {
+    if (!a.grad_in.empty()) a.exec->dropout_backward(a.grad_in, a.grad_out, a.kept);
+  }
+
+ private:
+  float p_;
+};
+
+// ---------------------------------------------------------------------------------------
 // LayerNorm
 
 class layer_norm_layer final : public layer {
@@ -219,5 +243,16 @@ std::shared_ptr<const layer> make_flatten(const shape& in) { return std::make_sh
 std::shared_ptr<const layer> make_gelu(const shape& in) { return std::make_shared<gelu_layer>(in); }
 
 std::shared_ptr<const layer> make_layer_norm(const shape& in) { return std::make_shared<layer_norm_layer>(in); }
+
+expected<std::shared_ptr<const layer>> make_dropout(const shape& in, float p) {
+  if (!(p > 0.f && p < 1.f)) return failure{"dropout needs a rate between 0 and 1, got " + format_rate(p)};
+  return std::shared_ptr<const layer>(std::make_shared<dropout_layer>(in, p));
+}
+
+std::string format_rate(float p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(p));
+  return buf;
+}
 
 }  // namespace troupe

@@ -40,6 +40,7 @@ expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const sha
     case layer_op::layer_norm: return make_layer_norm(in);
     case layer_op::embedding: return make_embedding(in, classes, s.size);
     case layer_op::attention: return make_attention(in, s.size);
+    case layer_op::dropout: return make_dropout(in, s.rate);
   }
   return failure{"unknown layer op"};
 }
@@ -112,6 +113,7 @@ model model::stage(int first, int last) const {
   model s;
   s.name_ = name_ + "[" + std::to_string(first) + ":" + std::to_string(last) + "]";
   s.layers_.assign(layers_.begin() + first, layers_.begin() + last);
+  s.first_layer_ = first_layer_ + first;
   for (int i = first; i < last; ++i) {
     std::array<int, max_layer_params> ids;
     ids.fill(-1);
@@ -231,17 +233,18 @@ std::array<const_tensor_view, max_layer_params> block_views(const std::vector<pa
 }  // namespace
 
 const_tensor_view model::forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
-                                 const_tensor_view params, const compute& c) const {
+                                 const_tensor_view params, const compute& c, const forward_pass& pass) const {
   const std::int64_t b = input.size(0);
   TROUPE_CHECK(b <= acts.capacity && b <= scratch.capacity, "batch larger than buffer capacity");
   TROUPE_CHECK(input.numel() == b * input_shape().numel(), "input " + input.sizes().str() + " vs model input " +
                                                                input_shape().str());
   TROUPE_CHECK(params.numel() == num_params_, "params size");
-  return forward_layers(acts, scratch, input, params, 0, num_layers(), c);
+  return forward_layers(acts, scratch, input, params, 0, num_layers(), c, pass);
 }
 
 const_tensor_view model::forward_layers(model_activations& acts, model_scratch& scratch, const_tensor_view input,
-                                        const_tensor_view params, int bottom, int top, const compute& c) const {
+                                        const_tensor_view params, int bottom, int top, const compute& c,
+                                        const forward_pass& pass) const {
   TROUPE_CHECK(0 <= bottom && bottom <= top && top <= num_layers(), "forward_layers: layers out of range");
   const std::int64_t b = input.size(0);
   const_tensor_view x =
@@ -256,6 +259,8 @@ const_tensor_view model::forward_layers(model_activations& acts, model_scratch& 
     if (!acts.kept[i].empty()) a.kept = acts.kept[i].view().flat(0, b * layers_[i]->kept_per_sample());
     a.workspace = scratch.workspace;
     if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
+    a.training = pass.training;
+    if (pass.training) a.key = derive_seed(pass.seed, {static_cast<std::uint64_t>(first_layer_ + i)});
     layers_[i]->forward(a);
     x = a.out;
   }

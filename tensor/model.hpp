@@ -76,15 +76,17 @@ class model {
   model_scratch make_scratch(std::int64_t capacity, const compute& c = host_compute()) const;
 
   // Runs all layers on input (B, input_shape...), B <= capacity. Returns the output rows.
-  // Every buffer and view is in `c`'s memory.
+  // Every buffer and view is in `c`'s memory. `pass`: an evaluation unless it says
+  // training (Note [Dropout seeds] in tensor/layer.hpp).
   const_tensor_view forward(model_activations& acts, model_scratch& scratch, const_tensor_view input,
-                            const_tensor_view params, const compute& c = host_compute()) const;
+                            const_tensor_view params, const compute& c = host_compute(),
+                            const forward_pass& pass = {}) const;
   // The same for layers [bottom, top) only, so forward can stop at a layer boundary
   // (layer-by-layer pulls): `input` is the model's input (B rows), the layers below
   // `bottom` have run on it into `acts`. Returns the output of layer top - 1.
   const_tensor_view forward_layers(model_activations& acts, model_scratch& scratch, const_tensor_view input,
                                    const_tensor_view params, int bottom, int top,
-                                   const compute& c = host_compute()) const;
+                                   const compute& c = host_compute(), const forward_pass& pass = {}) const;
   // Backpropagates grad_output (B, output_shape...) through the batch last run forward with
   // `acts`. param_grads (num_params) is accumulated into (+=). grad_input receives
   // dL/d(input) when non-empty; when empty, gradients are only propagated as far back as
@@ -108,6 +110,7 @@ class model {
   std::vector<std::array<int, max_layer_params>> layer_blocks_;  // per layer: block indices or -1
   std::int64_t num_params_ = 0;
   int first_param_layer_ = 0;
+  int first_layer_ = 0;  // this model's layer 0 in the full model (a stage's)
 };
 
 }  // namespace troupe

@@ -6,6 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include "tensor/layers.hpp"
+
 namespace troupe {
 
 namespace {
@@ -79,6 +81,9 @@ model_spec fashion_cnn() {
 //   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
 //   linear classes                             as many outputs as the dataset has classes
 //   relu | gelu | layernorm | flatten
+//   dropout P                                  drops each element with probability P
+//                                              (0 < P < 1) in training, scaling the rest
+//                                              by 1/(1 - P); passes all in evaluation
 //   embedding C                                token ids (T) -> (T, C), the dataset's vocabulary
 //   attention H                                causal self-attention with H heads over (T, C)
 //   residual(L1, L2, ...)                      x + f(x), f those layers (',' between them),
@@ -109,6 +114,14 @@ std::optional<std::int64_t> positive(std::string_view tok, std::int64_t max = 1 
   std::int64_t v = 0;
   auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
   if (ec != std::errc() || ptr != tok.data() + tok.size() || v < 0 || v > max) return std::nullopt;
+  return v;
+}
+
+// A dropout rate: a decimal strictly between 0 and 1.
+std::optional<float> rate(std::string_view tok) {
+  float v = 0.f;
+  auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+  if (ec != std::errc() || ptr != tok.data() + tok.size() || !(v > 0.f && v < 1.f)) return std::nullopt;
   return v;
 }
 
@@ -214,6 +227,13 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
     if (k == 0) return failure{"maxpool2d needs k of at least 1"};
     l = spec_of(layer_op::maxpool2d, 0, k, stride, 0);
     canon << "maxpool2d k=" << k << " stride=" << stride;
+  } else if (op == "dropout") {
+    if (plain.size() != 1 || !options.empty()) return failure{"dropout needs one rate, as in 'dropout 0.1'"};
+    const auto p = rate(plain.front());
+    if (!p) return failure{"'" + std::string(plain.front()) + "' is not a dropout rate (a number between 0 and 1)"};
+    l.op = layer_op::dropout;
+    l.rate = *p;
+    canon << "dropout " << format_rate(*p);
   } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "flatten") {
     if (!plain.empty() || !options.empty()) return failure{std::string(op) + " takes no arguments"};
     l.op = op == "relu" ? layer_op::relu : op == "gelu" ? layer_op::gelu : op == "layernorm" ? layer_op::layer_norm
@@ -262,19 +282,31 @@ expected<model_spec> parse_layers(std::string_view text, std::string_view list) 
 //   L times: residual(layernorm, attention H)
 //            residual(layernorm, linear 4C, gelu, linear C)
 //   layernorm; linear classes
-// (pre-norm blocks, no dropout, the output layer not tied to the embedding). The context
-// and the vocabulary come from the dataset, so one spec serves any text.
+// (pre-norm blocks, the output layer not tied to the embedding). With dropout=P (0:
+// none, the default) a `dropout P` follows the embedding and ends each block's branch,
+// where GPT-2 drops. The context and the vocabulary come from the dataset, so one spec
+// serves any text.
 
 expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
   std::int64_t layers = 6, dim = 384, heads = 6;
+  float dropout = 0.f;
   while (!args.empty()) {
     const auto comma = args.find(',');
     const std::string_view item = args.substr(0, comma);
     const auto eq = item.find('=');
     const std::string_view key = item.substr(0, eq);
+    if (key == "dropout" && eq != std::string_view::npos) {
+      const std::string_view value = item.substr(eq + 1);
+      const auto p = value == "0" ? std::optional<float>(0.f) : rate(value);
+      if (!p) return bad_spec(text, "'" + std::string(item) + "' needs a rate from 0 up to (not including) 1");
+      dropout = *p;
+      if (comma == std::string_view::npos) break;
+      args.remove_prefix(comma + 1);
+      continue;
+    }
     std::int64_t* slot = key == "layers" ? &layers : key == "dim" ? &dim : key == "heads" ? &heads : nullptr;
     if (!slot || eq == std::string_view::npos)
-      return bad_spec(text, "'" + std::string(item) + "' is not one of layers=L, dim=C, heads=H");
+      return bad_spec(text, "'" + std::string(item) + "' is not one of layers=L, dim=C, heads=H, dropout=P");
     const auto v = positive(item.substr(eq + 1), 1 << 16);
     if (!v || *v == 0) return bad_spec(text, "'" + std::string(item) + "' needs a positive whole number");
     *slot = *v;
@@ -283,14 +315,17 @@ expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
   }
   if (dim % heads != 0)
     return bad_spec(text, "dim=" + std::to_string(dim) + " is not a multiple of heads=" + std::to_string(heads));
-  std::string list = "embedding " + std::to_string(dim);
+  const std::string drop = dropout > 0.f ? "dropout " + format_rate(dropout) : "";
+  std::string list = "embedding " + std::to_string(dim) + (drop.empty() ? "" : "; " + drop);
+  const std::string branch_end = drop.empty() ? ")" : ", " + drop + ")";
   for (std::int64_t i = 0; i < layers; ++i)
-    list += "; residual(layernorm, attention " + std::to_string(heads) + "); residual(layernorm, linear " +
-            std::to_string(4 * dim) + ", gelu, linear " + std::to_string(dim) + ")";
+    list += "; residual(layernorm, attention " + std::to_string(heads) + branch_end + "; residual(layernorm, linear " +
+            std::to_string(4 * dim) + ", gelu, linear " + std::to_string(dim) + branch_end;
   list += "; layernorm; linear classes";
   auto spec = parse_layers(list, list);
   if (!spec) return spec.error();
-  spec->name = "gpt:layers=" + std::to_string(layers) + ",dim=" + std::to_string(dim) + ",heads=" + std::to_string(heads);
+  spec->name = "gpt:layers=" + std::to_string(layers) + ",dim=" + std::to_string(dim) + ",heads=" + std::to_string(heads) +
+               (drop.empty() ? "" : ",dropout=" + format_rate(dropout));
   return spec;
 }
 

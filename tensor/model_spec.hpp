@@ -1,5 +1,5 @@
 // Model specs: the text a user writes (`mlp`, `cnn`, `mlp:784-256-128-10`, `cnn:fashion`,
-// `layers:flatten; linear 256; layernorm; gelu; linear 10`, `gpt:layers=6,dim=384,heads=6`)
+// `layers:flatten; linear 256; layernorm; gelu; linear 10`, `gpt:layers=6,dim=384,heads=6,dropout=0.1`)
 // parsed into a list of layer specs. `mlp` means mlp:784-256-128-10 and `cnn` means cnn:fashion =
 // conv32-pool-conv64-pool-fc128-fc10 (3x3 convolutions, padding 1, ReLU after each
 // convolution and hidden linear layer, 2x2 max pooling). `gpt` is a decoder-only
@@ -20,7 +20,7 @@
 namespace troupe {
 
 enum class layer_op : std::uint8_t {
-  linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm, residual, embedding, attention
+  linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm, residual, embedding, attention, dropout
 };
 
 struct layer_spec {
@@ -30,6 +30,7 @@ struct layer_spec {
   std::int64_t kernel = 0;  // conv2d, maxpool2d
   std::int64_t stride = 1;
   std::int64_t pad = 0;
+  float rate = 0.f;         // dropout: the probability of dropping an element
   std::vector<layer_spec> inner;  // residual: the block's layers, whose output is added to its input
 };
 
@@ -42,9 +43,9 @@ struct model_spec {
 // The spec names the command line accepts, for help texts and error messages.
 inline constexpr std::string_view model_spec_help =
     "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), mlp:IN-H1-...-OUT, gpt (= gpt:layers=6,dim=384,heads=6), "
-    "gpt:layers=L,dim=C,heads=H, layers:L1; L2; ... or file:PATH (one layer a line), each layer one of: linear N "
-    "(or linear classes), conv2d C [k=3] [stride=1] [pad=0], maxpool2d [k=2] [stride=K], relu, gelu, layernorm, "
-    "flatten, embedding C, attention H, residual(L1, L2, ...)";
+    "gpt:layers=L,dim=C,heads=H[,dropout=P], layers:L1; L2; ... or file:PATH (one layer a line), each layer one "
+    "of: linear N (or linear classes), conv2d C [k=3] [stride=1] [pad=0], maxpool2d [k=2] [stride=K], relu, gelu, "
+    "layernorm, flatten, dropout P, embedding C, attention H, residual(L1, L2, ...)";
 
 expected<model_spec> parse_model_spec(std::string_view text);
 

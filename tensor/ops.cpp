@@ -111,6 +111,33 @@ void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor
   }
 }
 
+void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p, std::uint64_t key) {
+  require_f32(out, "dropout out");
+  require_f32(kept, "dropout kept");
+  require_f32(in, "dropout in");
+  TROUPE_CHECK(out.numel() == in.numel() && kept.numel() == in.numel(), "dropout: numel mismatch");
+  TROUPE_CHECK(p >= 0.f && p < 1.f, "dropout: p must lie in [0, 1)");
+  const fn::dropout_scale f{key, p, 1.f / (1.f - p)};
+  float* o = out.data<float>();
+  float* k = kept.data<float>();
+  const float* x = in.data<float>();
+  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) {
+    k[i] = f(i);
+    o[i] = x[i] * k[i];
+  }
+}
+
+void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) {
+  require_f32(grad_in, "dropout_backward grad_in");
+  require_f32(grad_out, "dropout_backward grad_out");
+  require_f32(kept, "dropout_backward kept");
+  TROUPE_CHECK(grad_in.numel() == kept.numel() && grad_out.numel() == kept.numel(), "dropout_backward: numel mismatch");
+  float* gi = grad_in.data<float>();
+  const float* go = grad_out.data<float>();
+  const float* k = kept.data<float>();
+  for (std::int64_t i = 0, n = kept.numel(); i < n; ++i) gi[i] = go[i] * k[i];
+}
+
 void axpy(tensor_view out, float alpha, const_tensor_view in) {
   require_f32(out, "axpy out");
   require_f32(in, "axpy in");

@@ -1,7 +1,10 @@
-// Elementwise and row-wise ops on host f32 tensors: bias, ReLU, GELU, scaled adds, finiteness.
+// Elementwise and row-wise ops on host f32 tensors: bias, ReLU, GELU, dropout, scaled adds,
+// finiteness.
 // Output first; nothing allocates. Preconditions: contiguous f32 host views of the stated
 // shapes; in-place use is allowed where `out` and `in` are named as allowed to alias.
 #pragma once
+
+#include <cstdint>
 
 #include "tensor/tensor.hpp"
 
@@ -24,6 +27,13 @@ void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor
 void gelu_forward(tensor_view out, const_tensor_view in);
 // grad_in = grad_out * GELU'(in). grad_in may alias grad_out, not in.
 void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in);
+
+// Inverted dropout (Note [Dropout masks] in tensor/elementwise.hpp): kept = each
+// element's scale, 0 or 1 / (1 - p), drawn from `key`; out = in * kept. 0 <= p < 1; all
+// three have the same numel; out may alias in.
+void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p, std::uint64_t key);
+// grad_in = grad_out * kept. grad_in may alias grad_out.
+void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept);
 
 // out += alpha * in (same numel).
 void axpy(tensor_view out, float alpha, const_tensor_view in);

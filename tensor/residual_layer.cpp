@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "tensor/random.hpp"
+
 namespace troupe {
 
 namespace {
@@ -69,6 +71,8 @@ class residual_layer final : public layer {
       ia.kept = kept_of(a.kept, b, k);
       ia.workspace = a.workspace;
       ia.scratch = inner_scratch(a.scratch, b);
+      ia.training = a.training;
+      if (a.training) ia.key = derive_seed(a.key, {static_cast<std::uint64_t>(k)});  // Note [Dropout seeds]
       l.forward(ia);
       x = ia.out;
     }

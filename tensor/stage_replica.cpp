@@ -73,13 +73,13 @@ tensor stage_replica::output_on_host(int id) const {
   return host;
 }
 
-int stage_replica::forward(const_tensor_view input) {
-  const int id = begin_forward(input);
+int stage_replica::forward(const_tensor_view input, std::uint64_t seed) {
+  const int id = begin_forward(input, seed);
   end_forward();
   return id;
 }
 
-int stage_replica::begin_forward(const_tensor_view input) {
+int stage_replica::begin_forward(const_tensor_view input, std::uint64_t seed) {
   TROUPE_CHECK(pending_fwd_.slot < 0, "stage_replica::begin_forward: another forward is in progress");
   const std::int64_t rows = input.size(0);
   TROUPE_CHECK(rows >= 1 && rows <= max_rows_, "stage_replica::forward: " + std::to_string(rows) +
@@ -97,7 +97,7 @@ int stage_replica::begin_forward(const_tensor_view input) {
   s.busy = true;
   s.rows = rows;
   peak_ = std::max(peak_, ++stored_);
-  pending_fwd_ = {id, 0};
+  pending_fwd_ = {id, 0, seed};
   return id;
 }
 
@@ -105,7 +105,8 @@ void stage_replica::forward_up_to(int layer) {
   TROUPE_CHECK(pending_fwd_.slot >= 0, "stage_replica::forward_up_to: no forward in progress");
   if (layer <= pending_fwd_.layer) return;
   slot& s = slots_[static_cast<std::size_t>(pending_fwd_.slot)];
-  model_.forward_layers(s.acts, scratch_, s.input.view().slice(0, s.rows), params_, pending_fwd_.layer, layer, *c_);
+  model_.forward_layers(s.acts, scratch_, s.input.view().slice(0, s.rows), params_, pending_fwd_.layer, layer, *c_,
+                        {true, pending_fwd_.seed});
   pending_fwd_.layer = layer;
 }
 

@@ -61,14 +61,15 @@ class stage_replica {
   int stored() const { return stored_; }
   int peak_stored() const { return peak_; }
 
-  // Copies input (rows, input_shape...) into a free slot and runs the stage forward.
-  // Returns the slot. Fails (TROUPE_CHECK) when every slot is taken or rows > max_rows.
-  int forward(const_tensor_view input);
+  // Copies input (rows, input_shape...) into a free slot and runs the stage forward, a
+  // training pass named by `seed` (Note [Dropout seeds] in tensor/layer.hpp). Returns the
+  // slot. Fails (TROUPE_CHECK) when every slot is taken or rows > max_rows.
+  int forward(const_tensor_view input, std::uint64_t seed = 0);
   // The same in parts, for layer-by-layer pulls: begin_forward takes forward()'s input
   // and returns the slot; forward_up_to(l) runs the layers below l that have not run
   // (each reads only its own parameters); end_forward runs the rest. One microbatch at a
   // time, and the result is forward()'s.
-  int begin_forward(const_tensor_view input);
+  int begin_forward(const_tensor_view input, std::uint64_t seed = 0);
   void forward_up_to(int layer);
   void end_forward();
   // The stage's output for the slot's microbatch: (rows, output_shape...), in compute memory.
@@ -129,6 +130,7 @@ class stage_replica {
   struct pending_forward {
     int slot = -1;
     int layer = 0;
+    std::uint64_t seed = 0;
   } pending_fwd_;
 };
 

@@ -6,6 +6,7 @@
 
 #include "tensor/evaluate.hpp"
 #include "tensor/loss.hpp"
+#include "tensor/random.hpp"
 #include "tensor/sampler.hpp"
 
 namespace troupe {
@@ -24,9 +25,9 @@ double seconds_since(clock_type::time_point t0) {
 replica::replica(model m, std::int64_t max_batch, const compute& c)
     : stage_(std::move(m), true, true, max_batch, 1, c) {}
 
-double replica::compute_gradients(const_tensor_view x, const_tensor_view y) {
+double replica::compute_gradients(const_tensor_view x, const_tensor_view y, std::uint64_t seed) {
   const auto t0 = clock_type::now();
-  const int slot = stage_.forward(x);
+  const int slot = stage_.forward(x, seed);
   const double loss = stage_.loss(slot, y, 1.0f / static_cast<float>(x.size(0)));
   const auto t1 = clock_type::now();
   stage_.zero_grads();
@@ -48,8 +49,8 @@ void local_stepper::load_params(const_tensor_view host) {
   replica_.commit_params();
 }
 
-double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr) {
-  const double loss = replica_.compute_gradients(x, y);
+double local_stepper::step(const_tensor_view x, const_tensor_view y, float lr, std::uint64_t seed) {
+  const double loss = replica_.compute_gradients(x, y, seed);
   opt_.step(replica_.compute_params(), replica_.compute_grads(), lr);
   return loss;
 }
@@ -99,7 +100,8 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
       const std::int64_t start = s * batch, b = std::min(batch, n - start);
       gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train,
                    std::span<const std::int64_t>(order).subspan(start, b));
-      const double loss = stepper.step(xb.view().slice(0, b), yb.view().slice(0, b), schedule.at(step));
+      const double loss = stepper.step(xb.view().slice(0, b), yb.view().slice(0, b), schedule.at(step),
+                                       derive_seed(cfg.seed, {static_cast<std::uint64_t>(step)}));
       if (!std::isfinite(loss))
         return failure{"the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
                        ", step " + std::to_string(s + 1) + "; the run diverged. Lower --lr (now " +

@@ -74,10 +74,11 @@ struct train_callbacks {
 class replica {
  public:
   replica(model m, std::int64_t max_batch, const compute& c = host_compute());
-  // Forward, loss and backward on (x (B, ...), y (B) i32), B <= max_batch: grads() then
-  // holds the gradient of the batch's mean loss. Returns that loss (not finite if the
-  // parameters have diverged).
-  double compute_gradients(const_tensor_view x, const_tensor_view y);
+  // Forward (a training pass named by `seed`, Note [Dropout seeds] in tensor/layer.hpp),
+  // loss and backward on (x (B, ...), y (B) i32), B <= max_batch: grads() then holds the
+  // gradient of the batch's mean loss. Returns that loss (not finite if the parameters
+  // have diverged).
+  double compute_gradients(const_tensor_view x, const_tensor_view y, std::uint64_t seed = 0);
   const model& net() const { return stage_.net(); }
   // Host-visible parameters and gradients (stage_replica's mirrors on a device: write
   // params() then commit_params(); grads() downloads them).
@@ -105,7 +106,7 @@ class local_stepper {
   local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
                 const compute& c = host_compute());
   // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
-  double step(const_tensor_view x, const_tensor_view y, float lr);
+  double step(const_tensor_view x, const_tensor_view y, float lr, std::uint64_t seed = 0);
   // Replaces the parameters with `host` (num_params f32 in host memory).
   void load_params(const_tensor_view host);
   const model& net() const { return replica_.net(); }

@@ -399,6 +399,30 @@ void memory_is_accounted(backend_context& b) {
 
 }  // namespace
 
+// Dropout: the backend's mask is the host's bit for bit (the same hash of key and index),
+// and so are out = in * mask and the backward's grad_out * mask; another key draws
+// another mask.
+void dropout_matches(backend_context& b) {
+  const std::int64_t n = 10007;
+  const float p = 0.3f;
+  const std::uint64_t key = 0x5eedULL;
+  tensor x = random_tensor({n}, 70), dy = random_tensor({n}, 71);
+  tensor want_y({n}), want_k({n}), want_dx({n});
+  dropout_forward(want_y, want_k, x, p, key);
+  dropout_backward(want_dx, dy, want_k);
+  buffer dx(b, x), dout(b, x.nbytes()), dkept(b, x.nbytes()), ddy(b, dy), dgx(b, x.nbytes());
+  b.call("dropout_forward", &troupe_backend_v1::dropout_forward, dout.f(), dkept.f(), dx.f(), n, p, key);
+  b.call("dropout_backward", &troupe_backend_v1::dropout_backward, dgx.f(), ddy.f(), dkept.f(), n);
+  expect_close(dkept.download({n}), want_k, 0, 0, "dropout_forward mask");
+  expect_close(dout.download({n}), want_y, 0, 0, "dropout_forward");
+  expect_close(dgx.download({n}), want_dx, 0, 0, "dropout_backward");
+  b.call("dropout_forward", &troupe_backend_v1::dropout_forward, dout.f(), dkept.f(), dx.f(), n, p, key + 1);
+  const tensor other = dkept.download({n});
+  std::int64_t differ = 0;
+  for (std::int64_t i = 0; i < n; ++i) differ += other.data<float>()[i] != want_k.data<float>()[i];
+  BOOST_TEST(differ > n / 10);
+}
+
 // Each check as a cpu_ case (always) and a cuda_ case (skipped without a device).
 #define BACKEND_CASE(check)                                                   \
   BOOST_AUTO_TEST_CASE(cpu_##check) { check(cpu()); }                         \
@@ -416,6 +440,7 @@ BACKEND_CASE(pool_relu_gradients)
 BACKEND_CASE(softmax_gradients)
 BACKEND_CASE(gelu_layer_norm_match)
 BACKEND_CASE(embedding_attention_match)
+BACKEND_CASE(dropout_matches)
 BACKEND_CASE(memory_is_accounted)
 
 // On a CUDA device, the module's reported caching reuses the first block.

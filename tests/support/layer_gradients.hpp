@@ -16,8 +16,10 @@
 namespace troupe::test {
 
 // Runs a full forward/backward of one layer on the batch x and checks the parameter
-// gradients, and the input gradient when `input_gradient` (not for token ids).
-inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t seed, bool input_gradient = true) {
+// gradients, and the input gradient when `input_gradient` (not for token ids). `pass`: an
+// evaluation, or a training pass whose key the layer's masks come from.
+inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t seed, bool input_gradient = true,
+                           const forward_pass& pass = {}) {
   const std::int64_t batch = x.size(0);
   std::vector<tensor> params, grads;
   for (const auto& d : l.params()) {
@@ -38,6 +40,8 @@ inline void check_layer_on(const layer& l, tensor& x, double eps, std::uint64_t 
   fa.workspace = ws;
   fa.scratch = scratch;
   if (l.kept_per_sample() > 0) fa.kept = kept.view().flat(0, batch * l.kept_per_sample());
+  fa.training = pass.training;
+  fa.key = pass.seed;
   auto loss = [&] {
     l.forward(fa);
     return dot(y, probe);

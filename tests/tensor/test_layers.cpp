@@ -1,8 +1,10 @@
-// Tests for tensor/layers.cpp: every layer's backward (GELU and LayerNorm included; input
+// Tests for tensor/layers.cpp: every layer's backward (GELU, Dropout and LayerNorm included; input
 // and parameter gradients) against central finite differences of a random linear probe
 // of its output (tests/support/layer_gradients.hpp), plus the factories' shape validation.
 #define BOOST_TEST_MODULE layers
 #include <boost/test/unit_test.hpp>
+
+#include <cmath>
 
 #include "tensor/layers.hpp"
 #include "tests/support/layer_gradients.hpp"
@@ -54,6 +56,31 @@ BOOST_AUTO_TEST_CASE(layer_norm_gradients) {
   check_layer(*rows, 2, 1e-2, 8);
 }
 
+// In a training pass the mask is fixed by the key, so finite differences see the same
+// function backward differentiates; in an evaluation the layer passes its input through.
+BOOST_AUTO_TEST_CASE(dropout_gradients_and_evaluation) {
+  auto l = make_dropout({4, 3}, 0.3f);
+  BOOST_REQUIRE(l.has_value());
+  BOOST_TEST((*l)->describe() == "dropout(0.3)");
+  BOOST_TEST((*l)->kept_per_sample() == 12);
+  tensor x = test::random_tensor({5, 4, 3}, 9);
+  test::check_layer_on(**l, x, 1e-2, 9, true, {true, 1234});
+  tensor y({5, 4, 3}), kept({5 * 12});
+  layer_forward_args fa;
+  fa.out = y;
+  fa.in = x;
+  fa.kept = kept;
+  (*l)->forward(fa);  // an evaluation
+  BOOST_TEST(test::same_bits(y, x));
+  fa.training = true;
+  fa.key = 1234;
+  (*l)->forward(fa);
+  std::int64_t zeros = 0;
+  for (std::int64_t i = 0; i < y.numel(); ++i) zeros += y.data<float>()[i] == 0.f;
+  BOOST_TEST(zeros > 0);
+  BOOST_TEST(zeros < y.numel());
+}
+
 BOOST_AUTO_TEST_CASE(flatten_gradients) {
   auto l = make_flatten({2, 3, 4});
   BOOST_TEST(l->out_shape() == (shape{24}));
@@ -68,4 +95,9 @@ BOOST_AUTO_TEST_CASE(factories_reject_shapes_that_do_not_fit) {
   BOOST_TEST(!make_conv2d({784}, 4, 3, 1, 0, init_kind::he_normal).has_value());
   BOOST_TEST(!make_maxpool2d({1, 1, 1}, 2, 2).has_value());
   BOOST_TEST(!make_linear({10}, 0, init_kind::he_normal).has_value());
+  for (float p : {0.f, 1.f, -0.5f, std::nanf("")}) {
+    auto d = make_dropout({10}, p);
+    BOOST_REQUIRE(!d.has_value());
+    BOOST_TEST(d.error().message.find("between 0 and 1") != std::string::npos);
+  }
 }

@@ -211,3 +211,43 @@ BOOST_AUTO_TEST_CASE(buffers_bound_the_batch) {
   // A smaller batch than the capacity is fine.
   BOOST_CHECK_NO_THROW(m.forward(acts, scratch, x.view().slice(0, 2), params));
 }
+
+// Note [Dropout seeds]: a training pass draws its masks from the pass's seed and each
+// layer's index in the full model, so stages draw exactly the whole model's masks (inside
+// a residual block too); another seed draws others; an evaluation drops nothing.
+BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_pass_seed_and_survive_cutting) {
+  model m = build("layers:flatten; linear 32; relu; dropout 0.5; linear 16; residual(linear 16, relu, dropout 0.3); "
+                  "linear 10");
+  auto stages = m.cut({3, 5});
+  BOOST_REQUIRE(stages.has_value());
+  const std::int64_t batch = 4;
+  tensor params({m.num_params()});
+  m.init_params(params, 5);
+  tensor x = test::random_tensor({batch, 1, 28, 28}, 6);
+  auto acts = m.make_activations(batch);
+  auto scratch = m.make_scratch(batch);
+  const forward_pass pass{true, 99};
+  auto host_copy = [](const_tensor_view v) {
+    tensor t(v.sizes());
+    copy(t, v);
+    return t;
+  };
+  const tensor train = host_copy(m.forward(acts, scratch, x, params, host_compute(), pass));
+  const_tensor_view cur = x;
+  std::vector<model_activations> sa;
+  std::vector<model_scratch> ss;
+  std::vector<tensor> sp;
+  for (const model& s : *stages) {
+    sp.emplace_back(shape{s.num_params()});
+    s.init_params(sp.back(), 5);
+    sa.push_back(s.make_activations(batch));
+    ss.push_back(s.make_scratch(batch));
+    cur = s.forward(sa.back(), ss.back(), cur, sp.back(), host_compute(), pass);
+  }
+  BOOST_TEST(same_bits(cur, train));
+  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), pass), train));
+  BOOST_TEST(!same_bits(m.forward(acts, scratch, x, params, host_compute(), {true, 100}), train));
+  const tensor eval = host_copy(m.forward(acts, scratch, x, params));
+  BOOST_TEST(!same_bits(eval, train));
+  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), {false, 99}), eval));
+}

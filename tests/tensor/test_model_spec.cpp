@@ -160,6 +160,42 @@ BOOST_AUTO_TEST_CASE(gpt_expands_to_its_blocks_and_names_its_sizes) {
              std::string::npos);
 }
 
+// A dropout rate is a decimal strictly between 0 and 1, written back in its shortest form.
+BOOST_AUTO_TEST_CASE(dropout_in_a_list_and_in_gpt) {
+  auto m = parse_model_spec("layers:flatten; dropout 0.250; linear 10");
+  BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
+  BOOST_TEST(m->name == "layers:flatten; dropout 0.25; linear 10");
+  BOOST_TEST((m->layers[1].op == layer_op::dropout && m->layers[1].rate == 0.25f));
+  BOOST_TEST(parse_model_spec(m->name)->name == m->name);
+  for (const char* bad : {"layers:dropout", "layers:dropout 1", "layers:dropout 0", "layers:dropout x",
+                          "layers:dropout 0.1 k=2", "layers:dropout -0.1"}) {
+    auto e = parse_model_spec(bad);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!e.has_value());
+      BOOST_TEST(e.error().message.find("dropout") != std::string::npos);
+    }
+  }
+  // gpt: after the embedding and at the end of each block's branch; 0 is none.
+  auto g = parse_model_spec("gpt:layers=1,dim=32,heads=2,dropout=0.1");
+  BOOST_REQUIRE_MESSAGE(g.has_value(), (g ? "" : g.error().message));
+  BOOST_TEST(g->name == "gpt:layers=1,dim=32,heads=2,dropout=0.1");
+  BOOST_REQUIRE(g->layers.size() == 6u);
+  BOOST_TEST((g->layers[1].op == layer_op::dropout));
+  BOOST_TEST((g->layers[2].inner.back().op == layer_op::dropout && g->layers[3].inner.back().op == layer_op::dropout));
+  BOOST_TEST(parse_model_spec(g->name)->name == g->name);
+  auto none = parse_model_spec("gpt:layers=1,dim=32,heads=2,dropout=0");
+  BOOST_REQUIRE(none.has_value());
+  BOOST_TEST(none->name == "gpt:layers=1,dim=32,heads=2");
+  BOOST_TEST(none->layers.size() == 5u);
+  for (const char* bad : {"gpt:dropout=1", "gpt:dropout=x", "gpt:dropout"}) {
+    auto e = parse_model_spec(bad);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!e.has_value());
+      BOOST_TEST(e.error().message.find(std::string("invalid model '") + bad) != std::string::npos);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(transformer_layers_in_a_list) {
   auto m = parse_model_spec("layers:embedding 16; attention 4; linear classes");
   BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));

@@ -1,4 +1,4 @@
-// Tests for tensor/ops.cpp: bias, ReLU, GELU, axpy/scale, finiteness and norms, with exact
+// Tests for tensor/ops.cpp: bias, ReLU, GELU, dropout, axpy/scale, finiteness and norms, with exact
 // expected values on small inputs.
 #define BOOST_TEST_MODULE ops
 #include <boost/test/unit_test.hpp>
@@ -78,6 +78,47 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   BOOST_TEST(d[2] == 2.f * (0.8413447f + 0.2419707f), boost::test_tools::tolerance(1e-5f));
   gelu_forward(x, x);  // in place is allowed
   BOOST_TEST(x.data<float>()[2] == 0.8413447f, boost::test_tools::tolerance(1e-6f));
+}
+
+// Inverted dropout: every scale is 0 or 1 / (1 - p), about p of them 0, out = in * scale,
+// the same key draws the same mask and another key another; backward multiplies by it.
+BOOST_AUTO_TEST_CASE(dropout_forward_and_backward) {
+  const std::int64_t n = 100000;
+  const float p = 0.25f;
+  tensor x({n}), y({n}), kept({n});
+  for (std::int64_t i = 0; i < n; ++i) x.data<float>()[i] = static_cast<float>(i % 17) - 8.f;
+  dropout_forward(y, kept, x, p, 42);
+  std::int64_t dropped = 0;
+  bool scales_ok = true, product_ok = true;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float k = kept.data<float>()[i];
+    dropped += k == 0.f;
+    scales_ok = scales_ok && (k == 0.f || k == 1.f / (1.f - p));
+    product_ok = product_ok && y.data<float>()[i] == x.data<float>()[i] * k;
+  }
+  BOOST_TEST(scales_ok);
+  BOOST_TEST(product_ok);
+  BOOST_TEST(std::abs(static_cast<double>(dropped) / n - p) < 0.01);
+  tensor again({n}), kept_again({n}), other({n}), kept_other({n});
+  dropout_forward(again, kept_again, x, p, 42);
+  dropout_forward(other, kept_other, x, p, 43);
+  std::int64_t same = 0, differ = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    same += kept_again.data<float>()[i] == kept.data<float>()[i];
+    differ += kept_other.data<float>()[i] != kept.data<float>()[i];
+  }
+  BOOST_TEST(same == n);
+  BOOST_TEST(differ > n / 5);  // two independent masks differ in 2p(1 - p) = 37.5% of places
+  tensor g({n}), dy({n});
+  for (std::int64_t i = 0; i < n; ++i) dy.data<float>()[i] = 1.f + static_cast<float>(i % 3);
+  dropout_backward(g, dy, kept);
+  bool grad_ok = true;
+  for (std::int64_t i = 0; i < n; ++i) grad_ok = grad_ok && g.data<float>()[i] == dy.data<float>()[i] * kept.data<float>()[i];
+  BOOST_TEST(grad_ok);
+  dropout_forward(x, kept, x, p, 42);  // in place is allowed
+  BOOST_TEST(x.data<float>()[n - 1] == y.data<float>()[n - 1]);
+  BOOST_CHECK_THROW(dropout_forward(y, kept, x, 1.f, 1), contract_error);
+  BOOST_CHECK_THROW(dropout_forward(y, kept, x, -0.1f, 1), contract_error);
 }
 
 BOOST_AUTO_TEST_CASE(axpy_and_scale) {

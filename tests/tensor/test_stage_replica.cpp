@@ -84,6 +84,25 @@ BOOST_AUTO_TEST_CASE(a_gpt_in_stages_gives_the_unsplit_loss_and_gradients) {
     }
 }
 
+// A training pass keeps its seed across a forward in parts (Note [Dropout seeds]): the
+// parts draw the masks forward() draws, and another seed draws others.
+BOOST_AUTO_TEST_CASE(a_forward_in_parts_keeps_its_dropout_seed) {
+  const model m = build_model("layers:flatten; linear 32; relu; dropout 0.5; linear 10");
+  const tensor x = random_tensor({4, 1, 28, 28}, 3);
+  stage_replica whole(m, true, true, 4, 1), parts(m, true, true, 4, 1), other(m, true, true, 4, 1);
+  for (stage_replica* r : {&whole, &parts, &other}) {
+    m.init_params(r->params(), 7);
+    r->commit_params();
+  }
+  whole.forward(x, 41);
+  const int slot = parts.begin_forward(x, 41);
+  for (int l = 1; l < m.num_layers(); ++l) parts.forward_up_to(l);
+  parts.end_forward();
+  BOOST_TEST(same_bits(parts.output(slot), whole.output(0)));
+  other.forward(x, 42);
+  BOOST_TEST(!same_bits(other.output(0), whole.output(0)));
+}
+
 BOOST_AUTO_TEST_CASE(slots_and_rows_are_bounded) {
   const model m = build_model("mlp");
   stage_replica s(m, true, true, 4, 1);
