@@ -16,7 +16,7 @@ evaluator_actor::behavior_type evaluator(evaluator_actor::pointer, model m, std:
                                                  " parameters for a model of " + std::to_string(m.num_params()));
         eval_result ev;
         if (auto f = catch_compute("evaluating epoch " + std::to_string(r.epoch + 1),
-                                   [&] { ev = evaluate(m, r.params, data->test); }))
+                                   [&] { ev = evaluate(m, r.params, data->test, 1000, host_compute(), &data->train); }))
           return make_error(*f);
         return eval_reply{r.epoch, ev.accuracy, ev.loss};
       },

@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "tensor/augment.hpp"
 #include "tensor/evaluate.hpp"
 #include "tensor/layer_profile.hpp"
 
@@ -45,6 +46,9 @@ expected<model> prepare_job(job_spec& job, const dataset_split& data, std::strin
   auto m = build_model(job);
   if (!m) return m.error();
   if (auto bad = labels_mismatch(*m, data.train)) return *bad;
+  auto aug = parse_augmentation(job.train.augment);
+  if (!aug) return aug.error();
+  if (auto bad = augmentation_unfit(*aug, data.train)) return *bad;
   const std::string stages_flag = "--pipeline-stages " + std::to_string(job.pipeline_stages) + ": ";
   if (job.pipeline_stages > 1 && job.cuts.empty()) {
     const stage_balance by = job.simulate_compute_ms > 0 ? stage_balance::flops : job.balance;

@@ -133,6 +133,10 @@ std::optional<fault> member_core::build(const member_assignment& a) {
     if (data_->train.size() != job.train_size)
       return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
                                       " samples but the job has " + std::to_string(job.train_size)};
+    auto aug = parse_augmentation(job.train.augment);
+    if (!aug) return fault{errc::bad_job, aug.error().message};
+    if (auto bad = augmentation_unfit(*aug, data_->train)) return fault{errc::bad_job, bad->message};
+    augment_ = *aug;
   }
   // Granted rows add up to max_extra_rows to a step (Note [Dealing a lost worker's samples]).
   const std::int64_t rows = job.train.batch_size + deal_shape_of(job).max_extra_rows;

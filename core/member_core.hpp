@@ -40,6 +40,7 @@
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
+#include "tensor/augment.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
@@ -285,6 +286,7 @@ class member_core {
   member_assignment place_;
   std::uint32_t replica_ = 0, stage_ = 0;
   std::shared_ptr<const dataset_split> data_;  // the first and the last stage
+  augmentation augment_;                        // of the first stage's images (--augment)
   std::vector<std::uint32_t> active_;           // shards that hold part of this stage
   std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
   std::vector<std::int64_t> slice_numel_;       // per shard

@@ -69,6 +69,9 @@ void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
   const auto idx = std::span<const std::int64_t>(step_idx_).subspan(static_cast<std::size_t>(begin),
                                                                     static_cast<std::size_t>(rows));
   gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
+  if (first_stage())
+    augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, epoch_,
+                   -data_->pixel_mean / data_->pixel_std);
 }
 
 member_actions_list member_core::on_rows_granted(rows_grant g) {

@@ -60,6 +60,9 @@ const troupe_backend_v1 table = {
     .attention_backward = entry::attention_backward,
     .dropout_forward = entry::dropout_forward,
     .dropout_backward = entry::dropout_backward,
+    .batch_norm_forward = entry::batch_norm_forward,
+    .batch_norm_inference = entry::batch_norm_inference,
+    .batch_norm_backward = entry::batch_norm_backward,
 };
 
 }  // namespace

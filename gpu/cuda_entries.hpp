@@ -49,6 +49,13 @@ int attention_backward(void* ctx, float* grad_qkv, float* grad_probs, const floa
                        const float* probs, int64_t batch, int64_t seq_len, int64_t heads, int64_t head_dim);
 int dropout_forward(void* ctx, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key);
 int dropout_backward(void* ctx, float* grad_in, const float* grad_out, const float* kept, int64_t n);
+int batch_norm_forward(void* ctx, float* out, float* stats, const float* in, const float* gamma, const float* beta,
+                       int64_t batch, int64_t channels, int64_t positions, float eps);
+int batch_norm_inference(void* ctx, float* out, const float* in, const float* gamma, const float* beta,
+                         const float* population, int64_t batch, int64_t channels, int64_t positions, float eps);
+int batch_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                        const float* in, const float* gamma, const float* stats, int64_t batch, int64_t channels,
+                        int64_t positions);
 int axpy(void* ctx, float* out, float alpha, const float* in, int64_t n);
 int scale(void* ctx, float* out, float alpha, int64_t n);
 int conv2d_forward(void* ctx, float* out, const float* in, const float* weight, const float* bias, int64_t batch,

@@ -62,6 +62,29 @@ int dropout_backward(void* ctx, float* grad_in, const float* grad_out, const flo
   return on_device(ctx, [&](context& c) { launch_dropout_backward(c.compute.get(), grad_in, grad_out, kept, n); });
 }
 
+int batch_norm_forward(void* ctx, float* out, float* stats, const float* in, const float* gamma, const float* beta,
+                       int64_t batch, int64_t channels, int64_t positions, float eps) {
+  return on_device(ctx, [&](context& c) {
+    launch_batch_norm_forward(c.compute.get(), out, stats, in, gamma, beta, batch, channels, positions, eps);
+  });
+}
+
+int batch_norm_inference(void* ctx, float* out, const float* in, const float* gamma, const float* beta,
+                         const float* population, int64_t batch, int64_t channels, int64_t positions, float eps) {
+  return on_device(ctx, [&](context& c) {
+    launch_batch_norm_inference(c.compute.get(), out, in, gamma, beta, population, batch, channels, positions, eps);
+  });
+}
+
+int batch_norm_backward(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                        const float* in, const float* gamma, const float* stats, int64_t batch, int64_t channels,
+                        int64_t positions) {
+  return on_device(ctx, [&](context& c) {
+    launch_batch_norm_backward(c.compute.get(), grad_in, grad_gamma, grad_beta, grad_out, in, gamma, stats, batch,
+                               channels, positions);
+  });
+}
+
 int layer_norm_forward(void* ctx, float* out, const float* in, const float* gamma, const float* beta, int64_t rows,
                        int64_t cols, float eps) {
   return on_device(ctx,

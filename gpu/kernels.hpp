@@ -21,6 +21,17 @@ void launch_dropout_forward(cudaStream_t s, float* out, float* kept, const float
                             std::uint64_t key);
 void launch_dropout_backward(cudaStream_t s, float* grad_in, const float* grad_out, const float* kept,
                              std::int64_t n);
+// Batch normalisation of (batch, channels, positions), one block a channel for the
+// training forward and the backward (statistics and sums in double, in a fixed order).
+void launch_batch_norm_forward(cudaStream_t s, float* out, float* stats, const float* in, const float* gamma,
+                               const float* beta, std::int64_t batch, std::int64_t channels, std::int64_t positions,
+                               float eps);
+void launch_batch_norm_inference(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
+                                 const float* population, std::int64_t batch, std::int64_t channels,
+                                 std::int64_t positions, float eps);
+void launch_batch_norm_backward(cudaStream_t s, float* grad_in, float* grad_gamma, float* grad_beta,
+                                const float* grad_out, const float* in, const float* gamma, const float* stats,
+                                std::int64_t batch, std::int64_t channels, std::int64_t positions);
 void launch_layer_norm_forward(cudaStream_t s, float* out, const float* in, const float* gamma, const float* beta,
                                std::int64_t rows, std::int64_t cols, float eps);
 // stats: device scratch of 2 floats a row (each row's mean and 1 / std), used between the

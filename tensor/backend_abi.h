@@ -183,11 +183,24 @@ typedef struct troupe_backend_v1 {
   int (*attention_backward)(void* ctx, float* grad_qkv, float* grad_probs, const float* grad_out, const float* qkv,
                             const float* probs, int64_t batch, int64_t context, int64_t heads, int64_t head_dim);
 
-  /* From version 4. Inverted dropout (Note [Dropout masks] in tensor/elementwise.hpp):
+  /* From version 4: dropout and batch normalisation. Inverted dropout (Note [Dropout masks] in tensor/elementwise.hpp):
    * kept[i] = 0 or 1 / (1 - p), drawn from key and i; out = in * kept; out may alias in. */
   int (*dropout_forward)(void* ctx, float* out, float* kept, const float* in, int64_t n, float p, uint64_t key);
   /* grad_in = grad_out * kept; grad_in may alias grad_out. */
   int (*dropout_backward)(void* ctx, float* grad_in, const float* grad_out, const float* kept, int64_t n);
+  /* Batch normalisation (tensor/batch_norm.hpp) of in (batch, channels, positions): in
+   * training, stats (2 * channels) = each channel's mean, then 1 / sqrt(var + eps);
+   * out = (in - mean) * rstd * gamma + beta; out may alias in. */
+  int (*batch_norm_forward)(void* ctx, float* out, float* stats, const float* in, const float* gamma,
+                            const float* beta, int64_t batch, int64_t channels, int64_t positions, float eps);
+  /* In evaluation, with population (2 * channels) = each channel's mean, then its variance. */
+  int (*batch_norm_inference)(void* ctx, float* out, const float* in, const float* gamma, const float* beta,
+                              const float* population, int64_t batch, int64_t channels, int64_t positions, float eps);
+  /* grad_gamma and grad_beta accumulate, each channel summed in a fixed order; grad_in
+   * overwritten, skipped when NULL. */
+  int (*batch_norm_backward)(void* ctx, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out,
+                             const float* in, const float* gamma, const float* stats, int64_t batch, int64_t channels,
+                             int64_t positions);
 } troupe_backend_v1;
 
 /* What a module exports under TROUPE_BACKEND_ENTRY. */

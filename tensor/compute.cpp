@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "tensor/batch_norm.hpp"
 #include "tensor/embedding.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
@@ -144,6 +145,39 @@ void compute::dropout_backward(tensor_view grad_in, const_tensor_view grad_out, 
   require(grad_in.numel() == kept.numel() && grad_out.numel() == kept.numel(), "dropout_backward shapes");
   b_->call("dropout_backward", &troupe_backend_v1::dropout_backward, fp(grad_in), fp(grad_out), fp(kept),
            kept.numel());
+}
+
+void compute::batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in, const_tensor_view gamma,
+                                 const_tensor_view beta, float eps) const {
+  if (!b_) return troupe::batch_norm_forward(out, stats, in, gamma, beta, eps);
+  require(in.rank() == 3 && out.numel() == in.numel() && gamma.numel() == in.size(1) && beta.numel() == in.size(1) &&
+              stats.numel() == 2 * in.size(1),
+          "batch_norm_forward shapes");
+  b_->call("batch_norm_forward", &troupe_backend_v1::batch_norm_forward, fp(out), fp(stats), fp(in), fp(gamma),
+           fp(beta), in.size(0), in.size(1), in.size(2), eps);
+}
+
+void compute::batch_norm_inference(tensor_view out, const_tensor_view in, const_tensor_view gamma,
+                                   const_tensor_view beta, const_tensor_view population, float eps) const {
+  if (!b_) return troupe::batch_norm_inference(out, in, gamma, beta, population, eps);
+  require(in.rank() == 3 && out.numel() == in.numel() && gamma.numel() == in.size(1) && beta.numel() == in.size(1) &&
+              population.numel() == 2 * in.size(1),
+          "batch_norm_inference shapes");
+  b_->call("batch_norm_inference", &troupe_backend_v1::batch_norm_inference, fp(out), fp(in), fp(gamma), fp(beta),
+           fp(population), in.size(0), in.size(1), in.size(2), eps);
+}
+
+void compute::batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                                  const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
+                                  const_tensor_view stats) const {
+  if (!b_) return troupe::batch_norm_backward(grad_in, grad_gamma, grad_beta, grad_out, in, gamma, stats);
+  require(in.rank() == 3 && grad_out.numel() == in.numel() && gamma.numel() == in.size(1) &&
+              grad_gamma.numel() == in.size(1) && grad_beta.numel() == in.size(1) && stats.numel() == 2 * in.size(1) &&
+              (grad_in.empty() || grad_in.numel() == in.numel()),
+          "batch_norm_backward shapes");
+  b_->call("batch_norm_backward", &troupe_backend_v1::batch_norm_backward, grad_in.empty() ? nullptr : fp(grad_in),
+           fp(grad_gamma), fp(grad_beta), fp(grad_out), fp(in), fp(gamma), fp(stats), in.size(0), in.size(1),
+           in.size(2));
 }
 
 void compute::gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const {

@@ -43,7 +43,7 @@ class compute {
   void synchronize() const;
 
   // The ops, with the host ops' contracts (tensor/gemm.hpp, ops.hpp, conv.hpp, pool.hpp,
-  // layer_norm.hpp, embedding.hpp, attention.hpp, loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
+  // layer_norm.hpp, batch_norm.hpp, embedding.hpp, attention.hpp, loss.hpp, update_ops.hpp). The convolution workspace is used on the host only.
   void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha = 1.f,
             float beta = 0.f) const;
   void bias_add(tensor_view out, const_tensor_view bias) const;
@@ -54,6 +54,14 @@ class compute {
   void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) const;
   void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p, std::uint64_t key) const;
   void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) const;
+  // Batch normalisation of in (batch, channels, positions) (tensor/batch_norm.hpp).
+  void batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in, const_tensor_view gamma,
+                          const_tensor_view beta, float eps) const;
+  void batch_norm_inference(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
+                            const_tensor_view population, float eps) const;
+  void batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                           const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
+                           const_tensor_view stats) const;
   void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
                           float eps) const;
   void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,

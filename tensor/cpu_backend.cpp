@@ -16,6 +16,7 @@
 
 #include "tensor/attention.hpp"
 #include "tensor/backend_guard.hpp"
+#include "tensor/batch_norm.hpp"
 #include "tensor/conv.hpp"
 #include "tensor/embedding.hpp"
 #include "tensor/gemm.hpp"
@@ -322,6 +323,34 @@ const troupe_backend_v1 table = {
     .dropout_backward =
         [](void*, float* grad_in, const float* grad_out, const float* kept, int64_t n) {
           return guarded([&] { dropout_backward(f32(grad_in, {n}), cf32(grad_out, {n}), cf32(kept, {n})); });
+        },
+    .batch_norm_forward =
+        [](void*, float* out, float* stats, const float* in, const float* gamma, const float* beta, int64_t batch,
+           int64_t channels, int64_t positions, float eps) {
+          return guarded([&] {
+            const shape x{batch, channels, positions};
+            batch_norm_forward(f32(out, x), f32(stats, {2 * channels}), cf32(in, x), cf32(gamma, {channels}),
+                               cf32(beta, {channels}), eps);
+          });
+        },
+    .batch_norm_inference =
+        [](void*, float* out, const float* in, const float* gamma, const float* beta, const float* population,
+           int64_t batch, int64_t channels, int64_t positions, float eps) {
+          return guarded([&] {
+            const shape x{batch, channels, positions};
+            batch_norm_inference(f32(out, x), cf32(in, x), cf32(gamma, {channels}), cf32(beta, {channels}),
+                                 cf32(population, {2 * channels}), eps);
+          });
+        },
+    .batch_norm_backward =
+        [](void*, float* grad_in, float* grad_gamma, float* grad_beta, const float* grad_out, const float* in,
+           const float* gamma, const float* stats, int64_t batch, int64_t channels, int64_t positions) {
+          return guarded([&] {
+            const shape x{batch, channels, positions};
+            batch_norm_backward(grad_in ? f32(grad_in, x) : tensor_view{}, f32(grad_gamma, {channels}),
+                                f32(grad_beta, {channels}), cf32(grad_out, x), cf32(in, x), cf32(gamma, {channels}),
+                                cf32(stats, {2 * channels}));
+          });
         },
 };
 

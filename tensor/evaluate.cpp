@@ -1,9 +1,19 @@
-// evaluate: batched forward passes and accuracy counting.
+// evaluate: batched forward passes and accuracy counting, after estimating the population
+// statistics of a model that normalises batches.
 #include "tensor/evaluate.hpp"
 
 #include <algorithm>
 
+#include "tensor/sampler.hpp"
+
 namespace troupe {
+
+namespace {
+
+// Which training rows calibrate the statistics: the same for every evaluation of a job.
+constexpr std::uint64_t calibration_seed = 0xca11b4a7e5ULL;
+
+}  // namespace
 
 std::optional<failure> labels_mismatch(const model& m, const dataset& d) {
   if (m.positions() == d.labels_per_sample()) return std::nullopt;
@@ -14,8 +24,33 @@ std::optional<failure> labels_mismatch(const model& m, const dataset& d) {
                                             : "a classifier's model ends in one row of class scores (flatten first)")};
 }
 
+tensor estimate_statistics(const model& m, const_tensor_view params, const dataset& train, const compute& c,
+                           std::int64_t batches, std::int64_t batch_size) {
+  tensor stats = c.make({std::max<std::int64_t>(1, m.stats_floats())});
+  const std::int64_t n = train.size();
+  if (m.stats_floats() == 0 || n == 0) return stats;
+  batch_size = std::min(batch_size, n);
+  batches = std::min(batches, n / batch_size);
+  const auto order = epoch_indices(n, calibration_seed, 0, 0, 1);
+  auto acts = m.make_activations(batch_size, c);
+  auto scratch = m.make_scratch(batch_size, c);
+  tensor xb(train.sample_shape().prepend(batch_size)), yb(train.labels.sizes().drop_front().prepend(batch_size), dtype::i32);
+  tensor staged = c.host_memory() ? tensor() : c.make(xb.sizes());
+  for (std::int64_t k = 0; k < batches; ++k) {
+    gather_batch(xb, yb, train, std::span<const std::int64_t>(order).subspan(static_cast<std::size_t>(k * batch_size),
+                                                                            static_cast<std::size_t>(batch_size)));
+    const_tensor_view x = xb;
+    if (!staged.empty()) {
+      c.upload(staged, xb);
+      x = staged;
+    }
+    m.forward(acts, scratch, x, params, c, {false, 0, stats.view().flat(0, m.stats_floats()), k});
+  }
+  return stats;
+}
+
 eval_result evaluate(const model& m, const_tensor_view params, const dataset& d, std::int64_t batch_size,
-                     const compute& c) {
+                     const compute& c, const dataset* calibrate_on) {
   eval_result r;
   const std::int64_t n = d.size();
   if (n == 0) return r;
@@ -35,6 +70,12 @@ eval_result evaluate(const model& m, const_tensor_view params, const dataset& d,
     xb = c.make(d.images.sizes().drop_front().prepend(batch_size));
     yb = c.make(d.labels.sizes().drop_front().prepend(batch_size), dtype::i32);
   }
+  forward_pass pass;  // an evaluation
+  tensor stats;
+  if (m.stats_floats() > 0 && calibrate_on && calibrate_on->size() > 0) {
+    stats = estimate_statistics(m, params, *calibrate_on, c);
+    pass.stats = stats.view().flat(0, m.stats_floats());
+  }
   std::int64_t correct = 0;
   double loss_sum = 0.0;
   for (std::int64_t start = 0; start < n; start += batch_size) {
@@ -49,7 +90,7 @@ eval_result evaluate(const model& m, const_tensor_view params, const dataset& d,
     }
     // One row of class scores a sample, or a position of a sequence, each with its label.
     const std::int64_t rows = b * m.positions();
-    const_tensor_view logits = m.forward(acts, scratch, x, params, c).reshape({rows, m.classes()});
+    const_tensor_view logits = m.forward(acts, scratch, x, params, c, pass).reshape({rows, m.classes()});
     y = y.reshape({rows});
     loss_sum += c.softmax_xent_forward(probs.view().slice(0, b).reshape({rows, m.classes()}), logits, y) * rows;
     correct += c.count_correct(logits, y);

@@ -38,9 +38,24 @@ inline constexpr int max_layer_params = 8;  // a residual block's inner layers' 
 // derive_seed(its key, {k}). So a run is reproducible from its seed, two replicas or two
 // microbatches draw different masks, and a pipeline stage draws exactly the masks the
 // unsplit model draws for its layers.
+//
+// Note [Population statistics]
+// BatchNorm normalises with its batch's statistics in training. An evaluation uses the
+// population's, which are estimated when the model is evaluated, not while it trains
+// (PreciseBN: Wu and Johnson, "Rethinking 'Batch' in BatchNorm", 2021): a calibration
+// pass runs the model on a fixed set of training batches (estimate_statistics in
+// tensor/evaluate.hpp), each normalised with its own statistics, which each BatchNorm
+// folds into its share of the model's statistics buffer; an evaluation then normalises
+// with those. So the statistics are no state that shards, checkpoints or model files
+// hold: they follow from the parameters and the training data, the same in every mode
+// (sync, async, pipelines, allreduce), and they are exactly the evaluated parameters'
+// (an exponential running average lags behind them). An evaluation without statistics
+// normalises each batch with its own (PyTorch's track_running_stats=False).
 struct forward_pass {
   bool training = false;
   std::uint64_t seed = 0;
+  tensor_view stats;             // the model's statistics (model::stats_floats()); empty: none
+  std::int64_t calibrating = -1;  // >= 0: a calibration pass, on its k-th batch
 };
 
 struct layer_forward_args {
@@ -54,6 +69,11 @@ struct layer_forward_args {
   tensor_view scratch;                                    // f32 in the compute's memory (scratch_floats), not kept
   bool training = false;                                  // Note [Dropout seeds]
   std::uint64_t key = 0;                                  // this layer's, in a training pass
+  // Note [Population statistics]: this layer's share of the model's statistics (in the
+  // compute's memory), read by an evaluation, or folded into by a calibration pass
+  // (calibrating = k >= 0, its k-th batch); empty: none.
+  tensor_view stats;
+  std::int64_t calibrating = -1;
 };
 
 struct layer_backward_args {
@@ -78,6 +98,8 @@ class layer {
   virtual std::vector<param_decl> params() const { return {}; }
   virtual std::int64_t saved_per_sample() const { return 0; }            // i32 elements
   virtual std::int64_t kept_per_sample() const { return 0; }             // f32 elements
+  // Note [Population statistics]: f32 elements of statistics an evaluation uses.
+  virtual std::int64_t stats_floats() const { return 0; }
   // Host scratch (the CPU's im2col; a backend brings its own), and scratch in the
   // compute's memory (device memory on a GPU), for a batch of `batch` rows.
   virtual std::int64_t workspace_floats(std::int64_t /*batch*/) const { return 0; }

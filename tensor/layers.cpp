@@ -1,10 +1,11 @@
-// Linear, Conv2d, MaxPool2d, ReLU, GELU, Dropout, LayerNorm and Flatten: forward and backward over
+// Linear, Conv2d, MaxPool2d, ReLU, GELU, Dropout, BatchNorm, LayerNorm and Flatten: forward and backward over
 // caller buffers.
 #include "tensor/layers.hpp"
 
 #include <cstdio>
 #include <cstring>
 
+#include "tensor/batch_norm.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tensor/ops.hpp"
@@ -181,6 +182,52 @@ class dropout_layer final : public layer {
 };
 
 // ---------------------------------------------------------------------------------------
+// BatchNorm (Note [Population statistics] in tensor/layer.hpp)
+
+class batch_norm_layer final : public layer {
+ public:
+  explicit batch_norm_layer(const shape& in)
+      : layer(in, in), channels_(in[0]), positions_(in.numel() / in[0]) {}
+  std::string_view kind() const override { return "batchnorm"; }
+  std::string describe() const override { return "batchnorm(" + std::to_string(channels_) + ")"; }
+  std::vector<param_decl> params() const override {
+    return {{"weight", {channels_}, init_kind::ones, channels_, channels_},
+            {"bias", {channels_}, init_kind::zeros, channels_, channels_}};
+  }
+  // The batch's statistics (2C floats of the first sample's share), for backward.
+  std::int64_t kept_per_sample() const override { return 2 * channels_; }
+  // The population's mean and variance, per channel.
+  std::int64_t stats_floats() const override { return 2 * channels_; }
+  double forward_flops_per_sample() const override { return 8.0 * static_cast<double>(in_shape().numel()); }
+  void forward(const layer_forward_args& a) const override {
+    const std::int64_t b = a.in.size(0);
+    const_tensor_view x = a.in.reshape({b, channels_, positions_});
+    tensor_view y = a.out.reshape({b, channels_, positions_});
+    if (!a.training && a.calibrating < 0 && !a.stats.empty())
+      return a.exec->batch_norm_inference(y, x, a.params[0], a.params[1], a.stats, batch_norm_eps);
+    tensor_view batch_stats = a.kept.flat(0, 2 * channels_);
+    a.exec->batch_norm_forward(y, batch_stats, x, a.params[0], a.params[1], batch_norm_eps);
+    if (a.calibrating < 0 || a.stats.empty()) return;
+    // Calibrating: fold this batch's statistics into the population's (2C floats each).
+    tensor pop = tensor::uninitialized({2 * channels_}), st = tensor::uninitialized({2 * channels_});
+    a.exec->download(pop, a.stats);
+    a.exec->download(st, batch_stats);
+    fold_batch_statistics(pop, st, a.calibrating, batch_norm_eps);
+    a.exec->upload(a.stats, pop);
+  }
+  // After a training pass (the only forward a backward follows).
+  void backward(const layer_backward_args& a) const override {
+    const std::int64_t b = a.in.size(0);
+    tensor_view gin = a.grad_in.empty() ? tensor_view() : a.grad_in.reshape({b, channels_, positions_});
+    a.exec->batch_norm_backward(gin, a.param_grads[0], a.param_grads[1], a.grad_out.reshape({b, channels_, positions_}),
+                                a.in.reshape({b, channels_, positions_}), a.params[0], a.kept.flat(0, 2 * channels_));
+  }
+
+ private:
+  std::int64_t channels_, positions_;
+};
+
+// ---------------------------------------------------------------------------------------
 // LayerNorm
 
 class layer_norm_layer final : public layer {
@@ -243,6 +290,13 @@ std::shared_ptr<const layer> make_flatten(const shape& in) { return std::make_sh
 std::shared_ptr<const layer> make_gelu(const shape& in) { return std::make_shared<gelu_layer>(in); }
 
 std::shared_ptr<const layer> make_layer_norm(const shape& in) { return std::make_shared<layer_norm_layer>(in); }
+
+expected<std::shared_ptr<const layer>> make_batch_norm(const shape& in) {
+  if (in.rank() != 3 && in.rank() != 1)
+    return failure{"batchnorm normalises channels of a (C, H, W) input or flat features, not " + in.str() +
+                   "; for a sequence (T, C) use layernorm"};
+  return std::shared_ptr<const layer>(std::make_shared<batch_norm_layer>(in));
+}
 
 expected<std::shared_ptr<const layer>> make_dropout(const shape& in, float p) {
   if (!(p > 0.f && p < 1.f)) return failure{"dropout needs a rate between 0 and 1, got " + format_rate(p)};

@@ -1,4 +1,4 @@
-// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, GELU, Dropout, LayerNorm, Flatten (the
+// The concrete layers: Linear, Conv2d, MaxPool2d, ReLU, GELU, Dropout, BatchNorm, LayerNorm, Flatten (the
 // residual block is tensor/residual_layer.hpp). Shapes are per sample and checked when
 // the layer is built; a mismatch is reported, never computed on.
 #pragma once
@@ -26,6 +26,11 @@ std::shared_ptr<const layer> make_gelu(const shape& in);
 // Layer normalisation over the input's last dimension (tensor/layer_norm.hpp), with a
 // weight (initialised to 1) and a bias (0) of that length.
 std::shared_ptr<const layer> make_layer_norm(const shape& in);
+// Batch normalisation over the channels of a (C, H, W) input (BatchNorm2d) or over flat
+// features (BatchNorm1d), with a weight (1) and a bias (0) per channel; batch statistics
+// in training, the population's in an evaluation that has them (Note [Population
+// statistics] in tensor/layer.hpp).
+expected<std::shared_ptr<const layer>> make_batch_norm(const shape& in);
 // Inverted dropout at rate p (0 < p < 1) in a training pass, the identity in an
 // evaluation (Note [Dropout seeds] in tensor/layer.hpp); any input shape.
 expected<std::shared_ptr<const layer>> make_dropout(const shape& in, float p);

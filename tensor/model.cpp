@@ -41,16 +41,20 @@ expected<std::shared_ptr<const layer>> make_layer(const layer_spec& s, const sha
     case layer_op::embedding: return make_embedding(in, classes, s.size);
     case layer_op::attention: return make_attention(in, s.size);
     case layer_op::dropout: return make_dropout(in, s.rate);
+    case layer_op::batch_norm: return make_batch_norm(in);
   }
   return failure{"unknown layer op"};
 }
 
 // He initialisation suits a weight layer whose output goes through ReLU (or GELU, which
-// is close to it); the logits layer gets Xavier. Within a residual block, the same over
+// is close to it), after batchnorm or dropout if those come first; the logits layer gets Xavier. Within a residual block, the same over
 // its own layers.
 init_kind weight_init(const std::vector<layer_spec>& layers, std::size_t i) {
+  std::size_t next = i + 1;  // what follows, looking past normalisation and dropout
+  while (next < layers.size() && (layers[next].op == layer_op::batch_norm || layers[next].op == layer_op::dropout))
+    ++next;
   const bool rectified =
-      i + 1 < layers.size() && (layers[i + 1].op == layer_op::relu || layers[i + 1].op == layer_op::gelu);
+      next < layers.size() && (layers[next].op == layer_op::relu || layers[next].op == layer_op::gelu);
   return rectified ? init_kind::he_normal : init_kind::xavier_uniform;
 }
 
@@ -65,7 +69,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
   model m;
   m.name_ = spec.name;
   shape cur = sample_in;
-  int linear_count = 0, conv_count = 0, norm_count = 0, residual_count = 0, attention_count = 0;
+  int linear_count = 0, conv_count = 0, norm_count = 0, batch_norm_count = 0, residual_count = 0, attention_count = 0;
   for (std::size_t i = 0; i < spec.layers.size(); ++i) {
     auto l = make_layer(spec.layers[i], cur, weight_init(spec.layers, i), num_classes);
     if (!l) return failure{"model '" + spec.name + "', layer " + std::to_string(i) + ": " + l.error().message};
@@ -77,6 +81,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
     if (ly.kind() == "linear") prefix = "fc" + std::to_string(++linear_count);
     if (ly.kind() == "conv2d") prefix = "conv" + std::to_string(++conv_count);
     if (ly.kind() == "layernorm") prefix = "ln" + std::to_string(++norm_count);
+    if (ly.kind() == "batchnorm") prefix = "bn" + std::to_string(++batch_norm_count);
     if (ly.kind() == "embedding") prefix = "embed";
     if (ly.kind() == "attention") prefix = "attn" + std::to_string(++attention_count);
     if (ly.kind() == "residual") prefix = "res" + std::to_string(++residual_count);  // "res1.0.weight"
@@ -105,6 +110,7 @@ expected<model> model::build(const model_spec& spec, const shape& sample_in, std
                    std::to_string(num_classes) + " classes; end it in a linear layer of that width (linear classes)"};
   auto first = std::find_if(m.layer_blocks_.begin(), m.layer_blocks_.end(), [](auto& ids) { return ids[0] >= 0; });
   m.first_param_layer_ = static_cast<int>(first - m.layer_blocks_.begin());
+  m.lay_out_stats();
   return m;
 }
 
@@ -114,6 +120,7 @@ model model::stage(int first, int last) const {
   s.name_ = name_ + "[" + std::to_string(first) + ":" + std::to_string(last) + "]";
   s.layers_.assign(layers_.begin() + first, layers_.begin() + last);
   s.first_layer_ = first_layer_ + first;
+  s.lay_out_stats();
   for (int i = first; i < last; ++i) {
     std::array<int, max_layer_params> ids;
     ids.fill(-1);
@@ -191,6 +198,15 @@ void model::init_params(tensor_view params, std::uint64_t seed) const {
   }
 }
 
+void model::lay_out_stats() {
+  stats_at_.clear();
+  stats_floats_ = 0;
+  for (const auto& l : layers_) {
+    stats_at_.push_back(stats_floats_);
+    stats_floats_ += l->stats_floats();
+  }
+}
+
 model_activations model::make_activations(std::int64_t capacity, const compute& c) const {
   model_activations a;
   a.capacity = capacity;
@@ -239,6 +255,7 @@ const_tensor_view model::forward(model_activations& acts, model_scratch& scratch
   TROUPE_CHECK(input.numel() == b * input_shape().numel(), "input " + input.sizes().str() + " vs model input " +
                                                                input_shape().str());
   TROUPE_CHECK(params.numel() == num_params_, "params size");
+  TROUPE_CHECK(pass.stats.empty() || pass.stats.numel() == stats_floats_, "statistics size");
   return forward_layers(acts, scratch, input, params, 0, num_layers(), c, pass);
 }
 
@@ -261,6 +278,10 @@ const_tensor_view model::forward_layers(model_activations& acts, model_scratch& 
     if (!scratch.scratch.empty()) a.scratch = scratch.scratch.view();
     a.training = pass.training;
     if (pass.training) a.key = derive_seed(pass.seed, {static_cast<std::uint64_t>(first_layer_ + i)});
+    if (!pass.stats.empty() && layers_[i]->stats_floats() > 0) {
+      a.stats = pass.stats.flat(stats_at_[i], layers_[i]->stats_floats());
+      a.calibrating = pass.calibrating;
+    }
     layers_[i]->forward(a);
     x = a.out;
   }

@@ -66,6 +66,8 @@ class model {
   std::int64_t positions() const { return output_shape().numel() / classes(); }
   double forward_flops_per_sample() const;
   std::string describe() const;  // one line per layer
+  // Note [Population statistics]: the floats of statistics its evaluations use (0: none).
+  std::int64_t stats_floats() const { return stats_floats_; }
 
   // Fills params (num_params) deterministically from seed: each block draws from its own
   // stream keyed by its global index, so a stage initialises exactly as the full model does.
@@ -111,6 +113,9 @@ class model {
   std::int64_t num_params_ = 0;
   int first_param_layer_ = 0;
   int first_layer_ = 0;  // this model's layer 0 in the full model (a stage's)
+  std::vector<std::int64_t> stats_at_;  // per layer: where its statistics start
+  std::int64_t stats_floats_ = 0;
+  void lay_out_stats();
 };
 
 }  // namespace troupe

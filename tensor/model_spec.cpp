@@ -80,7 +80,7 @@ model_spec fashion_cnn() {
 //   conv2d C [k=3] [stride=1] [pad=0]          C output channels, a k x k kernel
 //   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
 //   linear classes                             as many outputs as the dataset has classes
-//   relu | gelu | layernorm | flatten
+//   relu | gelu | layernorm | batchnorm | flatten
 //   dropout P                                  drops each element with probability P
 //                                              (0 < P < 1) in training, scaling the rest
 //                                              by 1/(1 - P); passes all in evaluation
@@ -89,7 +89,9 @@ model_spec fashion_cnn() {
 //   residual(L1, L2, ...)                      x + f(x), f those layers (',' between them),
 //                                              which must end in x's shape; not nested
 // A linear or conv2d layer is He-initialised when a relu or gelu follows it, else Xavier.
-// Layernorm normalises over the last dimension, with its own weight (1) and bias (0).
+// Layernorm normalises over the last dimension, with its own weight (1) and bias (0);
+// batchnorm over the channels of a (C, H, W) input (or flat features), with a weight and
+// a bias per channel (Note [Population statistics] in tensor/layer.hpp).
 // The canonical text (the model's name) writes every option, so two spellings of one
 // model have one name, which is what checkpoints and model files compare.
 
@@ -234,10 +236,13 @@ expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) 
     l.op = layer_op::dropout;
     l.rate = *p;
     canon << "dropout " << format_rate(*p);
-  } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "flatten") {
+  } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "batchnorm" || op == "flatten") {
     if (!plain.empty() || !options.empty()) return failure{std::string(op) + " takes no arguments"};
-    l.op = op == "relu" ? layer_op::relu : op == "gelu" ? layer_op::gelu : op == "layernorm" ? layer_op::layer_norm
-                                                                                          : layer_op::flatten;
+    l.op = op == "relu"        ? layer_op::relu
+           : op == "gelu"      ? layer_op::gelu
+           : op == "layernorm" ? layer_op::layer_norm
+           : op == "batchnorm" ? layer_op::batch_norm
+                               : layer_op::flatten;
     canon << op;
   } else {
     return failure{"unknown layer '" + std::string(op) + "'"};
@@ -329,6 +334,35 @@ expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
   return spec;
 }
 
+// Note [The resnet model]
+// resnet:width=W (default 32) is a small residual CNN for 28 x 28 images, two stages of
+// W and 2W channels, each a convolution and a basic block (He et al. 2016) then 2 x 2
+// max pooling:
+//   conv2d W pad=1; batchnorm; relu
+//   residual(conv2d W pad=1, batchnorm, relu, conv2d W pad=1, batchnorm); relu; maxpool2d
+//   conv2d 2W pad=1; batchnorm; relu
+//   residual(conv2d 2W pad=1, batchnorm, relu, conv2d 2W pad=1, batchnorm); relu; maxpool2d
+//   flatten; linear classes
+// (the ReLU after each block's sum is a layer of its own; the blocks keep their shape,
+// so no projection shortcut is needed). With --augment crop,flip it is the Fashion-MNIST
+// model of issue 19's goal.
+
+expected<model_spec> parse_resnet(std::string_view text, std::string_view args) {
+  const auto v = args.starts_with("width=") ? positive(args.substr(6), 1024) : std::nullopt;
+  if (!v || *v == 0) return bad_spec(text, "'" + std::string(args) + "' is not width=W (a whole number from 1 to 1024)");
+  const std::int64_t width = *v;
+  const std::string w = std::to_string(width), w2 = std::to_string(2 * width);
+  auto stage = [](const std::string& c) {
+    return "conv2d " + c + " pad=1; batchnorm; relu; residual(conv2d " + c + " pad=1, batchnorm, relu, conv2d " + c +
+           " pad=1, batchnorm); relu; maxpool2d";
+  };
+  const std::string list = stage(w) + "; " + stage(w2) + "; flatten; linear classes";
+  auto spec = parse_layers(list, list);
+  if (!spec) return spec.error();
+  spec->name = "resnet:width=" + w;
+  return spec;
+}
+
 }  // namespace
 
 expected<std::string> model_spec_from_file(const std::string& path) {
@@ -354,6 +388,8 @@ expected<std::string> model_spec_from_file(const std::string& path) {
 
 expected<model_spec> parse_model_spec(std::string_view text) {
   if (text == "mlp") return parse_mlp(text, "784-256-128-10");
+  if (text == "resnet") return parse_resnet(text, "width=32");
+  if (text.starts_with("resnet:")) return parse_resnet(text, text.substr(7));
   if (text == "cnn" || text == "cnn:fashion") return fashion_cnn();
   if (text.starts_with("mlp:")) return parse_mlp(text, text.substr(4));
   if (text.starts_with("layers:")) return parse_layers(text, text.substr(7));

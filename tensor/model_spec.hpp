@@ -20,7 +20,7 @@
 namespace troupe {
 
 enum class layer_op : std::uint8_t {
-  linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm, residual, embedding, attention, dropout
+  linear, conv2d, maxpool2d, relu, flatten, gelu, layer_norm, residual, embedding, attention, dropout, batch_norm
 };
 
 struct layer_spec {
@@ -42,10 +42,11 @@ struct model_spec {
 
 // The spec names the command line accepts, for help texts and error messages.
 inline constexpr std::string_view model_spec_help =
-    "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), mlp:IN-H1-...-OUT, gpt (= gpt:layers=6,dim=384,heads=6), "
+    "mlp (= mlp:784-256-128-10), cnn (= cnn:fashion), mlp:IN-H1-...-OUT, resnet (= resnet:width=32), resnet:width=W, "
+    "gpt (= gpt:layers=6,dim=384,heads=6), "
     "gpt:layers=L,dim=C,heads=H[,dropout=P], layers:L1; L2; ... or file:PATH (one layer a line), each layer one "
     "of: linear N (or linear classes), conv2d C [k=3] [stride=1] [pad=0], maxpool2d [k=2] [stride=K], relu, gelu, "
-    "layernorm, flatten, dropout P, embedding C, attention H, residual(L1, L2, ...)";
+    "layernorm, batchnorm, flatten, dropout P, embedding C, attention H, residual(L1, L2, ...)";
 
 expected<model_spec> parse_model_spec(std::string_view text);
 

@@ -19,6 +19,8 @@ class residual_layer final : public layer {
       param_count_.push_back(static_cast<int>(l->params().size()));
       params += param_count_.back();
       kept_at_.push_back(kept_floats_);
+      stats_at_.push_back(stats_floats_);
+      stats_floats_ += l->stats_floats();
       kept_floats_ += l->out_shape().numel() + l->kept_per_sample();
       widest_in_ = std::max(widest_in_, l->in_shape().numel());
     }
@@ -46,6 +48,8 @@ class residual_layer final : public layer {
   }
   // Each inner layer's output and what it keeps, for backward.
   std::int64_t kept_per_sample() const override { return kept_floats_; }
+  // The inner layers' statistics, one after another.
+  std::int64_t stats_floats() const override { return stats_floats_; }
   // Two gradient buffers (ping and pong), then the inner layers' own scratch.
   std::int64_t scratch_floats(std::int64_t batch) const override {
     std::int64_t inner = 0;
@@ -73,6 +77,10 @@ class residual_layer final : public layer {
       ia.scratch = inner_scratch(a.scratch, b);
       ia.training = a.training;
       if (a.training) ia.key = derive_seed(a.key, {static_cast<std::uint64_t>(k)});  // Note [Dropout seeds]
+      if (!a.stats.empty() && l.stats_floats() > 0) {  // Note [Population statistics]
+        ia.stats = a.stats.flat(stats_at_[k], l.stats_floats());
+        ia.calibrating = a.calibrating;
+      }
       l.forward(ia);
       x = ia.out;
     }
@@ -135,6 +143,8 @@ class residual_layer final : public layer {
   std::vector<int> first_param_, param_count_;
   std::vector<std::int64_t> kept_at_;  // per inner layer: where its output starts in kept, per sample
   std::int64_t kept_floats_ = 0, widest_in_ = 0;  // per sample
+  std::vector<std::int64_t> stats_at_;  // per inner layer: where its statistics start
+  std::int64_t stats_floats_ = 0;
 };
 
 }  // namespace

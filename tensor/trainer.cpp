@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "tensor/augment.hpp"
 #include "tensor/evaluate.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/random.hpp"
@@ -75,6 +76,10 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   if (auto bad = labels_mismatch(m, data.train)) return *bad;
   const std::int64_t n = data.train.size(), batch = cfg.batch_size;
   if (n == 0) return failure{"the training set is empty"};
+  auto aug = parse_augmentation(cfg.augment);
+  if (!aug) return aug.error();
+  if (auto bad = augmentation_unfit(*aug, data.train)) return *bad;
+  const float background = -data.pixel_mean / data.pixel_std;  // a blank pixel, normalised
 
   const lr_schedule schedule = make_schedule(cfg, n);
   local_stepper stepper(m, cfg.optimizer, batch, cfg.seed, c);
@@ -98,8 +103,9 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     double loss_sum = 0.0;
     for (std::int64_t s = 0; s < steps_per_epoch; ++s, ++step) {
       const std::int64_t start = s * batch, b = std::min(batch, n - start);
-      gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train,
-                   std::span<const std::int64_t>(order).subspan(start, b));
+      const auto rows = std::span<const std::int64_t>(order).subspan(start, b);
+      gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train, rows);
+      augment_images(xb.view().slice(0, b), *aug, rows, cfg.seed, epoch, background);
       const double loss = stepper.step(xb.view().slice(0, b), yb.view().slice(0, b), schedule.at(step),
                                        derive_seed(cfg.seed, {static_cast<std::uint64_t>(step)}));
       if (!std::isfinite(loss))
@@ -113,7 +119,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
     }
     const double epoch_seconds = seconds_since(t_epoch);
     train_seconds += epoch_seconds;
-    const eval_result ev = evaluate(m, stepper.params(), data.test, 1000, c);
+    const eval_result ev = evaluate(m, stepper.params(), data.test, 1000, c, &data.train);
     epoch_report rep;
     rep.epoch = epoch;
     rep.train_loss = loss_sum / static_cast<double>(steps_per_epoch);

@@ -32,6 +32,7 @@ struct local_train_config {
   lr_schedule_kind schedule = lr_schedule_kind::cosine;
   float warmup_epochs = 0.5f;
   std::uint64_t seed = 1;
+  std::string augment = "none";  // of the training images (tensor/augment.hpp), as name_of writes it
   tensor initial_params;  // host f32 in the model's layout (train-local --init-from); empty: from the seed
 };
 

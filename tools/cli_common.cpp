@@ -6,6 +6,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "tensor/augment.hpp"
 #include "tensor/model_spec.hpp"
 
 namespace troupe::cli {
@@ -108,6 +109,7 @@ std::string describe(const local_train_config& c) {
   if (c.optimizer.kind == optimizer_kind::sgd)
     s << ", momentum " << c.optimizer.momentum << ", nesterov " << (c.optimizer.nesterov ? "on" : "off");
   s << ", weight decay " << c.optimizer.weight_decay;
+  if (c.augment != "none") s << ", augment " << c.augment;
   return s.str();
 }
 
@@ -125,10 +127,25 @@ void add_data_options(CLI::App& app, data_options& opts) {
   app.add_option("--context", opts.context, "Text datasets: characters a sample holds (the model's context)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option("--augment", opts.augment,
+                 "Training images: none, or any of crop (shifts by up to 2 pixels, crop=N by up to N), flip (mirrors "
+                 "half the images), separated by commas, drawn from the seed, epoch and sample")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            auto a = parse_augmentation(s);
+            return a ? std::string() : a.error().message;
+          },
+          "AUGMENT"))
+      ->capture_default_str();
   app.add_option("--data", opts.dir, "Directory with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--train-samples", opts.train_samples, "Use only the first N training samples (0 = all)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+}
+
+std::string augment_text(const data_options& opts) {
+  auto a = parse_augmentation(opts.augment);
+  return a ? name_of(*a) : opts.augment;  // the parser refused a bad one already
 }
 
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed) {

@@ -63,7 +63,10 @@ struct data_options {
   std::string dir = std::string(default_fashion_mnist_dir);
   std::int64_t train_samples = 0;  // 0 = all
   std::int64_t context = default_context;  // text datasets: characters a sample
+  std::string augment = "none";            // --augment, checked by the parser
 };
+// --augment as the job carries it (name_of(parse_augmentation(...))).
+std::string augment_text(const data_options& opts);
 void add_data_options(CLI::App& app, data_options& opts);
 expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed);
 

@@ -37,7 +37,7 @@ int run_evaluate(const evaluate_options& o) {
                 test.sample_shape().str() + " and " + std::to_string(test.num_classes));
     return exit_failed;
   }
-  const eval_result r = evaluate(*saved->net, saved->params, test);
+  const eval_result r = evaluate(*saved->net, saved->params, test, 1000, host_compute(), &data->train);
   std::cerr << "evaluate: model " << saved->spec << " from " << o.model_file << " on " << r.samples << " test samples ("
             << test.name << ")\n";
   nlohmann::ordered_json out;

@@ -31,6 +31,7 @@ struct train_local_options {
 
 int run_train_local(const train_local_options& o) {
   local_train_config cfg = resolve_train_options(o.train);
+  cfg.augment = augment_text(o.data);
   if (!o.save_model.empty())
     if (auto why = save_model_unwritable(o.save_model)) {
       print_error(*why);

@@ -57,7 +57,8 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
     if (opt->get_group() == "Options" && opt->get_single_name() != "help") opt->group(group_model);
   CLI::App& data_holder = app;
   add_data_options(data_holder, o.data);
-  for (const char* name : {"--dataset", "--data", "--train-samples", "--context"}) app.get_option(name)->group(group_data);
+  for (const char* name : {"--dataset", "--data", "--train-samples", "--context", "--augment"})
+    app.get_option(name)->group(group_data);
   app.add_option("--workers,--replicas", o.job.workers,
                  "Data-parallel replicas: workers, or pipelines of --pipeline-stages stages each")
       ->check(CLI::Range(1, 4096))
@@ -220,6 +221,7 @@ expected<job_spec> resolve_job_options(const job_cli_options& o) {
   job.data_dir = o.data.dir;
   job.train_samples = o.data.train_samples;
   job.context = o.data.context;
+  job.train.augment = augment_text(o.data);
   job.request_timeout_ms = static_cast<std::int64_t>(o.request_timeout_s * 1000);
   job.stall_timeout_ms = static_cast<std::int64_t>(o.stall_timeout_s * 1000);
   if (!o.slow_worker.empty())

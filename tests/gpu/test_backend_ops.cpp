@@ -19,6 +19,7 @@
 #include "tensor/conv.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/attention.hpp"
+#include "tensor/batch_norm.hpp"
 #include "tensor/embedding.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tensor/loss.hpp"
@@ -423,6 +424,42 @@ void dropout_matches(backend_context& b) {
   BOOST_TEST(differ > n / 10);
 }
 
+// Batch normalisation: the entries against the host ops (sums in another order: 1e-5),
+// and the backward against finite differences of the backend's own training forward.
+void batch_norm_matches(backend_context& b) {
+  const std::int64_t batch = 5, channels = 3, positions = 13;
+  const shape xs{batch, channels, positions};
+  tensor x = random_tensor(xs, 80, 2.f), gamma = random_tensor({channels}, 81), beta = random_tensor({channels}, 82);
+  tensor r = random_tensor(xs, 83), population = vec({0.5f, -1.f, 0.f, 1.5f, 0.25f, 2.f});
+  tensor want_y(xs), want_st({2 * channels}), want_z(xs), want_gx(xs), want_gg({channels}), want_gb({channels});
+  batch_norm_forward(want_y, want_st, x, gamma, beta);
+  batch_norm_inference(want_z, x, gamma, beta, population);
+  batch_norm_backward(want_gx, want_gg, want_gb, r, x, gamma, want_st);
+  buffer dx(b, x), dg(b, gamma), dbeta(b, beta), dpop(b, population), dr(b, r);
+  buffer dy(b, x.nbytes()), dst(b, want_st.nbytes()), dz(b, x.nbytes()), dgx(b, x.nbytes());
+  buffer dgg(b, tensor({channels})), dgb(b, tensor({channels}));
+  b.call("batch_norm_forward", &troupe_backend_v1::batch_norm_forward, dy.f(), dst.f(), dx.f(), dg.f(), dbeta.f(),
+         batch, channels, positions, batch_norm_eps);
+  b.call("batch_norm_inference", &troupe_backend_v1::batch_norm_inference, dz.f(), dx.f(), dg.f(), dbeta.f(),
+         dpop.f(), batch, channels, positions, batch_norm_eps);
+  b.call("batch_norm_backward", &troupe_backend_v1::batch_norm_backward, dgx.f(), dgg.f(), dgb.f(), dr.f(), dx.f(),
+         dg.f(), dst.f(), batch, channels, positions);
+  expect_close(dy.download(xs), want_y, 1e-5, 1e-5, "batch_norm_forward");
+  expect_close(dst.download({2 * channels}), want_st, 1e-5, 1e-5, "batch_norm_forward stats");
+  expect_close(dz.download(xs), want_z, 0, 1e-6, "batch_norm_inference");
+  expect_close(dgx.download(xs), want_gx, 1e-5, 1e-5, "batch_norm_backward input");
+  expect_close(dgg.download({channels}), want_gg, 1e-5, 1e-5, "batch_norm_backward gamma");
+  expect_close(dgb.download({channels}), want_gb, 1e-5, 1e-5, "batch_norm_backward beta");
+  auto forward = [&]() {
+    buffer fx(b, x), fg(b, gamma), fb(b, beta), fy(b, x.nbytes()), fst(b, want_st.nbytes());
+    b.call("batch_norm_forward", &troupe_backend_v1::batch_norm_forward, fy.f(), fst.f(), fx.f(), fg.f(), fb.f(),
+           batch, channels, positions, batch_norm_eps);
+    return troupe::test::dot(fy.download(xs), r);
+  };
+  troupe::test::check_gradient(x, dgx.download(xs), forward, fd_eps, fd_abs, fd_rel);
+  troupe::test::check_gradient(gamma, dgg.download({channels}), forward, fd_eps, fd_abs, fd_rel);
+}
+
 // Each check as a cpu_ case (always) and a cuda_ case (skipped without a device).
 #define BACKEND_CASE(check)                                                   \
   BOOST_AUTO_TEST_CASE(cpu_##check) { check(cpu()); }                         \
@@ -441,6 +478,7 @@ BACKEND_CASE(softmax_gradients)
 BACKEND_CASE(gelu_layer_norm_match)
 BACKEND_CASE(embedding_attention_match)
 BACKEND_CASE(dropout_matches)
+BACKEND_CASE(batch_norm_matches)
 BACKEND_CASE(memory_is_accounted)
 
 // On a CUDA device, the module's reported caching reuses the first block.

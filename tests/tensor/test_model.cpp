@@ -251,3 +251,50 @@ BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_pass_seed_and_survive_cutting) {
   BOOST_TEST(!same_bits(eval, train));
   BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), {false, 99}), eval));
 }
+
+// Note [Population statistics]: the model lays out its layers' statistics (a residual
+// block's inner ones within its share); a calibration pass on one batch makes an
+// evaluation of that batch the training forward, and another batch is normalised with
+// the calibrated statistics, not its own.
+BOOST_AUTO_TEST_CASE(statistics_are_laid_out_calibrated_and_used) {
+  model m = build("layers:conv2d 4 pad=1; batchnorm; relu; residual(conv2d 4 pad=1, batchnorm, relu); maxpool2d; "
+                  "flatten; linear 10");
+  BOOST_TEST(m.stats_floats() == 16);
+  auto stages = m.cut({3});
+  BOOST_REQUIRE(stages.has_value());
+  BOOST_TEST((*stages)[0].stats_floats() == 8);
+  BOOST_TEST((*stages)[1].stats_floats() == 8);
+  const std::int64_t batch = 6;
+  tensor params({m.num_params()});
+  m.init_params(params, 3);
+  // A block's weights start He-initialised when batchnorm then relu follow.
+  BOOST_TEST((m.blocks()[0].init == init_kind::he_normal));
+  tensor x = test::random_tensor({batch, 1, 28, 28}, 4), other = test::random_tensor({batch, 1, 28, 28}, 5, 3.f);
+  auto acts = m.make_activations(batch);
+  auto scratch = m.make_scratch(batch);
+  auto host_copy = [](const_tensor_view v) {
+    tensor t(v.sizes());
+    copy(t, v);
+    return t;
+  };
+  const tensor train = host_copy(m.forward(acts, scratch, x, params, host_compute(), {true, 1}));
+  tensor stats({m.stats_floats()});
+  m.forward(acts, scratch, x, params, host_compute(), {false, 0, stats, 0});
+  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), {false, 0, stats}), train));
+  const tensor own = host_copy(m.forward(acts, scratch, other, params));
+  BOOST_TEST(!same_bits(m.forward(acts, scratch, other, params, host_compute(), {false, 0, stats}), own));
+}
+
+// Note [The resnet model]: its parameters by hand (3x3 convolutions with biases, a weight
+// and a bias per batchnorm channel, the logits over 2W x 7 x 7) and its statistics (a mean
+// and a variance per batchnorm channel).
+BOOST_AUTO_TEST_CASE(resnet_has_its_hand_counted_parameters_and_statistics) {
+  const model m = build("resnet");
+  const std::int64_t w = 32;
+  auto conv = [](std::int64_t in, std::int64_t out) { return out * in * 9 + out; };
+  const std::int64_t want = conv(1, w) + 2 * w + 2 * conv(w, w) + 4 * w + conv(w, 2 * w) + 4 * w +
+                            2 * conv(2 * w, 2 * w) + 8 * w + 2 * w * 49 * 10 + 10;
+  BOOST_TEST(m.num_params() == want);
+  BOOST_TEST(m.stats_floats() == 18 * w);
+  BOOST_TEST(m.output_shape() == (shape{10}));
+}

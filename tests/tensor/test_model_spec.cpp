@@ -35,7 +35,7 @@ BOOST_AUTO_TEST_CASE(custom_mlp_widths) {
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_problem_and_the_choices) {
-  for (const char* bad : {"resnet", "mlp:", "mlp:784", "mlp:784--10", "mlp:784-0-10", "mlp:784-x-10", "mlp:784-10-",
+  for (const char* bad : {"vgg", "mlp:", "mlp:784", "mlp:784--10", "mlp:784-0-10", "mlp:784-x-10", "mlp:784-10-",
                           "cnn:big", ""}) {
     auto m = parse_model_spec(bad);
     BOOST_TEST_CONTEXT(bad) {
@@ -166,6 +166,10 @@ BOOST_AUTO_TEST_CASE(dropout_in_a_list_and_in_gpt) {
   BOOST_REQUIRE_MESSAGE(m.has_value(), (m ? "" : m.error().message));
   BOOST_TEST(m->name == "layers:flatten; dropout 0.25; linear 10");
   BOOST_TEST((m->layers[1].op == layer_op::dropout && m->layers[1].rate == 0.25f));
+  auto bn = parse_model_spec("layers:conv2d 8 pad=1; batchnorm; relu; flatten; linear 10");
+  BOOST_REQUIRE(bn.has_value());
+  BOOST_TEST((bn->layers[1].op == layer_op::batch_norm));
+  BOOST_TEST(!parse_model_spec("layers:batchnorm 3").has_value());
   BOOST_TEST(parse_model_spec(m->name)->name == m->name);
   for (const char* bad : {"layers:dropout", "layers:dropout 1", "layers:dropout 0", "layers:dropout x",
                           "layers:dropout 0.1 k=2", "layers:dropout -0.1"}) {
@@ -192,6 +196,27 @@ BOOST_AUTO_TEST_CASE(dropout_in_a_list_and_in_gpt) {
     BOOST_TEST_CONTEXT(bad) {
       BOOST_REQUIRE(!e.has_value());
       BOOST_TEST(e.error().message.find(std::string("invalid model '") + bad) != std::string::npos);
+    }
+  }
+}
+
+// Note [The resnet model]: two stages of a convolution and a basic block, by width.
+BOOST_AUTO_TEST_CASE(resnet_expands_to_its_stages) {
+  auto d = parse_model_spec("resnet");
+  BOOST_REQUIRE_MESSAGE(d.has_value(), (d ? "" : d.error().message));
+  BOOST_TEST(d->name == "resnet:width=32");
+  BOOST_TEST(d->layers.size() == 2u * 6 + 2);
+  BOOST_TEST((d->layers[3].op == layer_op::residual && d->layers[3].inner.size() == 5u));
+  BOOST_TEST(d->layers[6].size == 64);
+  auto n = parse_model_spec("resnet:width=8");
+  BOOST_REQUIRE(n.has_value());
+  BOOST_TEST(n->name == "resnet:width=8");
+  BOOST_TEST(parse_model_spec(n->name)->name == n->name);
+  for (const char* bad : {"resnet:width=0", "resnet:depth=3", "resnet:width=x", "resnet:"}) {
+    auto e = parse_model_spec(bad);
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_REQUIRE(!e.has_value());
+      BOOST_TEST(e.error().message.find("width=W") != std::string::npos);
     }
   }
 }

@@ -126,6 +126,41 @@ BOOST_AUTO_TEST_CASE(divergence_is_reported) {
   BOOST_TEST(r.error().message.find("--lr") != std::string::npos);
 }
 
+// --augment crops and flips images: a text is refused with the fix, and so is a bad text.
+BOOST_AUTO_TEST_CASE(augmenting_what_is_not_an_image_is_refused) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
+  auto data = make_text_split(*decode_text(text, "t"), 8, "t");
+  BOOST_REQUIRE(data.has_value());
+  local_train_config cfg;
+  cfg.model = "layers:embedding 4; linear classes";
+  cfg.augment = "crop=2,flip";
+  auto r = train_local(cfg, *data);
+  BOOST_REQUIRE(!r.has_value());
+  BOOST_TEST(r.error().message.find("use --augment none") != std::string::npos, r.error().message);
+  cfg.augment = "twist";
+  auto t = train_local(cfg, *data);
+  BOOST_REQUIRE(!t.has_value());
+  BOOST_TEST(t.error().message.find("unknown item 'twist'") != std::string::npos, t.error().message);
+}
+
+// Augmented runs are reproducible from the seed, and the augmentation changes what is learnt.
+BOOST_AUTO_TEST_CASE(augmented_runs_are_bitwise_reproducible) {
+  auto data = make_synthetic(600, 100, 4);
+  local_train_config cfg;
+  cfg.epochs = 1;
+  cfg.batch_size = 50;
+  cfg.augment = "crop=2,flip";
+  auto a = train_local(cfg, data), b = train_local(cfg, data);
+  BOOST_REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().message));
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(std::memcmp(a->params.bytes(), b->params.bytes(), a->params.nbytes()) == 0);
+  cfg.augment = "none";
+  auto plain = train_local(cfg, data);
+  BOOST_REQUIRE(plain.has_value());
+  BOOST_TEST(std::memcmp(a->params.bytes(), plain->params.bytes(), a->params.nbytes()) != 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_model_that_scores_whole_samples_is_refused_on_a_text) {
   std::string text;
   for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);

@@ -65,13 +65,15 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--epochs", "0"}, {"--epochs", "1 to 10000"});
   expect_usage_error({"train-local", "--epochs", "abc"}, {"--epochs"});
   expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam", "adamw"});
-  expect_usage_error({"train-local", "--model", "resnet"}, {"--model", "mlp:IN-H1-...-OUT"});
+  expect_usage_error({"train-local", "--model", "vgg"}, {"--model", "mlp:IN-H1-...-OUT"});
   expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
   expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});
   expect_usage_error({"train", "--batch-size", "big"}, {"--batch-size", "auto", "1 to 1048576"});
   expect_usage_error({"train", "--batch-size", "2000000"}, {"--batch-size", "auto"});
   expect_usage_error({"train-local", "--dataset", "cifar"}, {"--dataset", "fashion-mnist", "synthetic", "text:FILE"});
   expect_usage_error({"train-local", "--context", "0"}, {"--context"});
+  expect_usage_error({"train-local", "--augment", "rotate"}, {"--augment", "unknown item 'rotate'", "crop=N"});
+  expect_usage_error({"train", "--augment", "crop=40"}, {"--augment", "a margin from 1 to 16"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_dataset_says_where_and_how) {
