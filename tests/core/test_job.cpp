@@ -9,6 +9,7 @@
 
 #include "core/job.hpp"
 #include "tensor/grad_codec.hpp"
+#include "tensor/text_dataset.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace troupe;
@@ -352,4 +353,24 @@ BOOST_AUTO_TEST_CASE(prepare_job_cuts_a_pipeline_by_measured_time_and_says_how) 
   BOOST_REQUIRE(prepare_job(given, data, &none).has_value());
   BOOST_TEST(none.empty());
   BOOST_TEST((given.cuts == std::vector<std::int32_t>{3}));
+}
+
+// --augment crops and flips images: planning a job that would augment a text, or with an
+// augmentation the parser does not know, is refused with what to do.
+BOOST_AUTO_TEST_CASE(prepare_job_refuses_augmenting_a_text) {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
+  auto data = make_text_split(*decode_text(text, "t"), 8, "t");
+  BOOST_REQUIRE(data.has_value());
+  job_spec j = test::tiny_job(sync_mode::sync, 1, 1);
+  j.train.model = "layers:embedding 4; linear classes";
+  j.train_samples = 0;
+  j.train.augment = "flip";
+  auto m = prepare_job(j, *data, nullptr);
+  BOOST_REQUIRE(!m.has_value());
+  BOOST_TEST(m.error().message.find("use --augment none") != std::string::npos, m.error().message);
+  j.train.augment = "spin";
+  auto bad = prepare_job(j, *data, nullptr);
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message.find("unknown item 'spin'") != std::string::npos, bad.error().message);
 }

@@ -1,6 +1,7 @@
 // Tests for tensor/evaluate.cpp: accuracy and loss over a dataset that is not a multiple
 // of the batch size, against a per-sample computation; a text scored by position, and a
-// model whose rows of scores do not fit the labels named.
+// model whose rows of scores do not fit the labels named, and BatchNorm evaluated with
+// statistics estimated from the training set.
 #define BOOST_TEST_MODULE evaluate
 #include <boost/test/unit_test.hpp>
 
@@ -69,4 +70,25 @@ BOOST_AUTO_TEST_CASE(a_text_is_scored_by_position_and_a_mismatched_model_is_name
   BOOST_REQUIRE(why.has_value());
   BOOST_TEST(why->message.find("8 label(s) a sample") != std::string::npos, why->message);
   BOOST_TEST(why->message.find("without flatten") != std::string::npos);
+}
+
+// Note [Population statistics]: a model with BatchNorm is evaluated with statistics
+// estimated from fixed training batches (the same every call), not each test batch's own.
+BOOST_AUTO_TEST_CASE(batchnorm_is_evaluated_with_statistics_from_the_training_set) {
+  auto data = make_synthetic(1000, 300, 5);
+  auto m = model::build(*parse_model_spec("layers:conv2d 4 pad=1; batchnorm; relu; flatten; linear 10"), {1, 28, 28}, 10);
+  BOOST_REQUIRE(m.has_value());
+  tensor params({m->num_params()});
+  m->init_params(params, 2);
+  const tensor stats = estimate_statistics(*m, params, data.train, host_compute());
+  BOOST_TEST(stats.numel() == 8);
+  BOOST_TEST(stats.data<float>()[4] > 0.f);  // a variance
+  const eval_result a = evaluate(*m, params, data.test, 100, host_compute(), &data.train);
+  const eval_result b = evaluate(*m, params, data.test, 100, host_compute(), &data.train);
+  const eval_result own = evaluate(*m, params, data.test, 100);
+  BOOST_TEST(a.loss == b.loss);
+  BOOST_TEST(a.loss != own.loss);
+  // Test batches of another size score the same with the population's statistics.
+  const eval_result other = evaluate(*m, params, data.test, 30, host_compute(), &data.train);
+  BOOST_TEST(other.loss == a.loss, boost::test_tools::tolerance(1e-6));
 }

@@ -2,7 +2,8 @@
 // prints the documented JSON line; bad cluster flags exit 2 naming the flag; allreduce
 // needs no shard servers; a pipeline prints its bubble; simulated compute reports no
 // accuracy; a failing job exits 1 with the reason; a paused process resumes instead of
-// failing as stalled; --show-model lists the layers --cuts takes. Every run has a deadline.
+// failing as stalled; --show-model lists the layers --cuts takes; BatchNorm, Dropout and
+// --augment train reproducibly across workers. Every run has a deadline.
 #define BOOST_TEST_MODULE cli_train
 #include <boost/test/unit_test.hpp>
 
@@ -123,6 +124,28 @@ BOOST_AUTO_TEST_CASE(train_runs_a_layer_list_model_in_a_pipeline) {
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.6);  // 83.7% here; 10 classes, so chance is 10%
   BOOST_TEST(r.err.find("model layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10") !=
              std::string::npos);
+}
+
+// BatchNorm, Dropout and --augment reach every worker: a sync job with them learns, says
+// its augmentation, and ends with the same parameters when run again; without the
+// augmentation it ends elsewhere.
+BOOST_AUTO_TEST_CASE(train_with_batchnorm_dropout_and_augmentation_is_reproducible) {
+  auto run = [](const std::string& augment) {
+    return run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--epochs", "1", "--mode",
+                       "sync", "--model",
+                       "layers:conv2d 4 pad=1; batchnorm; relu; maxpool2d; flatten; dropout 0.2; linear 10",
+                       "--augment", augment});
+  };
+  auto a = run("flip,crop"), b = run("crop=2,flip"), plain = run("none");
+  BOOST_TEST_INFO("stderr: " << a.err);
+  BOOST_REQUIRE(a.exit_code == 0);
+  BOOST_REQUIRE(b.exit_code == 0);
+  BOOST_REQUIRE(plain.exit_code == 0);
+  BOOST_TEST(a.err.find("augment crop=2,flip") != std::string::npos);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jp = nlohmann::json::parse(plain.out);
+  BOOST_TEST(ja["test_accuracy"].get<double>() > 0.3);  // 10 classes: chance is 10%
+  BOOST_TEST(ja["params_fnv1a"].get<std::string>() == jb["params_fnv1a"].get<std::string>());
+  BOOST_TEST(ja["params_fnv1a"].get<std::string>() != jp["params_fnv1a"].get<std::string>());
 }
 
 BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
