@@ -6,6 +6,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstring>
+#include <functional>
 
 #include "tensor/backend.hpp"
 #include "tensor/model_spec.hpp"
@@ -37,37 +38,42 @@ BOOST_AUTO_TEST_CASE(mlp_learns_fashion_mnist_subset) {
   BOOST_TEST(r->samples_per_second > 0.0);
 }
 
+namespace {
+
+// Trains `cfg` twice (bitwise the same parameters), then once changed by `vary` (other
+// parameters of the same size).
+void expect_reproducible_and_changed(local_train_config cfg, const dataset_split& data,
+                                     const std::function<void(local_train_config&)>& vary) {
+  auto a = train_local(cfg, data), b = train_local(cfg, data);
+  BOOST_REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().message));
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(std::memcmp(a->params.bytes(), b->params.bytes(), a->params.nbytes()) == 0);
+  vary(cfg);
+  auto c = train_local(cfg, data);
+  BOOST_REQUIRE_MESSAGE(c.has_value(), (c ? "" : c.error().message));
+  BOOST_REQUIRE(c->params.nbytes() == a->params.nbytes());
+  BOOST_TEST(std::memcmp(a->params.bytes(), c->params.bytes(), a->params.nbytes()) != 0);
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(runs_are_bitwise_reproducible) {
-  auto data = make_synthetic(1000, 200, 4);
   local_train_config cfg;
   cfg.epochs = 2;
   cfg.batch_size = 50;
-  auto a = train_local(cfg, data), b = train_local(cfg, data);
-  BOOST_REQUIRE(a.has_value());
-  BOOST_REQUIRE(b.has_value());
-  BOOST_TEST(std::memcmp(a->params.bytes(), b->params.bytes(), a->params.nbytes()) == 0);
-  cfg.seed = 2;
-  auto c = train_local(cfg, data);
-  BOOST_TEST(std::memcmp(a->params.bytes(), c->params.bytes(), a->params.nbytes()) != 0);
+  expect_reproducible_and_changed(cfg, make_synthetic(1000, 200, 4), [](local_train_config& c) { c.seed = 2; });
 }
 
 // Dropout draws its masks from the seed and the step (Note [Dropout seeds]): a run with
 // dropout is reproducible, and the masks change what it learns.
 BOOST_AUTO_TEST_CASE(runs_with_dropout_are_bitwise_reproducible) {
-  auto data = make_synthetic(1000, 200, 4);
   local_train_config cfg;
   cfg.epochs = 1;
   cfg.batch_size = 50;
   cfg.model = "layers:flatten; linear 64; relu; dropout 0.5; linear classes";
-  auto a = train_local(cfg, data), b = train_local(cfg, data);
-  BOOST_REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().message));
-  BOOST_REQUIRE(b.has_value());
-  BOOST_TEST(std::memcmp(a->params.bytes(), b->params.bytes(), a->params.nbytes()) == 0);
-  cfg.model = "layers:flatten; linear 64; relu; linear classes";
-  auto plain = train_local(cfg, data);
-  BOOST_REQUIRE(plain.has_value());
-  BOOST_REQUIRE(plain->params.nbytes() == a->params.nbytes());
-  BOOST_TEST(std::memcmp(a->params.bytes(), plain->params.bytes(), a->params.nbytes()) != 0);
+  expect_reproducible_and_changed(cfg, make_synthetic(1000, 200, 4), [](local_train_config& c) {
+    c.model = "layers:flatten; linear 64; relu; linear classes";
+  });
 }
 
 // initial_params (train-local --init-from): the seed's own parameters given explicitly
@@ -146,19 +152,11 @@ BOOST_AUTO_TEST_CASE(augmenting_what_is_not_an_image_is_refused) {
 
 // Augmented runs are reproducible from the seed, and the augmentation changes what is learnt.
 BOOST_AUTO_TEST_CASE(augmented_runs_are_bitwise_reproducible) {
-  auto data = make_synthetic(600, 100, 4);
   local_train_config cfg;
   cfg.epochs = 1;
   cfg.batch_size = 50;
   cfg.augment = "crop=2,flip";
-  auto a = train_local(cfg, data), b = train_local(cfg, data);
-  BOOST_REQUIRE_MESSAGE(a.has_value(), (a ? "" : a.error().message));
-  BOOST_REQUIRE(b.has_value());
-  BOOST_TEST(std::memcmp(a->params.bytes(), b->params.bytes(), a->params.nbytes()) == 0);
-  cfg.augment = "none";
-  auto plain = train_local(cfg, data);
-  BOOST_REQUIRE(plain.has_value());
-  BOOST_TEST(std::memcmp(a->params.bytes(), plain->params.bytes(), a->params.nbytes()) != 0);
+  expect_reproducible_and_changed(cfg, make_synthetic(600, 100, 4), [](local_train_config& c) { c.augment = "none"; });
 }
 
 BOOST_AUTO_TEST_CASE(a_model_that_scores_whole_samples_is_refused_on_a_text) {

@@ -131,9 +131,9 @@ BOOST_AUTO_TEST_CASE(train_runs_a_layer_list_model_in_a_pipeline) {
 // augmentation it ends elsewhere.
 BOOST_AUTO_TEST_CASE(train_with_batchnorm_dropout_and_augmentation_is_reproducible) {
   auto run = [](const std::string& augment) {
-    return run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--epochs", "1", "--mode",
-                       "sync", "--model",
-                       "layers:conv2d 4 pad=1; batchnorm; relu; maxpool2d; flatten; dropout 0.2; linear 10",
+    // Fashion-MNIST: crops and flips of the synthetic set's noise would erase its classes.
+    return run_troupe({"train", "--train-samples", "3000", "--epochs", "1", "--mode", "sync", "--lr", "0.02",
+                       "--model", "layers:conv2d 4 pad=1; batchnorm; relu; maxpool2d; flatten; dropout 0.2; linear 10",
                        "--augment", augment});
   };
   auto a = run("flip,crop"), b = run("crop=2,flip"), plain = run("none");
@@ -143,7 +143,7 @@ BOOST_AUTO_TEST_CASE(train_with_batchnorm_dropout_and_augmentation_is_reproducib
   BOOST_REQUIRE(plain.exit_code == 0);
   BOOST_TEST(a.err.find("augment crop=2,flip") != std::string::npos);
   const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jp = nlohmann::json::parse(plain.out);
-  BOOST_TEST(ja["test_accuracy"].get<double>() > 0.3);  // 10 classes: chance is 10%
+  BOOST_TEST(ja["test_accuracy"].get<double>() > 0.4);  // 64% here; 10 classes: chance is 10%
   BOOST_TEST(ja["params_fnv1a"].get<std::string>() == jb["params_fnv1a"].get<std::string>());
   BOOST_TEST(ja["params_fnv1a"].get<std::string>() != jp["params_fnv1a"].get<std::string>());
 }
