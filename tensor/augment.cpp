@@ -37,8 +37,11 @@ expected<augmentation> parse_augmentation(std::string_view text) {
         const std::string_view v = item.substr(5);
         std::int64_t n = 0;
         auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-        if (ec != std::errc() || ptr != v.data() + v.size() || n < 1 || n > max_crop_pad)
-          return bad(text, "'" + std::string(item) + "' needs a margin from 1 to 16");
+        if (ec != std::errc() || ptr != v.data() + v.size() || n < 1 || n > max_crop_pad) {
+          std::string why = "'";
+          why.append(item).append("' needs a margin from 1 to 16");
+          return bad(text, why);
+        }
         a.crop_pad = n;
       }
     } else {

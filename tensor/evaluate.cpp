@@ -44,7 +44,10 @@ tensor estimate_statistics(const model& m, const_tensor_view params, const datas
       c.upload(staged, xb);
       x = staged;
     }
-    m.forward(acts, scratch, x, params, c, {false, 0, stats.view().flat(0, m.stats_floats()), k});
+    forward_pass calibration;
+    calibration.stats = stats.view().flat(0, m.stats_floats());
+    calibration.calibrating = k;
+    m.forward(acts, scratch, x, params, c, calibration);
   }
   return stats;
 }

@@ -65,11 +65,13 @@ expected<std::vector<layer_timing>> profile_layers(const model& m, const profile
   model_scratch scratch = m.make_scratch(o.rows, c);
 
   std::vector<std::vector<double>> fwd(n), bwd(n);
+  forward_pass training;  // as the stages run it (Dropout draws its mask)
+  training.training = true;
+  training.seed = 1;
   for (int pass = 0; pass <= o.passes; ++pass) {
     const bool kept = pass > 0;  // the first pass warms caches and allocators
     for (int i = 0; i < n; ++i) {
-      // A training pass, as the stages run it (Dropout draws its mask).
-      const double s = timed(c, [&] { m.forward_layers(acts, scratch, input, params, i, i + 1, c, {true, 1}); });
+      const double s = timed(c, [&] { m.forward_layers(acts, scratch, input, params, i, i + 1, c, training); });
       if (kept) fwd[i].push_back(s);
     }
     const_tensor_view dy = dy_top.view();

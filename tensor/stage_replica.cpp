@@ -105,8 +105,11 @@ void stage_replica::forward_up_to(int layer) {
   TROUPE_CHECK(pending_fwd_.slot >= 0, "stage_replica::forward_up_to: no forward in progress");
   if (layer <= pending_fwd_.layer) return;
   slot& s = slots_[static_cast<std::size_t>(pending_fwd_.slot)];
+  forward_pass pass;
+  pass.training = true;
+  pass.seed = pending_fwd_.seed;
   model_.forward_layers(s.acts, scratch_, s.input.view().slice(0, s.rows), params_, pending_fwd_.layer, layer, *c_,
-                        {true, pending_fwd_.seed});
+                        pass);
   pending_fwd_.layer = layer;
 }
 

@@ -15,6 +15,25 @@
 
 namespace troupe::test {
 
+// A training pass named by `seed`, an evaluation with statistics, a calibration pass.
+inline forward_pass training_pass(std::uint64_t seed) {
+  forward_pass p;
+  p.training = true;
+  p.seed = seed;
+  return p;
+}
+inline forward_pass evaluation_with(tensor_view stats) {
+  forward_pass p;
+  p.stats = stats;
+  return p;
+}
+inline forward_pass calibration_pass(tensor_view stats, std::int64_t k) {
+  forward_pass p;
+  p.stats = stats;
+  p.calibrating = k;
+  return p;
+}
+
 // Runs a full forward/backward of one layer on the batch x and checks the parameter
 // gradients, and the input gradient when `input_gradient` (not for token ids). `pass`: an
 // evaluation, or a training pass whose key the layer's masks come from.

@@ -64,7 +64,7 @@ BOOST_AUTO_TEST_CASE(dropout_gradients_and_evaluation) {
   BOOST_TEST((*l)->describe() == "dropout(0.3)");
   BOOST_TEST((*l)->kept_per_sample() == 12);
   tensor x = test::random_tensor({5, 4, 3}, 9);
-  test::check_layer_on(**l, x, 1e-2, 9, true, {true, 1234});
+  test::check_layer_on(**l, x, 1e-2, 9, true, test::training_pass(1234));
   tensor y({5, 4, 3}), kept({5 * 12});
   layer_forward_args fa;
   fa.out = y;
@@ -92,11 +92,11 @@ BOOST_AUTO_TEST_CASE(batch_norm_gradients_evaluation_and_calibration) {
   BOOST_TEST(l.stats_floats() == 6);
   BOOST_TEST(l.params()[0].shape == (shape{3}));
   tensor x = test::random_tensor({4, 3, 4, 5}, 21, 2.f);
-  test::check_layer_on(l, x, 1e-2, 21, true, {true, 0});
+  test::check_layer_on(l, x, 1e-2, 21, true, test::training_pass(0));
   auto flat = make_batch_norm({8});
   BOOST_REQUIRE(flat.has_value());
   tensor xf = test::random_tensor({6, 8}, 22);
-  test::check_layer_on(**flat, xf, 1e-2, 22, true, {true, 0});
+  test::check_layer_on(**flat, xf, 1e-2, 22, true, test::training_pass(0));
 
   tensor gamma = test::random_tensor({3}, 23), beta = test::random_tensor({3}, 24);
   tensor train({4, 3, 4, 5}), eval({4, 3, 4, 5}), kept({4 * 6}), stats({6});

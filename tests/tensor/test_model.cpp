@@ -9,6 +9,7 @@
 
 #include "tensor/loss.hpp"
 #include "tensor/model.hpp"
+#include "tests/support/layer_gradients.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
@@ -226,7 +227,7 @@ BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_pass_seed_and_survive_cutting) {
   tensor x = test::random_tensor({batch, 1, 28, 28}, 6);
   auto acts = m.make_activations(batch);
   auto scratch = m.make_scratch(batch);
-  const forward_pass pass{true, 99};
+  const forward_pass pass = test::training_pass(99);
   auto host_copy = [](const_tensor_view v) {
     tensor t(v.sizes());
     copy(t, v);
@@ -246,10 +247,12 @@ BOOST_AUTO_TEST_CASE(dropout_masks_follow_the_pass_seed_and_survive_cutting) {
   }
   BOOST_TEST(same_bits(cur, train));
   BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), pass), train));
-  BOOST_TEST(!same_bits(m.forward(acts, scratch, x, params, host_compute(), {true, 100}), train));
+  BOOST_TEST(!same_bits(m.forward(acts, scratch, x, params, host_compute(), test::training_pass(100)), train));
   const tensor eval = host_copy(m.forward(acts, scratch, x, params));
+  forward_pass seeded_evaluation;  // a seed does not make an evaluation drop
+  seeded_evaluation.seed = 99;
   BOOST_TEST(!same_bits(eval, train));
-  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), {false, 99}), eval));
+  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), seeded_evaluation), eval));
 }
 
 // Note [Population statistics]: the model lays out its layers' statistics (a residual
@@ -277,12 +280,12 @@ BOOST_AUTO_TEST_CASE(statistics_are_laid_out_calibrated_and_used) {
     copy(t, v);
     return t;
   };
-  const tensor train = host_copy(m.forward(acts, scratch, x, params, host_compute(), {true, 1}));
+  const tensor train = host_copy(m.forward(acts, scratch, x, params, host_compute(), test::training_pass(1)));
   tensor stats({m.stats_floats()});
-  m.forward(acts, scratch, x, params, host_compute(), {false, 0, stats, 0});
-  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), {false, 0, stats}), train));
+  m.forward(acts, scratch, x, params, host_compute(), test::calibration_pass(stats, 0));
+  BOOST_TEST(same_bits(m.forward(acts, scratch, x, params, host_compute(), test::evaluation_with(stats)), train));
   const tensor own = host_copy(m.forward(acts, scratch, other, params));
-  BOOST_TEST(!same_bits(m.forward(acts, scratch, other, params, host_compute(), {false, 0, stats}), own));
+  BOOST_TEST(!same_bits(m.forward(acts, scratch, other, params, host_compute(), test::evaluation_with(stats)), own));
 }
 
 // Note [The resnet model]: its parameters by hand (3x3 convolutions with biases, a weight
