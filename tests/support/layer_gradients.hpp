@@ -1,6 +1,7 @@
 // Test helper: one layer's forward and backward on a random batch, its input and
 // parameter gradients checked against central finite differences of a random linear
-// probe of its output.
+// probe of its output; and the forward passes tests name (training, evaluation with
+// statistics, calibration).
 #pragma once
 
 #include <boost/test/unit_test.hpp>
