@@ -1,6 +1,6 @@
 // The CUDA backend's op entries: linear layers are cuBLAS sgemm, attention cuBLAS's
 // strided batched sgemm around a masked softmax kernel, convolutions cuDNN's legacy API,
-// everything else Troupe's kernels (kernels.cu). Each runs on the context's
+// everything else Troupe's kernels (kernels.cu, norm_kernels.cu). Each runs on the context's
 // compute stream; results returned through host pointers are synchronous.
 #include <cuda_runtime_api.h>
 

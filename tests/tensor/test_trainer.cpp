@@ -55,6 +55,13 @@ void expect_reproducible_and_changed(local_train_config cfg, const dataset_split
   BOOST_TEST(std::memcmp(a->params.bytes(), c->params.bytes(), a->params.nbytes()) != 0);
 }
 
+// 400 characters of "abc..." cut into windows of 8.
+expected<dataset_split> abc_text() {
+  std::string text;
+  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
+  return make_text_split(*decode_text(text, "t"), 8, "t");
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(runs_are_bitwise_reproducible) {
@@ -134,9 +141,7 @@ BOOST_AUTO_TEST_CASE(divergence_is_reported) {
 
 // --augment crops and flips images: a text is refused with the fix, and so is a bad text.
 BOOST_AUTO_TEST_CASE(augmenting_what_is_not_an_image_is_refused) {
-  std::string text;
-  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
-  auto data = make_text_split(*decode_text(text, "t"), 8, "t");
+  auto data = abc_text();
   BOOST_REQUIRE(data.has_value());
   local_train_config cfg;
   cfg.model = "layers:embedding 4; linear classes";
@@ -160,9 +165,7 @@ BOOST_AUTO_TEST_CASE(augmented_runs_are_bitwise_reproducible) {
 }
 
 BOOST_AUTO_TEST_CASE(a_model_that_scores_whole_samples_is_refused_on_a_text) {
-  std::string text;
-  for (int i = 0; i < 400; ++i) text += static_cast<char>('a' + i % 3);
-  auto data = make_text_split(*decode_text(text, "t"), 8, "t");
+  auto data = abc_text();
   BOOST_REQUIRE(data.has_value());
   local_train_config cfg;
   cfg.model = "layers:embedding 4; flatten; linear classes";
