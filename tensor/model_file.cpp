@@ -43,7 +43,7 @@ std::optional<std::string> save_model(const std::filesystem::path& path, const s
   }
   const nlohmann::json meta = {{"model", spec},
                                {"input_shape", dims_of(m.input_shape())},
-                               {"classes", m.output_shape().numel()},
+                               {"classes", m.classes()},  // a language model: its vocabulary, not positions x vocabulary
                                {"blocks", blocks_of(m)},
                                {"source", source}};
   return write_tensor_file(path, kind, meta, {{"params", params.reshape({params.numel()})}});

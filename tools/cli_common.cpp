@@ -127,6 +127,10 @@ void add_data_options(CLI::App& app, data_options& opts) {
   app.add_option("--context", opts.context, "Text datasets: characters a sample holds (the model's context)")
       ->check(CLI::Range(1, 1 << 16))
       ->capture_default_str();
+  app.add_option("--sample", opts.sample_chars,
+                 "Text datasets: characters the trained model writes at the end (0: none)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
   app.add_option("--augment", opts.augment,
                  "Training images: none, or any of crop (shifts by up to 2 pixels, crop=N by up to N), flip (mirrors "
                  "half the images), separated by commas, drawn from the seed, epoch and sample")

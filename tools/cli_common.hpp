@@ -64,6 +64,7 @@ struct data_options {
   std::int64_t train_samples = 0;  // 0 = all
   std::int64_t context = default_context;  // text datasets: characters a sample
   std::string augment = "none";            // --augment, checked by the parser
+  std::int64_t sample_chars = 300;         // text datasets: characters the trained model writes at the end
 };
 // --augment as the job carries it (name_of(parse_augmentation(...))).
 std::string augment_text(const data_options& opts);

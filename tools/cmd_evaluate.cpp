@@ -1,5 +1,5 @@
 // evaluate: loads a model file, checks it fits the data, scores it on the test set, and
-// prints one JSON line.
+// prints one JSON line (a language model's with its bits per character and a sample).
 #include "tools/cmd_evaluate.hpp"
 
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 
 #include "tensor/evaluate.hpp"
 #include "tensor/model_file.hpp"
+#include "tools/text_report.hpp"
 
 namespace troupe::cli {
 
@@ -46,6 +47,8 @@ int run_evaluate(const evaluate_options& o) {
   out["test_loss"] = round_to(r.loss, 4);
   out["samples"] = r.samples;
   out["source"] = saved->source;
+  if (!data->vocabulary.empty())
+    add_text_output(out, "evaluate", r.loss, saved->params, {&*saved->net, &data->vocabulary, o.data.sample_chars, 1});
   std::cout << out.dump() << std::endl;
   return exit_ok;
 }

@@ -117,7 +117,8 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     return exit_failed;
   }
   job_callbacks cb;
-  cb.on_epoch = print_epoch;
+  const bool text = !shared->vocabulary.empty();
+  cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
   auto result = run_coordinator_node(
       plan, job, *m, shared, cb, obs,
       [&](const endpoint& at) {
@@ -138,7 +139,8 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
       print_error(*why);
       return exit_failed;
     }
-  print_job_result(*result);
+  const text_output language{&*m, &shared->vocabulary, o.job.data.sample_chars, job.train.seed};
+  print_job_result(*result, "coordinator", text ? &language : nullptr);
   return exit_ok;
 }
 

@@ -81,7 +81,8 @@ int run_train(const train_cli& t) {
     return exit_usage;
   }
   job_callbacks cb;
-  cb.on_epoch = print_epoch;
+  const bool text = !shared->vocabulary.empty();
+  cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
   auto result =
       run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32}, *resume);
   const bool traced = finish_observability(*obs, t.observe, "troupe train", static_cast<bool>(result));
@@ -95,7 +96,8 @@ int run_train(const train_cli& t) {
       print_error(*why);
       return exit_failed;
     }
-  print_job_result(*result);
+  const text_output language{&*m, &shared->vocabulary, o.data.sample_chars, job.train.seed};
+  print_job_result(*result, "train", text ? &language : nullptr);
   return traced ? exit_ok : exit_failed;
 }
 

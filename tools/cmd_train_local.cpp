@@ -3,18 +3,17 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <iostream>
 #include <memory>
 
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
-#include "tensor/text_sampler.hpp"
 #include "tensor/trainer.hpp"
 #include "tools/config_file.hpp"
 #include "tools/model_export.hpp"
 #include "tools/progress.hpp"
+#include "tools/text_report.hpp"
 
 namespace troupe::cli {
 
@@ -26,7 +25,6 @@ struct train_local_options {
   int threads = 1;
   bool show_model = false;
   std::string save_model, init_from;
-  std::int64_t sample_chars = 300;
 };
 
 int run_train_local(const train_local_options& o) {
@@ -100,16 +98,9 @@ int run_train_local(const train_local_options& o) {
     }
   nlohmann::ordered_json out;
   out["test_accuracy"] = round_to(result->test_accuracy, 4);
-  if (text) {
-    out["validation_bits_per_char"] = round_to(result->test_loss / std::log(2.0), 4);
-    if (o.sample_chars > 0) {
-      const std::string sample =
-          sample_text(*m, result->params, data->vocabulary, {}, {o.sample_chars, 0.8f, cfg.seed});
-      std::cerr << "train-local: a sample of " << o.sample_chars << " characters (temperature 0.8):\n"
-                << sample << "\n";
-      out["sample"] = sample;
-    }
-  }
+  if (text)
+    add_text_output(out, "train-local", result->test_loss, result->params,
+                    {&*m, &data->vocabulary, o.data.sample_chars, cfg.seed});
   out["train_seconds"] = round_to(result->train_seconds, 3);
   out["samples_per_second"] = round_to(result->samples_per_second, 1);
   out["epochs"] = result->epochs;
@@ -126,10 +117,6 @@ command add_train_local(CLI::App& parent) {
   add_train_options(*app, o->train);
   app->add_option("--threads", o->threads, "OpenBLAS threads")->check(CLI::Range(1, 256))->capture_default_str();
   app->add_flag("--show-model", o->show_model, "Print the layers before training");
-  app->add_option("--sample", o->sample_chars,
-                  "Text datasets: characters the trained model writes at the end (0: none)")
-      ->check(CLI::Range(0, 100000))
-      ->capture_default_str();
   add_data_options(*app, o->data);
   add_config_option(*app);
   add_save_model_option(*app, o->save_model);

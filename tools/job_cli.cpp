@@ -57,7 +57,7 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
     if (opt->get_group() == "Options" && opt->get_single_name() != "help") opt->group(group_model);
   CLI::App& data_holder = app;
   add_data_options(data_holder, o.data);
-  for (const char* name : {"--dataset", "--data", "--train-samples", "--context", "--augment"})
+  for (const char* name : {"--dataset", "--data", "--train-samples", "--context", "--sample", "--augment"})
     app.get_option(name)->group(group_data);
   app.add_option("--workers,--replicas", o.job.workers,
                  "Data-parallel replicas: workers, or pipelines of --pipeline-stages stages each")
@@ -312,11 +312,13 @@ std::string describe(const job_spec& job, const dataset_split& data) {
   return s.str();
 }
 
-void print_epoch(const epoch_summary& s) {
+void print_epoch(const epoch_summary& s, bool per_character) {
   std::fprintf(stderr, "epoch %d/%d: %.0f samples/s, train loss %.4f, staleness %.2f (max %lld)", s.epoch + 1,
                s.epochs, s.samples_per_second, s.train_loss, s.mean_staleness,
                static_cast<long long>(s.max_staleness));
   if (s.evaluated) std::fprintf(stderr, ", test accuracy %.2f%% (loss %.4f)", 100.0 * s.test_accuracy, s.test_loss);
+  if (s.evaluated && per_character)
+    std::fprintf(stderr, ", validation %.3f bits per character", bits_per_char(s.test_loss));
   if (s.pipeline_stages > 1)
     std::fprintf(stderr, ", bubble %.1f%% (theory %.1f%% for K=%u, M=%d), %u stages live", 100.0 * s.bubble,
                  100.0 * s.theoretical_bubble, s.pipeline_stages, s.microbatches, s.live_workers);
@@ -326,7 +328,7 @@ void print_epoch(const epoch_summary& s) {
   std::fflush(stderr);
 }
 
-void print_job_result(const job_result& r) {
+void print_job_result(const job_result& r, const std::string& who, const text_output* text) {
   nlohmann::ordered_json out;
   out["mode"] = r.mode;
   out["workers"] = r.workers;
@@ -362,6 +364,7 @@ void print_job_result(const job_result& r) {
   const bool have_params = r.evaluated && r.params.numel() > 0 && r.params.bytes() != nullptr;
   out["params_fnv1a"] = have_params ? nlohmann::ordered_json(hex64(fnv1a64(r.params.bytes(), r.params.nbytes())))
                                     : nlohmann::ordered_json(nullptr);
+  if (text && have_params) add_text_output(out, who, r.test_loss, r.params, *text);
   std::cout << out.dump() << std::endl;
 }
 

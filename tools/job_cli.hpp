@@ -8,6 +8,7 @@
 
 #include "actors/coordinator.hpp"
 #include "tools/cli_common.hpp"
+#include "tools/text_report.hpp"
 
 namespace troupe::cli {
 
@@ -48,11 +49,15 @@ std::string describe(const job_spec& job, const dataset_split& data);
 // What the shards change of the optimizer for this job, or "": the lr past the critical
 // batch in sync, the momentum (and lr) --async-rule uses in async and ssp.
 std::string describe_update_rules(const job_spec& job);
-void print_epoch(const epoch_summary& s);
-// The job's outcome as one JSON line on stdout. A key-value job's has only what its
-// coordinator knows (its members' loops are their own): mode, workers, servers,
-// train_seconds (from the start to the last member's leaving), workers_lost.
-void print_job_result(const job_result& r);
+// An epoch's line on stderr; a language model's (per_character) gives its validation loss
+// in bits per character too.
+void print_epoch(const epoch_summary& s, bool per_character);
+// The job's outcome as one JSON line on stdout; a language model's (text) also has its
+// bits per character and a sample of its text, which `who` prints on stderr too. A
+// key-value job's has only what its coordinator knows (its members' loops are their
+// own): mode, workers, servers, train_seconds (from the start to the last member's
+// leaving), workers_lost.
+void print_job_result(const job_result& r, const std::string& who, const text_output* text);
 void print_kv_job_result(const job_result& r);
 
 }  // namespace troupe::cli

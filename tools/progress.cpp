@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tools/text_report.hpp"
+
 namespace troupe::cli {
 
 progress_printer::progress_printer(int epochs, bool interactive) : epochs_(epochs), interactive_(interactive) {}
@@ -45,7 +47,7 @@ void progress_printer::on_epoch(const epoch_report& r) {
   std::fprintf(stderr, "epoch %d/%d: train loss %.4f, %.0f samples/s, %.2f s, lr %.4g, test accuracy %.2f%% (loss %.4f)\n",
                r.epoch + 1, epochs_, r.train_loss, r.samples_per_second, r.epoch_seconds, r.lr,
                100.0 * r.test_accuracy, r.test_loss);
-  if (per_character_) std::fprintf(stderr, "  validation: %.3f bits per character\n", r.test_loss / std::log(2.0));
+  if (per_character_) std::fprintf(stderr, "  validation: %.3f bits per character\n", bits_per_char(r.test_loss));
   std::fflush(stderr);
 }
 

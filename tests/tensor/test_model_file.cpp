@@ -1,5 +1,6 @@
 // Tests for tensor/model_file.cpp (Note [Model files]): an MLP's and a CNN's parameters
-// come back bit-exactly with their spec, input, classes and source; a ".npz" name writes
+// come back bit-exactly with their spec, input, classes and source, and a language
+// model's with its vocabulary as its classes; a ".npz" name writes
 // NumPy's archive, one array per block; a file whose model does not parse or build, whose
 // parameters do not number what its model has, or whose blocks differ is refused by name;
 // saving the wrong number of parameters is refused before anything is written.
@@ -45,6 +46,24 @@ BOOST_AUTO_TEST_CASE(parameters_come_back_bit_exactly_with_what_made_them) {
     BOOST_REQUIRE(back->params.numel() == p.numel());
     BOOST_TEST(std::memcmp(back->params.bytes(), p.bytes(), p.nbytes()) == 0);
   }
+}
+
+// A language model scores every position of its context: its classes are its vocabulary,
+// and the file builds the same model again.
+BOOST_AUTO_TEST_CASE(a_language_models_classes_are_its_vocabulary) {
+  test::temp_dir dir("model-file");
+  const std::string spec = "gpt:layers=1,dim=16,heads=2";
+  auto m = model::build(*parse_model_spec(spec), shape({12}), 28);
+  BOOST_REQUIRE(m.has_value());
+  const tensor p = initialised(*m, 6);
+  const auto path = dir.path / "lm.troupe";
+  BOOST_REQUIRE(!save_model(path, spec, *m, p, {}));
+  auto back = load_model(path);
+  BOOST_REQUIRE_MESSAGE(back.has_value(), (back ? "" : back.error().message));
+  BOOST_TEST(back->classes == 28);
+  BOOST_TEST(back->input.str() == shape({12}).str());
+  BOOST_TEST(back->net->num_params() == m->num_params());
+  BOOST_TEST(std::memcmp(back->params.bytes(), p.bytes(), p.nbytes()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_npz_name_writes_one_array_per_block) {

@@ -1,5 +1,6 @@
 """End to end: `troupe evaluate` on the model files that --save-model writes (train-local,
-train, launch), and --init-from. The saved parameters are the job's final ones (their
+train, launch), and --init-from. A language model's run and its evaluation report
+bits per character and a sample of its text. The saved parameters are the job's final ones (their
 FNV-1a is the job's params_fnv1a, read with a reader of the documented format written
 here from Note [Tensor files]); evaluate scores them as the job did; NumPy reads the .npz
 block by block with the same bits; a run from a file starts from it. Bad input: a model
@@ -80,6 +81,30 @@ def test_a_job_saves_its_final_parameters(tmp_path):
         scored = last_json(run("evaluate", "--model-file", "job.troupe", cwd=tmp_path).stdout)
         assert scored["test_accuracy"] == result["test_accuracy"], command[0]
         assert scored["source"]["mode"] == "sync"
+
+
+def test_a_language_models_jobs_and_evaluation_report_bits_per_character_and_a_sample(tmp_path):
+    (tmp_path / "corpus.txt").write_text("the quick brown fox jumps over the lazy dog. " * 60)
+    text = ["--model", "gpt:layers=1,dim=16,heads=2", "--dataset", "text:corpus.txt", "--context", "16"]
+    job = [*text, "--mode", "sync", "--optimizer", "adamw", "--lr", "0.01", "--metrics", "off"]
+    for command in (["train", "--workers", "2"], ["launch", "--local", "--workers", "2", "--servers", "1"]):
+        r = run(*command, *job, "--epochs", "2", "--sample", "30", "--save-model", "lm.troupe", cwd=tmp_path)
+        result = last_json(r.stdout)
+        bits = result["validation_bits_per_char"]
+        assert 0 < bits < np.log2(28), command[0]  # below a uniform guess over the text's 28 characters
+        assert len(result["sample"]) == 31, command[0]  # the first character, then 30 more (ASCII)
+        assert set(result["sample"]) <= set("the quick brown fox jumps over the lazy dog."), command[0]
+        epochs = [line for line in r.stderr.splitlines() if "epoch 2/2:" in line]
+        assert epochs and "bits per character" in epochs[0], command[0]
+        assert "a sample of 30 characters" in r.stderr, command[0]
+        scored = last_json(run("evaluate", "--model-file", "lm.troupe", *text[2:], "--sample", "10",
+                               cwd=tmp_path).stdout)
+        assert abs(scored["validation_bits_per_char"] - bits) < 1e-3, command[0]  # summed in other batches
+        assert len(scored["sample"]) == 11, command[0]
+    quiet = last_json(run("train", *job, "--epochs", "1", "--sample", "0", cwd=tmp_path).stdout)
+    assert "validation_bits_per_char" in quiet and "sample" not in quiet
+    images = last_json(run("train", *SMALL, cwd=tmp_path).stdout)
+    assert "validation_bits_per_char" not in images and "sample" not in images
 
 
 def test_a_run_from_a_file_starts_where_the_file_left_off(tmp_path):
