@@ -41,7 +41,10 @@ void take_ring_piece(stage_pointer self, const caf::actor_addr& sender, ring_pie
   const std::string name = caf::to_string(sender);
   if (!neighbour && !monitoring::count_refusal(monitoring::refusal::not_a_neighbour, name)) return;
   if (neighbour && !fill_ring_piece(self, p)) return;
-  drive(self, [&](member_core& c) { return c.on_ring_piece(std::move(p), neighbour, name); });
+  if (neighbour)
+    take_ring_piece_in_order(self, std::move(p));
+  else
+    drive(self, [&](member_core& c) { return c.on_ring_piece(std::move(p), neighbour, name); });
   drain_ring_pieces(self);
 }
 
@@ -140,6 +143,7 @@ void start_training(stage_pointer self) {
                place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
   self->become(training(self));
   if (auto offer = std::exchange(st.mailboxes.early_offer, std::nullopt)) on_ring_mailbox(self, offer->first, offer->second);
+  answer_early_ring_lane_ask(self);
   for (auto& [sender, msg] : std::exchange(st.early, {})) {
     if (st.core->phase() == member_phase::stopped) return;
     take_tensor(self, sender, std::move(msg));
@@ -168,6 +172,9 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       },
       [=](ring_atom, const ring_mailbox_offer& m) {
         on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
+      },
+      [=](ring_atom, lane_open_atom) {
+        return on_ring_lane_ask(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },
@@ -223,6 +230,9 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
       [=](ring_atom, const ring_mailbox_offer& m) {
         on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
+      },
+      [=](ring_atom, lane_open_atom) {
+        return on_ring_lane_ask(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
       },
       [=](group_atom, group_id& g) { on_group(self, g); },
       [=](rows_atom, rows_grant& g) { on_rows(self, g); },

@@ -110,17 +110,25 @@ struct hello_deadline {};    // a member, to itself: its previous stage should h
 struct group_deadline {};    // a member, to itself: its local group's id should have come
 struct ring_drain {};        // a member, to itself: try again to pass the ring pieces that wait for mailbox room
 // Bulk lanes (Note [Bulk lanes] in core/lane.hpp), from the lane's threads to the actor
-// whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member.
+// whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member,
+// a replica on a member's ring lanes (Note [Ring lanes] in actors/stage_ring_lane.cpp).
+enum class lane_side : std::uint8_t {
+  shards,    // a shard's lanes from its members, or a member's to its shards
+  ring_in,   // a member's lane from its previous replica in the ring
+  ring_out,  // a member's lane to its next replica in the ring
+};
 struct lane_payload {        // a payload read off the lane
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
   tensor data;
   bool finite = false;       // scanned free of NaN and Inf (Note [Scanned on arrival] in core/lane.hpp)
+  lane_side side = lane_side::shards;
 };
 struct lane_event {          // the lane to `peer` opened, or closed (why: what happened)
   std::uint32_t peer = 0;
   bool opened = false;
   std::string why;
+  lane_side side = lane_side::shards;
 };
 struct lane_overdue {        // a shard, to itself: the payload of this push should have come
   std::uint32_t peer = 0;
@@ -231,6 +239,8 @@ using stage_actor = caf::typed_actor<
     caf::reacts_to<ring_atom, ring_piece>,   // --mode allreduce: from the previous replica in the ring
     caf::reacts_to<ring_atom, stage_hello>,   // across nodes: "I am your ring neighbour"
     caf::reacts_to<ring_atom, ring_mailbox_offer>,  // one host: "my pieces come through this mailbox"
+    // between hosts, from the previous replica: where its ring lane may connect (Note [Ring lanes])
+    caf::replies_to<ring_atom, lane_open_atom>::with<lane_offer>,
     caf::reacts_to<checkpoint_atom, std::int64_t>>;  // from the coordinator: a checkpoint at this step too
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,

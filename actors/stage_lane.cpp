@@ -68,10 +68,12 @@ void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticke
 }
 
 void on_lane_payload(stage_pointer self, lane_payload& p) {
+  if (p.side != lane_side::shards) return on_ring_lane_payload(self, p);
   if (self->state.lanes) self->state.lanes->on_payload(p);
 }
 
 void on_lane_event(stage_pointer self, const lane_event& e) {
+  if (e.side != lane_side::shards) return on_ring_lane_event(self, e);
   if (self->state.lanes) self->state.lanes->on_event(e);
 }
 

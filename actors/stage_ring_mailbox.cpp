@@ -2,7 +2,8 @@
 // [Ring mailboxes] in core/ring_mailbox.hpp): the outbox to its next replica, made and
 // offered with its first piece when that replica lives in another process and the
 // same-host fast path is on, and the inbox of its previous replica's outbox, mapped when
-// offered. Pieces that cannot go through a mailbox go in the messages.
+// offered. Pieces that cannot go through a mailbox go on a ring lane (Note [Ring lanes] in
+// actors/stage_ring_lane.cpp) or in the messages.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -55,16 +56,18 @@ std::string next_name(stage_pointer self) {
 
 std::string prev_name(stage_pointer self) { return "replica " + std::to_string(self->state.core->previous_replica()); }
 
-// With the first piece: an outbox for a next replica in another process, offered to it.
+// With the first piece: an outbox for a next replica in another process, offered to it;
+// without one, a bulk lane is asked for (Note [Ring lanes] in actors/stage_ring_lane.cpp).
 void offer_outbox(stage_pointer self) {
   auto& st = self->state;
   st.mailboxes.offered = true;
-  if (st.opts.fast_path_tag.empty() || !st.ring_next || st.ring_next.node() == self->node()) return;
+  if (!st.ring_next || st.ring_next.node() == self->node()) return;
+  if (st.opts.fast_path_tag.empty()) return ask_ring_lane(self);
   auto out = shm::ring_outbox::create(st.opts.fast_path_tag, outbox_bytes(*st.core), st.core->replica());
   if (!out) {
     spdlog::warn("{}: no ring mailbox to {} ({}); its ring pieces go over the network", who(self), next_name(self),
                  out.error().message);
-    return;
+    return ask_ring_lane(self);
   }
   st.mailboxes.out.emplace(std::move(*out));
   self->send(st.ring_next, ring_atom::value, ring_mailbox_offer{false, st.mailboxes.out->name(), false, {}});
@@ -100,11 +103,18 @@ void take_answer(stage_pointer self, const ring_mailbox_offer& m) {
   if (!m.accepted) {
     spdlog::info("{}: its ring pieces to {} go over the network ({})", who(self), next_name(self), m.why);
     out.reset();
-    return;
+    return ask_ring_lane(self);
   }
   out->accepted();
   spdlog::info("{}: passes its ring pieces to {} through shared memory ({} MB mailbox)", who(self), next_name(self),
                out->capacity() >> 20);
+}
+
+// Sends a piece to ring_next: on the ring lane when it is open and the values are not in
+// the outbox, else in the message.
+void send_piece(stage_pointer self, ring_piece& p) {
+  onto_ring_lane(self, p);
+  self->send(self->state.ring_next, ring_atom::value, std::move(p));
 }
 
 }  // namespace
@@ -123,13 +133,9 @@ void pass_ring_piece(stage_pointer self, ring_piece p) {
       mb.out->abandon(p.values.bytes());
       p.values = tensor(p.values);  // a copy: the outbox may be gone before the message is serialized
     }
-    if (mb.waiting.empty()) {
-      self->send(st.ring_next, ring_atom::value, std::move(p));
-      return;
-    }
+    if (mb.waiting.empty()) return send_piece(self, p);
   } else if (mb.waiting.empty() && into_outbox(*mb.out, p)) {
-    self->send(st.ring_next, ring_atom::value, std::move(p));
-    return;
+    return send_piece(self, p);
   } else if (!p.values.empty() && mb.out->holds(p.values.bytes())) {
     // Pieces before it wait: it may not overtake them, so it waits too, out of the outbox.
     mb.out->abandon(p.values.bytes());
@@ -146,12 +152,12 @@ void drain_ring_pieces(stage_pointer self) {
     ring_piece& p = mb.waiting.front();
     // A closed outbox takes nothing more: what waits goes in the messages.
     if (mb.out && mb.out->usable() && !into_outbox(*mb.out, p)) break;
-    self->send(st.ring_next, ring_atom::value, std::move(p));
+    send_piece(self, p);
     mb.waiting.pop_front();
   }
   if (mb.waiting.empty()) {
-    if (mb.once_drained) std::exchange(mb.once_drained, nullptr)();
-    return;
+    if (!mb.once_drained) return;
+    if (ring_lane_flushed(self)) return std::exchange(mb.once_drained, nullptr)();
   }
   if (mb.drain_due) return;
   mb.drain_due = true;
@@ -160,8 +166,9 @@ void drain_ring_pieces(stage_pointer self) {
 
 void after_ring_pieces(stage_pointer self, std::function<void()> then) {
   auto& mb = self->state.mailboxes;
-  if (mb.waiting.empty()) return then();
+  if (mb.waiting.empty() && ring_lane_flushed(self)) return then();
   mb.once_drained = std::move(then);
+  drain_ring_pieces(self);
 }
 
 void on_ring_mailbox(stage_pointer self, const caf::actor_addr& sender, const ring_mailbox_offer& m) {

@@ -59,6 +59,25 @@ struct stage_ring_mailboxes {
   std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
 };
 
+// --mode allreduce between hosts (Note [Ring lanes] in actors/stage_ring_lane.cpp): the
+// lane to ring_next (asked for, open or closed) and the tickets of the pieces sent on it;
+// the lane end that takes ring_prev's pieces, the pieces from ring_prev in the order their
+// messages came (the first waits for its payload), and payloads not yet named.
+struct stage_ring_lanes {
+  enum class state { unasked, asked, open, closed };
+  std::shared_ptr<lane::member_end> out;
+  state out_state = state::unasked;
+  std::uint64_t tickets = 0;
+  std::shared_ptr<lane::shard_end> in;
+  bool in_closed = false;
+  std::string in_why;
+  std::deque<ring_piece> arrivals;
+  std::map<std::uint64_t, tensor> payloads;
+  // An ask of ring_prev's that came before this member trained, answered once it does.
+  std::optional<caf::typed_response_promise<lane_offer>> early_ask;
+  caf::actor_addr early_asker;
+};
+
 struct stage_state {
   std::unique_ptr<member_core> core;
   coordinator_actor coordinator;
@@ -73,6 +92,7 @@ struct stage_state {
   // without a ring); pieces come from ring_prev and go to ring_next.
   stage_actor ring_prev, ring_next;
   stage_ring_mailboxes mailboxes;
+  stage_ring_lanes ring_lanes;
   // Wiring: pending connects by peer, the wait for the previous stage's hello, and a
   // hello that came before the welcome.
   std::map<std::string, std::function<void()>> retries;
@@ -166,10 +186,26 @@ void pass_ring_piece(stage_pointer self, ring_piece p);
 // Passes on the pieces that waited for room, while there is room (ring_drain, and after
 // every piece that comes).
 void drain_ring_pieces(stage_pointer self);
-// Calls `then` once no ring piece waits for mailbox room (now, if none does).
+// Calls `then` once no ring piece waits for mailbox room and the ring lane has written
+// every piece sent on it (now, if so).
 void after_ring_pieces(stage_pointer self, std::function<void()> then);
 void on_ring_mailbox(stage_pointer self, const caf::actor_addr& sender, const ring_mailbox_offer& m);
 bool fill_ring_piece(stage_pointer self, ring_piece& p);
+
+// stage_ring_lane.cpp (Note [Ring lanes]): asks ring_next for a lane (when it is on
+// another node and no mailbox carries the pieces); sends a piece on the lane when it is
+// open (else the piece goes in its message as it is); whether every piece sent on it has
+// left for the socket (a member finishes only then); answers ring_prev's ask with an
+// offer; takes a piece from ring_prev, in order, once its payload is here, to the core;
+// and the ring lanes' payloads and events.
+void ask_ring_lane(stage_pointer self);
+void onto_ring_lane(stage_pointer self, ring_piece& p);
+bool ring_lane_flushed(stage_pointer self);
+caf::result<lane_offer> on_ring_lane_ask(stage_pointer self, const caf::actor_addr& sender);
+void answer_early_ring_lane_ask(stage_pointer self);
+void take_ring_piece_in_order(stage_pointer self, ring_piece p);
+void on_ring_lane_payload(stage_pointer self, lane_payload& p);
+void on_ring_lane_event(stage_pointer self, const lane_event& e);
 
 // stage_checkpoints.cpp (Note [Members' checkpoints] in core/member_checkpoint.cpp):
 // writes a checkpoint's file on the member's writer thread and tells the coordinator once

@@ -116,7 +116,7 @@ TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts
                x.ring_prev_port, x.ring_next_port, x.resume)
 TROUPE_INSPECT(stage_hello, x.replica, x.stage)
 TROUPE_INSPECT(ring_mailbox_offer, x.answer, x.segment, x.accepted, x.why)
-TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values, x.shared)
+TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values, x.shared, x.lane)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us, x.samples_dropped)
 TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)

@@ -106,6 +106,8 @@ class member_end {
   // Queues `payload` for shard `shard` under `ticket` (moved from only then); false when no
   // lane to it is open.
   virtual bool send(std::uint32_t shard, std::uint64_t ticket, tensor&& payload) = 0;
+  // Payloads sent to `shard` that its socket has not taken yet; 0 when no lane is open.
+  virtual std::size_t unsent(std::uint32_t shard) const = 0;
 };
 
 // The descriptor of `t` sent on a lane under `ticket`.

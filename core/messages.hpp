@@ -9,20 +9,12 @@
 
 #include "core/job.hpp"
 #include "core/key_table.hpp"
+#include "core/lane_tensor.hpp"
 #include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
 
-// A tensor sent on the bulk lane beside the message (Note [Bulk lanes] in core/lane.hpp):
-// the payload's ticket on its lane, and the tensor's dtype and extents. Ticket 0: none,
-// the tensor is in the message (or in shared memory).
-struct lane_tensor {
-  std::uint64_t ticket = 0;
-  std::uint8_t dtype = 0;
-  std::vector<std::int64_t> dims;
-  bool empty() const { return ticket == 0; }
-};
 
 // Shard -> member, asked with lane_open_atom: where the shard's lane listens and the
 // one-time token (32 bytes) that binds the member's two lane connections to its rank.

@@ -36,6 +36,7 @@
 
 #include "base/errc.hpp"
 #include "base/expected.hpp"
+#include "core/lane_tensor.hpp"
 #include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
 
@@ -58,6 +59,10 @@ struct ring_piece {
   // (Note [Ring mailboxes] in core/ring_mailbox.hpp), `values` empty; the receiving
   // shell fills `values` from it before the collective sees the piece.
   shared_tensor shared;
+  // Between hosts, once a bulk lane is open: the ticket its values come under on the lane
+  // (Note [Ring lanes] in actors/stage_ring_lane.cpp), `values` empty; filled by the
+  // receiving shell too.
+  lane_tensor lane;
 };
 
 struct ring_spec {

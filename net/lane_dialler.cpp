@@ -1,8 +1,9 @@
 // lane_dialler: a member's end of the bulk lanes. Opening a lane to a shard dials its two
 // connections in the background (gradients first, then answers; TLS: the shard must show
-// a server's certificate for the host dialled), shows the offer's token in a hello on each
-// and waits for the welcomes, all within the handshake timeout; then one thread writes the
-// member's gradients and another reads the shard's answers until the lane closes.
+// a server's certificate for the host dialled, a ring neighbour a worker's), shows the
+// offer's token in a hello on each and waits for the welcomes, all within the handshake
+// timeout; then one thread writes the member's gradients and another reads the shard's
+// answers until the lane closes.
 #include <spdlog/spdlog.h>
 
 #include <map>
@@ -52,11 +53,17 @@ class dialler final : public member_end {
     return lane && lane->open() && lane->push(ticket, std::move(payload));
   }
 
+  std::size_t unsent(std::uint32_t shard) const override {
+    std::lock_guard l(mu_);
+    auto it = lanes_.find(shard);
+    return it == lanes_.end() ? 0 : it->second->unsent();
+  }
+
  private:
   // One connection of the lane, welcomed, or why not.
   expected<lane_stream> connect(const std::string& host, const lane_offer& offer, direction way,
                                 steady::time_point deadline) {
-    auto s = lane_stream::dial(host, offer.port, o_.tls, "server", deadline);
+    auto s = lane_stream::dial(host, offer.port, o_.tls, o_.dialled_role, deadline);
     if (!s) return s.error();
     const auto hello = encode_header(hello_header(way));
     if (auto e = s->write(hello.data(), hello.size(), {deadline, {}})) return failure{"hello: " + *e};
@@ -110,7 +117,7 @@ class dialler final : public member_end {
   }
 
   const transport_options o_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   handlers h_;
   std::map<std::uint32_t, std::shared_ptr<lane_pair>> lanes_;  // by shard
   thread_set threads_;

@@ -19,6 +19,7 @@ bool lane_pair::push(std::uint64_t ticket, tensor&& t) {
     std::lock_guard l(mu_);
     if (closed_) return false;
     queue_.emplace_back(ticket, std::move(t));
+    ++unsent_;
   }
   cv_.notify_one();
   return true;
@@ -31,6 +32,11 @@ std::optional<std::pair<std::uint64_t, tensor>> lane_pair::next() {
   auto item = std::move(queue_.front());
   queue_.pop_front();
   return item;
+}
+
+void lane_pair::written() {
+  std::lock_guard l(mu_);
+  if (unsent_ > 0) --unsent_;
 }
 
 bool lane_pair::attach(int fd) {
@@ -52,6 +58,7 @@ bool lane_pair::close() {
     if (closed_) return false;
     closed_ = true;
     open_ = false;
+    unsent_ = 0;
     dropped.swap(queue_);
     for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);
   }
@@ -65,6 +72,7 @@ std::optional<std::string> write_payloads(lane_stream& s, lane_pair& lane, std::
     const auto header = encode_header(payload_header(item->first, t.type(), t.nbytes()));
     if (auto e = s.write(header.data(), header.size(), {{}, idle})) return e;
     if (auto e = s.write(t.bytes(), t.nbytes(), {{}, idle})) return e;
+    lane.written();
   }
   return std::nullopt;
 }

@@ -36,6 +36,10 @@ class lane_pair {
   bool push(std::uint64_t ticket, tensor&& t);
   // The next payload to write, waiting for one; nullopt once the lane is closed.
   std::optional<std::pair<std::uint64_t, tensor>> next();
+  // The writer handed the payload next() gave it to the socket.
+  void written();
+  // Payloads pushed and not yet written (the one being written too); 0 once closed.
+  std::size_t unsent() const { std::lock_guard l(mu_); return unsent_; }
   // Registers a welcomed connection's socket; false (nothing registered) once closed.
   bool attach(int fd);
   void detach(int fd);
@@ -52,6 +56,7 @@ class lane_pair {
   std::condition_variable cv_;
   std::deque<std::pair<std::uint64_t, tensor>> queue_;
   std::vector<int> fds_;
+  std::size_t unsent_ = 0;
   bool open_ = false, closed_ = false;
 };
 

@@ -22,6 +22,10 @@ struct transport_options {
   std::chrono::milliseconds handshake_timeout{10000};
   // A payload that makes no progress this long means the peer is gone (--connection-timeout).
   std::chrono::milliseconds idle_timeout{5000};
+  // With TLS, the role a dialled listener's certificate must hold: "server" for a shard,
+  // "worker" for a ring neighbour (Note [Ring lanes] in actors/stage_ring_lane.cpp). A
+  // listener always takes workers' connections only.
+  std::string dialled_role = "server";
 };
 
 // Connections that may be between accept and welcome at once; more are closed at once.
@@ -37,7 +41,8 @@ class listening_end : public shard_end {
 expected<std::shared_ptr<listening_end>> listen_for_members(const std::string& host, std::uint16_t port,
                                                             transport_options o);
 
-// A member's end, dialling the shards it is offered.
+// A member's end, dialling the shards (or, with dialled_role "worker", the ring
+// neighbours) it is offered.
 std::shared_ptr<member_end> dial_shards(transport_options o);
 
 }  // namespace troupe::lane

@@ -186,6 +186,24 @@ expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& pl
   return lane::dial_shards(std::move(*o));
 }
 
+// --mode allreduce between hosts (Note [Ring lanes] in actors/stage_ring_lane.cpp): a worker
+// node's ring lane ends, made when its member first needs them: a listener on its listen
+// host (--lane-port, else any free port) for its previous replica, and a dialler that
+// wants a worker's certificate for its next one.
+void give_ring_lanes(stage_options& opts, const node_plan& plan, const lane::transport_options& o) {
+  opts.ring_lane_listener = [host = plan.listen.host, port = plan.lane_port,
+                             o]() -> expected<std::shared_ptr<lane::shard_end>> {
+    auto end = lane::listen_for_members(host, port, o);
+    if (!end) return end.error();
+    spdlog::info("bulk lanes: the previous replica in the ring may open its lane at {}",
+                 endpoint{host, (*end)->port()}.str());
+    return std::shared_ptr<lane::shard_end>(*end);
+  };
+  lane::transport_options to_neighbour = o;
+  to_neighbour.dialled_role = "worker";
+  opts.ring_lane_dialler = [to_neighbour] { return lane::dial_shards(to_neighbour); };
+}
+
 caf::error run_server_node(const node_plan& plan, const observability& obs) {
   auto lanes = shard_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
@@ -222,6 +240,11 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.compute = compute;
   opts.fast_path_tag = fast_path_tag(plan);
   opts.lanes = *lanes;
+  if (plan.bulk_lanes) {
+    auto o = lane_options_for(plan);
+    if (!o) return make_error(errc::bad_job, o.error().message);
+    give_ring_lanes(opts, plan, *o);
+  }
   opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed,
                           job.context);

@@ -270,7 +270,8 @@ command add_node(CLI::App& parent) {
                 "own (TROUPE_BULK_LANES=0)")
       ->group(group_node);
   app->add_option("--lane-port", o->node.lane_port_text,
-                  "A shard server's port for bulk lanes, on its listen host (default: any free one; TROUPE_LANE_PORT)")
+                  "A shard server's port for bulk lanes, on its listen host, and an allreduce worker's for its ring lane "
+                  "(default: any free one; TROUPE_LANE_PORT)")
       ->group(group_node);
   app->add_option("--worker-index", o->node.worker_index_text,
                   "The rank this worker asks for, granted while the job gathers its workers if it is free "

@@ -6,7 +6,7 @@
 // MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
 // a lost stage stops its pipeline with a typed error, not the stall watchdog; a
 // stranger's activation is dropped, and a stranger's group id, grant or shed of rows refused.
-// In allreduce mode three replicas learn and a stranger's ring piece or mailbox is dropped.
+// In allreduce mode three replicas learn and a stranger's ring piece, mailbox or lane ask is dropped.
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
@@ -198,8 +198,8 @@ BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
 }
 
 // Note [Ring all-reduce of gradients]: three replicas with no shard servers learn, and a
-// ring piece, or a ring mailbox's offer or answer, from anyone but the ring neighbour it
-// must come from is dropped.
+// ring piece, a ring mailbox's offer or answer, or an ask for a ring lane, from anyone but
+// the ring neighbour it must come from is dropped.
 BOOST_AUTO_TEST_CASE(allreduce_replicas_learn_and_a_strangers_ring_piece_is_dropped) {
   job_spec job = job_for(sync_mode::allreduce, 3);
   job.servers = 0;
@@ -218,18 +218,25 @@ BOOST_AUTO_TEST_CASE(allreduce_replicas_learn_and_a_strangers_ring_piece_is_drop
     shared.shared = shared_tensor{"/troupe-0123456789abcdef-1-1-deadbeef", 128, 128, 128, 0, {16}};
     const ring_mailbox_offer offer{false, shared.shared.segment, false, {}};
     const ring_mailbox_offer answer{true, shared.shared.segment, true, {}};
+    // A piece that names a ring lane's payload, and an ask for a ring lane, from a
+    // stranger (Note [Ring lanes]): refused before any lane is offered.
+    ring_piece on_lane;
+    on_lane.collective = 1;
+    on_lane.lane = lane_tensor{7, 0, {16}};
     for (const auto& member : j.handles.workers) {
       caf::anon_send(member, ring_atom::value, p);
       caf::anon_send(member, ring_atom::value, shared);
       caf::anon_send(member, ring_atom::value, offer);
       caf::anon_send(member, ring_atom::value, answer);
+      caf::anon_send(member, ring_atom::value, on_lane);
+      caf::anon_send(member, ring_atom::value, lane_open_atom::value);
     }
   });
   BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
   BOOST_TEST(r->workers_lost == 0);
   BOOST_TEST(r->servers == 0u);
   BOOST_TEST(r->test_accuracy > 0.6);  // 3 classes
-  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_neighbour) == refused_before + 3 * 4);
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_neighbour) == refused_before + 3 * 6);
 }
 
 namespace {

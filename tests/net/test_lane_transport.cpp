@@ -4,7 +4,8 @@
 // or reused token, a stranger's bytes, a silent connection, a certificate of the wrong
 // role, a flood of connections) is closed and counted, a malformed or oversized frame
 // closes the lane with the reason, and a lane whose peer goes away says so. The shard's
-// reader says which f32 payloads hold no NaN or Inf.
+// reader says which f32 payloads hold no NaN or Inf. A ring neighbour's dialler wants a
+// worker's certificate.
 #define BOOST_TEST_MODULE lane_transport
 #include <boost/test/unit_test.hpp>
 
@@ -255,6 +256,54 @@ BOOST_AUTO_TEST_CASE(a_member_refuses_a_shard_with_a_worker_s_certificate) {
   BOOST_TEST(c->why.find("not 'server'") != std::string::npos, c->why);
   BOOST_TEST(!member.opened.take(100ms).has_value());
   BOOST_TEST(!member.end->send(0, 1, pattern(10, 1)));
+}
+
+// Note [Ring lanes]: a ring neighbour's dialler wants a worker's certificate where a
+// member's wants a server's: it moves tensors to a worker's listener and refuses a shard's.
+BOOST_AUTO_TEST_CASE(a_ring_neighbour_s_dialler_wants_a_worker_s_certificate) {
+  pki p;
+  transport_options as_neighbour = secured(p, "worker-0");
+  as_neighbour.dialled_role = "worker";
+  shard_side next(secured(p, "worker-0"));  // both neighbours hold workers' certificates
+  member_side prev(as_neighbour);
+  auto offer = next.end->offer(1);
+  BOOST_REQUIRE(offer.has_value());
+  prev.end->open(2, "127.0.0.1", *offer);
+  auto opened = prev.opened.take();
+  BOOST_REQUIRE_MESSAGE(opened.has_value(), "the ring lane did not open");
+  const tensor piece = pattern(1 << 16, 4);
+  BOOST_REQUIRE(prev.end->send(2, 1, tensor(piece)));
+  auto got = next.payloads.take();
+  BOOST_REQUIRE(got.has_value());
+  BOOST_TEST(got->peer == 1u);
+  BOOST_TEST(same_bits(got->data, piece));
+
+  shard_side shard(secured(p, "server-0"));
+  member_side misled(as_neighbour);
+  auto shard_offer = shard.end->offer(1);
+  BOOST_REQUIRE(shard_offer.has_value());
+  misled.end->open(2, "127.0.0.1", *shard_offer);
+  auto c = misled.closed.take();
+  BOOST_REQUIRE(c.has_value());
+  BOOST_TEST(c->why.find("not 'worker'") != std::string::npos, c->why);
+}
+
+// What a member that must not exit before its payloads are out (a ring neighbour's last
+// pieces) watches: payloads pushed and not yet written, 0 once written or closed.
+BOOST_AUTO_TEST_CASE(a_member_s_lane_counts_the_payloads_it_has_not_written) {
+  shard_side shard(plain());
+  member_side member(plain());
+  BOOST_TEST(member.end->unsent(0) == 0u);
+  open_lane(shard, member);
+  const tensor big = pattern(std::int64_t{16} << 20, 3);  // 64 MB: tens of milliseconds to write
+  for (std::uint64_t t = 1; t <= 3; ++t) BOOST_REQUIRE(member.end->send(0, t, tensor(big)));
+  BOOST_TEST(member.end->unsent(0) > 0u);
+  for (int i = 0; i < 3; ++i) BOOST_REQUIRE(shard.payloads.take().has_value());
+  BOOST_TEST(member.end->unsent(0) == 0u);
+  BOOST_REQUIRE(member.end->send(0, 4, tensor(big)));
+  shard.end->drop(3, "test");
+  BOOST_REQUIRE(member.closed.take().has_value());
+  BOOST_TEST(member.end->unsent(0) == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_malformed_frame_closes_the_lane_with_its_reason) {

@@ -1,8 +1,8 @@
 // `troupe launch --local` end to end: 2 shard servers and 2 workers as separate
 // processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to >= 80% in
 // each mode, and so do 3 replicas of allreduce with no shard servers, whose ring pieces
-// through shared memory give the bits of the same job's in the messages, and where a
-// killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
+// through shared memory or on bulk lanes give the bits of the same job's in the messages,
+// and where a killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
 // not hold the launch; a job that keeps checkpoints and loses its shard server or its
 // coordinator is started again from its newest checkpoint and ends bitwise as it would
 // have; a bad flag is a usage error.
@@ -83,31 +83,38 @@ BOOST_AUTO_TEST_CASE(allreduce_learns_with_a_process_per_replica_and_no_shard_se
   BOOST_TEST(r.err.find("refused a ring hello") == std::string::npos);  // each came from a neighbour
 }
 
-// Note [Ring mailboxes]: between processes of one host the ring's pieces go through
-// shared memory, and the replicas end with the bits the same job gets with every piece in
-// the messages (3 replicas, so pieces are passed on as well as started and ended).
-BOOST_AUTO_TEST_CASE(ring_pieces_through_shared_memory_give_the_bits_of_the_messages) {
-  auto run = [](bool shared) {
+// Note [Ring mailboxes] and Note [Ring lanes]: between processes of one host the ring's
+// pieces go through shared memory; without it (as between hosts) on bulk lanes over mutual
+// TLS; and the replicas end with the bits the same job gets with every piece in the
+// messages (3 replicas, so pieces are passed on as well as started and ended).
+BOOST_AUTO_TEST_CASE(ring_pieces_through_shared_memory_or_lanes_give_the_bits_of_the_messages) {
+  struct way {
+    std::vector<std::string> flags;
+    std::size_t mailboxes, lanes;  // replicas that say their pieces go that way
+  };
+  auto run = [](const way& w) {
     std::vector<std::string> args{troupe_bin(), "launch",          "--local",  "--workers", "3",     "--mode",
                                   "allreduce",  "--train-samples", "3000",     "--epochs",  "1",     "--metrics",
                                   "off"};
-    if (!shared) args.push_back("--no-shared-memory");
+    args.insert(args.end(), w.flags.begin(), w.flags.end());
     auto r = run_process(args, 300s);
     BOOST_REQUIRE(!r.timed_out);
     BOOST_TEST_INFO("stderr: " << r.err);
     BOOST_REQUIRE(r.exit_code == 0);
-    const auto j = nlohmann::json::parse(r.out);
-    std::size_t mailboxes = 0;  // logged once a next replica accepted one
-    for (auto at = r.err.find("passes its ring pieces to"); at != std::string::npos;
-         at = r.err.find("passes its ring pieces to", at + 1))
-      ++mailboxes;
-    return std::make_pair(j["params_fnv1a"].get<std::string>(), mailboxes);
+    auto count = [&](const std::string& line) {
+      std::size_t n = 0;
+      for (auto at = r.err.find(line); at != std::string::npos; at = r.err.find(line, at + 1)) ++n;
+      return n;
+    };
+    BOOST_TEST(count("passes its ring pieces to") == w.mailboxes);  // logged once a next replica accepted one
+    BOOST_TEST(count("sends its ring pieces to") == w.lanes);  // logged once the lane to it opened
+    return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>();
   };
-  const auto [shared_bits, shared_mailboxes] = run(true);
-  const auto [message_bits, message_mailboxes] = run(false);
-  BOOST_TEST(shared_mailboxes == 3u);  // every replica to its next
-  BOOST_TEST(message_mailboxes == 0u);
-  BOOST_TEST(shared_bits == message_bits);
+  const std::string shared = run({{}, 3, 0});
+  const std::string lanes = run({{"--no-shared-memory"}, 0, 3});
+  const std::string messages = run({{"--no-shared-memory", "--no-bulk-lanes"}, 0, 0});
+  BOOST_TEST(shared == messages);
+  BOOST_TEST(lanes == messages);
 }
 
 BOOST_AUTO_TEST_CASE(a_failing_job_fails_the_launch) {
@@ -151,16 +158,14 @@ pid_t child_with(pid_t parent, const std::string& word) {
   return 0;
 }
 
-}  // namespace
-
-// Note [Ring all-reduce of gradients]: a replica killed mid-ring ends the job, naming it,
-// within the failure detection of its neighbours (its connections drop), not at a timeout.
-BOOST_AUTO_TEST_CASE(a_replica_killed_mid_ring_ends_the_job_naming_it) {
+// A 3-replica allreduce job whose replica 1 is killed in its second epoch.
+void killed_mid_ring(bool lanes) {
   temp_dir dir("launch-ring-kill");
-  background_process launch({troupe_bin(), "launch", "--local", "--workers", "3", "--mode", "allreduce", "--epochs",
-                             "50", "--train-samples", "20000", "--metrics", "off", "--request-timeout", "600",
-                             "--stall-timeout", "600"},
-                            dir.file("launch"));
+  std::vector<std::string> args{troupe_bin(), "launch", "--local", "--workers", "3", "--mode", "allreduce",
+                                "--epochs", "50", "--train-samples", "20000", "--metrics", "off",
+                                "--request-timeout", "600", "--stall-timeout", "600"};
+  if (lanes) args.push_back("--no-shared-memory");
+  background_process launch(args, dir.file("launch"));
   BOOST_REQUIRE(launch.started());
   BOOST_REQUIRE_MESSAGE(launch.wait_for_err("epoch 1/50", 120s), launch.err());
   const pid_t victim = child_with(launch.pid(), "--worker-index 1");
@@ -174,6 +179,17 @@ BOOST_AUTO_TEST_CASE(a_replica_killed_mid_ring_ends_the_job_naming_it) {
   BOOST_TEST(*code != 0);
   BOOST_TEST(launch.err().find("worker 1 is gone") != std::string::npos, launch.err());
   BOOST_TEST(launch.err().find("stage_lost") != std::string::npos, launch.err());
+}
+
+}  // namespace
+
+// Note [Ring all-reduce of gradients]: a replica killed mid-ring ends the job, naming it,
+// within the failure detection of its neighbours (its connections drop), not at a timeout.
+// So it does when the pieces go on bulk lanes (Note [Ring lanes]), as between hosts.
+BOOST_AUTO_TEST_CASE(a_replica_killed_mid_ring_ends_the_job_naming_it) {
+  for (const bool lanes : {false, true}) {
+    BOOST_TEST_CONTEXT((lanes ? "bulk lanes" : "shared memory")) { killed_mid_ring(lanes); }
+  }
 }
 
 // A coordinator that hangs (here: stopped) no longer holds launch forever: its nodes leave

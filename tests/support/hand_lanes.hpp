@@ -52,6 +52,7 @@ struct hand_member_lanes : lane::member_end {
     sent.emplace_back(shard, ticket, std::move(t));
     return true;
   }
+  std::size_t unsent(std::uint32_t) const override { return 0; }  // handed over at once
 };
 
 }  // namespace troupe::test
