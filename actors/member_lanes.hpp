@@ -1,9 +1,10 @@
 // member_lanes: a member's bulk lanes to its shards as its actor drives them (Note [Bulk
 // lanes] in core/lane.hpp), one implementation for every kind of member: the training
 // stage (actors/stage_lane.cpp) and the key-value client (client/kv_member.cpp). It asks a
-// shard for a lane when a call is first large enough, moves a push's tensor onto an open
-// lane, names the ticket a pull's answer comes under, meets each answer with its payload,
-// and fails the answers still waiting when a lane closes. Which shards may have a lane at
+// shard for a lane when a call is first large enough, moves a push's (or a collective
+// piece's) tensor onto an open lane, names the ticket a pull's (or a collective's) answer
+// comes under, meets each answer with its payload, and fails the answers still waiting
+// when a lane closes. Which shards may have a lane at
 // all (another host, not reached through shared memory) is the caller's to say.
 // Not thread-safe: the member's actor owns it, in its state, for as long as it lives (the
 // answers to its lane requests find it there).
@@ -77,10 +78,27 @@ class member_lanes {
   // The reply to a pull that asked under `ticket` (0: it did not): to `done` now when it
   // carries its values (or names a payload it may not), or once its payload comes.
   void on_reply(std::uint32_t s, std::uint64_t ticket, Reply r, done_fn done) {
+    on_reply_of<Reply, Values>(s, ticket, std::move(r), std::move(done));
+  }
+  // The same for a reply of another kind R whose values are at V (a collective's answer),
+  // under the same tickets and lanes.
+  template <class R, tensor R::*V>
+  void on_reply_of(std::uint32_t s, std::uint64_t ticket, R r, std::function<void(std::variant<R, fault>)> done) {
     if (r.lane.empty()) return done(std::move(r));  // answered in the message: no payload comes
     if (ticket == 0 || r.lane.ticket != ticket) return done(unasked(s));
-    waiting w{s, std::move(r), std::move(done)};
-    if (auto t = book_.replies.wait({s, ticket}, std::move(w))) finish(std::move(w), std::move(*t));
+    const lane_tensor d = r.lane;
+    auto fill = [s, r = std::move(r), done](std::variant<tensor, fault> got) mutable {
+      if (auto* f = std::get_if<fault>(&got)) return done(std::move(*f));
+      auto values = shaped(std::move(std::get<tensor>(got)), r.lane);
+      if (!values)
+        return done(fault{errc::malformed, "shard " + std::to_string(s) + "'s answer on the bulk lane: " +
+                                               values.error().message});
+      r.*V = std::move(*values);
+      r.lane = {};
+      done(std::move(r));
+    };
+    waiting w{s, std::move(fill)};
+    if (auto t = book_.replies.wait({s, d.ticket}, std::move(w))) w.fill(std::move(*t));
   }
 
   // Why an answer of shard s that names a lane payload nobody asked for is refused.
@@ -96,7 +114,7 @@ class member_lanes {
 
   void on_payload(lane_payload& p) {
     if (auto met = book_.replies.payload({p.peer, p.ticket}, std::move(p.data)))
-      finish(std::move(met->waiter), std::move(met->payload));
+      met->waiter.fill(std::move(met->payload));
   }
 
   // The lane opened, or closed (or did not open): from then on its tensors go in the
@@ -119,24 +137,14 @@ class member_lanes {
   std::uint32_t shards() const { return static_cast<std::uint32_t>(book_.size()); }
 
  private:
+  // An answer that waits for its payload: what completes it with the payload or a fault.
   struct waiting {
     std::uint32_t shard;
-    Reply reply;
-    done_fn done;
+    std::function<void(std::variant<tensor, fault>)> fill;
   };
 
-  void finish(waiting w, tensor payload) {
-    auto values = shaped(std::move(payload), w.reply.lane);
-    if (!values)
-      return w.done(fault{errc::malformed, "shard " + std::to_string(w.shard) +
-                                               "'s answer on the bulk lane: " + values.error().message});
-    w.reply.*Values = std::move(*values);
-    w.reply.lane = {};
-    w.done(std::move(w.reply));
-  }
-
   void fail(std::uint32_t s, const fault& f) {
-    for (auto& w : book_.closed(s)) w.done(f);
+    for (auto& w : book_.closed(s)) w.fill(f);
   }
 
   std::shared_ptr<member_end> end_;

@@ -139,7 +139,8 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
 namespace {
 
 // A round's answer for one member: its data in the slot the member offered when the fast
-// path can take it (Note [Same-host fast path]), otherwise in the message.
+// path can take it (Note [Same-host fast path]), else on its bulk lane when it asked
+// (Note [Bulk lanes]), otherwise in the message.
 kv_collective_reply collective_answer(shard_pointer self, const kv_collective_reply& result,
                                       const shard_state::waiting_piece& to) {
   auto& st = self->state;
@@ -154,6 +155,7 @@ kv_collective_reply collective_answer(shard_pointer self, const kv_collective_re
     if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, to.worker, refused);
   }
   out.data = tensor(result.data);
+  if (auto d = answer_on_lane(self, to.worker, to.lane_reply, out.data)) out.lane = std::move(*d);
   return out;
 }
 
@@ -327,18 +329,38 @@ void kv_member_left(shard_pointer self, std::uint32_t rank) {
   settle_kv(self);
 }
 
-caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collective& c) {
+bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp) {
   auto& st = self->state;
-  if (!st.kv) return not_kv(self);
-  if (c.shard != st.index) return wrong_shard(self, c.shard);
+  if (!c.lane.empty()) {  // the piece's data on the member's bulk lane
+    auto got = claim_payload(self, c.worker, c.lane);
+    if (got.missing()) return false;
+    if (!got.payload) {
+      rp.deliver(make_error(errc::malformed, "collective piece: " + got.problem));
+      return true;
+    }
+    c.data = std::move(*got.payload);
+    c.lane = {};
+  }
+  if (!st.kv) {
+    rp.deliver(not_kv(self));
+    return true;
+  }
+  if (c.shard != st.index) {
+    rp.deliver(wrong_shard(self, c.shard));
+    return true;
+  }
   const auto t = st.next_collective++;
   const std::uint32_t worker = c.worker;
+  const std::uint64_t lane_reply = c.lane_reply;
   shared_tensor reply_to = std::move(c.reply_to);
   const bool wants_data = !(c.kind == collective_kind::broadcast && c.worker == c.root);
   if (!c.shared.empty()) {  // the piece lies in the member's push slot: copied out, the slot is free again
     auto data = st.channels ? st.channels->take_push(worker, c.shared)
                             : expected<tensor>(failure{"this shard's same-host fast path is off"});
-    if (!data) return make_error(errc::malformed, "collective piece's shared-memory slot: " + data.error().message);
+    if (!data) {
+      rp.deliver(make_error(errc::malformed, "collective piece's shared-memory slot: " + data.error().message));
+      return true;
+    }
     c.data = std::move(*data);
     c.shared = {};
   }
@@ -346,12 +368,12 @@ caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collect
     spdlog::warn("shard {}: refused member {}'s collective piece: {}", st.index, worker, to_string(*f));
     if (st.m) st.m->rejected(to_string(f->code))->Increment();
     settle_kv(self);  // a disagreeing piece fails the others' pieces of its round too
-    return make_error(*f);
+    rp.deliver(make_error(*f));
+    return true;
   }
-  auto rp = self->make_response_promise<kv_collective_reply>();
-  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to), wants_data});
+  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to), wants_data, lane_reply});
   settle_kv(self);
-  return rp;
+  return true;
 }
 
 }  // namespace troupe::shard_shell

@@ -236,7 +236,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](kv_coll_atom, kv_collective& c) -> caf::result<kv_collective_reply> {
         if (!from_member(self, c.worker, "a collective piece")) return refused();
-        return kv_collective_on(self, c);
+        return in_member_order<kv_collective_reply>(self, c.worker, c.lane.ticket, std::move(c), kv_collective_on);
       },
       [=](lane_open_atom, std::uint32_t rank) -> caf::result<lane_offer> {
         if (!from_member(self, rank, "a lane request")) return refused();

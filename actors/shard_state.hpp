@@ -97,6 +97,7 @@ struct shard_state {
     std::uint32_t worker = 0;
     shared_tensor reply_to;  // the member's slot for the answer (the same-host fast path), if any
     bool wants_data = true;  // false: a broadcast's root, which has the values
+    std::uint64_t lane_reply = 0;  // the ticket to answer under on the member's bulk lane, if it asked
   };
   std::map<collective_rounds::token, waiting_piece> collective_promises;
   collective_rounds::token next_collective = 1;
@@ -138,7 +139,9 @@ void settle_kv(shard_pointer self);
 void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members);
 void kv_member_joined(shard_pointer self, std::uint32_t rank);
 void kv_member_left(shard_pointer self, std::uint32_t rank);
-caf::result<kv_collective_reply> kv_collective_on(shard_pointer self, kv_collective& c);
+// A member's piece of a collective: false while its lane payload is on its way (nothing
+// answered yet).
+bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
 // A key-value push: false while its lane payload is on its way (nothing answered yet).

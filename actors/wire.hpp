@@ -144,8 +144,8 @@ TROUPE_INSPECT(kv_push_ack, x.versions, x.staleness)
 TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to, x.lane_reply)
 TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data, x.shared, x.lane)
 TROUPE_INSPECT(kv_collective, x.shard, x.worker, x.name, x.kind, x.op, x.root, x.dims, x.data, x.shared,
-               x.reply_to)
-TROUPE_INSPECT(kv_collective_reply, x.ranks, x.dims, x.data, x.shared)
+               x.reply_to, x.lane, x.lane_reply)
+TROUPE_INSPECT(kv_collective_reply, x.ranks, x.dims, x.data, x.shared, x.lane)
 
 #undef TROUPE_INSPECT
 

@@ -250,7 +250,27 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
                                                    std::to_string(c.shard + 1)});
         c.msg.worker = st.place.rank;
         c.msg.shard = c.shard;
-        ask<kv_collective_reply>(self, st.shards[c.shard], c.timeout, c.done, kv_coll_atom::value, std::move(c.msg));
+        const std::uint32_t s = c.shard;
+        if (c.lane) maybe_ask_for_lane(self, s, std::max(c.msg.data.nbytes(), c.bytes));
+        if (st.lanes && c.lane && c.msg.shared.empty())
+          if (auto d = st.lanes->send(s, c.msg.data)) c.msg.lane = std::move(*d);
+        const std::uint64_t ticket =
+            st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+        if (ticket == 0) {
+          ask<kv_collective_reply>(self, st.shards[s], c.timeout, c.done, kv_coll_atom::value, std::move(c.msg));
+          return;
+        }
+        c.msg.lane_reply = ticket;
+        auto done = [self, s, ticket, done = c.done](or_fault<kv_collective_reply> r) {
+          auto* reply = std::get_if<kv_collective_reply>(&r);
+          if (!reply) {  // no payload comes; one still on its way after a timeout is dropped
+            if (std::get<fault>(r).code == errc::timed_out) self->state.lanes->abandon(s, ticket);
+            return done(std::move(r));
+          }
+          self->state.lanes->on_reply_of<kv_collective_reply, &kv_collective_reply::data>(s, ticket, std::move(*reply),
+                                                                                          done);
+        };
+        ask<kv_collective_reply>(self, st.shards[s], c.timeout, std::move(done), kv_coll_atom::value, std::move(c.msg));
       },
       [=](member_call_retry& r) { r.again(); },
       [=](member_call_close& c) {

@@ -60,11 +60,16 @@ struct member_call_barrier {
 };
 // A piece of a collective for `shard` (Note [Collectives on the shards]); it waits for the
 // other members' pieces, so for the store's timeout rather than the job's request timeout.
+// A collective's piece goes on the bulk lane and asks its answer there as a push and a pull
+// do: when `lane` allows it, the lane is open and the piece's (the answer's `bytes`) data
+// large enough.
 struct member_call_collective {
   std::uint32_t shard = 0;
   kv_collective msg;
   std::chrono::milliseconds timeout;
   std::function<void(or_fault<kv_collective_reply>)> done;
+  std::size_t bytes = 0;  // the answer's f32 bytes, when known (0: not known)
+  bool lane = true;
 };
 struct member_call_close {
   std::function<void()> done;

@@ -338,7 +338,8 @@ class remote_transport final : public kv_transport {
 
   // A piece goes in a push slot of the same-host fast path when a confirmed one is free,
   // and offers a reply slot when the answer's size is known, as pushes and pulls do;
-  // otherwise in the messages (not on the bulk lanes).
+  // otherwise on the bulk lane when it is open and the piece (or the answer) is large
+  // enough, and else in the messages.
   void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
                   std::chrono::milliseconds timeout, std::function<void(or_fault<kv_collective_reply>)> done) override {
     const std::int64_t given = data && !piece.dims.empty() ? piece.dims[0] : 0;
@@ -382,7 +383,9 @@ class remote_transport final : public kv_transport {
                        const bool late = timed_out(r);
                        done(std::move(r));  // copies the answer out of the slot
                        if (reply_channel) fast->reply_settled(shard, *reply_channel, !shared, late);
-                     }});
+                     },
+                     static_cast<std::size_t>(std::max<std::int64_t>(answer_numel, 0)) * sizeof(float),
+                     over_the_network(shard)});
   }
 
   void close() override {

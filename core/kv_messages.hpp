@@ -115,6 +115,8 @@ struct kv_collective {
   tensor data;                     // f32, n elements; a broadcast's non-roots and sizes: empty
   shared_tensor shared;            // the same-host fast path: where data lies instead
   shared_tensor reply_to;          // the same-host fast path: a slot for the answer's data
+  lane_tensor lane{};              // or data's ticket on the bulk lane (core/lane.hpp)
+  std::uint64_t lane_reply = 0;    // or the ticket to answer under on the bulk lane
 };
 
 struct kv_collective_reply {
@@ -122,6 +124,7 @@ struct kv_collective_reply {
   std::vector<std::vector<std::int64_t>> dims;  // sizes: each one's shape; allgather: each one's {n}
   tensor data;                                  // the result (allgather: the pieces in rank order)
   shared_tensor shared;                         // the slot reply_to offered, now holding data
+  lane_tensor lane{};                           // or the answer's ticket on the bulk lane
 };
 
 }  // namespace troupe

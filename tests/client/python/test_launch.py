@@ -6,8 +6,9 @@ fast path's shared memory, or over the network with --no-shared-memory: on bulk 
 or in the messages with --no-bulk-lanes too), a PyTorch model
 trained through troupe.torch learns (also with 2-bit pushes and bf16 pulls, in fewer
 bytes), a worker killed mid-run is survived in async (and the launcher's exit code says
-a worker failed), collectives cross processes and a worker killed before its call fails
-the other's with member_lost at once, a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
+a worker failed), collectives cross processes (with the same bits through shared memory,
+on bulk lanes and in the messages) and a worker killed before its call fails the other's
+with member_lost at once, a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
 without the TROUPE_* environment, with a malformed worker index, or asking for another
 mode than the job's, gets a troupe.Error saying what to do."""
 import json
@@ -175,6 +176,32 @@ def test_collectives_cross_processes_and_a_killed_worker_fails_the_others_call(t
     assert len(lost) == 1 and lost[0][0] == "member_lost", p.stderr[-3000:]
     assert float(lost[0][1]) < 20  # the store would wait 60 s
     assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
+
+
+@pytest.mark.parametrize("path", ["shared_memory", "bulk_lane", "messages"])
+def test_collectives_give_the_same_bits_on_every_path(tmp_path, path):
+    # Large pieces and answers take the path pushes and pulls take: the shards' slots on
+    # this host, else the bulk lanes, else the messages; the sums are the same bits.
+    p, _ = launch(tmp_path, """
+        import hashlib, numpy as np, troupe
+        kv = troupe.kv.create('dist', timeout=60)
+        n = 3_000_000
+        mine = ((np.arange(n, dtype=np.float32) % 977) * (0.5 if kv.rank else -0.25) + kv.rank).astype(np.float32)
+        total = kv.allreduce(mine, op=troupe.kv.Sum)
+        other = ((np.arange(n, dtype=np.float32) % 977) * (-0.25 if kv.rank else 0.5) + (1 - kv.rank)).astype(np.float32)
+        exact = bool((total == mine + other).all())
+        spread = np.full(n, 7.0, np.float32) if kv.rank == 1 else np.zeros(n, np.float32)
+        kv.broadcast_(spread, 1)
+        print('RESULT', kv.rank, exact, bool((spread == 7.0).all()), hashlib.sha256(total.tobytes()).hexdigest()[:16],
+              flush=True)
+        kv.close()
+    """, "--mode", "async", *{"shared_memory": [], "bulk_lane": ["--no-shared-memory"],
+                              "messages": ["--no-shared-memory", "--no-bulk-lanes"]}[path])
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = sorted(line.split()[-4:] for line in p.stderr.splitlines() if "RESULT" in line)
+    assert [g[:3] for g in got] == [["0", "True", "True"], ["1", "True", "True"]], p.stderr[-3000:]
+    assert got[0][3] == got[1][3]
+    assert ("over a bulk lane" in p.stderr) == (path == "bulk_lane"), p.stderr[-3000:]
 
 
 def test_a_script_outside_a_launched_job_is_told_what_to_do(monkeypatch):
