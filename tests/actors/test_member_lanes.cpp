@@ -5,7 +5,8 @@
 // and reaches the member with its values; an answer in the message passes through; one
 // that names a payload nobody asked for, or whose payload does not fit, fails with the
 // reason; a lane that closes fails the answers waiting on it as from a lost shard and
-// stays off; an abandoned answer's payload is dropped; a lost member fails them all.
+// stays off; an abandoned answer's payload is dropped; a lost member fails them all; a
+// collective's answer takes the same lane and tickets as a pull's.
 #define BOOST_TEST_MODULE member_lanes
 #include <boost/test/unit_test.hpp>
 
@@ -133,6 +134,36 @@ BOOST_FIXTURE_TEST_CASE(an_answer_meets_its_payload_whichever_comes_first, fixtu
   payload(t2, filled(3.f));  // before its reply
   lanes.on_reply(0, t2, on_lane(t2), record());
   BOOST_TEST(reply_at(1).params.data<float>()[0] == 3.f);
+}
+
+// A collective's answer (another kind of reply) meets its payload on the same lane and
+// tickets as a pull's, and a closing lane fails it as it fails a pull's.
+BOOST_FIXTURE_TEST_CASE(a_collective_s_answer_meets_its_payload_on_the_same_lane, fixture) {
+  open();
+  const auto pull = lanes.reply_ticket(0, big), coll = lanes.reply_ticket(0, big), lost = lanes.reply_ticket(0, big);
+  BOOST_TEST(pull != coll);
+  std::vector<std::variant<kv_collective_reply, fault>> got;
+  auto keep = [&](std::variant<kv_collective_reply, fault> a) { got.push_back(std::move(a)); };
+  kv_collective_reply r;
+  r.ranks = {0, 1};
+  r.lane = lane_tensor{coll, 0, {numel}};
+  lanes.on_reply_of<kv_collective_reply, &kv_collective_reply::data>(0, coll, r, keep);
+  lanes.on_reply(0, pull, on_lane(pull), record());
+  payload(coll, filled(5.f));
+  BOOST_REQUIRE(got.size() == 1u);
+  BOOST_REQUIRE(std::holds_alternative<kv_collective_reply>(got[0]));
+  const auto& answer = std::get<kv_collective_reply>(got[0]);
+  BOOST_TEST(answer.data.numel() == numel);
+  BOOST_TEST(answer.data.data<float>()[numel - 1] == 5.f);
+  BOOST_TEST(answer.lane.empty());
+  BOOST_TEST((answer.ranks == std::vector<std::uint32_t>{0, 1}));
+  BOOST_TEST(answers.empty());  // the pull's payload has not come
+  r.lane.ticket = lost;
+  lanes.on_reply_of<kv_collective_reply, &kv_collective_reply::data>(0, lost, r, keep);
+  lanes.on_event({0, false, "gone"});
+  BOOST_REQUIRE(got.size() == 2u);
+  BOOST_TEST((std::get<fault>(got[1]).code == errc::shard_lost));
+  BOOST_TEST((fault_at(0).code == errc::shard_lost));
 }
 
 BOOST_FIXTURE_TEST_CASE(an_answer_in_the_message_passes_through, fixture) {
