@@ -344,8 +344,8 @@ expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
 //   residual(conv2d 2W pad=1, batchnorm, relu, conv2d 2W pad=1, batchnorm); relu; maxpool2d
 //   flatten; linear classes
 // (the ReLU after each block's sum is a layer of its own; the blocks keep their shape,
-// so no projection shortcut is needed). With --augment crop,flip it is the Fashion-MNIST
-// model of issue 19's goal.
+// so no projection shortcut is needed). At train-local's defaults it reaches issue 19's
+// 92.5% on Fashion-MNIST in 5 epochs (tools/bench/resnet).
 
 expected<model_spec> parse_resnet(std::string_view text, std::string_view args) {
   const auto v = args.starts_with("width=") ? positive(args.substr(6), 1024) : std::nullopt;
