@@ -66,6 +66,24 @@ void ask(member_pointer self, const Dest& dest, std::chrono::milliseconds timeou
           });
 }
 
+// Asks shard s with `msg`, whose answer (an R, its values at V) comes on the bulk lane
+// under `ticket` (0: in the message), and calls done once with the complete answer.
+template <class R, tensor R::*V, class Atom, class Msg>
+void ask_answered_on_lane(member_pointer self, std::uint32_t s, std::uint64_t ticket, std::chrono::milliseconds timeout,
+                          std::function<void(or_fault<R>)> done, Atom atom, Msg msg) {
+  if (ticket == 0) return ask<R>(self, self->state.shards.at(s), timeout, std::move(done), atom, std::move(msg));
+  msg.lane_reply = ticket;
+  auto complete = [self, s, ticket, done = std::move(done)](or_fault<R> r) {
+    auto* reply = std::get_if<R>(&r);
+    if (!reply) {  // no payload comes; one still on its way after a timeout is dropped
+      if (std::get<fault>(r).code == errc::timed_out) self->state.lanes->abandon(s, ticket);
+      return done(std::move(r));
+    }
+    self->state.lanes->template on_reply_of<R, V>(s, ticket, std::move(*reply), done);
+  };
+  ask<R>(self, self->state.shards.at(s), timeout, std::move(complete), atom, std::move(msg));
+}
+
 // ok_atom answers become "no fault".
 auto no_fault(std::function<void(std::optional<fault>)> done) {
   return [done](std::variant<caf::ok_atom, fault> r) {
@@ -212,21 +230,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         const std::uint32_t s = c.shard;
         const std::uint64_t ticket =
             st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
-        if (ticket == 0) {
-          ask<kv_pull_reply>(self, st.shards.at(s), request_timeout(self), c.done, pull_atom::value, std::move(c.msg));
-          return;
-        }
-        c.msg.lane_reply = ticket;
-        auto done = [self, s, ticket, done = c.done](or_fault<kv_pull_reply> r) {
-          auto* reply = std::get_if<kv_pull_reply>(&r);
-          if (!reply) {  // no payload comes; one still on its way after a timeout is dropped
-            if (std::get<fault>(r).code == errc::timed_out) self->state.lanes->abandon(s, ticket);
-            return done(std::move(r));
-          }
-          self->state.lanes->on_reply(s, ticket, std::move(*reply), done);
-        };
-        ask<kv_pull_reply>(self, st.shards.at(s), request_timeout(self), std::move(done), pull_atom::value,
-                           std::move(c.msg));
+        ask_answered_on_lane<kv_pull_reply, &kv_pull_reply::data>(self, s, ticket, request_timeout(self), c.done,
+                                                                 pull_atom::value, std::move(c.msg));
       },
       [=](lane_payload& p) {
         if (self->state.lanes) self->state.lanes->on_payload(p);
@@ -256,21 +261,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
           if (auto d = st.lanes->send(s, c.msg.data)) c.msg.lane = std::move(*d);
         const std::uint64_t ticket =
             st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
-        if (ticket == 0) {
-          ask<kv_collective_reply>(self, st.shards[s], c.timeout, c.done, kv_coll_atom::value, std::move(c.msg));
-          return;
-        }
-        c.msg.lane_reply = ticket;
-        auto done = [self, s, ticket, done = c.done](or_fault<kv_collective_reply> r) {
-          auto* reply = std::get_if<kv_collective_reply>(&r);
-          if (!reply) {  // no payload comes; one still on its way after a timeout is dropped
-            if (std::get<fault>(r).code == errc::timed_out) self->state.lanes->abandon(s, ticket);
-            return done(std::move(r));
-          }
-          self->state.lanes->on_reply_of<kv_collective_reply, &kv_collective_reply::data>(s, ticket, std::move(*reply),
-                                                                                          done);
-        };
-        ask<kv_collective_reply>(self, st.shards[s], c.timeout, std::move(done), kv_coll_atom::value, std::move(c.msg));
+        ask_answered_on_lane<kv_collective_reply, &kv_collective_reply::data>(self, s, ticket, c.timeout, c.done,
+                                                                             kv_coll_atom::value, std::move(c.msg));
       },
       [=](member_call_retry& r) { r.again(); },
       [=](member_call_close& c) {
