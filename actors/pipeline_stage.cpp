@@ -320,8 +320,9 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             stage_shell::save_checkpoint(self, a);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
             spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
-            // Its last ring pieces may still wait for mailbox room: the next replica needs them;
-            // and its last checkpoint's file may still be being written.
+            // Its last ring pieces may still wait for mailbox room or for its ring lane to write
+            // them (the next replica needs them), and its last checkpoint's file may still be
+            // being written.
             after_ring_pieces(self, [self, r = a.r] {
               after_checkpoints(self, [self, r] {
                 self->send(self->state.coordinator, done_atom::value, r);
