@@ -238,7 +238,7 @@ class listener final : public listening_end {
     forget_unwelcomed(fd);
     if (!why) {
       if (way == direction::to_shard)
-        why = read_payloads(s, o_.idle_timeout, true, [&](std::uint64_t ticket, arrival a) {
+        why = read_payloads(s, o_.idle_timeout, o_.scan_finite, [&](std::uint64_t ticket, arrival a) {
           if (h_.payload) h_.payload(rank, ticket, std::move(a));
         });
       else

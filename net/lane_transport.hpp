@@ -26,6 +26,9 @@ struct transport_options {
   // "worker" for a ring neighbour (Note [Ring lanes] in actors/stage_ring_lane.cpp). A
   // listener always takes workers' connections only.
   std::string dialled_role = "server";
+  // A listener's readers scan each f32 payload for NaN and Inf (a shard's gradients: Note
+  // [Scanned on arrival] in core/lane.hpp); a ring neighbour's pieces need no scan.
+  bool scan_finite = true;
 };
 
 // Connections that may be between accept and welcome at once; more are closed at once.

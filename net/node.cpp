@@ -191,9 +191,11 @@ expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& pl
 // host (--lane-port, else any free port) for its previous replica, and a dialler that
 // wants a worker's certificate for its next one.
 void give_ring_lanes(stage_options& opts, const node_plan& plan, const lane::transport_options& o) {
+  lane::transport_options from_neighbour = o;
+  from_neighbour.scan_finite = false;  // ring pieces are sums, not gradients a shard must check
   opts.ring_lane_listener = [host = plan.listen.host, port = plan.lane_port,
-                             o]() -> expected<std::shared_ptr<lane::shard_end>> {
-    auto end = lane::listen_for_members(host, port, o);
+                             from_neighbour]() -> expected<std::shared_ptr<lane::shard_end>> {
+    auto end = lane::listen_for_members(host, port, from_neighbour);
     if (!end) return end.error();
     spdlog::info("bulk lanes: the previous replica in the ring may open its lane at {}",
                  endpoint{host, (*end)->port()}.str());

@@ -264,7 +264,9 @@ BOOST_AUTO_TEST_CASE(a_ring_neighbour_s_dialler_wants_a_worker_s_certificate) {
   pki p;
   transport_options as_neighbour = secured(p, "worker-0");
   as_neighbour.dialled_role = "worker";
-  shard_side next(secured(p, "worker-0"));  // both neighbours hold workers' certificates
+  transport_options receiving = secured(p, "worker-0");  // both neighbours hold workers' certificates
+  receiving.scan_finite = false;
+  shard_side next(receiving);
   member_side prev(as_neighbour);
   auto offer = next.end->offer(1);
   BOOST_REQUIRE(offer.has_value());
@@ -277,6 +279,7 @@ BOOST_AUTO_TEST_CASE(a_ring_neighbour_s_dialler_wants_a_worker_s_certificate) {
   BOOST_REQUIRE(got.has_value());
   BOOST_TEST(got->peer == 1u);
   BOOST_TEST(same_bits(got->data, piece));
+  BOOST_TEST(!got->finite);  // not scanned
 
   shard_side shard(secured(p, "server-0"));
   member_side misled(as_neighbour);
