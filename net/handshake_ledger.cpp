@@ -32,10 +32,16 @@ std::uint32_t handshake_ledger::to_register(int fd, std::uint32_t wanted) const 
   return wanted;
 }
 
-std::uint32_t handshake_ledger::on_register(int epfd, int fd, std::uint32_t wanted, std::uint64_t data) {
-  const std::uint32_t given = to_register(fd, wanted);
-  registered_[fd] = {epfd, wanted, given, data};
-  return given;
+handshake_ledger::registered handshake_ledger::on_register(int epfd, int fd, std::uint32_t wanted,
+                                                            std::uint64_t data) {
+  registered out{to_register(fd, wanted), false};
+  registered_[fd] = {epfd, wanted, out.events, data};
+  const auto h = pending_.find(fd);
+  if (h != pending_.end() && !h->second.condemned && !(wanted & EPOLLIN)) {
+    h->second.condemned = true;
+    out.abandoned = true;
+  }
+  return out;
 }
 
 void handshake_ledger::on_unregister(int fd) { registered_.erase(fd); }

@@ -1,7 +1,8 @@
 // The state behind the TLS handshake guard (Note [Idle handshakes] in
 // net/tls_handshake_guard.cpp), free of OpenSSL and epoll so that tests can step it: which
 // sockets have a handshake under way and since when, whether each waits for its peer,
-// which ones are condemned, and what epoll interest CAF asked for on every socket. The
+// which ones are condemned (past the deadline, over the cap, or abandoned: CAF no longer
+// reads them), and what epoll interest CAF asked for on every socket. The
 // ledger decides; the guard carries out what it returns. Not thread-safe: the guard holds
 // one lock around every call.
 #pragma once
@@ -46,9 +47,20 @@ class handshake_ledger {
   explicit handshake_ledger(handshake_limits limits) : limits_(limits) {}
   void set_limits(const handshake_limits& l) { limits_ = l; }
 
-  // CAF registers `wanted` events for fd on epfd with `data` (add or modify); returns the
-  // events to register: without EPOLLOUT while the socket's handshake waits for its peer.
-  std::uint32_t on_register(int epfd, int fd, std::uint32_t wanted, std::uint64_t data);
+  // What to do with a registration: the events to give epoll, and whether to shut the
+  // socket down because its handshake was just abandoned.
+  struct registered {
+    std::uint32_t events = 0;
+    bool abandoned = false;
+  };
+  // CAF registers `wanted` events for fd on epfd with `data` (add or modify). The events
+  // to register lack EPOLLOUT while the socket's handshake waits for its peer. A handshake
+  // whose socket CAF no longer wants to read (it is closing the connection, say after
+  // BASP's connection timeout) can never finish, since every handshake has a message
+  // left to read: it is condemned at once and reported as abandoned, so the guard shuts
+  // the socket down and CAF closes it now rather than at the deadline (Note [Abandoned
+  // handshakes] in net/tls_handshake_guard.cpp).
+  registered on_register(int epfd, int fd, std::uint32_t wanted, std::uint64_t data);
   void on_unregister(int fd);
 
   // Before a handshake call on fd: false when the handshake must fail instead (condemned,

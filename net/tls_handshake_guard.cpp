@@ -1,7 +1,8 @@
 // Keeps TLS handshakes from costing CPU while they wait for a peer, from lasting forever,
-// and from piling up. It must be linked into each executable that runs nodes: its
-// definitions interpose libssl's SSL_accept, SSL_connect and SSL_free and libc's
-// epoll_ctl and epoll_wait. The decisions are handshake_ledger's (net/handshake_ledger.hpp).
+// from piling up, and from outliving the connection CAF gave up on. It must be linked
+// into each executable that runs nodes: its definitions interpose libssl's SSL_accept,
+// SSL_connect and SSL_free and libc's epoll_ctl and epoll_wait. The decisions are
+// handshake_ledger's (net/handshake_ledger.hpp).
 //
 // Note [Idle handshakes]
 // CAF 0.17's openssl::session runs the handshake inside read_some and write_some and
@@ -20,6 +21,17 @@
 // reaching OpenSSL. A new inbound handshake beyond the cap evicts the oldest one whose peer
 // has sent nothing yet (the oldest of all when every peer has). Refusals are
 // counted (troupe_refusals_total) and logged once per peer address.
+//
+// Note [Abandoned handshakes]
+// CAF closes a connection gracefully: it stops reading and writes out what is queued.
+// A TLS connection whose handshake has not finished can write nothing before it reads
+// the peer's next handshake message, so it would wait for its deadline, and CAF's
+// multiplexer, which ends only once every socket is gone, held its node's exit that long
+// (after a job, a connect attempt that BASP's connection timeout dropped mid-handshake
+// kept a worker alive up to --tls-handshake-timeout; with no deadline, forever). So when
+// CAF stops reading a socket whose handshake is under way, the guard condemns the
+// handshake and shuts the socket down at once; CAF sees the hang-up and closes it. The
+// peer did nothing wrong, so this is not counted as a refusal.
 //
 // Note [Certificate roles]
 // A certificate of the job's CA proves membership, not what a member may do: a worker's
@@ -289,13 +301,13 @@ int epoll_ctl(int epfd, int op, int fd, epoll_event* event) {
     return fn(epfd, op, fd, event);
   }
   epoll_event given = *event;
-  given.events = g.ledger.on_register(epfd, fd, event->events, event->data.u64);
+  const auto r = g.ledger.on_register(epfd, fd, event->events, event->data.u64);
+  given.events = r.events;
   const int result = fn(epfd, op, fd, &given);
-  if (result != 0) {
-    const int saved = errno;
-    if (op == EPOLL_CTL_ADD && saved != EEXIST) g.ledger.on_unregister(fd);
-    errno = saved;
-  }
+  const int saved = errno;
+  if (result != 0 && op == EPOLL_CTL_ADD && saved != EEXIST) g.ledger.on_unregister(fd);
+  if (r.abandoned) shutdown(fd, SHUT_RDWR);  // Note [Abandoned handshakes]: not a refusal of the peer
+  errno = saved;
   return result;
 }
 

@@ -1,7 +1,8 @@
 // Tests for net/handshake_ledger.cpp, stepped with a fake clock: a handshake waiting for
 // its peer loses EPOLLOUT and gets it back when it finishes or wants to send; deadlines
 // expire each handshake once and bound how long epoll may sleep; the cap evicts the
-// oldest inbound handshake, silent ones first; a new session on a reused socket starts afresh.
+// oldest inbound handshake, silent ones first; a new session on a reused socket starts
+// afresh; a handshake whose socket CAF stops reading is abandoned at once.
 #define BOOST_TEST_MODULE handshake_ledger
 #include <boost/test/unit_test.hpp>
 
@@ -28,8 +29,8 @@ BOOST_AUTO_TEST_CASE(a_handshake_waiting_for_its_peer_is_not_polled_for_writing)
   auto l = ledger();
   // CAF's order: the accept call first, then the socket's registration.
   BOOST_TEST(!l.on_step(7, &s1, true, progress::waiting_for_peer, t0).change.has_value());
-  BOOST_TEST(l.on_register(ep, 7, EPOLLIN, 42) == std::uint32_t{EPOLLIN});
-  BOOST_TEST(l.on_register(ep, 7, in_out, 42) == std::uint32_t{EPOLLIN});  // its BASP handshake is queued
+  BOOST_TEST(l.on_register(ep, 7, EPOLLIN, 42).events == std::uint32_t{EPOLLIN});
+  BOOST_TEST(l.on_register(ep, 7, in_out, 42).events == std::uint32_t{EPOLLIN});  // its BASP handshake is queued
   // The client's first flight: still waiting, nothing to change.
   BOOST_TEST(!l.on_step(7, &s1, true, progress::waiting_for_peer, t0 + 1ms).change.has_value());
   // Finished: EPOLLOUT comes back, with CAF's data.
@@ -39,14 +40,14 @@ BOOST_AUTO_TEST_CASE(a_handshake_waiting_for_its_peer_is_not_polled_for_writing)
   BOOST_TEST(done.change->fd == 7);
   BOOST_TEST(done.change->events == in_out);
   BOOST_TEST(done.change->data == 42u);
-  BOOST_TEST(l.on_register(ep, 7, in_out, 42) == in_out);  // later registrations pass untouched
+  BOOST_TEST(l.on_register(ep, 7, in_out, 42).events == in_out);  // later registrations pass untouched
   BOOST_TEST(!l.time_to_next_deadline(t0).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(a_handshake_that_wants_to_send_is_polled_for_writing) {
   auto l = ledger();
   l.on_step(7, &s1, false, progress::waiting_for_peer, t0);
-  BOOST_TEST(l.on_register(ep, 7, in_out, 1) == std::uint32_t{EPOLLIN});
+  BOOST_TEST(l.on_register(ep, 7, in_out, 1).events == std::uint32_t{EPOLLIN});
   const auto r = l.on_step(7, &s1, false, progress::waiting_to_send, t0);
   BOOST_REQUIRE(r.change.has_value());
   BOOST_TEST(r.change->events == in_out);
@@ -55,9 +56,43 @@ BOOST_AUTO_TEST_CASE(a_handshake_that_wants_to_send_is_polled_for_writing) {
   BOOST_TEST(back.change->events == std::uint32_t{EPOLLIN});
 }
 
+// Note [Abandoned handshakes]: CAF closing a connection mid-handshake stops reading it
+// and keeps only EPOLLOUT for what it has queued; the handshake is condemned then, once,
+// whichever side it is, and its deadline no longer bounds epoll's sleep.
+BOOST_AUTO_TEST_CASE(a_handshake_whose_socket_is_no_longer_read_is_abandoned_at_once) {
+  for (const bool accepting : {true, false}) {
+    auto l = ledger();
+    l.on_step(7, &s1, accepting, progress::waiting_for_peer, t0);
+    const auto first = l.on_register(ep, 7, in_out, 5);
+    BOOST_TEST(!first.abandoned);
+    BOOST_TEST(first.events == std::uint32_t{EPOLLIN});
+    BOOST_TEST((*l.time_to_next_deadline(t0) == 10s));
+    const auto closing = l.on_register(ep, 7, EPOLLOUT, 5);
+    BOOST_TEST(closing.abandoned);
+    BOOST_TEST(closing.events == 0u);  // still waiting for its peer: EPOLLOUT stays withheld
+    BOOST_TEST(l.condemned(7));
+    BOOST_TEST(!l.may_continue(7, t0 + 1ms));  // a later handshake call fails without OpenSSL
+    BOOST_TEST(!l.time_to_next_deadline(t0).has_value());
+    BOOST_TEST(l.take_expired(t0 + 1h).empty());  // condemned once, not again at the deadline
+    BOOST_TEST(!l.on_register(ep, 7, 0, 5).abandoned);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_finished_connection_may_stop_reading) {
+  auto l = ledger();
+  l.on_step(7, &s1, false, progress::waiting_for_peer, t0);
+  l.on_register(ep, 7, in_out, 5);
+  l.on_step(7, &s1, false, progress::finished, t0 + 1ms);
+  const auto r = l.on_register(ep, 7, EPOLLOUT, 5);
+  BOOST_TEST(!r.abandoned);
+  BOOST_TEST(r.events == std::uint32_t{EPOLLOUT});
+  BOOST_TEST(l.may_continue(7, t0 + 1h));
+}
+
 BOOST_AUTO_TEST_CASE(sockets_without_a_handshake_are_never_touched) {
   auto l = ledger();
-  BOOST_TEST(l.on_register(ep, 3, in_out, 0) == in_out);
+  BOOST_TEST(l.on_register(ep, 3, in_out, 0).events == in_out);
+  BOOST_TEST(!l.on_register(ep, 3, EPOLLOUT, 0).abandoned);
   BOOST_TEST(l.may_continue(3, t0 + 1h));
   BOOST_TEST(l.take_expired(t0 + 1h).empty());
 }

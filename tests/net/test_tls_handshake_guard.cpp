@@ -3,7 +3,8 @@
 // closes them at their deadline; 200 idle connections cost it no CPU either, the ones
 // over the cap are closed at once, a legitimate client still finishes its handshake
 // within a second, and a real job trains to its normal result while an attacker keeps
-// reopening them. Every refusal shows in the coordinator's metrics.
+// reopening them. Every refusal shows in the coordinator's metrics. A node whose connect
+// attempts CAF gave up on mid-handshake exits without waiting for their deadlines.
 #define BOOST_TEST_MODULE tls_handshake_guard
 #include <boost/test/unit_test.hpp>
 
@@ -62,7 +63,47 @@ class idle_connections {
   std::thread reopener_;
 };
 
+// A TCP port on 127.0.0.1 that takes connections (the kernel completes them) and never
+// answers: a coordinator too busy to reach its handshakes.
+struct silent_listener {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  int port = 0;
+  silent_listener() {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t n = sizeof a;
+    BOOST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    BOOST_REQUIRE(listen(fd, 16) == 0);
+    BOOST_REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~silent_listener() { close(fd); }
+  silent_listener(const silent_listener&) = delete;
+  silent_listener& operator=(const silent_listener&) = delete;
+};
+
 }  // namespace
+
+// Note [Abandoned handshakes]: BASP's connection timeout drops each connect attempt while
+// its TLS handshake waits for the silent peer; the worker gives up at --connect-timeout,
+// and its exit must not wait for the abandoned handshakes' 60 s deadline (it did: a worker
+// whose first connect to its shard was dropped outlived its job by that deadline).
+BOOST_FIXTURE_TEST_CASE(a_node_exits_without_waiting_for_handshakes_it_gave_up_on, job_pki) {
+  silent_listener coordinator;
+  temp_dir logs("abandoned");
+  background_process w(cat({troupe_bin(), "node", "--role", "worker", "--join",
+                            "127.0.0.1:" + std::to_string(coordinator.port), "--job-id", "handshake-job",
+                            "--connection-timeout", "0.5", "--connect-timeout", "2", "--tls-handshake-timeout", "60",
+                            "--metrics", "off"},
+                           tls("worker")),
+                       logs.file("worker"));
+  const auto code = w.wait(30s);
+  BOOST_REQUIRE_MESSAGE(code.has_value(), "the worker was still running 30 s after its 2 s connect timeout: " << w.err());
+  BOOST_TEST(*code != 0);
+  BOOST_TEST(w.err().find("cannot reach the coordinator") != std::string::npos, w.err());
+  BOOST_TEST(w.err().find("did not finish within") == std::string::npos, w.err());
+}
 
 BOOST_FIXTURE_TEST_CASE(held_half_open_handshakes_cost_no_cpu_and_end_at_their_deadline, job_pki) {
   coordinator_under_attack c("handshake-job", cat(tls("coordinator"), {"--tls-handshake-timeout", "2"}));
