@@ -6,7 +6,8 @@
 // MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
 // a lost stage stops its pipeline with a typed error, not the stall watchdog; a
 // stranger's activation is dropped, and a stranger's group id, grant or shed of rows refused.
-// In allreduce mode three replicas learn and a stranger's ring piece, mailbox or lane ask is dropped.
+// In allreduce mode three replicas learn and a stranger's ring piece, mailbox or lane ask is
+// dropped; a previous replica whose ring lane pieces are broken stops the ring with a typed error.
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
@@ -237,6 +238,83 @@ BOOST_AUTO_TEST_CASE(allreduce_replicas_learn_and_a_strangers_ring_piece_is_drop
   BOOST_TEST(r->servers == 0u);
   BOOST_TEST(r->test_accuracy > 0.6);  // 3 classes
   BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_neighbour) == refused_before + 3 * 6);
+}
+
+// Note [Ring lanes], the receiver's errors: a ring of two replicas in one process, where
+// the test speaks as one member to the other (in a ring of two each is the other's
+// previous replica) and, as the receiver's lane threads would, hands it payloads. A piece
+// naming a payload of a lane never offered, a piece with its values both in the message
+// and on a lane, a payload that does not fit the piece that names it, and more payloads
+// than any message names each stop the member with its typed error naming the neighbour,
+// and the job ends with it instead of training on without the piece.
+BOOST_AUTO_TEST_CASE(a_previous_replica_with_broken_lane_pieces_stops_the_ring_with_a_typed_error) {
+  struct misbehaviour {
+    const char* what;
+    errc code;
+    const char* says;
+    std::function<void(const local_stage_actor& from, const local_stage_actor& to)> act;
+  };
+  const auto piece_on_lane = [](std::uint64_t ticket, std::vector<std::int64_t> dims) {
+    ring_piece p;
+    p.collective = 1;
+    p.lane = lane_tensor{ticket, 0, std::move(dims)};
+    return p;
+  };
+  const auto payload = [](std::uint64_t ticket, std::int64_t numel) {
+    lane_payload p;
+    p.peer = 0;
+    p.ticket = ticket;
+    p.data = tensor({numel});
+    p.side = lane_side::ring_in;
+    return p;
+  };
+  const std::vector<misbehaviour> cases = {
+      {"a payload on a lane never offered", errc::stage_lost, "was never offered",
+       [&](const local_stage_actor& from, const local_stage_actor& to) {
+         caf::send_as(from, to, ring_atom::value, piece_on_lane(7, {16}));
+       }},
+      {"values in the message and on a lane", errc::malformed, "both in the message",
+       [&](const local_stage_actor& from, const local_stage_actor& to) {
+         ring_piece p = piece_on_lane(7, {16});
+         p.values = tensor({16});
+         caf::send_as(from, to, ring_atom::value, p);
+       }},
+      {"a payload that does not fit its piece", errc::malformed, "on the bulk lane",
+       [&](const local_stage_actor& from, const local_stage_actor& to) {
+         caf::anon_send(to, payload(9, 3));  // enqueued before the piece that names it
+         caf::send_as(from, to, ring_atom::value, piece_on_lane(9, {16}));
+       }},
+      {"payloads no message names", errc::malformed, "that no message named",
+       [&](const local_stage_actor&, const local_stage_actor& to) {
+         for (std::uint64_t t = 1; t <= 4097; ++t) caf::anon_send(to, payload(1000 + t, 1));
+       }},
+  };
+  for (const auto& c : cases) {
+    BOOST_TEST_CONTEXT(c.what) {
+      job_spec job = job_for(sync_mode::allreduce, 2);
+      job.servers = 0;
+      job.train.epochs = 3;
+      job.stall_timeout_ms = 120000;  // far beyond the test: the error must not come from the watchdog
+      live_job live;
+      auto r = live.run(job, synthetic(3000, 100, 1), [&c](live_job& j, const epoch_summary& s) {
+        if (s.epoch == 0) c.act(j.handles.workers[0], j.handles.workers[1]);
+      });
+      BOOST_REQUIRE(!r);
+      BOOST_TEST(live.epochs.load() < 3);
+      const std::string why = describe(r.error());
+      // The ring cannot finish a step without the member, so the job ends naming it, with
+      // the member's own error inside.
+      BOOST_TEST((troupe_code(r.error()) == errc::stage_lost), why);
+      // Ranks follow the joins, so the receiver is worker 0 or 1 and its neighbour the other.
+      const std::string inner = "is gone (" + to_string(c.code) + ": worker ";
+      const auto at = why.find(inner);
+      BOOST_REQUIRE_MESSAGE(at != std::string::npos, why);
+      const char receiver = why[at + inner.size()];
+      BOOST_TEST((receiver == '0' || receiver == '1'), why);
+      BOOST_TEST(why.find(c.says) != std::string::npos, why);
+      BOOST_TEST(why.find(std::string("replica ") + (receiver == '0' ? '1' : '0')) != std::string::npos, why);
+    }
+  }
 }
 
 namespace {
