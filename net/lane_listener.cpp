@@ -1,4 +1,5 @@
-// lane_listener: a shard node's end of the bulk lanes. An acceptor thread takes
+// lane_listener: the listening end of bulk lanes (a shard's from its members, or a
+// member's from its previous ring replica). An acceptor thread takes
 // connections (at most max_pending_hellos between accept and welcome; more are closed at
 // once); a thread per connection runs its TLS handshake and reads its hello within the
 // handshake timeout, welcomes it only under a token offered to a member (once per
@@ -132,7 +133,8 @@ class listener final : public listening_end {
         offers_.erase(it);
       }
     }
-    if (lane && lane->close()) spdlog::info("shard: closed the bulk lane of worker {}: {}", rank, why);
+    if (lane && lane->close())
+      spdlog::info("{}: closed the bulk lane of {} {}: {}", o_.listener_name, o_.peer_name, rank, why);
   }
 
  private:
@@ -169,11 +171,11 @@ class listener final : public listening_end {
     }
   }
 
-  static void refuse(const std::string& peer, const std::string& why) {
+  void refuse(const std::string& peer, const std::string& why) const {
     if (monitoring::count_refusal(monitoring::refusal::lane_refused, peer))
-      spdlog::warn("shard: refused a bulk lane connection from {}: {}; further refusals of this peer are counted in "
+      spdlog::warn("{}: refused a bulk lane connection from {}: {}; further refusals of this peer are counted in "
                    "troupe_refusals_total, not logged",
-                   peer.empty() ? "an unknown peer" : peer, why);
+                   o_.listener_name, peer.empty() ? "an unknown peer" : peer, why);
   }
 
   // The member and lane whose offer `key` is, for a connection going `way`; nullopt when no
@@ -214,7 +216,7 @@ class listener final : public listening_end {
                        ", not a worker's"};
     }
     auto found = redeem(key, h->way);
-    if (!found) return failure{"its token is not one this shard offered, has expired, or was used"};
+    if (!found) return failure{"its token is not one this " + o_.listener_name + " offered, has expired, or was used"};
     return std::make_tuple(h->way, found->first, std::move(found->second));
   }
 

@@ -29,6 +29,11 @@ struct transport_options {
   // A listener's readers scan each f32 payload for NaN and Inf (a shard's gradients: Note
   // [Scanned on arrival] in core/lane.hpp); a ring neighbour's pieces need no scan.
   bool scan_finite = true;
+  // How a listener's log lines and refusals name it and the peers its lanes come from: a
+  // shard's lanes come from workers (by rank), a member's ring lane from its previous
+  // replica (by replica).
+  std::string listener_name = "shard";
+  std::string peer_name = "worker";
 };
 
 // Connections that may be between accept and welcome at once; more are closed at once.

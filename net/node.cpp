@@ -193,6 +193,8 @@ expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& pl
 void give_ring_lanes(stage_options& opts, const node_plan& plan, const lane::transport_options& o) {
   lane::transport_options from_neighbour = o;
   from_neighbour.scan_finite = false;  // ring pieces are sums, not gradients a shard must check
+  from_neighbour.listener_name = "ring lane";
+  from_neighbour.peer_name = "replica";
   opts.ring_lane_listener = [host = plan.listen.host, port = plan.lane_port,
                              from_neighbour]() -> expected<std::shared_ptr<lane::shard_end>> {
     auto end = lane::listen_for_members(host, port, from_neighbour);
