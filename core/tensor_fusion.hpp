@@ -1,5 +1,6 @@
 // tensor_fusion: which tensors travel together in one collective (Note [Tensor fusion]),
-// and packing them into and out of the fusion buffer.
+// and packing them into and out of the fusion buffer. The Python module's
+// allreduce_gradients groups a model's gradients with plan_fusion (client/python).
 //
 // Note [Tensor fusion]
 // Every collective pays a latency per hop of the ring, so many small gradients reduced

@@ -4,6 +4,7 @@
 // key, the dtype and the shape. Every blocking call releases the GIL, and waits in
 // slices so that Ctrl-C raises KeyboardInterrupt. kv::error becomes troupe.Error with
 // its code in `.code`. The friendlier API (torch tensors, lists of values) is troupe/kv.py.
+// plan_fusion is Note [Tensor fusion]'s grouping, for troupe/torch.py.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 
 #include "client/kvstore.hpp"
+#include "core/tensor_fusion.hpp"
 
 namespace py = pybind11;
 using namespace troupe;
@@ -186,6 +188,14 @@ PYBIND11_MODULE(_troupe, m) {
     return unlocked([&] { return kv::kvstore::open(o); });
   });
   bind_model_files(m);
+  m.def("plan_fusion", [](const std::vector<std::int64_t>& numels, std::int64_t threshold_bytes) {
+    if (threshold_bytes < 0)
+      throw kv::error("bad_job", "a fusion threshold of " + std::to_string(threshold_bytes) +
+                                     " bytes; give 0 (no fusion) or more");
+    py::list groups;
+    for (const fusion_group& g : plan_fusion(numels, threshold_bytes)) groups.append(py::make_tuple(g.first, g.last));
+    return groups;
+  });
   m.def("open_local_group", [](std::uint32_t workers, const std::string& mode, std::uint32_t servers,
                                std::int32_t staleness, std::int64_t bound, double timeout_s) {
     kv::options o;

@@ -34,6 +34,7 @@ own optimizer steps on each worker.
 """
 import torch as _torch
 
+from . import _troupe
 from . import kv as _kv
 from .errors import Error
 
@@ -84,16 +85,7 @@ def allreduce_gradients(model_or_params, kv, op=_kv.Average, fusion_bytes=64 << 
             p.grad = _torch.zeros_like(p)
         if p.dtype != _torch.float32:
             raise Error("bad_dtype", f"a {p.dtype} gradient; Troupe reduces float32")
-    groups, group, size = [], [], 0
-    for p in params:
-        nbytes = p.numel() * 4
-        if group and size + nbytes > fusion_bytes:
-            groups.append(group)
-            group, size = [], 0
-        group.append(p)
-        size += nbytes
-    if group:
-        groups.append(group)
+    groups = [params[first:last] for first, last in _troupe.plan_fusion([p.numel() for p in params], fusion_bytes)]
     for group in groups:
         flat = _torch.cat([p.grad.reshape(-1) for p in group])  # the fusion buffer
         kv.allreduce(flat, op=op, out=flat)

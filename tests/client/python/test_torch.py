@@ -251,6 +251,13 @@ def test_allreduce_gradients_averages_like_one_process_and_fusion_changes_no_bit
     with pytest.raises(troupe.Error) as e:
         tt.allreduce_gradients(make_model(1), troupe.kv.create("local"), fusion_bytes=-1)
     assert e.value.code == "bad_job"
+    # The groups are Note [Tensor fusion]'s, from the C++ core: consecutive, at most 20
+    # bytes (5 floats) each, a larger tensor alone.
+    assert troupe._troupe.plan_fusion([3, 2, 5, 1, 9, 0], 20) == [(0, 2), (2, 3), (3, 4), (4, 5), (5, 6)]
+    assert troupe._troupe.plan_fusion([3, 2, 5, 1], 0) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    with pytest.raises(troupe.Error) as e:
+        troupe._troupe.plan_fusion([1], -4)
+    assert e.value.code == "bad_job"
 
 
 def test_unsupported_setups_are_refused_with_a_message():
