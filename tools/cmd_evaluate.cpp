@@ -1,5 +1,6 @@
-// evaluate: loads a model file, checks it fits the data, scores it on the test set, and
-// prints one JSON line (a language model's with its bits per character and a sample).
+// evaluate: loads a model file, checks it fits the data, scores it on the test set (never
+// augmented: --augment is refused), and prints one JSON line (a language model's with its
+// bits per character and a sample).
 #include "tools/cmd_evaluate.hpp"
 
 #include <nlohmann/json.hpp>
@@ -21,6 +22,11 @@ struct evaluate_options {
 };
 
 int run_evaluate(const evaluate_options& o) {
+  if (o.data.augment != "none") {
+    print_error("--augment " + o.data.augment +
+                ": evaluate scores the test set as it is; augmentation applies to training only");
+    return exit_usage;
+  }
   auto saved = load_model(o.model_file);
   if (!saved) {
     print_error("--model-file: " + saved.error().message);

@@ -5,7 +5,7 @@ FNV-1a is the job's params_fnv1a, read with a reader of the documented format wr
 here from Note [Tensor files]); evaluate scores them as the job did; NumPy reads the .npz
 block by block with the same bits; a run from a file starts from it. Bad input: a model
 file of another model, an .npz, a damaged file, an unwritable --save-model (refused before
-training), --simulate-compute and key-value jobs."""
+training), --simulate-compute and key-value jobs, and --augment on evaluate."""
 import json
 import os
 import struct
@@ -127,6 +127,8 @@ def test_bad_model_files_and_paths_are_refused_by_name(tmp_path):
     (tmp_path / "bad.troupe").write_bytes(bytes(data))
     r = run("evaluate", "--model-file", "bad.troupe", cwd=tmp_path, check=False)
     assert r.returncode == 1 and "fails its CRC-32C check" in r.stderr
+    r = run("evaluate", "--model-file", "m.troupe", "--augment", "crop", cwd=tmp_path, check=False)
+    assert r.returncode == 2 and "augmentation applies to training only" in r.stderr
     r = run("train-local", "--epochs", "1", "--save-model", "/proc/none/m.troupe", cwd=tmp_path, check=False)
     assert r.returncode == 1 and "--save-model: cannot create a file in /proc/none" in r.stderr
     assert "epoch" not in r.stderr  # refused before any training
