@@ -24,7 +24,7 @@ struct evaluate_options {
 int run_evaluate(const evaluate_options& o) {
   if (o.data.augment != "none") {
     print_error("--augment " + o.data.augment +
-                ": evaluate scores the test set as it is; augmentation applies to training only");
+                ": evaluate scores the test set as it is; augmentation applies to training only, so drop --augment");
     return exit_usage;
   }
   auto saved = load_model(o.model_file);
