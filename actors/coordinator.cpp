@@ -15,6 +15,7 @@
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/job_core.hpp"
+#include "core/ring_seats.hpp"
 #include "monitoring/refusals.hpp"
 
 namespace troupe {
@@ -96,9 +97,8 @@ worker_welcome welcome_for(coord_pointer self, member_assignment a) {
     if (a.prev_host.empty()) w.prev = st.members[a.rank - 1];
   }
   if (stage + 1 < k && a.next_host.empty()) w.next = st.members[a.rank + 1];
-  const std::uint32_t n = a.job.workers, replica = a.rank / k;
-  if (a.job.mode == sync_mode::allreduce && n > 1) {
-    const std::uint32_t prev = ((replica + n - 1) % n) * k + stage, next = ((replica + 1) % n) * k + stage;
+  if (const auto seat = seat_in(a.ring, a.rank / k)) {  // --mode allreduce (Note [Rings of leaders])
+    const std::uint32_t prev = seat->prev * k + stage, next = seat->next * k + stage;
     w.ring_prev_identity = identity_of_rank(self, prev);
     w.ring_next_identity = identity_of_rank(self, next);
     if (a.ring_next_host.empty()) {

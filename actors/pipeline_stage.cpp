@@ -207,9 +207,10 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
   return {
       [=](const join_trigger& where) {
         auto& st = self->state;
+        const std::string locality =
+            st.opts.locality.empty() ? member_locality(st.opts.compute.where) : st.opts.locality;
         self->request(st.coordinator, st.opts.join_timeout, join_atom::value,
-                      worker_join{st.opts.job_id, where.host, where.port, member_locality(st.opts.compute.where), where.proof,
-                                 st.opts.wanted_rank})
+                      worker_join{st.opts.job_id, where.host, where.port, locality, where.proof, st.opts.wanted_rank})
             .then(
                 [=](worker_welcome& w) {
                   drive(self, [&](member_core& c) { return c.on_welcome(w.place); });

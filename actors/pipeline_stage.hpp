@@ -28,6 +28,10 @@ struct stage_options {
   // (member_setup in core/member_core.hpp).
   std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
   compute_options compute;
+  // Where it says it runs, for --local-reduce's groups (Note [Local groups] in
+  // core/local_groups.cpp); empty: member_locality(compute.where), the GPUs of one
+  // machine or one process on the CPU.
+  std::string locality;
   observability obs;
   std::chrono::milliseconds join_timeout{60000};
   // Connects to shards and neighbours by address (a cluster node: plain or TLS

@@ -16,7 +16,9 @@ namespace troupe::stage_shell {
 // (its next); replica 0 also dials n - 1 (its previous), the pair that closes the ring,
 // when n > 2. With n = 2 the two neighbours are one actor: replica 0 dials replica 1 once
 // and takes it as both. Every hello must come within --request-timeout, or the member
-// fails with stage_lost naming the neighbour that never said hello.
+// fails with stage_lost naming the neighbour that never said hello. "Replica r" here is
+// the r-th seat of the ring, which with --local-reduce holds the groups' leaders only
+// (Note [Rings of leaders] in core/ring_seats.cpp).
 namespace {
 
 std::string replica_name(stage_pointer self, std::uint32_t replica) {
@@ -25,7 +27,10 @@ std::string replica_name(stage_pointer self, std::uint32_t replica) {
   return "stage " + std::to_string(c.stage()) + " of replica " + std::to_string(replica);
 }
 
-std::uint32_t replicas(stage_pointer self) { return self->state.core->place().job.workers; }
+// The replicas in this member's ring.
+std::uint32_t ring_size(stage_pointer self) {
+  return static_cast<std::uint32_t>(self->state.core->place().ring.size());
+}
 
 // Takes a hello from a ring neighbour once the welcome said who the neighbours are.
 void take_ring_hello(stage_pointer self, const stage_actor& sender, const stage_hello& h) {
@@ -43,7 +48,7 @@ void take_ring_hello(stage_pointer self, const stage_actor& sender, const stage_
   }
   if (as_prev) {
     st.ring_prev = sender;
-    if (replicas(self) == 2) st.ring_next = sender;
+    if (ring_size(self) == 2) st.ring_next = sender;
     std::exchange(st.on_ring_prev_hello, nullptr)();
   } else {
     st.ring_next = sender;
@@ -57,7 +62,8 @@ void wire_ring(stage_pointer self, const worker_welcome& w, std::chrono::steady_
                const std::shared_ptr<std::size_t>& pending, const std::function<void()>& one_done) {
   auto& st = self->state;
   const member_assignment& place = st.core->place();
-  const std::uint32_t n = place.job.workers, r = st.core->replica();
+  const auto seat = st.core->seat();  // wired by address only when it has one
+  const std::uint32_t n = seat->size, r = seat->index;
   st.ring_prev_identity = w.ring_prev_identity;
   st.ring_next_identity = w.ring_next_identity;
   st.ring_prev = st.ring_next = stage_actor{};
@@ -67,7 +73,7 @@ void wire_ring(stage_pointer self, const worker_welcome& w, std::chrono::steady_
   if (await_prev) st.on_ring_prev_hello = one_done;
   if (await_next) st.on_ring_next_hello = one_done;
   auto dial = [&](bool next, const std::string& host, std::uint16_t port) {
-    const std::uint32_t other = next ? (r + 1) % n : (r + n - 1) % n;
+    const std::uint32_t other = next ? seat->next : seat->prev;
     connect_peer(self, replica_name(self, other), host, port, deadline, [=](caf::strong_actor_ptr p) {
       auto& s = self->state;
       auto peer = caf::actor_cast<stage_actor>(std::move(p));
@@ -97,8 +103,7 @@ void on_ring_hello(stage_pointer self, const stage_hello& h) {
 void on_ring_hello_deadline(stage_pointer self) {
   auto& st = self->state;
   if (!st.on_ring_prev_hello && !st.on_ring_next_hello) return;
-  const std::uint32_t n = replicas(self), r = st.core->replica();
-  const std::uint32_t other = st.on_ring_prev_hello ? (r + n - 1) % n : (r + 1) % n;
+  const std::uint32_t other = st.on_ring_prev_hello ? st.core->previous_replica() : st.core->next_replica();
   fail(self, {errc::stage_lost, who(self) + " never heard from its ring neighbour " + replica_name(self, other) +
                                     " within --request-timeout; is that node reachable?"});
 }

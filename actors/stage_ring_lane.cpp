@@ -46,8 +46,6 @@ constexpr std::size_t max_early_payloads = 4096;
 
 std::string replica_name(std::uint32_t r) { return "replica " + std::to_string(r); }
 
-std::uint32_t next_replica(const member_core& c) { return (c.replica() + 1) % c.place().job.workers; }
-
 // Hands the pieces at the front to the core while each has its values; stops at the first
 // whose payload has not come, or fails the member when it never will.
 void deliver_ready(stage_pointer self) {
@@ -92,7 +90,7 @@ void ask_ring_lane(stage_pointer self) {
   rl.out_state = stage_ring_lanes::state::asked;
   rl.out = st.opts.ring_lane_dialler();
   rl.out->start(ring_out_handlers(caf::actor_cast<caf::actor_addr>(self)));
-  const std::uint32_t next = next_replica(*st.core);
+  const std::uint32_t next = st.core->next_replica();
   const std::string host = place.ring_next_host;
   self->request(st.ring_next, std::chrono::milliseconds(place.job.request_timeout_ms), ring_atom::value,
                 lane_open_atom::value)
@@ -106,7 +104,7 @@ void ask_ring_lane(stage_pointer self) {
 
 bool ring_lane_flushed(stage_pointer self) {
   const auto& rl = self->state.ring_lanes;
-  return !rl.out || rl.out->unsent(next_replica(*self->state.core)) == 0;
+  return !rl.out || rl.out->unsent(self->state.core->next_replica()) == 0;
 }
 
 void onto_ring_lane(stage_pointer self, ring_piece& p) {
@@ -114,7 +112,7 @@ void onto_ring_lane(stage_pointer self, ring_piece& p) {
   if (rl.out_state != stage_ring_lanes::state::open || p.values.empty() || !p.shared.empty()) return;
   const std::uint64_t ticket = ++rl.tickets;
   lane_tensor d = lane::describe(ticket, p.values);
-  if (!rl.out->send(next_replica(*self->state.core), ticket, std::move(p.values))) return;  // closed meanwhile
+  if (!rl.out->send(self->state.core->next_replica(), ticket, std::move(p.values))) return;  // closed meanwhile
   p.values = tensor{};
   p.lane = std::move(d);
 }

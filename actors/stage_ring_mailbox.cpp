@@ -29,8 +29,7 @@ constexpr std::chrono::microseconds drain_pause{100};
 // its next replica) and for the skip of one piece at the mailbox's end, up to the most;
 // at least room for two pieces.
 std::size_t outbox_bytes(const member_core& c) {
-  const auto& job = c.place().job;
-  const std::int64_t n = job.workers, pe = job.ring_piece_elems;
+  const std::int64_t n = static_cast<std::int64_t>(c.place().ring.size()), pe = c.place().job.ring_piece_elems;
   const std::int64_t chunk = c.ring_numel() / n + 1, piece = std::min(pe, chunk);
   const std::int64_t pieces_per_chunk = (chunk + pe - 1) / pe;
   const std::size_t one_piece = shm::ring_outbox::bytes_for(piece);
@@ -51,7 +50,7 @@ bool into_outbox(shm::ring_outbox& out, ring_piece& p) {
 }
 
 std::string next_name(stage_pointer self) {
-  return "replica " + std::to_string((self->state.core->replica() + 1) % self->state.core->place().job.workers);
+  return "replica " + std::to_string(self->state.core->next_replica());
 }
 
 std::string prev_name(stage_pointer self) { return "replica " + std::to_string(self->state.core->previous_replica()); }

@@ -113,7 +113,7 @@ TROUPE_INSPECT(activation, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(activation_grad, x.replica, x.stage, x.step, x.microbatch, x.data)
 TROUPE_INSPECT(member_assignment, x.rank, x.world, x.job, x.table, x.shard_hosts, x.shard_ports, x.resume_clock,
                x.prev_host, x.next_host, x.prev_port, x.next_port, x.group, x.ring_prev_host, x.ring_next_host,
-               x.ring_prev_port, x.ring_next_port, x.resume)
+               x.ring_prev_port, x.ring_next_port, x.ring, x.resume)
 TROUPE_INSPECT(stage_hello, x.replica, x.stage)
 TROUPE_INSPECT(ring_mailbox_offer, x.answer, x.segment, x.accepted, x.why)
 TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values, x.shared, x.lane)

@@ -116,9 +116,9 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";
   if (job.pipeline_stages < 1 || job.pipeline_stages > 64) return "--pipeline-stages must be between 1 and 64";
-  if (job.mode == sync_mode::allreduce && (job.servers != 0 || job.kv || job.local_reduce))
+  if (job.mode == sync_mode::allreduce && (job.servers != 0 || job.kv))
     return "--mode allreduce sums the gradients among the replicas themselves, with no shard servers: drop "
-           "--servers (or give 0), --local-reduce and --kv";
+           "--servers (or give 0) and --kv";
   if (job.mode == sync_mode::allreduce && job.ring_op != reduce_op::sum && job.ring_op != reduce_op::avg)
     return "--allreduce-op must be sum or avg";
   if (job.ring_piece_elems < 1) return "the ring's pieces must hold at least one element";
@@ -129,10 +129,15 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.kv && (job.servers < 1 || job.pipeline_stages != 1 || job.local_reduce))
     return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 and no --pipeline-stages or --local-reduce: "
            "its workers are users' programs with their own keys";
-  if (job.local_reduce && (job.mode != sync_mode::sync || job.pipeline_stages != 1 || job.servers == 0 ||
-                           job.simulate_compute_ms > 0))
-    return "--local-reduce sums gradients within each node before the shard servers see them; it needs --mode "
-           "sync, one pipeline stage, at least one shard server and real compute (no --simulate-compute)";
+  if (job.local_reduce && job.mode == sync_mode::allreduce &&
+      (job.pipeline_stages != 1 || job.simulate_compute_ms > 0))
+    return "--local-reduce with --mode allreduce sums gradients within each node before one worker per node "
+           "rings them; it needs one pipeline stage and real compute (no --simulate-compute)";
+  if (job.local_reduce && job.mode != sync_mode::allreduce &&
+      (job.mode != sync_mode::sync || job.pipeline_stages != 1 || job.servers == 0 || job.simulate_compute_ms > 0))
+    return "--local-reduce sums gradients within each node before the shard servers (or, with --mode allreduce, "
+           "the ring) see them; it needs --mode sync or allreduce, one pipeline stage, at least one shard server "
+           "in sync, and real compute (no --simulate-compute)";
   if (job.compression.kind != codec_kind::none && job.servers == 0)
     return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
   if (job.bucket_bytes < 0)

@@ -7,6 +7,7 @@
 
 #include "core/frame_bound.hpp"
 #include "core/local_groups.hpp"
+#include "core/ring_seats.hpp"
 
 namespace troupe {
 
@@ -146,18 +147,24 @@ void job_core::form_local_groups(job_actions_list& out) {
   for (const auto& w : members_) localities.push_back(w.locality);
   const auto groups = local_groups(localities);
   bool any = false;
+  const bool ring = job_.mode == sync_mode::allreduce;
+  const bool ringed = ring_replicas(job_.workers, groups).size() >= 2;  // Note [Rings of leaders]
   for (std::uint32_t r = 0; r < groups.size(); ++r) {
     members_[r].group = groups[r];
     if (groups[r].empty() || groups[r].front() != r) continue;
     any = true;
     std::string names;
     for (std::uint32_t m : groups[r]) names += (names.empty() ? "" : ", ") + std::to_string(m);
+    const std::string role = !ring    ? " leads and talks to the shards)"
+                             : ringed ? " leads and takes the group's sum round the ring)"
+                                      : " leads; the group's sum is the whole job's, so no ring forms)";
     out.push_back(note{"local group at " + members_[r].locality + ": workers " + names + " (worker " +
-                       std::to_string(r) + " leads and talks to the shards)"});
+                       std::to_string(r) + role});
   }
   if (!any)
-    out.push_back(note{"--local-reduce: no two workers share a node (GPUs of one machine, or one process on the "
-                       "CPU), so every worker pushes and pulls on its own"});
+    out.push_back(note{std::string("--local-reduce: no two workers share a node (GPUs of one machine, or one process "
+                                   "on the CPU), so every worker ") +
+                       (job_.mode == sync_mode::allreduce ? "rings its own gradient" : "pushes and pulls on its own")});
 }
 
 job_actions_list job_core::shards_started(time_point now) {
@@ -190,6 +197,7 @@ member_assignment basic_assignment(const job_spec& job, const key_table& table, 
   a.job = job;
   a.table = table;
   a.resume_clock = resume_clock;
+  if (job.mode == sync_mode::allreduce) a.ring = ring_replicas(job.workers, {});
   return a;
 }
 
@@ -206,14 +214,20 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
     a.next_host = members_[rank + 1].host;
     a.next_port = members_[rank + 1].port;
   }
-  if (job_.mode == sync_mode::allreduce && job_.workers > 1) {
-    const std::uint32_t n = job_.workers, replica = rank / k;
-    const member& prev = members_[((replica + n - 1) % n) * k + stage];
-    const member& next = members_[((replica + 1) % n) * k + stage];
-    a.ring_prev_host = prev.host;
-    a.ring_prev_port = prev.port;
-    a.ring_next_host = next.host;
-    a.ring_next_port = next.port;
+  if (job_.mode == sync_mode::allreduce) {
+    if (k == 1 && job_.local_reduce) {  // local groups form with one stage only
+      std::vector<std::vector<std::uint32_t>> groups;
+      for (const member& m : members_) groups.push_back(m.group);
+      a.ring = ring_replicas(job_.workers, groups);
+    }
+    if (const auto seat = seat_in(a.ring, rank / k)) {
+      const member& prev = members_[seat->prev * k + stage];
+      const member& next = members_[seat->next * k + stage];
+      a.ring_prev_host = prev.host;
+      a.ring_prev_port = prev.port;
+      a.ring_next_host = next.host;
+      a.ring_next_port = next.port;
+    }
   }
   a.group = members_[rank].group;
   if (resume_ && job_.servers == 0) a.resume = resume_->shards;  // Note [Members' checkpoints]

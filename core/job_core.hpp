@@ -87,9 +87,10 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
-// What every member's assignment holds: its rank, the job, the key-range table and the
-// clock it starts at. The coordinator adds the shards' and neighbours' addresses and the
-// local group.
+// What every member's assignment holds: its rank, the job, the key-range table, the
+// clock it starts at and, in --mode allreduce, a ring of every replica. The coordinator
+// adds the shards' and neighbours' addresses and the local group (with which the ring
+// holds the groups' leaders only).
 member_assignment basic_assignment(const job_spec& job, const key_table& table, std::uint32_t rank,
                                    std::int64_t resume_clock);
 

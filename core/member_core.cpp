@@ -69,6 +69,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   const job_spec& job = place_.job;
   replica_ = a.rank / job.pipeline_stages;
   stage_ = a.rank % job.pipeline_stages;
+  if (job.mode == sync_mode::allreduce) seat_ = seat_in(a.ring, replica_);
   clock_ = a.resume_clock;
   steps_per_epoch_ = steps_per_epoch(job);
   const deal_shape deal = deal_shape_of(job);

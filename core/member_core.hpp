@@ -37,6 +37,7 @@
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
+#include "core/ring_seats.hpp"
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
@@ -162,13 +163,16 @@ class member_core {
   member_actions_list on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender);
   // A replica next to this one in the ring died (`previous`: the one it receives from).
   member_actions_list on_ring_neighbour_down(bool previous, const std::string& why);
-  // Whether this member's gradients go round a ring of replicas; the member it sends its
-  // pieces to (the same stage of replica + 1, modulo the replicas), and the replica it
-  // receives them from (replica - 1).
-  bool ringed() const;
+  // Whether this member's gradients go round a ring of replicas (it has a seat in its
+  // assignment's ring: Note [Rings of leaders] in core/ring_seats.cpp); the member it
+  // sends its pieces to (the same stage of the next replica in the ring), that replica,
+  // and the replica it receives them from. Call the last three only when ringed().
+  bool ringed() const { return seat_.has_value(); }
+  const std::optional<ring_seat>& seat() const { return seat_; }
   // The floats each ring all-reduce of this member reduces (its stage's parameters).
   std::int64_t ring_numel() const { return net_ ? net_->num_params() : 0; }
   std::uint32_t ring_next() const;
+  std::uint32_t next_replica() const;
   std::uint32_t previous_replica() const;
   // Extra rows from the coordinator (Note [Dealing a lost worker's samples] in
   // core/sample_deal.hpp): taken if its first step lies ahead and every row fits, else
@@ -260,6 +264,7 @@ class member_core {
   void take_ring_piece(ring_piece p, member_actions_list& out);
   void ring_progress(member_actions_list& out);
   void send_piece(ring_piece p, member_actions_list& out);  // counted in the metrics
+  bool take_leaders_sum(member_actions_list& out);           // member_update.cpp
   std::string replica_name(std::uint32_t replica) const;
   bool buckets_on() const { return buckets_.size() > 1; }
   // Pushes what bucket k completes: its piece of each shard that takes pieces, and with
@@ -325,6 +330,7 @@ class member_core {
   // --mode allreduce: the step's collective (numbered by its clock), the gradient it sums
   // (the replica's own, or with simulated compute a buffer of its own), and pieces of the next collective
   // that came before it began.
+  std::optional<ring_seat> seat_;               // where this replica sits in the ring, if it does
   std::optional<ring_collective> ring_;
   tensor ring_grads_;
   std::vector<ring_piece> ring_early_;

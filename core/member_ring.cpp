@@ -14,11 +14,12 @@ using namespace member_actions;
 // and the optimizer state, initialised from the job's seed, so all start with the same
 // bits. At the end of each step the stage's gradient (every layer's, one flat buffer: the
 // fusion buffer is the gradient itself) goes into a ring all-reduce (Note [The ring] in
-// core/ring_collective.hpp) among the same stage of every replica, numbered by the step's
-// clock; once it is done every replica holds the same sum (or average) and applies the
-// same optimizer step, so the replicas stay bitwise equal, and a run gives the same bits
-// every time. The sum is what a sync round applies, so the lr and its scaling mean what
-// they mean in sync.
+// core/ring_collective.hpp) among the same stage of every replica (with --local-reduce,
+// of every local group's leader: Note [Rings of leaders] in core/ring_seats.cpp),
+// numbered by the step's clock; once it is done every replica holds the same sum (or
+// average) and applies the same optimizer step, so the replicas stay bitwise equal, and
+// a run gives the same bits every time. The sum is what a sync round applies, so the lr
+// and its scaling mean what they mean in sync.
 //
 // A replica can be at most one collective ahead of its right neighbour: it cannot finish
 // collective c before every replica has put its values into it. So pieces arrive for the
@@ -30,15 +31,9 @@ using namespace member_actions;
 // ends the job when it sees any replica die, so no survivor waits for pieces that will
 // never come.
 
-bool member_core::ringed() const { return place_.job.mode == sync_mode::allreduce && place_.job.workers > 1; }
-
-std::uint32_t member_core::previous_replica() const {
-  return (replica_ + place_.job.workers - 1) % place_.job.workers;
-}
-
-std::uint32_t member_core::ring_next() const {
-  return ((replica_ + 1) % place_.job.workers) * place_.job.pipeline_stages + stage_;
-}
+std::uint32_t member_core::previous_replica() const { return seat_->prev; }
+std::uint32_t member_core::next_replica() const { return seat_->next; }
+std::uint32_t member_core::ring_next() const { return seat_->next * place_.job.pipeline_stages + stage_; }
 
 std::string member_core::replica_name(std::uint32_t replica) const {
   if (!pipelined()) return "worker " + std::to_string(replica);
@@ -60,8 +55,10 @@ void member_core::start_ring(member_actions_list& out) {
              })) {
     return;
   }
-  const ring_spec spec{place_.job.workers, replica_, static_cast<std::uint64_t>(clock_), place_.job.ring_piece_elems};
-  auto ring = ring_collective::all_reduce(spec, grads, place_.job.ring_op);
+  const ring_spec spec{seat_->size, seat_->index, static_cast<std::uint64_t>(clock_), place_.job.ring_piece_elems};
+  // A local group's leader rings the group's sum: the average is taken over every worker
+  // once the ring is done (take_leaders_sum).
+  auto ring = ring_collective::all_reduce(spec, grads, grouped() ? reduce_op::sum : place_.job.ring_op);
   if (!ring) {
     stop({errc::bad_job, who() + ": " + ring.error().message}, out);
     return;
@@ -141,12 +138,13 @@ void member_core::ring_progress(member_actions_list& out) {
   trace_span("all-gather", ring_mid_, end);
   if (m_) m_->allreduce_seconds->Observe(seconds_between(ring_begin_, end));
   ring_.reset();
+  if (!take_leaders_sum(out)) return;
   update_and_report(out);
 }
 
 member_actions_list member_core::on_ring_neighbour_down(bool previous, const std::string& why) {
   member_actions_list out;
-  const std::uint32_t other = previous ? previous_replica() : (replica_ + 1) % place_.job.workers;
+  const std::uint32_t other = previous ? previous_replica() : next_replica();
   stop({errc::stage_lost, replica_name(other) + " is gone (" + why + "); " + who() +
                               " stops, since the ring all-reduce of its gradients cannot finish without it"},
        out);

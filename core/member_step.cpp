@@ -238,7 +238,10 @@ member_actions_list member_core::on_next_step() {
     return out;
   }
   if (phase_ != member_phase::training || in_step_) return out;
-  if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, false); })) return out;
+  // A local group's members take their leader's pull (in --mode allreduce each updates its own).
+  if (grouped() && place_.job.mode != sync_mode::allreduce &&
+      !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, false); }))
+    return out;
   begin_step(out);
   return out;
 }

@@ -93,7 +93,33 @@ void member_core::end_step(member_actions_list& out) {
     start_ring(out);  // goes on at update_and_report once the ring is done
     return;
   }
+  if (place_.job.mode == sync_mode::allreduce && !take_leaders_sum(out)) return;
   update_and_report(out);
+}
+
+// --mode allreduce, after the local group's sum (if any) and the ring (if this member
+// sits in one): gives the group its leader's sum when the leaders rang it (Note [Rings of
+// leaders] in core/ring_seats.cpp), and leaves the step's final gradient in the host
+// gradients. False: the member stopped.
+bool member_core::take_leaders_sum(member_actions_list& out) {
+  if (!grouped()) {
+    if (ringed() || simulated()) return true;  // a ring leaves its sum on the host
+    return guarded("downloading its gradients", out, [&] { rep_->fetch_grads(); });
+  }
+  const bool rang = place_.ring.size() >= 2;  // else the group's sum is every replica's
+  const auto s0 = wall::now();
+  if (!in_group("gradient broadcast", out, [&] {
+        if (rang) rep_->share_grads(*comm_, group_leader());
+        else rep_->fetch_grads();
+      }))
+    return false;
+  if (rang) trace_span("broadcast", s0, wall::now());
+  if (place_.job.ring_op == reduce_op::avg) {  // the ring of leaders summed (Note [Rings of leaders])
+    const float n = static_cast<float>(place_.job.workers);
+    float* g = rep_->grads().data<float>();
+    for (std::int64_t i = 0; i < rep_->grads().numel(); ++i) g[i] /= n;
+  }
+  return true;
 }
 
 void member_core::update_and_report(member_actions_list& out) {
@@ -102,9 +128,10 @@ void member_core::update_and_report(member_actions_list& out) {
   const double loss = reports_loss ? step_loss_ : 0.0;
   if (local_opt_) {
     const auto u0 = wall::now();
-    // After a ring the host gradients hold the sum already (fetching again would undo it).
     if (!simulated() && !guarded("the optimizer step", out, [&] {
-          local_opt_->step(rep_->params(), ringed() ? rep_->grads() : rep_->fetch_grads(), schedule_.at(clock_));
+          // In --mode allreduce the host gradients hold the sum (fetching again would undo it).
+          const bool summed = place_.job.mode == sync_mode::allreduce;
+          local_opt_->step(rep_->params(), summed ? rep_->grads() : rep_->fetch_grads(), schedule_.at(clock_));
           rep_->commit_params();
         }))
       return;

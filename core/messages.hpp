@@ -153,6 +153,10 @@ struct member_assignment {
   // the ring (Note [Ring connections] in actors/ring_wiring.cpp); empty in one process.
   std::string ring_prev_host, ring_next_host;
   std::uint16_t ring_prev_port = 0, ring_next_port = 0;
+  // --mode allreduce: the replicas whose same stage forms this member's ring, ascending
+  // (Note [Rings of leaders] in core/ring_seats.cpp); a member whose replica is not in it
+  // takes no part in the ring.
+  std::vector<std::uint32_t> ring;
   // --local-reduce: the members of this member's local group, ascending (the first leads);
   // empty when it pushes and pulls on its own.
   std::vector<std::uint32_t> group;

@@ -66,6 +66,13 @@ void stage_replica::share_params(group_comm& g, bool leader) {
   if (mirrored()) c_->download(host_params_, params_);
 }
 
+void stage_replica::share_grads(group_comm& g, bool leader) {
+  if (!leader) c_->fill_zero(grads_);
+  else if (mirrored()) c_->upload(grads_, host_grads_);
+  g.all_reduce_sum({grads_.view()});
+  if (mirrored()) c_->download(host_grads_, grads_);
+}
+
 tensor stage_replica::output_on_host(int id) const {
   const_tensor_view out = output(id);
   tensor host = tensor::uninitialized(out.sizes());

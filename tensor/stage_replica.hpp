@@ -52,10 +52,12 @@ class stage_replica {
   const tensor& compute_grads() const { return grads_; }
   const tensor& fetch_params();
   void zero_grads();
-  // Local groups: sums the gradients across the group, in place; and gives every member
-  // the leader's committed parameters (the others contribute zeros). Throw backend_error.
+  // Local groups: sums the gradients across the group, in place; gives every member the
+  // leader's committed parameters, or the leader's host gradients (grads(), which the
+  // others' become; the others contribute zeros). Throw backend_error.
   void all_reduce_grads(group_comm& g);
   void share_params(group_comm& g, bool leader);
+  void share_grads(group_comm& g, bool leader);
 
   // Microbatches between forward and backward now, and the most there ever were.
   int stored() const { return stored_; }

@@ -107,8 +107,9 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
                "troupe::kv::kvstore); `launch ... -- COMMAND` sets it")
       ->group(group_job);
   app.add_flag("--local-reduce", o.job.local_reduce,
-               "sync: workers of one node sum their gradients among themselves (NCCL between GPUs, threads in one "
-               "process) and one leader per node pushes the sum and pulls")
+               "sync or allreduce: workers of one node sum their gradients among themselves (NCCL between GPUs, "
+               "threads in one process); one leader per node pushes the sum and pulls, or rings it with the other "
+               "nodes' leaders")
       ->group(group_job);
   app.add_option("--compression", o.compression,
                  "How gradients travel to the shards: none, fp16, bf16, or 2bit[:THRESHOLD] (2 bits per element "

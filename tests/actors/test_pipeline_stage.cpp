@@ -5,14 +5,12 @@
 // any number of stages is bitwise train-local (through shards or with --servers 0); an
 // MLP in 2 stages, a CNN in 3 and two replicas of 2 stages learn a Fashion-MNIST subset;
 // a lost stage stops its pipeline with a typed error, not the stall watchdog; a
-// stranger's activation is dropped, and a stranger's group id, grant or shed of rows refused.
+// stranger's activation is dropped, and a stranger's grant or shed of rows refused.
 // In allreduce mode three replicas learn and a stranger's ring piece, mailbox or lane ask is
 // dropped; a previous replica whose ring lane pieces are broken stops the ring with a typed error.
 #define BOOST_TEST_MODULE pipeline_stage
 #include <boost/test/unit_test.hpp>
 
-#include <map>
-#include <sstream>
 
 #include "actors/pipeline_stage.hpp"
 #include "monitoring/refusals.hpp"
@@ -22,17 +20,6 @@ using namespace troupe;
 using namespace troupe::test;
 
 namespace {
-
-job_spec job_for(sync_mode mode, std::uint32_t workers) {
-  job_spec j;
-  j.mode = mode;
-  j.workers = workers;
-  j.servers = 2;
-  j.train.epochs = 2;
-  j.train.batch_size = 64;
-  j.stall_timeout_ms = 60000;
-  return j;
-}
 
 job_spec pipeline_job(std::uint32_t replicas, std::uint32_t stages, std::int32_t microbatches) {
   job_spec j = job_for(sync_mode::sync, replicas);
@@ -203,7 +190,6 @@ BOOST_AUTO_TEST_CASE(a_strangers_activation_is_dropped) {
 // the ring neighbour it must come from is dropped.
 BOOST_AUTO_TEST_CASE(allreduce_replicas_learn_and_a_strangers_ring_piece_is_dropped) {
   job_spec job = job_for(sync_mode::allreduce, 3);
-  job.servers = 0;
   const auto refused_before = monitoring::refusals(monitoring::refusal::not_a_neighbour);
   live_job live;
   auto r = live.run(job, synthetic(3000, 100, 1), [](live_job& j, const epoch_summary& s) {
@@ -292,7 +278,6 @@ BOOST_AUTO_TEST_CASE(a_previous_replica_with_broken_lane_pieces_stops_the_ring_w
   for (const auto& c : cases) {
     BOOST_TEST_CONTEXT(c.what) {
       job_spec job = job_for(sync_mode::allreduce, 2);
-      job.servers = 0;
       job.train.epochs = 3;
       job.stall_timeout_ms = 120000;  // far beyond the test: the error must not come from the watchdog
       live_job live;
@@ -315,90 +300,6 @@ BOOST_AUTO_TEST_CASE(a_previous_replica_with_broken_lane_pieces_stops_the_ring_w
       BOOST_TEST(why.find(std::string("replica ") + (receiver == '0' ? '1' : '0')) != std::string::npos, why);
     }
   }
-}
-
-namespace {
-
-// The sum of a counter family's series whose labels include `match`, from a scrape.
-double scraped_sum(const std::string& text, const std::string& family, const std::string& match) {
-  double sum = 0;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(family + "{", 0) == 0 && line.find(match) != std::string::npos)
-      sum += std::stod(line.substr(line.rfind(' ') + 1));
-  return sum;
-}
-
-}  // namespace
-
-// --local-reduce in one process: the four workers form one group on the CPU backend, sum
-// their gradients among themselves and only the leader talks to the shards; the rank-order
-// sum makes the result bitwise the plain sync job's, with a quarter of the pushes.
-BOOST_AUTO_TEST_CASE(local_reduce_gives_the_same_parameters_with_one_pusher) {
-  auto data = synthetic(2000, 200, 3);
-  job_spec job = job_for(sync_mode::sync, 4);
-  job.train.batch_size = 50;
-  job.train.epochs = 2;
-  std::map<bool, job_result> results;
-  std::map<bool, double> pushed_bytes;
-  for (bool local : {false, true}) {
-    job_spec j = job;
-    j.local_reduce = local;
-    observability obs;
-    obs.metrics = std::make_shared<monitoring::registry>("job-local-" + std::to_string(local));
-    std::vector<std::string> events;
-    job_callbacks cb;
-    cb.on_event = [&](const std::string& e) { events.push_back(e); };
-    results[local] = run_ok(j, data, cb, obs);
-    pushed_bytes[local] = scraped_sum(obs.metrics->scrape(), "troupe_bytes_received_total", "role=\"server\"");
-    bool grouped = false;
-    for (const auto& e : events) grouped = grouped || e.find("local group at cpu@") != std::string::npos;
-    BOOST_TEST(grouped == local);
-  }
-  BOOST_TEST(same_bits(results[true].params, results[false].params));
-  BOOST_TEST(results[true].test_accuracy == results[false].test_accuracy);
-  BOOST_TEST(results[true].samples == results[false].samples);
-  BOOST_TEST(pushed_bytes[false] > 0);
-  BOOST_TEST(pushed_bytes[true] == pushed_bytes[false] / 4);
-}
-
-// A worker of a local group that dies takes its group down within --request-timeout (the
-// collectives fail instead of waiting for it); here the group is every worker, so the job
-// fails, each survivor naming the local group, instead of hanging.
-BOOST_AUTO_TEST_CASE(a_lost_group_member_stops_its_group_in_time) {
-  job_spec job = job_for(sync_mode::sync, 3);
-  job.local_reduce = true;
-  job.train.epochs = 40;  // long enough that the kill lands mid-run
-  job.request_timeout_ms = 3000;
-  live_job live;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto r = live.run(job, synthetic(4000, 100, 1), [](live_job& j, const epoch_summary& s) {
-    if (s.epoch == 0) caf::anon_send_exit(j.handles.workers[2], caf::exit_reason::kill);
-  });
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  BOOST_REQUIRE(!r);
-  BOOST_TEST((troupe_code(r.error()) == errc::all_workers_lost), describe(r.error()));
-  BOOST_TEST(live.events_with("the local group's") == 2);  // the two survivors, each with the reason
-  BOOST_TEST(took < 30.0);
-}
-
-// A local group id from anyone but the coordinator is ignored: taken, it would split the
-// group (its members opening different communicators) and fail the job.
-BOOST_AUTO_TEST_CASE(a_strangers_group_id_is_ignored) {
-  job_spec job = job_for(sync_mode::sync, 3);
-  job.local_reduce = true;
-  job.train.epochs = 1;
-  job.request_timeout_ms = 5000;
-  live_job live;
-  auto data = synthetic(1000, 100, 1);
-  auto m = prepare_job(job, *data);
-  BOOST_REQUIRE(m.has_value());
-  auto h = spawn_job(*live.sys, job, *m, data, {});
-  for (const auto& member : h.workers)  // before the real id can arrive
-    caf::anon_send(member, group_atom::value, group_id{0, std::vector<std::uint8_t>(16, 7)});
-  auto r = await_job(*live.sys, h.coordinator);
-  BOOST_REQUIRE_MESSAGE(static_cast<bool>(r), (r ? "" : describe(r.error())));
-  BOOST_TEST(r->workers_lost == 0);
 }
 
 // Grants and sheds of rows from anyone but the coordinator are refused and counted: taken,

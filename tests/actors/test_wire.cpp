@@ -134,12 +134,14 @@ BOOST_AUTO_TEST_CASE(messages_round_trip) {
   a.prev_host = "10.0.0.2";
   a.next_port = 7001;
   a.group = {4, 5};
+  a.ring = {0, 4, 6};
   a.shard_hosts = {"h"};
   const member_assignment b = round_trip(*sys, a);
   BOOST_TEST(b.rank == 5u);
   BOOST_TEST(b.prev_host == "10.0.0.2");
   BOOST_TEST(b.next_port == 7001);
   BOOST_TEST((b.group == std::vector<std::uint32_t>{4, 5}));
+  BOOST_TEST((b.ring == std::vector<std::uint32_t>{0, 4, 6}));
   BOOST_TEST((b.shard_hosts == std::vector<std::string>{"h"}));
 }
 

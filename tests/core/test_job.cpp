@@ -273,8 +273,14 @@ BOOST_AUTO_TEST_CASE(allreduce_has_no_shard_servers_and_sums_like_a_sync_round) 
   j.servers = 2;
   BOOST_TEST(validate(j).value_or("").find("--mode allreduce sums the gradients among the replicas") == 0);
   j.servers = 0;
-  j.local_reduce = true;
-  BOOST_TEST(validate(j).value_or("").find("--local-reduce") != std::string::npos);
+  j.local_reduce = true;  // Note [Rings of leaders]: one pipeline stage, real compute
+  BOOST_TEST(!validate(j));
+  j.pipeline_stages = 2;
+  BOOST_TEST(validate(j).value_or("").find("--local-reduce with --mode allreduce") == 0);
+  j.pipeline_stages = 1;
+  j.simulate_compute_ms = 1.0;
+  BOOST_TEST(validate(j).value_or("").find("no --simulate-compute") != std::string::npos);
+  j.simulate_compute_ms = 0.0;
   j.local_reduce = false;
   j.ring_op = reduce_op::max;
   BOOST_TEST(validate(j).value_or("").find("--allreduce-op must be sum or avg") == 0);

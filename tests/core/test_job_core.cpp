@@ -143,6 +143,33 @@ BOOST_AUTO_TEST_CASE(in_allreduce_the_welcome_names_the_ring_neighbours_and_no_o
   for (const auto& w : sync.start()) BOOST_TEST(w.assignment.ring_next_host.empty());
 }
 
+// Note [Rings of leaders]: with --local-reduce the ring holds each local group's leader
+// (and a worker alone on its node); the others get the ring but no seat in it.
+BOOST_AUTO_TEST_CASE(with_local_groups_the_ring_holds_their_leaders) {
+  job_spec job = tiny_job(sync_mode::allreduce, 5, 0);
+  job.local_reduce = true;
+  harness h(job);
+  std::vector<welcome_member> welcomes;
+  const char* nodes[] = {"cuda@a", "cuda@a", "cuda@b", "cuda@b", "cuda@c"};
+  for (std::uint16_t r = 0; r < 5; ++r) {
+    const auto out = h.member("10.0.0." + std::to_string(2 + r), 7100 + r, "job-under-test", nodes[r], r);
+    for (const auto& w : all_of<welcome_member>(out)) welcomes.push_back(w);
+  }
+  BOOST_REQUIRE_EQUAL(welcomes.size(), 5u);
+  for (const auto& w : welcomes) {
+    const member_assignment& a = w.assignment;
+    BOOST_TEST_CONTEXT("worker " << a.rank) {
+      BOOST_TEST((a.ring == std::vector<std::uint32_t>{0, 2, 4}));
+      const bool leads = a.rank % 2 == 0;
+      BOOST_TEST(a.ring_next_host == (leads ? "10.0.0." + std::to_string(2 + (a.rank + 2) % 6) : std::string()));
+      BOOST_TEST(a.ring_prev_host == (leads ? "10.0.0." + std::to_string(2 + (a.rank + 4) % 6) : std::string()));
+      if (leads) BOOST_TEST(a.ring_next_port == 7100 + (a.rank + 2) % 6);
+      if (a.rank == 3) BOOST_TEST((a.group == std::vector<std::uint32_t>{2, 3}));
+      if (a.rank == 4) BOOST_TEST(a.group.empty());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_member_standing_by_replaces_the_first_to_die) {
   harness h(tiny_job(sync_mode::async));
   h.start();

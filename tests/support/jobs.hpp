@@ -29,6 +29,19 @@ inline std::shared_ptr<const dataset_split> fashion_subset(std::int64_t n) {
   return std::make_shared<const dataset_split>(std::move(*d));
 }
 
+// A small job of `workers` in `mode`: 2 shard servers (none in --mode allreduce), 2 epochs
+// of 64 samples a worker, and a stall timeout of a minute.
+inline job_spec job_for(sync_mode mode, std::uint32_t workers) {
+  job_spec j;
+  j.mode = mode;
+  j.workers = workers;
+  j.servers = mode == sync_mode::allreduce ? 0 : 2;
+  j.train.epochs = 2;
+  j.train.batch_size = 64;
+  j.stall_timeout_ms = 60000;
+  return j;
+}
+
 inline job_result run_ok(const job_spec& job, std::shared_ptr<const dataset_split> data, job_callbacks cb = {},
                          observability obs = {}) {
   auto r = run_job_in_process(job, std::move(data), std::move(cb), std::move(obs));
