@@ -119,7 +119,7 @@ TROUPE_INSPECT(ring_mailbox_offer, x.answer, x.segment, x.accepted, x.why)
 TROUPE_INSPECT(ring_piece, x.collective, x.phase, x.chunk, x.offset, x.values, x.shared, x.lane)
 TROUPE_INSPECT(step_report, x.rank, x.clock, x.epoch, x.loss, x.samples, x.busy_seconds, x.window_begin_us,
                x.window_end_us, x.samples_dropped)
-TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params)
+TROUPE_INSPECT(worker_epoch, x.rank, x.epoch, x.loss_sum, x.steps, x.samples, x.seconds, x.params, x.params_fnv1a)
 TROUPE_INSPECT(worker_done, x.rank, x.clock, x.rejected, x.peak_stored, x.bytes_pushed, x.samples_dropped)
 TROUPE_INSPECT(rows_grant, x.id, x.epoch, x.from_step, x.positions)
 TROUPE_INSPECT(rows_shed, x.id, x.keep, x.not_before)

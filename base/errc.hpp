@@ -23,7 +23,7 @@ enum class errc : std::uint8_t {
   shard_lost,        // a shard server died: the job cannot go on
   all_workers_lost,  // every worker died
   stalled,           // no progress within the stall timeout
-  diverged,          // the training loss stopped being finite
+  diverged,          // the training loss stopped being finite, or replicas that must agree did not
   bad_job,           // an invalid job spec
   malformed,         // a payload that does not decode (bad header, byte order, size)
   stage_lost,        // a pipeline stage died: its pipeline cannot finish the step

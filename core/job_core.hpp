@@ -195,6 +195,8 @@ class job_core {
   void admit_replacement(ticket t, std::uint32_t rank, job_actions_list& out, time_point now);
   std::optional<std::uint32_t> free_rank() const;
   void check_epochs(job_actions_list& out, time_point now);
+  // Note [Replicas agree]: the fault when r's parameters differ from another replica's.
+  std::optional<fault> replicas_differ(const worker_epoch& r);
   void close_epoch(std::int32_t e, job_actions_list& out, time_point now);
   void start_gather(std::optional<std::int32_t> epoch, bool with_params, job_actions_list& out);
   void gathered(std::uint64_t id, job_actions_list& out);
@@ -241,6 +243,9 @@ class job_core {
   std::map<std::uint64_t, pending_gather> gathers_;
   std::map<std::int32_t, epoch_summary> summaries_;  // epochs being closed, by epoch
   std::map<std::int32_t, tensor> epoch_params_;     // --servers 0: assembled from the stages
+  // --mode allreduce, per (epoch, stage): the first report's rank and FNV-1a (Note
+  // [Replicas agree] in job_watch.cpp).
+  std::map<std::pair<std::int32_t, std::uint32_t>, std::pair<std::uint32_t, std::uint64_t>> replica_fnv1a_;
   tensor final_params_;
   std::int64_t workers_lost_ = 0;
   std::optional<sample_dealer> dealer_;  // jobs that deal (deals_samples), from the start

@@ -1,6 +1,7 @@
 // job_core, part 2: the members' progress reports, local group ids, losing members and
 // shards, the stall watchdog and the metrics they move.
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "core/job_core.hpp"
@@ -49,6 +50,7 @@ job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
   ledger_.epoch(r);
   members_[r.rank].epochs_reported = r.epoch + 1;
   last_progress_ = now;
+  if (auto differ = replicas_differ(r)) return fail(std::move(*differ));
   if (shard_hosts_.empty() && !r.params.empty()) {  // --servers 0: this stage's part of the model
     const stage_span span = job_stage_spans(job_, layout_)[r.rank % job_.pipeline_stages];
     if (r.params.numel() != span.numel || r.params.type() != dtype::f32)
@@ -62,6 +64,34 @@ job_actions_list job_core::on_epoch(const worker_epoch& r, time_point now) {
   job_actions_list out;
   check_epochs(out, now);
   return out;
+}
+
+// Note [Replicas agree]
+// In --mode allreduce every replica applies the same update to the same bits, so after
+// each epoch stage i of every replica holds the same parameters (Note [Ring all-reduce of
+// gradients] in member_ring.cpp); each reports their FNV-1a. Replicas that differ can
+// only come from a fault (memory or a device that computed wrongly) or a bug, never from
+// the hyper-parameters, and would make the run's result depend on which replica is
+// asked: the job ends with `diverged` naming both and the epoch, and a job with
+// checkpoints can go on from the last one (--resume). The first report of each epoch and
+// stage is the reference; a few bytes per epoch are kept.
+std::optional<fault> job_core::replicas_differ(const worker_epoch& r) {
+  if (job_.mode != sync_mode::allreduce || r.params_fnv1a == 0) return std::nullopt;
+  const auto [it, first] =
+      replica_fnv1a_.try_emplace({r.epoch, r.rank % job_.pipeline_stages}, r.rank, r.params_fnv1a);
+  if (first || it->second.second == r.params_fnv1a) return std::nullopt;
+  auto hex = [](std::uint64_t x) {
+    char text[17];
+    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
+    return std::string(text);
+  };
+  return fault{errc::diverged,
+               member_name(r.rank) + " and " + member_name(it->second.first) + " hold different parameters after epoch " +
+                   std::to_string(r.epoch + 1) + " (FNV-1a " + hex(r.params_fnv1a) + " against " +
+                   hex(it->second.second) +
+                   "), though --mode allreduce keeps every replica bitwise equal: a fault of a machine (memory, a "
+                   "device) or a bug in Troupe, not of the hyper-parameters; go on from the last checkpoint "
+                   "(--resume) and report it if it happens again"};
 }
 
 job_actions_list job_core::on_done(const worker_done& r, time_point now) {

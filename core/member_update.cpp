@@ -5,6 +5,7 @@
 #include <cmath>
 #include <utility>
 
+#include "base/fingerprint.hpp"
 #include "core/job.hpp"
 #include "core/key_table.hpp"
 #include "core/member_core.hpp"
@@ -175,8 +176,11 @@ bool member_core::close_epoch_if_done(member_actions_list& out) {
   if (step_in_epoch_ < steps_per_epoch_) return true;
   const double secs = std::chrono::duration<double>(steady::now() - epoch_start_).count();
   worker_epoch report{place_.rank, epoch_, epoch_loss_, last_stage() ? epoch_steps_ : 0, epoch_samples_, secs, tensor()};
-  // The replicas of a ring hold the same bits: replica 0 speaks for them.
+  // The replicas of a ring hold the same bits: replica 0 speaks for them, and every one
+  // says which bits it holds (Note [Replicas agree] in core/job_watch.cpp).
   if (local_opt_ && rep_ && replica_ == 0) report.params = rep_->params();
+  if (place_.job.mode == sync_mode::allreduce && rep_)
+    report.params_fnv1a = fnv1a64(rep_->params().bytes(), rep_->params().nbytes());
   out.push_back(report_epoch{std::move(report)});
   if (++epoch_ == place_.job.train.epochs) {
     phase_ = member_phase::finishing;

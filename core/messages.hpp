@@ -240,6 +240,9 @@ struct worker_epoch {
   std::int64_t samples = 0;
   double seconds = 0.0;
   tensor params;                  // --servers 0: the stage's parameters after the epoch
+  // --mode allreduce: FNV-1a of the stage's parameters after the epoch, which every
+  // replica's must equal (Note [Replicas agree] in core/job_watch.cpp); 0: not reported.
+  std::uint64_t params_fnv1a = 0;
 };
 
 struct worker_done {

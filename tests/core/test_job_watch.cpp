@@ -1,7 +1,7 @@
 // Tests for core/job_watch.cpp, stepped by hand with explicit time
 // (tests/support/job_core_harness.hpp): a bad snapshot, a dead shard (saying at which
-// step, and how to go on), a diverged member and a lost replica of an allreduce ring end
-// the job with their typed errors; the watchdog ends a stalled job naming who is
+// step, and how to go on), a diverged member, a lost replica of an allreduce ring and
+// allreduce replicas whose parameters differ end the job with their typed errors; the watchdog ends a stalled job naming who is
 // where, and does not count time the process did not run; local group ids are relayed
 // only from their leader; the step rates name a straggler.
 #define BOOST_TEST_MODULE job_watch
@@ -83,6 +83,34 @@ BOOST_AUTO_TEST_CASE(a_local_group_id_is_relayed_only_from_its_leader) {
   BOOST_TEST((relay.id.id == std::vector<std::uint8_t>{1, 2, 3}));
   BOOST_TEST(all_of<relay_group_id>(h.core->on_group_id(2, group_id{2, {9}})).empty());  // not a leader
   BOOST_TEST(all_of<relay_group_id>(h.core->on_group_id(1, id)).empty());  // not its sender
+}
+
+// Note [Replicas agree]: in --mode allreduce every replica reports the same fingerprint
+// of its parameters after an epoch; one that differs ends the job naming both.
+BOOST_AUTO_TEST_CASE(allreduce_replicas_that_hold_different_parameters_end_the_job) {
+  harness h(tiny_job(sync_mode::allreduce, 3, 0));
+  h.start();
+  auto report = [&](std::uint32_t rank, std::int32_t epoch, std::uint64_t fnv1a) {
+    worker_epoch r{rank, epoch, 0.5, 1, 50, 0.01, tensor()};
+    r.params_fnv1a = fnv1a;
+    return h.core->on_epoch(r, h.now);
+  };
+  for (std::uint32_t r = 0; r < 3; ++r) BOOST_TEST(all_of<finish>(report(r, 0, 0xabc)).empty());
+  BOOST_TEST(all_of<finish>(report(1, 1, 0xdef)).empty());
+  BOOST_TEST(all_of<finish>(report(0, 1, 0)).empty());  // not reported: nothing to compare
+  BOOST_TEST(fault_of(report(2, 1, 0x123)) ==
+             "diverged: worker 2 and worker 1 hold different parameters after epoch 2 (FNV-1a 0000000000000123 "
+             "against 0000000000000def), though --mode allreduce keeps every replica bitwise equal: a fault of a "
+             "machine (memory, a device) or a bug in Troupe, not of the hyper-parameters; go on from the last "
+             "checkpoint (--resume) and report it if it happens again");
+  // Other modes' replicas differ by design: their fingerprints are not compared.
+  harness sync(tiny_job(sync_mode::sync, 2));
+  sync.start();
+  worker_epoch a{0, 0, 0.5, 1, 50, 0.01, tensor()}, b{1, 0, 0.5, 1, 50, 0.01, tensor()};
+  a.params_fnv1a = 1;
+  b.params_fnv1a = 2;
+  BOOST_TEST(all_of<finish>(sync.core->on_epoch(a, sync.now)).empty());
+  BOOST_TEST(all_of<finish>(sync.core->on_epoch(b, sync.now)).empty());
 }
 
 BOOST_AUTO_TEST_CASE(the_step_rates_name_a_straggler) {

@@ -1,7 +1,8 @@
 // Tests for core/member_ring.cpp (--mode allreduce), stepped without actors or threads
 // (tests/support/member_bench.hpp carries each ring piece to the next replica): the
 // replicas end bitwise equal, whatever order their pieces arrive in, and every run gives
-// the same bits; they learn what a sync job with a shard learns, and so do replicas of
+// the same bits, and each reports the same fingerprint of them after every epoch; they
+// learn what a sync job with a shard learns, and so do replicas of
 // a pipeline, each stage ringing with its peers; avg is the sum over the world size;
 // simulated compute rings its gradient every step; a stranger's piece is dropped with a
 // warning; a piece of another step, a malformed piece and a lost
@@ -14,6 +15,7 @@
 #include <map>
 #include <sstream>
 
+#include "base/fingerprint.hpp"
 #include "monitoring/metrics.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
@@ -86,8 +88,18 @@ BOOST_AUTO_TEST_CASE(replicas_end_bitwise_equal_whatever_order_their_pieces_arri
       BOOST_TEST(same_bits(a, b));
       member_bench again(ring_job(replicas), data);
       BOOST_TEST(same_bits(run_to_end(again), a));
-      // Only replica 0 sends its parameters with the epoch's report: all hold the same.
+      // Only replica 0 sends its parameters with the epoch's report: all hold the same, and
+      // every one says so with their fingerprint (Note [Replicas agree]).
       for (const auto& e : in_order.epochs) BOOST_TEST((e.rank == 0) == !e.params.empty());
+      const std::uint64_t last = fnv1a64(a.bytes(), a.nbytes());
+      std::map<std::int32_t, std::uint64_t> by_epoch;
+      for (const auto& e : in_order.epochs) {
+        BOOST_TEST(e.params_fnv1a != 0u);
+        by_epoch.try_emplace(e.epoch, e.params_fnv1a);
+        BOOST_TEST(e.params_fnv1a == by_epoch.at(e.epoch));
+      }
+      BOOST_TEST(by_epoch.at(1) == last);
+      BOOST_TEST(by_epoch.at(0) != last);
     }
 }
 
