@@ -22,6 +22,17 @@
 
 namespace {
 
+// The text of a file under /proc, or "" when its process ended meanwhile: libstdc++'s
+// filebuf throws when read() fails, and reading a vanished process's file fails (ESRCH).
+std::string read_proc_file(const std::filesystem::path& path) {
+  try {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  } catch (const std::ios_base::failure&) {
+    return {};
+  }
+}
+
 // Every process below `root`, from /proc (pid -> parent pid).
 std::vector<pid_t> descendants_of(pid_t root) {
   std::map<pid_t, pid_t> parent;
@@ -29,8 +40,7 @@ std::vector<pid_t> descendants_of(pid_t root) {
   for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
     const std::string name = e.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(e.path() / "stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::string text = read_proc_file(e.path() / "stat");
     const auto close = text.rfind(')');
     if (close == std::string::npos) continue;
     char state = 0;
@@ -50,8 +60,7 @@ std::vector<pid_t> descendants_of(pid_t root) {
 }
 
 std::string command_line(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string text = read_proc_file("/proc/" + std::to_string(pid) + "/cmdline");
   for (char& c : text)
     if (c == '\0') c = ' ';
   return text.empty() ? "?" : text.substr(0, 200);
