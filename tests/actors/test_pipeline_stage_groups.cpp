@@ -13,8 +13,8 @@
 #include <map>
 #include <sstream>
 
-#include "actors/pipeline_stage.hpp"
 #include "actors/coordinator.hpp"
+#include "actors/pipeline_stage.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/numeric.hpp"
 
