@@ -1,9 +1,9 @@
 // job_core, part 2: the members' progress reports, local group ids, losing members and
 // shards, the stall watchdog and the metrics they move.
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 
+#include "base/fingerprint.hpp"
 #include "core/job_core.hpp"
 
 namespace troupe {
@@ -80,15 +80,10 @@ std::optional<fault> job_core::replicas_differ(const worker_epoch& r) {
   const auto [it, first] =
       replica_fnv1a_.try_emplace({r.epoch, r.rank % job_.pipeline_stages}, r.rank, r.params_fnv1a);
   if (first || it->second.second == r.params_fnv1a) return std::nullopt;
-  auto hex = [](std::uint64_t x) {
-    char text[17];
-    std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(x));
-    return std::string(text);
-  };
   return fault{errc::diverged,
                member_name(r.rank) + " and " + member_name(it->second.first) + " hold different parameters after epoch " +
-                   std::to_string(r.epoch + 1) + " (FNV-1a " + hex(r.params_fnv1a) + " against " +
-                   hex(it->second.second) +
+                   std::to_string(r.epoch + 1) + " (FNV-1a " + hex64(r.params_fnv1a) + " against " +
+                   hex64(it->second.second) +
                    "), though --mode allreduce keeps every replica bitwise equal: a fault of a machine (memory, a "
                    "device) or a bug in Troupe, not of the hyper-parameters; go on from the last checkpoint "
                    "(--resume) and report it if it happens again"};
