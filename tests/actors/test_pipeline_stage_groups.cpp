@@ -143,12 +143,6 @@ int count_with(const std::vector<std::string>& events, const std::string& text) 
   return n;
 }
 
-float max_abs_diff(const tensor& a, const tensor& b) {
-  float d = 0.f;
-  for (std::int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return d;
-}
-
 const std::vector<std::string> two_nodes{"node-a", "node-a", "node-b", "node-b"};
 const std::vector<std::string> four_nodes{"node-a", "node-b", "node-c", "node-d"};
 

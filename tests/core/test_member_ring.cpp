@@ -24,6 +24,7 @@ using namespace troupe;
 using test::member_bench;
 using test::synthetic;
 using test::same_bits;
+using test::max_abs_diff;
 
 namespace {
 
@@ -65,12 +66,6 @@ tensor through_a_shard(job_spec j, std::shared_ptr<const dataset_split> data) {
   shard.run();
   BOOST_REQUIRE(shard.stopped.empty());
   return shard.params();
-}
-
-float max_abs_diff(const tensor& a, const tensor& b) {
-  float d = 0.f;
-  for (std::int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
-  return d;
 }
 
 }  // namespace

@@ -36,6 +36,13 @@ inline bool same_bits(const_tensor_view a, const_tensor_view b) {
   return a.nbytes() == b.nbytes() && std::memcmp(a.bytes(), b.bytes(), a.nbytes()) == 0;
 }
 
+// The largest |a[i] - b[i]| (f32 tensors of the same size).
+inline float max_abs_diff(const_tensor_view a, const_tensor_view b) {
+  float d = 0.f;
+  for (std::int64_t i = 0; i < a.numel(); ++i) d = std::max(d, std::fabs(a.data<float>()[i] - b.data<float>()[i]));
+  return d;
+}
+
 // sum_i a[i] * b[i] in double.
 inline double dot(const_tensor_view a, const_tensor_view b) {
   const float* x = a.data<float>();
