@@ -50,6 +50,7 @@ struct launch_cli {
   std::string save_model;  // passed to the coordinator, which holds the final parameters
   std::vector<std::string> command;  // after --: the workers of a key-value job
   int max_restarts = 3;              // Note [Restarting a job]
+  std::uint32_t min_workers = 0;     // Note [Leaving out lost workers]; 0: not elastic
   CLI::App* app = nullptr;
 };
 
@@ -105,6 +106,10 @@ int run_launch(launch_cli& o) {
       print_error(*why);
       return exit_usage;
     }
+  if (auto why = elastic_refusal(*job, o.min_workers, o.max_restarts)) {
+    print_error(*why);
+    return exit_usage;
+  }
   std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh
   if (!save_model.empty()) {
     if (job->kv || job->simulate_compute_ms > 0) {
@@ -288,31 +293,20 @@ int run_launch(launch_cli& o) {
       print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");
       return exit_failed;
     }
-  // Once these have all exited the job is over, and a coordinator that does not end then
-  // is stopped: a key-value job's workers (nothing else can end it), or every node of a
-  // training job (they leave when their coordinator hangs, which their heartbeats tell).
-  std::vector<std::string> enders;
-  for (const auto& n : plan->nodes)
-    if (n.name != "coordinator" && (req.worker_command.empty() || n.name.rfind("worker", 0) == 0))
-      enders.push_back(n.name);
   // A node whose metrics are being scraped may linger for one last scrape after its job
   // (--metrics-linger); the grace covers that.
-  const auto grace = std::chrono::seconds(15) +
-                     std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
-  const std::string checkpoints = job->checkpoints.dir.empty() ? o.job.resume : job->checkpoints.dir;
-  group_result g;
-  int restarts = 0;
-  for (;;) {
-    g = run_process_group(plan->nodes, "coordinator", grace, enders);
-    const bool failed = std::any_of(g.children.begin(), g.children.end(),
-                                    [](const child_result& c) { return c.name == "coordinator" && c.exit_code != 0; });
-    if (!failed || g.interrupted || checkpoints.empty() || !lost_a_node(g) || restarts >= o.max_restarts) break;
-    ++restarts;
-    std::cerr << "launch: the job lost a node; starting every process again from the newest checkpoint in "
-              << checkpoints << " (restart " << restarts << " of at most " << o.max_restarts << ")" << std::endl;
-    resume_next_attempt(plan->nodes, checkpoints);
-  }
-  const launch_outcome outcome = report_outcome(g, restarts, job->kv);
+  restart_policy policy;
+  policy.checkpoints = job->checkpoints.dir.empty() ? o.job.resume : job->checkpoints.dir;
+  policy.max_restarts = o.max_restarts;
+  policy.min_workers = o.min_workers;
+  policy.replicas = job->workers;
+  policy.stages = job->pipeline_stages;
+  policy.workers_end_the_job = !req.worker_command.empty();
+  policy.grace = std::chrono::seconds(15) +
+                 std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
+  const attempts run = run_with_restarts(plan->nodes, policy);
+  const group_result& g = run.last;
+  const launch_outcome outcome = report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr);
   bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
     if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {
@@ -363,6 +357,13 @@ command add_launch(CLI::App& parent) {
                   "With --checkpoint-dir: start a job that lost a node again from its newest checkpoint, at most N "
                   "times (0: never)")
       ->check(CLI::Range(0, 1000))
+      ->capture_default_str()
+      ->group(g);
+  app->add_option("--min-workers", o->min_workers,
+                  "--mode allreduce with --checkpoint-dir: elastic, as Horovod's --min-np. A worker lost for good "
+                  "(its process killed, its host gone) is left out and the ring re-forms from the survivors, "
+                  "rolled back to the newest checkpoint, while at least N replicas remain; 0: start it again")
+      ->check(CLI::Range(0u, 1048576u))
       ->capture_default_str()
       ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")

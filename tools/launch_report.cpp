@@ -5,6 +5,7 @@
 
 #include <iostream>
 #include <string>
+#include <vector>
 
 namespace troupe::cli {
 
@@ -23,7 +24,7 @@ void print_dry_run(const launch_plan& plan, const launch_request& req, bool keep
               << (req.tls ? ", with the CA and the node certificates," : "") << " and run them by hand)\n";
 }
 
-launch_outcome report_outcome(const group_result& g, int restarts, bool kv) {
+launch_outcome report_outcome(const group_result& g, int restarts, bool kv, const std::vector<std::string>* left_out) {
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
@@ -41,7 +42,10 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv) {
   }
   if (!json.empty()) {
     auto out = nlohmann::ordered_json::parse(json, nullptr, false);
-    if (!out.is_discarded() && out.is_object() && !kv) out["restarts"] = restarts;  // Note [Restarting a job]
+    if (!out.is_discarded() && out.is_object() && !kv) {
+      out["restarts"] = restarts;  // Note [Restarting a job]
+      if (left_out) out["workers_left_out"] = *left_out;
+    }
     std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;
   }
   return r;

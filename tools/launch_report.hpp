@@ -3,6 +3,9 @@
 // exit code.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "net/launch_plan.hpp"
 #include "net/process_group.hpp"
 #include "tools/cli_common.hpp"
@@ -18,7 +21,9 @@ struct launch_outcome {
 };
 
 // The job's JSON line on stdout (with the restarts, for a training job, Note [Restarting
-// a job]), a line for each process that failed, and the coordinator's exit code.
-launch_outcome report_outcome(const group_result& g, int restarts, bool kv);
+// a job], and the workers an elastic job left out when `left_out` is given, Note [Leaving
+// out lost workers]), a line for each process that failed, and the coordinator's exit code.
+launch_outcome report_outcome(const group_result& g, int restarts, bool kv,
+                              const std::vector<std::string>* left_out = nullptr);
 
 }  // namespace troupe::cli

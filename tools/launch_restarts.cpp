@@ -1,12 +1,47 @@
-// launch_restarts: a lost node, and the next attempt's --resume (Note [Restarting a job]).
+// launch_restarts: a lost node, the next attempt's --resume (Note [Restarting a job]), and
+// the workers an elastic job leaves out (Note [Leaving out lost workers]).
 #include "tools/launch_restarts.hpp"
 
 #include <algorithm>
+#include <iostream>
+#include <optional>
+#include <regex>
 
 #include "core/checkpoint_store.hpp"
 #include "tools/cli_common.hpp"
 
 namespace troupe::cli {
+
+namespace {
+
+// ssh exits with 255 when the connection or the remote host is gone.
+constexpr int ssh_lost = 255;
+
+// "worker 2" or "worker 2 @host" -> 2; anything else -> nullopt.
+std::optional<std::uint32_t> worker_index_of(const std::string& name) {
+  static const std::regex worker(R"(^worker ([0-9]+)( @.*)?$)");
+  std::smatch m;
+  if (!std::regex_match(name, m, worker)) return std::nullopt;
+  return static_cast<std::uint32_t>(std::stoul(m[1].str()));
+}
+
+// Puts `value` after `flag` in argv: in place of an earlier value (one argument each, or
+// inside an ssh command's one string), or at the end.
+void set_flag(std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+  if (auto at = std::find(argv.begin(), argv.end(), flag); at != argv.end() && at + 1 != argv.end()) {
+    *(at + 1) = value;
+    return;
+  }
+  const std::regex in_string(flag + " [0-9]+");
+  for (auto& a : argv)
+    if (std::regex_search(a, in_string)) {
+      a = std::regex_replace(a, in_string, flag + " " + value);
+      return;
+    }
+  argv.insert(argv.end(), {flag, value});
+}
+
+}  // namespace
 
 bool lost_a_node(const group_result& g) {
   for (const auto& c : g.children)
@@ -22,6 +57,110 @@ void resume_next_attempt(std::vector<child_spec>& nodes, const std::string& dir)
     if (auto at = std::find(a.begin(), a.end(), "--resume"); at != a.end() && at + 1 != a.end())
       a.erase(at, at + 2);
     a.insert(a.end(), {"--resume", dir});
+  }
+}
+
+expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const group_result& g,
+                                          std::uint32_t replicas, std::uint32_t stages, std::uint32_t min_replicas) {
+  stages = std::max<std::uint32_t>(1, stages);
+  left_out out;
+  std::vector<bool> lost_replica(replicas, false);
+  for (const auto& c : g.children) {
+    const auto index = worker_index_of(c.name);
+    if (!index || *index / stages >= replicas) continue;
+    if ((c.signal != 0 && !c.stopped) || c.exit_code == ssh_lost) {
+      out.workers.push_back(c.name);
+      lost_replica[*index / stages] = true;
+    }
+  }
+  if (out.workers.empty()) return out;
+  out.replicas = static_cast<std::uint32_t>(std::count(lost_replica.begin(), lost_replica.end(), false));
+  if (out.replicas < std::max<std::uint32_t>(1, min_replicas)) {
+    std::string names;
+    for (const auto& w : out.workers) names += (names.empty() ? "" : ", ") + w;
+    return failure{names + " lost for good, and " + std::to_string(out.replicas) + " of the job's " +
+                   std::to_string(replicas) + " replicas survive, fewer than --min-workers " +
+                   std::to_string(min_replicas) +
+                   "; the job stops. Its checkpoints go on with --resume DIR (on as many workers as you have)"};
+  }
+  // The survivors in their order, numbered again from 0 (a replica's stages stay together).
+  std::vector<child_spec> next;
+  std::uint32_t renumbered = 0;
+  for (auto& n : nodes) {
+    const auto index = worker_index_of(n.name);
+    if (!index) {
+      if (n.name == "coordinator") set_flag(n.argv, "--workers", std::to_string(out.replicas));
+      next.push_back(std::move(n));
+      continue;
+    }
+    if (*index / stages < replicas && lost_replica[*index / stages]) continue;
+    const std::string at = n.name.substr(n.name.find(std::to_string(*index)) + std::to_string(*index).size());
+    n.name = "worker " + std::to_string(renumbered) + at;
+    set_flag(n.argv, "--worker-index", std::to_string(renumbered));
+    ++renumbered;
+    next.push_back(std::move(n));
+  }
+  nodes = std::move(next);
+  return out;
+}
+
+std::optional<std::string> elastic_refusal(const job_spec& job, std::uint32_t min_workers, int max_restarts) {
+  if (min_workers == 0) return std::nullopt;
+  if (job.kv)
+    return "--min-workers: a key-value job's workers are your program, which holds its own state; Troupe cannot "
+           "roll it back. Leave --min-workers out";
+  if (job.mode != sync_mode::allreduce)
+    return "--min-workers: " + std::string(name_of(job.mode)) +
+           " jobs go on without a lost worker already (its samples go to the others); it is for --mode allreduce, "
+           "whose ring cannot. Leave it out";
+  if (job.checkpoints.dir.empty())
+    return "--min-workers: the survivors go on from the job's newest checkpoint; give --checkpoint-dir DIR";
+  if (max_restarts == 0)
+    return "--min-workers: each re-formed ring is a restart, and --max-restarts is 0; give --max-restarts N";
+  if (min_workers > job.workers)
+    return "--min-workers " + std::to_string(min_workers) + " is more than the job's " + std::to_string(job.workers) +
+           " workers; give at most " + std::to_string(job.workers);
+  return std::nullopt;
+}
+
+attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy& p) {
+  attempts out;
+  std::uint32_t replicas = p.replicas;
+  for (;;) {
+    // Once these have all exited the job is over, and a coordinator that does not end
+    // then is stopped: a key-value job's workers (nothing else can end it), or every node
+    // of a training job (they leave when their coordinator hangs, which their heartbeats
+    // tell).
+    std::vector<std::string> enders;
+    for (const auto& n : nodes)
+      if (n.name != "coordinator" && (!p.workers_end_the_job || n.name.rfind("worker", 0) == 0))
+        enders.push_back(n.name);
+    out.last = run_process_group(nodes, "coordinator", p.grace, enders);
+    const auto& g = out.last;
+    const bool failed = std::any_of(g.children.begin(), g.children.end(),
+                                    [](const child_result& c) { return c.name == "coordinator" && c.exit_code != 0; });
+    if (!failed || g.interrupted || p.checkpoints.empty() || !lost_a_node(g) || out.restarts >= p.max_restarts)
+      return out;
+    std::string how = "starting every process again";
+    if (p.min_workers > 0) {
+      auto gone = leave_out_lost_workers(nodes, g, replicas, p.stages, p.min_workers);
+      if (!gone) {
+        print_error(gone.error().message);
+        return out;
+      }
+      if (!gone->workers.empty()) {
+        std::string names;
+        for (const auto& w : gone->workers) names += (names.empty() ? "" : ", ") + w;
+        how = names + " lost for good: the ring re-forms from the " + std::to_string(gone->replicas) +
+              " surviving replicas, numbered again in their order,";
+        replicas = gone->replicas;
+        out.left_out.insert(out.left_out.end(), gone->workers.begin(), gone->workers.end());
+      }
+    }
+    ++out.restarts;
+    std::cerr << "launch: the job lost a node; " << how << " from the newest checkpoint in " << p.checkpoints
+              << " (restart " << out.restarts << " of at most " << p.max_restarts << ")" << std::endl;
+    resume_next_attempt(nodes, p.checkpoints);
   }
 }
 

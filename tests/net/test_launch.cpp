@@ -5,7 +5,8 @@
 // and where a killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
 // not hold the launch; a job that keeps checkpoints and loses its shard server or its
 // coordinator is started again from its newest checkpoint and ends bitwise as it would
-// have; a bad flag is a usage error.
+// have; an elastic allreduce job (--min-workers) goes on with the survivors of a lost
+// worker and stops when too few are left; a bad flag is a usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
 
@@ -130,6 +131,9 @@ BOOST_AUTO_TEST_CASE(a_failing_job_fails_the_launch) {
 BOOST_AUTO_TEST_CASE(bad_flags_are_usage_errors) {
   auto r = run_process({troupe_bin(), "launch", "--local", "--mode", "bsp"}, 30s);
   BOOST_TEST(r.exit_code == 2);
+  auto not_elastic = run_process({troupe_bin(), "launch", "--local", "--min-workers", "2"}, 30s);
+  BOOST_TEST(not_elastic.exit_code == 2);
+  BOOST_TEST(not_elastic.err.find("--mode allreduce") != std::string::npos, not_elastic.err);
   auto neither = run_process({troupe_bin(), "launch"}, 30s);
   BOOST_TEST(neither.exit_code == 2);
   BOOST_TEST(neither.err.find("--local") != std::string::npos);
@@ -333,4 +337,64 @@ BOOST_AUTO_TEST_CASE(an_allreduce_job_that_loses_a_replica_goes_on_from_its_newe
   BOOST_TEST(r["restarts"] == 1);
   BOOST_TEST(r["resumed_from_step"].get<int>() >= 10);
   BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
+}
+
+namespace {
+
+// Waits (bounded) for `checkpoint` of the job in `dir` and a live worker 1 of `launch`,
+// and kills that worker.
+void kill_worker_1_after(background_process& launch, const std::string& dir, const char* checkpoint) {
+  const auto done = std::filesystem::path(dir) / checkpoint / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  pid_t worker = 0;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!std::filesystem::exists(done) || (worker = child_with(launch.pid(), "--worker-index 1")) <= 0))
+    std::this_thread::sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(worker > 0, launch.err());
+  ::kill(worker, SIGKILL);
+}
+
+}  // namespace
+
+// Note [Leaving out lost workers]: an elastic allreduce job of 3 workers (--min-workers 2)
+// whose worker 1 is killed after checkpoint 10 re-forms its ring from the 2 survivors,
+// rolled back to that checkpoint, trains every sample it still planned and learns. Losing
+// one more leaves 1, fewer than 2: the job stops, saying so, with a lost node's exit code.
+BOOST_AUTO_TEST_CASE(an_elastic_allreduce_job_goes_on_with_its_survivors) {
+  temp_dir dir("launch-elastic");
+  const auto job = [&](const std::string& name) {
+    return std::vector<std::string>{troupe_bin(), "launch", "--local", "--mode", "allreduce", "--workers", "3",
+                                    "--min-workers", "2", "--dataset", "synthetic", "--train-samples", "6000",
+                                    "--batch-size", "50", "--epochs", "3", "--checkpoint-dir", dir.file(name),
+                                    "--checkpoint-every", "10", "--slow-worker", "0:3", "--metrics", "off"};
+  };
+  {
+    background_process launch(job("once"), dir.file("once"));
+    BOOST_REQUIRE(launch.started());
+    kill_worker_1_after(launch, dir.file("once"), "ckpt-000000000010");
+    const auto code = launch.wait(240s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
+    BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
+    const auto r = nlohmann::json::parse(launch.out());
+    BOOST_TEST(r["workers"] == 2);
+    BOOST_TEST(r["restarts"] == 1);
+    BOOST_TEST(r["workers_left_out"] == nlohmann::json::array({"worker 1"}));
+    BOOST_TEST(r["resumed_from_step"].get<int>() >= 10);
+    BOOST_TEST(r["samples_trained"] == r["samples_planned"]);
+    BOOST_TEST(r["test_accuracy"].get<double>() >= 0.85);
+    BOOST_TEST(launch.err().find("worker 1 lost for good: the ring re-forms from the 2 surviving replicas") !=
+                   std::string::npos,
+               launch.err());
+  }
+  {
+    background_process launch(job("twice"), dir.file("twice"));
+    BOOST_REQUIRE(launch.started());
+    kill_worker_1_after(launch, dir.file("twice"), "ckpt-000000000010");
+    BOOST_REQUIRE_MESSAGE(launch.wait_for_err("restart 1 of at most", 120s), launch.err());
+    kill_worker_1_after(launch, dir.file("twice"), "ckpt-000000000060");  // worker 2 of the first start
+    const auto code = launch.wait(240s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
+    BOOST_TEST(*code == 3);
+    BOOST_TEST(launch.err().find("fewer than --min-workers 2; the job stops") != std::string::npos, launch.err());
+  }
 }

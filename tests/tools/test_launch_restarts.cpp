@@ -2,13 +2,18 @@
 // outside or a coordinator saying its job lost a node is a lost node, a node launch
 // stopped or a job that failed otherwise is not; the next attempt's coordinator resumes
 // from the newest complete checkpoint (replacing an earlier --resume), and without one
-// starts as before.
+// starts as before. Note [Leaving out lost workers]: a worker killed from outside or whose
+// ssh session ended with 255 is left out with its replica's other stages, the survivors
+// are numbered again (in argv and in ssh's command string) and the coordinator told their
+// number; too few survivors leave the nodes as they were and say so; and --min-workers is
+// refused, saying why, where it cannot apply.
 #define BOOST_TEST_MODULE launch_restarts
 #include <boost/test/unit_test.hpp>
 
 #include <signal.h>
 
 #include "core/checkpoint_store.hpp"
+#include "core/job.hpp"
 #include "tensor/tensor_file.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tools/cli_common.hpp"
@@ -24,6 +29,24 @@ group_result ended(std::vector<child_result> children) {
   g.children = std::move(children);
   return g;
 }
+
+child_spec node(std::string name, std::vector<std::string> argv) { return {std::move(name), std::move(argv), false, {}}; }
+
+std::vector<child_spec> local_job(int workers) {
+  std::vector<child_spec> nodes{node("coordinator", {"troupe", "node", "--role", "coordinator"})};
+  for (int i = 0; i < workers; ++i)
+    nodes.push_back(node("worker " + std::to_string(i),
+                         {"troupe", "node", "--role", "worker", "--worker-index", std::to_string(i)}));
+  return nodes;
+}
+
+std::vector<std::string> names(const std::vector<child_spec>& nodes) {
+  std::vector<std::string> out;
+  for (const auto& n : nodes) out.push_back(n.name);
+  return out;
+}
+
+using strings = std::vector<std::string>;
 
 }  // namespace
 
@@ -52,4 +75,105 @@ BOOST_AUTO_TEST_CASE(the_next_coordinator_resumes_from_the_newest_complete_check
   BOOST_TEST(nodes[0].argv == (std::vector<std::string>{"troupe", "node", "--resume", dir.path.string()}),
              boost::test_tools::per_element());
   BOOST_TEST(nodes[1].argv == (std::vector<std::string>{"troupe", "node"}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_is_left_out_and_the_survivors_are_numbered_again) {
+  auto nodes = local_job(3);
+  const auto g = ended({{"coordinator", exit_node_lost, 0, false},
+                        {"worker 0", 1, 0, false},
+                        {"worker 1", -1, SIGKILL, false},
+                        {"worker 2", 1, 0, false}});
+  const auto out = leave_out_lost_workers(nodes, g, 3, 1, 2);
+  BOOST_REQUIRE_MESSAGE(out.has_value(), (out ? "" : out.error().message));
+  BOOST_TEST(out->workers == strings{"worker 1"}, boost::test_tools::per_element());
+  BOOST_TEST(out->replicas == 2u);
+  BOOST_TEST(names(nodes) == (strings{"coordinator", "worker 0", "worker 1"}), boost::test_tools::per_element());
+  BOOST_TEST(nodes[0].argv == (strings{"troupe", "node", "--role", "coordinator", "--workers", "2"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(nodes[1].argv.back() == "0");
+  BOOST_TEST(nodes[2].argv.back() == "1");  // worker 2 goes on as worker 1
+
+  // The next loss leaves 1 replica, fewer than 2: refused, and the nodes stay.
+  const auto before = nodes;
+  const auto again = ended({{"coordinator", exit_node_lost, 0, false},
+                            {"worker 0", 1, 0, false},
+                            {"worker 1", -1, SIGSEGV, false}});
+  const auto too_few = leave_out_lost_workers(nodes, again, 2, 1, 2);
+  BOOST_REQUIRE(!too_few.has_value());
+  BOOST_TEST(too_few.error().message.find("worker 1 lost for good") != std::string::npos, too_few.error().message);
+  BOOST_TEST(too_few.error().message.find("fewer than --min-workers 2") != std::string::npos);
+  BOOST_TEST(too_few.error().message.find("--resume") != std::string::npos);
+  BOOST_TEST(names(nodes) == names(before), boost::test_tools::per_element());
+  BOOST_TEST(nodes[0].argv == before[0].argv, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_worker_whose_ssh_session_ended_with_255_is_lost_with_its_host) {
+  std::vector<child_spec> nodes{
+      node("coordinator", {"ssh", "h0", "troupe node --role coordinator --stop-when-stdin-closes"})};
+  for (int i = 0; i < 3; ++i)
+    nodes.push_back(node("worker " + std::to_string(i) + " @h" + std::to_string(i),
+                         {"ssh", "-o", "BatchMode=yes", "h" + std::to_string(i),
+                          "troupe node --role worker --worker-index " + std::to_string(i) +
+                              " --stop-when-stdin-closes"}));
+  const auto g = ended({{"coordinator", exit_node_lost, 0, false},
+                        {"worker 0 @h0", 1, 0, false},
+                        {"worker 1 @h1", 255, 0, false},
+                        {"worker 2 @h2", 1, 0, false}});
+  const auto out = leave_out_lost_workers(nodes, g, 3, 1, 1);
+  BOOST_REQUIRE_MESSAGE(out.has_value(), (out ? "" : out.error().message));
+  BOOST_TEST(out->workers == strings{"worker 1 @h1"}, boost::test_tools::per_element());
+  BOOST_TEST(names(nodes) == (strings{"coordinator", "worker 0 @h0", "worker 1 @h2"}), boost::test_tools::per_element());
+  BOOST_TEST(nodes[2].argv.back() == "troupe node --role worker --worker-index 1 --stop-when-stdin-closes");
+  BOOST_TEST(nodes[2].argv[3] == "h2");
+  BOOST_TEST((nodes[0].argv == strings{"ssh", "h0", "troupe node --role coordinator --stop-when-stdin-closes",
+                                       "--workers", "2"}));
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_stage_takes_its_whole_replica_with_it) {
+  auto nodes = local_job(4);  // 2 replicas of 2 stages: workers 0-1 and 2-3
+  const auto g = ended({{"coordinator", exit_node_lost, 0, false}, {"worker 3", -1, SIGKILL, false}});
+  const auto out = leave_out_lost_workers(nodes, g, 2, 2, 1);
+  BOOST_REQUIRE_MESSAGE(out.has_value(), (out ? "" : out.error().message));
+  BOOST_TEST(out->replicas == 1u);
+  BOOST_TEST(names(nodes) == (strings{"coordinator", "worker 0", "worker 1"}), boost::test_tools::per_element());
+  BOOST_TEST(nodes[2].argv.back() == "1");
+  BOOST_TEST(nodes[0].argv.back() == "1");  // --workers 1
+}
+
+BOOST_AUTO_TEST_CASE(workers_that_failed_or_were_stopped_are_not_lost_for_good) {
+  auto nodes = local_job(2);
+  const auto before = nodes;
+  const auto g = ended({{"coordinator", exit_node_lost, 0, false},
+                        {"worker 0", 1, 0, false},
+                        {"worker 1", -1, SIGTERM, true}});
+  const auto out = leave_out_lost_workers(nodes, g, 2, 1, 1);
+  BOOST_REQUIRE(out.has_value());
+  BOOST_TEST(out->workers.empty());
+  BOOST_TEST(names(nodes) == names(before), boost::test_tools::per_element());
+  BOOST_TEST(nodes[0].argv == before[0].argv, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(min_workers_is_refused_where_it_cannot_apply) {
+  job_spec job;
+  job.mode = sync_mode::allreduce;
+  job.workers = 3;
+  job.checkpoints.dir = "ckpt";
+  BOOST_TEST(!elastic_refusal(job, 0, 3).has_value());
+  BOOST_TEST(!elastic_refusal(job, 2, 3).has_value());
+  BOOST_TEST(!elastic_refusal(job, 3, 3).has_value());
+  const auto says = [](const std::optional<std::string>& why, const std::string& what) {
+    BOOST_REQUIRE(why.has_value());
+    BOOST_TEST(why->find(what) != std::string::npos, *why);
+  };
+  says(elastic_refusal(job, 4, 3), "more than the job's 3 workers");
+  says(elastic_refusal(job, 2, 0), "--max-restarts");
+  auto no_dir = job;
+  no_dir.checkpoints.dir.clear();
+  says(elastic_refusal(no_dir, 2, 3), "give --checkpoint-dir DIR");
+  auto sync = job;
+  sync.mode = sync_mode::sync;
+  says(elastic_refusal(sync, 2, 3), "sync jobs go on without a lost worker already");
+  auto kv = job;
+  kv.kv = true;
+  says(elastic_refusal(kv, 2, 3), "key-value job");
 }
