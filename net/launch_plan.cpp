@@ -218,7 +218,12 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
     if (auto ok = prepare_job_dir(req, certs); !ok) return ok.error();
   }
   launch_plan plan;
-  const std::vector<std::string> ssh_opts{req.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10"};
+  // A host that goes away ends its nodes' sessions with 255 within about 9 s (3 unanswered
+  // keep-alives 3 s apart), inside the grace launch gives nodes after their job ends, so
+  // launch can tell a lost host from a node that failed (Note [Leaving out lost workers]
+  // in tools/launch_restarts.hpp). Without them a dead host's session waits on TCP.
+  const std::vector<std::string> ssh_opts{req.ssh, "-o", "BatchMode=yes", "-o", "ConnectTimeout=10",
+                                          "-o", "ServerAliveInterval=3", "-o", "ServerAliveCountMax=3"};
   std::vector<std::string> hosts_done;
   for (const auto& n : nodes) {
     // Each host gets the job directory once: job.toml, the CA certificate and its nodes' files.

@@ -4,10 +4,9 @@
 #define BOOST_TEST_MODULE launch_plan
 #include <boost/test/unit_test.hpp>
 
-#include <algorithm>
-
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -97,9 +96,11 @@ BOOST_AUTO_TEST_CASE(ssh_plan_places_roles_and_copies_files) {
   BOOST_TEST(plan->nodes[2].argv.back().find("--advertise b") != std::string::npos);  // server 1 on host b
   BOOST_TEST(plan->nodes[2].argv.back().find("0.0.0.0:9002") != std::string::npos);
   BOOST_TEST(plan->nodes[5].argv.back().find("--worker-index 2") != std::string::npos);
-  // A remote node stops when its ssh session's stdin, which launch holds, ends.
+  // A remote node stops when its ssh session's stdin, which launch holds, ends; its
+  // session ends with 255 when its host goes away (Note [Leaving out lost workers]).
   for (const auto& n : plan->nodes) {
     BOOST_TEST(n.hold_stdin, n.name);
+    BOOST_TEST(std::count(n.argv.begin(), n.argv.end(), "ServerAliveInterval=3") == 1, n.name);
     BOOST_TEST(n.argv.back().find("--stop-when-stdin-closes") != std::string::npos, n.name);
   }
   BOOST_TEST(plan->setup.size() == 4u);  // mkdir + scp for each of the two hosts
