@@ -1,5 +1,6 @@
 // member_core, part 1: building the stage from the welcome, starting (or resuming) the
-// loop, the local group, and stopping (member_step.cpp is the loop itself).
+// loop, the local group, and stopping (member_step.cpp and member_pulls.cpp are the
+// loop itself).
 #include "core/member_core.hpp"
 
 #include <unistd.h>

@@ -232,9 +232,13 @@ class member_core {
   static std::int64_t micros(wall::time_point t) {
     return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
   }
+  // member_pulls.cpp: the step's pulls.
+  void start_pulls(member_actions_list& out);
+  // Layers [0, n) whose parameters are all here this step (layer-by-layer pulls).
+  int layers_with_params() const;
+  void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, member_actions_list& out);
   // member_step.cpp: the training loop.
   void begin_epoch(std::int64_t first_step = 0);
-  void start_pulls(member_actions_list& out);
   void begin_step(member_actions_list& out);
   void run_actions(member_actions_list& out);
   // Run the action if its input is here: done (and whether it produced a stage tensor
@@ -248,9 +252,6 @@ class member_core {
   bool in_pieces(std::uint32_t shard) const {
     return buckets_on() && !(setup_.whole_slices && setup_.whole_slices(shard));
   }
-  // Layers [0, n) whose parameters are all here this step (layer-by-layer pulls).
-  int layers_with_params() const;
-  void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, member_actions_list& out);
   bool loss_is_finite(member_actions_list& out);
   void end_step(member_actions_list& out);
   // The end of a step once its gradient is complete (summed over the ring, or the group):

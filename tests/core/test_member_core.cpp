@@ -1,5 +1,6 @@
-// Tests for core/member_core.cpp, member_step.cpp and member_update.cpp, stepped without
-// actors or threads (tests/support/member_bench.hpp runs the members against a real
+// Tests for core/member_core.cpp, member_step.cpp, member_pulls.cpp and
+// member_update.cpp, stepped without actors or threads (tests/support/member_bench.hpp
+// runs the members against a real
 // shard_core): one microbatch through two stages, or two stages applying the optimizer
 // themselves, is bitwise train-local; each schedule stores what it promises; a
 // replacement resumes at its clock; a stranger's activation is dropped with a warning; a
