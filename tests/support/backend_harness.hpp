@@ -1,6 +1,7 @@
 // Test helpers for every backend behind tensor/backend_abi.h: the CUDA context (opened
 // once per run, or why it cannot be) and a Boost precondition on it, the CPU backend, a
-// buffer in a backend's memory, random labels, and comparisons with stated tolerances.
+// buffer in a backend's memory, random labels, comparisons with stated tolerances, the
+// finite differences' tolerances, and a check registered once per backend.
 #pragma once
 
 #include <boost/test/unit_test.hpp>
@@ -98,4 +99,18 @@ inline void expect_equal_i32(const tensor& got, const tensor& want, const char* 
   BOOST_TEST(std::memcmp(got.bytes(), want.bytes(), got.nbytes()) == 0, what << " differs from the reference");
 }
 
+// Finite differences through a backend's own forward ops: each check builds
+// L = sum(out * r) for a fixed random r, takes the analytic gradient from the backend's
+// backward op, and compares with central differences of L (eps 1e-2 in float; 2e-3
+// absolute plus 2e-2 relative).
+inline constexpr double fd_eps = 1e-2, fd_abs = 2e-3, fd_rel = 2e-2;
+
 }  // namespace troupe::test
+
+// Registers check(backend_context&) as a cpu_ case (always) and a cuda_ case (skipped
+// without a device).
+#define TROUPE_BACKEND_CASE(check)                                   \
+  BOOST_AUTO_TEST_CASE(cpu_##check) { check(troupe::test::cpu()); } \
+  BOOST_AUTO_TEST_CASE(cuda_##check, *boost::unit_test::precondition(troupe::test::cuda_usable)) { \
+    check(*troupe::test::cuda().ctx);                                \
+  }
