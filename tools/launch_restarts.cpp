@@ -151,8 +151,9 @@ attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy&
       if (!gone->workers.empty()) {
         std::string names;
         for (const auto& w : gone->workers) names += (names.empty() ? "" : ", ") + w;
-        how = names + " lost for good: the ring re-forms from the " + std::to_string(gone->replicas) +
-              " surviving replicas, numbered again in their order,";
+        how = names + " lost for good: the ring re-forms from the " +
+              (gone->replicas == 1 ? std::string("1 surviving replica,")
+                                   : std::to_string(gone->replicas) + " surviving replicas, numbered again in their order,");
         replicas = gone->replicas;
         out.left_out.insert(out.left_out.end(), gone->workers.begin(), gone->workers.end());
       }
