@@ -6,6 +6,7 @@
 #include <iostream>
 #include <optional>
 #include <regex>
+#include <string>
 
 #include "core/checkpoint_store.hpp"
 #include "tools/cli_common.hpp"
@@ -17,12 +18,17 @@ namespace {
 // ssh exits with 255 when the connection or the remote host is gone.
 constexpr int ssh_lost = 255;
 
-// "worker 2" or "worker 2 @host" -> 2; anything else -> nullopt.
-std::optional<std::uint32_t> worker_index_of(const std::string& name) {
+// A launched worker's name: "worker 2", or "worker 2 @host" over ssh.
+struct worker_name {
+  std::uint32_t index = 0;
+  std::string at;  // " @host", or empty
+};
+
+std::optional<worker_name> parse_worker_name(const std::string& name) {
   static const std::regex worker(R"(^worker ([0-9]+)( @.*)?$)");
   std::smatch m;
   if (!std::regex_match(name, m, worker)) return std::nullopt;
-  return static_cast<std::uint32_t>(std::stoul(m[1].str()));
+  return worker_name{static_cast<std::uint32_t>(std::stoul(m[1].str())), m[2].str()};
 }
 
 // Puts `value` after `flag` in argv: in place of an earlier value (one argument each, or
@@ -66,11 +72,11 @@ expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const 
   left_out out;
   std::vector<bool> lost_replica(replicas, false);
   for (const auto& c : g.children) {
-    const auto index = worker_index_of(c.name);
-    if (!index || *index / stages >= replicas) continue;
+    const auto w = parse_worker_name(c.name);
+    if (!w || w->index / stages >= replicas) continue;
     if ((c.signal != 0 && !c.stopped) || c.exit_code == ssh_lost) {
       out.workers.push_back(c.name);
-      lost_replica[*index / stages] = true;
+      lost_replica[w->index / stages] = true;
     }
   }
   if (out.workers.empty()) return out;
@@ -87,15 +93,14 @@ expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const 
   std::vector<child_spec> next;
   std::uint32_t renumbered = 0;
   for (auto& n : nodes) {
-    const auto index = worker_index_of(n.name);
-    if (!index) {
+    const auto w = parse_worker_name(n.name);
+    if (!w) {
       if (n.name == "coordinator") set_flag(n.argv, "--workers", std::to_string(out.replicas));
       next.push_back(std::move(n));
       continue;
     }
-    if (*index / stages < replicas && lost_replica[*index / stages]) continue;
-    const std::string at = n.name.substr(n.name.find(std::to_string(*index)) + std::to_string(*index).size());
-    n.name = "worker " + std::to_string(renumbered) + at;
+    if (w->index / stages < replicas && lost_replica[w->index / stages]) continue;
+    n.name = "worker " + std::to_string(renumbered) + w->at;
     set_flag(n.argv, "--worker-index", std::to_string(renumbered));
     ++renumbered;
     next.push_back(std::move(n));
