@@ -305,6 +305,23 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
   }
 }
 
+namespace {
+
+// Waits (bounded) for `checkpoint` of the job in `dir` and a live worker 1 of `launch`,
+// and kills that worker.
+void kill_worker_1_after(background_process& launch, const std::string& dir, const char* checkpoint) {
+  const auto done = std::filesystem::path(dir) / checkpoint / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  pid_t worker = 0;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (!std::filesystem::exists(done) || (worker = child_with(launch.pid(), "--worker-index 1")) <= 0))
+    std::this_thread::sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(worker > 0, launch.err());
+  ::kill(worker, SIGKILL);
+}
+
+}  // namespace
+
 // Note [Members' checkpoints]: an allreduce job with checkpoints that loses a replica
 // (killed after checkpoint 20) is started again by launch from its newest checkpoint, and
 // ends with the parameters of the run that lost nothing.
@@ -322,14 +339,7 @@ BOOST_AUTO_TEST_CASE(an_allreduce_job_that_loses_a_replica_goes_on_from_its_newe
   const auto expected = nlohmann::json::parse(whole.out);
   background_process launch(job("lost"), dir.file("lost"));
   BOOST_REQUIRE(launch.started());
-  const auto done = std::filesystem::path(dir.file("lost")) / "ckpt-000000000010" / "MANIFEST.tf";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  pid_t replica = 0;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (!std::filesystem::exists(done) || (replica = child_with(launch.pid(), "--worker-index 1")) <= 0))
-    std::this_thread::sleep_for(10ms);
-  BOOST_REQUIRE_MESSAGE(replica > 0, launch.err());
-  ::kill(replica, SIGKILL);
+  kill_worker_1_after(launch, dir.file("lost"), "ckpt-000000000010");
   const auto code = launch.wait(240s);
   BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
   BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
@@ -338,23 +348,6 @@ BOOST_AUTO_TEST_CASE(an_allreduce_job_that_loses_a_replica_goes_on_from_its_newe
   BOOST_TEST(r["resumed_from_step"].get<int>() >= 10);
   BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
 }
-
-namespace {
-
-// Waits (bounded) for `checkpoint` of the job in `dir` and a live worker 1 of `launch`,
-// and kills that worker.
-void kill_worker_1_after(background_process& launch, const std::string& dir, const char* checkpoint) {
-  const auto done = std::filesystem::path(dir) / checkpoint / "MANIFEST.tf";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  pid_t worker = 0;
-  while (std::chrono::steady_clock::now() < deadline &&
-         (!std::filesystem::exists(done) || (worker = child_with(launch.pid(), "--worker-index 1")) <= 0))
-    std::this_thread::sleep_for(10ms);
-  BOOST_REQUIRE_MESSAGE(worker > 0, launch.err());
-  ::kill(worker, SIGKILL);
-}
-
-}  // namespace
 
 // Note [Leaving out lost workers]: an elastic allreduce job of 3 workers (--min-workers 2)
 // whose worker 1 is killed after checkpoint 10 re-forms its ring from the 2 survivors,
