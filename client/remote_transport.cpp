@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "client/borrowed_push.hpp"
+#include "client/pull_answer.hpp"
 #include "core/channel_pool.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
@@ -74,59 +75,6 @@ class transfer_counters {
 // shard; calls under 4,096 floats go in the message, and a new channel's slots hold 1 MiB
 // at least, so small keys share channels.
 constexpr shm::channel_pool::limits kv_channel_limits{4096, 8, std::size_t{1} << 20};
-
-// A pull's answer in the job's --pull-precision (fp16 or bf16), decoded straight into the
-// caller's arrays once its size and dtype are checked, so a malformed one writes nothing.
-or_fault<std::vector<part_result>> unpack_encoded(const tensor& from, const std::vector<std::int64_t>& versions,
-                                                  const std::vector<pull_part>& parts, std::int64_t total,
-                                                  const grad_codec& precision, const std::string& who) {
-  const dtype want = precision.kind == codec_kind::fp16 ? dtype::f16 : dtype::bf16;
-  if (from.rank() != 1 || from.type() != want || from.numel() != total || versions.size() != parts.size())
-    return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " " +
-                                      std::string(name_of(from.type())) + " values for " + std::to_string(total) +
-                                      " in " + to_string(precision)};
-  std::vector<part_result> out;
-  const std::byte* at = from.bytes();
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    const const_tensor_view piece(at, want, {parts[i].numel});
-    if (auto e = decode_into(precision, piece, floats(parts[i].out, parts[i].numel)))
-      return fault{errc::malformed, who + " answered a pull with " + *e};
-    at += piece.nbytes();
-    out.push_back({parts[i].part, versions[i], 0});
-  }
-  return out;
-}
-
-// Copies a pull's answer into the caller's arrays, from the fast path's reply slot
-// `channel` (borrowed until this returns) or from the message (in the job's
-// --pull-precision); each part's version, or why not.
-or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
-                                               std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
-                                               std::optional<std::size_t> channel, const grad_codec& precision) {
-  const std::string who = "shard " + std::to_string(shard);
-  tensor from = std::move(reply.data);
-  if (!reply.shared.empty()) {
-    if (!channel) return fault{errc::malformed, who + " answered a pull in shared memory this member did not offer"};
-    auto t = fast->take_reply(shard, *channel, reply.shared);
-    if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
-    if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
-    from = std::move(t->values);
-  } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
-    return unpack_encoded(from, reply.versions, parts, total, precision, who);
-  }
-  if (from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
-    return fault{errc::malformed, who + " answered a pull with " + std::to_string(from.numel()) + " values for " +
-                                      std::to_string(total)};
-  std::vector<part_result> out;
-  std::int64_t pos = 0;
-  const const_tensor_view src = from.view();
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    copy(floats(parts[i].out, parts[i].numel), src.flat(pos, parts[i].numel));
-    pos += parts[i].numel;
-    out.push_back({parts[i].part, reply.versions[i], 0});
-  }
-  return out;
-}
 
 // What a call that its caller abandoned reports (Note [Abandoned calls]); nobody waits
 // for it any more.

@@ -1,0 +1,28 @@
+// pull_answer: a shard's answer to a key-value pull, checked, then copied into the
+// caller's arrays: from the fast path's reply slot in shared memory, from the message in
+// f32, or decoded from the job's --pull-precision (fp16 or bf16). An answer of the wrong
+// size, dtype or number of versions, or in shared memory this member did not offer, is
+// a malformed fault naming the shard, and writes nothing into the caller's arrays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "client/kv_transport.hpp"
+#include "core/channel_pool.hpp"
+#include "core/kv_messages.hpp"
+#include "tensor/grad_codec.hpp"
+
+namespace troupe::kv {
+
+// Copies shard `shard`'s answer `reply` to a pull of `parts` (`total` floats in all) into
+// the parts' arrays, from the fast path's reply slot `channel` of `fast` (borrowed until
+// this returns; nullopt: none was offered) or from the message (in `precision`); each
+// part's version, or why not.
+or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
+                                               std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
+                                               std::optional<std::size_t> channel, const grad_codec& precision);
+
+}  // namespace troupe::kv
