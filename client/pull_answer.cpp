@@ -15,7 +15,8 @@ fault mismatch(const std::string& who, const tensor& from, std::size_t versions,
                const std::string& expected) {
   return fault{errc::malformed, who + " answered a pull of " + std::to_string(parts) + " parts (" +
                                     std::to_string(total) + " " + expected + " values) with " +
-                                    std::to_string(from.numel()) + " " + std::string(name_of(from.type())) +
+                                    std::to_string(from.empty() ? 0 : from.numel()) + " " +
+                                    std::string(name_of(from.type())) +
                                     " values and " + std::to_string(versions) + " versions"};
 }
 
@@ -55,7 +56,7 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
   } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
     return unpack_encoded(from, reply.versions, parts, total, precision, who);
   }
-  if (from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
+  if (from.empty() || from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
     return mismatch(who, from, reply.versions.size(), parts.size(), total, "f32");
   std::vector<part_result> out;
   std::int64_t pos = 0;

@@ -1,7 +1,8 @@
 // Tests for client/pull_answer.cpp: an answer in the message is split over the caller's
 // parts with each part's version, in f32 or decoded from fp16 or bf16; an answer of the
 // wrong size, dtype or number of versions, or in shared memory the member did not offer,
-// is a malformed fault naming the shard and leaves the caller's arrays as they were.
+// is a malformed fault naming the shard and leaves the caller's arrays as they were, as
+// is an answer with no values at all.
 #define BOOST_TEST_MODULE pull_answer
 #include <boost/test/unit_test.hpp>
 
@@ -118,4 +119,15 @@ BOOST_AUTO_TEST_CASE(a_malformed_answer_names_the_shard_and_writes_nothing) {
       BOOST_TEST(c.unchanged());
     }
   }
+}
+
+// A tensor without a buffer has the shape of a scalar, one element: an answer with no
+// values to a pull of one float is refused, not read.
+BOOST_AUTO_TEST_CASE(an_answer_without_values_is_refused_not_read) {
+  float one = untouched;
+  std::vector<pull_part> parts{{4, &one, 1, {}, 0}};
+  kv_pull_reply r = reply_of(tensor{}, {1});
+  const std::string why = malformed(unpack_pull(r, parts, 1, nullptr, 3, std::nullopt, grad_codec{}));
+  BOOST_TEST(why.find("shard 3 answered a pull of 1 parts (1 f32 values) with 0 f32 values") != std::string::npos, why);
+  BOOST_TEST(one == untouched);
 }
