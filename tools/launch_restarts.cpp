@@ -31,8 +31,8 @@ std::optional<worker_name> parse_worker_name(const std::string& name) {
   return worker_name{static_cast<std::uint32_t>(std::stoul(m[1].str())), m[2].str()};
 }
 
-// Puts `value` after `flag` in argv: in place of an earlier value (one argument each, or
-// inside an ssh command's one string), or at the end.
+// Puts `value` after `flag` in argv: in place of an earlier value (one argument each, or,
+// for a number, inside an ssh command's one string), or at the end.
 void set_flag(std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
   if (auto at = std::find(argv.begin(), argv.end(), flag); at != argv.end() && at + 1 != argv.end()) {
     *(at + 1) = value;
@@ -47,6 +47,13 @@ void set_flag(std::vector<std::string>& argv, const std::string& flag, const std
   argv.insert(argv.end(), {flag, value});
 }
 
+// "worker 1, worker 2".
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace
 
 bool lost_a_node(const group_result& g) {
@@ -57,13 +64,8 @@ bool lost_a_node(const group_result& g) {
 
 void resume_next_attempt(std::vector<child_spec>& nodes, const std::string& dir) {
   if (checkpoint_store(dir, 1).complete().empty()) return;
-  for (auto& n : nodes) {
-    if (n.name != "coordinator") continue;
-    auto& a = n.argv;
-    if (auto at = std::find(a.begin(), a.end(), "--resume"); at != a.end() && at + 1 != a.end())
-      a.erase(at, at + 2);
-    a.insert(a.end(), {"--resume", dir});
-  }
+  for (auto& n : nodes)
+    if (n.name == "coordinator") set_flag(n.argv, "--resume", dir);
 }
 
 expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const group_result& g,
@@ -82,9 +84,7 @@ expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const 
   if (out.workers.empty()) return out;
   out.replicas = static_cast<std::uint32_t>(std::count(lost_replica.begin(), lost_replica.end(), false));
   if (out.replicas < std::max<std::uint32_t>(1, min_replicas)) {
-    std::string names;
-    for (const auto& w : out.workers) names += (names.empty() ? "" : ", ") + w;
-    return failure{names + " lost for good, and " + std::to_string(out.replicas) + " of the job's " +
+    return failure{joined(out.workers) + " lost for good, and " + std::to_string(out.replicas) + " of the job's " +
                    std::to_string(replicas) + " replicas survive, fewer than --min-workers " +
                    std::to_string(min_replicas) +
                    "; the job stops. Its checkpoints go on with --resume DIR (on as many workers as you have)"};
@@ -154,9 +154,7 @@ attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy&
         return out;
       }
       if (!gone->workers.empty()) {
-        std::string names;
-        for (const auto& w : gone->workers) names += (names.empty() ? "" : ", ") + w;
-        how = names + " lost for good: the ring re-forms from the " +
+        how = joined(gone->workers) + " lost for good: the ring re-forms from the " +
               (gone->replicas == 1 ? std::string("1 surviving replica,")
                                    : std::to_string(gone->replicas) + " surviving replicas, numbered again in their order,");
         replicas = gone->replicas;
