@@ -3,7 +3,8 @@
 # and the libraries they load, but not the C library's or CUDA's; with its env.sh sourced
 # (and no LD_LIBRARY_PATH before), every library it carries is loaded from it, troupe
 # trains a small job, and the CUDA module, when the build has one, loads from it (here
-# without a GPU it then says why); a binary that is not built is refused, naming it.
+# without a GPU it then says why); a call without a FILE gets the usage line, and a binary
+# that is not built is refused, naming it.
 #   usage: test_bundle.sh ROOT BUILD_DIR
 set -euo pipefail
 root=$1 build=$2
@@ -65,6 +66,11 @@ if [ -e "$b/lib/libtroupe_cuda.so" ]; then
   fi
 fi
 
+if "$root/tools/bundle" "$build" 2>"$tmp/usage"; then
+  fail "tools/bundle without a FILE ran"
+else
+  grep -q "usage: tools/bundle BUILD_DIR FILE.tar.gz" "$tmp/usage" || fail "no usage line: $(cat "$tmp/usage")"
+fi
 if "$root/tools/bundle" "$build" "$tmp/c.tar.gz" no_such_binary 2>"$tmp/refused"; then
   fail "a binary that is not built was bundled"
 else
