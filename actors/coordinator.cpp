@@ -235,11 +235,10 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             if (st.cb.on_event) st.cb.on_event(a.text);
           } else if constexpr (std::is_same_v<A, request_checkpoint>) {
             for (auto& s : st.shards) self->send(s, checkpoint_atom::value, a.step);
-            // With no shard servers, replica 0's stages write the files; sent as the
-            // coordinator, the only sender a member takes this from.
-            if (st.shards.empty())
-              for (std::uint32_t r = 0; r < st.core->job().pipeline_stages && r < st.members.size(); ++r)
-                if (st.members[r]) caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
+            // Sent as the coordinator, the only sender a member takes this from.
+            for (std::uint32_t r : a.members)
+              if (r < st.members.size() && st.members[r])
+                caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
           } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
             commit(self, a);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/residual_checkpoint.hpp"
 #include "tensor/tensor_file.hpp"
 
 namespace troupe {
@@ -26,6 +27,10 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
     versions.push_back(s.version);
     names.push_back(s.file);
   }
+  // Every member's residuals written before the shards' files (Note [Residuals in checkpoints]).
+  const std::vector<std::string> residuals =
+      keeps_residuals(job) ? residual_files_in(*dir, members(job)) : std::vector<std::string>{};
+  names.insert(names.end(), residuals.begin(), residuals.end());
   const std::int64_t spe = steps_per_epoch(job);
   const nlohmann::json state = {{"identity", identity_of(job, num_params).to_json()},
                                 {"step", step},
@@ -40,7 +45,8 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
                                 {"classes", job.num_classes},
                                 {"seed", job.train.seed},
                                 {"shard_files", files},
-                                {"shard_versions", versions}};
+                                {"shard_versions", versions},
+                                {"member_files", residuals}};
   if (auto why = write_tensor_file(*dir / job_state_file, job_state_kind, state, {})) return why;
   return store.commit(step, names, {{"job_id", job.job_id}, {"model", job.train.model}, {"shard_versions", versions}});
 }
@@ -80,6 +86,11 @@ std::optional<std::string> check_file(const std::filesystem::path& file, const c
   if (name.rfind("shard-", 0) == 0 || name.rfind("stage-", 0) == 0) {
     auto s = read_shard_image(file, id);
     if (!s) return s.error().message;
+    return std::nullopt;
+  }
+  if (name.rfind("member-", 0) == 0) {  // Note [Residuals in checkpoints]
+    auto r = read_residual_image(file, id);
+    if (!r) return r.error().message;
     return std::nullopt;
   }
   return file.string() + ": not a file a checkpoint holds";

@@ -4,10 +4,11 @@
 //
 // Note [Resuming a job]
 // A checkpoint of step S (Note [Checkpoint steps] in core/shard_core.hpp) holds every
-// shard's file (Note [Shard checkpoints]), the coordinator's job.tf (kind
-// "troupe-job-state": the identity, the step, the job's shape when it was taken: workers,
-// batch size, training samples and steps per epoch, the mode, the seed, each shard's
-// version) and last the manifest (Note [Checkpoint directory]).
+// shard's file (Note [Shard checkpoints]), in a sync job with 2-bit pushes the members'
+// residuals (member-<rank>.tf), the coordinator's job.tf (kind "troupe-job-state": the
+// identity, the step, the job's shape when it was taken: workers, batch size, training
+// samples and steps per epoch, the mode, the seed, each shard's version, the member
+// files) and last the manifest (Note [Checkpoint directory]).
 // Resuming picks the newest checkpoint whose files all pass their checks. The members go
 // on from a clock computed from S:
 //   - on the same workers, batch size and training set: S itself. In sync the result is
@@ -19,10 +20,12 @@
 //     begin at or before that point (tensor/sampler.hpp deals the permutation out in
 //     turn), so no sample of the epoch is skipped and fewer than one new round's samples
 //     are seen twice.
-// The shards restore their slices, resharded when the key table changed. What a resumed
-// job does not keep: the workers' 2-bit error-feedback residuals (they start at zero),
-// the accounts of the epochs before S (the result counts what the resumed run trained,
-// and says where it resumed).
+// The shards restore their slices, resharded when the key table changed. In sync, each
+// member restores its 2-bit error-feedback residuals too, when they were kept for its
+// rank and clock (Note [Residuals in checkpoints] in core/residual_checkpoint.hpp). What a
+// resumed job does not keep: residuals in async and ssp (they start at zero), the
+// accounts of the epochs before S (the result counts what the resumed run trained, and
+// says where it resumed).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -47,8 +50,9 @@ inline constexpr const char* job_state_file = "job.tf";
 // What every file of this job's checkpoints carries (the job id must be set).
 checkpoint_identity identity_of(const job_spec& job, std::int64_t num_params);
 
-// Completes checkpoint `step` of the job in `store`: job.tf, then the manifest naming it
-// and the shards' files, with their versions. Why not.
+// Completes checkpoint `step` of the job in `store`: job.tf, then the manifest naming it,
+// the shards' files, with their versions, and the members' residual files there are.
+// Why not.
 std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, const job_spec& job,
                                                  std::int64_t num_params, std::int64_t step,
                                                  const std::vector<checkpoint_saved>& shards);

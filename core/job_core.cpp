@@ -7,6 +7,7 @@
 
 #include "core/frame_bound.hpp"
 #include "core/local_groups.hpp"
+#include "core/residual_checkpoint.hpp"
 #include "core/ring_seats.hpp"
 
 namespace troupe {
@@ -230,7 +231,10 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
     }
   }
   a.group = members_[rank].group;
-  if (resume_ && job_.servers == 0) a.resume = resume_->shards;  // Note [Members' checkpoints]
+  // Note [Members' checkpoints]; and Note [Residuals in checkpoints] for a member that
+  // starts at the resumed clock (a replacement joining later starts from zeros).
+  if (resume_ && (job_.servers == 0 || (keeps_residuals(job_) && resume_clock == resume_->clock)))
+    a.resume = resume_->shards;
   return a;
 }
 

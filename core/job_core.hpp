@@ -68,8 +68,11 @@ struct relay_group_id { std::vector<std::uint32_t> to; group_id id; };
 struct epoch_closed { epoch_summary summary; };
 // Something an operator should read (a member lost, a group formed, a replacement).
 struct note { std::string text; };
-// Every shard: take a checkpoint at `step` too (--checkpoint-seconds; Note [Checkpoint steps]).
-struct request_checkpoint { std::int64_t step; };
+// Every shard, and these members: take a checkpoint at `step` too (--checkpoint-seconds;
+// Note [Checkpoint steps]). The members are the stages of replica 0 with no shard servers
+// (they write the files), and every live member when the job keeps residuals (Note
+// [Residuals in checkpoints] in core/residual_checkpoint.hpp).
+struct request_checkpoint { std::int64_t step; std::vector<std::uint32_t> members; };
 // Complete checkpoint `step` with the shards' files (commit_job_checkpoint); answer with
 // checkpoint_committed.
 struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shards; };

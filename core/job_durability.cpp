@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "base/check.hpp"
+#include "core/residual_checkpoint.hpp"
 
 namespace troupe {
 
@@ -70,7 +71,12 @@ void job_core::maybe_request_checkpoint(time_point now, job_actions_list& out) {
   const std::int64_t step = fastest + margin;
   if (step <= requested_step_ || step >= steps_per_epoch(job_) * job_.train.epochs) return;
   requested_step_ = step;
-  out.push_back(request_checkpoint{step});
+  request_checkpoint r{step, {}};
+  const bool residuals = keeps_residuals(job_);
+  for (std::uint32_t rank = 0; rank < members_.size(); ++rank)
+    if (members_[rank].live && (job_.servers == 0 ? rank < job_.pipeline_stages : residuals))
+      r.members.push_back(rank);
+  out.push_back(std::move(r));
 }
 
 job_actions_list job_core::overdue_final_checkpoint(time_point now) {

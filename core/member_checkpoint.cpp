@@ -1,10 +1,15 @@
 // member_core, part 5: checkpoints of a job whose members hold the parameters (--mode
 // allreduce, --servers 0): when replica 0's stages take one, and the state a resumed
-// job's members start from (Note [Members' checkpoints]).
+// job's members start from (Note [Members' checkpoints]); and in a sync job with 2-bit
+// pushes, each member's residuals (Note [Residuals in checkpoints] in
+// core/residual_checkpoint.hpp).
 #include <utility>
 
+#include "core/checkpoint_store.hpp"
 #include "core/job.hpp"
+#include "core/key_table.hpp"
 #include "core/member_core.hpp"
+#include "core/residual_checkpoint.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe {
@@ -37,7 +42,21 @@ bool member_core::writes_checkpoints() const {
 }
 
 void member_core::on_checkpoint_request(std::int64_t step) {
-  if (writes_checkpoints() && step > clock_ && step > last_checkpoint_) requested_checkpoints_.insert(step);
+  if ((writes_checkpoints() || writes_residuals()) && step > clock_ && step > last_checkpoint_)
+    requested_checkpoints_.insert(step);
+}
+
+// The steps of Note [Checkpoint steps]: multiples of --checkpoint-every, every epoch's
+// end, and the steps the coordinator named; each once.
+bool member_core::checkpoint_due(std::int64_t step) {
+  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() < step)
+    requested_checkpoints_.erase(requested_checkpoints_.begin());
+  const std::int64_t every = place_.job.checkpoints.every;
+  bool due = step % std::max<std::int64_t>(1, steps_per_epoch_) == 0 || (every > 0 && step % every == 0);
+  if (requested_checkpoints_.erase(step) > 0) due = true;
+  if (!due || step <= last_checkpoint_) return false;
+  last_checkpoint_ = step;
+  return true;
 }
 
 std::optional<fault> member_core::restore_checkpoint() {
@@ -60,13 +79,8 @@ std::optional<fault> member_core::restore_checkpoint() {
 // Called once the step that brought the clock to clock_ is applied.
 void member_core::maybe_checkpoint(member_actions_list& out) {
   if (!writes_checkpoints()) return;
-  const std::int64_t step = clock_, every = place_.job.checkpoints.every;
-  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() < step)
-    requested_checkpoints_.erase(requested_checkpoints_.begin());
-  bool due = step % std::max<std::int64_t>(1, steps_per_epoch_) == 0 || (every > 0 && step % every == 0);
-  if (requested_checkpoints_.erase(step) > 0) due = true;
-  if (!due || step <= last_checkpoint_) return;
-  last_checkpoint_ = step;
+  const std::int64_t step = clock_;
+  if (!checkpoint_due(step)) return;
   auto image = std::make_shared<shard_image>();
   image->shard = stage_;
   image->step = image->version = step;
@@ -77,6 +91,61 @@ void member_core::maybe_checkpoint(member_actions_list& out) {
   image->optimizer_steps = local_opt_->steps();
   checkpoint_saved saved{stage_, step, step, "stage-" + std::to_string(stage_) + ".tf", {}};
   out.push_back(save_checkpoint{std::move(image), std::move(saved), checkpoint_id_});
+}
+
+bool member_core::writes_residuals() const {
+  return keeps_residuals(place_.job) && !simulated() && !active_.empty();
+}
+
+// The file is written here, on the member's thread, before the push actions this call
+// returns leave: that order is what puts it in the checkpoint (Note [Residuals in
+// checkpoints]). It costs one write of the stage's floats per checkpoint.
+void member_core::save_residuals_if_due(member_actions_list& out) {
+  const std::int64_t step = clock_ + 1;  // what this step's pushes complete
+  if (!writes_residuals() || !checkpoint_due(step)) return;
+  const job_spec& job = place_.job;
+  residual_image image{place_.rank, step, members(job), tensor({net_->num_params()})};
+  for (std::uint32_t s : active_) unpack_shard(image.residual, residual_[s], ranges_[s]);
+  const checkpoint_store store(job.checkpoints.dir, job.checkpoints.keep);
+  auto dir = store.begin(step);
+  auto why = dir ? write_residual_image(*dir / residual_file_name(place_.rank), image, checkpoint_id_)
+                 : std::optional<std::string>(dir.error().message);
+  if (why)
+    out.push_back(warn{who() + " could not write its 2-bit residuals for checkpoint " + std::to_string(step) + " (" +
+                       *why + "); a job resumed from that checkpoint starts them at zero"});
+}
+
+void member_core::restore_residuals(member_actions_list& out) {
+  const shard_resume& r = place_.resume;
+  if (r.dir.empty() || !writes_residuals()) return;
+  const std::filesystem::path path = std::filesystem::path(r.dir) / residual_file_name(place_.rank);
+  const std::string zero = who() + " starts its 2-bit residuals at zero, so its first pushes differ from the "
+                                   "uninterrupted run's: ";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    out.push_back(warn{zero + r.dir + " holds no " + residual_file_name(place_.rank) +
+                       " (a checkpoint taken without 2-bit pushes, or a step named after this member's push)"});
+    return;
+  }
+  auto image = read_residual_image(path, checkpoint_id_);
+  if (!image) {
+    out.push_back(warn{zero + image.error().message});
+    return;
+  }
+  const std::uint32_t n = members(place_.job);
+  if (image->rank != place_.rank || image->members != n || image->step != clock_) {
+    out.push_back(warn{zero + path.string() + " was written by member " + std::to_string(image->rank) + " of " +
+                       std::to_string(image->members) + " at step " + std::to_string(image->step) +
+                       ", and this is member " + std::to_string(place_.rank) + " of " + std::to_string(n) +
+                       " resuming at step " + std::to_string(clock_)});
+    return;
+  }
+  if (image->residual.numel() != net_->num_params()) {
+    out.push_back(warn{zero + path.string() + " holds " + std::to_string(image->residual.numel()) +
+                       " floats, and this member's stage has " + std::to_string(net_->num_params())});
+    return;
+  }
+  for (std::uint32_t s : active_) pack_shard(residual_[s], image->residual, ranges_[s]);
 }
 
 }  // namespace troupe

@@ -61,6 +61,7 @@ member_actions_list member_core::on_welcome(const member_assignment& a) {
     stop(std::move(*f), out);
     return out;
   }
+  restore_residuals(out);
   phase_ = member_phase::wiring;
   return out;
 }

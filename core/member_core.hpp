@@ -186,6 +186,8 @@ class member_core {
   // parameters, with --checkpoint-dir); the coordinator asks for one at `step` as well
   // (--checkpoint-seconds), which this member takes once it has finished that step.
   bool writes_checkpoints() const;
+  // Note [Residuals in checkpoints]: whether it writes its 2-bit residuals at the steps.
+  bool writes_residuals() const;
   void on_checkpoint_request(std::int64_t step);
 
   member_phase phase() const { return phase_; }
@@ -257,9 +259,13 @@ class member_core {
   // The end of a step once its gradient is complete (summed over the ring, or the group):
   // the update (pushes, or the local optimizer), the reports, the next step.
   void update_and_report(member_actions_list& out);
-  // member_checkpoint.cpp: a resumed job's state, and checkpoints once they are due.
+  // member_checkpoint.cpp: a resumed job's state, and checkpoints once they are due
+  // (with shard servers, the 2-bit residuals: Note [Residuals in checkpoints]).
   std::optional<fault> restore_checkpoint();
   void maybe_checkpoint(member_actions_list& out);
+  bool checkpoint_due(std::int64_t step);  // at most once per step; forgets requests before it
+  void save_residuals_if_due(member_actions_list& out);  // once the step's last push is encoded
+  void restore_residuals(member_actions_list& out);
   // member_ring.cpp: the step's ring all-reduce, and pieces that came before it began.
   void start_ring(member_actions_list& out);
   void take_ring_piece(ring_piece p, member_actions_list& out);

@@ -62,6 +62,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
     pushed = true;
   }
   if (pushed) trace_span("push", p0, wall::now());
+  if (pushed && last) save_residuals_if_due(out);
 }
 
 // Whether the step's loss (known to the last stage once every forward has run) is finite;

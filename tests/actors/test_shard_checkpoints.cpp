@@ -1,7 +1,8 @@
 // Whole jobs in one process with checkpoints (actors/shard_checkpoints.cpp and the
 // coordinator's commits): every checkpoint step of a sync job is written and complete; a
 // job resumed from one ends bitwise as the uninterrupted run, on the same or another
-// number of shard servers; --checkpoint-seconds adds checkpoints between the steps;
+// number of shard servers, and with 2-bit pushes when the members' residuals come back
+// too; --checkpoint-seconds adds checkpoints between the steps;
 // async resumes and trains on; a checkpoint directory that cannot be written is counted
 // and warned about while training goes on, or ends the job with --checkpoint-fatal; a
 // full disk fails the checkpoints of a resumed job and leaves the one it resumed from
@@ -17,6 +18,7 @@
 #include <fstream>
 
 #include "core/job_checkpoint.hpp"
+#include "core/residual_checkpoint.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -85,6 +87,44 @@ BOOST_AUTO_TEST_CASE(a_resumed_sync_job_ends_bitwise_as_the_uninterrupted_one) {
     BOOST_TEST(r.samples == 3 * 50 * (60 - 28));
     BOOST_TEST(r.samples_planned == r.samples);
     BOOST_TEST(r.checkpoints_written == 6);  // 35, 40, 42, 49, 56, 60
+  }
+}
+
+// Note [Residuals in checkpoints]: each member's file is named in the checkpoint, and the
+// resumed run is bitwise the uninterrupted one only with the residuals it holds.
+BOOST_AUTO_TEST_CASE(a_resumed_sync_job_with_2bit_pushes_ends_bitwise_with_its_residuals) {
+  test::temp_dir tmp("shard-ckpt-2bit");
+  auto data = synthetic(3000);
+  auto two_bit = [](const fs::path& dir) {
+    job_spec j = checkpointed(sync_mode::sync, dir);
+    j.compression = *parse_grad_codec("2bit");
+    return j;
+  };
+  const job_result whole = run_ok(two_bit(tmp.path / "a"), data);
+  BOOST_TEST(whole.checkpoints_written == 11);
+  const checkpoint_store store(tmp.path / "a", 1);
+  for (std::uint32_t r = 0; r < 3; ++r)
+    BOOST_TEST(fs::exists(store.step_dir(28) / residual_file_name(r)));
+  for (const bool zeroed : {false, true}) {
+    BOOST_TEST_CONTEXT((zeroed ? "residuals replaced by zeros" : "residuals as written")) {
+      const fs::path dir = tmp.path / (zeroed ? "zeroed" : "kept");
+      fs::copy(tmp.path / "a", dir, fs::copy_options::recursive);
+      keep_up_to(dir, 28);
+      const job_spec job = two_bit(dir);
+      job_spec prepared = job;
+      const auto m = prepare_job(prepared, *data);
+      BOOST_REQUIRE(m.has_value());
+      const fs::path step_dir = checkpoint_store(dir, 1).step_dir(28);
+      if (zeroed)  // valid files for the same members and step, but empty residuals
+        for (std::uint32_t r = 0; r < 3; ++r)
+          BOOST_REQUIRE(!write_residual_image(step_dir / residual_file_name(r),
+                                              {r, 28, 3, tensor({m->num_params()})},
+                                              identity_of(prepared, m->num_params())));
+      auto out = resumed(job, data);
+      BOOST_REQUIRE_MESSAGE(static_cast<bool>(out), (out ? "" : describe(out.error())));
+      BOOST_TEST(out->resumed_from_step == 28);
+      BOOST_TEST(same_bits(out->params, whole.params) == !zeroed);
+    }
   }
 }
 

@@ -2,13 +2,17 @@
 // found again with the shards' files and the clock to go on from, and its whole model
 // assembled from them; a damaged newer one is passed over, saying why; another job's or model's checkpoints, an empty directory and
 // a checkpoint at the job's end are refused by name; the resumed clock is the step itself
-// on the same shape, and re-deals the interrupted epoch on another one.
+// on the same shape, and re-deals the interrupted epoch on another one; a job that keeps
+// residuals has the members' files named and checked with the rest.
 #define BOOST_TEST_MODULE job_checkpoint
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <fstream>
 
 #include "core/job_checkpoint.hpp"
+#include "core/residual_checkpoint.hpp"
+#include "tensor/tensor_file.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tiny_job.hpp"
 
@@ -28,11 +32,16 @@ job_spec job_of(std::uint32_t workers = 2, std::uint32_t servers = 2) {
   return j;
 }
 
-// Checkpoint `step` of `job` in `dir`, each shard's file holding its share of 15 zeros.
-void checkpoint(const fs::path& dir, const job_spec& job, std::int64_t step) {
+// Checkpoint `step` of `job` in `dir`, each shard's file holding its share of 15 zeros,
+// and each member in `residuals` a file of its residuals.
+void checkpoint(const fs::path& dir, const job_spec& job, std::int64_t step,
+                const std::vector<std::uint32_t>& residuals = {}) {
   const checkpoint_store store(dir, 10);
   auto d = store.begin(step);
   BOOST_REQUIRE(d.has_value());
+  for (std::uint32_t r : residuals)
+    BOOST_REQUIRE(!write_residual_image(*d / residual_file_name(r), {r, step, job.workers, tensor({params})},
+                                        identity_of(job, params)));
   std::vector<checkpoint_saved> saved;
   std::int64_t offset = 0;
   for (std::uint32_t s = 0; s < job.servers; ++s) {
@@ -152,4 +161,38 @@ BOOST_AUTO_TEST_CASE(another_shape_re_deals_the_interrupted_epoch) {
   BOOST_TEST(resume_clock(bigger, 7, 2, 10, 5) == 2 * 1 + 0);
   BOOST_TEST(resume_clock(job_of(), 7, 2, 10, 5) == 7);  // the same shape
   BOOST_TEST(resume_clock(four, 5, 2, 10, 5) == 3);      // an epoch's end stays one
+}
+
+BOOST_AUTO_TEST_CASE(the_members_residual_files_are_named_and_checked_with_the_rest) {
+  test::temp_dir dir("job-ckpt-residuals");
+  job_spec job = job_of(3);
+  job.compression = *parse_grad_codec("2bit");
+  job.checkpoints.dir = dir.path.string();
+  BOOST_REQUIRE(keeps_residuals(job));
+  checkpoint(dir.path, job, 3, {0, 1, 2});
+  checkpoint(dir.path, job, 5, {0, 2});  // member 1's push left before it was asked for
+  const checkpoint_store store(dir.path, 10);
+  auto five = store.latest_good([](const fs::path&) { return std::nullopt; });
+  BOOST_REQUIRE(five.has_value());
+  BOOST_TEST(five->step == 5);
+  for (const char* f : {"member-0.tf", "member-2.tf"})
+    BOOST_TEST((std::find(five->files.begin(), five->files.end(), f) != five->files.end()), f);
+  BOOST_TEST((std::find(five->files.begin(), five->files.end(), "member-1.tf") == five->files.end()));
+  auto state = read_tensor_file(five->dir / job_state_file, job_state_kind);
+  BOOST_REQUIRE(state.has_value());
+  BOOST_TEST(state->meta.at("member_files").dump() == R"(["member-0.tf","member-2.tf"])");
+  // A damaged member file is as a damaged shard file: the checkpoint is passed over.
+  fs::resize_file(dir.path / "ckpt-000000000005" / "member-2.tf", 40);
+  auto r = find_resume(dir.path, job, params);
+  BOOST_REQUIRE_MESSAGE(r.has_value(), (r ? "" : r.error().message));
+  BOOST_TEST(r->step == 3);
+  BOOST_REQUIRE(r->skipped.size() == 1u);
+  BOOST_TEST(has(r->skipped[0], "member-2.tf"));
+  // A job that keeps none names none, whatever lies in the directory.
+  test::temp_dir plain_dir("job-ckpt-no-residuals");
+  const job_spec plain = job_of(3);
+  checkpoint(plain_dir.path, plain, 3, {0});
+  auto three = checkpoint_store(plain_dir.path, 10).latest_good([](const fs::path&) { return std::nullopt; });
+  BOOST_REQUIRE(three.has_value());
+  BOOST_TEST((std::find(three->files.begin(), three->files.end(), "member-0.tf") == three->files.end()));
 }

@@ -3,7 +3,7 @@
 // could not write its file, or a commit that failed, is warned about and training goes
 // on, or ends the job with --checkpoint-fatal; the job's result waits for its last
 // checkpoint, for at most the request timeout; --checkpoint-seconds asks the shards for a
-// step ahead of the fastest member; a resumed job tells the shards where their state is,
+// step ahead of the fastest member, and the members that write files at it; a resumed job tells the shards where their state is,
 // starts every member at the resumed clock, does not wait for the epochs before it, and
 // plans only what is left; with no shard servers, replica 0's stages write the files and
 // a resumed job's members are told where their state is.
@@ -151,6 +151,36 @@ BOOST_AUTO_TEST_CASE(checkpoint_seconds_ask_for_a_step_ahead_of_the_fastest_memb
   BOOST_TEST(all_of<request_checkpoint>(h.core->on_tick(h.now)).empty());  // 21: past the job's last step
 }
 
+// The members that write files at a step: the stages of replica 0 without shard servers
+// (Note [Members' checkpoints]), every live member when the job keeps residuals (Note
+// [Residuals in checkpoints]), none otherwise.
+BOOST_AUTO_TEST_CASE(checkpoint_seconds_ask_the_members_that_write_at_the_step) {
+  job_spec plain = checkpointed();
+  plain.train.batch_size = 5;  // 10 steps per epoch
+  plain.checkpoints.seconds = 1.0;
+  job_spec two_bit = plain;
+  two_bit.compression = *parse_grad_codec("2bit");
+  job_spec ring = tiny_job(sync_mode::allreduce, 2, 0);
+  ring.train.batch_size = 5;
+  ring.checkpoints = plain.checkpoints;
+  struct want {
+    job_spec job;
+    std::vector<std::uint32_t> members;
+  };
+  for (const want& w : {want{plain, {}}, want{two_bit, {0, 1}}, want{ring, {0}}}) {
+    BOOST_TEST_CONTEXT(name_of(w.job.mode) << ", compression " << to_string(w.job.compression)) {
+      harness h(w.job);
+      h.start();
+      h.step(0, 1, 0);
+      h.step(1, 1, 0);
+      h.later(milliseconds(1100));
+      const auto r = only<request_checkpoint>(h.core->on_tick(h.now));
+      BOOST_TEST(r.step == 1 + 4);
+      BOOST_TEST(r.members == w.members, boost::test_tools::per_element());
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   job_spec j = checkpointed();
   j.train.batch_size = 10;  // 5 steps per epoch
@@ -169,7 +199,10 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   const auto start = only<start_shards>(h.member());
   BOOST_TEST(start.members.clock == 7);
   const auto started = h.core->shards_started(h.now);
-  for (const auto& m : all_of<welcome_member>(started)) BOOST_TEST(m.assignment.resume_clock == 7);
+  for (const auto& m : all_of<welcome_member>(started)) {
+    BOOST_TEST(m.assignment.resume_clock == 7);
+    BOOST_TEST(m.assignment.resume.dir.empty());  // the shards hold the whole state
+  }
   BOOST_TEST(only<note>(started).text.find("training goes on from step 7") != std::string::npos);
   // Epoch 0 (steps 0-4) was closed by the run that wrote the checkpoint: epoch 1 closes
   // on its own reports.
@@ -190,6 +223,31 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   const auto& res = std::get<job_result>(end.outcome);
   BOOST_TEST(res.resumed_from_step == 7);
   BOOST_TEST(res.samples_planned == 2 * (100 - 70));  // 100 per worker; 70 of them trained before
+}
+
+// Note [Residuals in checkpoints]: with 2-bit pushes in sync, the members that start at
+// the resumed clock are told where their residuals are.
+BOOST_AUTO_TEST_CASE(a_resumed_job_that_keeps_residuals_tells_its_members_where_they_are) {
+  job_spec j = checkpointed();
+  j.train.batch_size = 10;  // 5 steps per epoch
+  j.compression = *parse_grad_codec("2bit");
+  harness h(j);
+  resume_point r;
+  r.step = 7;
+  r.clock = 7;
+  r.shards = {"/checkpoints/ckpt-000000000007", {"shard-0.tf", "shard-1.tf"}, 7};
+  h.core->resume_from(r);
+  h.shard();
+  h.shard();
+  h.member();
+  only<start_shards>(h.member());
+  const auto welcomes = all_of<welcome_member>(h.core->shards_started(h.now));
+  BOOST_REQUIRE(welcomes.size() == 2u);
+  for (const auto& m : welcomes) {
+    BOOST_TEST(m.assignment.resume_clock == 7);
+    BOOST_TEST(m.assignment.resume.dir == "/checkpoints/ckpt-000000000007");
+    BOOST_TEST(m.assignment.resume.clock == 7);
+  }
 }
 
 // Note [Members' checkpoints]: with no shard servers, the stages of replica 0 write the

@@ -5,14 +5,20 @@
 // them (the files written as the shell writes them) ends bitwise where the uninterrupted
 // one does; a stage restores its range from files cut another way; a damaged or missing
 // file stops the member with checkpoint_failed naming it; no --checkpoint-dir, no files.
+// In sync with 2-bit pushes to a shard (Note [Residuals in checkpoints]) every member
+// writes its residuals at the due steps, and a resumed member takes them only when they
+// were written for its rank, its job's members and its clock, and says why not otherwise.
 #define BOOST_TEST_MODULE member_checkpoint
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <set>
 
+#include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
+#include "core/residual_checkpoint.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -36,6 +42,22 @@ job_spec ring_job(std::uint32_t stages = 1, const char* dir = "/checkpoints") {
   j.train.batch_size = 20;
   j.ring_piece_elems = 1000;
   j.checkpoints.dir = dir;
+  j.checkpoints.every = 4;
+  return j;
+}
+
+// 2 workers of 120 samples each, batch 20: 6 steps an epoch, 2 epochs; 2-bit pushes to
+// one shard server, a checkpoint every 4 steps.
+job_spec two_bit_job(const std::filesystem::path& dir, std::uint32_t workers = 2) {
+  job_spec j;
+  j.job_id = "residual-checkpoints";
+  j.mode = sync_mode::sync;
+  j.workers = workers;
+  j.servers = 1;
+  j.train.epochs = 2;
+  j.train.batch_size = 20;
+  j.compression = *parse_grad_codec("2bit");
+  j.checkpoints.dir = dir.string();
   j.checkpoints.every = 4;
   return j;
 }
@@ -181,4 +203,78 @@ BOOST_AUTO_TEST_CASE(without_a_checkpoint_directory_no_member_writes) {
   run_to_end(bench);
   BOOST_TEST(bench.checkpoints.empty());
   BOOST_TEST(!bench.members[0]->writes_checkpoints());
+}
+
+BOOST_AUTO_TEST_CASE(sync_members_with_2bit_pushes_write_their_residuals_at_the_due_steps) {
+  test::temp_dir tmp("member-residuals");
+  member_bench bench(two_bit_job(tmp.path), synthetic(240));
+  bench.start();
+  for (auto& m : bench.members) {
+    BOOST_TEST(m->writes_residuals());
+    m->on_checkpoint_request(3);  // --checkpoint-seconds' step, which the coordinator sends every member
+  }
+  bench.run();
+  BOOST_REQUIRE(bench.stopped.empty());
+  BOOST_TEST(bench.warnings.empty(), (bench.warnings.empty() ? "" : bench.warnings.front()));
+  BOOST_TEST(bench.checkpoints.empty());  // the parameters are the shard's to write
+  const checkpoint_store store(tmp.path, 1);
+  const checkpoint_identity id = identity_of(bench.job, bench.m.num_params());
+  for (std::int64_t step = 1; step <= 12; ++step) {
+    const bool due = step == 3 || step % 4 == 0 || step % 6 == 0;  // asked for, every 4, epoch ends
+    for (std::uint32_t r = 0; r < 2; ++r) {
+      BOOST_TEST_CONTEXT("step " << step << ", member " << r) {
+        const auto path = store.step_dir(step) / residual_file_name(r);
+        BOOST_TEST(std::filesystem::exists(path) == due);
+        if (!due) continue;
+        auto image = read_residual_image(path, id);
+        BOOST_REQUIRE_MESSAGE(image.has_value(), (image ? "" : image.error().message));
+        BOOST_TEST(image->rank == r);
+        BOOST_TEST(image->step == step);
+        BOOST_TEST(image->members == 2u);
+        BOOST_REQUIRE(image->residual.numel() == bench.m.num_params());
+        const float* v = image->residual.data<float>();
+        BOOST_TEST(std::count_if(v, v + image->residual.numel(), [](float x) { return x != 0.f; }) > 0);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_member_takes_its_residuals_only_when_they_were_written_for_it) {
+  auto data = synthetic(240);
+  test::temp_dir tmp("member-residuals-resume");
+  member_bench whole(two_bit_job(tmp.path / "run"), data);
+  whole.start();
+  whole.run();
+  BOOST_REQUIRE(whole.stopped.empty());
+  const auto four = checkpoint_store(tmp.path / "run", 1).step_dir(4);
+  // Welcomes member 0 of a job resuming from `dir` at `clock`; what it warned of.
+  auto welcome = [&](const std::filesystem::path& dir, std::int64_t clock, std::uint32_t workers = 2) {
+    member_bench b(two_bit_job(tmp.path / "resumed", workers), data);
+    b.resume = {dir.string(), {"shard-0.tf"}, clock};
+    b.deliver(0, b.members[0]->on_welcome(b.assignment(0, clock)));
+    BOOST_TEST(b.stopped.empty());  // a member without its residuals trains on
+    return b.warnings;
+  };
+  BOOST_TEST(welcome(four, 4).empty());  // its own: taken without a word
+  const std::string zero = "worker 0 starts its 2-bit residuals at zero";
+  struct wrong {
+    std::filesystem::path dir;
+    std::int64_t clock;
+    std::uint32_t workers;
+    std::string says;
+  };
+  std::filesystem::create_directories(tmp.path / "empty");
+  std::filesystem::copy(four, tmp.path / "torn");
+  std::filesystem::resize_file(tmp.path / "torn" / "member-0.tf", 64);
+  for (const wrong& w : {wrong{four, 8, 2, "member 0 of 2 at step 4, and this is member 0 of 2 resuming at step 8"},
+                         wrong{four, 4, 3, "member 0 of 2 at step 4, and this is member 0 of 3 resuming at step 4"},
+                         wrong{tmp.path / "empty", 4, 2, "holds no member-0.tf"},
+                         wrong{tmp.path / "torn", 4, 2, "member-0.tf"}}) {
+    BOOST_TEST_CONTEXT(w.says) {
+      const auto warned = welcome(w.dir, w.clock, w.workers);
+      BOOST_REQUIRE(warned.size() == 1u);
+      BOOST_TEST(warned[0].find(zero) == 0u, warned[0]);
+      BOOST_TEST(warned[0].find(w.says) != std::string::npos, warned[0]);
+    }
+  }
 }

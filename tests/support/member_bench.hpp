@@ -1,8 +1,8 @@
 // Test helper: the members of one job (member_core) run against one shard_core in one
 // thread, without actors. Every action a member returns is delivered as the shells
-// would deliver it, through a FIFO queue: pulls and pushes go to the shard (held pulls
-// are answered when it releases them), activations to the neighbour, ring pieces to the
-// next replica, reports are kept.
+// would deliver it, through a FIFO queue: pulls and pushes go to the shard (compressed
+// pushes decoded first, as its shell does; held pulls are answered when it releases them),
+// activations to the neighbour, ring pieces to the next replica, reports are kept.
 // Deterministic: the same job gives the same bits every time.
 #pragma once
 
@@ -167,6 +167,12 @@ struct member_bench {
   }
   void handle(std::uint32_t r, member_actions::push& a) {
     const std::int64_t clock = a.grads.clock;
+    if (job.compression.kind != codec_kind::none && a.grads.grad.type() != dtype::f32) {  // as the shard's shell does
+      auto decoded = decode(job.compression, a.grads.grad,
+                            a.grads.piece_numel > 0 ? a.grads.piece_numel : at(r).slice_numel(0));
+      BOOST_REQUIRE_MESSAGE(decoded.has_value(), (decoded ? "" : decoded.error().message));
+      a.grads.grad = std::move(*decoded);
+    }
     if (poison_pushes > 0 && poison_pushes--) a.grads.grad.data<float>()[0] = std::nanf("");
     const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad),
                                  {{}, a.grads.piece_offset, a.grads.piece_numel});
