@@ -33,6 +33,15 @@ checkpoint_saved written(std::uint32_t shard, std::int64_t step) {
   return {shard, step, step, "shard-" + std::to_string(shard) + ".tf", {}};
 }
 
+// Where a job resumed from checkpoint 7 of the 2 shards goes on.
+resume_point checkpoint_seven() {
+  resume_point r;
+  r.step = 7;
+  r.clock = 7;
+  r.shards = {"/checkpoints/ckpt-000000000007", {"shard-0.tf", "shard-1.tf"}, 7};
+  return r;
+}
+
 // Trains the harness's job to its end up to the final gather, which the caller answers.
 job_actions_list train_to_the_end(harness& h) {
   h.start();
@@ -185,11 +194,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
   job_spec j = checkpointed();
   j.train.batch_size = 10;  // 5 steps per epoch
   harness h(j);
-  resume_point r;
-  r.step = 7;
-  r.clock = 7;
-  r.shards = {"/checkpoints/ckpt-000000000007", {"shard-0.tf", "shard-1.tf"}, 7};
-  h.core->resume_from(r);
+  h.core->resume_from(checkpoint_seven());
   const auto w = only<welcome_shard>(h.shard());
   BOOST_TEST(w.welcome.resume.dir == "/checkpoints/ckpt-000000000007");
   BOOST_TEST(w.welcome.resume.clock == 7);
@@ -232,11 +237,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_that_keeps_residuals_tells_its_members_where_
   j.train.batch_size = 10;  // 5 steps per epoch
   j.compression = *parse_grad_codec("2bit");
   harness h(j);
-  resume_point r;
-  r.step = 7;
-  r.clock = 7;
-  r.shards = {"/checkpoints/ckpt-000000000007", {"shard-0.tf", "shard-1.tf"}, 7};
-  h.core->resume_from(r);
+  h.core->resume_from(checkpoint_seven());
   h.shard();
   h.shard();
   h.member();
