@@ -231,10 +231,10 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_starts_from_its_checkpoint) {
 }
 
 // Note [Residuals in checkpoints]: with 2-bit pushes in sync, the members that start at
-// the resumed clock are told where their residuals are.
+// the resumed clock are told where their residuals are; a replacement joining later is not.
 BOOST_AUTO_TEST_CASE(a_resumed_job_that_keeps_residuals_tells_its_members_where_they_are) {
   job_spec j = checkpointed();
-  j.train.batch_size = 10;  // 5 steps per epoch
+  j.train.batch_size = 5;  // 10 steps per epoch
   j.compression = *parse_grad_codec("2bit");
   harness h(j);
   h.core->resume_from(checkpoint_seven());
@@ -249,6 +249,14 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_that_keeps_residuals_tells_its_members_where_
     BOOST_TEST(m.assignment.resume.dir == "/checkpoints/ckpt-000000000007");
     BOOST_TEST(m.assignment.resume.clock == 7);
   }
+  // A replacement joins at a later round, with residuals of its own (zeros).
+  h.step(0, 8, 0);
+  h.step(1, 8, 0);
+  h.core->on_member_down(1, std::nullopt, "killed", h.now);
+  const auto add = only<add_to_shards>(h.member());
+  const auto late = only<welcome_member>(h.core->member_added(add.rank, h.now));
+  BOOST_TEST(late.assignment.resume_clock > 8);  // past the rounds whose rows were dealt to the others
+  BOOST_TEST(late.assignment.resume.dir.empty());
 }
 
 // Note [Members' checkpoints]: with no shard servers, the stages of replica 0 write the
