@@ -18,14 +18,15 @@ namespace troupe {
 inline constexpr std::size_t tensor_alignment = 64;
 
 // What a tensor and a view both know of their elements, with its accessors: the dtype,
-// the shape and the device. How many elements there are depends on the memory too
-// (numel() of tensor and view): without memory there are none, whatever the shape says.
+// the shape and the device.
 class tensor_layout {
  public:
   dtype type() const { return type_; }
   const troupe::shape& sizes() const { return shape_; }
   std::int64_t size(int i) const { return shape_[i]; }
   int rank() const { return shape_.rank(); }
+  std::int64_t numel() const { return shape_.numel(); }
+  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
   device where() const { return device_; }
 
  protected:
@@ -65,10 +66,6 @@ class basic_view : public tensor_layout {
   byte_ptr bytes() const { return data_; }
   const std::array<std::int64_t, troupe::shape::max_rank>& strides() const { return strides_; }
   bool empty() const { return data_ == nullptr; }
-  // The elements the view reaches: 0 without memory (a default view's shape is a
-  // scalar's, which alone would count 1), else the shape's product.
-  std::int64_t numel() const { return data_ ? shape_.numel() : 0; }
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
   bool is_contiguous() const { return strides_ == shape_.contiguous_strides(); }
 
   // Rows [begin, end) along the first dimension; still contiguous if this view is.
@@ -140,11 +137,6 @@ class tensor : public tensor_layout {
   std::byte* bytes() { return data_.get(); }
   const std::byte* bytes() const { return data_.get(); }
   bool empty() const { return !data_; }
-  // The elements the tensor holds: 0 without a buffer (a default tensor, one moved from,
-  // or one a peer sent without values), whatever its shape says; else the shape's
-  // product. A size check on a received tensor can compare numel() alone.
-  std::int64_t numel() const { return data_ ? shape_.numel() : 0; }
-  std::size_t nbytes() const { return static_cast<std::size_t>(numel()) * size_of(type_); }
 
   // Changes the shape in place; the element count must stay the same.
   void reshape(troupe::shape s);
