@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -277,4 +278,18 @@ BOOST_AUTO_TEST_CASE(a_resumed_member_takes_its_residuals_only_when_they_were_wr
       BOOST_TEST(warned[0].find(w.says) != std::string::npos, warned[0]);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_residual_file_that_cannot_be_written_is_warned_about_and_training_goes_on) {
+  test::temp_dir tmp("member-residuals-unwritable");
+  std::ofstream(tmp.path / "a-file") << "not a directory";
+  member_bench bench(two_bit_job(tmp.path / "a-file" / "checkpoints"), synthetic(240));
+  bench.start();
+  bench.run();
+  BOOST_TEST(bench.stopped.empty());
+  BOOST_TEST(bench.done.size() == 2u);
+  BOOST_REQUIRE(!bench.warnings.empty());
+  BOOST_TEST(bench.warnings.front().find("could not write its 2-bit residuals for checkpoint 4") != std::string::npos,
+             bench.warnings.front());
+  BOOST_TEST(bench.warnings.front().find("starts them at zero") != std::string::npos);
 }
