@@ -11,8 +11,8 @@ namespace {
 evaluator_actor::behavior_type evaluator(evaluator_actor::pointer, model m, std::shared_ptr<const dataset_split> data) {
   return {
       [m, data](eval_atom, const eval_request& r) -> caf::result<eval_reply> {
-        if (r.params.numel() != m.num_params() || r.params.type() != dtype::f32)
-          return make_error(errc::bad_shape, "evaluation got " + std::to_string(r.params.numel()) +
+        if (held_numel(r.params) != m.num_params() || r.params.type() != dtype::f32)
+          return make_error(errc::bad_shape, "evaluation got " + std::to_string(held_numel(r.params)) +
                                                  " parameters for a model of " + std::to_string(m.num_params()));
         eval_result ev;
         if (auto f = catch_compute("evaluating epoch " + std::to_string(r.epoch + 1),

@@ -17,8 +17,6 @@ namespace {
 using steady = std::chrono::steady_clock;
 using take_answer = std::function<std::optional<fault>(std::size_t piece, kv_collective_reply& reply)>;
 
-std::int64_t elems(const tensor& t) { return t.empty() ? 0 : t.numel(); }
-
 std::int64_t product(const std::vector<std::int64_t>& d) {
   std::int64_t n = 1;
   for (auto x : d) n *= x;
@@ -114,7 +112,7 @@ std::optional<fault> elementwise(kv_transport& t, const collective_call& call, c
                   [&call, ranges, out](std::size_t i, kv_collective_reply& r) -> std::optional<fault> {
                     if (!out) return std::nullopt;
                     const auto [lo, m] = ranges[i];
-                    if (elems(r.data) != m) return wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements");
+                    if (held_numel(r.data) != m) return wrong_answer(call, i, "does not hold " + std::to_string(m) + " elements");
                     if (m) std::copy_n(r.data.data<float>(), m, out + lo);
                     return std::nullopt;
                   });
@@ -212,7 +210,7 @@ or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& 
                       for (std::size_t j = 0; j < counts.size(); ++j) {
                         const std::int64_t lo = std::min(counts[j], static_cast<std::int64_t>(i) * chunk);
                         const std::int64_t m = std::min(chunk, counts[j] - lo);
-                        if (r.dims[j] != std::vector<std::int64_t>{m} || at + m > elems(r.data))
+                        if (r.dims[j] != std::vector<std::int64_t>{m} || at + m > held_numel(r.data))
                           return wrong_answer(call, i, "does not hold rank " + std::to_string(out->ranks[j]) +
                                                            "'s " + std::to_string(m) + " elements");
                         if (m) std::copy_n(from + at, m, out->data.data() + offsets[j] + lo);

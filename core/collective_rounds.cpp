@@ -10,10 +10,8 @@ namespace troupe {
 
 namespace {
 
-std::int64_t elems(const tensor& t) { return t.empty() ? 0 : t.numel(); }
-
 bool all_finite(const tensor& t) {
-  const std::int64_t n = elems(t);
+  const std::int64_t n = held_numel(t);
   const float* p = n ? t.data<float>() : nullptr;
   for (std::int64_t i = 0; i < n; ++i)
     if (!std::isfinite(p[i])) return false;
@@ -73,7 +71,7 @@ std::optional<fault> collective_rounds::check(const kv_collective& c) const {
   if (!c.data.empty() && c.data.type() != dtype::f32)
     return fault{errc::bad_dtype, "collective \"" + c.name + "\": pieces are float32, not " +
                                       std::string(name_of(c.data.type()))};
-  const std::int64_t given = elems(c.data);
+  const std::int64_t given = held_numel(c.data);
   if (c.kind == collective_kind::sizes) {
     const bool ok = c.dims.size() <= static_cast<std::size_t>(shape::max_rank) &&
                     std::all_of(c.dims.begin(), c.dims.end(), [](std::int64_t d) { return d >= 0; });
@@ -205,11 +203,11 @@ void collective_rounds::close(const std::string& name) {
       break;
     case collective_kind::allgather: {
       std::int64_t total = 0;
-      for (const auto& [rank, p] : r.pieces) total += elems(p.data);
+      for (const auto& [rank, p] : r.pieces) total += held_numel(p.data);
       tensor out(shape{total});
       std::int64_t at = 0;
       for (const auto& [rank, p] : r.pieces) {
-        const std::int64_t n = elems(p.data);
+        const std::int64_t n = held_numel(p.data);
         if (n) std::copy_n(p.data.data<float>(), n, out.data<float>() + at);
         reply->dims.push_back({n});
         at += n;

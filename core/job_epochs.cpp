@@ -64,7 +64,7 @@ job_actions_list job_core::on_stats(std::uint64_t id, const shard_stats& s) {
 job_actions_list job_core::on_snapshot(std::uint64_t id, std::uint32_t shard, const params_reply& r) {
   auto it = gathers_.find(id);
   if (it == gathers_.end() || phase_ == job_phase::finished) return {};
-  if (shard >= table_.shards() || r.params.numel() != table_.shard_numel[shard] || r.params.type() != dtype::f32)
+  if (shard >= table_.shards() || held_numel(r.params) != table_.shard_numel[shard] || r.params.type() != dtype::f32)
     return fail({errc::bad_shape, "shard " + std::to_string(shard) + " sent a snapshot of the wrong size"});
   unpack_shard(it->second.params, r.params, table_.ranges_of(shard));
   job_actions_list out;

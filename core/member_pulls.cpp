@@ -102,9 +102,10 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   } else if (m_) {
     m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
   }
-  if (r.shard != s || s >= slice_numel_.size() || r.params.numel() != expect || r.params.type() != dtype::f32) {
-    stop({errc::bad_shape, from + " answered with " + std::to_string(r.params.numel()) + " parameters, expected " +
-                               std::to_string(expect)},
+  if (r.shard != s || s >= slice_numel_.size() || held_numel(r.params) != expect || r.params.type() != dtype::f32) {
+    stop({errc::bad_shape, from + " answered with " + std::to_string(held_numel(r.params)) + " " +
+                               std::string(name_of(r.params.type())) + " parameters, expected " +
+                               std::to_string(expect) + " f32; run the same troupe build on every node"},
          out);
     return out;
   }

@@ -41,8 +41,8 @@ const tensor* pull_views::view(std::uint32_t member) const {
 std::optional<std::string> apply_pull(const grad_codec& codec, tensor& view, const_tensor_view answer,
                                       std::int64_t numel) {
   if (answer.type() == dtype::f32) {
-    if (answer.numel() != numel)
-      return "an answer of " + std::to_string(answer.numel()) + " parameters, expected " + std::to_string(numel);
+    if (held_numel(answer) != numel)
+      return "an answer of " + std::to_string(held_numel(answer)) + " parameters, expected " + std::to_string(numel);
     view = tensor::uninitialized({numel});
     copy(view, answer);
     return std::nullopt;

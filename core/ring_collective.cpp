@@ -162,9 +162,9 @@ std::optional<fault> ring_collective::refusal(const ring_piece& p) const {
   const chunk& c = chunks_[p.chunk];
   const std::int64_t k = (p.offset - c.lo) / spec_.piece_elems;
   const bool placed = p.offset >= c.lo && p.offset < c.hi && (p.offset - c.lo) % spec_.piece_elems == 0;
-  if (!placed || p.values.numel() != std::min(spec_.piece_elems, c.hi - p.offset))
+  if (!placed || held_numel(p.values) != std::min(spec_.piece_elems, c.hi - p.offset))
     return fault{errc::bad_shape, from + " holds [" + std::to_string(p.offset) + ", +" +
-                                      std::to_string(p.values.numel()) + "), which is not a piece of chunk " +
+                                      std::to_string(held_numel(p.values)) + "), which is not a piece of chunk " +
                                       std::to_string(p.chunk) + " [" + std::to_string(c.lo) + ", " +
                                       std::to_string(c.hi) + ")"};
   const int phase = static_cast<int>(p.phase);

@@ -21,8 +21,8 @@ tensor copy_of(const_tensor_view t) {
 
 std::optional<std::string> shard_core::restore(const shard_image& s, std::int64_t clock) {
   TROUPE_CHECK(!started_, "shard_core::restore after the start");
-  if (s.params.numel() != numel() || s.params.type() != dtype::f32)
-    return "the checkpoint holds " + std::to_string(s.params.numel()) + " parameters for shard " +
+  if (held_numel(s.params) != numel() || s.params.type() != dtype::f32)
+    return "the checkpoint holds " + std::to_string(held_numel(s.params)) + " parameters for shard " +
            std::to_string(cfg_.index) + ", which holds " + std::to_string(numel());
   if (auto wrong = opt_.restore(s.optimizer_steps, s.slot1, s.slot2)) return *wrong;
   copy(params_.for_update(), s.params);

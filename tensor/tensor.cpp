@@ -131,6 +131,7 @@ void tensor::fill_zero() {
 void copy(tensor_view dst, const_tensor_view src) {
   TROUPE_CHECK(dst.type() == src.type() && dst.numel() == src.numel(), "copy: dtype or numel mismatch");
   TROUPE_CHECK(dst.is_contiguous() && src.is_contiguous(), "copy: views must be contiguous");
+  TROUPE_CHECK(src.nbytes() == 0 || (!dst.empty() && !src.empty()), "copy: a view without memory");
   TROUPE_CHECK(dst.where().kind == device_kind::cpu && src.where().kind == device_kind::cpu,
                "copy: host views only");
   if (src.nbytes()) std::memmove(dst.bytes(), src.bytes(), src.nbytes());

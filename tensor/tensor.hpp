@@ -147,7 +147,17 @@ class tensor : public tensor_layout {
   std::unique_ptr<std::byte, buffer_release> data_{nullptr, buffer_release{&free_host, nullptr}};
 };
 
-// Copies `src` into `dst`; both host, contiguous, same dtype and numel.
+// The elements a tensor's or view's memory holds: 0 without memory, else numel(). A
+// default tensor (the wire's "no tensor", or one moved from) has a scalar's shape, so
+// numel() alone says 1; a size check on a tensor a peer sent compares held_numel().
+inline std::int64_t held_numel(const tensor& t) { return t.empty() ? 0 : t.numel(); }
+template <bool Const>
+std::int64_t held_numel(const basic_view<Const>& v) {
+  return v.empty() ? 0 : v.numel();
+}
+
+// Copies `src` into `dst`; both host, contiguous, same dtype and numel, and both with
+// memory unless they hold no elements.
 void copy(tensor_view dst, const_tensor_view src);
 
 }  // namespace troupe

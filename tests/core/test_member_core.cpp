@@ -196,6 +196,27 @@ BOOST_AUTO_TEST_CASE(a_piece_that_was_not_asked_for_stops_the_member) {
   BOOST_TEST((w.phase() == member_phase::stopped));
 }
 
+BOOST_AUTO_TEST_CASE(an_answer_of_the_wrong_size_or_without_values_stops_the_member) {
+  for (const bool without_values : {false, true}) {
+    BOOST_TEST_CONTEXT((without_values ? "without values" : "one value short")) {
+      member_bench bench(pipeline(1, 1), synthetic(400));
+      member_core& w = *bench.members[0];
+      w.on_welcome(bench.assignment(0));
+      const auto pulls = w.on_wired();
+      BOOST_REQUIRE(!pulls.empty());
+      params_reply r = bench.answer(0, std::get<member_actions::pull>(pulls.front()).request);
+      const std::int64_t n = r.params.numel();
+      r.params = without_values ? tensor() : tensor({n - 1});
+      const auto out = w.on_params(0, r);
+      const std::string want = "bad_shape: shard 0 answered with " + std::to_string(without_values ? 0 : n - 1) +
+                               " f32 parameters, expected " + std::to_string(n) + " f32";
+      BOOST_TEST(stop_of(out).find(want) == 0u, stop_of(out));
+      BOOST_TEST(stop_of(out).find("run the same troupe build") != std::string::npos);
+      BOOST_TEST((w.phase() == member_phase::stopped));
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_replacement_resumes_at_its_clock) {
   job_spec job = pipeline(1, 1);
   job.mode = sync_mode::async;  // alone in sync, it would wait for rounds nobody closes

@@ -84,6 +84,11 @@ BOOST_AUTO_TEST_CASE(a_member_refuses_what_it_cannot_apply_and_keeps_its_view) {
   BOOST_REQUIRE(short_answer.has_value());
   BOOST_TEST(short_answer->find("999 parameters, expected 1000") != std::string::npos);
   BOOST_TEST(same_bits(view, params));
+  // An answer sent without its values: a default tensor's shape says one element.
+  tensor one_view;
+  auto no_values = apply_pull(two_bit, one_view, tensor(), 1);
+  BOOST_REQUIRE(no_values.has_value());
+  BOOST_TEST(no_values->find("0 parameters, expected 1") != std::string::npos);
 
   tensor bad = tensor(codes);
   std::memset(bad.bytes() + 4, 0xFF, 4);  // code 3 is malformed

@@ -303,6 +303,9 @@ BOOST_AUTO_TEST_CASE(bad_pieces_are_refused_by_name_and_change_nothing) {
   cases.push_back({piece(7, rs, 0, 0, 3), errc::bad_shape, "not a piece of chunk 0"});
   cases.push_back({piece(7, rs, 0, 2, 2), errc::bad_shape, "not a piece of chunk 0"});  // the last piece holds 1
   cases.push_back({piece(7, rs, 0, 6, 2), errc::bad_shape, "not a piece of chunk 0"});
+  ring_piece no_values = piece(7, rs, 0, 2, 1);
+  no_values.values = tensor();  // the one-element tail piece, sent without its element
+  cases.push_back({no_values, errc::bad_shape, "holds [2, +0), which is not a piece of chunk 0"});
   cases.push_back({piece(7, ag, 0, 0, 2), errc::malformed, "before this rank's values went into it"});
   cases.push_back({piece(7, ag, 1, 3, 2), errc::malformed, "before this rank's values went into it"});  // not started
   for (const auto& c : cases) {

@@ -1,4 +1,5 @@
-// Tests for tensor/tensor.cpp: alignment, zero fill, deep copy, moves, views.
+// Tests for tensor/tensor.cpp: alignment, zero fill, deep copy, moves, views, and what
+// a tensor without memory holds.
 #define BOOST_TEST_MODULE tensor
 #include <boost/test/unit_test.hpp>
 
@@ -32,6 +33,36 @@ BOOST_AUTO_TEST_CASE(copy_is_deep_and_move_transfers) {
   tensor c = std::move(a);
   BOOST_TEST(c.bytes() == p);
   BOOST_TEST(a.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_or_view_without_memory_holds_no_elements) {
+  // A default tensor has a scalar's shape, so numel() says 1; a size check on a received
+  // tensor that compared numel() would pass a tensor sent without its one value.
+  const tensor none;
+  BOOST_TEST(none.empty());
+  BOOST_TEST(none.numel() == 1);
+  BOOST_TEST(held_numel(none) == 0);
+  BOOST_TEST(held_numel(none.view()) == 0);
+  BOOST_TEST(held_numel(const_tensor_view()) == 0);
+  tensor moved({3, 2});
+  const tensor taker = std::move(moved);
+  BOOST_TEST(held_numel(moved) == 0);  // its shape still says (3, 2)
+  BOOST_TEST(held_numel(taker) == 6);
+  // With memory, the shape counts: a scalar holds one element, a zero extent none.
+  const tensor scalar{shape{}};
+  BOOST_TEST(held_numel(scalar) == 1);
+  BOOST_TEST(held_numel(scalar.view()) == 1);
+  const tensor zero({0, 5});
+  BOOST_TEST(!zero.empty());
+  BOOST_TEST(held_numel(zero) == 0);
+  // A tensor without memory is not a scalar: copying it into one is refused, not a read
+  // through a null pointer; copying no elements needs no memory.
+  tensor one{shape{}};
+  BOOST_CHECK_THROW(copy(one.view(), none.view()), contract_error);
+  tensor nothing;
+  BOOST_CHECK_THROW(copy(nothing.view(), none.view()), contract_error);
+  tensor zero_dst({0});
+  BOOST_CHECK_NO_THROW(copy(zero_dst.view(), tensor({0}).view()));
 }
 
 BOOST_AUTO_TEST_CASE(dtype_is_checked_on_access) {
