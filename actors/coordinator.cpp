@@ -241,6 +241,10 @@ void carry_out(coord_pointer self, job_actions_list actions) {
                 caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
           } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
             commit(self, a);
+          } else if constexpr (std::is_same_v<A, record_loss>) {
+            const std::string& dir = st.core->job().checkpoints.dir;
+            if (auto why = write_loss_record(dir, a.record))
+              spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {
             finish(self, a.outcome);
           }

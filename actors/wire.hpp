@@ -130,7 +130,7 @@ TROUPE_INSPECT(job_result, x.mode, x.workers, x.servers, x.epochs, x.evaluated, 
                x.accuracy_at_chance_epoch, x.train_seconds, x.samples_per_second, x.steady_samples_per_second,
                x.samples, x.samples_planned, x.samples_dropped, x.samples_redealt, x.mean_staleness, x.max_staleness, x.workers_lost, x.rejected,
                x.pipeline_stages, x.microbatches, x.bubble, x.peak_stored, x.push_bytes_per_step, x.resumed_from_step,
-               x.checkpoints_written, x.checkpoints_failed, x.params)
+               x.steps_replayed, x.checkpoints_written, x.checkpoints_failed, x.params)
 
 TROUPE_INSPECT(kv_part, x.id, x.shard, x.row_begin, x.rows, x.numel)
 TROUPE_INSPECT(kv_key_layout, x.id, x.name, x.dims, x.parts)

@@ -65,6 +65,9 @@ struct resume_point {
   std::int64_t clock = 0;      // where the members go on
   shard_resume shards;         // what the shards are told
   std::vector<std::string> skipped;  // newer checkpoints passed over, each with why
+  // The steps of the lost run this one repeats, when a record says (Note [Steps replayed]
+  // in core/loss_record.hpp); the caller fills it in.
+  std::optional<std::int64_t> steps_replayed;
 };
 
 // Where `job` (prepared, its id the checkpoint's) resumes from the newest good checkpoint

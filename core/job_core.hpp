@@ -27,6 +27,7 @@
 #include "base/errc.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/job_ledger.hpp"
+#include "core/loss_record.hpp"
 #include "core/messages.hpp"
 #include "core/sample_deal.hpp"
 #include "monitoring/observability.hpp"
@@ -79,6 +80,9 @@ struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shar
 // The job is over: answer every run request with this and stop every member and shard
 // (with the fault as the reason, so remote nodes can tell, or normally).
 struct finish { std::variant<job_result, fault> outcome; };
+// Before a finish that lost a node: write this record beside the checkpoints
+// (write_loss_record; Note [Steps replayed] in core/loss_record.hpp).
+struct record_loss { loss_record record; };
 }  // namespace job_actions
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
@@ -87,7 +91,7 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
-                                job_actions::finish>;
+                                job_actions::record_loss, job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table, the

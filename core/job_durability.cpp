@@ -18,7 +18,8 @@ void job_core::resume_from(const resume_point& r) {
   start_clock_ = r.clock;
   const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch(job_));
   epochs_closed_ = static_cast<std::int32_t>(std::min<std::int64_t>(job_.train.epochs, r.clock / spe));
-  ledger_.resumed(r.step, r.clock);
+  ledger_.resumed(r.step, r.clock, r.steps_replayed);
+  if (m_ && r.steps_replayed) m_->steps_replayed()->Set(static_cast<double>(*r.steps_replayed));
 }
 
 job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {

@@ -30,8 +30,9 @@ job_ledger::job_ledger(const job_spec& job) : job_(job), peak_stored_(job.pipeli
   if (job.pipeline_stages > 1) bubble_.emplace(job.pipeline_stages);
 }
 
-void job_ledger::resumed(std::int64_t step, std::int64_t clock) {
+void job_ledger::resumed(std::int64_t step, std::int64_t clock, std::optional<std::int64_t> steps_replayed) {
   resumed_step_ = step;
+  steps_replayed_ = steps_replayed.value_or(-1);
   trained_before_ = samples_before(job_, clock);
 }
 
@@ -144,6 +145,7 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.samples_planned =
       (samples_per_worker(job_) * job_.train.epochs - trained_before_) * static_cast<std::int64_t>(job_.workers);
   r.resumed_from_step = resumed_step_;
+  r.steps_replayed = steps_replayed_;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
   if (first_done_) {
     const double secs = seconds(first_done_->first - t_start_);

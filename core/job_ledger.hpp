@@ -48,7 +48,8 @@ class job_ledger {
 
   // The job resumed from checkpoint `step` with its members at `clock` (Note [Resuming a
   // job]): what the earlier run trained is not planned again.
-  void resumed(std::int64_t step, std::int64_t clock);
+  // steps_replayed: of the lost run's, when known (Note [Steps replayed]).
+  void resumed(std::int64_t step, std::int64_t clock, std::optional<std::int64_t> steps_replayed);
 
   // Training time counts from the first step (after the members have loaded their data).
   void start(job_clock::time_point now);
@@ -96,7 +97,7 @@ class job_ledger {
   double final_accuracy_ = 0.0, final_loss_ = 0.0;
   double best_accuracy_ = -1.0;  // over the evaluated epochs so far
   std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
-  std::int64_t resumed_step_ = -1, trained_before_ = 0;  // per worker, before the resumed clock
+  std::int64_t resumed_step_ = -1, trained_before_ = 0, steps_replayed_ = -1;  // per worker, before the resumed clock
 };
 
 }  // namespace troupe

@@ -210,6 +210,12 @@ job_actions_list job_core::fail(fault f) {
 void job_core::finish(std::variant<job_result, fault> outcome, job_actions_list& out) {
   if (phase_ == job_phase::finished) return;
   phase_ = job_phase::finished;
+  const fault* f = std::get_if<fault>(&outcome);
+  if (f && is_node_loss(f->code) && !job_.checkpoints.dir.empty()) {  // Note [Steps replayed]
+    std::int64_t reached = start_clock_;
+    for (const auto& m : members_) reached = std::max(reached, m.clock);
+    out.push_back(job_actions::record_loss{loss_record{job_.job_id, reached, to_string(*f)}});
+  }
   out.push_back(job_actions::finish{std::move(outcome)});
 }
 

@@ -325,6 +325,7 @@ struct job_result {
   std::vector<std::int32_t> peak_stored;  // per stage: most activations any replica's stage held
   double push_bytes_per_step = 0.0;  // gradient bytes a member's step pushed, as encoded, over the members that finished
   std::int64_t resumed_from_step = -1;  // the checkpoint this run resumed from (Note [Resuming a job]); -1: none
+  std::int64_t steps_replayed = -1;     // of the lost run's, this run repeats (Note [Steps replayed]); -1: not known
   std::int64_t checkpoints_written = 0, checkpoints_failed = 0;
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };

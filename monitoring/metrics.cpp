@@ -61,6 +61,7 @@ struct registry::families {
   Family<Gauge>* stragglers;
   Family<Counter>* checkpoints;
   Family<Gauge>* checkpoint_step;
+  Family<Gauge>* steps_replayed;
   Family<Gauge>* nodes_up;
   Family<Gauge>* relative_rate;
   Family<Counter>* stage_busy;
@@ -113,6 +114,7 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->stragglers = gauge("troupe_stragglers", "Members named stragglers now, which the ssp bound leaves out");
   f_->checkpoints = counter("troupe_checkpoints_total", "Checkpoints completed or failed (--checkpoint-dir), by result");
   f_->checkpoint_step = gauge("troupe_checkpoint_step", "Step of the newest complete checkpoint");
+  f_->steps_replayed = gauge("troupe_steps_replayed", "Steps of the lost run that this resumed run repeats");
   f_->nodes_up = gauge("troupe_nodes_up", "Nodes of each role that are members now");
   f_->relative_rate = gauge("troupe_worker_relative_step_rate", "A worker's step rate over the median worker's");
   f_->stage_busy = counter("troupe_stage_busy_seconds_total", "Time a pipeline stage spent computing");
@@ -250,6 +252,7 @@ struct coordinator_metrics::impl {
   std::map<std::string, Gauge*> nodes, bubbles;
   std::map<std::uint32_t, Gauge*> rates, clocks;
   Gauge* bound = nullptr;
+  Gauge* replayed = nullptr;
 };
 
 Gauge* coordinator_metrics::pipeline_bubble(const std::string& kind) {
@@ -270,6 +273,12 @@ Gauge* coordinator_metrics::staleness_bound() {
   std::lock_guard<std::mutex> g(self->mu);
   if (!self->bound) self->bound = &self->f->staleness_bound->Add({{"role", "coordinator"}});
   return self->bound;
+}
+
+Gauge* coordinator_metrics::steps_replayed() {
+  std::lock_guard<std::mutex> g(self->mu);
+  if (!self->replayed) self->replayed = &self->f->steps_replayed->Add({{"role", "coordinator"}});
+  return self->replayed;
 }
 
 Gauge* coordinator_metrics::relative_step_rate(std::uint32_t rank) {

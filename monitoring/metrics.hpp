@@ -82,6 +82,10 @@ struct coordinator_metrics {
   // troupe_staleness_bound: the largest staleness the mode allows. Created by the first
   // call, so a job whose mode has no bound (async) does not export it.
   prometheus::Gauge* staleness_bound();
+  // troupe_steps_replayed: the steps of the lost run that this resumed run repeats.
+  // Created by the first call, so only a resumed job that knows (Note [Steps replayed] in
+  // core/loss_record.hpp) exports it.
+  prometheus::Gauge* steps_replayed();
   prometheus::Gauge* nodes_up(const std::string& node_role);
   // troupe_worker_relative_step_rate{rank=R}: the worker's step rate over the
   // median's; a straggler shows well below 1.

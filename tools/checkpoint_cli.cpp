@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <iostream>
 
+#include "core/loss_record.hpp"
+
 namespace troupe::cli {
 
 void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& resume, const char* group) {
@@ -62,8 +64,16 @@ expected<std::optional<resume_point>> resume_point_for(const job_spec& job, cons
   auto r = find_resume(dir, job, m.num_params());
   if (!r) return failure{"--resume " + resume + ": " + r.error().message};
   for (const auto& why : r->skipped) std::cerr << "warning: --resume passed over " << why << "\n";
+  // Note [Steps replayed]: the record of a lost run is read once, then removed.
+  if (auto record = read_loss_record(dir); !record)
+    std::cerr << "warning: " << record.error().message << "; this run does not know how many steps it repeats\n";
+  else if (*record)
+    r->steps_replayed = steps_replayed(**record, job.job_id, r->step);
+  if (auto why = forget_loss_record(dir)) std::cerr << "warning: " << *why << "\n";
   std::cerr << "resuming job " << job.job_id << " from checkpoint " << r->step << " in " << dir << " (the workers go on "
-            << "from step " << r->clock << ")\n";
+            << "from step " << r->clock << ")";
+  if (r->steps_replayed) std::cerr << "; it repeats " << *r->steps_replayed << " steps that the lost run had taken";
+  std::cerr << "\n";
   return std::optional<resume_point>(std::move(*r));
 }
 

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "actors/runtime.hpp"
+#include "core/loss_record.hpp"
 #include "net/endpoint.hpp"
 #include "net/node.hpp"
 #include "tensor/gemm.hpp"
@@ -129,9 +130,7 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   if (!result) {
     print_error(troupe::describe(result.error()));
     const auto code = troupe_code(result.error());
-    const bool lost = code == errc::shard_lost || code == errc::all_workers_lost || code == errc::stage_lost ||
-                      code == errc::stalled;
-    return lost ? exit_node_lost : exit_failed;
+    return code && is_node_loss(*code) ? exit_node_lost : exit_failed;
   }
   if (!o.save_model.empty())
     if (auto why = export_model(o.save_model, job.train.model, *m, result->params,

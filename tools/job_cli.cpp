@@ -359,6 +359,8 @@ void print_job_result(const job_result& r, const std::string& who, const text_ou
   out["rejected_messages"] = r.rejected;
   // Note [Resuming a job]: the checkpoint this run went on from (null: a fresh start).
   out["resumed_from_step"] = r.resumed_from_step >= 0 ? nlohmann::ordered_json(r.resumed_from_step) : nullptr;
+  // Note [Steps replayed]: of the lost run's steps, those this run repeats (null: not known).
+  out["steps_replayed"] = r.steps_replayed >= 0 ? nlohmann::ordered_json(r.steps_replayed) : nullptr;
   out["checkpoints_written"] = r.checkpoints_written;
   out["checkpoints_failed"] = r.checkpoints_failed;
   // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).

@@ -6,7 +6,8 @@
 // step ahead of the fastest member, and the members that write files at it; a resumed job tells the shards where their state is,
 // starts every member at the resumed clock, does not wait for the epochs before it, and
 // plans only what is left; with no shard servers, replica 0's stages write the files and
-// a resumed job's members are told where their state is.
+// a resumed job's members are told where their state is; a job that loses a node records
+// how far it got, and a resumed one says how many steps it repeats.
 #define BOOST_TEST_MODULE job_durability
 #include <boost/test/unit_test.hpp>
 
@@ -290,5 +291,63 @@ BOOST_AUTO_TEST_CASE(without_shard_servers_replica_zeros_stages_write_the_files)
     BOOST_TEST(w.assignment.resume_clock == 7);
     BOOST_TEST(w.assignment.resume.dir == "/checkpoints/ckpt-000000000007");
     BOOST_TEST(w.assignment.resume.files == std::vector<std::string>{"stage-0.tf"});
+  }
+}
+
+// Note [Steps replayed]: a job that keeps checkpoints and loses a node records, just
+// before it ends, the furthest step a member reached;
+// one that fails otherwise, or keeps no checkpoints, records nothing.
+BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_records_how_far_it_got) {
+  harness h(checkpointed());
+  h.start();
+  h.step(0, 1, 0);
+  h.step(1, 2, 1);
+  const auto out = h.core->on_shard_down(1, "remote_link_unreachable");
+  BOOST_REQUIRE(out.size() == 2u);
+  BOOST_REQUIRE(std::holds_alternative<record_loss>(out[0]));  // written before the job ends
+  const loss_record& r = std::get<record_loss>(out[0]).record;
+  BOOST_TEST(r.job_id == h.job.job_id);
+  BOOST_TEST(r.reached == 2);
+  BOOST_TEST(r.why.find("shard_lost: shard 1 died") == 0u);
+  BOOST_TEST(fault_of(out).find("shard_lost") == 0u);
+
+  harness resumed(checkpointed());  // a resumed job has reached its checkpoint's step
+  resumed.core->resume_from(checkpoint_seven());
+  resumed.start();
+  BOOST_TEST(only<record_loss>(resumed.core->on_shard_down(0, "gone")).record.reached == 7);
+
+  harness diverged(checkpointed());  // not a lost node: going on would diverge again
+  diverged.start();
+  const auto d = diverged.core->on_member_down(0, fault{errc::diverged, "nan"}, "diverged", diverged.now);
+  BOOST_TEST(all_of<record_loss>(d).empty());
+  BOOST_TEST(fault_of(d) == "diverged: nan");
+
+  harness kept_none(tiny_job(sync_mode::sync));  // without --checkpoint-dir, nowhere to write
+  kept_none.start();
+  BOOST_TEST(all_of<record_loss>(kept_none.core->on_shard_down(0, "gone")).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_resumed_job_says_how_many_steps_it_repeats_when_it_knows) {
+  for (const std::optional<std::int64_t> known : {std::optional<std::int64_t>(3), std::optional<std::int64_t>()}) {
+    job_spec j = checkpointed();
+    j.train.batch_size = 10;  // 5 steps per epoch
+    harness h(j);
+    resume_point r = checkpoint_seven();
+    r.steps_replayed = known;
+    h.core->resume_from(r);
+    h.start();
+    h.step(0, 10, 1);
+    h.step(1, 10, 1);
+    h.epoch(0, 1);
+    h.epoch(1, 1);
+    h.done(0, 10);
+    const auto eval = only<evaluate>(h.answer(only<gather>(h.done(1, 10))));
+    h.core->on_evaluated(eval_reply{eval.epoch, 0.75, 0.5});
+    h.core->on_checkpoint_saved(written(0, 10));
+    h.core->on_checkpoint_saved(written(1, 10));
+    const auto end = only<finish>(h.answer(only<gather>(h.core->on_checkpoint_committed(10, std::nullopt))));
+    const auto& res = std::get<job_result>(end.outcome);
+    BOOST_TEST(res.resumed_from_step == 7);
+    BOOST_TEST(res.steps_replayed == known.value_or(-1));
   }
 }

@@ -257,7 +257,8 @@ BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
 // Note [Restarting a job]: a shard server killed after the first checkpoint and again
 // (its replacement) after the restarted job's checkpoint 60, then the coordinator killed
 // after the first; launch starts the job again from its newest checkpoint each time, and
-// the sync job ends with the parameters of the run that lost nothing.
+// the sync job ends with the parameters of the run that lost nothing, saying how many
+// steps its last restart repeated when the lost run could record it.
 BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint) {
   temp_dir dir("launch-restart");
   const auto job = [&](const std::string& name) {
@@ -300,6 +301,12 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
       BOOST_TEST(launch.err().find("restart " + std::to_string(l.after.size()) + " of at most 3") != std::string::npos,
                  launch.err());
       BOOST_TEST(r["resumed_from_step"].get<int>() >= (l.after.size() == 2 ? 60 : 20));
+      // Note [Steps replayed]: the coordinator that lost its shard recorded how far the job
+      // had got; a coordinator killed outright could not.
+      if (l.after.size() == 2)
+        BOOST_TEST((r["steps_replayed"].is_number_integer() && r["steps_replayed"].get<int>() >= 0), r.dump());
+      else
+        BOOST_TEST(r["steps_replayed"].is_null(), r.dump());
       BOOST_TEST(r["params_fnv1a"] == expected["params_fnv1a"]);
     }
   }

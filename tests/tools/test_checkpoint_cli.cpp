@@ -3,7 +3,8 @@
 // uninterrupted run, also after the process was killed outright; so does `launch --local
 // --resume` (separate processes, mutual TLS);
 // so does an allreduce job, whose replicas write the checkpoints;
-// a damaged newest checkpoint is passed over with a warning; an empty directory, another
+// a damaged newest checkpoint is passed over with a warning; a lost run's record says how
+// many steps the resumed run repeats (Note [Steps replayed]); an empty directory, another
 // job's id, another model, a fresh job given a directory that holds checkpoints, and a
 // checkpoint at the job's end are refused with a message that says what to do.
 #define BOOST_TEST_MODULE checkpoint_cli
@@ -14,6 +15,7 @@
 #include <signal.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "tests/support/background.hpp"
@@ -27,6 +29,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+void write_text(const fs::path& p, const std::string& text) { std::ofstream(p) << text; }
 
 // A sync job on 3000 synthetic samples, 2 workers of 50: 30 steps per epoch, 2 epochs.
 std::vector<std::string> job(const std::string& command, std::vector<std::string> more, const char* epochs = "2") {
@@ -51,7 +55,8 @@ nlohmann::json result_of(const process_result& r) {
 // Removes every checkpoint after `step` from dir.
 void keep_up_to(const fs::path& dir, int step) {
   for (const auto& e : fs::directory_iterator(dir))
-    if (std::stoi(e.path().filename().string().substr(5)) > step) fs::remove_all(e.path());
+    if (e.path().filename().string().starts_with("ckpt-") && std::stoi(e.path().filename().string().substr(5)) > step)
+      fs::remove_all(e.path());
 }
 
 }  // namespace
@@ -63,18 +68,36 @@ BOOST_AUTO_TEST_CASE(train_resumes_bitwise_under_the_checkpoints_job_id) {
                                                  "--keep-checkpoints", "10", "--job-id", "resumable"})));
   BOOST_TEST(whole["checkpoints_written"] == 4);  // 20, 30, 40, 60
   BOOST_TEST(whole["resumed_from_step"].is_null());
+  BOOST_TEST(whole["steps_replayed"].is_null());
   keep_up_to(dir, 40);
+  // Note [Steps replayed]: a lost run's record of how far it got, read once and removed.
+  const fs::path record = fs::path(dir) / "lost.json";
+  write_text(record, R"({"kind": "troupe-lost-node", "job_id": "resumable", "reached": 52,)"
+                     R"( "why": "shard_lost: shard 0 died at step 52"})");
   auto r = run(job("train", {"--resume", dir, "--keep-checkpoints", "10"}));
   const auto resumed = result_of(r);
   BOOST_TEST(resumed["resumed_from_step"] == 40);
+  BOOST_TEST(resumed["steps_replayed"] == 12);
+  BOOST_TEST(!fs::exists(record));
   BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
   BOOST_TEST(resumed["samples_trained"] == 2 * 50 * 20);
   BOOST_TEST(has(r.err, "resuming job resumable from checkpoint 40"), r.err);
-  // The newest is damaged: the one before it is taken, and the warning says why.
+  BOOST_TEST(has(r.err, "it repeats 12 steps that the lost run had taken"), r.err);
+  // A damaged record is warned about and removed; the resume goes on without the count.
+  keep_up_to(dir, 40);
+  write_text(record, "{\"kind\": \"troupe-lost");
+  r = run(job("train", {"--resume", dir, "--keep-checkpoints", "10"}));
+  BOOST_TEST(result_of(r)["steps_replayed"].is_null());
+  BOOST_TEST(has(r.err, "lost.json: not a lost-node record; this run does not know how many steps it repeats"), r.err);
+  BOOST_TEST(!fs::exists(record));
+  // The newest is damaged: the one before it is taken, and the warning says why; the
+  // steps from there to where the lost run got are repeated.
   keep_up_to(dir, 40);
   fs::resize_file(fs::path(dir) / "ckpt-000000000040" / "shard-0.tf", 64);
+  write_text(record, R"({"kind": "troupe-lost-node", "job_id": "resumable", "reached": 52, "why": "shard_lost"})");
   r = run(job("train", {"--resume", dir}));
   BOOST_TEST(result_of(r)["resumed_from_step"] == 30);
+  BOOST_TEST(result_of(r)["steps_replayed"] == 22);
   BOOST_TEST(has(r.err, "passed over checkpoint 40"), r.err);
   BOOST_TEST(has(r.err, "shard-0.tf"), r.err);
 }
@@ -97,6 +120,7 @@ BOOST_AUTO_TEST_CASE(a_killed_train_resumes_bitwise) {
   BOOST_REQUIRE(killed.wait(30s).has_value());
   const auto resumed = result_of(run(job("train", {"--resume", dir, "--checkpoint-every", "10"})));
   BOOST_TEST(resumed["resumed_from_step"].get<int>() >= 10);
+  BOOST_TEST(resumed["steps_replayed"].is_null());  // the process that knew how far it got was killed
   BOOST_TEST(resumed["params_fnv1a"] == whole["params_fnv1a"]);
   for (const auto& e : fs::recursive_directory_iterator(dir))
     BOOST_TEST(e.path().filename().string().find(".tmp-") == std::string::npos, e.path());
