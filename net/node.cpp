@@ -10,7 +10,6 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "base/bounded_teardown.hpp"
 #include "core/shm_segment.hpp"
 #include "net/job_secret.hpp"
 #include "net/lane_transport.hpp"
@@ -62,46 +61,16 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
   return reason;
 }
 
-// Note [Leaving a node]
-// A node's run_*_node returns once its role's actor has stopped, and the process leaves
-// right after (cmd_node's leave()). CAF's shutdown waits for every actor and connection,
-// so one that does not stop (an actor re-arming a timer, a connection that never
-// finishes) would hold a node whose job has ended until its launcher kills it. The node's
-// actor system, and the lanes that it holds, are torn down on a thread of their own for at
-// most node_teardown_deadline; past it the node warns and leaves without them.
-constexpr std::chrono::seconds node_teardown_deadline{5};
-
 // A node's actor system, configured from its plan (TLS or plain, heartbeats, the
-// protocol) after raising the file-descriptor limit, and what must outlive it; its
-// teardown is bounded (Note [Leaving a node]).
-class node_system {
- public:
-  explicit node_system(const node_plan& plan) : parts_(std::make_unique<parts>()) {
+// protocol) after raising the file-descriptor limit.
+struct node_system {
+  explicit node_system(const node_plan& plan) {
     raise_fd_limit();
-    configure_node(parts_->cfg, plan);
-    parts_->sys.emplace(parts_->cfg);
+    configure_node(cfg, plan);
+    sys.emplace(cfg);
   }
-  ~node_system() {
-    if (!bounded_teardown([p = std::shared_ptr<parts>(std::move(parts_))]() mutable { p.reset(); },
-                          node_teardown_deadline))
-      spdlog::warn("the node's actors did not stop within {} s of the end of its role; leaving without waiting "
-                   "for them",
-                   node_teardown_deadline.count());
-  }
-  node_system(const node_system&) = delete;
-  node_system& operator=(const node_system&) = delete;
-
-  caf::actor_system& sys() { return *parts_->sys; }
-  // Keeps `x` until the actor system has been torn down.
-  void keep(std::shared_ptr<const void> x) { parts_->kept.push_back(std::move(x)); }
-
- private:
-  struct parts {
-    std::vector<std::shared_ptr<const void>> kept;  // destroyed after the system
-    caf::actor_system_config cfg;
-    std::optional<caf::actor_system> sys;
-  };
-  std::unique_ptr<parts> parts_;
+  caf::actor_system_config cfg;
+  std::optional<caf::actor_system> sys;
 };
 
 // Publishes the local actor's published interface on the plan's listen address; when that
@@ -164,7 +133,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
                                                const std::function<void(const endpoint&)>& on_listening,
                                                std::optional<resume_point> resume) {
   node_system node(plan);
-  caf::actor_system& sys = node.sys();
+  caf::actor_system& sys = *node.sys;
   auto coordinator =
       spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan), std::move(resume));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
@@ -176,7 +145,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
 caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
                                                   const std::function<void(const endpoint&)>& on_listening) {
   node_system node(plan);
-  caf::actor_system& sys = node.sys();
+  caf::actor_system& sys = *node.sys;
   auto coordinator = spawn_kv_coordinator(sys, job, std::move(cb), gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return port.error();
@@ -243,12 +212,11 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
   auto lanes = shard_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
-  caf::actor_system& sys = node.sys();
+  caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
   auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs, fast_path_tag(plan),
                                   *lanes);
-  node.keep(std::move(*lanes));
   auto port = publish_role<shard_actor>(sys, shard, plan);
   if (!port) return port.error();
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
@@ -262,7 +230,7 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   auto lanes = member_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
-  caf::actor_system& sys = node.sys();
+  caf::actor_system& sys = *node.sys;
   auto coordinator = reach_coordinator(sys, plan);
   if (!coordinator) return coordinator.error();
   stage_options opts;
@@ -276,7 +244,6 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   opts.compute = compute;
   opts.fast_path_tag = fast_path_tag(plan);
   opts.lanes = *lanes;
-  node.keep(std::move(*lanes));
   if (plan.bulk_lanes) {
     auto o = lane_options_for(plan);
     if (!o) return make_error(errc::bad_job, o.error().message);
