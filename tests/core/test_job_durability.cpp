@@ -331,10 +331,16 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_says_how_many_steps_it_repeats_when_it_knows)
   for (const std::optional<std::int64_t> known : {std::optional<std::int64_t>(3), std::optional<std::int64_t>()}) {
     job_spec j = checkpointed();
     j.train.batch_size = 10;  // 5 steps per epoch
-    harness h(j);
+    observability obs;
+    obs.metrics = std::make_shared<monitoring::registry>("job-replayed");
+    harness h(j, obs);
     resume_point r = checkpoint_seven();
     r.steps_replayed = known;
     h.core->resume_from(r);
+    // The gauge exists only when the count is known.
+    const std::string scrape = obs.metrics->scrape();
+    BOOST_TEST(has(scrape, "troupe_steps_replayed{") == known.has_value(), scrape);
+    if (known) BOOST_TEST(has(scrape, "role=\"coordinator\"} 3"), scrape);
     h.start();
     h.step(0, 10, 1);
     h.step(1, 10, 1);
