@@ -69,7 +69,7 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
 // A push's values, one flat f32 view per part: the f32 data as sent (the fast path's
 // slots, or a job without compression), borrowed, or decoded from the job's
 // --compression, each part encoded on its own (Note [Compressed key-value pushes] in
-// client/remote_transport.cpp); what is wrong, before any part is applied, when they do
+// client/push_compressor.hpp); what is wrong, before any part is applied, when they do
 // not fit the parts.
 struct push_values {
   std::vector<const_tensor_view> parts;

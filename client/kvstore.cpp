@@ -11,7 +11,7 @@
 #include "client/kv_transport.hpp"
 #include "client/local_transport.hpp"
 #include "client/optimizer_spec.hpp"
-#include "client/remote_transport.hpp"
+#include "client/environment_join.hpp"
 #include "net/node_options.hpp"
 #include "tensor/ops.hpp"
 

@@ -1,52 +1,24 @@
 // remote_transport: the store's calls as member_call_* messages to a kv_member actor.
 #include "client/remote_transport.hpp"
 
-#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <charconv>
 #include <cstring>
 #include <future>
 #include <map>
 #include <mutex>
 
 #include "client/borrowed_push.hpp"
+#include "client/heap_returner.hpp"
 #include "client/pull_answer.hpp"
+#include "client/push_compressor.hpp"
 #include "core/channel_pool.hpp"
-#include "net/node.hpp"
-#include "net/node_runtime.hpp"
-#include "net/peer_expectations.hpp"
 #include "tensor/grad_codec.hpp"
 
 namespace troupe::kv {
 
 namespace {
-
-// Note [Returning the heap]
-// Every call of this transport allocates on the caller's thread (the message, its
-// completion) what a CAF thread frees later, so in a user's training loop small blocks
-// that live across a step land in the holes that the loop's large freed blocks (PyTorch's
-// activations, on the same heap since glibc's mmap threshold adapts upward) leave, and the
-// next step's large blocks no longer fit: the heap grows while what is in use stays the
-// same (measured in a launched examples/pytorch/fashion_cnn.py worker: 224 MB in use, the
-// main arena 416 MB -> 1.3 GB in 250 steps, 12.6 GB after 5 epochs). So at most every
-// 5 seconds a push gives the free pages back (malloc_trim): over 2 epochs of 20,000
-// samples per worker its resident memory then stays within 0.54-0.72 GB instead of
-// growing past 2.5 GB, at 830-850 samples/s against 840-895 without (one run each).
-class heap_returner {
- public:
-  void maybe_trim() {
-    const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
-    auto last = last_.load(std::memory_order_relaxed);
-    if (now - last < every_ns || !last_.compare_exchange_strong(last, now)) return;
-    malloc_trim(0);
-  }
-
- private:
-  static constexpr std::int64_t every_ns = 5'000'000'000;
-  std::atomic<std::int64_t> last_{0};
-};
 
 // Whether a call failed because it was not answered in time (its slot may still be used).
 template <class T>
@@ -116,6 +88,7 @@ class remote_transport final : public kv_transport {
     auto r = await(f, connect_timeout_ + std::chrono::seconds(5), "joining the job");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
+    if (place_.job.compression.kind != codec_kind::none) compressor_.emplace(place_.job.compression);
     if (!fast_path_tag_.empty())
       fast_ = std::make_shared<shm::channel_pool>(fast_path_tag_, place_.rank, place_.job.servers, kv_channel_limits);
     return std::nullopt;
@@ -181,7 +154,7 @@ class remote_transport final : public kv_transport {
         pos += p.numel;
       }
     } else {
-      msg.data = compressed(parts);
+      msg.data = compressor_->encode_parts(parts);
     }
     std::optional<std::size_t> channel;
     if (lease) {
@@ -349,54 +322,6 @@ class remote_transport final : public kv_transport {
   }
 
  private:
-  // Note [Compressed key-value pushes]
-  // With the job's --compression a push that goes over the network (the same-host fast
-  // path moves f32) carries its parts encoded one by one and concatenated: f16 or bf16
-  // elements, or per part a 2-bit block with its own scale (Note [2-bit gradients] in
-  // tensor/grad_codec.hpp) whose error-feedback residual this member keeps per part, so
-  // what one push leaves out of a key reaches the shard with that key's next push. The
-  // shard decodes part by part and, if any part does not decode, refuses the whole push
-  // before applying any of it.
-  tensor compressed(const std::vector<push_part>& parts) {
-    const grad_codec& codec = place_.job.compression;
-    const dtype type = codec.kind == codec_kind::two_bit ? dtype::u8
-                       : codec.kind == codec_kind::fp16  ? dtype::f16
-                                                         : dtype::bf16;
-    std::int64_t bytes = 0;
-    for (const auto& p : parts) bytes += encoded_bytes(codec, p.numel);
-    tensor out = tensor::uninitialized({bytes / static_cast<std::int64_t>(size_of(type))}, type);
-    std::byte* at = out.bytes();
-    for (const auto& p : parts) {
-      tensor wire;
-      if (codec.kind == codec_kind::two_bit) {
-        residual& r = residual_of(p.part, p.numel);
-        std::lock_guard lock(r.mu);
-        wire = encode(codec, floats(p.data, p.numel), r.value);
-      } else {
-        wire = encode(codec, floats(p.data, p.numel));
-      }
-      std::memcpy(at, wire.bytes(), wire.nbytes());
-      at += wire.nbytes();
-    }
-    return out;
-  }
-
-  // The 2-bit residual of a part (zeros at first); pushes from several threads each lock
-  // their part's.
-  struct residual {
-    std::mutex mu;
-    tensor value;
-  };
-  residual& residual_of(kv_part_id part, std::int64_t numel) {
-    std::lock_guard lock(residuals_mu_);
-    auto& r = residuals_[part];
-    if (!r) {
-      r = std::make_unique<residual>();
-      r->value = tensor({numel});
-    }
-    return *r;
-  }
-
   std::chrono::milliseconds request_timeout() const {
     return std::chrono::milliseconds(place_.job.request_timeout_ms) + std::chrono::seconds(1);
   }
@@ -436,8 +361,7 @@ class remote_transport final : public kv_transport {
   std::shared_ptr<shm::channel_pool> fast_;  // null: the fast path is off (or one process)
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
   std::shared_ptr<borrow_ledger> borrows_ = std::make_shared<borrow_ledger>();  // Note [Borrowed pushes]
-  std::mutex residuals_mu_;
-  std::map<kv_part_id, std::unique_ptr<residual>> residuals_;  // 2-bit compression's, by part
+  std::optional<push_compressor> compressor_;  // with the job's --compression (Note [Compressed key-value pushes])
 };
 
 }  // namespace
@@ -449,61 +373,13 @@ or_fault<std::unique_ptr<kv_transport>> join_in_process(caf::actor_system& sys, 
   return std::unique_ptr<kv_transport>(std::move(t));
 }
 
-or_fault<std::int32_t> worker_index(const std::map<std::string, std::string>& env) {
-  auto it = env.find("TROUPE_WORKER_INDEX");
-  if (it == env.end() || it->second.empty()) return -1;
-  std::int32_t v = -1;
-  const auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || end != it->second.data() + it->second.size() || v < 0)
-    return fault{errc::bad_job, "TROUPE_WORKER_INDEX is \"" + it->second +
-                                    "\", not a worker index (0, 1, ...); `troupe launch` sets it, or unset it"};
-  return v;
-}
-
-or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std::string, std::string>& env,
-                                                              const std::string& type) {
-  node_options o;
-  o.role = node_role::worker;
-  apply_environment(o, env);
-  if (o.join.empty())
-    return fault{errc::bad_job,
-                 "type " + type +
-                     " joins the job that `troupe launch` started, but TROUPE_COORDINATOR "
-                     "is not set; start this script with `troupe launch --local --workers N -- COMMAND`, "
-                     "or use type \"local\""};
-  if (o.job_id.empty())
-    return fault{errc::bad_job, "TROUPE_JOB_ID is not set; `troupe launch` sets it with TROUPE_COORDINATOR"};
-  auto plan = resolve_node_options(o);
-  if (!plan) return fault{errc::bad_job, "the TROUPE_* environment is not usable: " + plan.error().message};
-  const auto index = worker_index(env);
-  if (const auto* bad = std::get_if<fault>(&index)) return *bad;
-  raise_fd_limit();
-  auto cfg = std::make_unique<caf::actor_system_config>();
-  configure_node(*cfg, *plan);
-  auto sys = std::make_unique<caf::actor_system>(*cfg);
-  auto coordinator = reach_coordinator(*sys, *plan);
-  if (!coordinator) return fault{errc::stalled, describe(coordinator.error())};
-  member_options opts;
-  opts.coordinator = *coordinator;
-  opts.connector = connector_of(*sys, plan->tls.any());
-  if (plan->tls.any())
-    opts.expect_peer = [](const std::string& host, std::uint16_t port, const char* role) {
-      expect_peer(host, port, role);
-    };
-  opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
-  opts.wanted_rank = std::get<std::int32_t>(index);
-  auto lanes = member_lanes_for(*plan);
-  if (!lanes) return fault{errc::bad_job, lanes.error().message};
-  opts.lanes = *lanes;
-  const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
+or_fault<std::unique_ptr<kv_transport>> join_owning(std::unique_ptr<caf::actor_system_config> cfg,
+                                                    std::unique_ptr<caf::actor_system> sys, member_options opts,
+                                                    const std::string& fast_path_tag, const std::string& job_id,
+                                                    const std::string& proof) {
   caf::actor_system& ref = *sys;
-  auto t =
-      std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag(*plan));
-  if (auto e = t->join(plan->job_id, proof)) return *e;
-  const std::string want = type == "dist" ? std::string(name_of(t->mode())) : type.substr(5);
-  if (want != name_of(t->mode()))
-    return fault{errc::bad_job, "type " + type + " asked for " + want + " but the launched job runs " +
-                                    std::string(name_of(t->mode())) + "; pass --mode " + want + " to troupe launch"};
+  auto t = std::make_unique<remote_transport>(std::move(cfg), std::move(sys), ref, std::move(opts), fast_path_tag);
+  if (auto e = t->join(job_id, proof)) return *e;
   return std::unique_ptr<kv_transport>(std::move(t));
 }
 
