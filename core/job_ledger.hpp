@@ -97,7 +97,8 @@ class job_ledger {
   double final_accuracy_ = 0.0, final_loss_ = 0.0;
   double best_accuracy_ = -1.0;  // over the evaluated epochs so far
   std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
-  std::int64_t resumed_step_ = -1, trained_before_ = 0, steps_replayed_ = -1;  // per worker, before the resumed clock
+  std::int64_t resumed_step_ = -1, trained_before_ = 0;  // per worker, before the resumed clock
+  std::int64_t steps_replayed_ = -1;                      // -1: not resumed, or not known
 };
 
 }  // namespace troupe
