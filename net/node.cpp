@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <future>
 #include <optional>
 #include <thread>
 
@@ -61,13 +62,35 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
   return reason;
 }
 
+// Note [A node's teardown]
+// When its role's actor has stopped, a node destroys its actor system on the main thread
+// (on any other thread CAF's teardown never finished: measured, every role) and leaves.
+// The teardown takes milliseconds; CAF waits for every actor, so one that never stops
+// would hold the process until its launcher kills it. A watcher thread says so, naming
+// how many actors CAF still counts as running, if the teardown is not over after
+// slow_teardown, so such a hang is told apart from a member that never stopped.
+constexpr std::chrono::seconds slow_teardown{3};
+
 // A node's actor system, configured from its plan (TLS or plain, heartbeats, the
-// protocol) after raising the file-descriptor limit.
+// protocol) after raising the file-descriptor limit; its teardown is watched (Note [A
+// node's teardown]).
 struct node_system {
   explicit node_system(const node_plan& plan) {
     raise_fd_limit();
     configure_node(cfg, plan);
     sys.emplace(cfg);
+  }
+  ~node_system() {
+    auto over = std::make_shared<std::promise<void>>();
+    std::thread watcher([done = over->get_future(), running = sys->registry().running()]() {
+      if (done.wait_for(slow_teardown) == std::future_status::timeout)
+        spdlog::warn("the node's actor system has not stopped {} s after its role ended ({} actors were running "
+                     "when it began); the node leaves once CAF lets it",
+                     slow_teardown.count(), running);
+    });
+    sys.reset();
+    over->set_value();
+    watcher.join();
   }
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;

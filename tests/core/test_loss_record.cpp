@@ -50,7 +50,7 @@ BOOST_AUTO_TEST_CASE(a_record_reads_back_and_is_forgotten) {
 BOOST_AUTO_TEST_CASE(a_damaged_record_or_one_of_another_kind_is_refused_by_name) {
   test::temp_dir dir("loss-record-bad");
   const fs::path file = dir.path / loss_record_file;
-  for (const std::string text : {std::string("{\"kind\": \"troupe-lost-node\", \"job_id\": \"j\""),
+  for (const std::string& text : {std::string("{\"kind\": \"troupe-lost-node\", \"job_id\": \"j\""),
                                  std::string("{\"kind\": \"something-else\", \"job_id\": \"j\", "
                                              "\"reached\": 2, \"why\": \"\"}"),
                                  std::string("{\"kind\": \"troupe-lost-node\", \"job_id\": \"j\"}"), std::string("")}) {
