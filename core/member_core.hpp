@@ -34,6 +34,7 @@
 #include "base/errc.hpp"
 #include "base/expected.hpp"
 #include "core/gradient_buckets.hpp"
+#include "core/member_setup.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
@@ -51,42 +52,6 @@
 #include "tensor/stage_replica.hpp"
 
 namespace troupe {
-
-// Where and how a member computes.
-struct compute_options {
-  // Each member opens its own context on this device (a context is one stream and is not
-  // shared between threads); a device that cannot be opened fails the member with the
-  // backend's reason.
-  device where = cpu_device;
-  // `--device cuda` without an index in one process: member r takes cuda:(r mod the
-  // number of devices), so the workers of a job spread over the machine's GPUs.
-  bool spread_over_devices = false;
-  bool tf32 = false;  // TF32 tensor-core math on CUDA
-};
-
-// What a member needs besides its welcome.
-struct member_setup {
-  // Produces the job's dataset once the job is known (in one process: the shared copy;
-  // on a worker node: loaded from the job's dataset and data_dir). Its training set must
-  // have the job's train_size samples. Only stages that read data call it (the first and
-  // the last).
-  std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
-  compute_options compute;
-  observability obs;
-  // Where the gradient for a shard is packed: a (numel) f32 tensor, such as one lying in
-  // the same-host fast path's push slot (Note [Same-host fast path]); unset or an empty
-  // tensor: a fresh one.
-  std::function<tensor(std::uint32_t shard, std::int64_t numel)> push_buffer;
-  // Whether a shard's slice is pulled whole and pushed whole after backward rather than
-  // in one piece per gradient bucket (Note [Gradient buckets] in
-  // core/gradient_buckets.hpp): true for a shard in this process or reached through
-  // shared memory; unset: pieces to every shard when the job has buckets.
-  std::function<bool(std::uint32_t shard)> whole_slices;
-  // --mode allreduce: where an outgoing ring piece of `numel` floats is computed, such as
-  // a buffer in the ring mailbox to the next replica (Note [Ring mailboxes] in
-  // core/ring_mailbox.hpp); unset or an empty tensor: a fresh one.
-  std::function<tensor(std::int64_t numel)> ring_buffer;
-};
 
 // Where this member could share a local group: GPUs of one machine (NCCL), or threads of
 // one process (the CPU backend).
