@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <optional>
@@ -242,7 +243,10 @@ void carry_out(coord_pointer self, job_actions_list actions) {
           } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
             commit(self, a);
           } else if constexpr (std::is_same_v<A, record_loss>) {
+            // Before the first checkpoint the directory may not exist: nothing to resume.
             const std::string& dir = st.core->job().checkpoints.dir;
+            std::error_code ec;
+            if (!std::filesystem::is_directory(dir, ec)) return;
             if (auto why = write_loss_record(dir, a.record))
               spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {

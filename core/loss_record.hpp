@@ -4,7 +4,8 @@
 // Note [Steps replayed]
 // A job that keeps checkpoints and stops because it lost a node (a shard server, every
 // worker, an allreduce replica or a pipeline stage, or a stall: is_node_loss) writes
-// DIR/lost.json before it ends: the job id and the furthest step a member had reached.
+// DIR/lost.json before it ends (when DIR exists: before the first checkpoint there is
+// nothing to resume): the job id and the furthest step a member had reached.
 // The run that resumes from checkpoint S (at most that step) repeats the steps from S to
 // there: its result's `steps_replayed` and the coordinator's troupe_steps_replayed gauge
 // say how many. The record is consumed when a run resumes (read, then removed), so a

@@ -4,7 +4,8 @@
 // --resume` (separate processes, mutual TLS);
 // so does an allreduce job, whose replicas write the checkpoints;
 // a damaged newest checkpoint is passed over with a warning; a lost run's record says how
-// many steps the resumed run repeats (Note [Steps replayed]); an empty directory, another
+// many steps the resumed run repeats, and a stalled job writes one (Note [Steps
+// replayed]); an empty directory, another
 // job's id, another model, a fresh job given a directory that holds checkpoints, and a
 // checkpoint at the job's end are refused with a message that says what to do.
 #define BOOST_TEST_MODULE checkpoint_cli
@@ -171,6 +172,41 @@ BOOST_AUTO_TEST_CASE(an_allreduce_job_resumes_bitwise_from_its_replicas_checkpoi
       BOOST_TEST(has(r.err, "stage-0.tf"), r.err);
     }
   }
+}
+
+// Note [Steps replayed]: an in-process job that stalls (worker 0 far slower than the 1 s
+// stall timeout) writes the record into its checkpoint directory; before that directory
+// exists it writes nothing and says nothing of it; a record it cannot write is warned
+// about by name.
+BOOST_AUTO_TEST_CASE(a_stalled_job_records_how_far_it_got) {
+  temp_dir tmp("ckpt-cli-stalled");
+  const auto stalled = [&](const std::string& dir) {
+    auto r = run(job("train", {"--checkpoint-dir", dir, "--slow-worker", "0:3000", "--stall-timeout", "1"}));
+    BOOST_TEST(r.exit_code != 0);
+    BOOST_TEST(has(r.err, "stalled: no progress for 1 s"), r.err);
+    return r;
+  };
+  const fs::path fresh = tmp.file("fresh");  // no checkpoint yet: nothing to resume
+  auto r = stalled(fresh.string());
+  BOOST_TEST(!fs::exists(fresh / "lost.json"));
+  BOOST_TEST(!has(r.err, "lost.json"), r.err);
+  BOOST_TEST(!has(r.err, "will not know"), r.err);
+
+  const fs::path kept = tmp.file("kept");
+  fs::create_directories(kept);
+  stalled(kept.string());
+  std::ifstream in(kept / "lost.json");
+  BOOST_REQUIRE(in.good());
+  const auto record = nlohmann::json::parse(in);
+  BOOST_TEST(record["kind"] == "troupe-lost-node");
+  BOOST_TEST(record["reached"].get<int>() >= 0);
+  BOOST_TEST(has(record["why"].get<std::string>(), "stalled"));
+
+  const fs::path blocked = tmp.file("blocked");
+  fs::create_directories(blocked / "lost.json");  // a directory where the record goes
+  r = stalled(blocked.string());
+  BOOST_TEST(has(r.err, "lost.json"), r.err);
+  BOOST_TEST(has(r.err, "will not know how many steps it repeats"), r.err);
 }
 
 BOOST_AUTO_TEST_CASE(what_cannot_be_resumed_is_refused_saying_what_to_do) {
