@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(checkpoint_seconds_add_checkpoints_between_the_steps) {
   job.checkpoints.every = 0;  // epoch ends (20, 40, 60) ...
   job.checkpoints.seconds = 1.0;  // ... and about every second
   job.slow_worker = 0;
-  job.slow_factor = 15;  // a job of a few seconds
+  job.slow_factor = 60;  // a job of a few seconds, even on an idle machine (the tick is 1 s)
   const job_result r = run_ok(job, data);
   const auto steps = checkpoint_store(tmp.path, 1).complete();
   BOOST_TEST(r.checkpoints_failed == 0);
