@@ -9,62 +9,27 @@
 #include <optional>
 #include <variant>
 
-#include "actors/drive_core.hpp"
-#include "actors/evaluator.hpp"
+#include "actors/coordinator_state.hpp"
 #include "actors/thread_mail.hpp"
-#include "base/serial_worker.hpp"
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
-#include "core/job_core.hpp"
 #include "core/ring_seats.hpp"
 #include "monitoring/refusals.hpp"
 
-namespace troupe {
+namespace troupe::coordinator_shell {
 
 namespace {
-
-template <class Answer, class Handle>
-struct pending_join {
-  caf::typed_response_promise<Answer> promise;
-  Handle handle;
-};
-
-struct coordinator_state {
-  std::unique_ptr<job_core> core;
-  job_callbacks cb;
-  evaluator_actor evaluator;
-  std::vector<shard_actor> shards;  // by index
-  std::vector<stage_actor> members;  // by rank
-  std::map<ticket, pending_join<shard_welcome, shard_actor>> shard_joins;
-  std::map<ticket, pending_join<worker_welcome, stage_actor>> member_joins;
-  std::vector<caf::typed_response_promise<job_result>> runs;
-  join_gate gate;
-  ticket next_ticket = 1;
-  // Completes checkpoints off the scheduler's threads (their fsyncs would stall the
-  // shards sharing them); made with the first commit.
-  std::unique_ptr<serial_worker> committer;
-  static inline const char* name = "troupe.coordinator";
-};
-
-using coord_pointer = local_coordinator_actor::stateful_pointer<coordinator_state>;
-
-void carry_out(coord_pointer self, job_actions_list actions);
-
-// Calls the core and carries out what it returns; an exception that escapes the core
-// ends the job with compute_failed instead of reaching CAF.
-template <class F>
-void drive(coord_pointer self, F&& call) {
-  drive_core(*self->state.core, std::forward<F>(call),
-             [self](job_actions_list actions) { carry_out(self, std::move(actions)); });
-}
 
 std::chrono::milliseconds request_timeout(coord_pointer self) {
   return std::chrono::milliseconds(self->state.core->job().request_timeout_ms);
 }
 
 // A handler for a failed request to a shard or the evaluator: the job ends with `code`.
+// One for a core that has been replaced since is dropped (Note [Restarting in place]).
 auto failing(coord_pointer self, errc code, std::string what) {
-  return [=](caf::error& e) { drive(self, [&](job_core& c) { return c.fail({code, what + ": " + describe(e)}); }); };
+  return [=, gen = self->state.generation](caf::error& e) {
+    drive_answer(self, gen, [&](job_core& c) { return c.fail({code, what + ": " + describe(e)}); });
+  };
 }
 
 // Calls `done` once every shard acknowledged `request` (right away with no shards).
@@ -111,41 +76,19 @@ worker_welcome welcome_for(coord_pointer self, member_assignment a) {
   return w;
 }
 
-// Answers every run request, refuses the joins still waiting, stops every member, shard
-// and the evaluator (with the job's error, so remote nodes can tell, or normally), then
-// the coordinator itself.
-void finish(coord_pointer self, std::variant<job_result, fault>& outcome) {
-  auto& st = self->state;
-  caf::error reason = caf::exit_reason::user_shutdown;
-  if (auto* f = std::get_if<fault>(&outcome)) {
-    spdlog::error("coordinator: the job failed: {}", to_string(*f));
-    reason = make_error(*f);
-  }
-  for (auto& run : st.runs) {
-    if (auto* r = std::get_if<job_result>(&outcome))
-      run.deliver(*r);
-    else
-      run.deliver(reason);
-  }
-  const caf::error ended = make_error(errc::cluster_full, "the job ended before this node was admitted");
-  for (auto& [t, j] : st.member_joins) j.promise.deliver(ended);
-  for (auto& [t, j] : st.shard_joins) j.promise.deliver(ended);
-  for (auto& m : st.members)
-    if (m) self->send_exit(m, reason);
-  for (auto& s : st.shards) self->send_exit(s, reason);
-  if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
-  self->quit(reason);
-}
-
 void gather(coord_pointer self, std::uint64_t id, bool with_params) {
   for (std::uint32_t s = 0; s < self->state.shards.size(); ++s) {
     const auto& shard = self->state.shards[s];
     self->request(shard, request_timeout(self), stats_atom::value)
-        .then([=](const shard_stats& x) { drive(self, [&](job_core& c) { return c.on_stats(id, x); }); },
+        .then([=, gen = self->state.generation](const shard_stats& x) {
+          drive_answer(self, gen, [&](job_core& c) { return c.on_stats(id, x); });
+        },
               failing(self, errc::shard_lost, "a shard did not answer"));
     if (with_params)
       self->request(shard, request_timeout(self), snapshot_atom::value)
-          .then([=](const params_reply& r) { drive(self, [&](job_core& c) { return c.on_snapshot(id, s, r); }); },
+          .then([=, gen = self->state.generation](const params_reply& r) {
+            drive_answer(self, gen, [&](job_core& c) { return c.on_snapshot(id, s, r); });
+          },
                 failing(self, errc::shard_lost, "a shard did not answer"));
   }
 }
@@ -167,6 +110,31 @@ void commit(coord_pointer self, const job_actions::commit_checkpoint& c) {
                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     tell(checkpoint_committed{c.step, std::move(error)});
   });
+}
+
+}  // namespace
+
+void finish(coord_pointer self, std::variant<job_result, fault>& outcome) {
+  auto& st = self->state;
+  caf::error reason = caf::exit_reason::user_shutdown;
+  if (auto* f = std::get_if<fault>(&outcome)) {
+    spdlog::error("coordinator: the job failed: {}", to_string(*f));
+    reason = make_error(*f);
+  }
+  for (auto& run : st.runs) {
+    if (auto* r = std::get_if<job_result>(&outcome))
+      run.deliver(*r);
+    else
+      run.deliver(reason);
+  }
+  const caf::error ended = make_error(errc::cluster_full, "the job ended before this node was admitted");
+  for (auto& [t, j] : st.member_joins) j.promise.deliver(ended);
+  for (auto& [t, j] : st.shard_joins) j.promise.deliver(ended);
+  for (auto& m : st.members)
+    if (m) self->send_exit(m, reason);
+  for (auto& s : st.shards) self->send_exit(s, reason);
+  if (st.evaluator) self->send_exit(st.evaluator, caf::exit_reason::user_shutdown);
+  self->quit(reason);
 }
 
 void carry_out(coord_pointer self, job_actions_list actions) {
@@ -200,14 +168,20 @@ void carry_out(coord_pointer self, job_actions_list actions) {
               start.identities.push_back(identity_of_rank(self, rank));
             ask_every_shard(
                 self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, start); },
-                [=] { drive(self, [&](job_core& c) { return c.shards_started(job_clock::now()); }); }, errc::shard_lost,
+                [=, gen = st.generation] {
+                  drive_answer(self, gen, [&](job_core& c) { return c.shards_started(job_clock::now()); });
+                },
+                errc::shard_lost,
                 "a shard did not start");
           } else if constexpr (std::is_same_v<A, add_to_shards>) {
             const shard_admit m{{a.rank, a.clock}, identity_of_rank(self, a.rank)};
             const std::uint32_t rank = a.rank;
             ask_every_shard(
                 self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), join_atom::value, m); },
-                [=] { drive(self, [&](job_core& c) { return c.member_added(rank, job_clock::now()); }); }, errc::shard_lost,
+                [=, gen = st.generation] {
+                  drive_answer(self, gen, [&](job_core& c) { return c.member_added(rank, job_clock::now()); });
+                },
+                errc::shard_lost,
                 "a shard did not admit the rejoining worker");
           } else if constexpr (std::is_same_v<A, remove_from_shards>) {
             for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
@@ -224,7 +198,9 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             gather(self, a.id, a.with_params);
           } else if constexpr (std::is_same_v<A, evaluate>) {
             self->request(st.evaluator, request_timeout(self), eval_atom::value, eval_request{a.epoch, std::move(a.params)})
-                .then([=](const eval_reply& r) { drive(self, [&](job_core& c) { return c.on_evaluated(r); }); },
+                .then([=, gen = st.generation](const eval_reply& r) {
+                  drive_answer(self, gen, [&](job_core& c) { return c.on_evaluated(r); });
+                },
                       failing(self, errc::bad_job, "evaluation failed"));
           } else if constexpr (std::is_same_v<A, relay_group_id>) {
             // Sent as the coordinator, so a member can tell the relay from a stranger's id.
@@ -249,14 +225,19 @@ void carry_out(coord_pointer self, job_actions_list actions) {
             if (!std::filesystem::is_directory(dir, ec)) return;
             if (auto why = write_loss_record(dir, a.record))
               spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
+          } else if constexpr (std::is_same_v<A, job_actions::restart>) {
+            restart_in_place(self, a.why);
           } else if constexpr (std::is_same_v<A, job_actions::finish>) {
             finish(self, a.outcome);
           }
         },
         action);
-    if (std::holds_alternative<job_actions::finish>(action)) return;  // the actor has quit
+    // The actor has quit, or its core is finished and the next is on its way.
+    if (std::holds_alternative<job_actions::finish>(action) || std::holds_alternative<job_actions::restart>(action)) return;
   }
 }
+
+namespace {
 
 // The member (by rank) or shard (by index) whose actor sent the down message, if any.
 void on_down(coord_pointer self, const caf::down_msg& dm) {
@@ -322,6 +303,9 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
   st.cb = std::move(cb);
   st.gate = std::move(gate);
   if (job.simulate_compute_ms <= 0.0) st.evaluator = spawn_evaluator(self->system(), m, std::move(data));
+  st.job = job;
+  st.layout = m;
+  st.obs = obs;
   st.core = std::make_unique<job_core>(std::move(job), m, std::move(obs), job_clock::now());
   if (resume) st.core->resume_from(*resume);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
@@ -333,7 +317,11 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
         auto promise = self->make_response_promise<shard_welcome>();
         self->state.shard_joins[t] = {promise, handle};
-        drive(self, [&](job_core& c) { return c.on_shard_join(t, j, job_clock::now()); });
+        auto join = [=] { drive(self, [&](job_core& c) { return c.on_shard_join(t, j, job_clock::now()); }); };
+        if (!hold_join(self, [=] {
+              if (self->state.shard_joins.count(t) > 0) join();
+            }))
+          join();
         return promise;
       },
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
@@ -343,7 +331,11 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         auto promise = self->make_response_promise<worker_welcome>();
         self->monitor(handle);
         self->state.member_joins[t] = {promise, handle};
-        drive(self, [&](job_core& c) { return c.on_member_join(t, j, job_clock::now()); });
+        auto join = [=] { drive(self, [&](job_core& c) { return c.on_member_join(t, j, job_clock::now()); }); };
+        if (!hold_join(self, [=] {
+              if (self->state.member_joins.count(t) > 0) join();  // not gone meanwhile
+            }))
+          join();
         return promise;
       },
       [=](group_atom, const group_id& g) {
@@ -394,17 +386,23 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       [=](watchdog_tick) {
         drive(self, [&](job_core& c) { return c.on_tick(job_clock::now()); });
         const job_phase p = self->state.core->phase();
-        if (p != job_phase::finished) self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
+        if (p != job_phase::finished || self->state.restarting)
+          self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
       },
+      [=](restart_ready& r) { on_restart_ready(self, r); },
   };
 }
 
 }  // namespace
 
+}  // namespace troupe::coordinator_shell
+
+namespace troupe {
+
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                           observability obs, join_gate gate, std::optional<resume_point> resume) {
-  return sys.spawn(coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate),
+  return sys.spawn(coordinator_shell::coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate),
                    std::move(resume));
 }
 

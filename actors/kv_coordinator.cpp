@@ -318,6 +318,7 @@ local_coordinator_actor::behavior_type kv_coordinator(kv_pointer self, job_spec 
         return promise;
       },
       [](watchdog_tick) {},
+      [](restart_ready&) {},  // a key-value job keeps no checkpoints to restart from
   };
 }
 

@@ -39,6 +39,7 @@
 
 #include "actors/wire.hpp"
 #include "base/errc.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/messages.hpp"
 
 namespace troupe {
@@ -141,6 +142,13 @@ struct checkpoint_committed {  // the coordinator, to itself: this checkpoint is
   std::int64_t step = 0;
   std::optional<std::string> error;
 };
+// The coordinator, to itself (Note [Restarting in place] in actors/coordinator_restart.cpp): where
+// the job restarts from (none: from its beginning), or why it cannot.
+struct restart_ready {
+  std::optional<resume_point> from;
+  std::optional<std::string> error;
+};
+struct park_deadline {};  // a parked member, to itself: the coordinator has not restarted the job
 
 }  // namespace troupe
 
@@ -154,6 +162,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::group_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ring_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_written)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_committed)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::restart_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::park_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_overdue)
@@ -245,7 +255,8 @@ using stage_actor = caf::typed_actor<
 using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
-                        caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>, caf::reacts_to<checkpoint_written>>;
+                        caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>, caf::reacts_to<checkpoint_written>,
+                        caf::reacts_to<park_deadline>>;
 
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across
@@ -285,7 +296,7 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<kv_barrier_atom, kv_barrier>::with<caf::ok_atom>>;
 using local_coordinator_actor =
     coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>,
-                              caf::reacts_to<checkpoint_committed>>;
+                              caf::reacts_to<checkpoint_committed>, caf::reacts_to<restart_ready>>;
 
 // Spawned by the coordinator in its own process; never published.
 using evaluator_actor = caf::typed_actor<caf::replies_to<eval_atom, eval_request>::with<eval_reply>>;

@@ -109,6 +109,9 @@ struct stage_state {
   // starts.
   std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad, ring_piece>>> early;
   bool training = false;  // the training behaviour is in place
+  // Note [Parked members] (pipeline_stage.cpp): the shard's loss this member waits with
+  // for the coordinator's restart; while set, nothing reaches the core.
+  std::optional<fault> parked;
   std::set<std::uint32_t> pushes_pieces;  // shards this member has pushed a gradient piece to (for the log)
   // Note [Members' checkpoints] (stage_checkpoints.cpp): the thread that writes this
   // member's files, made with the first; how many are on their way; what waits for them.
@@ -122,8 +125,10 @@ using stage_pointer = local_stage_actor::stateful_pointer<stage_state>;
 
 // "worker 3" or "stage 1 of replica 0" once welcomed; "a member" before.
 std::string who(stage_pointer self);
-// Logs e and stops the member with it.
+// Logs e and stops the member with it; or parks it (Note [Parked members]).
 void fail(stage_pointer self, const fault& e);
+// A parked member's wait is over: it stops with the shard's loss.
+void on_park_deadline(stage_pointer self);
 // Carries out the core's actions; once the core trains, switches to the training
 // behaviour and replays the early stage tensors.
 void carry_out(stage_pointer self, member_actions_list actions);
@@ -138,6 +143,7 @@ bool from_the_coordinator(stage_pointer self, const char* what);
 // with compute_failed instead of reaching CAF.
 template <class F>
 void drive(stage_pointer self, F&& call) {
+  if (self->state.parked) return;
   member_actions_list actions;
   try {
     actions = call(*self->state.core);

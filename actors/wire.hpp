@@ -60,7 +60,8 @@ typename Inspector::result_type inspect(Inspector& f, grad_codec& x) {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_plan& x) {
-  return f(caf::meta::type_name("checkpoint_plan"), x.dir, x.every, x.seconds, x.keep, x.fatal);
+  return f(caf::meta::type_name("checkpoint_plan"), x.dir, x.every, x.seconds, x.keep, x.fatal,
+           x.on_shard_loss);
 }
 
 template <class Inspector>

@@ -28,6 +28,7 @@ std::string to_string(errc x) {
     case errc::closed: return "closed";
     case errc::checkpoint_failed: return "checkpoint_failed";
     case errc::member_lost: return "member_lost";
+    case errc::restarting: return "restarting";
   }
   return "unknown(" + std::to_string(static_cast<int>(x)) + ")";
 }

@@ -33,8 +33,9 @@ enum class errc : std::uint8_t {
   closed,            // a call on a key-value store after close()
   checkpoint_failed, // a checkpoint could not be written or read (--checkpoint-dir, --resume)
   member_lost,       // a collective's member left or died before it gave its piece
+  restarting,        // the job restarts in place from its newest checkpoint: rejoin it (actors/coordinator_restart.cpp)
 };
-inline constexpr errc last_errc = errc::member_lost;
+inline constexpr errc last_errc = errc::restarting;
 
 // "bad_shape"; "unknown(N)" for a value that is not a code.
 std::string to_string(errc x);

@@ -112,6 +112,27 @@ std::string_view name_of(sync_mode m) {
   return "?";
 }
 
+expected<shard_loss> parse_shard_loss(std::string_view name) {
+  if (name == "auto") return shard_loss::automatic;
+  if (name == "fail") return shard_loss::fail;
+  if (name == "recover") return shard_loss::recover;
+  return failure{"--on-shard-loss: unknown policy '" + std::string(name) + "'; use auto, fail or recover"};
+}
+
+std::string_view name_of(shard_loss p) {
+  switch (p) {
+    case shard_loss::automatic: return "auto";
+    case shard_loss::fail: return "fail";
+    case shard_loss::recover: return "recover";
+  }
+  return "?";
+}
+
+bool restarts_on_shard_loss(const job_spec& job) {
+  if (job.checkpoints.dir.empty() || job.servers == 0 || job.kv) return false;
+  return job.checkpoints.on_shard_loss != shard_loss::fail;
+}
+
 std::optional<std::string> validate(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";
@@ -173,6 +194,9 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
+  if (job.checkpoints.on_shard_loss == shard_loss::recover && (job.servers == 0 || job.kv))
+    return "--on-shard-loss recover restarts a training job from its newest checkpoint once a replacement shard "
+           "server has joined; this job has no shard servers to lose (or is a key-value job); leave it out";
   if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
   if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
   if (!(job.straggler_factor == 0.0 || (job.straggler_factor >= 1.0 && std::isfinite(job.straggler_factor))))

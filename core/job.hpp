@@ -32,6 +32,14 @@ std::string_view name_of(sync_mode m);
 // Every replica's step-k gradient goes into one update (a sync round, or a ring's sum).
 inline bool in_lockstep(sync_mode m) { return m == sync_mode::sync || m == sync_mode::allreduce; }
 
+// What a job does when it loses a shard server (--on-shard-loss): end (`fail`), or
+// restart in place from its newest checkpoint once a replacement has joined (`recover`;
+// Note [Restarting in place] in actors/coordinator_restart.cpp). `automatic`, the default,
+// recovers when the job keeps checkpoints.
+enum class shard_loss : std::uint8_t { automatic = 0, fail = 1, recover = 2 };
+expected<shard_loss> parse_shard_loss(std::string_view name);
+std::string_view name_of(shard_loss p);
+
 // Checkpoints (Note [Checkpoint directory] in core/checkpoint_store.hpp, Note [Checkpoint
 // steps] in core/shard_core.hpp). The directory must be one every shard server and the
 // coordinator reach under that path (one host, or a shared file system).
@@ -41,6 +49,7 @@ struct checkpoint_plan {
   double seconds = 0.0;     // also about this often (the coordinator names a coming step); 0: not
   std::int32_t keep = 2;    // complete checkpoints kept
   bool fatal = false;       // a checkpoint that cannot be written ends the job; else warn, count, go on
+  shard_loss on_shard_loss = shard_loss::automatic;
 };
 
 // --share-balance (job_spec::balance_shares).
@@ -138,6 +147,9 @@ std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const 
 // Members: the actors that train, workers * pipeline_stages. Member m is stage
 // m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.
 std::uint32_t members(const job_spec& job);
+// Whether a lost shard server restarts the job in place (--on-shard-loss; needs
+// --checkpoint-dir and shard servers) instead of ending it.
+bool restarts_on_shard_loss(const job_spec& job);
 
 // Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
 std::int64_t samples_per_worker(const job_spec& job);

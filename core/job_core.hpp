@@ -8,8 +8,9 @@
 //
 // Failure policy: a dead worker is logged, counted and removed from every shard's
 // membership (sync rounds close without it, ssp bounds ignore it); the job goes on while
-// one worker lives. A dead shard, a diverged worker, or no progress for stall_timeout
-// ends the job with an error, never a hang.
+// one worker lives. A dead shard restarts the job in place from its newest checkpoint
+// (--on-shard-loss recover, the default with --checkpoint-dir), or ends it. A diverged
+// worker, or no progress for stall_timeout, ends the job with an error, never a hang.
 //
 // Phases: admitting (joins are collected) -> starting (the shards are told the members)
 // -> training (members step; a lost worker may be replaced) -> finishing (every member is
@@ -83,6 +84,11 @@ struct finish { std::variant<job_result, fault> outcome; };
 // Before a finish that lost a node: write this record beside the checkpoints
 // (write_loss_record; Note [Steps replayed] in core/loss_record.hpp).
 struct record_loss { loss_record record; };
+// In place of a finish: a shard server was lost and the job restarts in place from its
+// newest checkpoint (Note [Restarting in place] in actors/coordinator_restart.cpp). Every member
+// and shard stops with `restarting` and joins again; this core is finished, and the shell
+// makes the next from the checkpoint.
+struct restart { fault why; };
 }  // namespace job_actions
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
@@ -91,7 +97,7 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
-                                job_actions::record_loss, job_actions::finish>;
+                                job_actions::record_loss, job_actions::restart, job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table, the
@@ -113,6 +119,10 @@ class job_core {
 
   // Before any join: the job goes on from a checkpoint (Note [Resuming a job]).
   void resume_from(const resume_point& r);
+  // Before any join: this core restarts a job that lost a shard server, for the
+  // `times`-th time (Note [Restarting in place] in actors/coordinator_restart.cpp); its
+  // result counts them, and a stall before every node has joined says a server is missing.
+  void restarted_in_place(std::int64_t times);
 
   job_actions_list on_shard_join(ticket t, const shard_join& j, time_point now);
   job_actions_list on_member_join(ticket t, const worker_join& j, time_point now);
@@ -260,6 +270,7 @@ class job_core {
   // Note [Resuming a job]: where the members start, and where the shards' state comes from.
   std::int64_t start_clock_ = 0;
   std::optional<resume_point> resume_;
+  std::int64_t restarts_in_place_ = 0;
   struct pending_checkpoint {
     std::vector<checkpoint_saved> saved;  // the shards' files written so far
     std::size_t failed = 0;               // shards that could not write theirs

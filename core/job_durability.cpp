@@ -22,6 +22,13 @@ void job_core::resume_from(const resume_point& r) {
   if (m_ && r.steps_replayed) m_->steps_replayed()->Set(static_cast<double>(*r.steps_replayed));
 }
 
+void job_core::restarted_in_place(std::int64_t times) {
+  TROUPE_CHECK(phase_ == job_phase::admitting && shard_hosts_.empty() && members_.empty(),
+               "job_core::restarted_in_place after the first join");
+  restarts_in_place_ = times;
+  ledger_.restarted_in_place(times);
+}
+
 job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
   if (phase_ == job_phase::finished || s.shard >= checkpoint_writers()) return {};
   job_actions_list out;

@@ -146,6 +146,7 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
       (samples_per_worker(job_) * job_.train.epochs - trained_before_) * static_cast<std::int64_t>(job_.workers);
   r.resumed_from_step = resumed_step_;
   r.steps_replayed = steps_replayed_;
+  r.restarts_in_place = restarts_in_place_;
   r.samples_per_second = r.train_seconds > 0 ? static_cast<double>(r.samples) / r.train_seconds : 0.0;
   if (first_done_) {
     const double secs = seconds(first_done_->first - t_start_);

@@ -50,6 +50,9 @@ class job_ledger {
   // job]): what the earlier run trained is not planned again.
   // steps_replayed: of the lost run's, when known (Note [Steps replayed]).
   void resumed(std::int64_t step, std::int64_t clock, std::optional<std::int64_t> steps_replayed);
+  // The job restarted in place this many times so far (Note [Restarting in place] in
+  // actors/coordinator_restart.cpp).
+  void restarted_in_place(std::int64_t times) { restarts_in_place_ = times; }
 
   // Training time counts from the first step (after the members have loaded their data).
   void start(job_clock::time_point now);
@@ -99,6 +102,7 @@ class job_ledger {
   std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
   std::int64_t resumed_step_ = -1, trained_before_ = 0;  // per worker, before the resumed clock
   std::int64_t steps_replayed_ = -1;                      // -1: not resumed, or not known
+  std::int64_t restarts_in_place_ = 0;
 };
 
 }  // namespace troupe

@@ -156,16 +156,24 @@ job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optiona
 }
 
 job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string& why) {
+  if (phase_ == job_phase::finished) return {};
   const std::string& dir = job_.checkpoints.dir;
   std::int64_t reached = std::numeric_limits<std::int64_t>::max();
   for (const auto& m : members_)
     if (m.live && !m.done) reached = std::min(reached, m.clock);
   const std::string when =
       reached == std::numeric_limits<std::int64_t>::max() ? "" : " at step " + std::to_string(reached);
+  const std::string lost = "shard " + std::to_string(shard) + " died" + when + " (" + why + ")";
+  if (restarts_on_shard_loss(job_)) {  // Note [Restarting in place] in actors/coordinator_restart.cpp
+    job_actions_list out;
+    const fault f{errc::shard_lost, lost};
+    finish(f, out);  // the record of the loss, then the finish that becomes the restart
+    out.back() = job_actions::restart{f};
+    return out;
+  }
   return fail({errc::shard_lost,
-               "shard " + std::to_string(shard) + " died" + when + " (" + why +
-                   "); a running job cannot take a replacement shard yet, so the job stops; " +
-                   (dir.empty() ? std::string("with --checkpoint-dir a job can be resumed after such a loss")
+               lost + "; the job stops (--on-shard-loss fail); " +
+                   (dir.empty() ? std::string("with --checkpoint-dir a job restarts from its newest checkpoint instead")
                                 : "continue it from its last checkpoint with --resume " + dir)});
 }
 
@@ -188,6 +196,9 @@ job_actions_list job_core::on_tick(time_point now) {
     if (phase_ != job_phase::training) {
       who = std::to_string(shard_hosts_.size()) + " of " + std::to_string(job_.servers) + " shards and " +
             std::to_string(pending_joins_.size()) + " of " + std::to_string(members(job_)) + " workers joined";
+      if (restarts_in_place_ > 0 && shard_hosts_.size() < job_.servers)
+        who += " since the job restarted after losing a shard server; start one in its place with `troupe node "
+               "--role server --join` and this job's coordinator address";
     } else {
       for (std::uint32_t r = 0; r < members_.size(); ++r)
         if (members_[r].live && !members_[r].done)

@@ -64,4 +64,14 @@ std::optional<std::int64_t> steps_replayed(const loss_record& r, const std::stri
   return r.reached - step;
 }
 
+taken_record take_loss_record(const std::filesystem::path& dir, const std::string& job_id, std::int64_t step) {
+  taken_record out;
+  if (auto record = read_loss_record(dir); !record)
+    out.warnings.push_back(record.error().message + "; this run does not know how many steps it repeats");
+  else if (*record)
+    out.steps_replayed = steps_replayed(**record, job_id, step);
+  if (auto why = forget_loss_record(dir)) out.warnings.push_back(*why);
+  return out;
+}
+
 }  // namespace troupe

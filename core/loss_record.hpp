@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/errc.hpp"
 #include "base/expected.hpp"
@@ -48,5 +49,14 @@ std::optional<std::string> forget_loss_record(const std::filesystem::path& dir);
 // The steps a run of job `job_id` resuming from checkpoint `step` repeats, by the record:
 // none when the record is of another job, or of a run that had not reached `step`.
 std::optional<std::int64_t> steps_replayed(const loss_record& r, const std::string& job_id, std::int64_t step);
+
+// Consumes dir's record for a run of `job_id` resuming from checkpoint `step`: reads it,
+// removes it, and says the steps that run repeats (none when unknown); `warnings` gets
+// what went wrong (a damaged record, one that stays), each a sentence for the operator.
+struct taken_record {
+  std::optional<std::int64_t> steps_replayed;
+  std::vector<std::string> warnings;
+};
+taken_record take_loss_record(const std::filesystem::path& dir, const std::string& job_id, std::int64_t step);
 
 }  // namespace troupe

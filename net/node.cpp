@@ -231,7 +231,25 @@ void give_ring_lanes(stage_options& opts, const node_plan& plan, const lane::tra
   opts.ring_lane_dialler = [to_neighbour] { return lane::dial_shards(to_neighbour); };
 }
 
-caf::error run_server_node(const node_plan& plan, const observability& obs) {
+namespace {
+
+// Note [Joining again]
+// A shard server or a worker that its coordinator stops with `restarting` (Note
+// [Restarting in place] in actors/coordinator_restart.cpp) joins the job again at once:
+// a fresh actor system with the same plan, so the same ports, certificates and secret,
+// and its own data loaded again. Tearing the old system down first closes every
+// connection and shared-memory channel the old role had, so the new role starts as a
+// node's first does. Any other end of the role ends the node.
+template <class Once>
+caf::error joining_again(const char* role, Once once) {
+  for (;;) {
+    caf::error err = once();
+    if (troupe_code(err) != errc::restarting) return err;
+    spdlog::warn("{}: {}; joining again", role, describe(err));
+  }
+}
+
+caf::error serve_once(const node_plan& plan, const observability& obs) {
   auto lanes = shard_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
@@ -248,8 +266,8 @@ caf::error run_server_node(const node_plan& plan, const observability& obs) {
   return wait_for(sys, caf::actor_cast<caf::actor>(shard));
 }
 
-caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                           compute_options compute) {
+caf::error work_once(const node_plan& plan, const std::string& data_dir, const observability& obs,
+                     compute_options compute) {
   auto lanes = member_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
@@ -284,6 +302,17 @@ caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, c
   if (!port) return port.error();
   join_as_member(worker, plan.advertise, *port, proof_for(sys, plan, "worker", *coordinator));
   return wait_for(sys, caf::actor_cast<caf::actor>(worker));
+}
+
+}  // namespace
+
+caf::error run_server_node(const node_plan& plan, const observability& obs) {
+  return joining_again("shard server", [&] { return serve_once(plan, obs); });
+}
+
+caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
+                           compute_options compute) {
+  return joining_again("worker", [&] { return work_once(plan, data_dir, obs, compute); });
 }
 
 }  // namespace troupe

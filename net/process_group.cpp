@@ -140,6 +140,49 @@ void reap(running_child& c) {
   if (WIFSIGNALED(status)) c.result.signal = WTERMSIG(status);
 }
 
+// Starts c's command with fresh pipes; on failure c is an exited child with code 127.
+void start(running_child& c) {
+  const child_spec& s = c.spec;
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  int in[2] = {-1, -1};
+  if (s.hold_stdin && pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  c.exited = false;
+  c.pid = spawn(s.argv, in[0], out[1], err[1], s.env);
+  close(out[1]);
+  close(err[1]);
+  if (in[0] >= 0) close(in[0]);
+  c.held_stdin = in[1];
+  c.out = out[0];
+  c.err = err[0];
+  if (c.pid < 0) {
+    std::fprintf(stderr, "[launch] cannot start %s (%s)\n", s.name.c_str(), s.argv[0].c_str());
+    close(c.out);
+    close(c.err);
+    c.out = c.err = -1;
+    if (c.held_stdin >= 0) close(c.held_stdin);
+    c.held_stdin = -1;
+    c.exited = true;
+    c.result = {s.name, 127, 0, false, c.result.respawned};
+  }
+}
+
+// A child lost while the job runs, with respawns left, whose output is all read: started
+// again (child_spec::respawns).
+void maybe_respawn(running_child& c, bool leader_gone, bool interrupted) {
+  const bool lost = (c.result.signal != 0 && !c.result.stopped) || c.result.exit_code == 255;
+  if (!c.exited || !lost || leader_gone || interrupted || c.result.respawned >= c.spec.respawns || c.out >= 0 ||
+      c.err >= 0)
+    return;
+  const int respawned = c.result.respawned + 1;
+  std::fprintf(stderr, "[launch] %s was lost (%s %d); starting it again (%d of at most %d)\n", c.spec.name.c_str(),
+               c.result.signal != 0 ? "signal" : "exit code", c.result.signal != 0 ? c.result.signal : c.result.exit_code,
+               respawned, c.spec.respawns);
+  c.result = child_result{};
+  c.result.respawned = respawned;
+  start(c);
+}
+
 }  // namespace
 
 group_result run_process_group(const std::vector<child_spec>& specs, const std::string& leader,
@@ -153,29 +196,9 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
   sigaction(SIGTERM, &sa, nullptr);
   std::vector<running_child> kids;
   for (const auto& s : specs) {
-    int out[2], err[2];
-    if (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     running_child c;
     c.spec = s;
-    int in[2] = {-1, -1};
-    if (s.hold_stdin && pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-    c.pid = spawn(s.argv, in[0], out[1], err[1], s.env);
-    close(out[1]);
-    close(err[1]);
-    if (in[0] >= 0) close(in[0]);
-    c.held_stdin = in[1];
-    c.out = out[0];
-    c.err = err[0];
-    if (c.pid < 0) {
-      std::fprintf(stderr, "[launch] cannot start %s (%s)\n", s.name.c_str(), s.argv[0].c_str());
-      close(c.out);
-      close(c.err);
-      c.out = c.err = -1;
-      if (c.held_stdin >= 0) close(c.held_stdin);
-      c.held_stdin = -1;
-      c.exited = true;
-      c.result = {s.name, 127, 0};
-    }
+    start(c);
     kids.push_back(std::move(c));
   }
   std::optional<clock::time_point> leader_gone;
@@ -198,6 +221,7 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
     bool all_done = true, enders_gone = !enders.empty();
     for (auto& c : kids) {
       reap(c);
+      maybe_respawn(c, leader_gone.has_value(), g.interrupted);
       all_done = all_done && c.exited && c.out < 0 && c.err < 0;
       if (c.exited && c.spec.name == leader && !leader_gone) leader_gone = clock::now();
       if (!c.exited && std::find(enders.begin(), enders.end(), c.spec.name) != enders.end()) enders_gone = false;

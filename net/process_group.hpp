@@ -22,6 +22,11 @@ struct child_spec {
   // launcher is gone, however it ended (an ssh session passes that on to the remote
   // command). Otherwise the child inherits the launcher's stdin.
   bool hold_stdin = false;
+  // How many times the group starts this child again, with the same command, when it is
+  // lost while the leader runs: killed by a signal the group did not send, or exited with
+  // 255 (ssh's code when the remote end is gone). Note [Restarting in place]: a job's
+  // coordinator takes a shard server that comes back.
+  int respawns = 0;
 };
 
 struct child_result {
@@ -29,6 +34,7 @@ struct child_result {
   int exit_code = -1;             // -1: killed by a signal
   int signal = 0;
   bool stopped = false;           // the group signalled it (the launcher's signal passed on, or past its grace)
+  int respawned = 0;              // times it was started again (child_spec::respawns); the fields above are its last run's
 };
 
 struct group_result {

@@ -9,6 +9,16 @@
 namespace troupe::cli {
 
 void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& resume, const char* group) {
+  app.add_option_function<std::string>(
+         "--on-shard-loss",
+         [&plan](const std::string& v) {
+           auto p = parse_shard_loss(v);
+           if (!p) throw CLI::ValidationError(p.error().message);
+           plan.on_shard_loss = *p;
+         },
+         "When a shard server dies: recover (the job restarts in place from its newest checkpoint once a replacement "
+         "has joined; launch starts one), fail (the job ends), or auto (default: recover with --checkpoint-dir)")
+      ->group(group);
   app.add_option("--checkpoint-dir", plan.dir,
                  "Write checkpoints to DIR at every epoch's end (and every --checkpoint-every steps): each shard "
                  "server's slice and optimizer state, the job's state, a manifest; every shard server must reach DIR "
@@ -39,7 +49,11 @@ void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& r
 
 std::optional<std::string> adopt_checkpointed_job(job_spec& job, const std::string& resume) {
   if (!job.checkpoints.dir.empty()) job.checkpoints.dir = std::filesystem::absolute(job.checkpoints.dir).string();
-  if (resume.empty()) return std::nullopt;
+  if (resume.empty()) {
+    if (job.checkpoints.on_shard_loss == shard_loss::recover && job.checkpoints.dir.empty())
+      return "--on-shard-loss recover restarts the job from its newest checkpoint; give --checkpoint-dir DIR";
+    return std::nullopt;
+  }
   const std::string dir = std::filesystem::absolute(resume).string();
   auto id = checkpointed_job_id(dir);
   if (!id) return "--resume " + resume + ": " + id.error().message;
@@ -65,11 +79,9 @@ expected<std::optional<resume_point>> resume_point_for(const job_spec& job, cons
   if (!r) return failure{"--resume " + resume + ": " + r.error().message};
   for (const auto& why : r->skipped) std::cerr << "warning: --resume passed over " << why << "\n";
   // Note [Steps replayed]: the record of a lost run is read once, then removed.
-  if (auto record = read_loss_record(dir); !record)
-    std::cerr << "warning: " << record.error().message << "; this run does not know how many steps it repeats\n";
-  else if (*record)
-    r->steps_replayed = steps_replayed(**record, job.job_id, r->step);
-  if (auto why = forget_loss_record(dir)) std::cerr << "warning: " << *why << "\n";
+  auto taken = take_loss_record(dir, job.job_id, r->step);
+  r->steps_replayed = taken.steps_replayed;
+  for (const auto& why : taken.warnings) std::cerr << "warning: " << why << "\n";
   std::cerr << "resuming job " << job.job_id << " from checkpoint " << r->step << " in " << dir << " (the workers go on "
             << "from step " << r->clock << ")";
   if (r->steps_replayed) std::cerr << "; it repeats " << *r->steps_replayed << " steps that the lost run had taken";

@@ -1,6 +1,6 @@
 // checkpoint_cli: the checkpoint flags the job commands share (--checkpoint-dir,
 // --checkpoint-every, --checkpoint-seconds, --keep-checkpoints, --checkpoint-fatal,
-// --resume), and what a
+// --on-shard-loss, --resume), and what a
 // command does with them before and after prepare_job (Note [Resuming a job]).
 #pragma once
 

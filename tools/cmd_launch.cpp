@@ -304,6 +304,7 @@ int run_launch(launch_cli& o) {
   policy.workers_end_the_job = !req.worker_command.empty();
   policy.grace = std::chrono::seconds(15) +
                  std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
+  respawn_lost_servers(plan->nodes, *job, policy);
   const attempts run = run_with_restarts(plan->nodes, policy);
   const group_result& g = run.last;
   const launch_outcome outcome = report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr);
@@ -355,7 +356,8 @@ command add_launch(CLI::App& parent) {
       ->group(g);
   app->add_option("--max-restarts", o->max_restarts,
                   "With --checkpoint-dir: start a job that lost a node again from its newest checkpoint, at most N "
-                  "times (0: never)")
+                  "times (0: never); with --on-shard-loss recover (the default there), start a lost shard server "
+                  "again, at most N times each, and the job restarts in place")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str()
       ->group(g);

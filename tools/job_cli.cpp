@@ -361,6 +361,8 @@ void print_job_result(const job_result& r, const std::string& who, const text_ou
   out["resumed_from_step"] = r.resumed_from_step >= 0 ? nlohmann::ordered_json(r.resumed_from_step) : nullptr;
   // Note [Steps replayed]: of the lost run's steps, those this run repeats (null: not known).
   out["steps_replayed"] = r.steps_replayed >= 0 ? nlohmann::ordered_json(r.steps_replayed) : nullptr;
+  // Note [Restarting in place] (actors/coordinator_restart.cpp): restarts after a lost shard server.
+  out["restarts_in_place"] = r.restarts_in_place;
   out["checkpoints_written"] = r.checkpoints_written;
   out["checkpoints_failed"] = r.checkpoints_failed;
   // The final parameters' bytes, so two runs compare bitwise (null with --simulate-compute).

@@ -44,6 +44,11 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
     auto out = nlohmann::ordered_json::parse(json, nullptr, false);
     if (!out.is_discarded() && out.is_object() && !kv) {
       out["restarts"] = restarts;  // Note [Restarting a job]
+      // Note [Restarting in place]: the processes of the last attempt started again alone.
+      auto respawned = nlohmann::ordered_json::object();
+      for (const auto& c : g.children)
+        if (c.respawned > 0) respawned[c.name] = c.respawned;
+      out["respawned"] = respawned;
       if (left_out) out["workers_left_out"] = *left_out;
     }
     std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;

@@ -128,6 +128,14 @@ std::optional<std::string> elastic_refusal(const job_spec& job, std::uint32_t mi
   return std::nullopt;
 }
 
+void respawn_lost_servers(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy) {
+  job_spec as_run = job;
+  if (as_run.checkpoints.dir.empty()) as_run.checkpoints.dir = policy.checkpoints;
+  if (!restarts_on_shard_loss(as_run)) return;
+  for (auto& n : nodes)
+    if (n.name.rfind("server ", 0) == 0) n.respawns = policy.max_restarts;
+}
+
 attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy& p) {
   attempts out;
   std::uint32_t replicas = p.replicas;

@@ -78,6 +78,12 @@ struct attempts {
   std::vector<std::string> left_out;  // the workers left out, as their attempts called them
 };
 
+// Note [Restarting in place] (actors/coordinator_restart.cpp): when the job restarts in
+// place after losing a shard server (restarts_on_shard_loss, with the checkpoints the
+// policy resumes from), every server process is started again when it is lost, up to
+// max_restarts times each; the coordinator and the other processes stay up.
+void respawn_lost_servers(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy);
+
 // Runs the job's processes (the coordinator leads), and again after each loss the policy
 // allows, saying each time on stderr what it starts again and from where.
 attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy& policy);

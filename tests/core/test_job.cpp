@@ -102,6 +102,30 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
              }).find("--simulate-compute") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.checkpoints.every = -1; }).find("--checkpoint-every") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.checkpoints.keep = 0; }).find("--keep-checkpoints") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) {
+               j.checkpoints.on_shard_loss = shard_loss::recover;
+               j.mode = sync_mode::allreduce;
+               j.servers = 0;
+             }).find("--on-shard-loss recover") != std::string::npos);
+}
+
+// Note [Restarting in place]: the policy's names, and when a lost shard restarts the job.
+BOOST_AUTO_TEST_CASE(a_lost_shard_restarts_the_job_when_it_keeps_checkpoints) {
+  BOOST_TEST((*parse_shard_loss("recover") == shard_loss::recover));
+  BOOST_TEST((*parse_shard_loss("auto") == shard_loss::automatic));
+  BOOST_TEST(parse_shard_loss("retry").error().message.find("auto, fail or recover") != std::string::npos);
+  for (auto p : {shard_loss::automatic, shard_loss::fail, shard_loss::recover})
+    BOOST_TEST((*parse_shard_loss(name_of(p)) == p));
+  job_spec j;
+  j.servers = 2;
+  BOOST_TEST(!restarts_on_shard_loss(j));  // nothing to restart from
+  j.checkpoints.dir = "ck";
+  BOOST_TEST(restarts_on_shard_loss(j));
+  j.checkpoints.on_shard_loss = shard_loss::fail;
+  BOOST_TEST(!restarts_on_shard_loss(j));
+  j.checkpoints.on_shard_loss = shard_loss::recover;
+  j.servers = 0;
+  BOOST_TEST(!restarts_on_shard_loss(j));  // no shard servers to lose
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {

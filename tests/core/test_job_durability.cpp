@@ -309,7 +309,11 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_records_how_far_it_got) {
   BOOST_TEST(r.job_id == h.job.job_id);
   BOOST_TEST(r.reached == 2);
   BOOST_TEST(r.why.find("shard_lost: shard 1 died") == 0u);
-  BOOST_TEST(fault_of(out).find("shard_lost") == 0u);
+  // Note [Restarting in place]: with checkpoints the job restarts instead of ending.
+  BOOST_REQUIRE(std::holds_alternative<restart>(out[1]));
+  BOOST_TEST((std::get<restart>(out[1]).why.code == errc::shard_lost));
+  BOOST_TEST((h.core->phase() == job_phase::finished));  // the shell makes the next core
+  BOOST_TEST(h.core->on_shard_down(0, "again").empty());
 
   harness resumed(checkpointed());  // a resumed job has reached its checkpoint's step
   resumed.core->resume_from(checkpoint_seven());
@@ -337,6 +341,7 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_says_how_many_steps_it_repeats_when_it_knows)
     resume_point r = checkpoint_seven();
     r.steps_replayed = known;
     h.core->resume_from(r);
+    h.core->restarted_in_place(2);  // Note [Restarting in place]: its shell made it the third core
     // The gauge exists only when the count is known.
     const std::string scrape = obs.metrics->scrape();
     BOOST_TEST(has(scrape, "troupe_steps_replayed{") == known.has_value(), scrape);
@@ -355,5 +360,33 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_says_how_many_steps_it_repeats_when_it_knows)
     const auto& res = std::get<job_result>(end.outcome);
     BOOST_TEST(res.resumed_from_step == 7);
     BOOST_TEST(res.steps_replayed == known.value_or(-1));
+    BOOST_TEST(res.restarts_in_place == 2);
   }
+}
+
+// Note [Restarting in place]: --on-shard-loss fail keeps the job's end; a restarted core
+// whose lost server is not replaced within --stall-timeout says what to start.
+BOOST_AUTO_TEST_CASE(a_lost_shard_ends_the_job_when_asked_and_a_missing_replacement_is_named) {
+  job_spec failing = checkpointed();
+  failing.checkpoints.on_shard_loss = shard_loss::fail;
+  harness f(failing);
+  f.start();
+  const auto out = f.core->on_shard_down(1, "gone");
+  BOOST_TEST(all_of<restart>(out).empty());
+  BOOST_TEST(fault_of(out).find("--on-shard-loss fail") != std::string::npos, fault_of(out));
+  BOOST_TEST(fault_of(out).find("--resume " + failing.checkpoints.dir) != std::string::npos, fault_of(out));
+
+  harness r(checkpointed());
+  r.core->restarted_in_place(1);
+  r.shard();  // one of the two servers is back
+  r.later(std::chrono::milliseconds(r.job.stall_timeout_ms + 2000));
+  const auto stalled = r.core->on_tick(r.now);
+  BOOST_TEST(fault_of(stalled).find("stalled: no progress") == 0u, fault_of(stalled));
+  BOOST_TEST(fault_of(stalled).find("1 of 2 shards") != std::string::npos, fault_of(stalled));
+  BOOST_TEST(fault_of(stalled).find("troupe node --role server --join") != std::string::npos, fault_of(stalled));
+
+  harness fresh(checkpointed());  // a first start that stalls is not told of a replacement
+  fresh.shard();
+  fresh.later(std::chrono::milliseconds(fresh.job.stall_timeout_ms + 2000));
+  BOOST_TEST(fault_of(fresh.core->on_tick(fresh.now)).find("in its place") == std::string::npos);
 }

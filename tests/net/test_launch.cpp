@@ -3,9 +3,10 @@
 // each mode, and so do 3 replicas of allreduce with no shard servers, whose ring pieces
 // through shared memory or on bulk lanes give the bits of the same job's in the messages,
 // and where a killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
-// not hold the launch; a job that keeps checkpoints and loses its shard server or its
-// coordinator is started again from its newest checkpoint and ends bitwise as it would
-// have; an elastic allreduce job (--min-workers) goes on with the survivors of a lost
+// not hold the launch; a job that keeps checkpoints and loses its shard server restarts
+// in place with that server started again alone, and one that loses its coordinator (or
+// a server, with --on-shard-loss fail) is started again whole, each from its newest
+// checkpoint and ending bitwise as it would have; an elastic allreduce job (--min-workers) goes on with the survivors of a lost
 // worker and stops when too few are left; a bad flag is a usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
@@ -254,33 +255,42 @@ BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
   BOOST_TEST(!std::filesystem::exists(dir.file("job")));
 }
 
-// Note [Restarting a job]: a shard server killed after the first checkpoint and again
-// (its replacement) after the restarted job's checkpoint 60, then the coordinator killed
-// after the first; launch starts the job again from its newest checkpoint each time, and
-// the sync job ends with the parameters of the run that lost nothing, saying how many
-// steps its last restart repeated when the lost run could record it.
+// Note [Restarting in place]: a shard server killed after the first checkpoint and again
+// (its replacement) after checkpoint 60 is started again alone by launch, and the job
+// restarts in place each time. Note [Restarting a job]: with --on-shard-loss fail, or
+// when the coordinator is killed, launch starts the whole job again from its newest
+// checkpoint. Either way the sync job ends with the parameters of the run that lost
+// nothing, saying how many steps its last restart repeated when the lost run could record
+// it.
 BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint) {
   temp_dir dir("launch-restart");
-  const auto job = [&](const std::string& name) {
-    return std::vector<std::string>{troupe_bin(), "launch", "--local", "--mode", "sync", "--dataset", "synthetic",
-                                    "--train-samples", "6000", "--batch-size", "50", "--epochs", "3",
-                                    "--checkpoint-dir", dir.file(name), "--checkpoint-every", "20",
-                                    "--slow-worker", "0:3", "--metrics", "off"};
+  const auto job = [&](const std::string& name, std::vector<std::string> more = {}) {
+    std::vector<std::string> a{troupe_bin(), "launch", "--local", "--mode", "sync", "--dataset", "synthetic",
+                               "--train-samples", "6000", "--batch-size", "50", "--epochs", "3",
+                               "--checkpoint-dir", dir.file(name), "--checkpoint-every", "20",
+                               "--slow-worker", "0:3", "--metrics", "off"};
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
   };
   const auto whole = run_process(job("whole"), 300s);
   BOOST_REQUIRE(!whole.timed_out);
   BOOST_REQUIRE_MESSAGE(whole.exit_code == 0, whole.err);
   const auto expected = nlohmann::json::parse(whole.out);
   BOOST_TEST(expected["restarts"] == 0);
+  BOOST_TEST(expected["restarts_in_place"] == 0);
   struct loss {
+    const char* name;
     const char* victim;
     std::vector<const char*> after;  // the checkpoints after which it is killed, in turn
+    std::vector<std::string> flags;
+    bool in_place;
   };
-  for (const loss& l : {loss{"--role server", {"ckpt-000000000020", "ckpt-000000000060"}},
-                        loss{"--role coordinator", {"ckpt-000000000020"}}}) {
-    BOOST_TEST_CONTEXT(l.victim) {
-      const std::string name = std::string("lost-") + (l.victim[7] == 's' ? "server" : "coordinator");
-      background_process launch(job(name), dir.file(name));
+  for (const loss& l : {loss{"server", "--role server", {"ckpt-000000000020", "ckpt-000000000060"}, {}, true},
+                        loss{"server-fail", "--role server", {"ckpt-000000000020"}, {"--on-shard-loss", "fail"}, false},
+                        loss{"coordinator", "--role coordinator", {"ckpt-000000000020"}, {}, false}}) {
+    BOOST_TEST_CONTEXT(l.name) {
+      const std::string name = std::string("lost-") + l.name;
+      background_process launch(job(name, l.flags), dir.file(name));
       BOOST_REQUIRE(launch.started());
       for (const char* step : l.after) {
         const auto done = std::filesystem::path(dir.file(name)) / step / "MANIFEST.tf";
@@ -297,13 +307,25 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
       BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
       BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
       const auto r = nlohmann::json::parse(launch.out());
-      BOOST_TEST(r["restarts"] == l.after.size());
-      BOOST_TEST(launch.err().find("restart " + std::to_string(l.after.size()) + " of at most 3") != std::string::npos,
-                 launch.err());
-      BOOST_TEST(r["resumed_from_step"].get<int>() >= (l.after.size() == 2 ? 60 : 20));
+      const std::size_t losses = l.after.size();
+      if (l.in_place) {
+        BOOST_TEST(r["restarts"] == 0);
+        BOOST_TEST(r["restarts_in_place"] == losses);
+        std::size_t respawned = 0;
+        for (const auto& [who, times] : r["respawned"].items()) respawned += times.get<std::size_t>();
+        BOOST_TEST(respawned == losses, r.dump());
+        BOOST_TEST(launch.err().find("starting it again (") != std::string::npos, launch.err());
+        BOOST_TEST(launch.err().find("restarts in place") != std::string::npos, launch.err());
+      } else {
+        BOOST_TEST(r["restarts"] == losses);
+        BOOST_TEST(r["restarts_in_place"] == 0);
+        BOOST_TEST(launch.err().find("restart " + std::to_string(losses) + " of at most 3") != std::string::npos,
+                   launch.err());
+      }
+      BOOST_TEST(r["resumed_from_step"].get<int>() >= (losses == 2 ? 60 : 20));
       // Note [Steps replayed]: the coordinator that lost its shard recorded how far the job
       // had got; a coordinator killed outright could not.
-      if (l.after.size() == 2)
+      if (std::string(l.victim) == "--role server")
         BOOST_TEST((r["steps_replayed"].is_number_integer() && r["steps_replayed"].get<int>() >= 0), r.dump());
       else
         BOOST_TEST(r["steps_replayed"].is_null(), r.dump());

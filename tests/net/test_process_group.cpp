@@ -1,7 +1,7 @@
 // Tests for net/process_group.cpp: output streamed per child, the leader's stdout
 // collected, exit codes and signals reported, a program that cannot start reported,
-// children outliving the leader stopped, children dying with a killed launcher, and a held
-// stdin that ends with the launcher.
+// children outliving the leader stopped, a lost child started again, children dying with a
+// killed launcher, and a held stdin that ends with the launcher.
 #define BOOST_TEST_MODULE process_group
 #include <boost/test/unit_test.hpp>
 
@@ -51,6 +51,35 @@ BOOST_AUTO_TEST_CASE(a_missing_program_in_a_group_is_reported_and_the_others_run
   BOOST_REQUIRE(g.children.size() == 2u);
   BOOST_TEST(g.children[0].exit_code == 0);
   BOOST_TEST(g.children[1].exit_code == 127);
+}
+
+// Note [Restarting in place]: a child lost to a signal nobody in the group sent is started
+// again, with the same command, up to its respawns; one that exits with an error of its
+// own is not, nor one past its respawns.
+BOOST_AUTO_TEST_CASE(a_lost_child_is_started_again_up_to_its_respawns) {
+  const auto dir = std::filesystem::temp_directory_path() / ("troupe-respawn-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string runs = (dir / "runs").string(), done = (dir / "done").string();
+  // Killed by SIGKILL on its first two runs; the third ends well and lets the leader end.
+  const std::string flaky = "echo run >> " + runs + "; [ $(wc -l < " + runs + ") -ge 3 ] && touch " + done +
+                            " && exit 0; kill -9 $$";
+  const std::string leader = "i=0; while [ ! -f " + done + " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done";
+  child_spec flaky_child{"flaky", {"sh", "-c", flaky}, false, {}};
+  flaky_child.respawns = 3;
+  child_spec failing{"failing", {"sh", "-c", "exit 1"}, false, {}};
+  failing.respawns = 3;
+  child_spec doomed{"doomed", {"sh", "-c", "kill -9 $$"}, false, {}};
+  doomed.respawns = 1;
+  auto g = run_process_group({{"leader", {"sh", "-c", leader}, false, {}}, flaky_child, failing, doomed}, "leader", 5s);
+  std::filesystem::remove_all(dir);
+  BOOST_REQUIRE(g.children.size() == 4u);
+  BOOST_TEST(g.children[0].exit_code == 0);
+  BOOST_TEST(g.children[1].respawned == 2);
+  BOOST_TEST(g.children[1].exit_code == 0);
+  BOOST_TEST(g.children[2].respawned == 0);
+  BOOST_TEST(g.children[2].exit_code == 1);
+  BOOST_TEST(g.children[3].respawned == 1);
+  BOOST_TEST(g.children[3].signal == SIGKILL);
 }
 
 // A launcher killed with SIGKILL cannot pass anything on; its children go with it

@@ -235,4 +235,10 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_resumed_is_refused_saying_what_to_do) {
   r = run(job("train", {"--checkpoint-dir", dir, "--keep-checkpoints", "0"}));
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(has(r.err, "--keep-checkpoints"), r.err);
+  r = run(job("train", {"--on-shard-loss", "sometimes"}));  // Note [Restarting in place]
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "use auto, fail or recover"), r.err);
+  r = run(job("train", {"--on-shard-loss", "recover"}));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "give --checkpoint-dir DIR"), r.err);
 }
