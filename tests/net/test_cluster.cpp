@@ -2,7 +2,9 @@
 // roles), every node with the job's certificate and secret as launch gives them: a
 // cluster trains; a worker killed with SIGKILL is survived and its
 // restarted replacement rejoins; a killed shard stops the job cleanly (both through the
-// same-host fast path and, with --no-shared-memory, with their tensors on bulk lanes);
+// same-host fast path and, with --no-shared-memory, with their tensors on bulk lanes),
+// or, when the job keeps checkpoints, restarts it in place once a server is started in
+// its place, and ends it at the stall timeout when none is;
 // when the coordinator dies or hangs, every node exits with a clear message. Every wait
 // has a deadline.
 #define BOOST_TEST_MODULE cluster
@@ -12,6 +14,7 @@
 
 #include <filesystem>
 #include <regex>
+#include <thread>
 
 #include "tests/support/background.hpp"
 #include "tests/support/process.hpp"
@@ -158,7 +161,61 @@ std::string killed_shard_stops_the_job(const std::vector<std::string>& node_flag
   return w0.err() + w1.err();
 }
 
+// Note [Restarting in place]: the second of two servers of a job that keeps checkpoints
+// is killed after checkpoint 20. The other nodes join again by themselves; with
+// `replace`, the operator then starts a server in its place, the job goes on from its
+// newest checkpoint and ends well, every node with exit code 0; without, --stall-timeout
+// ends the job with code 3, saying what to start. Returns the coordinator's log.
+std::string killed_shard_restarts_in_place(const std::vector<std::string>& node_flags, bool replace) {
+  cluster c;
+  c.node_flags = node_flags;
+  const std::string ck = (c.dir / "ck").string();
+  auto& coord = c.coordinator({"--train-samples", "6000", "--epochs", "2", "--workers", "2", "--servers", "2",
+                               "--mode", "sync", "--batch-size", "50", "--slow-worker", "0:3", "--stall-timeout", "8",
+                               "--checkpoint-dir", ck, "--checkpoint-every", "20"});
+  auto& s0 = c.server("s0");
+  auto& s1 = c.server("s1");
+  auto& w0 = c.worker("w0");
+  auto& w1 = c.worker("w1");
+  const auto manifest = fs::path(ck) / "ckpt-000000000020" / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(fs::exists(manifest), coord.err());
+  s1.signal(SIGKILL);
+  BOOST_REQUIRE_MESSAGE(coord.wait_for_err("restarts in place", 30s), coord.err());
+  if (!replace) {
+    const auto code = coord.wait(60s);
+    BOOST_REQUIRE_MESSAGE(code.has_value(), "the coordinator waited past --stall-timeout for a replacement");
+    BOOST_TEST(*code == 3, coord.err());
+    BOOST_TEST(coord.err().find("1 of 2 shards") != std::string::npos, coord.err());
+    BOOST_TEST(coord.err().find("troupe node --role server --join") != std::string::npos, coord.err());
+    for (auto* p : {&s0, &w0, &w1}) BOOST_TEST(p->wait(30s).has_value(), p->err());
+    return coord.err();
+  }
+  auto& again = c.server("s1-again");
+  const auto code = coord.wait(120s);
+  BOOST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, coord.err());
+  const auto j = result_of(coord);
+  BOOST_TEST(j["restarts_in_place"] == 1);
+  BOOST_TEST(j["resumed_from_step"].get<int>() >= 20);
+  BOOST_TEST(j["steps_replayed"].is_number_integer(), j.dump());
+  BOOST_TEST(j["samples_trained"].get<int>() > 0);
+  for (auto* p : {&s0, &w0, &w1, &again}) BOOST_TEST((p->wait(20s) == std::optional<int>(0)), p->err());
+  // Note [Joining again]: the nodes that outlived the shard joined again in-process.
+  for (auto* p : {&s0, &w0, &w1}) BOOST_TEST(p->err().find("joining again") != std::string::npos, p->err());
+  return coord.err();
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_killed_shard_replaced_by_hand_restarts_the_job_in_place) {
+  killed_shard_restarts_in_place({}, true);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_shard_not_replaced_ends_the_job_at_the_stall_timeout_naming_what_to_start) {
+  killed_shard_restarts_in_place({"--no-shared-memory"}, false);
+}
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_survived_and_its_replacement_rejoins) { killed_worker_is_survived({}); }
 
