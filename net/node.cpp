@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <future>
+#include <mutex>
 #include <optional>
 #include <thread>
 
@@ -47,7 +48,8 @@ join_gate gate_for(caf::actor_system& sys, const node_plan& plan) {
 }
 
 // Waits for `a` to terminate; none when it stopped normally or at the end of the job.
-caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
+// coordinator_lost: it stopped because its coordinator went away.
+caf::error wait_for(caf::actor_system& sys, const caf::actor& a, bool& coordinator_lost) {
   caf::scoped_actor self{sys};
   self->monitor(a);
   caf::error reason;
@@ -57,8 +59,10 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a) {
     done = true;
   });
   if (reason == caf::exit_reason::normal || reason == caf::exit_reason::user_shutdown) return caf::none;
-  if (reason == caf::exit_reason::remote_link_unreachable)
+  if (reason == caf::exit_reason::remote_link_unreachable) {
+    coordinator_lost = true;
     return make_error(errc::stalled, "lost the connection to the coordinator (it died, or the network failed)");
+  }
   return reason;
 }
 
@@ -237,19 +241,33 @@ namespace {
 // A shard server or a worker that its coordinator stops with `restarting` (Note
 // [Restarting in place] in actors/coordinator_restart.cpp) joins the job again at once:
 // a fresh actor system with the same plan, so the same ports, certificates and secret,
-// and its own data loaded again. Tearing the old system down first closes every
+// and a worker keeps its dataset (kept_dataset). Tearing the old system down first closes every
 // connection and shared-memory channel the old role had, so the new role starts as a
-// node's first does. Any other end of the role ends the node.
+// node's first does. One whose coordinator is lost (killed, or its host gone) does the
+// same with --coordinator-timeout S: it tries to reach the coordinator at its address
+// for up to S seconds, so a coordinator restarted there with --resume (launch does
+// that) takes it back, and the job goes on from its newest checkpoint. If none answers
+// within S seconds the node leaves, saying so, as it does at once without the flag.
+// Any other end of the role ends the node.
 template <class Once>
-caf::error joining_again(const char* role, Once once) {
+caf::error joining_again(const char* role, node_plan plan, Once once) {
+  const double connect_timeout_s = plan.connect_timeout_s;
   for (;;) {
-    caf::error err = once();
-    if (troupe_code(err) != errc::restarting) return err;
-    spdlog::warn("{}: {}; joining again", role, describe(err));
+    bool coordinator_lost = false;
+    caf::error err = once(plan, coordinator_lost);
+    plan.connect_timeout_s = connect_timeout_s;
+    if (troupe_code(err) == errc::restarting) {
+      spdlog::warn("{}: {}; joining again", role, describe(err));
+      continue;
+    }
+    if (!coordinator_lost || plan.coordinator_timeout_s <= 0) return err;
+    spdlog::warn("{}: {}; waiting up to {} s for it to come back at {} (--coordinator-timeout)", role, describe(err),
+                 plan.coordinator_timeout_s, plan.join->str());
+    plan.connect_timeout_s = plan.coordinator_timeout_s;  // how long reach_coordinator tries
   }
 }
 
-caf::error serve_once(const node_plan& plan, const observability& obs) {
+caf::error serve_once(const node_plan& plan, const observability& obs, bool& coordinator_lost) {
   auto lanes = shard_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
@@ -263,11 +281,34 @@ caf::error serve_once(const node_plan& plan, const observability& obs) {
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
                endpoint{plan.advertise, *port}.str(), plan.join->str());
   join_as_shard(shard, plan.advertise, *port, proof_for(sys, plan, "server", *coordinator));
-  return wait_for(sys, caf::actor_cast<caf::actor>(shard));
+  return wait_for(sys, caf::actor_cast<caf::actor>(shard), coordinator_lost);
 }
 
+// A worker node's dataset, kept from one join to the next (Note [Joining again]): a
+// restart in place does not wait for it to be read or generated again (1.2 s for the
+// synthetic set, 0.26 s for Fashion-MNIST, measured here).
+class kept_dataset {
+ public:
+  expected<std::shared_ptr<const dataset_split>> load(const job_spec& job, const std::string& dir) {
+    const std::string key = job.dataset + "|" + dir + "|" + std::to_string(job.train_samples) + "|" +
+                            std::to_string(job.train.seed) + "|" + std::to_string(job.context);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (split_ && key == key_) return split_;
+    auto d = load_dataset(job.dataset, dir, job.train_samples, job.train.seed, job.context);
+    if (!d) return d.error();
+    split_ = std::make_shared<const dataset_split>(std::move(*d));
+    key_ = key;
+    return split_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::string key_;
+  std::shared_ptr<const dataset_split> split_;
+};
+
 caf::error work_once(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                     compute_options compute) {
+                     compute_options compute, kept_dataset& data, bool& coordinator_lost) {
   auto lanes = member_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
@@ -290,29 +331,30 @@ caf::error work_once(const node_plan& plan, const std::string& data_dir, const o
     if (!o) return make_error(errc::bad_job, o.error().message);
     give_ring_lanes(opts, plan, *o);
   }
-  opts.data = [data_dir](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
-    auto d = load_dataset(job.dataset, data_dir.empty() ? job.data_dir : data_dir, job.train_samples, job.train.seed,
-                          job.context);
-    if (!d) return d.error();
-    return std::make_shared<const dataset_split>(std::move(*d));
+  opts.data = [data_dir, &data](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
+    return data.load(job, data_dir.empty() ? job.data_dir : data_dir);
   };
   // Published for its pipeline neighbours (a data-parallel worker is never contacted).
   auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
   auto port = publish_role<stage_actor>(sys, worker, plan);
   if (!port) return port.error();
   join_as_member(worker, plan.advertise, *port, proof_for(sys, plan, "worker", *coordinator));
-  return wait_for(sys, caf::actor_cast<caf::actor>(worker));
+  return wait_for(sys, caf::actor_cast<caf::actor>(worker), coordinator_lost);
 }
 
 }  // namespace
 
 caf::error run_server_node(const node_plan& plan, const observability& obs) {
-  return joining_again("shard server", [&] { return serve_once(plan, obs); });
+  return joining_again("shard server", plan,
+                       [&](const node_plan& p, bool& lost) { return serve_once(p, obs, lost); });
 }
 
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
                            compute_options compute) {
-  return joining_again("worker", [&] { return work_once(plan, data_dir, obs, compute); });
+  kept_dataset data;
+  return joining_again("worker", plan, [&](const node_plan& p, bool& lost) {
+    return work_once(p, data_dir, obs, compute, data, lost);
+  });
 }
 
 }  // namespace troupe

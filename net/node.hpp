@@ -45,8 +45,9 @@ std::string fast_path_tag(const node_plan& plan);
 expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);
 expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan);
 
-// A server or a worker joins its job again each time the coordinator restarts it in place
-// (Note [Joining again] in net/node.cpp); the error is the role's last end.
+// A server or a worker joins its job again each time the coordinator restarts it in place,
+// and, with plan.coordinator_timeout_s, when its coordinator is lost and comes back (Note
+// [Joining again] in net/node.cpp); the error is the role's last end.
 caf::error run_server_node(const node_plan& plan, const observability& obs);
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).

@@ -138,6 +138,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   p.connection_timeout_s = o.connection_timeout_s;
   p.connect_timeout_s = o.connect_timeout_s;
   p.handshake_timeout_s = o.handshake_timeout_s;
+  p.coordinator_timeout_s = o.coordinator_timeout_s;
   p.shared_memory = o.shared_memory;
   p.bulk_lanes = o.bulk_lanes;
   if (!o.lane_port_text.empty()) {

@@ -41,6 +41,9 @@ struct node_options {
   double connection_timeout_s = 5.0;
   double connect_timeout_s = 30.0;  // each attempt to reach another node
   double handshake_timeout_s = 10.0;  // a TLS handshake must finish within this
+  // A server's or worker's wait for a lost coordinator to come back (Note [Joining
+  // again] in net/node.cpp); 0: the node leaves at once.
+  double coordinator_timeout_s = 0.0;
   bool slurm = false;
   std::uint32_t slurm_servers = 1;  // with --slurm: tasks 1..S are shard servers
   std::uint16_t slurm_port = 7070;
@@ -77,6 +80,7 @@ struct node_plan {
   std::int32_t wanted_rank = -1; // a worker's: the rank it asks for (worker_join::wanted_rank), -1: any
   double heartbeat_s = 0.5, connection_timeout_s = 5.0, connect_timeout_s = 30.0;
   double handshake_timeout_s = 10.0;
+  double coordinator_timeout_s = 0.0;  // node_options::coordinator_timeout_s
 };
 
 // Checks and resolves the options: the role is known, the addresses parse, servers and

@@ -167,13 +167,16 @@ void start(running_child& c) {
   }
 }
 
-// A child lost while the job runs, with respawns left, whose output is all read: started
-// again (child_spec::respawns).
-void maybe_respawn(running_child& c, bool leader_gone, bool interrupted) {
+// Whether c has exited lost while the job runs, with respawns left (child_spec::respawns).
+bool respawn_due(const running_child& c, bool leader_gone, bool interrupted) {
   const bool lost = (c.result.signal != 0 && !c.result.stopped) || c.result.exit_code == 255;
-  if (!c.exited || !lost || leader_gone || interrupted || c.result.respawned >= c.spec.respawns || c.out >= 0 ||
-      c.err >= 0)
-    return;
+  return c.exited && lost && !leader_gone && !interrupted && c.result.respawned < c.spec.respawns;
+}
+
+// A child whose respawn is due and whose output is all read: started again.
+void maybe_respawn(running_child& c, bool leader_gone, bool interrupted) {
+  if (!respawn_due(c, leader_gone, interrupted) || c.out >= 0 || c.err >= 0) return;
+  if (c.spec.before_respawn) c.spec.before_respawn(c.spec);
   const int respawned = c.result.respawned + 1;
   std::fprintf(stderr, "[launch] %s was lost (%s %d); starting it again (%d of at most %d)\n", c.spec.name.c_str(),
                c.result.signal != 0 ? "signal" : "exit code", c.result.signal != 0 ? c.result.signal : c.result.exit_code,
@@ -223,7 +226,9 @@ group_result run_process_group(const std::vector<child_spec>& specs, const std::
       reap(c);
       maybe_respawn(c, leader_gone.has_value(), g.interrupted);
       all_done = all_done && c.exited && c.out < 0 && c.err < 0;
-      if (c.exited && c.spec.name == leader && !leader_gone) leader_gone = clock::now();
+      // A leader to be started again has not ended the job.
+      if (c.exited && c.spec.name == leader && !leader_gone && !respawn_due(c, false, g.interrupted))
+        leader_gone = clock::now();
       if (!c.exited && std::find(enders.begin(), enders.end(), c.spec.name) != enders.end()) enders_gone = false;
     }
     if (enders_gone && !leader_gone) leader_gone = clock::now();

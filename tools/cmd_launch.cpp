@@ -304,7 +304,7 @@ int run_launch(launch_cli& o) {
   policy.workers_end_the_job = !req.worker_command.empty();
   policy.grace = std::chrono::seconds(15) +
                  std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
-  respawn_lost_servers(plan->nodes, *job, policy);
+  respawn_lost_nodes(plan->nodes, *job, policy);
   const attempts run = run_with_restarts(plan->nodes, policy);
   const group_result& g = run.last;
   const launch_outcome outcome = report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr);

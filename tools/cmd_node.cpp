@@ -292,6 +292,12 @@ command add_node(CLI::App& parent) {
       ->check(CLI::Range(0.05, 86400.0))
       ->capture_default_str()
       ->group(group_node);
+  app->add_option("--coordinator-timeout", o->node.coordinator_timeout_s,
+                  "A server or worker whose coordinator is lost waits this many seconds for it to come back (on "
+                  "the same address, restarted with --resume) and joins it again; 0: leave at once")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str()
+      ->group(group_node);
   app->add_option("--tls-handshake-timeout", o->node.handshake_timeout_s,
                   "Close a TLS connection whose handshake has not finished after this many seconds")
       ->check(CLI::Range(0.05, 3600.0))

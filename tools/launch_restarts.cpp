@@ -128,12 +128,23 @@ std::optional<std::string> elastic_refusal(const job_spec& job, std::uint32_t mi
   return std::nullopt;
 }
 
-void respawn_lost_servers(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy) {
+void respawn_lost_nodes(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy) {
+  if (policy.checkpoints.empty() || policy.max_restarts == 0 || job.kv) return;
   job_spec as_run = job;
   if (as_run.checkpoints.dir.empty()) as_run.checkpoints.dir = policy.checkpoints;
-  if (!restarts_on_shard_loss(as_run)) return;
-  for (auto& n : nodes)
-    if (n.name.rfind("server ", 0) == 0) n.respawns = policy.max_restarts;
+  for (auto& n : nodes) {
+    if (n.name == "coordinator") {
+      n.respawns = policy.max_restarts;
+      n.before_respawn = [dir = policy.checkpoints](child_spec& c) {
+        std::vector<child_spec> one{c};
+        resume_next_attempt(one, dir);
+        c = std::move(one.front());
+      };
+      continue;
+    }
+    set_flag(n.argv, "--coordinator-timeout", coordinator_wait_s);
+    if (n.name.rfind("server ", 0) == 0 && restarts_on_shard_loss(as_run)) n.respawns = policy.max_restarts;
+  }
 }
 
 attempts run_with_restarts(std::vector<child_spec>& nodes, const restart_policy& p) {

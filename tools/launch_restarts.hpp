@@ -16,9 +16,11 @@
 namespace troupe::cli {
 
 // Note [Restarting a job]
-// A job that keeps checkpoints and lost a node is started again, every process, from its
-// newest complete checkpoint (the coordinator gets --resume DIR), up to --max-restarts
-// times, as torchrun's elastic agent restarts its workers. A lost node is a process that
+// A job that keeps checkpoints and lost a node that is not started again alone
+// (respawn_lost_nodes: a shard server of a job that restarts in place, the coordinator)
+// is started again, every process, from its newest complete checkpoint (the coordinator
+// gets --resume DIR), up to --max-restarts times, as torchrun's elastic agent restarts
+// its workers. A lost node is a process that
 // died of a signal launch did not send, or a coordinator that says its job lost a node
 // (exit code 3: a shard server, every worker, or a stall). The restarted job repeats the
 // steps since that checkpoint; in sync on the same workers it ends bitwise as it would
@@ -78,11 +80,18 @@ struct attempts {
   std::vector<std::string> left_out;  // the workers left out, as their attempts called them
 };
 
-// Note [Restarting in place] (actors/coordinator_restart.cpp): when the job restarts in
-// place after losing a shard server (restarts_on_shard_loss, with the checkpoints the
-// policy resumes from), every server process is started again when it is lost, up to
-// max_restarts times each; the coordinator and the other processes stay up.
-void respawn_lost_servers(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy);
+// Note [Restarting in place] (actors/coordinator_restart.cpp): a process lost while the
+// others go on is started again alone, up to max_restarts times each, when the job keeps
+// checkpoints (the policy's):
+//   - a shard server, when the job restarts in place after losing one
+//     (restarts_on_shard_loss); the coordinator and the other processes stay up;
+//   - the coordinator, with --resume from the newest complete checkpoint; the servers
+//     and workers, given --coordinator-timeout, wait for it and join it again (Note
+//     [Joining again] in net/node.cpp). It cannot record how far the job had got, so the
+//     resumed run's steps_replayed is null.
+// Other losses (every worker, an allreduce replica, a stall) start the whole job again.
+inline constexpr const char* coordinator_wait_s = "60";  // --coordinator-timeout the nodes get
+void respawn_lost_nodes(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy);
 
 // Runs the job's processes (the coordinator leads), and again after each loss the policy
 // allows, saying each time on stderr what it starts again and from where.

@@ -4,7 +4,9 @@
 // restarted replacement rejoins; a killed shard stops the job cleanly (both through the
 // same-host fast path and, with --no-shared-memory, with their tensors on bulk lanes),
 // or, when the job keeps checkpoints, restarts it in place once a server is started in
-// its place, and ends it at the stall timeout when none is;
+// its place, and ends it at the stall timeout when none is; nodes with
+// --coordinator-timeout join a lost coordinator that comes back with --resume, and leave
+// when it does not;
 // when the coordinator dies or hangs, every node exits with a clear message. Every wait
 // has a deadline.
 #define BOOST_TEST_MODULE cluster
@@ -207,7 +209,58 @@ std::string killed_shard_restarts_in_place(const std::vector<std::string>& node_
   return coord.err();
 }
 
+// Note [Joining again]: the coordinator of a job that keeps checkpoints is killed after
+// checkpoint 20. Its servers and workers, given --coordinator-timeout, wait for it; with
+// `restart`, a coordinator started again on its address with --resume takes them back
+// and the job ends well, every node with exit code 0; without, they leave once the
+// timeout has passed, saying they cannot reach it.
+void lost_coordinator(bool restart) {
+  cluster c;
+  c.node_flags = {"--coordinator-timeout", restart ? "60" : "2"};
+  const std::string ck = (c.dir / "ck").string();
+  const std::vector<std::string> job{"--train-samples", "6000", "--epochs", "2",
+                                     "--workers", "2", "--servers", "1", "--mode", "sync", "--batch-size", "50",
+                                     "--slow-worker", "0:3", "--checkpoint-dir", ck, "--checkpoint-every", "20"};
+  auto& first = c.coordinator(job);
+  auto& s = c.server();
+  auto& w0 = c.worker("w0");
+  auto& w1 = c.worker("w1");
+  const auto manifest = fs::path(ck) / "ckpt-000000000020" / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  BOOST_REQUIRE_MESSAGE(fs::exists(manifest), first.err());
+  first.signal(SIGKILL);
+  if (!restart) {
+    for (auto* p : {&s, &w0, &w1}) {
+      const auto code = p->wait(30s);
+      BOOST_REQUIRE_MESSAGE(code.has_value(), "a node waited past --coordinator-timeout: " << p->err());
+      BOOST_TEST(*code == 1);
+      BOOST_TEST(p->err().find("waiting up to 2 s for it to come back") != std::string::npos, p->err());
+      BOOST_TEST(p->err().find("cannot reach the coordinator") != std::string::npos, p->err());
+    }
+    return;
+  }
+  for (auto* p : {&s, &w0, &w1}) BOOST_REQUIRE_MESSAGE(p->wait_for_err("waiting up to 60 s", 30s), p->err());
+  std::vector<std::string> again{"--role", "coordinator", "--listen", c.coord(), "--dataset", "synthetic",
+                                 "--resume", ck};
+  again.insert(again.end(), job.begin(), job.end());
+  auto& second = c.start("coordinator-again", "coordinator", again);
+  const auto code = second.wait(120s);
+  BOOST_REQUIRE(code.has_value());
+  BOOST_TEST(*code == 0, second.err());
+  const auto j = result_of(second);
+  BOOST_TEST(j["resumed_from_step"].get<int>() >= 20);
+  BOOST_TEST(j["steps_replayed"].is_null());  // a coordinator killed outright records nothing
+  for (auto* p : {&s, &w0, &w1}) BOOST_TEST((p->wait(20s) == std::optional<int>(0)), p->err());
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_lost_coordinator_started_again_with_resume_takes_its_nodes_back) { lost_coordinator(true); }
+
+BOOST_AUTO_TEST_CASE(nodes_leave_when_their_lost_coordinator_is_not_back_within_their_timeout) {
+  lost_coordinator(false);
+}
 
 BOOST_AUTO_TEST_CASE(a_killed_shard_replaced_by_hand_restarts_the_job_in_place) {
   killed_shard_restarts_in_place({}, true);

@@ -4,9 +4,10 @@
 // through shared memory or on bulk lanes give the bits of the same job's in the messages,
 // and where a killed replica ends the job naming it; a failing job makes launch fail; a hung coordinator does
 // not hold the launch; a job that keeps checkpoints and loses its shard server restarts
-// in place with that server started again alone, and one that loses its coordinator (or
-// a server, with --on-shard-loss fail) is started again whole, each from its newest
-// checkpoint and ending bitwise as it would have; an elastic allreduce job (--min-workers) goes on with the survivors of a lost
+// in place with that server started again alone, one that loses its coordinator starts
+// it again alone and its nodes join it again, and one that loses a server with
+// --on-shard-loss fail is started again whole, each from its newest checkpoint and
+// ending bitwise as it would have; an elastic allreduce job (--min-workers) goes on with the survivors of a lost
 // worker and stops when too few are left; a bad flag is a usage error.
 #define BOOST_TEST_MODULE launch
 #include <boost/test/unit_test.hpp>
@@ -257,9 +258,10 @@ BOOST_AUTO_TEST_CASE(remote_job_directories_are_removed_when_the_job_ends) {
 
 // Note [Restarting in place]: a shard server killed after the first checkpoint and again
 // (its replacement) after checkpoint 60 is started again alone by launch, and the job
-// restarts in place each time. Note [Restarting a job]: with --on-shard-loss fail, or
-// when the coordinator is killed, launch starts the whole job again from its newest
-// checkpoint. Either way the sync job ends with the parameters of the run that lost
+// restarts in place each time; a killed coordinator is started again alone with --resume,
+// and the other nodes join it again (Note [Joining again]). Note [Restarting a job]:
+// with --on-shard-loss fail, launch starts the whole job again from its newest
+// checkpoint. Every way the sync job ends with the parameters of the run that lost
 // nothing, saying how many steps its last restart repeated when the lost run could record
 // it.
 BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint) {
@@ -278,16 +280,18 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
   const auto expected = nlohmann::json::parse(whole.out);
   BOOST_TEST(expected["restarts"] == 0);
   BOOST_TEST(expected["restarts_in_place"] == 0);
+  enum class recovery { in_place, whole_job, coordinator_alone };
   struct loss {
     const char* name;
     const char* victim;
     std::vector<const char*> after;  // the checkpoints after which it is killed, in turn
     std::vector<std::string> flags;
-    bool in_place;
+    recovery how;
   };
-  for (const loss& l : {loss{"server", "--role server", {"ckpt-000000000020", "ckpt-000000000060"}, {}, true},
-                        loss{"server-fail", "--role server", {"ckpt-000000000020"}, {"--on-shard-loss", "fail"}, false},
-                        loss{"coordinator", "--role coordinator", {"ckpt-000000000020"}, {}, false}}) {
+  for (const loss& l :
+       {loss{"server", "--role server", {"ckpt-000000000020", "ckpt-000000000060"}, {}, recovery::in_place},
+        loss{"server-fail", "--role server", {"ckpt-000000000020"}, {"--on-shard-loss", "fail"}, recovery::whole_job},
+        loss{"coordinator", "--role coordinator", {"ckpt-000000000020"}, {}, recovery::coordinator_alone}}) {
     BOOST_TEST_CONTEXT(l.name) {
       const std::string name = std::string("lost-") + l.name;
       background_process launch(job(name, l.flags), dir.file(name));
@@ -308,20 +312,20 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
       BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
       const auto r = nlohmann::json::parse(launch.out());
       const std::size_t losses = l.after.size();
-      if (l.in_place) {
-        BOOST_TEST(r["restarts"] == 0);
-        BOOST_TEST(r["restarts_in_place"] == losses);
-        std::size_t respawned = 0;
-        for (const auto& [who, times] : r["respawned"].items()) respawned += times.get<std::size_t>();
-        BOOST_TEST(respawned == losses, r.dump());
-        BOOST_TEST(launch.err().find("starting it again (") != std::string::npos, launch.err());
+      std::size_t respawned = 0;
+      for (const auto& [who, times] : r["respawned"].items()) respawned += times.get<std::size_t>();
+      BOOST_TEST(r["restarts"] == (l.how == recovery::whole_job ? losses : 0u));
+      BOOST_TEST(r["restarts_in_place"] == (l.how == recovery::in_place ? losses : 0u));
+      BOOST_TEST(respawned == (l.how == recovery::whole_job ? 0u : losses), r.dump());
+      if (l.how == recovery::in_place)
         BOOST_TEST(launch.err().find("restarts in place") != std::string::npos, launch.err());
-      } else {
-        BOOST_TEST(r["restarts"] == losses);
-        BOOST_TEST(r["restarts_in_place"] == 0);
+      if (l.how == recovery::coordinator_alone) {
+        BOOST_TEST(r["respawned"]["coordinator"] == 1, r.dump());
+        BOOST_TEST(launch.err().find("waiting up to 60 s for it to come back") != std::string::npos, launch.err());
+      }
+      if (l.how == recovery::whole_job)
         BOOST_TEST(launch.err().find("restart " + std::to_string(losses) + " of at most 3") != std::string::npos,
                    launch.err());
-      }
       BOOST_TEST(r["resumed_from_step"].get<int>() >= (losses == 2 ? 60 : 20));
       // Note [Steps replayed]: the coordinator that lost its shard recorded how far the job
       // had got; a coordinator killed outright could not.

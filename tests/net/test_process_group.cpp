@@ -82,6 +82,27 @@ BOOST_AUTO_TEST_CASE(a_lost_child_is_started_again_up_to_its_respawns) {
   BOOST_TEST(g.children[3].signal == SIGKILL);
 }
 
+// A leader lost to a signal and started again has not ended the job: the others go on
+// with it, and its command may change first (launch adds --resume).
+BOOST_AUTO_TEST_CASE(a_lost_leader_started_again_keeps_the_group_running) {
+  const auto dir = std::filesystem::temp_directory_path() / ("troupe-leader-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string done = (dir / "done").string();
+  child_spec leader{"leader", {"sh", "-c", "kill -9 $$"}, true, {}};
+  leader.respawns = 1;
+  leader.before_respawn = [&](child_spec& c) { c.argv = {"sh", "-c", "echo again; touch " + done}; };
+  const std::string waiter = "i=0; while [ ! -f " + done + " ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+                             "[ -f " + done + " ]";
+  auto g = run_process_group({leader, {"other", {"sh", "-c", waiter}, false, {}}}, "leader", 5s);
+  std::filesystem::remove_all(dir);
+  BOOST_REQUIRE(g.children.size() == 2u);
+  BOOST_TEST(g.children[0].respawned == 1);
+  BOOST_TEST(g.children[0].exit_code == 0);
+  BOOST_TEST(g.collected == std::vector<std::string>{"again"}, boost::test_tools::per_element());
+  BOOST_TEST(g.children[1].exit_code == 0);  // not stopped: it saw the second run's file
+  BOOST_TEST(!g.children[1].stopped);
+}
+
 // A launcher killed with SIGKILL cannot pass anything on; its children go with it
 // (PR_SET_PDEATHSIG), so no node of its job keeps running.
 BOOST_AUTO_TEST_CASE(children_die_with_a_killed_launcher) {

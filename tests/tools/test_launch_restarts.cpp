@@ -6,7 +6,8 @@
 // ssh session ended with 255 is left out with its replica's other stages, the survivors
 // are numbered again (in argv and in ssh's command string) and the coordinator told their
 // number; too few survivors leave the nodes as they were and say so; and --min-workers is
-// refused, saying why, where it cannot apply.
+// refused, saying why, where it cannot apply. Note [Restarting in place]: which lost
+// processes are started again alone.
 #define BOOST_TEST_MODULE launch_restarts
 #include <boost/test/unit_test.hpp>
 
@@ -75,6 +76,46 @@ BOOST_AUTO_TEST_CASE(the_next_coordinator_resumes_from_the_newest_complete_check
   BOOST_TEST(nodes[0].argv == (std::vector<std::string>{"troupe", "node", "--resume", dir.path.string()}),
              boost::test_tools::per_element());
   BOOST_TEST(nodes[1].argv == (std::vector<std::string>{"troupe", "node"}), boost::test_tools::per_element());
+}
+
+// Note [Restarting in place]: with checkpoints, a lost coordinator is started again alone
+// (resuming from the newest complete checkpoint) and the nodes wait for it; a lost server
+// too when the job restarts in place. Without checkpoints, nothing is started again alone.
+BOOST_AUTO_TEST_CASE(lost_processes_are_started_again_alone_when_the_job_keeps_checkpoints) {
+  test::temp_dir dir("launch-respawns");
+  job_spec job;
+  job.servers = 1;
+  restart_policy p;
+  p.max_restarts = 2;
+  auto nodes = local_job(1);
+  nodes.push_back(node("server 0", {"troupe", "node", "--role", "server"}));
+  respawn_lost_nodes(nodes, job, p);  // no checkpoints: whole restarts only
+  for (const auto& n : nodes) BOOST_TEST(n.respawns == 0, n.name);
+  p.checkpoints = dir.path.string();
+  respawn_lost_nodes(nodes, job, p);
+  BOOST_TEST(nodes[0].respawns == 2);
+  BOOST_TEST(nodes[1].respawns == 0);  // a lost worker is survived by the job, or restarts it
+  BOOST_TEST(nodes[2].respawns == 2);
+  for (std::size_t i : {1u, 2u})
+    BOOST_TEST(nodes[i].argv.back() == coordinator_wait_s, nodes[i].name);
+  // The coordinator's next start resumes once there is a complete checkpoint.
+  child_spec next = nodes[0];
+  next.before_respawn(next);
+  BOOST_TEST(next.argv == nodes[0].argv, boost::test_tools::per_element());
+  const checkpoint_store store(dir.path, 2);
+  auto d = store.begin(20);
+  BOOST_REQUIRE(d.has_value());
+  BOOST_REQUIRE(!write_tensor_file(*d / "shard-0.tf", "test", {}, {}));
+  BOOST_REQUIRE(!store.commit(20, {"shard-0.tf"}, {}));
+  next.before_respawn(next);
+  BOOST_TEST(next.argv == (strings{"troupe", "node", "--role", "coordinator", "--resume", dir.path.string()}),
+             boost::test_tools::per_element());
+  job.checkpoints.on_shard_loss = shard_loss::fail;  // a lost server restarts the whole job instead
+  auto failing = local_job(1);
+  failing.push_back(node("server 0", {"troupe", "node", "--role", "server"}));
+  respawn_lost_nodes(failing, job, p);
+  BOOST_TEST(failing[2].respawns == 0);
+  BOOST_TEST(failing[0].respawns == 2);
 }
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_is_left_out_and_the_survivors_are_numbered_again) {
