@@ -221,6 +221,8 @@ class job_core {
   void check_training_done(job_actions_list& out, time_point now);
   void maybe_finalize(job_actions_list& out);
   void finish(std::variant<job_result, fault> outcome, job_actions_list& out);
+  // A lost node with --checkpoint-dir: the record of how far the job got (Note [Steps replayed]).
+  void note_loss(const fault& f, job_actions_list& out) const;
   void count_nodes();
   void update_step_rates(time_point now);
   // Note [Naming stragglers]: the member's compute per step, and who is a straggler now.

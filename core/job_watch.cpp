@@ -167,14 +167,15 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
   if (restarts_on_shard_loss(job_)) {  // Note [Restarting in place] in actors/coordinator_restart.cpp
     job_actions_list out;
     const fault f{errc::shard_lost, lost};
-    finish(f, out);  // the record of the loss, then the finish that becomes the restart
-    out.back() = job_actions::restart{f};
+    phase_ = job_phase::finished;
+    note_loss(f, out);
+    out.push_back(job_actions::restart{f});
     return out;
   }
   return fail({errc::shard_lost,
-               lost + "; the job stops (--on-shard-loss fail); " +
+               lost + "; the job stops; " +
                    (dir.empty() ? std::string("with --checkpoint-dir a job restarts from its newest checkpoint instead")
-                                : "continue it from its last checkpoint with --resume " + dir)});
+                                : "(--on-shard-loss fail) continue it from its last checkpoint with --resume " + dir)});
 }
 
 // Note [Paused processes]
@@ -222,12 +223,15 @@ void job_core::finish(std::variant<job_result, fault> outcome, job_actions_list&
   if (phase_ == job_phase::finished) return;
   phase_ = job_phase::finished;
   const fault* f = std::get_if<fault>(&outcome);
-  if (f && is_node_loss(f->code) && !job_.checkpoints.dir.empty()) {  // Note [Steps replayed]
-    std::int64_t reached = start_clock_;
-    for (const auto& m : members_) reached = std::max(reached, m.clock);
-    out.push_back(job_actions::record_loss{loss_record{job_.job_id, reached, to_string(*f)}});
-  }
+  if (f && is_node_loss(f->code)) note_loss(*f, out);
   out.push_back(job_actions::finish{std::move(outcome)});
+}
+
+void job_core::note_loss(const fault& f, job_actions_list& out) const {
+  if (job_.checkpoints.dir.empty()) return;  // Note [Steps replayed]
+  std::int64_t reached = start_clock_;
+  for (const auto& m : members_) reached = std::max(reached, m.clock);
+  out.push_back(job_actions::record_loss{loss_record{job_.job_id, reached, to_string(f)}});
 }
 
 void job_core::count_nodes() {

@@ -1,4 +1,5 @@
-// node: publish/connect, spawn the role's actor, wait for it.
+// node: publish/connect, spawn the role's actor, wait for it, and join again when the
+// job restarts or its coordinator comes back (Note [Joining again]).
 #include "net/node.hpp"
 
 #include <spdlog/spdlog.h>
