@@ -27,6 +27,7 @@ void job_core::restarted_in_place(std::int64_t times) {
                "job_core::restarted_in_place after the first join");
   restarts_in_place_ = times;
   ledger_.restarted_in_place(times);
+  if (m_) m_->restarts_in_place->Increment();  // the registry outlives the core it replaced
 }
 
 job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {

@@ -62,6 +62,7 @@ struct registry::families {
   Family<Counter>* checkpoints;
   Family<Gauge>* checkpoint_step;
   Family<Gauge>* steps_replayed;
+  Family<Counter>* restarts_in_place;
   Family<Gauge>* nodes_up;
   Family<Gauge>* relative_rate;
   Family<Counter>* stage_busy;
@@ -115,6 +116,8 @@ registry::registry(std::string job) : job_(std::move(job)), reg_(std::make_share
   f_->checkpoints = counter("troupe_checkpoints_total", "Checkpoints completed or failed (--checkpoint-dir), by result");
   f_->checkpoint_step = gauge("troupe_checkpoint_step", "Step of the newest complete checkpoint");
   f_->steps_replayed = gauge("troupe_steps_replayed", "Steps of the lost run that this resumed run repeats");
+  f_->restarts_in_place =
+      counter("troupe_restarts_in_place_total", "Restarts of the job in place from a checkpoint after a lost shard server");
   f_->nodes_up = gauge("troupe_nodes_up", "Nodes of each role that are members now");
   f_->relative_rate = gauge("troupe_worker_relative_step_rate", "A worker's step rate over the median worker's");
   f_->stage_busy = counter("troupe_stage_busy_seconds_total", "Time a pipeline stage spent computing");
@@ -307,6 +310,7 @@ coordinator_metrics registry::coordinator() {
   m.checkpoints_written = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "written"}});
   m.checkpoints_failed = &f_->checkpoints->Add({{"role", "coordinator"}, {"result", "failed"}});
   m.checkpoint_step = &f_->checkpoint_step->Add(l);
+  m.restarts_in_place = &f_->restarts_in_place->Add(l);
   m.self = std::make_shared<coordinator_metrics::impl>();
   m.self->f = f_.get();
   return m;

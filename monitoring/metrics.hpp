@@ -79,6 +79,9 @@ struct coordinator_metrics {
   prometheus::Counter* checkpoints_written = nullptr;
   prometheus::Counter* checkpoints_failed = nullptr;
   prometheus::Gauge* checkpoint_step = nullptr;
+  // troupe_restarts_in_place_total: the job restarted in place after losing a shard
+  // server (Note [Restarting in place] in actors/coordinator_restart.cpp).
+  prometheus::Counter* restarts_in_place = nullptr;
   // troupe_staleness_bound: the largest staleness the mode allows. Created by the first
   // call, so a job whose mode has no bound (async) does not export it.
   prometheus::Gauge* staleness_bound();

@@ -346,6 +346,11 @@ BOOST_AUTO_TEST_CASE(a_resumed_job_says_how_many_steps_it_repeats_when_it_knows)
     const std::string scrape = obs.metrics->scrape();
     BOOST_TEST(has(scrape, "troupe_steps_replayed{") == known.has_value(), scrape);
     if (known) BOOST_TEST(has(scrape, "role=\"coordinator\"} 3"), scrape);
+    // Each core made after a lost shard server counts one restart; this one is the first
+    // made in this registry.
+    const auto at = scrape.find("\ntroupe_restarts_in_place_total{");
+    BOOST_REQUIRE(at != std::string::npos);
+    BOOST_TEST(scrape.substr(at + 1, scrape.find('\n', at + 1) - at - 1).ends_with("} 1"), scrape);
     h.start();
     h.step(0, 10, 1);
     h.step(1, 10, 1);
