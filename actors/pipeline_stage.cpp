@@ -274,8 +274,7 @@ namespace {
 bool park(stage_pointer self, const fault& e) {
   auto& st = self->state;
   if (st.parked) return true;
-  if (st.core->phase() == member_phase::joining || !restarts_on_shard_loss(st.core->place().job)) return false;
-  if (e.code != errc::shard_lost && e.code != errc::stalled && e.code != errc::timed_out) return false;
+  if (st.core->phase() == member_phase::joining || !waits_for_restart(st.core->place().job, e)) return false;
   st.parked = e;
   const std::int64_t wait_ms = st.core->place().job.stall_timeout_ms;
   spdlog::warn("{}: {}; waiting up to {} s for the coordinator to restart the job in place (--on-shard-loss)",

@@ -133,6 +133,11 @@ bool restarts_on_shard_loss(const job_spec& job) {
   return job.checkpoints.on_shard_loss != shard_loss::fail;
 }
 
+bool waits_for_restart(const job_spec& job, const fault& f) {
+  return restarts_on_shard_loss(job) &&
+         (f.code == errc::shard_lost || f.code == errc::stalled || f.code == errc::timed_out);
+}
+
 std::optional<std::string> validate(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/errc.hpp"
 #include "base/expected.hpp"
 #include "core/pipeline_layout.hpp"
 #include "core/pipeline_schedule.hpp"
@@ -150,6 +151,10 @@ std::uint32_t members(const job_spec& job);
 // Whether a lost shard server restarts the job in place (--on-shard-loss; needs
 // --checkpoint-dir and shard servers) instead of ending it.
 bool restarts_on_shard_loss(const job_spec& job);
+// Note [Parked members] (actors/pipeline_stage.cpp): whether a member of `job` that would
+// stop with `f` (a shard gone, a pull or connection that failed) waits for the
+// coordinator's restart in place instead.
+bool waits_for_restart(const job_spec& job, const fault& f);
 
 // Samples each worker owns per epoch, and the steps that takes (the last batch may be short).
 std::int64_t samples_per_worker(const job_spec& job);

@@ -126,6 +126,14 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_restarts_the_job_when_it_keeps_checkpoints) {
   j.checkpoints.on_shard_loss = shard_loss::recover;
   j.servers = 0;
   BOOST_TEST(!restarts_on_shard_loss(j));  // no shard servers to lose
+  // Note [Parked members]: a member waits for the restart when a shard is what it lost.
+  j.servers = 2;
+  BOOST_TEST(waits_for_restart(j, {errc::shard_lost, "the bulk lane to shard 1 closed"}));
+  BOOST_TEST(waits_for_restart(j, {errc::stalled, "pull from shard 1 failed"}));
+  BOOST_TEST(!waits_for_restart(j, {errc::diverged, "nan"}));
+  BOOST_TEST(!waits_for_restart(j, {errc::compute_failed, "out of memory"}));
+  j.checkpoints.on_shard_loss = shard_loss::fail;
+  BOOST_TEST(!waits_for_restart(j, {errc::shard_lost, "gone"}));
 }
 
 BOOST_AUTO_TEST_CASE(per_worker_sizes_and_schedule) {
