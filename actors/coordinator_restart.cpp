@@ -36,7 +36,9 @@ namespace troupe::coordinator_shell {
 // steps_replayed. Rolling back only the lost shard's slice would keep the others'
 // progress, but mixes parameter versions from two steps and breaks that equality; a
 // restart costs the steps since the last checkpoint, which --checkpoint-seconds bounds.
-// The coordinator's own loss still ends the job (launch restarts every process).
+// The coordinator's own loss is the one this cannot handle: launch starts it again with
+// --resume, and the nodes that waited for it join it (Note [Joining again] in
+// net/node.cpp).
 void restart_in_place(coord_pointer self, const fault& why) {
   auto& st = self->state;
   const std::string dir = st.job.checkpoints.dir;
