@@ -20,9 +20,12 @@ void configure_in_process(caf::actor_system_config& cfg) {
   add_protocol_types(cfg);
 }
 
-job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
-                      std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs,
-                      compute_options compute, std::optional<resume_point> resume) {
+job_handles spawn_job(caf::actor_system& sys, job_spec job, const model& m, std::shared_ptr<const dataset_split> data,
+                      job_callbacks cb, observability obs, compute_options compute,
+                      std::optional<resume_point> resume) {
+  // Nothing in one process joins again, so a lost shard ends the job (Note [Restarting
+  // in place] in actors/coordinator_restart.cpp needs nodes of their own).
+  job.checkpoints.on_shard_loss = shard_loss::fail;
   job_handles h;
   h.coordinator = spawn_coordinator(sys, job, m, data, std::move(cb), obs, {}, std::move(resume));
   const std::chrono::milliseconds join_timeout(job.request_timeout_ms);

@@ -26,7 +26,8 @@ struct job_handles {
 };
 
 // Spawns one prepared job in `sys`; the protocol types must be registered in its config.
-job_handles spawn_job(caf::actor_system& sys, const job_spec& job, const model& m,
+// A lost shard ends it: in one process nothing joins again (--on-shard-loss is fail).
+job_handles spawn_job(caf::actor_system& sys, job_spec job, const model& m,
                       std::shared_ptr<const dataset_split> data, job_callbacks cb, observability obs = {},
                       compute_options compute = {}, std::optional<resume_point> resume = std::nullopt);
 

@@ -174,7 +174,8 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
   }
   return fail({errc::shard_lost,
                lost + "; the job stops; " +
-                   (dir.empty() ? std::string("with --checkpoint-dir a job restarts from its newest checkpoint instead")
+                   (dir.empty() ? std::string("with --checkpoint-dir it could go on from its newest checkpoint (launch and "
+                                              "node restart it in place; --resume by hand)")
                                 : "(--on-shard-loss fail) continue it from its last checkpoint with --resume " + dir)});
 }
 

@@ -38,6 +38,12 @@ int run_train(const train_cli& t) {
     print_error(*why);
     return exit_usage;
   }
+  if (job.checkpoints.on_shard_loss == shard_loss::recover) {
+    print_error("--on-shard-loss recover restarts a job once a shard server joins in the lost one's place, which "
+                "takes shard servers in processes of their own: use troupe launch (or troupe node); troupe train's "
+                "shards live and die with its one process");
+    return exit_usage;
+  }
   if (!t.save_model.empty()) {
     if (job.simulate_compute_ms > 0) {
       print_error("--save-model: a job with --simulate-compute trains no real parameters; leave one of them out");

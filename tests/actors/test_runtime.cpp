@@ -12,6 +12,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "tensor/trainer.hpp"
 #include "tests/support/jobs.hpp"
+#include "tests/support/temp_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -223,16 +224,24 @@ BOOST_AUTO_TEST_CASE(a_replacement_worker_rejoins_and_the_job_finishes) {
   }
 }
 
+// In one process nothing joins again, so a lost shard ends the job at once, also one
+// that keeps checkpoints (whose default elsewhere is to restart in place).
 BOOST_AUTO_TEST_CASE(a_killed_shard_ends_the_job_with_an_error) {
-  job_spec job = small_job(sync_mode::async, 2, 2);
-  job.train.epochs = 3;
-  live_job live;
-  auto r = live.run(job, synthetic(6000), [](live_job& j, const epoch_summary&) {
-    caf::anon_send_exit(j.handles.shards[0], caf::exit_reason::kill);
-  });
-  BOOST_REQUIRE(!r);
-  BOOST_TEST((troupe_code(r.error()) == errc::shard_lost), describe(r.error()));
-  BOOST_TEST(describe(r.error()).find("died") != std::string::npos);
+  temp_dir dir("runtime-lost-shard");
+  for (const bool kept : {false, true}) {
+    job_spec job = small_job(sync_mode::async, 2, 2);
+    job.train.epochs = 3;
+    if (kept) job.checkpoints.dir = dir.file("ck");
+    live_job live;
+    auto r = live.run(job, synthetic(6000), [](live_job& j, const epoch_summary&) {
+      caf::anon_send_exit(j.handles.shards[0], caf::exit_reason::kill);
+    });
+    BOOST_TEST_CONTEXT((kept ? "with checkpoints" : "without")) {
+      BOOST_REQUIRE(!r);
+      BOOST_TEST((troupe_code(r.error()) == errc::shard_lost), describe(r.error()));
+      BOOST_TEST(describe(r.error()).find("died") != std::string::npos);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_diverging_run_ends_with_diverged) {

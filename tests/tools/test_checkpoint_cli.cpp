@@ -241,4 +241,7 @@ BOOST_AUTO_TEST_CASE(what_cannot_be_resumed_is_refused_saying_what_to_do) {
   r = run(job("train", {"--on-shard-loss", "recover"}));
   BOOST_TEST(r.exit_code == 2);
   BOOST_TEST(has(r.err, "give --checkpoint-dir DIR"), r.err);
+  r = run(job("train", {"--on-shard-loss", "recover", "--checkpoint-dir", tmp.file("one-process")}));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r.err, "use troupe launch"), r.err);
 }
