@@ -356,8 +356,8 @@ command add_launch(CLI::App& parent) {
       ->group(g);
   app->add_option("--max-restarts", o->max_restarts,
                   "With --checkpoint-dir: start a job that lost a node again from its newest checkpoint, at most N "
-                  "times (0: never); with --on-shard-loss recover (the default there), start a lost shard server "
-                  "again, at most N times each, and the job restarts in place")
+                  "times (0: never); a lost coordinator, and with --on-shard-loss recover (the default there) a lost "
+                  "shard server, is started again alone, at most N times each, and the others wait for it")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str()
       ->group(g);
