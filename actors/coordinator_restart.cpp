@@ -18,9 +18,9 @@ namespace troupe::coordinator_shell {
 // the coordinator staying up. The core records the loss (Note [Steps replayed]) and
 // returns `restart` in place of its finish. The shell then
 //   - stops every member and shard with the error `restarting`; their nodes join again,
-//     with the same flags, on the same ports (net/node.cpp's role loop), and a member
-//     that saw the shard go first waits for this, parked (Note [Parked members] in
-//     actors/pipeline_stage.cpp);
+//     with the same flags (Note [Joining again] in net/node.cpp), and a member that saw
+//     the shard go first waits for this, parked (Note [Parked members] in
+//     actors/stage_parking.cpp);
 //   - refuses the joins waiting for an answer with `restarting` too, so they join again;
 //   - finds the newest complete checkpoint on the committer's thread, after any commit
 //     under way (none: the job starts from its beginning), and consumes the loss record;

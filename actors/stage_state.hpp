@@ -109,7 +109,7 @@ struct stage_state {
   // starts.
   std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad, ring_piece>>> early;
   bool training = false;  // the training behaviour is in place
-  // Note [Parked members] (pipeline_stage.cpp): the shard's loss this member waits with
+  // Note [Parked members] (stage_parking.cpp): the shard's loss this member waits with
   // for the coordinator's restart; while set, nothing reaches the core.
   std::optional<fault> parked;
   std::set<std::uint32_t> pushes_pieces;  // shards this member has pushed a gradient piece to (for the log)
@@ -127,7 +127,10 @@ using stage_pointer = local_stage_actor::stateful_pointer<stage_state>;
 std::string who(stage_pointer self);
 // Logs e and stops the member with it; or parks it (Note [Parked members]).
 void fail(stage_pointer self, const fault& e);
-// A parked member's wait is over: it stops with the shard's loss.
+// stage_parking.cpp (Note [Parked members]): parks the member if e is a loss its job
+// restarts from in place (true), or was parked already; a parked member's wait is over:
+// it stops with the shard's loss.
+bool park(stage_pointer self, const fault& e);
 void on_park_deadline(stage_pointer self);
 // Carries out the core's actions; once the core trains, switches to the training
 // behaviour and replays the early stage tensors.

@@ -151,7 +151,7 @@ std::uint32_t members(const job_spec& job);
 // Whether a lost shard server restarts the job in place (--on-shard-loss; needs
 // --checkpoint-dir and shard servers) instead of ending it.
 bool restarts_on_shard_loss(const job_spec& job);
-// Note [Parked members] (actors/pipeline_stage.cpp): whether a member of `job` that would
+// Note [Parked members] (actors/stage_parking.cpp): whether a member of `job` that would
 // stop with `f` (a shard gone, a pull or connection that failed) waits for the
 // coordinator's restart in place instead.
 bool waits_for_restart(const job_spec& job, const fault& f);

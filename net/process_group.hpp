@@ -28,7 +28,7 @@ struct child_spec {
   // 255 (ssh's code when the remote end is gone). Note [Restarting in place]: a job's
   // coordinator takes a shard server that comes back.
   int respawns = 0;
-  std::function<void(child_spec&)> before_respawn;  // may change the command first (empty: the same)
+  std::function<void(child_spec&)> before_respawn{};  // may change the command first (empty: the same)
 };
 
 struct child_result {
