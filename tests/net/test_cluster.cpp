@@ -80,6 +80,14 @@ struct cluster {
   }
 };
 
+// Whether the job in `dir` completes checkpoint `name` within 120 s.
+bool checkpoint_written(const std::string& dir, const char* name) {
+  const auto manifest = fs::path(dir) / name / "MANIFEST.tf";
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  return fs::exists(manifest);
+}
+
 nlohmann::json result_of(background_process& p) {
   BOOST_TEST_INFO("coordinator stderr: " << p.err());
   BOOST_REQUIRE(!p.out().empty());
@@ -179,10 +187,7 @@ std::string killed_shard_restarts_in_place(const std::vector<std::string>& node_
   auto& s1 = c.server("s1");
   auto& w0 = c.worker("w0");
   auto& w1 = c.worker("w1");
-  const auto manifest = fs::path(ck) / "ckpt-000000000020" / "MANIFEST.tf";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  BOOST_REQUIRE_MESSAGE(fs::exists(manifest), coord.err());
+  BOOST_REQUIRE_MESSAGE(checkpoint_written(ck, "ckpt-000000000020"), coord.err());
   s1.signal(SIGKILL);
   BOOST_REQUIRE_MESSAGE(coord.wait_for_err("restarts in place", 30s), coord.err());
   if (!replace) {
@@ -225,10 +230,7 @@ void lost_coordinator(bool restart) {
   auto& s = c.server();
   auto& w0 = c.worker("w0");
   auto& w1 = c.worker("w1");
-  const auto manifest = fs::path(ck) / "ckpt-000000000020" / "MANIFEST.tf";
-  const auto deadline = std::chrono::steady_clock::now() + 120s;
-  while (!fs::exists(manifest) && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(10ms);
-  BOOST_REQUIRE_MESSAGE(fs::exists(manifest), first.err());
+  BOOST_REQUIRE_MESSAGE(checkpoint_written(ck, "ckpt-000000000020"), first.err());
   first.signal(SIGKILL);
   if (!restart) {
     for (auto* p : {&s, &w0, &w1}) {
