@@ -116,17 +116,7 @@ void commit(coord_pointer self, const job_actions::commit_checkpoint& c) {
 
 void finish(coord_pointer self, std::variant<job_result, fault>& outcome) {
   auto& st = self->state;
-  caf::error reason = caf::exit_reason::user_shutdown;
-  if (auto* f = std::get_if<fault>(&outcome)) {
-    spdlog::error("coordinator: the job failed: {}", to_string(*f));
-    reason = make_error(*f);
-  }
-  for (auto& run : st.runs) {
-    if (auto* r = std::get_if<job_result>(&outcome))
-      run.deliver(*r);
-    else
-      run.deliver(reason);
-  }
+  const caf::error reason = answer_runs(st.runs, outcome);
   const caf::error ended = make_error(errc::cluster_full, "the job ended before this node was admitted");
   for (auto& [t, j] : st.member_joins) j.promise.deliver(ended);
   for (auto& [t, j] : st.shard_joins) j.promise.deliver(ended);

@@ -1,12 +1,17 @@
 // drive_core: how a coordinator's shell calls its core (job_core, kv_job_core): the call
 // returns actions that the shell carries out; an exception that escapes the core becomes
-// the core's fail(compute_failed), so the job ends with a message instead of reaching CAF.
+// the core's fail(compute_failed), so the job ends with a message instead of reaching CAF;
+// and, at the job's end, how both shells answer the processes waiting for it.
 #pragma once
+
+#include <spdlog/spdlog.h>
 
 #include <exception>
 #include <string>
 #include <utility>
+#include <variant>
 
+#include "actors/protocol.hpp"
 #include "base/errc.hpp"
 
 namespace troupe {
@@ -20,6 +25,24 @@ void drive_core(Core& core, Call&& call, CarryOut&& carry_out) {
     actions = core.fail({errc::compute_failed, std::string("coordinator: ") + e.what()});
   }
   carry_out(std::move(actions));
+}
+
+// Every run request gets the job's result, or its error (logged); returns the reason the
+// job's actors stop with (user_shutdown after a result).
+template <class RunPromises>
+caf::error answer_runs(RunPromises& runs, const std::variant<job_result, fault>& outcome) {
+  caf::error reason = caf::exit_reason::user_shutdown;
+  if (const auto* f = std::get_if<fault>(&outcome)) {
+    spdlog::error("coordinator: the job failed: {}", to_string(*f));
+    reason = make_error(*f);
+  }
+  for (auto& run : runs) {
+    if (const auto* r = std::get_if<job_result>(&outcome))
+      run.deliver(*r);
+    else
+      run.deliver(reason);
+  }
+  return reason;
 }
 
 }  // namespace troupe
