@@ -74,6 +74,7 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--context", "0"}, {"--context"});
   expect_usage_error({"train-local", "--augment", "rotate"}, {"--augment", "unknown item 'rotate'", "crop=N"});
   expect_usage_error({"train", "--augment", "crop=40"}, {"--augment", "a margin from 1 to 16"});
+  expect_usage_error({"node", "--role", "worker", "--coordinator-timeout", "-1"}, {"--coordinator-timeout"});
 }
 
 BOOST_AUTO_TEST_CASE(missing_dataset_says_where_and_how) {
