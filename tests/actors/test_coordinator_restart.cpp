@@ -96,16 +96,21 @@ struct fixture : test::deterministic_system {
       workers.push_back(own(sys->spawn(scripted_worker, coord, logs.back().get())));
     }
   }
-  // Steps the scheduler, and the coordinator's watchdog, until pred holds or 10 s have
-  // passed (the committer's thread mails the coordinator from outside the scheduler).
+  // Steps the scheduler until pred holds or 10 s have passed. The committer's thread
+  // mails the coordinator from outside the scheduler, in real time, so the scheduler's
+  // clock follows the real one: firing every pending timeout at once instead would
+  // time out a join that waits on that thread whenever the machine is slow.
   template <class Pred>
   bool until(Pred pred) {
     const auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto last = std::chrono::steady_clock::now();
     for (;;) {
-      sched->trigger_timeouts();
+      const auto now = std::chrono::steady_clock::now();
+      sched->advance_time(now - last);
+      last = now;
       sched->run();
       if (pred()) return true;
-      if (std::chrono::steady_clock::now() > deadline) return false;
+      if (now > deadline) return false;
       std::this_thread::sleep_for(2ms);
     }
   }
