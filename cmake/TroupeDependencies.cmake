@@ -47,6 +47,18 @@ add_library(OpenBLAS::OpenBLAS INTERFACE IMPORTED)
 target_include_directories(OpenBLAS::OpenBLAS INTERFACE ${OpenBLAS_INCLUDE_DIRS})
 target_link_libraries(OpenBLAS::OpenBLAS INTERFACE ${OpenBLAS_LIBRARIES})
 
+# --- oneDNN: bf16 products (tensor/gemm_bf16.cpp). Its CMake package wants OpenCL's
+# headers, which Troupe does not use, so the header and library are found directly. It
+# runs on OpenMP (GCC's libgomp); Troupe sets the calling thread's team size.
+find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+find_library(DNNL_LIBRARY dnnl)
+troupe_require(DNNL_INCLUDE_DIR "oneDNN headers (oneapi/dnnl/dnnl.hpp)" libdnnl-dev)
+troupe_require(DNNL_LIBRARY "libdnnl" libdnnl-dev)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+add_library(DNNL::dnnl INTERFACE IMPORTED)
+target_include_directories(DNNL::dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+target_link_libraries(DNNL::dnnl INTERFACE ${DNNL_LIBRARY} OpenMP::OpenMP_CXX)
+
 # --- prometheus-cpp ships no version file: never pass a version here.
 find_package(prometheus-cpp CONFIG QUIET)
 troupe_require(prometheus-cpp_FOUND "prometheus-cpp" prometheus-cpp-dev)

@@ -14,7 +14,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION science)
 set(CPACK_DEBIAN_PACKAGE_DEPENDS
     "libc6, libstdc++6, libgcc-s1, libcaf-core0.17, libcaf-io0.17, libcaf-openssl0.17, libcivetweb1, libfmt9, \
-libopenblas0-pthread | libopenblas0, libprometheus-cpp-core1.0, libprometheus-cpp-pull1.0, libspdlog1.10, libssl3, libtomlplusplus3, zlib1g")
+libopenblas0-pthread | libopenblas0, libdnnl2, libgomp1, ocl-icd-libopencl1, libprometheus-cpp-core1.0, libprometheus-cpp-pull1.0, libspdlog1.10, libssl3, libtomlplusplus3, zlib1g")
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "dataset-fashion-mnist, python3, python3-numpy")
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "prometheus, python3-torch")
 include(CPack)

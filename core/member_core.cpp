@@ -154,6 +154,10 @@ std::optional<fault> member_core::build(const member_assignment& a) {
 // the replica with its buffers, the local optimizer's initial parameters, the data buffers.
 std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) {
   compute_options& c = setup_.compute;
+  if (c.products != precision::fp32 && c.where.kind != device_kind::cpu)
+    return fault{errc::bad_job, who() + ": --precision " + std::string(name_of(c.products)) +
+                                    " computes on the CPU only, and this member computes on " + to_string(c.where) +
+                                    "; drop --precision there, or use --tf32 for faster products on CUDA"};
   if (c.where.kind != device_kind::cpu) {
     if (c.spread_over_devices) {
       int count = 0;
@@ -170,6 +174,7 @@ std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) 
     backend_ = std::make_unique<backend_context>(backend_context::open(cpu_device).value());
     exec_ = compute(*backend_);
   }
+  exec_.set_precision(c.products);
   return catch_compute(who() + ": allocating its stage", [&] {
     if (c.tf32 && c.where.kind != device_kind::cpu) backend_->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
     rep_ = std::make_unique<stage_replica>(*net_, first_stage(), last_stage(), max_rows, slots, exec_);

@@ -10,8 +10,9 @@
 #include "base/expected.hpp"
 #include "core/job.hpp"
 #include "monitoring/observability.hpp"
-#include "tensor/dtype.hpp"
 #include "tensor/dataset.hpp"
+#include "tensor/dtype.hpp"
+#include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -26,6 +27,9 @@ struct compute_options {
   // number of devices), so the workers of a job spread over the machine's GPUs.
   bool spread_over_devices = false;
   bool tf32 = false;  // TF32 tensor-core math on CUDA
+  // The products of weights and activations (`--precision`); bf16 needs the CPU, and a
+  // member on a device asked for it fails with bad_job.
+  precision products = precision::fp32;
 };
 
 // What a member needs besides its welcome.

@@ -38,6 +38,12 @@ const compute& host_compute() {
   return host;
 }
 
+void compute::set_precision(precision p) {
+  TROUPE_CHECK(p == precision::fp32 || host_memory(),
+               std::string(name_of(p)) + " products run on the host; " + name() + " computes in fp32 only");
+  p_ = p;
+}
+
 std::string compute::name() const { return b_ ? to_string(b_->where()) + " (" + std::string(b_->name()) + " backend)" : "host"; }
 
 tensor compute::make(shape s, dtype t) const {
@@ -89,7 +95,7 @@ void compute::synchronize() const {
 
 void compute::gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha,
                    float beta) const {
-  if (!b_) return troupe::gemm(out, a, ta, b, tb, alpha, beta);
+  if (!b_ || p_ != precision::fp32) return troupe::gemm(out, a, ta, b, tb, alpha, beta, p_);
   require(out.rank() == 2 && a.rank() == 2 && b.rank() == 2, "gemm operands must be 2-D");
   const std::int64_t m = ta == transpose::yes ? a.size(1) : a.size(0);
   const std::int64_t k = ta == transpose::yes ? a.size(0) : a.size(1);
@@ -257,7 +263,7 @@ void compute::attention_backward(tensor_view grad_qkv, tensor_view grad_probs, c
 
 void compute::conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
                              const conv_geometry& g, tensor_view workspace) const {
-  if (!b_) return troupe::conv2d_forward(out, in, weight, bias, g, workspace);
+  if (!b_ || p_ != precision::fp32) return troupe::conv2d_forward(out, in, weight, bias, g, workspace, p_);
   require(g.valid() && in.rank() == 4 && out.numel() == in.size(0) * g.out_channels * g.col_cols(), "conv2d shapes");
   const troupe_conv_geom ag = abi(g);
   b_->call("conv2d_forward", &troupe_backend_v1::conv2d_forward, fp(out), fp(in), fp(weight),
@@ -267,7 +273,8 @@ void compute::conv2d_forward(tensor_view out, const_tensor_view in, const_tensor
 void compute::conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias,
                               const_tensor_view grad_out, const_tensor_view in, const_tensor_view weight,
                               const conv_geometry& g, tensor_view workspace) const {
-  if (!b_) return troupe::conv2d_backward(grad_in, grad_weight, grad_bias, grad_out, in, weight, g, workspace);
+  if (!b_ || p_ != precision::fp32)
+    return troupe::conv2d_backward(grad_in, grad_weight, grad_bias, grad_out, in, weight, g, workspace, p_);
   require(g.valid() && in.rank() == 4 && grad_weight.numel() == weight.numel(), "conv2d_backward shapes");
   const troupe_conv_geom ag = abi(g);
   b_->call("conv2d_backward", &troupe_backend_v1::conv2d_backward, grad_in.empty() ? nullptr : fp(grad_in),

@@ -27,6 +27,12 @@ class compute {
   // path's every copy on the CPU backend this way.
   explicit compute(const backend_context& b, bool staged = false) : b_(&b), staged_(staged) {}
 
+  // The products of weights and activations (gemm, the convolutions) at precision p
+  // (tensor/gemm.hpp). bf16 is computed by the host, so it needs host memory; a compute
+  // on a device refuses it (a contract error).
+  void set_precision(precision p);
+  precision products() const { return p_; }
+
   bool on_backend() const { return b_ != nullptr; }
   // Whether callers may read and write this compute's tensors from the host directly.
   bool host_memory() const { return !b_ || (b_->where().kind == device_kind::cpu && !staged_); }
@@ -93,6 +99,7 @@ class compute {
  private:
   const backend_context* b_ = nullptr;
   bool staged_ = false;
+  precision p_ = precision::fp32;
 };
 
 // The host compute, for callers that name none.

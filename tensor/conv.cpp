@@ -94,7 +94,7 @@ void check_conv_args(const_tensor_view in, const_tensor_view weight, const conv_
 }  // namespace
 
 void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
-                    const conv_geometry& g, tensor_view workspace) {
+                    const conv_geometry& g, tensor_view workspace, precision prec) {
   check_conv_args(in, weight, g, workspace);
   const std::int64_t batch = in.size(0), k = g.col_rows(), p = g.col_cols();
   TROUPE_CHECK(out.rank() == 4 && out.size(0) == batch && out.size(1) == g.out_channels &&
@@ -107,14 +107,14 @@ void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view wei
   const std::int64_t in_stride = g.in_channels * g.in_h * g.in_w, out_stride = g.out_channels * p;
   for (std::int64_t i = 0; i < batch; ++i) {
     im2col(cols, x + i * in_stride, g);
-    sgemm(transpose::no, transpose::no, g.out_channels, p, k, 1.f, w, k, cols, p, 0.f, y + i * out_stride, p);
+    sgemm(transpose::no, transpose::no, g.out_channels, p, k, 1.f, w, k, cols, p, 0.f, y + i * out_stride, p, prec);
   }
   if (!bias.empty()) channel_bias_add(out, bias);
 }
 
 void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias,
                      const_tensor_view grad_out, const_tensor_view in, const_tensor_view weight,
-                     const conv_geometry& g, tensor_view workspace) {
+                     const conv_geometry& g, tensor_view workspace, precision prec) {
   check_conv_args(in, weight, g, workspace);
   const std::int64_t batch = in.size(0), k = g.col_rows(), p = g.col_cols();
   TROUPE_CHECK(grad_out.numel() == batch * g.out_channels * p, "conv2d grad_out " + grad_out.sizes().str());
@@ -132,10 +132,10 @@ void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view g
     const float* dyi = dy + i * out_stride;
     im2col(cols, x + i * in_stride, g);
     // dW (C_out, K) += dY_i (C_out, P) * cols_i^T (P, K)
-    sgemm(transpose::no, transpose::yes, g.out_channels, k, p, 1.f, dyi, p, cols, p, 1.f, dw, k);
+    sgemm(transpose::no, transpose::yes, g.out_channels, k, p, 1.f, dyi, p, cols, p, 1.f, dw, k, prec);
     if (dx) {
       // dcols (K, P) = W^T (K, C_out) * dY_i (C_out, P)
-      sgemm(transpose::yes, transpose::no, k, p, g.out_channels, 1.f, w, k, dyi, p, 0.f, dcols, p);
+      sgemm(transpose::yes, transpose::no, k, p, g.out_channels, 1.f, w, k, dyi, p, 0.f, dcols, p, prec);
       col2im_add(dx + i * in_stride, dcols, g);
     }
   }

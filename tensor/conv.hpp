@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -29,13 +30,14 @@ void im2col(float* cols, const float* image, const conv_geometry& g);
 void col2im_add(float* image, const float* cols, const conv_geometry& g);
 
 // out (B, C_out, OH, OW) = conv(in (B, C_in, H, W), weight) + bias. bias may be empty.
+// p is the products' arithmetic (tensor/gemm.hpp), in both directions.
 void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view weight, const_tensor_view bias,
-                    const conv_geometry& g, tensor_view workspace);
+                    const conv_geometry& g, tensor_view workspace, precision p = precision::fp32);
 
 // grad_weight += dL/dW, grad_bias += dL/db (accumulate, so microbatches can add up);
 // grad_in = dL/dx (overwritten), skipped when grad_in is empty (the first layer needs none).
 void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias,
                      const_tensor_view grad_out, const_tensor_view in, const_tensor_view weight,
-                     const conv_geometry& g, tensor_view workspace);
+                     const conv_geometry& g, tensor_view workspace, precision p = precision::fp32);
 
 }  // namespace troupe

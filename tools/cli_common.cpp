@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "tensor/augment.hpp"
+#include "tensor/gemm_bf16.hpp"
 #include "tensor/model_spec.hpp"
 
 namespace troupe::cli {
@@ -74,6 +75,24 @@ void add_train_options(CLI::App& app, train_options& o) {
           "DEVICE"))
       ->capture_default_str();
   app.add_flag("--tf32", o.tf32, "On CUDA: TF32 tensor-core math for GEMMs and convolutions (faster, ~1e-3 relative)");
+  app.add_option("--precision", o.precision,
+                 "On the CPU: bf16 multiplies weights and activations as bfloat16 with fp32 sums (master weights, "
+                 "optimizer and gradients stay fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+}
+
+precision chosen_precision(const train_options& o) { return *precision_from_name(o.precision); }
+
+std::optional<std::string> precision_unfit(const train_options& o) {
+  if (chosen_precision(o) == precision::fp32 || chosen_device(o).kind == device_kind::cpu) return std::nullopt;
+  return "--precision " + o.precision + " computes on the CPU only, and --device " + o.device +
+         " was asked for; drop --precision, or use --tf32 for faster products on CUDA";
+}
+
+std::string describe_precision(const train_options& o) {
+  if (chosen_precision(o) == precision::fp32) return {};
+  return "; products in " + o.precision + " (" + std::string(name_of(bf16_engine_in_use())) + ")";
 }
 
 device chosen_device(const train_options& o) { return *parse_device(o.device); }

@@ -13,6 +13,7 @@
 #include "base/expected.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/dataset.hpp"
+#include "tensor/gemm.hpp"
 #include "tensor/text_dataset.hpp"
 #include "tensor/trainer.hpp"
 
@@ -44,6 +45,7 @@ struct train_options {
   std::string batch_size = "auto";  // --batch-size: N per worker, or auto (Note [The job's batch])
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
   bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA
+  std::string precision = "fp32";  // --precision: the products' arithmetic (tensor/gemm.hpp)
 };
 void add_train_options(CLI::App& app, train_options& opts);
 // --batch-size N (1 to 2^20), or nothing.
@@ -54,6 +56,13 @@ device chosen_device(const train_options& opts);
 // Opens `d` once, so a command fails before it starts anything when the device cannot be
 // used; returns the backend's reason (no module, no driver, no device), or nothing.
 std::optional<std::string> device_unusable(device d);
+// The products' arithmetic --precision names (the validator has checked the text).
+precision chosen_precision(const train_options& opts);
+// Why --precision cannot go with --device, or nothing.
+std::optional<std::string> precision_unfit(const train_options& opts);
+// "; products in bf16 (ENGINE)" for --precision bf16 (which engine this machine uses,
+// tensor/gemm_bf16.hpp); empty for fp32.
+std::string describe_precision(const train_options& opts);
 // "sgd lr 0.05 (cosine, warm-up 0.5 epochs), momentum 0.9, nesterov on, weight decay 0.0005"
 std::string describe(const local_train_config& c);
 

@@ -110,6 +110,15 @@ int run_launch(launch_cli& o) {
     print_error(*why);
     return exit_usage;
   }
+  if (auto why = precision_unfit(o.job.train)) {
+    print_error(*why);
+    return exit_usage;
+  }
+  if (!o.command.empty() && o.job.train.precision != "fp32") {
+    print_error("--precision " + o.job.train.precision + " sets the arithmetic of Troupe's own workers; the program "
+                "after -- computes as it chooses (torch.autocast, for one). Drop --precision");
+    return exit_usage;
+  }
   std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh
   if (!save_model.empty()) {
     if (job->kv || job->simulate_compute_ms > 0) {
@@ -200,6 +209,8 @@ int run_launch(launch_cli& o) {
       flags.insert(flags.end(), {"--device", d});
       if (o.job.train.tf32) flags.push_back("--tf32");
     }
+    if (node.rfind("worker-", 0) == 0 && o.job.train.precision != "fp32")
+      flags.insert(flags.end(), {"--precision", o.job.train.precision});
     return flags;
   };
   // A dry run writes nothing, unless it is asked to keep the job directory (whose files its

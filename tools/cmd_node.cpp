@@ -182,14 +182,17 @@ int run_node(node_cli& o) {
                  "the network reads every parameter and gradient it sends, and anyone who can reach its port can "
                  "send its actors messages; the job's secret still guards joining, but a join seen on the wire can "
                  "be replayed. Use it only on an isolated, firewalled segment.");
-  // Under --slurm every task gets the same command line, the job's flags included.
+  // Under --slurm every task gets the same command line, the job's flags included. How a
+  // worker computes (--device, --tf32, --precision) is its own choice.
   if (plan->role != node_role::coordinator && !o.node.slurm) {
-    for (const CLI::Option* opt : o.app->get_options())
+    for (const CLI::Option* opt : o.app->get_options()) {
+      const std::string name = opt->get_single_name();
+      const bool workers_own = name == "device" || name == "tf32" || name == "precision";
       if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&
-          opt->get_single_name() != "data" && opt->get_single_name() != "config" &&
-          opt->get_single_name() != "device")
-        spdlog::warn("--{} is ignored on a {}: the job comes from the coordinator", opt->get_single_name(),
-                     name_of(plan->role));
+          name != "data" && name != "config" && !(workers_own && plan->role == node_role::worker))
+        spdlog::warn("--{} is ignored on a {}: {}", name, name_of(plan->role),
+                     workers_own ? "it sets how a worker computes" : "the job comes from the coordinator");
+    }
   }
   auto obs = start_observability(o.observe, plan->job_id, default_metrics_address(*plan));
   if (!obs) {
@@ -209,15 +212,22 @@ int run_node(node_cli& o) {
     case node_role::worker: {
       set_blas_threads(1);
       const device dev = chosen_device(o.job.train);
+      if (auto why = precision_unfit(o.job.train)) {
+        print_error(*why);
+        code = exit_usage;
+        break;
+      }
       if (auto why = device_unusable(dev)) {
         print_error(*why);
         code = exit_failed;
         break;
       }
+      if (const std::string how = describe_precision(o.job.train); !how.empty())
+        spdlog::info("worker: {}", how.substr(2));
       const bool own_data = o.app->get_option("--data")->count() > 0;
       code = exit_ok;
       if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs,
-                                     compute_options{dev, false, o.job.train.tf32})) {
+                                     compute_options{dev, false, o.job.train.tf32, chosen_precision(o.job.train)})) {
         print_error("worker: " + troupe::describe(err));
         code = exit_failed;
       }

@@ -56,6 +56,10 @@ int run_train(const train_cli& t) {
   }
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
   const device dev = chosen_device(o.train);
+  if (auto why = precision_unfit(o.train)) {
+    print_error(*why);
+    return exit_usage;
+  }
   if (auto why = device_unusable(dev)) {
     print_error(*why);
     return exit_failed;
@@ -79,7 +83,7 @@ int run_train(const train_cli& t) {
     return exit_failed;
   }
   if (t.show_model) std::cerr << m->describe();  // the layer indices --cuts names
-  std::cerr << "train: " << describe(job, *shared) << "\n";
+  std::cerr << "train: " << describe(job, *shared) << describe_precision(o.train) << "\n";
   spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
   auto obs = start_observability(t.observe, job.job_id, "127.0.0.1:9464");
   if (!obs) {
@@ -89,8 +93,8 @@ int run_train(const train_cli& t) {
   job_callbacks cb;
   const bool text = !shared->vocabulary.empty();
   cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
-  auto result =
-      run_job_in_process(job, shared, cb, *obs, compute_options{dev, o.train.device == "cuda", o.train.tf32}, *resume);
+  const compute_options how{dev, o.train.device == "cuda", o.train.tf32, chosen_precision(o.train)};
+  auto result = run_job_in_process(job, shared, cb, *obs, how, *resume);
   const bool traced = finish_observability(*obs, t.observe, "troupe train", static_cast<bool>(result));
   if (!result) {
     print_error(troupe::describe(result.error()));

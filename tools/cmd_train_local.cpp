@@ -35,6 +35,10 @@ int run_train_local(const train_local_options& o) {
       print_error(*why);
       return exit_failed;
     }
+  if (auto why = precision_unfit(o.train)) {
+    print_error(*why);
+    return exit_usage;
+  }
   set_blas_threads(o.threads);
   std::optional<backend_context> backend;
   compute exec;
@@ -48,6 +52,7 @@ int run_train_local(const train_local_options& o) {
     if (o.train.tf32) backend->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
     exec = compute(*backend);
   }
+  exec.set_precision(chosen_precision(o.train));
 
   auto data = load_data(o.data, cfg.seed);
   if (!data) {
@@ -57,7 +62,7 @@ int run_train_local(const train_local_options& o) {
   std::cerr << "train-local: model " << cfg.model << ", " << data->train.size() << " training and "
             << data->test.size() << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch "
             << cfg.batch_size << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads
-            << " BLAS thread(s)\n";
+            << " BLAS thread(s)" << describe_precision(o.train) << "\n";
   auto spec = parse_model_spec(cfg.model);
   auto m = spec ? model::build(*spec, data->train.sample_shape(), data->train.num_classes) : expected<model>(spec.error());
   if (!m) {

@@ -78,3 +78,27 @@ BOOST_AUTO_TEST_CASE(each_op_through_the_cpu_backend_equals_the_host_op) {
       BOOST_TEST(same(gb1, gb2));
     }
 }
+
+// bf16 products run on the host: a compute with host memory takes them (through the CPU
+// backend too, bypassing its fp32 table), and a staged one, standing in for a device,
+// refuses them.
+BOOST_AUTO_TEST_CASE(bf16_products_need_host_memory) {
+  backend_context b = open_cpu();
+  compute staged(b, true), direct(b), host;
+  BOOST_CHECK_THROW(staged.set_precision(precision::bf16), contract_error);
+  BOOST_TEST((staged.products() == precision::fp32));
+  staged.set_precision(precision::fp32);
+  tensor a({1, 1}), w({1, 1});
+  a.data<float>()[0] = 1.f + 1.f / 1024.f;  // rounds to 1 in bf16
+  w.data<float>()[0] = 2.f;
+  for (compute* c : {&direct, &host}) BOOST_TEST_CONTEXT(c->name()) {
+      c->set_precision(precision::bf16);
+      BOOST_TEST((c->products() == precision::bf16));
+      tensor y = c->make({1, 1});
+      c->gemm(y, a, transpose::no, w, transpose::yes);
+      BOOST_TEST(y.data<float>()[0] == 2.f);
+      c->set_precision(precision::fp32);
+      c->gemm(y, a, transpose::no, w, transpose::yes);
+      BOOST_TEST(y.data<float>()[0] == 2.f * a.data<float>()[0]);
+    }
+}

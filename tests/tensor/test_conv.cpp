@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tensor/conv.hpp"
+#include "tensor/gemm_bf16.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
@@ -113,6 +114,37 @@ BOOST_AUTO_TEST_CASE(backward_accumulates_parameter_gradients_and_skips_input_gr
   conv2d_backward(tensor_view(), dw2, db2, dy, x, wt, g, ws);
   for (std::int64_t i = 0; i < dw1.numel(); ++i) BOOST_TEST(dw2.data<float>()[i] == 2 * dw1.data<float>()[i]);
   for (std::int64_t i = 0; i < 2; ++i) BOOST_TEST(db2.data<float>()[i] == 2 * db1.data<float>()[i]);
+}
+
+// At precision::bf16 both directions multiply bf16-rounded operands: the result is the
+// fp32 convolution of the rounded tensors, up to the order of the fp32 sums.
+BOOST_AUTO_TEST_CASE(bf16_products_are_the_fp32_convolution_of_rounded_operands) {
+  auto rounded = [](tensor t) {
+    for (std::int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = from_bf16(to_bf16(t.data<float>()[i]));
+    return t;
+  };
+  for (const conv_case& c : cases) BOOST_TEST_CONTEXT(describe(c)) {
+    const conv_geometry g = geometry(c);
+    const tensor x = test::random_tensor({c.batch, c.cin, c.h, c.w}, 1), wt = test::random_tensor({c.cout, c.cin, c.k, c.k}, 2);
+    const tensor b = test::random_tensor({c.cout}, 3), dy = test::random_tensor({c.batch, c.cout, g.out_h(), g.out_w()}, 4);
+    tensor ws({conv2d_workspace_floats(g)});
+    tensor y16(dy.sizes()), y32(dy.sizes());
+    conv2d_forward(y16, x, wt, b, g, ws, precision::bf16);
+    conv2d_forward(y32, rounded(x), rounded(wt), b, g, ws);
+    tensor dx16(x.sizes()), dw16(wt.sizes()), db16(b.sizes()), dx32(x.sizes()), dw32(wt.sizes()), db32(b.sizes());
+    conv2d_backward(dx16, dw16, db16, dy, x, wt, g, ws, precision::bf16);
+    conv2d_backward(dx32, dw32, db32, rounded(dy), rounded(x), rounded(wt), g, ws);
+    BOOST_TEST(test::max_abs_diff(y16, y32) <= 1e-4f);
+    BOOST_TEST(test::max_abs_diff(dx16, dx32) <= 1e-4f);
+    BOOST_TEST(test::max_abs_diff(dw16, dw32) <= 1e-4f * static_cast<float>(c.batch * g.col_cols()));
+    // ... and not the fp32 convolution of the operands as given; the bias gradient is no
+    // product, so it stays the fp32 sum of dy.
+    tensor y_exact(dy.sizes()), dx_exact(x.sizes()), dw_exact(wt.sizes()), db_exact(b.sizes());
+    conv2d_forward(y_exact, x, wt, b, g, ws);
+    conv2d_backward(dx_exact, dw_exact, db_exact, dy, x, wt, g, ws);
+    BOOST_TEST(test::max_abs_diff(y16, y_exact) > 0.f);
+    BOOST_TEST(test::same_bits(db16, db_exact));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(rejects_mismatched_input) {

@@ -62,3 +62,20 @@ BOOST_AUTO_TEST_CASE(blas_thread_count_is_settable) {
   set_blas_threads(1);
   BOOST_TEST(blas_threads() == 1);
 }
+
+BOOST_AUTO_TEST_CASE(precision_names_round_trip) {
+  for (precision p : {precision::fp32, precision::bf16}) BOOST_TEST((precision_from_name(name_of(p)) == p));
+  BOOST_TEST(!precision_from_name("fp16").has_value());
+  BOOST_TEST(!precision_from_name("BF16").has_value());
+}
+
+// gemm at precision::bf16 rounds its operands (tensor/gemm_bf16.hpp has the full tests).
+BOOST_AUTO_TEST_CASE(bf16_precision_rounds_the_operands) {
+  tensor a({1, 1}), b({1, 1}), c({1, 1});
+  a.data<float>()[0] = 1.f + 1.f / 1024.f;  // rounds to 1 in bf16
+  b.data<float>()[0] = 3.f;
+  gemm(c, a, transpose::no, b, transpose::no, 1.f, 0.f, precision::bf16);
+  BOOST_TEST(c.data<float>()[0] == 3.f);
+  gemm(c, a, transpose::no, b, transpose::no);
+  BOOST_TEST(c.data<float>()[0] == 3.f * a.data<float>()[0]);
+}

@@ -217,6 +217,51 @@ BOOST_AUTO_TEST_CASE(cuda_without_a_usable_gpu_fails_with_the_reason) {
   }
 }
 
+// --precision bf16: a short CPU run trains and says which engine multiplies; a value it
+// does not know, a GPU, or a program after launch's -- is a usage error saying what to do.
+BOOST_AUTO_TEST_CASE(precision_bf16_trains_on_the_cpu_and_its_misuses_are_named) {
+  for (const auto& cmd : std::vector<std::vector<std::string>>{{"train-local", "--precision", "bf16"},
+                                                               {"train", "--mode", "sync", "--precision", "bf16"}}) {
+    auto r = run_troupe(with(cmd, quick));
+    BOOST_TEST_CONTEXT(cmd[0] << ": " << r.err) {
+      BOOST_REQUIRE(r.exit_code == 0);
+      BOOST_TEST(r.err.find("products in bf16 (") != std::string::npos);
+      BOOST_TEST(nlohmann::json::parse(r.out)["test_accuracy"].get<double>() > 0.5);
+    }
+  }
+  expect_usage_error({"train-local", "--precision", "fp16"}, {"--precision", "fp32", "bf16"});
+
+  temp_dir dir("cli-precision");
+  BOOST_REQUIRE(run_troupe({"tls", "secret", dir.file("job.secret")}).exit_code == 0);
+  for (const auto& cmd : std::vector<std::vector<std::string>>{
+           {"train-local", "--device", "cuda", "--precision", "bf16"},
+           {"train", "--device", "cuda:0", "--precision", "bf16"},
+           {"launch", "--local", "--device", "cuda", "--precision", "bf16"},
+           {"node", "--role", "worker", "--join", "127.0.0.1:9", "--device", "cuda", "--precision", "bf16",
+            "--metrics", "off", "--insecure-network", "--secret-file", dir.file("job.secret")}}) {
+    auto r = run_troupe(cmd);
+    BOOST_TEST_CONTEXT(cmd[0] << ": " << r.err) {
+      BOOST_TEST(r.exit_code == 2);
+      BOOST_TEST(r.err.find("--precision bf16 computes on the CPU only") != std::string::npos);
+      BOOST_TEST(r.err.find("--tf32") != std::string::npos);
+    }
+  }
+  // A worker takes it as its own; a shard server says it ignores it.
+  for (const std::string role : {"worker", "server"}) {
+    auto r = run_troupe({"node", "--role", role, "--join", "127.0.0.1:9", "--precision", "bf16", "--metrics", "off",
+                         "--insecure-network", "--secret-file", dir.file("job.secret"), "--connect-timeout", "1"});
+    BOOST_TEST_CONTEXT(role << ": " << r.err) {
+      BOOST_TEST(r.exit_code != 0);  // nothing listens there
+      BOOST_TEST((r.err.find("--precision is ignored on a server: it sets how a worker computes") !=
+                  std::string::npos) == (role == "server"));
+    }
+  }
+  auto user = run_troupe({"launch", "--local", "--precision", "bf16", "--", "/bin/true"});
+  BOOST_TEST_INFO("stderr: " << user.err);
+  BOOST_TEST(user.exit_code == 2);
+  BOOST_TEST(user.err.find("Drop --precision") != std::string::npos);
+}
+
 // tls init writes a CA, the job's secret and certificates, private to the user; tls secret
 // writes only a secret; neither replaces what exists.
 BOOST_AUTO_TEST_CASE(tls_init_and_tls_secret_write_private_files_and_replace_nothing) {

@@ -32,6 +32,19 @@ BOOST_AUTO_TEST_CASE(launch_spreads_workers_over_the_gpus_of_a_host) {
   BOOST_TEST(devices == 3u);  // workers only
 }
 
+// `launch --precision bf16` passes the flag to every worker, and to no other node.
+BOOST_AUTO_TEST_CASE(launch_passes_the_precision_to_the_workers) {
+  temp_dir dir("cli-launch-precision");
+  auto r = run_troupe({"launch", "--local", "--dry-run", "--workers", "2", "--servers", "1", "--precision", "bf16",
+                       "--metrics", "off", "--job-dir", dir.file("job")});
+  BOOST_REQUIRE_MESSAGE(r.exit_code == 0, r.err);
+  const std::string all = r.out + r.err;
+  std::size_t passed = 0;
+  for (std::size_t at = all.find("--precision bf16"); at != std::string::npos; at = all.find("--precision bf16", at + 1))
+    ++passed;
+  BOOST_TEST(passed == 2u, all);
+}
+
 // launch hands the job to its coordinator in job.toml, numbers as numbers and flags as
 // booleans, and the coordinator reads it with the same TOML reader.
 BOOST_AUTO_TEST_CASE(launch_writes_the_job_as_typed_toml) {

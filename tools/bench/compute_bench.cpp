@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   std::string model_name = "mlp";
   std::int64_t batch = 128, steps = 300, warmup = 20;
   int threads = 1;
-  std::string device_text = "cpu", data_name = "synthetic";
+  std::string device_text = "cpu", data_name = "synthetic", precision_name = "fp32";
   std::int64_t context = 256;
   CLI::App app{"Time Troupe's training step (forward, backward, SGD) on synthetic data or a text"};
   app.add_option("--model", model_name)->capture_default_str();
@@ -31,6 +31,9 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", warmup, "Untimed steps first")->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_option("--threads", threads)->check(CLI::Range(1, 256))->capture_default_str();
   app.add_option("--device", device_text, "cpu, cuda or cuda:N")->capture_default_str();
+  app.add_option("--precision", precision_name, "fp32, or bf16 products (CPU)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
   app.add_option("--data", data_name, "synthetic (images) or fortunes (text, for gpt)")->capture_default_str();
   app.add_option("--context", context, "fortunes: characters a sample")->check(CLI::Range(1, 1 << 16))->capture_default_str();
   CLI11_PARSE(app, argc, argv);
@@ -51,6 +54,11 @@ int main(int argc, char** argv) {
     exec = compute(*backend);
   }
 
+  if (precision_name != "fp32" && !exec.host_memory()) {
+    std::cerr << "bench_compute: --precision " << precision_name << " computes on the CPU only\n";
+    return 2;
+  }
+  exec.set_precision(*precision_from_name(precision_name));
   set_blas_threads(threads);
   auto loaded = data_name == "synthetic"
                     ? expected<dataset_split>(make_synthetic(std::max<std::int64_t>(batch * 16, 2048), 1, 1))
@@ -92,6 +100,7 @@ int main(int argc, char** argv) {
   out["batch_size"] = batch;
   out["threads"] = threads;
   out["device"] = to_string(*dev);
+  out["precision"] = precision_name;
   out["steps"] = steps;
   out["samples_per_second"] = static_cast<double>(steps * batch) / secs;
   out["final_loss"] = loss;

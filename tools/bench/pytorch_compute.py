@@ -93,6 +93,8 @@ def main():
     ap.add_argument("--device", default="cpu", help="cpu or cuda (exits 3 when CUDA is unavailable)")
     ap.add_argument("--vocab", type=int, default=113, help="gpt: classes (the fortunes have 113 characters)")
     ap.add_argument("--context", type=int, default=256, help="gpt: characters a sample")
+    ap.add_argument("--autocast", choices=["off", "bf16"], default="off",
+                    help="bf16: forward under torch.autocast(bfloat16), PyTorch's mixed precision on the CPU")
     args = ap.parse_args()
     if args.device != "cpu" and not torch.cuda.is_available():
         raise SystemExit(3)
@@ -117,8 +119,9 @@ def main():
             i = (s % nb) * args.batch_size
             x, y = xs[i:i + args.batch_size], ys[i:i + args.batch_size]
             opt.zero_grad(set_to_none=True)
-            out = model(x)
-            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+            with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+                out = model(x)
+                loss = F.cross_entropy(out.reshape(-1, out.shape[-1]).float(), y.reshape(-1))
             loss.backward()
             opt.step()
         return loss.item()  # waits for the device's queued work
@@ -129,6 +132,7 @@ def main():
     secs = time.perf_counter() - t0
     print(json.dumps({"peer": "pytorch", "version": torch.__version__, "model": args.model, "device": args.device,
                       "batch_size": args.batch_size, "threads": torch.get_num_threads(), "steps": args.steps,
+                      "autocast": args.autocast,
                       "samples_per_second": args.steps * args.batch_size / secs, "final_loss": loss}))
 
 
