@@ -1,17 +1,39 @@
-// gemm: shape checks around cblas_sgemm, and the switch to bf16 products.
+// gemm: shape checks, and the choice of library for each product.
 #include "tensor/gemm.hpp"
 
 #include <cblas.h>
 
 #include "tensor/gemm_bf16.hpp"
+#include "tensor/onednn_matmul.hpp"
+
+// Note [Which library multiplies]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An fp32 product of at least onednn_min_work multiply-adds goes to oneDNN's matmul
+// where the CPU has AVX-512, and every other one to OpenBLAS. Debian's OpenBLAS 0.3.21
+// takes this machine's AMD EPYC (Zen 5) for a Zen and runs its AVX2 kernels: 120-130
+// GFLOP/s on one core for the shapes of the mlp, the cnn's convolutions and the gpt,
+// against 230-270 for oneDNN's AVX-512 kernels (measured 2026-11-29; forcing OpenBLAS's
+// SkylakeX kernels gives 190-210). Below about 2^18 multiply-adds (an attention block
+// of 64 x 64 x 32) oneDNN's set-up costs more than it saves, so OpenBLAS keeps those.
+// Either library gives the same bits for the same shape and thread count every time,
+// so runs stay reproducible; the two differ from each other in the order of the sums.
+// bf16 products are tensor/gemm_bf16's.
 
 namespace troupe {
+
+namespace {
+
+constexpr std::int64_t onednn_min_work = std::int64_t{1} << 18;
+
+}  // namespace
 
 void sgemm(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
            const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
            std::int64_t ldc, precision p) {
   if (p == precision::bf16) return sgemm_bf16(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   if (m == 0 || n == 0) return;
+  if (m * n * k >= onednn_min_work && onednn_offers(matmul_operands::f32))
+    return onednn_matmul(matmul_operands::f32, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   cblas_sgemm(CblasRowMajor, ta == transpose::yes ? CblasTrans : CblasNoTrans,
               tb == transpose::yes ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
               static_cast<blasint>(n), static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b,

@@ -1,6 +1,7 @@
-// Matrix multiply on the host through OpenBLAS (cblas_sgemm, row-major) or, at
-// precision::bf16, with bf16 operands (tensor/gemm_bf16.hpp), plus control of the BLAS
-// thread count. The transposes cover every product a backward pass needs.
+// Matrix multiply on the host, row-major: fp32 through oneDNN or OpenBLAS (Note [Which
+// library multiplies] in gemm.cpp) or, at precision::bf16, with bf16 operands
+// (tensor/gemm_bf16.hpp); plus control of the thread count. The transposes cover every
+// product a backward pass needs.
 #pragma once
 
 #include <cstdint>

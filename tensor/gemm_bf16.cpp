@@ -2,13 +2,12 @@
 #include "tensor/gemm_bf16.hpp"
 
 #include <immintrin.h>
-#include <omp.h>
 
 #include <cstring>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <vector>
 
 #include "base/check.hpp"
+#include "tensor/onednn_matmul.hpp"
 
 // Note [bf16 products]
 // ~~~~~~~~~~~~~~~~~~~~
@@ -20,15 +19,12 @@
 //
 // Each call rounds op(a) and op(b) into per-thread bf16 buffers (round to nearest even,
 // 32 values per instruction with AVX512-BF16), then multiplies them with oneDNN's bf16
-// matmul, which uses the CPU's bf16 dot products (vdpbf16ps: twice the products of an
-// fp32 FMA per instruction). The matmul's strides express the transposes, so nothing is
-// copied besides the rounding; oneDNN's primitive cache makes a repeated shape cost about
-// a microsecond to set up. alpha is the matmul's output scale and beta its sum post-op.
-// oneDNN runs on the calling thread's OpenMP team, which is set to blas_threads() so
-// that it splits work exactly as OpenBLAS would.
+// matmul (tensor/onednn_matmul.hpp), which uses the CPU's bf16 dot products (vdpbf16ps:
+// twice the products of an fp32 FMA per instruction): 480 GFLOP/s on one core here.
 //
 // Without AVX512-BF16 (or a oneDNN that offers no bf16 matmul) the rounded operands go,
-// as fp32, to OpenBLAS: the same products, another summation order, and slower than fp32.
+// as fp32, to the fp32 sgemm: the same products, another summation order, and slower
+// than fp32.
 // The run says which engine it uses.
 
 namespace troupe {
@@ -74,45 +70,6 @@ void scale_result(float* c, std::int64_t m, std::int64_t n, std::int64_t ldc, fl
     for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == 0.f ? 0.f : beta * c[i * ldc + j];
 }
 
-struct onednn_state {
-  dnnl::engine engine{dnnl::engine::kind::cpu, 0};
-};
-
-const onednn_state& onednn() {
-  static const onednn_state s;
-  return s;
-}
-
-dnnl::matmul::primitive_desc onednn_matmul(transpose ta, transpose tb, std::int64_t m, std::int64_t n,
-                                           std::int64_t k, float alpha, float beta, std::int64_t ldc) {
-  using dt = dnnl::memory::data_type;
-  // Stored operands are dense (round_operand); the strides say how op() reads them.
-  const dnnl::memory::desc a({m, k}, dt::bf16, ta == transpose::yes ? dnnl::memory::dims{1, m} : dnnl::memory::dims{k, 1});
-  const dnnl::memory::desc b({k, n}, dt::bf16, tb == transpose::yes ? dnnl::memory::dims{1, k} : dnnl::memory::dims{n, 1});
-  const dnnl::memory::desc c({m, n}, dt::f32, dnnl::memory::dims{ldc, 1});
-  dnnl::primitive_attr attr;
-  if (alpha != 1.f) attr.set_output_scales(0, {alpha});
-  if (beta != 0.f) {
-    dnnl::post_ops ops;
-    ops.append_sum(beta);
-    attr.set_post_ops(ops);
-  }
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, c), attr, onednn().engine);
-}
-
-bool onednn_offers_bf16() {
-  static const bool offers = [] {
-    if (!cpu_has_bf16()) return false;
-    try {
-      (void)onednn_matmul(transpose::no, transpose::no, 2, 2, 2, 1.f, 0.f, 2);
-      return true;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
-  return offers;
-}
-
 struct operand_buffers {
   std::vector<std::uint16_t> a, b;
   std::vector<float> a32, b32;
@@ -127,22 +84,10 @@ void via_onednn(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std:
                 const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                 std::int64_t ldc) {
   operand_buffers& buf = buffers();
-  const std::uint16_t* ab = round_operand(buf.a, a, ta == transpose::yes ? k : m, ta == transpose::yes ? m : k, lda);
-  const std::uint16_t* bb = round_operand(buf.b, b, tb == transpose::yes ? n : k, tb == transpose::yes ? k : n, ldb);
-  const int threads = blas_threads();
-  if (omp_get_max_threads() != threads) omp_set_num_threads(threads);
-  try {
-    const auto pd = onednn_matmul(ta, tb, m, n, k, alpha, beta, ldc);
-    const dnnl::matmul mm(pd);
-    thread_local dnnl::stream stream(onednn().engine);
-    dnnl::memory am(pd.src_desc(), onednn().engine, const_cast<std::uint16_t*>(ab));
-    dnnl::memory bm(pd.weights_desc(), onednn().engine, const_cast<std::uint16_t*>(bb));
-    dnnl::memory cm(pd.dst_desc(), onednn().engine, c);
-    mm.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    stream.wait();
-  } catch (const dnnl::error& e) {
-    TROUPE_CHECK(false, std::string("oneDNN's bf16 matmul failed: ") + e.what());
-  }
+  const std::int64_t a_cols = ta == transpose::yes ? m : k, b_cols = tb == transpose::yes ? k : n;
+  const std::uint16_t* ab = round_operand(buf.a, a, ta == transpose::yes ? k : m, a_cols, lda);
+  const std::uint16_t* bb = round_operand(buf.b, b, tb == transpose::yes ? n : k, b_cols, ldb);
+  onednn_matmul(matmul_operands::bf16, ta, tb, m, n, k, alpha, ab, a_cols, bb, b_cols, beta, c, ldc);
 }
 
 void via_rounded_sgemm(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
@@ -185,10 +130,12 @@ void round_to_bf16(std::uint16_t* dst, const float* src, std::int64_t n) {
 }
 
 std::string_view name_of(bf16_engine e) {
-  return e == bf16_engine::onednn ? "oneDNN bf16 matmul (AVX512-BF16)" : "bf16-rounded operands on OpenBLAS (no AVX512-BF16)";
+  return e == bf16_engine::onednn ? "oneDNN bf16 matmul (AVX512-BF16)" : "bf16-rounded operands through the fp32 sgemm (no AVX512-BF16)";
 }
 
-bf16_engine bf16_engine_in_use() { return onednn_offers_bf16() ? bf16_engine::onednn : bf16_engine::rounded_sgemm; }
+bf16_engine bf16_engine_in_use() {
+  return onednn_offers(matmul_operands::bf16) ? bf16_engine::onednn : bf16_engine::rounded_sgemm;
+}
 
 void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k,
                 float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
@@ -197,7 +144,7 @@ void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::
   if (m == 0 || n == 0) return;
   if (k == 0) return scale_result(c, m, n, ldc, beta);  // an empty sum: c = beta * c
   if (e == bf16_engine::onednn) {
-    TROUPE_CHECK(onednn_offers_bf16(), "sgemm_bf16: this machine has no oneDNN bf16 matmul");
+    TROUPE_CHECK(onednn_offers(matmul_operands::bf16), "sgemm_bf16: this machine has no oneDNN bf16 matmul");
     return via_onednn(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   }
   via_rounded_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);

@@ -24,7 +24,7 @@ void round_to_bf16(std::uint16_t* dst, const float* src, std::int64_t n);
 // bfloat16 values is exact in fp32); only the order of the fp32 sums differs.
 enum class bf16_engine : std::uint8_t {
   onednn,         // oneDNN's bf16 matmul: the CPU's bf16 dot-product instructions
-  rounded_sgemm,  // operands rounded to bf16, held as fp32, multiplied by OpenBLAS
+  rounded_sgemm,  // operands rounded to bf16, held as fp32, multiplied by the fp32 sgemm
 };
 std::string_view name_of(bf16_engine e);
 // onednn when this CPU has AVX512-BF16 and oneDNN offers a bf16 matmul for it; else
