@@ -24,8 +24,7 @@
 //
 // Without AVX512-BF16 (or a oneDNN that offers no bf16 matmul) the rounded operands go,
 // as fp32, to the fp32 sgemm: the same products, another summation order, and slower
-// than fp32.
-// The run says which engine it uses.
+// than fp32. The run's first line names the engine (bf16_engine_in_use).
 
 namespace troupe {
 
@@ -42,8 +41,8 @@ bool cpu_has_bf16() {
   return has;
 }
 
-__attribute__((target("avx512f,avx512bf16"))) void round_avx512(std::uint16_t* dst, const float* src,
-                                                                std::int64_t n, std::int64_t& done) {
+__attribute__((target("avx512f,avx512bf16"))) void round_avx512(std::uint16_t* dst, const float* src, std::int64_t n,
+                                                                std::int64_t& done) {
   std::int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
     const __m512 lo = _mm512_loadu_ps(src + i), hi = _mm512_loadu_ps(src + i + 16);
@@ -80,9 +79,8 @@ operand_buffers& buffers() {
   return b;
 }
 
-void via_onednn(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                std::int64_t ldc) {
+void via_onednn(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   operand_buffers& buf = buffers();
   const std::int64_t a_cols = ta == transpose::yes ? m : k, b_cols = tb == transpose::yes ? k : n;
   const std::uint16_t* ab = round_operand(buf.a, a, ta == transpose::yes ? k : m, a_cols, lda);
@@ -111,7 +109,7 @@ void via_rounded_sgemm(transpose ta, transpose tb, std::int64_t m, std::int64_t 
 
 std::uint16_t to_bf16(float x) {
   const std::uint32_t u = bits_of(x);
-  if ((u & 0x7f800000u) == 0) return static_cast<std::uint16_t>((u >> 16) & 0x8000u);  // zero, subnormal
+  if ((u & 0x7f800000u) == 0) return static_cast<std::uint16_t>((u >> 16) & 0x8000u);           // zero, subnormal
   if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((u >> 16) | 0x0040u);  // NaN, quiet
   return static_cast<std::uint16_t>((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
@@ -130,15 +128,16 @@ void round_to_bf16(std::uint16_t* dst, const float* src, std::int64_t n) {
 }
 
 std::string_view name_of(bf16_engine e) {
-  return e == bf16_engine::onednn ? "oneDNN bf16 matmul (AVX512-BF16)" : "bf16-rounded operands through the fp32 sgemm (no AVX512-BF16)";
+  return e == bf16_engine::onednn ? "oneDNN bf16 matmul (AVX512-BF16)"
+                                  : "bf16-rounded operands through the fp32 sgemm (no AVX512-BF16)";
 }
 
 bf16_engine bf16_engine_in_use() {
   return onednn_offers(matmul_operands::bf16) ? bf16_engine::onednn : bf16_engine::rounded_sgemm;
 }
 
-void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k,
-                float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                 std::int64_t ldc) {
   TROUPE_CHECK(m >= 0 && n >= 0 && k >= 0, "sgemm_bf16: negative size");
   if (m == 0 || n == 0) return;
@@ -150,9 +149,8 @@ void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::
   via_rounded_sgemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-void sgemm_bf16(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                std::int64_t ldc) {
+void sgemm_bf16(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc) {
   sgemm_bf16(bf16_engine_in_use(), ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 

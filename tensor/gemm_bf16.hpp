@@ -32,12 +32,11 @@ std::string_view name_of(bf16_engine e);
 bf16_engine bf16_engine_in_use();
 
 // sgemm's contract (tensor/gemm.hpp) with op(a) and op(b) rounded to bf16.
-void sgemm_bf16(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
-                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
-                std::int64_t ldc);
+void sgemm_bf16(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha, const float* a,
+                std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c, std::int64_t ldc);
 // The same through engine e; onednn where this machine has none is a contract error.
-void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k,
-                float alpha, const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
+void sgemm_bf16(bf16_engine e, transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int64_t k, float alpha,
+                const float* a, std::int64_t lda, const float* b, std::int64_t ldb, float beta, float* c,
                 std::int64_t ldc);
 
 }  // namespace troupe

@@ -41,8 +41,9 @@ dnnl::matmul::primitive_desc describe(matmul_operands t, transpose ta, transpose
 }
 
 bool offered(matmul_operands t) {
-  const bool cpu = t == matmul_operands::bf16 ? __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")
-                                              : __builtin_cpu_supports("avx512f");
+  const bool cpu = t == matmul_operands::bf16
+                       ? __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512f")
+                       : __builtin_cpu_supports("avx512f");
   if (!cpu) return false;
   try {
     (void)describe(t, transpose::no, transpose::no, 2, 2, 2, 1.f, 2, 2, 0.f, 2);

@@ -348,7 +348,8 @@ BOOST_AUTO_TEST_CASE(bf16_products_on_the_cpu_train_to_nearby_parameters) {
   BOOST_TEST_MESSAGE("largest parameter difference, bf16 against fp32: " << diff);
   BOOST_TEST(diff < 0.05f);
   float largest = 0.f;
-  for (std::int64_t i = 0; i < params[0].numel(); ++i) largest = std::max(largest, std::abs(params[0].data<float>()[i]));
+  for (std::int64_t i = 0; i < params[0].numel(); ++i)
+    largest = std::max(largest, std::abs(params[0].data<float>()[i]));
   BOOST_TEST_MESSAGE("largest fp32 parameter: " << largest);
   BOOST_TEST(diff < 0.25f * largest);
 }

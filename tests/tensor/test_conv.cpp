@@ -125,8 +125,9 @@ BOOST_AUTO_TEST_CASE(bf16_products_are_the_fp32_convolution_of_rounded_operands)
   };
   for (const conv_case& c : cases) BOOST_TEST_CONTEXT(describe(c)) {
     const conv_geometry g = geometry(c);
-    const tensor x = test::random_tensor({c.batch, c.cin, c.h, c.w}, 1), wt = test::random_tensor({c.cout, c.cin, c.k, c.k}, 2);
-    const tensor b = test::random_tensor({c.cout}, 3), dy = test::random_tensor({c.batch, c.cout, g.out_h(), g.out_w()}, 4);
+    const tensor x = test::random_tensor({c.batch, c.cin, c.h, c.w}, 1);
+    const tensor wt = test::random_tensor({c.cout, c.cin, c.k, c.k}, 2), b = test::random_tensor({c.cout}, 3);
+    const tensor dy = test::random_tensor({c.batch, c.cout, g.out_h(), g.out_w()}, 4);
     tensor ws({conv2d_workspace_floats(g)});
     tensor y16(dy.sizes()), y32(dy.sizes());
     conv2d_forward(y16, x, wt, b, g, ws, precision::bf16);

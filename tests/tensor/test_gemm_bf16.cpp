@@ -7,7 +7,6 @@
 #pragma GCC diagnostic ignored "-Wrestrict"
 #include <boost/test/data/test_case.hpp>
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -61,8 +60,8 @@ void check_against_reference(bf16_engine e, std::int64_t m, std::int64_t n, std:
       mag[i * ldc + j] = std::abs(alpha) * sa + std::abs(beta * old);
     }
   const std::vector<float> before(c.data<float>(), c.data<float>() + c.numel());
-  sgemm_bf16(e, ta ? transpose::yes : transpose::no, tb ? transpose::yes : transpose::no, m, n, k, alpha, ap, lda,
-             bp, ldb, beta, c.data<float>(), ldc);
+  sgemm_bf16(e, ta ? transpose::yes : transpose::no, tb ? transpose::yes : transpose::no, m, n, k, alpha, ap, lda, bp,
+             ldb, beta, c.data<float>(), ldc);
   for (std::int64_t i = 0; i < m; ++i) {
     for (std::int64_t j = 0; j < n; ++j) {
       const double got = c.data<float>()[i * ldc + j];
@@ -80,10 +79,10 @@ void check_against_reference(bf16_engine e, std::int64_t m, std::int64_t n, std:
 BOOST_AUTO_TEST_CASE(rounds_to_nearest_even) {
   BOOST_TEST(to_bf16(1.f) == 0x3f80);
   BOOST_TEST(to_bf16(-2.f) == 0xc000);
-  BOOST_TEST(to_bf16(of_bits(0x3f808000u)) == 0x3f80);  // a tie rounds to the even 0x3f80
-  BOOST_TEST(to_bf16(of_bits(0x3f818000u)) == 0x3f82);  // a tie rounds to the even 0x3f82
-  BOOST_TEST(to_bf16(of_bits(0x3f808001u)) == 0x3f81);  // past the tie: up
-  BOOST_TEST(to_bf16(of_bits(0x3f807fffu)) == 0x3f80);  // short of it: down
+  BOOST_TEST(to_bf16(of_bits(0x3f808000u)) == 0x3f80);     // a tie rounds to the even 0x3f80
+  BOOST_TEST(to_bf16(of_bits(0x3f818000u)) == 0x3f82);     // a tie rounds to the even 0x3f82
+  BOOST_TEST(to_bf16(of_bits(0x3f808001u)) == 0x3f81);     // past the tie: up
+  BOOST_TEST(to_bf16(of_bits(0x3f807fffu)) == 0x3f80);     // short of it: down
   BOOST_TEST(from_bf16(to_bf16(3.140625f)) == 3.140625f);  // representable values are exact
 }
 
@@ -176,10 +175,10 @@ BOOST_AUTO_TEST_CASE(uses_the_cpus_bf16_instructions_where_it_has_them) {
   const bf16_engine e = bf16_engine_in_use();
   BOOST_TEST_MESSAGE("bf16 engine here: " << name_of(e));
   const bool has = __builtin_cpu_supports("avx512bf16");
-  BOOST_TEST((e == bf16_engine::onednn) == has, name_of(e) << " on a CPU " << (has ? "with" : "without")
-                                                           << " AVX512-BF16");
+  BOOST_TEST((e == bf16_engine::onednn) == has, name_of(e)
+                                                    << " on a CPU " << (has ? "with" : "without") << " AVX512-BF16");
   if (!has)  // asking for an engine the machine lacks is a contract error
-    BOOST_CHECK_THROW(sgemm_bf16(bf16_engine::onednn, transpose::no, transpose::no, 1, 1, 1, 1.f, nullptr, 1,
-                                 nullptr, 1, 0.f, nullptr, 1),
+    BOOST_CHECK_THROW(sgemm_bf16(bf16_engine::onednn, transpose::no, transpose::no, 1, 1, 1, 1.f, nullptr, 1, nullptr,
+                                 1, 0.f, nullptr, 1),
                       contract_error);
 }

@@ -3,7 +3,6 @@
 // is offered on; an empty product refused.
 #define BOOST_TEST_MODULE onednn_matmul
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <vector>
 
@@ -17,8 +16,8 @@ namespace {
 
 // c = alpha op(a) op(b) + beta c for operands stored with a padding of `pad` past each
 // row, through onednn_matmul, against the double sum (of the bf16 values for bf16).
-void check(matmul_operands t, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, float alpha,
-           float beta, std::int64_t pad) {
+void check(matmul_operands t, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, float alpha, float beta,
+           std::int64_t pad) {
   const std::int64_t a_rows = ta ? k : m, a_cols = ta ? m : k, b_rows = tb ? n : k, b_cols = tb ? k : n;
   const std::int64_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
   tensor a = test::random_tensor({a_rows * lda}, 21), b = test::random_tensor({b_rows * ldb}, 22);
@@ -26,8 +25,12 @@ void check(matmul_operands t, std::int64_t m, std::int64_t n, std::int64_t k, bo
   std::vector<std::uint16_t> a16(static_cast<std::size_t>(a.numel())), b16(static_cast<std::size_t>(b.numel()));
   round_to_bf16(a16.data(), a.data<float>(), a.numel());
   round_to_bf16(b16.data(), b.data<float>(), b.numel());
-  auto av = [&](std::int64_t i) { return t == matmul_operands::bf16 ? double(from_bf16(a16[i])) : double(a.data<float>()[i]); };
-  auto bv = [&](std::int64_t i) { return t == matmul_operands::bf16 ? double(from_bf16(b16[i])) : double(b.data<float>()[i]); };
+  auto av = [&](std::int64_t i) {
+    return t == matmul_operands::bf16 ? double(from_bf16(a16[i])) : double(a.data<float>()[i]);
+  };
+  auto bv = [&](std::int64_t i) {
+    return t == matmul_operands::bf16 ? double(from_bf16(b16[i])) : double(b.data<float>()[i]);
+  };
   std::vector<double> want(static_cast<std::size_t>(m * ldc)), mag(want.size());
   for (std::int64_t i = 0; i < m; ++i)
     for (std::int64_t j = 0; j < n; ++j) {
@@ -64,7 +67,8 @@ BOOST_AUTO_TEST_CASE(each_transpose_padding_alpha_and_beta_match_the_reference) 
   for (matmul_operands t : {matmul_operands::f32, matmul_operands::bf16}) {
     if (!onednn_offers(t)) continue;  // the next test says why
     for (int bits = 0; bits < 4; ++bits)
-      BOOST_TEST_CONTEXT((t == matmul_operands::f32 ? "f32" : "bf16") << " ta " << (bits & 1) << " tb " << (bits >> 1)) {
+      BOOST_TEST_CONTEXT((t == matmul_operands::f32 ? "f32" : "bf16")
+                         << " ta " << (bits & 1) << " tb " << (bits >> 1)) {
         check(t, 37, 70, 129, bits & 1, bits & 2, 1.f, 0.f, 0);
         check(t, 37, 70, 129, bits & 1, bits & 2, 0.5f, 1.f, 3);
         check(t, 5, 3, 1, bits & 1, bits & 2, -2.f, 0.25f, 1);
@@ -80,7 +84,7 @@ BOOST_AUTO_TEST_CASE(is_offered_where_the_cpu_has_the_instructions) {
 
 BOOST_AUTO_TEST_CASE(an_empty_product_is_a_contract_error) {
   float c = 0.f;
-  BOOST_CHECK_THROW(onednn_matmul(matmul_operands::f32, transpose::no, transpose::no, 1, 1, 0, 1.f, &c, 1, &c, 1, 0.f,
-                                  &c, 1),
-                    contract_error);
+  BOOST_CHECK_THROW(
+      onednn_matmul(matmul_operands::f32, transpose::no, transpose::no, 1, 1, 0, 1.f, &c, 1, &c, 1, 0.f, &c, 1),
+      contract_error);
 }
