@@ -318,7 +318,8 @@ int run_launch(launch_cli& o) {
   respawn_lost_nodes(plan->nodes, *job, policy);
   const attempts run = run_with_restarts(plan->nodes, policy);
   const group_result& g = run.last;
-  const launch_outcome outcome = report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr);
+  const launch_outcome outcome =
+      report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr, o.job.train.precision);
   bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
     if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {

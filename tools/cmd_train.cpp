@@ -107,7 +107,7 @@ int run_train(const train_cli& t) {
       return exit_failed;
     }
   const text_output language{&*m, &shared->vocabulary, o.data.sample_chars, job.train.seed};
-  print_job_result(*result, "train", text ? &language : nullptr);
+  print_job_result(*result, "train", text ? &language : nullptr, o.train.precision);
   return traced ? exit_ok : exit_failed;
 }
 

@@ -110,6 +110,7 @@ int run_train_local(const train_local_options& o) {
   out["samples_per_second"] = round_to(result->samples_per_second, 1);
   out["epochs"] = result->epochs;
   out["model"] = result->model;
+  out["precision"] = o.train.precision;
   std::cout << out.dump() << std::endl;
   return exit_ok;
 }

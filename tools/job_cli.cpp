@@ -329,7 +329,8 @@ void print_epoch(const epoch_summary& s, bool per_character) {
   std::fflush(stderr);
 }
 
-void print_job_result(const job_result& r, const std::string& who, const text_output* text) {
+void print_job_result(const job_result& r, const std::string& who, const text_output* text,
+                      std::string_view precision) {
   nlohmann::ordered_json out;
   out["mode"] = r.mode;
   out["workers"] = r.workers;
@@ -344,6 +345,7 @@ void print_job_result(const job_result& r, const std::string& who, const text_ou
   out["steady_samples_per_second"] = round_to(r.steady_samples_per_second, 1);
   out["mean_staleness"] = round_to(r.mean_staleness, 3);
   out["max_staleness"] = r.max_staleness;
+  if (!precision.empty()) out["precision"] = std::string(precision);
   if (r.pipeline_stages > 1) {
     out["pipeline_stages"] = r.pipeline_stages;
     out["microbatches"] = r.microbatches;

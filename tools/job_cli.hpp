@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "actors/coordinator.hpp"
@@ -57,7 +58,10 @@ void print_epoch(const epoch_summary& s, bool per_character);
 // key-value job's has only what its coordinator knows (its members' loops are their
 // own): mode, workers, servers, train_seconds (from the start to the last member's
 // leaving), workers_lost.
-void print_job_result(const job_result& r, const std::string& who, const text_output* text);
+// `precision` is the workers' --precision where the caller knows it (train); empty
+// leaves it out (a coordinator does not know its workers').
+void print_job_result(const job_result& r, const std::string& who, const text_output* text,
+                      std::string_view precision = {});
 void print_kv_job_result(const job_result& r);
 
 }  // namespace troupe::cli

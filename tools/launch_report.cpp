@@ -24,7 +24,8 @@ void print_dry_run(const launch_plan& plan, const launch_request& req, bool keep
               << (req.tls ? ", with the CA and the node certificates," : "") << " and run them by hand)\n";
 }
 
-launch_outcome report_outcome(const group_result& g, int restarts, bool kv, const std::vector<std::string>* left_out) {
+launch_outcome report_outcome(const group_result& g, int restarts, bool kv, const std::vector<std::string>* left_out,
+                              std::string_view precision) {
   std::string json;
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
@@ -50,6 +51,8 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
         if (c.respawned > 0) respawned[c.name] = c.respawned;
       out["respawned"] = respawned;
       if (left_out) out["workers_left_out"] = *left_out;
+      if (!precision.empty()) out["precision"] = std::string(precision);  // a coordinator does not know its workers'
+
     }
     std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;
   }

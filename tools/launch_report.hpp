@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "net/launch_plan.hpp"
@@ -21,9 +22,10 @@ struct launch_outcome {
 };
 
 // The job's JSON line on stdout (with the restarts, for a training job, Note [Restarting
-// a job], and the workers an elastic job left out when `left_out` is given, Note [Leaving
-// out lost workers]), a line for each process that failed, and the coordinator's exit code.
+// a job], the workers an elastic job left out when `left_out` is given, Note [Leaving
+// out lost workers], and the workers' --precision when given), a line for each process
+// that failed, and the coordinator's exit code.
 launch_outcome report_outcome(const group_result& g, int restarts, bool kv,
-                              const std::vector<std::string>* left_out = nullptr);
+                              const std::vector<std::string>* left_out = nullptr, std::string_view precision = {});
 
 }  // namespace troupe::cli

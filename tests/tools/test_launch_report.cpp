@@ -65,6 +65,10 @@ BOOST_AUTO_TEST_CASE(the_outcome_is_the_json_line_the_failed_processes_and_the_c
   BOOST_TEST(err == "launch: worker 1 failed (signal 9)\n");
   BOOST_TEST(r.coordinator_code == 0);
   BOOST_TEST(r.others_failed == 1);
+  // The workers' --precision, which launch passed them, is added when given.
+  const auto [with_precision, ignored] = captured([&] { r = report_outcome(g, 0, false, nullptr, "bf16"); });
+  BOOST_TEST(with_precision ==
+             "{\"test_accuracy\":0.88,\"restarts\":0,\"respawned\":{\"server 0\":2},\"precision\":\"bf16\"}\n");
   // A key-value job's line is its own: no restarts are added.
   g.children = {{"coordinator", 4, 0, false}};
   const auto [kv_out, kv_err] = captured([&] { r = report_outcome(g, 0, true); });
