@@ -84,8 +84,12 @@ void add_train_options(CLI::App& app, train_options& o) {
 
 precision chosen_precision(const train_options& o) { return *precision_from_name(o.precision); }
 
-std::optional<std::string> precision_unfit(const train_options& o) {
-  if (chosen_precision(o) == precision::fp32 || chosen_device(o).kind == device_kind::cpu) return std::nullopt;
+std::optional<std::string> precision_unfit(const train_options& o, bool user_program) {
+  if (chosen_precision(o) == precision::fp32) return std::nullopt;
+  if (user_program)
+    return "--precision " + o.precision + " sets the arithmetic of Troupe's own workers; the program after -- "
+           "computes as it chooses (torch.autocast, for one). Drop --precision";
+  if (chosen_device(o).kind == device_kind::cpu) return std::nullopt;
   return "--precision " + o.precision + " computes on the CPU only, and --device " + o.device +
          " was asked for; drop --precision, or use --tf32 for faster products on CUDA";
 }

@@ -110,13 +110,8 @@ int run_launch(launch_cli& o) {
     print_error(*why);
     return exit_usage;
   }
-  if (auto why = precision_unfit(o.job.train)) {
+  if (auto why = precision_unfit(o.job.train, !o.command.empty())) {
     print_error(*why);
-    return exit_usage;
-  }
-  if (!o.command.empty() && o.job.train.precision != "fp32") {
-    print_error("--precision " + o.job.train.precision + " sets the arithmetic of Troupe's own workers; the program "
-                "after -- computes as it chooses (torch.autocast, for one). Drop --precision");
     return exit_usage;
   }
   std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh
