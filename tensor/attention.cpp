@@ -8,6 +8,7 @@
 
 #include "tensor/fast_math.hpp"
 #include "tensor/gemm.hpp"
+#include "tensor/vector_clones.hpp"
 
 namespace troupe {
 
@@ -21,6 +22,32 @@ void check(const_tensor_view qkv, const_tensor_view probs, std::int64_t batch, c
                std::string(what) + ": contiguous f32 tensors only");
   TROUPE_CHECK(qkv.numel() == batch * t * 3 * c, std::string(what) + ": qkv must be (B, T, 3C)");
   TROUPE_CHECK(probs.numel() == batch * g.heads * t * t, std::string(what) + ": probs must be (B, H, T, T)");
+}
+
+// Rows [r0, r1) of t-wide scores p become their causal softmax: row i's columns [0, i]
+// its probabilities, the columns above the diagonal 0.
+TROUPE_VECTOR_CLONES void causal_softmax_rows(float* p, std::int64_t t, std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t i = r0; i < r1; ++i) {
+    float* row = p + i * t;
+    const float mx = fast::max(row, i + 1);
+    for (std::int64_t j = 0; j <= i; ++j) row[j] = fast::exp_nonpositive(row[j] - mx);
+    const float inv = static_cast<float>(1.0 / fast::sum(row, i + 1));
+    for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
+    for (std::int64_t j = i + 1; j < t; ++j) row[j] = 0.f;
+  }
+}
+
+// Rows [r0, r1) of dP become dS = scale * P * (dP - rowsum(P * dP)), 0 above the
+// diagonal where P is 0.
+TROUPE_VECTOR_CLONES void causal_softmax_grad_rows(float* ds, const float* p, std::int64_t t, float scale,
+                                                   std::int64_t r0, std::int64_t r1) {
+  for (std::int64_t i = r0; i < r1; ++i) {
+    const float* pr = p + i * t;
+    float* row = ds + i * t;
+    const float dot = static_cast<float>(fast::dot(pr, row, i + 1));
+    for (std::int64_t j = 0; j <= i; ++j) row[j] = scale * pr[j] * (row[j] - dot);
+    for (std::int64_t j = i + 1; j < t; ++j) row[j] = 0.f;
+  }
 }
 
 }  // namespace
@@ -51,19 +78,9 @@ void causal_attention_forward(tensor_view out, tensor_view probs, const_tensor_v
         // Scores of rows [r0, r1) against keys [0, r1).
         sgemm(transpose::no, transpose::yes, r1 - r0, r1, d, scale, q + r0 * 3 * c, 3 * c, k, 3 * c, 0.f, p + r0 * t,
               t);
-        for (std::int64_t i = r0; i < r1; ++i) {
-          float* row = p + i * t;
-          float mx = row[0];
-          for (std::int64_t j = 1; j <= i; ++j) mx = std::max(mx, row[j]);
-          for (std::int64_t j = 0; j <= i; ++j) row[j] = fast::exp_nonpositive(row[j] - mx);
-          double sum = 0.0;
-          for (std::int64_t j = 0; j <= i; ++j) sum += row[j];
-          const float inv = static_cast<float>(1.0 / sum);
-          for (std::int64_t j = 0; j <= i; ++j) row[j] *= inv;
-          for (std::int64_t j = i + 1; j < t; ++j) row[j] = 0.f;
-        }
-        sgemm(transpose::no, transpose::no, r1 - r0, d, r1, 1.f, p + r0 * t, t, v, 3 * c, 0.f, y + (b * t + r0) * c + h * d,
-              c);
+        causal_softmax_rows(p, t, r0, r1);
+        sgemm(transpose::no, transpose::no, r1 - r0, d, r1, 1.f, p + r0 * t, t, v, 3 * c, 0.f,
+              y + (b * t + r0) * c + h * d, c);
       }
     }
 }
@@ -95,17 +112,9 @@ void causal_attention_backward(tensor_view grad_qkv, tensor_view grad_probs, con
       float* ds = dp_all + (b * g.heads + h) * t * t;
       for (std::int64_t r0 = 0; r0 < t; r0 += row_block) {
         const std::int64_t r1 = std::min(t, r0 + row_block);
-        // dP = dY V^T for rows [r0, r1) and keys [0, r1); then dS = scale * P * (dP -
-        // rowsum(P * dP)), 0 above the diagonal where P is 0; then dQ = dS K.
+        // dP = dY V^T for rows [r0, r1) and keys [0, r1); then dS; then dQ = dS K.
         sgemm(transpose::no, transpose::yes, r1 - r0, r1, d, 1.f, dy + r0 * c, c, v, 3 * c, 0.f, ds + r0 * t, t);
-        for (std::int64_t i = r0; i < r1; ++i) {
-          const float* pr = p + i * t;
-          float* row = ds + i * t;
-          double dot = 0.0;
-          for (std::int64_t j = 0; j <= i; ++j) dot += static_cast<double>(pr[j]) * row[j];
-          for (std::int64_t j = 0; j <= i; ++j) row[j] = scale * pr[j] * (row[j] - static_cast<float>(dot));
-          for (std::int64_t j = i + 1; j < t; ++j) row[j] = 0.f;
-        }
+        causal_softmax_grad_rows(ds, p, t, scale, r0, r1);
         sgemm(transpose::no, transpose::no, r1 - r0, d, r1, 1.f, ds + r0 * t, t, k, 3 * c, 0.f, dq + r0 * 3 * c, 3 * c);
       }
       // Key and value rows [c0, c1) are attended by query rows [c0, T) only: dV = P^T dY

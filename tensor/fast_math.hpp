@@ -1,10 +1,14 @@
-// Transcendental functions for the host's hot loops, written as plain arithmetic without
-// branches or selects on floats, so that the compiler vectorises the loops calling them
-// (glibc's expf and erff are scalar calls). Both are accurate to a few parts in 10^7
-// relative for finite arguments, well inside what training notices; the CUDA kernels use
-// the device's own expf and erff.
+// Arithmetic for the host's hot loops, written so that the compiler vectorises the loops
+// calling it. The transcendental functions are plain arithmetic without branches or
+// selects on floats (glibc's expf and erff are scalar calls); both are accurate to a few
+// parts in 10^7 relative for finite arguments, well inside what training notices; the
+// CUDA kernels use the device's own expf and erff. The reductions keep `lanes` partial
+// results, each summing every lanes-th element in order, then add the lanes in order:
+// a fixed order, so results are reproducible, that a vector unit runs in parallel (a
+// single running sum in double or a running max is sequential, and stays scalar).
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -26,7 +30,7 @@ inline float exp_nonpositive(float x) {
   p = p * f + 6.931472028550421e-1f;
   p = p * f + 1.f;
   std::int32_t e = static_cast<std::int32_t>(n) + 127;  // the biased exponent of 2^n
-  e = e < 1 ? 1 : e;                                     // an integer select vectorises
+  e = e < 1 ? 1 : e;                                    // an integer select vectorises
   return p * std::bit_cast<float>(e << 23);
 }
 
@@ -51,6 +55,42 @@ inline float normal_cdf(float x) {
   const std::int32_t negative = std::bit_cast<std::int32_t>(x) >> 31;  // all ones or zero
   return std::bit_cast<float>((std::bit_cast<std::int32_t>(half_erfc) & negative) |
                               (std::bit_cast<std::int32_t>(1.f - half_erfc) & ~negative));
+}
+
+inline constexpr std::int64_t lanes = 8;
+
+// The sum over i in [0, n) of term(i), a double, in `lanes` partial sums.
+template <class Term>
+inline double sum_of(std::int64_t n, Term term) {
+  double acc[lanes] = {};
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (std::int64_t l = 0; l < lanes; ++l) acc[l] += term(i + l);
+  for (std::int64_t l = 0; i < n; ++i, ++l) acc[l] += term(i);
+  double s = 0.0;
+  for (std::int64_t l = 0; l < lanes; ++l) s += acc[l];
+  return s;
+}
+
+inline double sum(const float* x, std::int64_t n) {
+  return sum_of(n, [x](std::int64_t i) { return static_cast<double>(x[i]); });
+}
+
+inline double dot(const float* x, const float* y, std::int64_t n) {
+  return sum_of(n, [x, y](std::int64_t i) { return static_cast<double>(x[i]) * y[i]; });
+}
+
+// The largest of x[0, n), n >= 1, for finite x (a NaN may or may not win).
+inline float max(const float* x, std::int64_t n) {
+  float acc[lanes];
+  for (std::int64_t l = 0; l < lanes; ++l) acc[l] = x[0];
+  std::int64_t i = 0;
+  for (; i + lanes <= n; i += lanes)
+    for (std::int64_t l = 0; l < lanes; ++l) acc[l] = acc[l] > x[i + l] ? acc[l] : x[i + l];
+  for (std::int64_t l = 0; i < n; ++i, ++l) acc[l] = acc[l] > x[i] ? acc[l] : x[i];
+  float m = acc[0];
+  for (std::int64_t l = 1; l < lanes; ++l) m = std::max(m, acc[l]);
+  return m;
 }
 
 }  // namespace troupe::fast

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "tensor/fast_math.hpp"
+#include "tensor/vector_clones.hpp"
 
 namespace troupe {
 
@@ -12,13 +14,10 @@ struct row_stats {
   float mean, rstd;
 };
 
-row_stats stats_of(const float* x, std::int64_t cols, float eps) {
-  double sum = 0.0;
-  for (std::int64_t c = 0; c < cols; ++c) sum += x[c];
-  const double mean = sum / static_cast<double>(cols);
-  double sq = 0.0;
-  for (std::int64_t c = 0; c < cols; ++c) sq += (x[c] - mean) * (x[c] - mean);
-  const double var = sq / static_cast<double>(cols);
+TROUPE_VECTOR_CLONES row_stats stats_of(const float* x, std::int64_t cols, float eps) {
+  const double mean = fast::sum(x, cols) / static_cast<double>(cols);
+  const double var = fast::sum_of(cols, [x, mean](std::int64_t c) { return (x[c] - mean) * (x[c] - mean); }) /
+                     static_cast<double>(cols);
   return {static_cast<float>(mean), static_cast<float>(1.0 / std::sqrt(var + eps))};
 }
 
@@ -31,8 +30,8 @@ void check_shapes(const_tensor_view in, const_tensor_view gamma, const char* wha
 
 }  // namespace
 
-void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
-                        float eps) {
+TROUPE_VECTOR_CLONES void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view gamma,
+                                             const_tensor_view beta, float eps) {
   check_shapes(in, gamma, "layer_norm_forward");
   TROUPE_CHECK(out.numel() == in.numel() && beta.numel() == gamma.numel(), "layer_norm_forward: shape mismatch");
   const std::int64_t cols = gamma.numel(), rows = in.numel() / cols;
@@ -46,8 +45,9 @@ void layer_norm_forward(tensor_view out, const_tensor_view in, const_tensor_view
   }
 }
 
-void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
-                         const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma, float eps) {
+TROUPE_VECTOR_CLONES void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                                              const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
+                                              float eps) {
   check_shapes(in, gamma, "layer_norm_backward");
   TROUPE_CHECK(grad_out.numel() == in.numel() && grad_gamma.numel() == gamma.numel() &&
                    grad_beta.numel() == gamma.numel() && (grad_in.empty() || grad_in.numel() == in.numel()),
@@ -60,15 +60,14 @@ void layer_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_vie
     const float* x = in.data<float>() + r * cols;
     const float* dy = grad_out.data<float>() + r * cols;
     const row_stats s = stats_of(x, cols, eps);
-    double mean_g = 0.0, mean_gx = 0.0;
     for (std::int64_t c = 0; c < cols; ++c) {
-      const float xhat = (x[c] - s.mean) * s.rstd;
-      dg[c] += dy[c] * xhat;
+      dg[c] += dy[c] * ((x[c] - s.mean) * s.rstd);
       db[c] += dy[c];
-      mean_g += dy[c] * g[c];
-      mean_gx += dy[c] * g[c] * xhat;
     }
     if (grad_in.empty()) continue;
+    const double mean_g = fast::sum_of(cols, [dy, g](std::int64_t c) { return static_cast<double>(dy[c] * g[c]); });
+    const double mean_gx = fast::sum_of(
+        cols, [dy, g, x, s](std::int64_t c) { return static_cast<double>(dy[c] * g[c] * ((x[c] - s.mean) * s.rstd)); });
     const float mg = static_cast<float>(mean_g / static_cast<double>(cols));
     const float mgx = static_cast<float>(mean_gx / static_cast<double>(cols));
     float* dx = grad_in.data<float>() + r * cols;

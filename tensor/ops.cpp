@@ -6,6 +6,7 @@
 
 #include "tensor/elementwise.hpp"
 #include "tensor/fast_math.hpp"
+#include "tensor/vector_clones.hpp"
 
 namespace troupe {
 
@@ -18,7 +19,7 @@ void require_f32(const_tensor_view t, const char* what) {
 
 }  // namespace
 
-void bias_add(tensor_view out, const_tensor_view bias) {
+TROUPE_VECTOR_CLONES void bias_add(tensor_view out, const_tensor_view bias) {
   require_f32(out, "bias_add out");
   require_f32(bias, "bias_add bias");
   const std::int64_t n = bias.numel();
@@ -30,7 +31,7 @@ void bias_add(tensor_view out, const_tensor_view bias) {
     for (std::int64_t j = 0; j < n; ++j) o[j] += b[j];
 }
 
-void channel_bias_add(tensor_view out, const_tensor_view bias) {
+TROUPE_VECTOR_CLONES void channel_bias_add(tensor_view out, const_tensor_view bias) {
   require_f32(out, "channel_bias_add out");
   require_f32(bias, "channel_bias_add bias");
   TROUPE_CHECK(out.rank() >= 2 && out.size(1) == bias.numel(), "channel_bias_add: channel mismatch");
@@ -42,7 +43,7 @@ void channel_bias_add(tensor_view out, const_tensor_view bias) {
       for (std::int64_t p = 0; p < positions; ++p) o[p] += b[c];
 }
 
-void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) {
+TROUPE_VECTOR_CLONES void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) {
   require_f32(grad_bias, "bias_grad grad_bias");
   require_f32(grad_out, "bias_grad grad_out");
   const std::int64_t channels = grad_bias.numel();
@@ -64,7 +65,7 @@ void bias_grad_accumulate(tensor_view grad_bias, const_tensor_view grad_out) {
     }
 }
 
-void relu_forward(tensor_view out, const_tensor_view in) {
+TROUPE_VECTOR_CLONES void relu_forward(tensor_view out, const_tensor_view in) {
   require_f32(out, "relu out");
   require_f32(in, "relu in");
   TROUPE_CHECK(out.numel() == in.numel(), "relu: numel mismatch");
@@ -74,7 +75,7 @@ void relu_forward(tensor_view out, const_tensor_view in) {
   for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = f(x[i]);
 }
 
-void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) {
+TROUPE_VECTOR_CLONES void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view out) {
   require_f32(grad_in, "relu_backward grad_in");
   require_f32(grad_out, "relu_backward grad_out");
   require_f32(out, "relu_backward out");
@@ -86,7 +87,7 @@ void relu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor
   for (std::int64_t i = 0, n = out.numel(); i < n; ++i) gi[i] = f(y[i], go[i]);
 }
 
-void gelu_forward(tensor_view out, const_tensor_view in) {
+TROUPE_VECTOR_CLONES void gelu_forward(tensor_view out, const_tensor_view in) {
   require_f32(out, "gelu out");
   require_f32(in, "gelu in");
   TROUPE_CHECK(out.numel() == in.numel(), "gelu: numel mismatch");
@@ -96,7 +97,7 @@ void gelu_forward(tensor_view out, const_tensor_view in) {
   for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = x[i] * fast::normal_cdf(x[i]);
 }
 
-void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) {
+TROUPE_VECTOR_CLONES void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) {
   require_f32(grad_in, "gelu_backward grad_in");
   require_f32(grad_out, "gelu_backward grad_out");
   require_f32(in, "gelu_backward in");
@@ -111,7 +112,8 @@ void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor
   }
 }
 
-void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p, std::uint64_t key) {
+TROUPE_VECTOR_CLONES void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p,
+                                          std::uint64_t key) {
   require_f32(out, "dropout out");
   require_f32(kept, "dropout kept");
   require_f32(in, "dropout in");
@@ -127,7 +129,7 @@ void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, fl
   }
 }
 
-void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) {
+TROUPE_VECTOR_CLONES void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view kept) {
   require_f32(grad_in, "dropout_backward grad_in");
   require_f32(grad_out, "dropout_backward grad_out");
   require_f32(kept, "dropout_backward kept");
@@ -138,7 +140,7 @@ void dropout_backward(tensor_view grad_in, const_tensor_view grad_out, const_ten
   for (std::int64_t i = 0, n = kept.numel(); i < n; ++i) gi[i] = go[i] * k[i];
 }
 
-void axpy(tensor_view out, float alpha, const_tensor_view in) {
+TROUPE_VECTOR_CLONES void axpy(tensor_view out, float alpha, const_tensor_view in) {
   require_f32(out, "axpy out");
   require_f32(in, "axpy in");
   TROUPE_CHECK(out.numel() == in.numel(), "axpy: numel mismatch");
@@ -147,7 +149,7 @@ void axpy(tensor_view out, float alpha, const_tensor_view in) {
   for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] += alpha * x[i];
 }
 
-void scale(tensor_view out, float alpha) {
+TROUPE_VECTOR_CLONES void scale(tensor_view out, float alpha) {
   require_f32(out, "scale out");
   float* o = out.data<float>();
   for (std::int64_t i = 0, n = out.numel(); i < n; ++i) o[i] *= alpha;
