@@ -1,5 +1,7 @@
 // Causal attention forward and backward on the host: per sequence and head, GEMMs on
-// strided views of qkv, by blocks of rows, around a masked row softmax.
+// strided views of qkv, by blocks of rows, around a masked row softmax. The (sequence,
+// head) pairs are split across the compute threads (tensor/host_parallel.hpp); each
+// pair's arithmetic is the same on any number of threads.
 #include "tensor/attention.hpp"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "tensor/fast_math.hpp"
 #include "tensor/gemm.hpp"
+#include "tensor/host_parallel.hpp"
 #include "tensor/vector_clones.hpp"
 
 namespace troupe {
@@ -67,12 +70,13 @@ void causal_attention_forward(tensor_view out, tensor_view probs, const_tensor_v
   const float* x = qkv.data<float>();
   float* p_all = probs.data<float>();
   float* y = out.data<float>();
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t h = 0; h < g.heads; ++h) {
+  parallel_ranges(batch * g.heads, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t bh = lo; bh < hi; ++bh) {
+      const std::int64_t b = bh / g.heads, h = bh % g.heads;
       const float* q = x + b * t * 3 * c + h * d;
       const float* k = q + c;
       const float* v = q + 2 * c;
-      float* p = p_all + (b * g.heads + h) * t * t;
+      float* p = p_all + bh * t * t;
       for (std::int64_t r0 = 0; r0 < t; r0 += row_block) {
         const std::int64_t r1 = std::min(t, r0 + row_block);
         // Scores of rows [r0, r1) against keys [0, r1).
@@ -83,6 +87,7 @@ void causal_attention_forward(tensor_view out, tensor_view probs, const_tensor_v
               y + (b * t + r0) * c + h * d, c);
       }
     }
+  });
 }
 
 void causal_attention_backward(tensor_view grad_qkv, tensor_view grad_probs, const_tensor_view grad_out,
@@ -99,8 +104,9 @@ void causal_attention_backward(tensor_view grad_qkv, tensor_view grad_probs, con
   const float* p_all = probs.data<float>();
   float* dx = grad_qkv.data<float>();
   float* dp_all = grad_probs.data<float>();
-  for (std::int64_t b = 0; b < batch; ++b)
-    for (std::int64_t h = 0; h < g.heads; ++h) {
+  parallel_ranges(batch * g.heads, 1, [&](std::int64_t lo, std::int64_t hi) {
+    for (std::int64_t bh = lo; bh < hi; ++bh) {
+      const std::int64_t b = bh / g.heads, h = bh % g.heads;
       const float* q = x + b * t * 3 * c + h * d;
       const float* k = q + c;
       const float* v = q + 2 * c;
@@ -108,8 +114,8 @@ void causal_attention_backward(tensor_view grad_qkv, tensor_view grad_probs, con
       float* dk = dq + c;
       float* dv = dq + 2 * c;
       const float* dy = dy_all + b * t * c + h * d;
-      const float* p = p_all + (b * g.heads + h) * t * t;
-      float* ds = dp_all + (b * g.heads + h) * t * t;
+      const float* p = p_all + bh * t * t;
+      float* ds = dp_all + bh * t * t;
       for (std::int64_t r0 = 0; r0 < t; r0 += row_block) {
         const std::int64_t r1 = std::min(t, r0 + row_block);
         // dP = dY V^T for rows [r0, r1) and keys [0, r1); then dS; then dQ = dS K.
@@ -127,6 +133,7 @@ void causal_attention_backward(tensor_view grad_qkv, tensor_view grad_probs, con
               dk + c0 * 3 * c, 3 * c);
       }
     }
+  });
 }
 
 }  // namespace troupe

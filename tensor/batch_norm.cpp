@@ -4,6 +4,9 @@
 #include <cmath>
 #include <string>
 
+#include "tensor/fast_math.hpp"
+#include "tensor/vector_clones.hpp"
+
 namespace troupe {
 
 namespace {
@@ -24,8 +27,8 @@ inline std::int64_t at(const geometry& g, std::int64_t b, std::int64_t c) { retu
 
 }  // namespace
 
-void batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in, const_tensor_view gamma,
-                        const_tensor_view beta, float eps) {
+TROUPE_VECTOR_CLONES void batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in,
+                                             const_tensor_view gamma, const_tensor_view beta, float eps) {
   const geometry g = check(in, gamma, "batch_norm_forward");
   TROUPE_CHECK(out.numel() == in.numel() && beta.numel() == g.channels && stats.numel() == 2 * g.channels,
                "batch_norm_forward: shape mismatch");
@@ -35,12 +38,13 @@ void batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in
   const double n = static_cast<double>(g.batch * g.positions);
   for (std::int64_t c = 0; c < g.channels; ++c) {
     double sum = 0.0;
-    for (std::int64_t b = 0; b < g.batch; ++b)
-      for (std::int64_t p = 0, o = at(g, b, c); p < g.positions; ++p) sum += x[o + p];
+    for (std::int64_t b = 0; b < g.batch; ++b) sum += fast::sum(x + at(g, b, c), g.positions);
     const double mean = sum / n;
     double sq = 0.0;
-    for (std::int64_t b = 0; b < g.batch; ++b)
-      for (std::int64_t p = 0, o = at(g, b, c); p < g.positions; ++p) sq += (x[o + p] - mean) * (x[o + p] - mean);
+    for (std::int64_t b = 0; b < g.batch; ++b) {
+      const float* xp = x + at(g, b, c);
+      sq += fast::sum_of(g.positions, [xp, mean](std::int64_t p) { return (xp[p] - mean) * (xp[p] - mean); });
+    }
     const float m = static_cast<float>(mean), rstd = static_cast<float>(1.0 / std::sqrt(sq / n + eps));
     st[c] = m;
     st[g.channels + c] = rstd;
@@ -50,8 +54,8 @@ void batch_norm_forward(tensor_view out, tensor_view stats, const_tensor_view in
   }
 }
 
-void batch_norm_inference(tensor_view out, const_tensor_view in, const_tensor_view gamma, const_tensor_view beta,
-                          const_tensor_view population, float eps) {
+TROUPE_VECTOR_CLONES void batch_norm_inference(tensor_view out, const_tensor_view in, const_tensor_view gamma,
+                                               const_tensor_view beta, const_tensor_view population, float eps) {
   const geometry g = check(in, gamma, "batch_norm_inference");
   TROUPE_CHECK(out.numel() == in.numel() && beta.numel() == g.channels && population.numel() == 2 * g.channels,
                "batch_norm_inference: shape mismatch");
@@ -66,13 +70,12 @@ void batch_norm_inference(tensor_view out, const_tensor_view in, const_tensor_vi
   }
 }
 
-void batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
-                         const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
-                         const_tensor_view stats) {
+TROUPE_VECTOR_CLONES void batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_view grad_beta,
+                                              const_tensor_view grad_out, const_tensor_view in, const_tensor_view gamma,
+                                              const_tensor_view stats) {
   const geometry g = check(in, gamma, "batch_norm_backward");
-  TROUPE_CHECK(grad_out.numel() == in.numel() && grad_gamma.numel() == g.channels &&
-                   grad_beta.numel() == g.channels && stats.numel() == 2 * g.channels &&
-                   (grad_in.empty() || grad_in.numel() == in.numel()),
+  TROUPE_CHECK(grad_out.numel() == in.numel() && grad_gamma.numel() == g.channels && grad_beta.numel() == g.channels &&
+                   stats.numel() == 2 * g.channels && (grad_in.empty() || grad_in.numel() == in.numel()),
                "batch_norm_backward: shape mismatch");
   const float* x = in.data<float>();
   const float* dy = grad_out.data<float>();
@@ -81,11 +84,14 @@ void batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_vie
   for (std::int64_t c = 0; c < g.channels; ++c) {
     const float m = st[c], rstd = st[g.channels + c], gm = gamma.data<float>()[c];
     double sum_dy = 0.0, sum_dy_xhat = 0.0;
-    for (std::int64_t b = 0; b < g.batch; ++b)
-      for (std::int64_t p = 0, o = at(g, b, c); p < g.positions; ++p) {
-        sum_dy += dy[o + p];
-        sum_dy_xhat += dy[o + p] * ((x[o + p] - m) * rstd);
-      }
+    for (std::int64_t b = 0; b < g.batch; ++b) {
+      const float* xp = x + at(g, b, c);
+      const float* dyp = dy + at(g, b, c);
+      sum_dy += fast::sum(dyp, g.positions);
+      sum_dy_xhat += fast::sum_of(g.positions, [xp, dyp, m, rstd](std::int64_t p) {
+        return static_cast<double>(dyp[p] * ((xp[p] - m) * rstd));
+      });
+    }
     grad_gamma.data<float>()[c] += static_cast<float>(sum_dy_xhat);
     grad_beta.data<float>()[c] += static_cast<float>(sum_dy);
     if (grad_in.empty()) continue;
@@ -100,8 +106,8 @@ void batch_norm_backward(tensor_view grad_in, tensor_view grad_gamma, tensor_vie
 }
 
 void fold_batch_statistics(tensor_view population, const_tensor_view stats, std::int64_t k, float eps) {
-  TROUPE_CHECK(population.type() == dtype::f32 && stats.type() == dtype::f32 &&
-                   population.numel() == stats.numel() && stats.numel() % 2 == 0 && k >= 0,
+  TROUPE_CHECK(population.type() == dtype::f32 && stats.type() == dtype::f32 && population.numel() == stats.numel() &&
+                   stats.numel() % 2 == 0 && k >= 0,
                "fold_batch_statistics: population and stats must be 2C f32 each, k >= 0");
   const std::int64_t channels = stats.numel() / 2;
   float* pop = population.data<float>();

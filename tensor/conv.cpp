@@ -6,12 +6,13 @@
 
 #include "tensor/gemm.hpp"
 #include "tensor/ops.hpp"
+#include "tensor/vector_clones.hpp"
 
 namespace troupe {
 
 bool conv_geometry::valid() const {
-  return in_channels > 0 && in_h > 0 && in_w > 0 && out_channels > 0 && kernel_h > 0 && kernel_w > 0 &&
-         stride > 0 && pad >= 0 && in_h + 2 * pad >= kernel_h && in_w + 2 * pad >= kernel_w;
+  return in_channels > 0 && in_h > 0 && in_w > 0 && out_channels > 0 && kernel_h > 0 && kernel_w > 0 && stride > 0 &&
+         pad >= 0 && in_h + 2 * pad >= kernel_h && in_w + 2 * pad >= kernel_w;
 }
 
 std::int64_t conv2d_workspace_floats(const conv_geometry& g) { return 2 * g.col_rows() * g.col_cols(); }
@@ -37,7 +38,7 @@ col_range valid_cols(std::int64_t offset, std::int64_t in_w, std::int64_t out_w,
 
 }  // namespace
 
-void im2col(float* cols, const float* image, const conv_geometry& g) {
+TROUPE_VECTOR_CLONES void im2col(float* cols, const float* image, const conv_geometry& g) {
   const std::int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for (std::int64_t c = 0; c < g.in_channels; ++c) {
     const float* plane = image + c * g.in_h * g.in_w;
@@ -63,7 +64,7 @@ void im2col(float* cols, const float* image, const conv_geometry& g) {
   }
 }
 
-void col2im_add(float* image, const float* cols, const conv_geometry& g) {
+TROUPE_VECTOR_CLONES void col2im_add(float* image, const float* cols, const conv_geometry& g) {
   const std::int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for (std::int64_t c = 0; c < g.in_channels; ++c) {
     float* plane = image + c * g.in_h * g.in_w;
@@ -97,8 +98,8 @@ void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view wei
                     const conv_geometry& g, tensor_view workspace, precision prec) {
   check_conv_args(in, weight, g, workspace);
   const std::int64_t batch = in.size(0), k = g.col_rows(), p = g.col_cols();
-  TROUPE_CHECK(out.rank() == 4 && out.size(0) == batch && out.size(1) == g.out_channels &&
-                   out.size(2) == g.out_h() && out.size(3) == g.out_w(),
+  TROUPE_CHECK(out.rank() == 4 && out.size(0) == batch && out.size(1) == g.out_channels && out.size(2) == g.out_h() &&
+                   out.size(3) == g.out_w(),
                "conv2d output " + out.sizes().str());
   float* cols = workspace.data<float>();
   const float* x = in.data<float>();
@@ -112,9 +113,9 @@ void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view wei
   if (!bias.empty()) channel_bias_add(out, bias);
 }
 
-void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias,
-                     const_tensor_view grad_out, const_tensor_view in, const_tensor_view weight,
-                     const conv_geometry& g, tensor_view workspace, precision prec) {
+void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias, const_tensor_view grad_out,
+                     const_tensor_view in, const_tensor_view weight, const conv_geometry& g, tensor_view workspace,
+                     precision prec) {
   check_conv_args(in, weight, g, workspace);
   const std::int64_t batch = in.size(0), k = g.col_rows(), p = g.col_cols();
   TROUPE_CHECK(grad_out.numel() == batch * g.out_channels * p, "conv2d grad_out " + grad_out.sizes().str());

@@ -1,11 +1,13 @@
 // Host loops for the elementwise ops; the arithmetic lives in tensor/elementwise.hpp, GELU's
-// normal distribution in tensor/fast_math.hpp.
+// normal distribution in tensor/fast_math.hpp. The larger loops (GELU, bias) are split
+// across the compute threads (tensor/host_parallel.hpp).
 #include "tensor/ops.hpp"
 
 #include <cmath>
 
 #include "tensor/elementwise.hpp"
 #include "tensor/fast_math.hpp"
+#include "tensor/host_parallel.hpp"
 #include "tensor/vector_clones.hpp"
 
 namespace troupe {
@@ -17,9 +19,30 @@ void require_f32(const_tensor_view t, const char* what) {
                std::string(what) + " must be a contiguous f32 host view");
 }
 
+// Below this many elements a loop stays on the calling thread.
+constexpr std::int64_t parallel_grain = 1 << 15;
+
+// fn::gelu's x Phi(x), with Phi in vectorisable arithmetic (tensor/fast_math.hpp).
+TROUPE_VECTOR_CLONES void gelu_range(float* o, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) o[i] = x[i] * fast::normal_cdf(x[i]);
+}
+
+// fn::gelu_grad's dy (Phi(x) + x phi(x)), vectorisable as gelu_range.
+TROUPE_VECTOR_CLONES void gelu_grad_range(float* gi, const float* go, const float* x, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const float pdf = 0.39894228040143268f * fast::exp_nonpositive(-0.5f * x[i] * x[i]);
+    gi[i] = go[i] * (fast::normal_cdf(x[i]) + x[i] * pdf);
+  }
+}
+
+TROUPE_VECTOR_CLONES void bias_add_rows(float* o, const float* b, std::int64_t n, std::int64_t rows) {
+  for (std::int64_t r = 0; r < rows; ++r, o += n)
+    for (std::int64_t j = 0; j < n; ++j) o[j] += b[j];
+}
+
 }  // namespace
 
-TROUPE_VECTOR_CLONES void bias_add(tensor_view out, const_tensor_view bias) {
+void bias_add(tensor_view out, const_tensor_view bias) {
   require_f32(out, "bias_add out");
   require_f32(bias, "bias_add bias");
   const std::int64_t n = bias.numel();
@@ -27,8 +50,8 @@ TROUPE_VECTOR_CLONES void bias_add(tensor_view out, const_tensor_view bias) {
                "bias_add: out " + out.sizes().str() + " vs bias " + bias.sizes().str());
   float* o = out.data<float>();
   const float* b = bias.data<float>();
-  for (std::int64_t r = 0, rows = out.size(0); r < rows; ++r, o += n)
-    for (std::int64_t j = 0; j < n; ++j) o[j] += b[j];
+  parallel_ranges(out.size(0), parallel_grain / n + 1,
+                  [o, b, n](std::int64_t lo, std::int64_t hi) { bias_add_rows(o + lo * n, b, n, hi - lo); });
 }
 
 TROUPE_VECTOR_CLONES void channel_bias_add(tensor_view out, const_tensor_view bias) {
@@ -87,17 +110,17 @@ TROUPE_VECTOR_CLONES void relu_backward(tensor_view grad_in, const_tensor_view g
   for (std::int64_t i = 0, n = out.numel(); i < n; ++i) gi[i] = f(y[i], go[i]);
 }
 
-TROUPE_VECTOR_CLONES void gelu_forward(tensor_view out, const_tensor_view in) {
+void gelu_forward(tensor_view out, const_tensor_view in) {
   require_f32(out, "gelu out");
   require_f32(in, "gelu in");
   TROUPE_CHECK(out.numel() == in.numel(), "gelu: numel mismatch");
   float* o = out.data<float>();
   const float* x = in.data<float>();
-  // fn::gelu's x Phi(x), with Phi in vectorisable arithmetic (tensor/fast_math.hpp).
-  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) o[i] = x[i] * fast::normal_cdf(x[i]);
+  parallel_ranges(in.numel(), parallel_grain,
+                  [o, x](std::int64_t lo, std::int64_t hi) { gelu_range(o + lo, x + lo, hi - lo); });
 }
 
-TROUPE_VECTOR_CLONES void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) {
+void gelu_backward(tensor_view grad_in, const_tensor_view grad_out, const_tensor_view in) {
   require_f32(grad_in, "gelu_backward grad_in");
   require_f32(grad_out, "gelu_backward grad_out");
   require_f32(in, "gelu_backward in");
@@ -105,11 +128,9 @@ TROUPE_VECTOR_CLONES void gelu_backward(tensor_view grad_in, const_tensor_view g
   float* gi = grad_in.data<float>();
   const float* go = grad_out.data<float>();
   const float* x = in.data<float>();
-  // fn::gelu_grad's dy (Phi(x) + x phi(x)), vectorisable as in gelu_forward.
-  for (std::int64_t i = 0, n = in.numel(); i < n; ++i) {
-    const float pdf = 0.39894228040143268f * fast::exp_nonpositive(-0.5f * x[i] * x[i]);
-    gi[i] = go[i] * (fast::normal_cdf(x[i]) + x[i] * pdf);
-  }
+  parallel_ranges(in.numel(), parallel_grain, [gi, go, x](std::int64_t lo, std::int64_t hi) {
+    gelu_grad_range(gi + lo, go + lo, x + lo, hi - lo);
+  });
 }
 
 TROUPE_VECTOR_CLONES void dropout_forward(tensor_view out, tensor_view kept, const_tensor_view in, float p,

@@ -1,13 +1,14 @@
 // Tests for tensor/attention.cpp: forward against a direct loop over positions and heads,
 // causality (a later position never changes an earlier one's output), backward against
-// central finite differences, and geometries that do not fit refused.
+// central finite differences, two compute threads giving the one thread's bits, and
+// geometries that do not fit refused.
 #define BOOST_TEST_MODULE attention
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <vector>
 
 #include "tensor/attention.hpp"
+#include "tensor/gemm.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
@@ -112,6 +113,24 @@ BOOST_AUTO_TEST_CASE(a_long_context_in_row_blocks_matches_the_direct_loop_and_it
   tensor grad_qkv(qkv.sizes()), scratch(probs.sizes());
   causal_attention_backward(grad_qkv, scratch, probe, qkv, probs, g);
   test::check_gradient(qkv, grad_qkv, loss, 1e-2, 2e-3, 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(two_threads_give_the_bits_of_one) {
+  const attention_geometry g{70, 3, 4};  // two row blocks; 2 x 3 (sequence, head) pairs
+  const std::int64_t batch = 2;
+  tensor qkv = test::random_tensor({batch, g.context, 3 * g.dim()}, 7);
+  tensor probe = test::random_tensor({batch, g.context, g.dim()}, 8);
+  auto run = [&](int threads) {
+    set_blas_threads(threads);
+    std::vector<tensor> r{tensor({batch, g.context, g.dim()}), tensor({batch, g.heads, g.context, g.context}),
+                          tensor(qkv.sizes()), tensor({batch, g.heads, g.context, g.context})};
+    causal_attention_forward(r[0], r[1], qkv, g);
+    causal_attention_backward(r[2], r[3], probe, qkv, r[1], g);
+    set_blas_threads(1);
+    return r;
+  };
+  const auto one = run(1), two = run(2);
+  for (std::size_t i = 0; i < one.size(); ++i) BOOST_TEST(test::same_bits(one[i], two[i]));
 }
 
 BOOST_AUTO_TEST_CASE(shapes_that_do_not_fit_are_refused) {

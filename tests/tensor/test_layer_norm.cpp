@@ -1,12 +1,13 @@
 // Tests for tensor/layer_norm.cpp: a row normalised by hand, gamma and beta per column,
 // forward in place, the parameter gradients accumulating, the input gradient skipped when
 // not asked for (and matching finite differences when it is), and shapes that do not fit
-// refused.
+// refused; two compute threads give the one thread's bits.
 #define BOOST_TEST_MODULE layer_norm
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
+#include <vector>
 
+#include "tensor/gemm.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tests/support/numeric.hpp"
 
@@ -48,8 +49,23 @@ BOOST_AUTO_TEST_CASE(backward_accumulates_parameters_and_matches_finite_differen
   // Without an input gradient the parameters still accumulate, once more.
   tensor dbeta2 = dbeta;
   layer_norm_backward(tensor_view(), dgamma, dbeta2, probe, x, gamma);
-  for (int c = 0; c < 6; ++c)
-    BOOST_TEST(dbeta2.data<float>()[c] == 2.f * dbeta.data<float>()[c], tt::tolerance(1e-5f));
+  for (int c = 0; c < 6; ++c) BOOST_TEST(dbeta2.data<float>()[c] == 2.f * dbeta.data<float>()[c], tt::tolerance(1e-5f));
+}
+
+BOOST_AUTO_TEST_CASE(two_threads_give_the_bits_of_one) {
+  // 600 rows of 128: past the size at which rows are split across threads.
+  tensor x = test::random_tensor({600, 128}, 5), gamma = test::random_tensor({128}, 6);
+  tensor beta = test::random_tensor({128}, 7), probe = test::random_tensor({600, 128}, 8);
+  auto run = [&](int threads) {
+    set_blas_threads(threads);
+    std::vector<tensor> r{tensor({600, 128}), tensor({600, 128}), tensor({128}), tensor({128})};
+    layer_norm_forward(r[0], x, gamma, beta);
+    layer_norm_backward(r[1], r[2], r[3], probe, x, gamma);
+    set_blas_threads(1);
+    return r;
+  };
+  const auto one = run(1), two = run(2);
+  for (std::size_t i = 0; i < one.size(); ++i) BOOST_TEST(test::same_bits(one[i], two[i]));
 }
 
 BOOST_AUTO_TEST_CASE(shapes_that_do_not_fit_are_refused) {

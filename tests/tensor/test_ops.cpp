@@ -1,11 +1,12 @@
 // Tests for tensor/ops.cpp: bias, ReLU, GELU, dropout, axpy/scale, finiteness and norms, with exact
-// expected values on small inputs.
+// expected values on small inputs; the loops split across threads give the one thread's bits.
 #define BOOST_TEST_MODULE ops
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "tensor/gemm.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support/numeric.hpp"
 
@@ -80,6 +81,29 @@ BOOST_AUTO_TEST_CASE(gelu_forward_and_backward) {
   BOOST_TEST(x.data<float>()[2] == 0.8413447f, boost::test_tools::tolerance(1e-6f));
 }
 
+// GELU and bias over more elements than one thread takes: two threads give one's bits,
+// and every element is computed (none left at its initial zero).
+BOOST_AUTO_TEST_CASE(loops_split_across_threads_give_the_bits_of_one) {
+  const std::int64_t rows = 1000, cols = 129;  // odd sizes: uneven ranges
+  tensor x = test::random_tensor({rows, cols}, 1), dy = test::random_tensor({rows, cols}, 2);
+  tensor bias = test::random_tensor({cols}, 3);
+  auto run = [&](int threads) {
+    set_blas_threads(threads);
+    std::vector<tensor> r{tensor({rows, cols}), tensor({rows, cols}), x};
+    gelu_forward(r[0], x);
+    gelu_backward(r[1], dy, x);
+    bias_add(r[2], bias);
+    set_blas_threads(1);
+    return r;
+  };
+  const auto one = run(1), two = run(2);
+  for (std::size_t i = 0; i < one.size(); ++i) BOOST_TEST(test::same_bits(one[i], two[i]));
+  std::int64_t zeros = 0;
+  for (std::int64_t i = 0; i < rows * cols; ++i) zeros += two[0].data<float>()[i] == 0.f;
+  BOOST_TEST(zeros == 0);
+  BOOST_TEST(two[2].data<float>()[rows * cols - 1] == x.data<float>()[rows * cols - 1] + bias.data<float>()[cols - 1]);
+}
+
 // Inverted dropout: every scale is 0 or 1 / (1 - p), about p of them 0, out = in * scale,
 // the same key draws the same mask and another key another; backward multiplies by it.
 BOOST_AUTO_TEST_CASE(dropout_forward_and_backward) {
@@ -113,7 +137,8 @@ BOOST_AUTO_TEST_CASE(dropout_forward_and_backward) {
   for (std::int64_t i = 0; i < n; ++i) dy.data<float>()[i] = 1.f + static_cast<float>(i % 3);
   dropout_backward(g, dy, kept);
   bool grad_ok = true;
-  for (std::int64_t i = 0; i < n; ++i) grad_ok = grad_ok && g.data<float>()[i] == dy.data<float>()[i] * kept.data<float>()[i];
+  for (std::int64_t i = 0; i < n; ++i)
+    grad_ok = grad_ok && g.data<float>()[i] == dy.data<float>()[i] * kept.data<float>()[i];
   BOOST_TEST(grad_ok);
   dropout_forward(x, kept, x, p, 42);  // in place is allowed
   BOOST_TEST(x.data<float>()[n - 1] == y.data<float>()[n - 1]);
