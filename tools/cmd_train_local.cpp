@@ -1,10 +1,9 @@
 // train-local: flags, data loading, the training run and its final JSON line.
 #include "tools/cmd_train_local.hpp"
 
-#include <nlohmann/json.hpp>
-
 #include <iostream>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
@@ -59,12 +58,13 @@ int run_train_local(const train_local_options& o) {
     print_error(data.error().message);
     return exit_failed;
   }
-  std::cerr << "train-local: model " << cfg.model << ", " << data->train.size() << " training and "
-            << data->test.size() << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch "
-            << cfg.batch_size << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads
-            << " BLAS thread(s)" << describe_precision(o.train) << "\n";
+  std::cerr << "train-local: model " << cfg.model << ", " << data->train.size() << " training and " << data->test.size()
+            << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch " << cfg.batch_size
+            << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads << " BLAS thread(s)"
+            << describe_precision(o.train) << "\n";
   auto spec = parse_model_spec(cfg.model);
-  auto m = spec ? model::build(*spec, data->train.sample_shape(), data->train.num_classes) : expected<model>(spec.error());
+  auto m =
+      spec ? model::build(*spec, data->train.sample_shape(), data->train.num_classes) : expected<model>(spec.error());
   if (!m) {
     print_error(m.error().message);
     return exit_failed;
@@ -121,7 +121,9 @@ command add_train_local(CLI::App& parent) {
   auto o = std::make_shared<train_local_options>();
   CLI::App* app = parent.add_subcommand("train-local", "Train in one process without actors (the local reference)");
   add_train_options(*app, o->train);
-  app->add_option("--threads", o->threads, "OpenBLAS threads")->check(CLI::Range(1, 256))->capture_default_str();
+  app->add_option("--threads", o->threads, "Compute threads: the products (OpenBLAS, oneDNN) and the host loops")
+      ->check(CLI::Range(1, 256))
+      ->capture_default_str();
   app->add_flag("--show-model", o->show_model, "Print the layers before training");
   add_data_options(*app, o->data);
   add_config_option(*app);
