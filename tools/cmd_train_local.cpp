@@ -60,7 +60,7 @@ int run_train_local(const train_local_options& o) {
   }
   std::cerr << "train-local: model " << cfg.model << ", " << data->train.size() << " training and " << data->test.size()
             << " test samples (" << data->train.name << "), " << cfg.epochs << " epochs, batch " << cfg.batch_size
-            << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads << " BLAS thread(s)"
+            << ", " << describe(cfg) << ", seed " << cfg.seed << ", " << o.threads << " compute thread(s)"
             << describe_precision(o.train) << "\n";
   auto spec = parse_model_spec(cfg.model);
   auto m =
