@@ -17,12 +17,12 @@ namespace troupe {
 // elements are not split off, so small loops stay on the calling thread.
 template <class Body>
 void parallel_ranges(std::int64_t n, std::int64_t grain, const Body& body) {
-  const std::int64_t parts = std::min<std::int64_t>(blas_threads(), n / std::max<std::int64_t>(grain, 1));
+  const int parts = static_cast<int>(std::min<std::int64_t>(blas_threads(), n / std::max<std::int64_t>(grain, 1)));
   if (parts <= 1 || omp_in_parallel()) {
     if (n > 0) body(std::int64_t{0}, n);
     return;
   }
-#pragma omp parallel num_threads(static_cast <int>(parts))
+#pragma omp parallel num_threads(parts)
   {
     const std::int64_t p = omp_get_thread_num(), team = omp_get_num_threads();
     body(n * p / team, n * (p + 1) / team);
