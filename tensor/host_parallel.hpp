@@ -13,6 +13,9 @@
 
 namespace troupe {
 
+// Below about this many elements a loop is not worth a second thread.
+inline constexpr std::int64_t parallel_grain = 1 << 15;
+
 // body(lo, hi) for consecutive ranges covering [0, n); ranges of fewer than `grain`
 // elements are not split off, so small loops stay on the calling thread.
 template <class Body>

@@ -13,9 +13,6 @@ namespace troupe {
 
 namespace {
 
-// Rows of about this many elements in all are worth a thread.
-constexpr std::int64_t parallel_grain = 1 << 15;
-
 struct row_stats {
   float mean, rstd;
 };

@@ -19,9 +19,6 @@ void require_f32(const_tensor_view t, const char* what) {
                std::string(what) + " must be a contiguous f32 host view");
 }
 
-// Below this many elements a loop stays on the calling thread.
-constexpr std::int64_t parallel_grain = 1 << 15;
-
 // fn::gelu's x Phi(x), with Phi in vectorisable arithmetic (tensor/fast_math.hpp).
 TROUPE_VECTOR_CLONES void gelu_range(float* o, const float* x, std::int64_t n) {
   for (std::int64_t i = 0; i < n; ++i) o[i] = x[i] * fast::normal_cdf(x[i]);

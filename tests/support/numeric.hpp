@@ -1,20 +1,34 @@
-// Test helpers for numeric code: seeded random tensors, naive references, and a
-// central-difference gradient check that accumulates the probe loss in double.
+// Test helpers for numeric code: seeded random tensors, naive references, a
+// central-difference gradient check that accumulates the probe loss in double, and a
+// scoped compute-thread count.
 #pragma once
 
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <cstring>
-#include <algorithm>
 #include <functional>
 #include <initializer_list>
 #include <vector>
 
+#include "tensor/gemm.hpp"
 #include "tensor/random.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe::test {
+
+// The compute threads (blas_threads()) set to n for this object's life, then the
+// previous count back.
+class scoped_threads {
+ public:
+  explicit scoped_threads(int n) : before_(blas_threads()) { set_blas_threads(n); }
+  ~scoped_threads() { set_blas_threads(before_); }
+  scoped_threads(const scoped_threads&) = delete;
+  scoped_threads& operator=(const scoped_threads&) = delete;
+
+ private:
+  int before_;
+};
 
 // A 1-d f32 tensor holding `v`.
 inline tensor vec(std::initializer_list<float> v) {
@@ -54,8 +68,8 @@ inline double dot(const_tensor_view a, const_tensor_view b) {
 
 // Checks analytic[i] against (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) for every i (or
 // for `max_probes` evenly spaced i), where f reads x. |diff| <= abs_tol + rel_tol * |fd|.
-inline void check_gradient(tensor_view x, const_tensor_view analytic, const std::function<double()>& f,
-                           double eps, double abs_tol, double rel_tol, std::int64_t max_probes = 400) {
+inline void check_gradient(tensor_view x, const_tensor_view analytic, const std::function<double()>& f, double eps,
+                           double abs_tol, double rel_tol, std::int64_t max_probes = 400) {
   BOOST_REQUIRE_EQUAL(x.numel(), analytic.numel());
   float* p = x.data<float>();
   const float* g = analytic.data<float>();

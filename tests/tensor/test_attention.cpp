@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "tensor/attention.hpp"
-#include "tensor/gemm.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
@@ -121,12 +120,11 @@ BOOST_AUTO_TEST_CASE(two_threads_give_the_bits_of_one) {
   tensor qkv = test::random_tensor({batch, g.context, 3 * g.dim()}, 7);
   tensor probe = test::random_tensor({batch, g.context, g.dim()}, 8);
   auto run = [&](int threads) {
-    set_blas_threads(threads);
+    test::scoped_threads scope(threads);
     std::vector<tensor> r{tensor({batch, g.context, g.dim()}), tensor({batch, g.heads, g.context, g.context}),
                           tensor(qkv.sizes()), tensor({batch, g.heads, g.context, g.context})};
     causal_attention_forward(r[0], r[1], qkv, g);
     causal_attention_backward(r[2], r[3], probe, qkv, r[1], g);
-    set_blas_threads(1);
     return r;
   };
   const auto one = run(1), two = run(2);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/host_parallel.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
 
@@ -34,16 +35,10 @@ recorded run(std::int64_t n, std::int64_t grain) {
   return r;
 }
 
-// Sets the compute threads for one test and puts one back after it.
-struct threads_fixture {
-  explicit threads_fixture(int n = 2) { set_blas_threads(n); }
-  ~threads_fixture() { set_blas_threads(1); }
-};
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(ranges_cover_every_index_once_in_order) {
-  threads_fixture two(2);
+  test::scoped_threads two(2);
   for (std::int64_t n : {2, 3, 1000, 1001, 65537}) {
     const recorded r = run(n, 1);
     BOOST_TEST(r.ranges.size() == 2u);
@@ -59,7 +54,7 @@ BOOST_AUTO_TEST_CASE(ranges_cover_every_index_once_in_order) {
 }
 
 BOOST_AUTO_TEST_CASE(the_grain_limits_how_many_ranges) {
-  threads_fixture four(4);
+  test::scoped_threads four(4);
   BOOST_TEST(run(100, 30).ranges.size() == 3u);  // 100 / 30: three ranges of at least 30
   BOOST_TEST(run(100, 1).ranges.size() == 4u);   // never more than the threads
   const recorded small = run(50, 30);            // under two grains: one range, the caller's
@@ -71,12 +66,12 @@ BOOST_AUTO_TEST_CASE(the_grain_limits_how_many_ranges) {
 
 BOOST_AUTO_TEST_CASE(one_thread_an_empty_loop_and_a_nested_call_stay_on_the_caller) {
   {
-    threads_fixture one(1);
+    test::scoped_threads one(1);
     const recorded r = run(1 << 20, 1);
     BOOST_TEST(r.ranges.size() == 1u);
     BOOST_TEST(*r.threads.begin() == std::this_thread::get_id());
   }
-  threads_fixture two(2);
+  test::scoped_threads two(2);
   BOOST_TEST(run(0, 1).ranges.empty());
   // Inside a range, a second parallel_ranges runs its whole loop on that range's thread.
   std::mutex m;

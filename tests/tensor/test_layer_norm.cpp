@@ -7,7 +7,6 @@
 #include <cmath>
 #include <vector>
 
-#include "tensor/gemm.hpp"
 #include "tensor/layer_norm.hpp"
 #include "tests/support/numeric.hpp"
 
@@ -57,11 +56,10 @@ BOOST_AUTO_TEST_CASE(two_threads_give_the_bits_of_one) {
   tensor x = test::random_tensor({600, 128}, 5), gamma = test::random_tensor({128}, 6);
   tensor beta = test::random_tensor({128}, 7), probe = test::random_tensor({600, 128}, 8);
   auto run = [&](int threads) {
-    set_blas_threads(threads);
+    test::scoped_threads scope(threads);
     std::vector<tensor> r{tensor({600, 128}), tensor({600, 128}), tensor({128}), tensor({128})};
     layer_norm_forward(r[0], x, gamma, beta);
     layer_norm_backward(r[1], r[2], r[3], probe, x, gamma);
-    set_blas_threads(1);
     return r;
   };
   const auto one = run(1), two = run(2);

@@ -6,7 +6,6 @@
 #include <limits>
 #include <vector>
 
-#include "tensor/gemm.hpp"
 #include "tensor/ops.hpp"
 #include "tests/support/numeric.hpp"
 
@@ -88,12 +87,11 @@ BOOST_AUTO_TEST_CASE(loops_split_across_threads_give_the_bits_of_one) {
   tensor x = test::random_tensor({rows, cols}, 1), dy = test::random_tensor({rows, cols}, 2);
   tensor bias = test::random_tensor({cols}, 3);
   auto run = [&](int threads) {
-    set_blas_threads(threads);
+    test::scoped_threads scope(threads);
     std::vector<tensor> r{tensor({rows, cols}), tensor({rows, cols}), x};
     gelu_forward(r[0], x);
     gelu_backward(r[1], dy, x);
     bias_add(r[2], bias);
-    set_blas_threads(1);
     return r;
   };
   const auto one = run(1), two = run(2);
