@@ -40,7 +40,8 @@ void member_core::begin_epoch(std::int64_t first_step) {
 void member_core::simulate(bool forward) const {
   const job_spec& job = place_.job;
   const double factor = static_cast<std::int32_t>(place_.rank) == job.slow_worker ? job.slow_factor : 1.0;
-  const double rows = static_cast<double>(batch_) / static_cast<double>(std::max<std::int64_t>(1, job.train.batch_size));
+  const double rows =
+      static_cast<double>(batch_) / static_cast<double>(std::max<std::int64_t>(1, job.train.batch_size));
   const double share = rows * (forward ? 1.0 : 2.0) / (3.0 * parts_);
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(job.simulate_compute_ms * share * factor));
 }
@@ -63,27 +64,30 @@ void member_core::note_stored(int delta) {
 
 // Gathers rows [begin, begin + rows) of the step's minibatch into xb_/yb_.
 void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
-  const auto idx = std::span<const std::int64_t>(step_idx_).subspan(static_cast<std::size_t>(begin),
-                                                                    static_cast<std::size_t>(rows));
+  const auto idx =
+      std::span<const std::int64_t>(step_idx_).subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(rows));
   gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
   if (first_stage())
     augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, epoch_,
                    -data_->pixel_mean / data_->pixel_std);
+  // Every stage shifts, so the last stage's labels follow the first stage's tokens.
+  shift_windows(xb_.view().slice(0, rows), yb_.view().slice(0, rows), augment_, idx, data_->train,
+                place_.job.train.seed, epoch_);
 }
 
 member_actions_list member_core::on_rows_granted(rows_grant g) {
   const std::uint64_t id = g.id;
-  const bool open = (phase_ == member_phase::training || phase_ == member_phase::wiring ||
-                     phase_ == member_phase::grouping) &&
-                    deals_samples(place_.job) && g.epoch < place_.job.train.epochs;
+  const bool open =
+      (phase_ == member_phase::training || phase_ == member_phase::wiring || phase_ == member_phase::grouping) &&
+      deals_samples(place_.job) && g.epoch < place_.job.train.epochs;
   const bool taken = open && grants_.take(std::move(g), clock_);
   return {answer_rows{rows_answer{place_.rank, id, taken}}};
 }
 
 member_actions_list member_core::on_rows_shed(const rows_shed& s) {
-  const bool open = (phase_ == member_phase::training || phase_ == member_phase::wiring ||
-                     phase_ == member_phase::grouping) &&
-                    deals_samples(place_.job) && s.keep >= 1 && s.keep <= place_.job.train.batch_size;
+  const bool open =
+      (phase_ == member_phase::training || phase_ == member_phase::wiring || phase_ == member_phase::grouping) &&
+      deals_samples(place_.job) && s.keep >= 1 && s.keep <= place_.job.train.batch_size;
   if (!open) return {answer_rows{rows_answer{place_.rank, s.id, false}}};
   // The step at clock_ may have begun (its rows are chosen): from the one after.
   const std::int64_t from = std::max(clock_ + 1, s.not_before);
@@ -189,8 +193,8 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                      first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
                  // Note [Dropout seeds]: this step's microbatch of this replica.
                  const std::uint64_t seed =
-                     derive_seed(place_.job.train.seed, {static_cast<std::uint64_t>(clock_), replica_,
-                                                         static_cast<std::uint64_t>(mb)});
+                     derive_seed(place_.job.train.seed,
+                                 {static_cast<std::uint64_t>(clock_), replica_, static_cast<std::uint64_t>(mb)});
                  slot_of_[mb] = rep_->begin_forward(input, seed);  // copies the input
                  forward_open_ = true;
                }

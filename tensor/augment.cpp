@@ -1,4 +1,4 @@
-// Random crops and flips of training images.
+// Random crops and flips of training images, and shifted text windows.
 #include "tensor/augment.hpp"
 
 #include <algorithm>
@@ -14,8 +14,10 @@ namespace {
 constexpr std::int64_t default_crop_pad = 2, max_crop_pad = 16;
 
 expected<augmentation> bad(std::string_view text, const std::string& why) {
-  return failure{"--augment '" + std::string(text) + "': " + why +
-                 "; use none, or any of flip, crop (a margin of 2 pixels) and crop=N (1 to 16), separated by commas"};
+  return failure{
+      "--augment '" + std::string(text) + "': " + why +
+      "; use none, or any of flip, crop (a margin of 2 pixels) and crop=N (1 to 16), separated by commas, for "
+      "images, or shift for a text"};
 }
 
 }  // namespace
@@ -30,6 +32,9 @@ expected<augmentation> parse_augmentation(std::string_view text) {
     if (item == "flip") {
       if (a.flip) return bad(text, "flip is named twice");
       a.flip = true;
+    } else if (item == "shift") {
+      if (a.shift) return bad(text, "shift is named twice");
+      a.shift = true;
     } else if (item == "crop" || item.starts_with("crop=")) {
       if (a.crop_pad > 0) return bad(text, "crop is named twice");
       a.crop_pad = default_crop_pad;
@@ -57,18 +62,26 @@ std::string name_of(const augmentation& a) {
   if (!a.any()) return "none";
   std::string s = a.crop_pad > 0 ? "crop=" + std::to_string(a.crop_pad) : "";
   if (a.flip) s += s.empty() ? "flip" : ",flip";
+  if (a.shift) s += s.empty() ? "shift" : ",shift";
   return s;
 }
 
 std::optional<failure> augmentation_unfit(const augmentation& a, const dataset& d) {
-  if (!a.any() || d.sample_shape().rank() == 3) return std::nullopt;
-  return failure{"--augment " + name_of(a) + " crops and flips images, and " + d.name + " holds samples of shape " +
-                 d.sample_shape().str() + "; use --augment none"};
+  const shape sample = d.sample_shape();
+  if (a.of_images() && sample.rank() != 3)
+    return failure{"--augment " + name_of(a) + " crops and flips images, and " + d.name + " holds samples of shape " +
+                   sample.str() + (a.shift ? "; use --augment shift alone" : "; use --augment none")};
+  const bool text_windows = sample.rank() == 1 && d.labels_per_sample() == sample.numel();
+  if (a.shift && !text_windows)
+    return failure{"--augment " + name_of(a) + " shifts a text's windows, and " + d.name + " holds samples of shape " +
+                   sample.str() + " (not a text)" +
+                   (a.of_images() ? "; leave shift out" : "; use --augment none, or crop or flip for images")};
+  return std::nullopt;
 }
 
 void augment_images(tensor_view images, const augmentation& a, std::span<const std::int64_t> ids, std::uint64_t seed,
                     std::int64_t epoch, float background) {
-  if (!a.any()) return;
+  if (!a.of_images()) return;
   TROUPE_CHECK(images.type() == dtype::f32 && images.rank() == 4, "augment_images: images must be (B, C, H, W) f32");
   TROUPE_CHECK(static_cast<std::int64_t>(ids.size()) == images.size(0), "augment_images: one id per image");
   const std::int64_t channels = images.size(1), h = images.size(2), w = images.size(3), plane = h * w;
@@ -91,6 +104,38 @@ void augment_images(tensor_view images, const augmentation& a, std::span<const s
           const bool inside = sy >= 0 && sy < h && sx >= 0 && sx < w;
           img[c * plane + y * w + x] = inside ? copy[static_cast<std::size_t>(c * plane + sy * w + sx)] : background;
         }
+  }
+}
+
+std::int64_t window_shift(std::uint64_t seed, std::int64_t epoch, std::int64_t context) {
+  TROUPE_CHECK(context > 0, "window_shift: the context must be positive");
+  constexpr std::uint64_t stream = 0x7368696674;  // "shift": apart from the images' (epoch, sample) streams
+  return static_cast<std::int64_t>(derive_seed(seed, {stream, static_cast<std::uint64_t>(epoch)}) %
+                                   static_cast<std::uint64_t>(context));
+}
+
+void shift_windows(tensor_view tokens, tensor_view labels, const augmentation& a, std::span<const std::int64_t> ids,
+                   const dataset& train, std::uint64_t seed, std::int64_t epoch) {
+  if (!a.shift) return;
+  const std::int64_t b = tokens.rank() == 2 ? tokens.size(0) : -1, t = tokens.rank() == 2 ? tokens.size(1) : -1;
+  TROUPE_CHECK(tokens.type() == dtype::f32 && b >= 0 && labels.type() == dtype::i32 && labels.rank() == 2 &&
+                   labels.size(0) == b && labels.size(1) == t,
+               "shift_windows: tokens must be (B, T) f32 and labels (B, T) i32");
+  TROUPE_CHECK(static_cast<std::int64_t>(ids.size()) == b, "shift_windows: one id per window");
+  TROUPE_CHECK(
+      train.images.rank() == 2 && train.images.size(1) == t && train.labels.rank() == 2 && train.labels.size(1) == t,
+      "shift_windows: the training split must hold windows of the batch's length");
+  const std::int64_t s = window_shift(seed, epoch, t), n = train.size();
+  if (s == 0) return;
+  const float* x = train.images.data<float>();
+  const std::int32_t* y = train.labels.data<std::int32_t>();
+  for (std::int64_t i = 0; i < b; ++i) {
+    const std::int64_t k = ids[static_cast<std::size_t>(i)];
+    TROUPE_CHECK(k >= 0 && k < n, "shift_windows: a window id is outside the training split");
+    if (k == n - 1) continue;  // the last window has no successor and stays in place (gathered as it is)
+    // Windows k and k + 1 lie end to end, so characters [kT + s, (k+1)T + s) start at x[kT + s].
+    std::copy_n(x + k * t + s, t, tokens.data<float>() + i * t);
+    std::copy_n(y + k * t + s, t, labels.data<std::int32_t>() + i * t);
   }
 }
 

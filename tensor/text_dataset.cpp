@@ -79,6 +79,9 @@ dataset windows(const std::string& name, const text_corpus& c, std::size_t begin
   return d;
 }
 
+// "10%": what a split holds out.
+std::string held_out_share() { return std::to_string(std::lround((1 - text_train_fraction) * 100)) + "%"; }
+
 expected<std::string> read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return failure{"cannot read the text " + path + ": check the path and its permissions"};
@@ -115,21 +118,30 @@ expected<text_corpus> decode_text(std::string_view text, const std::string& what
   return c;
 }
 
-expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t context, const std::string& name) {
+expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t cut, std::int64_t context,
+                                        const std::string& name, const std::string& held_out) {
   const auto n = static_cast<std::int64_t>(corpus.tokens.size());
   if (context <= 0) return failure{"the context must be at least 1 character, got " + std::to_string(context)};
-  const auto cut = static_cast<std::int64_t>(static_cast<double>(n) * text_train_fraction);
-  if (n - cut < context + 1)
+  TROUPE_CHECK(cut >= 0 && cut <= n, "make_text_split: the cut must lie within the text");
+  const auto too_few = [&](const std::string& split) {
     return failure{name + " has " + std::to_string(n) + " characters, too few for a context of " +
-                   std::to_string(context) + ": the validation split (the last " +
-                   std::to_string(static_cast<int>(std::lround((1 - text_train_fraction) * 100))) + "%, " +
-                   std::to_string(n - cut) + " characters) needs at least " + std::to_string(context + 1) +
+                   std::to_string(context) + ": the " + split + " needs at least " + std::to_string(context + 1) +
                    ". Lower --context or use a longer text"};
+  };
+  if (n - cut < context + 1)
+    return too_few("validation split (" + held_out + ", " + std::to_string(n - cut) + " characters)");
+  if (cut < context + 1) return too_few("training split (" + std::to_string(cut) + " characters)");
   dataset_split s;
   s.train = windows(name + "/train", corpus, 0, static_cast<std::size_t>(cut), context);
   s.test = windows(name + "/validation", corpus, static_cast<std::size_t>(cut), static_cast<std::size_t>(n), context);
   s.vocabulary = corpus.vocabulary;
   return s;
+}
+
+expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t context, const std::string& name) {
+  const auto n = static_cast<std::int64_t>(corpus.tokens.size());
+  const auto cut = static_cast<std::int64_t>(static_cast<double>(n) * text_train_fraction);
+  return make_text_split(corpus, cut, context, name, "the last " + held_out_share());
 }
 
 expected<dataset_split> load_text_file(const std::string& path, std::int64_t context) {
@@ -145,21 +157,35 @@ expected<dataset_split> load_fortunes(const std::string& dir, std::int64_t conte
   std::error_code ec;
   std::vector<fs::path> files;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->path().extension() != ".dat")
-      files.push_back(it->path());
+    if (it->is_regular_file(ec) && !it->is_symlink(ec) && it->path().extension() != ".dat") files.push_back(it->path());
   if (files.empty())
-    return failure{"no fortune files in " + dir + ": install them with 'apt-get install fortunes', or give a text "
+    return failure{"no fortune files in " + dir +
+                   ": install them with 'apt-get install fortunes', or give a text "
                    "with --dataset text:FILE"};
   std::sort(files.begin(), files.end());
-  std::string all;
+  std::string train, held_out;
   for (const auto& f : files) {
     auto text = read_file(f.string());
     if (!text) return text.error();
-    all += *text;
+    if (text->empty()) continue;
+    if (auto valid = decode_text(*text, f.string()); !valid) return valid.error();
+    const std::size_t cut = fortune_cut(*text);
+    train.append(*text, 0, cut);
+    held_out.append(*text, cut);
   }
-  auto corpus = decode_text(all, "the fortunes in " + dir);
+  // Each file is valid UTF-8 and cut after an ASCII separator, so the training split's
+  // characters are its bytes that do not continue a character.
+  const auto train_chars = std::count_if(train.begin(), train.end(), [](char b) { return (b & 0xC0) != 0x80; });
+  auto corpus = decode_text(train + held_out, "the fortunes in " + dir);
   if (!corpus) return corpus.error();
-  return make_text_split(*corpus, context, "fortunes");
+  return make_text_split(*corpus, train_chars, context, "fortunes", "the last " + held_out_share() + " of each file");
+}
+
+std::size_t fortune_cut(std::string_view text) {
+  const auto from = static_cast<std::size_t>(static_cast<double>(text.size()) * text_train_fraction);
+  // A separator is "%" alone on its line, after a fortune.
+  const std::size_t at = text.find("\n%\n", from < 3 ? 0 : from - 3);
+  return at == std::string_view::npos ? text.size() : at + 3;
 }
 
 }  // namespace troupe

@@ -1,10 +1,11 @@
 // Text as a dataset for character-level language models. A UTF-8 text is decoded into
 // characters (Unicode code points); the vocabulary is the set of characters it holds,
-// sorted, and class k is the k-th. The first 90% of the characters are the training split
-// and the rest the validation split (the `test` split), each cut into non-overlapping
-// windows of `context` characters: a sample is a window's token ids as f32 (context) and
-// its labels are the next character at each position, i32 (context). Every node that
-// reads the same text gets the same vocabulary and samples.
+// sorted, and class k is the k-th. A text's first 90% of characters is the training split
+// and the rest the validation split (the `test` split); the fortunes, many collections of
+// different kinds, hold out the last 10% of each collection instead. Each split is cut
+// into windows of `context` characters that lie end to end: a sample is a window's token
+// ids as f32 (context) and its labels are the next character at each position, i32
+// (context). Every node that reads the same text gets the same vocabulary and samples.
 #pragma once
 
 #include <cstdint>
@@ -31,14 +32,25 @@ struct text_corpus {
 // surrogate, a code point past U+10FFFF), and on an empty text.
 expected<text_corpus> decode_text(std::string_view text, const std::string& what);
 
-// Training and validation samples of `context` characters from a corpus; fails when either
-// split is shorter than context + 1 characters.
+// Training samples of `context` characters from corpus tokens [0, cut) and validation
+// samples from [cut, end); `held_out` says in errors what the validation split is. Fails
+// when either split is shorter than context + 1 characters.
+expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t cut, std::int64_t context,
+                                        const std::string& name, const std::string& held_out);
+// The same with the first 90% of the characters for training and the rest for validation.
 expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t context, const std::string& name);
 
 // A UTF-8 file as a dataset.
 expected<dataset_split> load_text_file(const std::string& path, std::int64_t context);
 
-// Every fortune file in dir (regular files, not the .dat indexes), in name order, as one text.
+// Every fortune file in dir (regular files, not the .dat indexes), in name order: the
+// training split is each file's first 90% in turn, and the validation split the rest of
+// each (see fortune_cut).
 expected<dataset_split> load_fortunes(const std::string& dir, std::int64_t context);
+
+// Where a fortune file's held-out part starts, in bytes: after the first separator line
+// ("%") that ends at or past 90% of the file, so that no fortune is cut in two; the
+// file's end when none does.
+std::size_t fortune_cut(std::string_view text);
 
 }  // namespace troupe

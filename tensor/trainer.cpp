@@ -12,7 +12,6 @@
 
 namespace troupe {
 
-
 namespace {
 
 using clock_type = std::chrono::steady_clock;
@@ -66,8 +65,8 @@ lr_schedule make_schedule(const local_train_config& cfg, std::int64_t n) {
   return s;
 }
 
-expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data,
-                                   const train_callbacks& cb, const compute& c) {
+expected<train_result> train_local(const local_train_config& cfg, const dataset_split& data, const train_callbacks& cb,
+                                   const compute& c) {
   auto spec = parse_model_spec(cfg.model);
   if (!spec) return spec.error();
   auto built = model::build(*spec, data.train.sample_shape(), data.train.num_classes);
@@ -106,6 +105,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
       const auto rows = std::span<const std::int64_t>(order).subspan(start, b);
       gather_batch(xb.view().slice(0, b), yb.view().slice(0, b), data.train, rows);
       augment_images(xb.view().slice(0, b), *aug, rows, cfg.seed, epoch, background);
+      shift_windows(xb.view().slice(0, b), yb.view().slice(0, b), *aug, rows, data.train, cfg.seed, epoch);
       const double loss = stepper.step(xb.view().slice(0, b), yb.view().slice(0, b), schedule.at(step),
                                        derive_seed(cfg.seed, {static_cast<std::uint64_t>(step)}));
       if (!std::isfinite(loss))

@@ -41,8 +41,9 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             return s == "auto" || parse_batch_size(s) ? std::string()
-                                                      : "'" + s + "' is not a batch: give auto or a whole number "
-                                                        "from 1 to 1048576";
+                                                      : "'" + s +
+                                                            "' is not a batch: give auto or a whole number "
+                                                            "from 1 to 1048576";
           },
           "N|auto"))
       ->capture_default_str();
@@ -87,7 +88,8 @@ precision chosen_precision(const train_options& o) { return *precision_from_name
 std::optional<std::string> precision_unfit(const train_options& o, bool user_program) {
   if (chosen_precision(o) == precision::fp32) return std::nullopt;
   if (user_program)
-    return "--precision " + o.precision + " sets the arithmetic of Troupe's own workers; the program after -- "
+    return "--precision " + o.precision +
+           " sets the arithmetic of Troupe's own workers; the program after -- "
            "computes as it chooses (torch.autocast, for one). Drop --precision";
   if (chosen_device(o).kind == device_kind::cpu) return std::nullopt;
   return "--precision " + o.precision + " computes on the CPU only, and --device " + o.device +
@@ -155,8 +157,9 @@ void add_data_options(CLI::App& app, data_options& opts) {
       ->check(CLI::Range(0, 100000))
       ->capture_default_str();
   app.add_option("--augment", opts.augment,
-                 "Training images: none, or any of crop (shifts by up to 2 pixels, crop=N by up to N), flip (mirrors "
-                 "half the images), separated by commas, drawn from the seed, epoch and sample")
+                 "Training samples: none; for images any of crop (shifts by up to 2 pixels, crop=N by up to N), flip "
+                 "(mirrors half the images), separated by commas, drawn from the seed, epoch and sample; for a text "
+                 "shift (each epoch starts the windows at a new offset, drawn from the seed and epoch)")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             auto a = parse_augmentation(s);

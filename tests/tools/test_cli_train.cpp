@@ -3,13 +3,13 @@
 // needs no shard servers; a pipeline prints its bubble; simulated compute reports no
 // accuracy; a failing job exits 1 with the reason; a paused process resumes instead of
 // failing as stalled; --show-model lists the layers --cuts takes; BatchNorm, Dropout and
-// --augment train reproducibly across workers. Every run has a deadline.
+// --augment train reproducibly across workers; a text's shifted windows reach every
+// pipeline stage. Every run has a deadline.
 #define BOOST_TEST_MODULE cli_train
 #include <boost/test/unit_test.hpp>
-
-#include <nlohmann/json.hpp>
-
 #include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "tests/support/background.hpp"
@@ -27,7 +27,8 @@ const std::vector<std::string> quick = {"--dataset", "synthetic", "--train-sampl
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(train_prints_the_job_json_line) {
-  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "1", "--mode", "sync"});
+  auto r =
+      run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "1", "--mode", "sync"});
   BOOST_TEST_INFO("stderr: " << r.err);
   BOOST_REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
@@ -65,7 +66,8 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--critical-batch", "-1"}, {"--critical-batch"});
   expect_usage_error({"train", "--dc-lambda", "nan"}, {"--dc-lambda"});
   expect_usage_error({"train", "--backup-workers", "1"}, {"--backup-workers", "--mode sync"});  // async by default
-  expect_usage_error({"train", "--mode", "sync", "--backup-workers", "2"}, {"--backup-workers 2", "fewer than --workers"});
+  expect_usage_error({"train", "--mode", "sync", "--backup-workers", "2"},
+                     {"--backup-workers 2", "fewer than --workers"});
   expect_usage_error({"train", "--mode", "sync", "--backup-workers", "-1"}, {"--backup-workers"});
   expect_usage_error({"train", "--mode", "ssp", "--straggler-factor", "0.5"}, {"--straggler-factor", ">= 1"});
   expect_usage_error({"train", "--mode", "ssp", "--straggler-factor", "inf"}, {"--straggler-factor"});
@@ -75,13 +77,14 @@ BOOST_AUTO_TEST_CASE(train_rejects_bad_cluster_flags) {
   expect_usage_error({"train", "--mode", "allreduce", "--servers", "2"}, {"--mode allreduce", "--servers"});
   expect_usage_error({"train", "--mode", "allreduce", "--allreduce-op", "max"}, {"--allreduce-op", "sum", "avg"});
   expect_usage_error({"train", "--mode", "allreduce", "--compression", "fp16"}, {"--compression"});
-  expect_usage_error({"train", "--mode", "sync", "--allreduce-op", "avg"}, {"--allreduce-op", "--mode allreduce", "sync"});
+  expect_usage_error({"train", "--mode", "sync", "--allreduce-op", "avg"},
+                     {"--allreduce-op", "--mode allreduce", "sync"});
 }
 
 // Note [Ring all-reduce of gradients]: no shard servers unless asked for (which is refused).
 BOOST_AUTO_TEST_CASE(train_in_allreduce_mode_needs_no_shard_servers) {
-  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "3000", "--epochs", "2", "--workers",
-                       "3", "--mode", "allreduce", "--metrics", "off"});
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "3000", "--epochs", "2", "--workers", "3",
+                       "--mode", "allreduce", "--metrics", "off"});
   BOOST_TEST_INFO("stderr: " << r.err);
   BOOST_REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
@@ -114,16 +117,17 @@ BOOST_AUTO_TEST_CASE(train_runs_a_pipeline_and_prints_its_bubble) {
 // A layers: model (a residual block with LayerNorm and GELU) reaches every member as its
 // text and trains in a 2-stage pipeline cut between its layers.
 BOOST_AUTO_TEST_CASE(train_runs_a_layer_list_model_in_a_pipeline) {
-  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "3",
-                       "--model", "layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10",
+  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "4000", "--epochs", "3", "--model",
+                       "layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10",
                        "--pipeline-stages", "2", "--microbatches", "2", "--workers", "2", "--servers", "1"});
   BOOST_TEST_INFO("stderr: " << r.err);
   BOOST_REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   BOOST_TEST(j["pipeline_stages"].get<int>() == 2);
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.6);  // 83.7% here; 10 classes, so chance is 10%
-  BOOST_TEST(r.err.find("model layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10") !=
-             std::string::npos);
+  BOOST_TEST(
+      r.err.find("model layers:flatten; linear 64; residual(layernorm, linear 32, gelu, linear 64); gelu; linear 10") !=
+      std::string::npos);
 }
 
 // BatchNorm, Dropout and --augment reach every worker: a sync job with them learns, says
@@ -132,8 +136,8 @@ BOOST_AUTO_TEST_CASE(train_runs_a_layer_list_model_in_a_pipeline) {
 BOOST_AUTO_TEST_CASE(train_with_batchnorm_dropout_and_augmentation_is_reproducible) {
   auto run = [](const std::string& augment) {
     // Fashion-MNIST: crops and flips of the synthetic set's noise would erase its classes.
-    return run_troupe({"train", "--train-samples", "3000", "--epochs", "1", "--mode", "sync", "--lr", "0.02",
-                       "--model", "layers:conv2d 4 pad=1; batchnorm; relu; maxpool2d; flatten; dropout 0.2; linear 10",
+    return run_troupe({"train", "--train-samples", "3000", "--epochs", "1", "--mode", "sync", "--lr", "0.02", "--model",
+                       "layers:conv2d 4 pad=1; batchnorm; relu; maxpool2d; flatten; dropout 0.2; linear 10",
                        "--augment", augment});
   };
   auto a = run("flip,crop"), b = run("crop=2,flip"), plain = run("none");
@@ -142,10 +146,64 @@ BOOST_AUTO_TEST_CASE(train_with_batchnorm_dropout_and_augmentation_is_reproducib
   BOOST_REQUIRE(b.exit_code == 0);
   BOOST_REQUIRE(plain.exit_code == 0);
   BOOST_TEST(a.err.find("augment crop=2,flip") != std::string::npos);
-  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jp = nlohmann::json::parse(plain.out);
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out),
+             jp = nlohmann::json::parse(plain.out);
   BOOST_TEST(ja["test_accuracy"].get<double>() > 0.4);  // 64% here; 10 classes: chance is 10%
   BOOST_TEST(ja["params_fnv1a"].get<std::string>() == jb["params_fnv1a"].get<std::string>());
   BOOST_TEST(ja["params_fnv1a"].get<std::string>() != jp["params_fnv1a"].get<std::string>());
+}
+
+// --augment shift moves a text's windows on every stage: cut in two, a job ends with the
+// unsplit job's parameters (the last stage's labels follow the first stage's tokens), and
+// without the shift it ends elsewhere.
+BOOST_AUTO_TEST_CASE(shifted_text_windows_reach_every_pipeline_stage) {
+  temp_dir dir("cli-shift");
+  {
+    std::ofstream text(dir.file("corpus.txt"));
+    for (int i = 0; i < 40; ++i) text << "pack my box with " << i << " dozen liquor jugs; ";
+  }
+  auto run = [&](const std::string& stages, const std::string& augment) {
+    return run_troupe({"train",
+                       "--dataset",
+                       "text:" + dir.file("corpus.txt"),
+                       "--context",
+                       "16",
+                       "--model",
+                       "gpt:layers=2,dim=16,heads=2",
+                       "--epochs",
+                       "2",
+                       "--mode",
+                       "sync",
+                       "--workers",
+                       "1",
+                       "--servers",
+                       "1",
+                       "--batch-size",
+                       "8",
+                       "--optimizer",
+                       "adamw",
+                       "--lr",
+                       "0.01",
+                       "--sample",
+                       "0",
+                       "--pipeline-stages",
+                       stages,
+                       "--microbatches",
+                       "2",
+                       "--augment",
+                       augment});
+  };
+  auto unsplit = run("1", "shift"), split = run("2", "shift"), plain = run("1", "none");
+  BOOST_TEST_INFO("stderr: " << split.err);
+  BOOST_REQUIRE(unsplit.exit_code == 0);
+  BOOST_REQUIRE(split.exit_code == 0);
+  BOOST_REQUIRE(plain.exit_code == 0);
+  BOOST_TEST(split.err.find("augment shift") != std::string::npos);
+  const auto ju = nlohmann::json::parse(unsplit.out), js = nlohmann::json::parse(split.out),
+             jp = nlohmann::json::parse(plain.out);
+  BOOST_TEST(js["pipeline_stages"].get<int>() == 2);
+  BOOST_TEST(js["params_fnv1a"].get<std::string>() == ju["params_fnv1a"].get<std::string>());
+  BOOST_TEST(jp["params_fnv1a"].get<std::string>() != ju["params_fnv1a"].get<std::string>());
 }
 
 BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
@@ -159,8 +217,8 @@ BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
 }
 
 BOOST_AUTO_TEST_CASE(train_failure_exits_one_with_the_reason) {
-  auto r = run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--lr", "1e6",
-                       "--warmup-epochs", "0"});
+  auto r =
+      run_troupe({"train", "--dataset", "synthetic", "--train-samples", "2000", "--lr", "1e6", "--warmup-epochs", "0"});
   BOOST_TEST(r.exit_code == 1);
   BOOST_TEST(r.err.find("diverged") != std::string::npos);
   BOOST_TEST(r.out.empty());
