@@ -2,8 +2,6 @@
 #include "core/job_ledger.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <cstdio>
 
 #include "core/job.hpp"
 
@@ -100,28 +98,8 @@ void job_ledger::record_final(const epoch_summary& s) {
 }
 
 std::optional<std::string> job_ledger::check_accuracy(const epoch_summary& s, std::int64_t classes) {
-  if (!s.evaluated || classes < 2) return std::nullopt;
-  const double best = best_accuracy_;
-  const std::int32_t best_epoch = best_epoch_;
-  if (s.test_accuracy > best_accuracy_) {
-    best_accuracy_ = s.test_accuracy;
-    best_epoch_ = s.epoch;
-  }
-  const double chance = 1.0 / static_cast<double>(classes);
-  if (s.test_accuracy > 1.5 * chance || !std::isfinite(s.train_loss)) return std::nullopt;
-  if (chance_epoch_ < 0) chance_epoch_ = s.epoch;
-  char head[160];
-  std::snprintf(head, sizeof head, "epoch %d: test accuracy %.2f%% is chance for %lld classes while the training loss stayed finite (%.4f)",
-                s.epoch + 1, 100.0 * s.test_accuracy, static_cast<long long>(classes), s.train_loss);
-  std::string out = head;
-  if (best > 1.5 * chance) {
-    char was[96];
-    std::snprintf(was, sizeof was, ": the run collapsed (it reached %.2f%% at epoch %d)", 100.0 * best, best_epoch + 1);
-    out += was;
-  } else {
-    out += ": the run has not learned";
-  }
-  return out + "; a step too large kills ReLUs or scatters the weights: lower --lr or lengthen --warmup-epochs";
+  if (!s.evaluated) return std::nullopt;
+  return chance_.check(s.epoch, s.test_accuracy, s.train_loss, classes);
 }
 
 job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lost, tensor params) const {
@@ -138,7 +116,7 @@ job_result job_ledger::result(const staleness_totals& t, std::int64_t workers_lo
   r.evaluated = final_evaluated_;
   r.test_accuracy = final_accuracy_;
   r.test_loss = final_loss_;
-  r.accuracy_at_chance_epoch = chance_epoch_;
+  r.accuracy_at_chance_epoch = chance_.first_chance_epoch();
   r.train_seconds = seconds(t_end_ - t_start_);
   r.samples = samples_ - samples_dropped_;  // Note [Backup workers]: a dropped gradient trained nothing
   r.samples_dropped = samples_dropped_;

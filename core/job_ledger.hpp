@@ -13,13 +13,14 @@
 
 #include "core/bubble_meter.hpp"
 #include "core/messages.hpp"
+#include "tensor/chance_watch.hpp"
 
 namespace troupe {
 
 using job_clock = std::chrono::steady_clock;
 
 struct epoch_summary {
-  int epoch = 0;                    // 0-based
+  int epoch = 0;  // 0-based
   int epochs = 0;
   double seconds = 0.0;             // since training started
   double samples_per_second = 0.0;  // all workers, over this epoch
@@ -28,7 +29,7 @@ struct epoch_summary {
   std::int64_t max_staleness = 0;   // since the start
   bool evaluated = false;
   double test_accuracy = 0.0, test_loss = 0.0;
-  std::uint32_t live_workers = 0;   // members: workers, or stages of all replicas
+  std::uint32_t live_workers = 0;  // members: workers, or stages of all replicas
   // Pipelines (pipeline_stages > 1): the bubble measured over this epoch's steps and the
   // (K - 1) / (M + K - 1) of equal stages.
   std::uint32_t pipeline_stages = 1;
@@ -71,11 +72,9 @@ class job_ledger {
   void add_staleness(epoch_summary& s, const staleness_totals& t);
   // The last epoch's evaluation, for the result.
   void record_final(const epoch_summary& s);
-  // Note [Accuracy at chance]: an evaluated epoch whose test accuracy is at chance for
-  // `classes` (at most 1.5 / classes) while its training loss stayed finite: the run
-  // collapsed (dead ReLUs, a step that diverged without a NaN loss) or never learned,
-  // which no loss check sees. The operator's message, saying which and what to change;
-  // the first such epoch goes in the result (accuracy_at_chance_epoch).
+  // Note [Accuracy at chance] (tensor/chance_watch.hpp): the operator's warning when an
+  // evaluated epoch is at chance for `classes` with a finite training loss; the first
+  // such epoch goes in the result (accuracy_at_chance_epoch).
   std::optional<std::string> check_accuracy(const epoch_summary& s, std::int64_t classes);
 
   job_result result(const staleness_totals& t, std::int64_t workers_lost, tensor params) const;
@@ -87,8 +86,8 @@ class job_ledger {
   };
   job_spec job_;
   std::map<std::int32_t, epoch_sums> epochs_;
-  std::optional<bubble_meter> bubble_;  // pipelines only
-  std::vector<std::int32_t> peak_stored_;  // per stage, over the replicas that finished
+  std::optional<bubble_meter> bubble_;              // pipelines only
+  std::vector<std::int32_t> peak_stored_;           // per stage, over the replicas that finished
   std::int64_t bytes_pushed_ = 0, steps_done_ = 0;  // over the members that finished
   bool started_ = false;
   job_clock::time_point t_start_, t_end_, epoch_start_;
@@ -98,10 +97,9 @@ class job_ledger {
   staleness_totals at_last_close_;
   bool final_evaluated_ = false;
   double final_accuracy_ = 0.0, final_loss_ = 0.0;
-  double best_accuracy_ = -1.0;  // over the evaluated epochs so far
-  std::int32_t best_epoch_ = -1, chance_epoch_ = -1;
+  chance_watch chance_;                                  // over the evaluated epochs so far
   std::int64_t resumed_step_ = -1, trained_before_ = 0;  // per worker, before the resumed clock
-  std::int64_t steps_replayed_ = -1;                      // -1: not resumed, or not known
+  std::int64_t steps_replayed_ = -1;                     // -1: not resumed, or not known
   std::int64_t restarts_in_place_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/backend.hpp"
+#include "tensor/chance_watch.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/trainer.hpp"
@@ -85,7 +86,12 @@ int run_train_local(const train_local_options& o) {
   progress.per_character(text);
   train_callbacks cb;
   cb.on_step = [&](const step_progress& p) { progress.on_step(p); };
-  cb.on_epoch = [&](const epoch_report& r) { progress.on_epoch(r); };
+  chance_watch chance;  // Note [Accuracy at chance]
+  cb.on_epoch = [&](const epoch_report& r) {
+    progress.on_epoch(r);
+    if (auto why = chance.check(r.epoch, r.test_accuracy, r.train_loss, data->train.num_classes))
+      std::cerr << "warning: " << *why << "\n";
+  };
   auto result = train_local(cfg, *data, cb, exec);
   if (!result) {
     print_error(result.error().message);
@@ -103,6 +109,9 @@ int run_train_local(const train_local_options& o) {
     }
   nlohmann::ordered_json out;
   out["test_accuracy"] = round_to(result->test_accuracy, 4);
+  out["accuracy_at_chance_epoch"] = chance.first_chance_epoch() >= 0
+                                        ? nlohmann::ordered_json(chance.first_chance_epoch() + 1)
+                                        : nlohmann::ordered_json(nullptr);
   if (text)
     add_text_output(out, "train-local", result->test_loss, result->params,
                     {&*m, &data->vocabulary, o.data.sample_chars, cfg.seed});

@@ -7,8 +7,6 @@
 #define BOOST_TEST_MODULE job_ledger
 #include <boost/test/unit_test.hpp>
 
-#include <cmath>
-
 #include "core/job_ledger.hpp"
 
 using namespace troupe;
@@ -49,7 +47,7 @@ BOOST_AUTO_TEST_CASE(an_epoch_summary_counts_from_the_first_step) {
   BOOST_TEST(s.train_loss == 0.5);  // 1.5 over 3 steps; stage 0 reports no loss
   BOOST_TEST(s.live_workers == 2u);
   BOOST_TEST(s.pipeline_stages == 2u);
-  BOOST_TEST(s.bubble == 0.75, tt::tolerance(1e-9));  // 0.5 s busy of 2 stages x 1 s
+  BOOST_TEST(s.bubble == 0.75, tt::tolerance(1e-9));             // 0.5 s busy of 2 stages x 1 s
   BOOST_TEST(s.theoretical_bubble == 0.2, tt::tolerance(1e-9));  // (2 - 1) / (4 + 2 - 1)
 }
 
@@ -65,8 +63,8 @@ BOOST_AUTO_TEST_CASE(staleness_is_reported_as_the_change_since_the_last_close) {
   epoch_summary quiet = l.open_summary(1, 1, t0);
   l.add_staleness(quiet, staleness_totals{40, 20, 7, 0});
   BOOST_TEST(quiet.mean_staleness == 0.0);
-  const auto totals = sum_stats({shard_stats{0, 0, 0, 0, 2, 0, 0, 0, 10, 4, 5, {}},
-                                 shard_stats{1, 0, 0, 0, 1, 0, 0, 0, 2, 2, 9, {}}});
+  const auto totals =
+      sum_stats({shard_stats{0, 0, 0, 0, 2, 0, 0, 0, 10, 4, 5, {}}, shard_stats{1, 0, 0, 0, 1, 0, 0, 0, 2, 2, 9, {}}});
   BOOST_TEST(totals.sum == 12);
   BOOST_TEST(totals.count == 6);
   BOOST_TEST(totals.max == 9);
@@ -114,38 +112,25 @@ BOOST_AUTO_TEST_CASE(the_samples_planned_are_every_worker_s_share_of_every_epoch
   BOOST_TEST(job_ledger(j).result({}, 0, {}).samples_planned == 333 * 3 * 4);
 }
 
-// Note [Accuracy at chance]: a run that learned and then fell to chance is said to have
-// collapsed, one at chance from its first evaluation not to have learned; a healthy
-// epoch, an unevaluated one and a NaN loss (the loss check's) are not reported; the
-// result keeps the first epoch at chance.
+// Note [Accuracy at chance] (tensor/chance_watch.hpp, whose tests cover the wording): the
+// ledger checks only evaluated epochs, passes the warning on, and its result keeps the
+// first epoch at chance.
 BOOST_AUTO_TEST_CASE(an_accuracy_at_chance_with_a_finite_loss_is_reported) {
   job_ledger l(pipeline_job());
-  auto at = [&](int epoch, double accuracy, double loss = 2.3, bool evaluated = true) {
+  auto at = [&](int epoch, double accuracy, bool evaluated = true) {
     epoch_summary s;
     s.epoch = epoch;
     s.evaluated = evaluated;
     s.test_accuracy = accuracy;
-    s.train_loss = loss;
+    s.train_loss = 2.3;
     return l.check_accuracy(s, 10);
   };
   BOOST_TEST(!at(0, 0.82).has_value());
-  BOOST_TEST(!at(1, 0.10, 2.3, false).has_value());
-  BOOST_TEST(!at(1, 0.10, std::nan("")).has_value());
+  BOOST_TEST(!at(1, 0.10, false).has_value());  // not evaluated: nothing to judge
   const auto collapsed = at(1, 0.1);
   BOOST_REQUIRE(collapsed.has_value());
-  BOOST_TEST(collapsed->find("epoch 2: test accuracy 10.00% is chance for 10 classes") == 0u, *collapsed);
   BOOST_TEST(collapsed->find("collapsed (it reached 82.00% at epoch 1)") != std::string::npos, *collapsed);
-  BOOST_TEST(collapsed->find("lower --lr") != std::string::npos, *collapsed);
-  BOOST_TEST(at(2, 0.12).has_value());  // still at chance (<= 15%), reported again
-  BOOST_TEST(!at(3, 0.16).has_value());
+  BOOST_TEST(at(2, 0.12).has_value());
   BOOST_TEST(l.result({}, 0, {}).accuracy_at_chance_epoch == 1);
-  job_ledger fresh(pipeline_job());
-  epoch_summary first;
-  first.evaluated = true;
-  first.test_accuracy = 0.09;
-  first.train_loss = 2.302;
-  const auto never = fresh.check_accuracy(first, 10);
-  BOOST_REQUIRE(never.has_value());
-  BOOST_TEST(never->find("has not learned") != std::string::npos, *never);
   BOOST_TEST(job_ledger(pipeline_job()).result({}, 0, {}).accuracy_at_chance_epoch == -1);
 }

@@ -1,10 +1,10 @@
 // End-to-end tests of the troupe binary (tools/main.cpp, cmd_train_local.cpp,
 // cli_common.cpp): bad flags and values exit 2 naming the flag and the allowed values, a
 // missing dataset exits 1 saying where it looked and how to get it, config files are
-// strict, a short run prints the documented JSON line, `tls init` and `tls secret` write
-// private files and replace nothing, and a shard server's lane port and a trace path are
-// checked before work starts (`troupe train`'s own cases: test_cli_train.cpp). Every run
-// has a deadline.
+// strict, a short run prints the documented JSON line, a run at chance warns and says so
+// in it, `tls init` and `tls secret` write private files and replace nothing, and a shard
+// server's lane port and a trace path are checked before work starts (`troupe train`'s
+// own cases: test_cli_train.cpp). Every run has a deadline.
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
@@ -95,7 +95,24 @@ BOOST_AUTO_TEST_CASE(short_run_prints_the_json_line) {
   BOOST_TEST(j["epochs"].get<int>() == 1);
   BOOST_TEST(j["model"].get<std::string>() == "mlp:784-256-128-10");
   BOOST_TEST(j["test_accuracy"].get<double>() > 0.5);
+  BOOST_TEST(j["accuracy_at_chance_epoch"].is_null());
   BOOST_TEST(r.err.find("epoch 1/1") != std::string::npos);  // plain progress line off a terminal
+  BOOST_TEST(r.err.find("warning") == std::string::npos);
+}
+
+// Note [Accuracy at chance]: a run that ends at chance with a finite loss (here, an lr
+// too small to move it) still succeeds, but warns with what to change and names the epoch.
+BOOST_AUTO_TEST_CASE(a_run_at_chance_is_reported) {
+  auto r =
+      run_troupe({"train-local", "--dataset", "synthetic", "--train-samples", "1000", "--epochs", "1", "--lr", "1e-9"});
+  BOOST_TEST_INFO("stderr: " << r.err);
+  BOOST_REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  BOOST_TEST(j["accuracy_at_chance_epoch"].get<int>() == 1);
+  BOOST_TEST(r.err.find("warning: epoch 1: test accuracy") != std::string::npos);
+  BOOST_TEST(r.err.find("is chance for 10 classes while the training loss stayed finite") != std::string::npos);
+  BOOST_TEST(r.err.find("the run has not learned") != std::string::npos);
+  BOOST_TEST(r.err.find("lower --lr or lengthen --warmup-epochs") != std::string::npos);
 }
 
 // Note [Layer lists]: a model file becomes its layers: text, which trains and names the
