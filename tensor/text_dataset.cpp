@@ -90,10 +90,8 @@ expected<std::string> read_file(const std::string& path) {
   return s.str();
 }
 
-}  // namespace
-
-expected<text_corpus> decode_text(std::string_view text, const std::string& what) {
-  if (text.empty()) return failure{what + " is empty: a text dataset needs a UTF-8 text to learn from"};
+// The code points of text, or where it stops being UTF-8; `what` names it in the error.
+expected<std::vector<std::int64_t>> code_points_of(std::string_view text, const std::string& what) {
   std::vector<std::int64_t> code_points;
   code_points.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
@@ -104,6 +102,11 @@ expected<text_corpus> decode_text(std::string_view text, const std::string& what
                      "; convert it first, for example with iconv -f latin1 -t utf-8"};
     code_points.push_back(cp);
   }
+  return code_points;
+}
+
+// The vocabulary (the distinct code points, sorted) and each code point's class id.
+text_corpus corpus_of(const std::vector<std::int64_t>& code_points) {
   std::vector<std::int64_t> chars = code_points;
   std::sort(chars.begin(), chars.end());
   chars.erase(std::unique(chars.begin(), chars.end()), chars.end());
@@ -116,6 +119,15 @@ expected<text_corpus> decode_text(std::string_view text, const std::string& what
   c.tokens.reserve(code_points.size());
   for (std::int64_t cp : code_points) c.tokens.push_back(id.at(cp));
   return c;
+}
+
+}  // namespace
+
+expected<text_corpus> decode_text(std::string_view text, const std::string& what) {
+  if (text.empty()) return failure{what + " is empty: a text dataset needs a UTF-8 text to learn from"};
+  auto code_points = code_points_of(text, what);
+  if (!code_points) return code_points.error();
+  return corpus_of(*code_points);
 }
 
 expected<dataset_split> make_text_split(const text_corpus& corpus, std::int64_t cut, std::int64_t context,
@@ -163,22 +175,26 @@ expected<dataset_split> load_fortunes(const std::string& dir, std::int64_t conte
                    ": install them with 'apt-get install fortunes', or give a text "
                    "with --dataset text:FILE"};
   std::sort(files.begin(), files.end());
-  std::string train, held_out;
+  std::vector<std::int64_t> train, held_out;  // code points
   for (const auto& f : files) {
     auto text = read_file(f.string());
     if (!text) return text.error();
-    if (text->empty()) continue;
-    if (auto valid = decode_text(*text, f.string()); !valid) return valid.error();
+    auto code_points = code_points_of(*text, f.string());
+    if (!code_points) return code_points.error();
+    // The file is valid UTF-8 and cut after an ASCII separator, so its head's characters
+    // are the head's bytes that do not continue a character.
     const std::size_t cut = fortune_cut(*text);
-    train.append(*text, 0, cut);
-    held_out.append(*text, cut);
+    const auto head = std::count_if(text->begin(), text->begin() + static_cast<std::ptrdiff_t>(cut),
+                                    [](char b) { return (b & 0xC0) != 0x80; });
+    train.insert(train.end(), code_points->begin(), code_points->begin() + head);
+    held_out.insert(held_out.end(), code_points->begin() + head, code_points->end());
   }
-  // Each file is valid UTF-8 and cut after an ASCII separator, so the training split's
-  // characters are its bytes that do not continue a character.
-  const auto train_chars = std::count_if(train.begin(), train.end(), [](char b) { return (b & 0xC0) != 0x80; });
-  auto corpus = decode_text(train + held_out, "the fortunes in " + dir);
-  if (!corpus) return corpus.error();
-  return make_text_split(*corpus, train_chars, context, "fortunes", "the last " + held_out_share() + " of each file");
+  const auto train_chars = static_cast<std::int64_t>(train.size());
+  train.insert(train.end(), held_out.begin(), held_out.end());
+  if (train.empty())
+    return failure{"the fortunes in " + dir + " is empty: a text dataset needs a UTF-8 text to learn from"};
+  return make_text_split(corpus_of(train), train_chars, context, "fortunes",
+                         "the last " + held_out_share() + " of each file");
 }
 
 std::size_t fortune_cut(std::string_view text) {
