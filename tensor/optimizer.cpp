@@ -2,6 +2,7 @@
 #include "tensor/optimizer.hpp"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <numbers>
 
@@ -12,6 +13,24 @@ expected<optimizer_kind> parse_optimizer_kind(std::string_view name) {
   if (name == "adam") return optimizer_kind::adam;
   if (name == "adamw") return optimizer_kind::adamw;
   return failure{"unknown optimizer '" + std::string(name) + "'; use sgd, adam or adamw"};
+}
+
+expected<adam_betas> parse_adam_betas(std::string_view text) {
+  const auto bad = [&] {
+    return failure{"Adam's betas '" + std::string(text) +
+                   "' are not two numbers in [0, 1) separated by a comma; give them as B1,B2, for example 0.9,0.999 "
+                   "(the default) or 0.9,0.99"};
+  };
+  const auto comma = text.find(',');
+  if (comma == std::string_view::npos) return bad();
+  float b[2];
+  const std::string_view parts[2] = {text.substr(0, comma), text.substr(comma + 1)};
+  for (int i = 0; i < 2; ++i) {
+    const char* end = parts[i].data() + parts[i].size();
+    const auto [ptr, ec] = std::from_chars(parts[i].data(), end, b[i]);
+    if (parts[i].empty() || ec != std::errc{} || ptr != end || !(b[i] >= 0.f && b[i] < 1.f)) return bad();
+  }
+  return adam_betas{b[0], b[1]};
 }
 
 std::string_view name_of(optimizer_kind k) {

@@ -21,6 +21,12 @@ enum class optimizer_kind : std::uint8_t { sgd, adam, adamw };
 expected<optimizer_kind> parse_optimizer_kind(std::string_view name);
 std::string_view name_of(optimizer_kind k);
 
+// Adam's two moment decays written "B1,B2" (as PyTorch's betas=(B1, B2)), each in [0, 1).
+struct adam_betas {
+  float beta1 = 0.9f, beta2 = 0.999f;
+};
+expected<adam_betas> parse_adam_betas(std::string_view text);
+
 struct optimizer_config {
   optimizer_kind kind = optimizer_kind::sgd;
   float momentum = 0.9f;       // sgd

@@ -60,6 +60,16 @@ void add_train_options(CLI::App& app, train_options& o) {
                  "Optimizer: sgd (with --momentum), adam, or adamw (Adam with decoupled --weight-decay)")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
+  app.add_option("--adam-betas", o.adam_betas,
+                 "adam and adamw: the decays of the gradient's running mean and of its square, as B1,B2 (PyTorch's "
+                 "betas); a B2 of 0.99 settles faster on small batches")
+      ->check(CLI::Validator(
+          [](std::string& s) -> std::string {
+            auto b = parse_adam_betas(s);
+            return b ? std::string() : b.error().message;
+          },
+          "B1,B2"))
+      ->capture_default_str();
   app.add_option("--lr-schedule", o.schedule, "Learning-rate schedule after warm-up")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}))
       ->capture_default_str();
@@ -123,6 +133,9 @@ local_train_config resolve_train_options(const train_options& o) {
   cfg.batch_size = o.batch_size == "auto" ? reference_batch : *parse_batch_size(o.batch_size);
   // Both names were checked by the IsMember validators above.
   cfg.optimizer.kind = *parse_optimizer_kind(o.optimizer);
+  const adam_betas betas = *parse_adam_betas(o.adam_betas);  // checked by its validator
+  cfg.optimizer.beta1 = betas.beta1;
+  cfg.optimizer.beta2 = betas.beta2;
   cfg.schedule = *parse_lr_schedule_kind(o.schedule);
   return cfg;
 }
@@ -133,6 +146,8 @@ std::string describe(const local_train_config& c) {
     << " epochs)";
   if (c.optimizer.kind == optimizer_kind::sgd)
     s << ", momentum " << c.optimizer.momentum << ", nesterov " << (c.optimizer.nesterov ? "on" : "off");
+  else
+    s << ", betas " << c.optimizer.beta1 << "," << c.optimizer.beta2;
   s << ", weight decay " << c.optimizer.weight_decay;
   if (c.augment != "none") s << ", augment " << c.augment;
   return s.str();

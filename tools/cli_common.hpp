@@ -36,12 +36,13 @@ struct command {
 // Validator for --model: accepts what parse_model_spec accepts.
 CLI::Validator model_validator();
 
-// The model and optimisation options every training command takes. optimizer and
-// schedule hold the flag text until resolve_train_options() turns them into enums.
+// The model and optimisation options every training command takes. optimizer, schedule
+// and adam_betas hold the flag text until resolve_train_options() turns them into values.
 struct train_options {
   local_train_config train;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
+  std::string adam_betas = "0.9,0.999";
   std::string batch_size = "auto";  // --batch-size: N per worker, or auto (Note [The job's batch])
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
   bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA

@@ -119,6 +119,22 @@ BOOST_AUTO_TEST_CASE(parse_names) {
   BOOST_TEST(!parse_lr_schedule_kind("exp").has_value());
 }
 
+BOOST_AUTO_TEST_CASE(parse_betas) {
+  const auto b = parse_adam_betas("0.9,0.99");
+  BOOST_REQUIRE(b.has_value());
+  BOOST_TEST(b->beta1 == 0.9f);
+  BOOST_TEST(b->beta2 == 0.99f);
+  BOOST_TEST(parse_adam_betas("0,0")->beta2 == 0.f);
+  for (const char* text :
+       {"", "0.9", "0.9,", ",0.99", "0.9;0.99", "0.9,1", "-0.1,0.9", "0.9,0.99,0.5", "0.9,0.99x", "nan,0.9", "a,b"}) {
+    const auto r = parse_adam_betas(text);
+    BOOST_TEST_INFO(text);
+    BOOST_REQUIRE(!r.has_value());
+    BOOST_TEST(r.error().message.find("B1,B2") != std::string::npos);
+    BOOST_TEST(r.error().message.find(std::string("'") + text + "'") != std::string::npos);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(schedules) {
   lr_schedule s{lr_schedule_kind::cosine, 1.f, 10, 110, 0.f};
   BOOST_TEST(s.at(0) == 0.19f, tt::tolerance(1e-6f));   // warm-up starts at base/10

@@ -65,6 +65,7 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--epochs", "0"}, {"--epochs", "1 to 10000"});
   expect_usage_error({"train-local", "--epochs", "abc"}, {"--epochs"});
   expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam", "adamw"});
+  expect_usage_error({"train-local", "--adam-betas", "0.9"}, {"--adam-betas", "'0.9'", "B1,B2", "0.9,0.999"});
   expect_usage_error({"train-local", "--model", "vgg"}, {"--model", "mlp:IN-H1-...-OUT"});
   expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
   expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});

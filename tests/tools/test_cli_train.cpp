@@ -4,7 +4,7 @@
 // accuracy; a failing job exits 1 with the reason; a paused process resumes instead of
 // failing as stalled; --show-model lists the layers --cuts takes; BatchNorm, Dropout and
 // --augment train reproducibly across workers; a text's shifted windows reach every
-// pipeline stage. Every run has a deadline.
+// pipeline stage; --adam-betas reaches the shard servers. Every run has a deadline.
 #define BOOST_TEST_MODULE cli_train
 #include <boost/test/unit_test.hpp>
 #include <csignal>
@@ -204,6 +204,23 @@ BOOST_AUTO_TEST_CASE(shifted_text_windows_reach_every_pipeline_stage) {
   BOOST_TEST(js["pipeline_stages"].get<int>() == 2);
   BOOST_TEST(js["params_fnv1a"].get<std::string>() == ju["params_fnv1a"].get<std::string>());
   BOOST_TEST(jp["params_fnv1a"].get<std::string>() != ju["params_fnv1a"].get<std::string>());
+}
+
+// The shard servers run the optimizer, so the betas must travel with the job: other betas
+// end elsewhere, and the default written out ends where leaving the flag out does.
+BOOST_AUTO_TEST_CASE(adam_betas_reach_the_shard_servers) {
+  const auto adam = with({"train", "--mode", "sync", "--optimizer", "adam", "--lr", "1e-3"}, quick);
+  auto plain = run_troupe(adam);
+  auto spelt = run_troupe(with(adam, {"--adam-betas", "0.9,0.999"}));
+  auto other = run_troupe(with(adam, {"--adam-betas", "0.5,0.9"}));
+  BOOST_TEST_INFO("stderr: " << plain.err << spelt.err << other.err);
+  BOOST_REQUIRE((plain.exit_code == 0 && spelt.exit_code == 0 && other.exit_code == 0));
+  const auto hash = [](const process_result& r) {
+    return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>();
+  };
+  BOOST_TEST(hash(plain) == hash(spelt));
+  BOOST_TEST(hash(plain) != hash(other));
+  BOOST_TEST(other.err.find("betas 0.5,0.9") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
