@@ -75,7 +75,11 @@ TROUPE_VECTOR_CLONES void col2im_add(float* image, const float* cols, const conv
           const std::int64_t ih = oh * g.stride - g.pad + kh;
           if (ih < 0 || ih >= g.in_h) continue;
           float* dst = plane + ih * g.in_w + kw - g.pad;
-          for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * g.stride] += cols[ow];
+          if (g.stride == 1) {  // a loop of its own, so it vectorises
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow] += cols[ow];
+          } else {
+            for (std::int64_t ow = r.lo; ow < r.hi; ++ow) dst[ow * g.stride] += cols[ow];
+          }
         }
       }
   }
@@ -106,11 +110,13 @@ void conv2d_forward(tensor_view out, const_tensor_view in, const_tensor_view wei
   float* y = out.data<float>();
   const float* w = weight.data<float>();
   const std::int64_t in_stride = g.in_channels * g.in_h * g.in_w, out_stride = g.out_channels * p;
+  // The bias goes on each image's output while the product has it in cache, not in a
+  // pass over the whole batch afterwards.
   for (std::int64_t i = 0; i < batch; ++i) {
     im2col(cols, x + i * in_stride, g);
     sgemm(transpose::no, transpose::no, g.out_channels, p, k, 1.f, w, k, cols, p, 0.f, y + i * out_stride, p, prec);
+    if (!bias.empty()) channel_bias_add(out.slice(i, i + 1), bias);
   }
-  if (!bias.empty()) channel_bias_add(out, bias);
 }
 
 void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view grad_bias, const_tensor_view grad_out,
@@ -128,19 +134,22 @@ void conv2d_backward(tensor_view grad_in, tensor_view grad_weight, tensor_view g
   float* dw = grad_weight.data<float>();
   float* dx = grad_in.empty() ? nullptr : grad_in.data<float>();
   const std::int64_t in_stride = g.in_channels * g.in_h * g.in_w, out_stride = g.out_channels * p;
-  if (dx) std::memset(dx, 0, sizeof(float) * batch * in_stride);
+  // Image by image, so each image's gradients are summed into the bias and its dx cleared
+  // while they are in cache; the images are added in order, as one pass would.
+  const const_tensor_view dy_planes = grad_out.reshape({batch, g.out_channels, p});
   for (std::int64_t i = 0; i < batch; ++i) {
     const float* dyi = dy + i * out_stride;
     im2col(cols, x + i * in_stride, g);
     // dW (C_out, K) += dY_i (C_out, P) * cols_i^T (P, K)
     sgemm(transpose::no, transpose::yes, g.out_channels, k, p, 1.f, dyi, p, cols, p, 1.f, dw, k, prec);
+    if (!grad_bias.empty()) bias_grad_accumulate(grad_bias, dy_planes.slice(i, i + 1));
     if (dx) {
       // dcols (K, P) = W^T (K, C_out) * dY_i (C_out, P)
       sgemm(transpose::yes, transpose::no, k, p, g.out_channels, 1.f, w, k, dyi, p, 0.f, dcols, p, prec);
+      std::memset(dx + i * in_stride, 0, sizeof(float) * in_stride);
       col2im_add(dx + i * in_stride, dcols, g);
     }
   }
-  if (!grad_bias.empty()) bias_grad_accumulate(grad_bias, grad_out.reshape({batch, g.out_channels, p}));
 }
 
 }  // namespace troupe

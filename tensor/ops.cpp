@@ -77,12 +77,10 @@ TROUPE_VECTOR_CLONES void bias_grad_accumulate(tensor_view grad_bias, const_tens
       for (std::int64_t c = 0; c < channels; ++c) gb[c] += g[c];
     return;
   }
+  // Each plane sums in fast::sum's fixed lanes, which vectorise where one running sum
+  // cannot (5% of the CNN's step before).
   for (std::int64_t i = 0; i < batch; ++i)
-    for (std::int64_t c = 0; c < channels; ++c, g += positions) {
-      float s = 0.f;
-      for (std::int64_t p = 0; p < positions; ++p) s += g[p];
-      gb[c] += s;
-    }
+    for (std::int64_t c = 0; c < channels; ++c, g += positions) gb[c] += static_cast<float>(fast::sum(g, positions));
 }
 
 TROUPE_VECTOR_CLONES void relu_forward(tensor_view out, const_tensor_view in) {
