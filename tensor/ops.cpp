@@ -78,7 +78,7 @@ TROUPE_VECTOR_CLONES void bias_grad_accumulate(tensor_view grad_bias, const_tens
     return;
   }
   // Each plane sums in fast::sum's fixed lanes, which vectorise where one running sum
-  // cannot (5% of the CNN's step before).
+  // cannot; the images and channels add in order, so the result depends on nothing else.
   for (std::int64_t i = 0; i < batch; ++i)
     for (std::int64_t c = 0; c < channels; ++c, g += positions) gb[c] += static_cast<float>(fast::sum(g, positions));
 }

@@ -47,6 +47,15 @@ BOOST_AUTO_TEST_CASE(bias_grad_accumulates_dense_and_channel_forms) {
   tensor gc({2});
   bias_grad_accumulate(gc, make({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8}));
   check_equal(gc, {1 + 2 + 5 + 6, 3 + 4 + 7 + 8});
+  // Planes longer than the sums' lanes, of a length no multiple of them (the cnn's 14 x 14).
+  tensor y = test::random_tensor({3, 4, 196}, 7), gl({4});
+  bias_grad_accumulate(gl, y);
+  for (std::int64_t c = 0; c < 4; ++c) {
+    double want = 0;
+    for (std::int64_t i = 0; i < 3; ++i)
+      for (std::int64_t p = 0; p < 196; ++p) want += y.data<float>()[(i * 4 + c) * 196 + p];
+    BOOST_TEST(gl.data<float>()[c] == want, boost::test_tools::tolerance(1e-5));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(relu_forward_and_backward) {
