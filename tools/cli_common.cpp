@@ -62,13 +62,8 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_option("--adam-betas", o.adam_betas,
                  "adam and adamw: the decays of the gradient's running mean and of its square, as B1,B2 (PyTorch's "
-                 "betas); a B2 of 0.99 settles faster on small batches")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            auto b = parse_adam_betas(s);
-            return b ? std::string() : b.error().message;
-          },
-          "B1,B2"))
+                 "betas)")
+      ->check(parsed_by(parse_adam_betas, "B1,B2"))
       ->capture_default_str();
   app.add_option("--lr-schedule", o.schedule, "Learning-rate schedule after warm-up")
       ->check(CLI::IsMember({"constant", "cosine", "linear"}))
@@ -78,12 +73,7 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_option("--seed", o.train.seed, "Seed for initialisation and shuffling")->capture_default_str();
   app.add_option("--device", o.device, "Where workers compute: cpu, cuda or cuda:N")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            auto d = parse_device(s);
-            return d ? std::string() : d.error().message;
-          },
-          "DEVICE"))
+      ->check(parsed_by(parse_device, "DEVICE"))
       ->capture_default_str();
   app.add_flag("--tf32", o.tf32, "On CUDA: TF32 tensor-core math for GEMMs and convolutions (faster, ~1e-3 relative)");
   app.add_option("--precision", o.precision,
@@ -157,12 +147,7 @@ void add_data_options(CLI::App& app, data_options& opts) {
   app.add_option("--dataset", opts.dataset,
                  "Training data: fashion-mnist, synthetic, fortunes (Debian's fortune texts) or text:FILE (any UTF-8 "
                  "text), the texts for character-level models such as gpt")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            auto k = parse_dataset_kind(s);
-            return k ? std::string() : k.error().message;
-          },
-          "DATASET"))
+      ->check(parsed_by(parse_dataset_kind, "DATASET"))
       ->capture_default_str();
   app.add_option("--context", opts.context, "Text datasets: characters a sample holds (the model's context)")
       ->check(CLI::Range(1, 1 << 16))
@@ -175,12 +160,7 @@ void add_data_options(CLI::App& app, data_options& opts) {
                  "Training samples: none; for images any of crop (shifts by up to 2 pixels, crop=N by up to N), flip "
                  "(mirrors half the images), separated by commas, drawn from the seed, epoch and sample; for a text "
                  "shift (each epoch starts the windows at a new offset, drawn from the seed and epoch)")
-      ->check(CLI::Validator(
-          [](std::string& s) -> std::string {
-            auto a = parse_augmentation(s);
-            return a ? std::string() : a.error().message;
-          },
-          "AUGMENT"))
+      ->check(parsed_by(parse_augmentation, "AUGMENT"))
       ->capture_default_str();
   app.add_option("--data", opts.dir, "Directory with the Fashion-MNIST IDX files")->capture_default_str();
   app.add_option("--train-samples", opts.train_samples, "Use only the first N training samples (0 = all)")

@@ -36,6 +36,18 @@ struct command {
 // Validator for --model: accepts what parse_model_spec accepts.
 CLI::Validator model_validator();
 
+// A validator named `name` that accepts the texts `parse` accepts (an expected-returning
+// parser of a std::string_view) and refuses the rest with the parser's message.
+template <class Parse>
+CLI::Validator parsed_by(Parse parse, std::string name) {
+  return CLI::Validator(
+      [parse](std::string& s) -> std::string {
+        auto r = parse(s);
+        return r ? std::string() : r.error().message;
+      },
+      std::move(name));
+}
+
 // The model and optimisation options every training command takes. optimizer, schedule
 // and adam_betas hold the flag text until resolve_train_options() turns them into values.
 struct train_options {
