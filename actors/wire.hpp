@@ -50,7 +50,7 @@ typename Inspector::result_type inspect(Inspector& f, lr_schedule& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, local_train_config& x) {
   return f(caf::meta::type_name("train_config"), x.model, x.epochs, x.batch_size, x.lr, x.optimizer, x.schedule,
-           x.warmup_epochs, x.seed, x.augment);
+           x.warmup_epochs, x.seed, x.augment, x.init);
 }
 
 template <class Inspector>

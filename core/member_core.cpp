@@ -179,7 +179,7 @@ std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) 
     if (c.tf32 && c.where.kind != device_kind::cpu) backend_->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
     rep_ = std::make_unique<stage_replica>(*net_, first_stage(), last_stage(), max_rows, slots, exec_);
     if (local_opt_) {
-      net_->init_params(rep_->params(), place_.job.train.seed);
+      net_->init_params(rep_->params(), place_.job.train.seed, place_.job.train.init);
       rep_->commit_params();
     }
     if (data_) {

@@ -467,7 +467,7 @@ expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
   if (!m) return m.error();
   set_frame_bound(max_frame_bytes(w.job, *m));
   tensor full({m->num_params()});
-  m->init_params(full, w.job.train.seed);
+  m->init_params(full, w.job.train.seed, w.job.train.init);
   std::int64_t numel = 0;
   for (const auto& r : w.ranges) numel += r.length;
   tensor mine({numel});

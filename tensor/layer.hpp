@@ -15,8 +15,10 @@
 
 namespace troupe {
 
-// embedding_normal is N(0, 0.02), GPT-2's initialisation of its embedding tables.
-enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform, ones, embedding_normal };
+// embedding_normal is N(0, 0.02), GPT-2's initialisation of its embedding tables. bias is
+// a weight layer's bias (linear, convolution, attention): zeros, or drawn as its weight is
+// under init_scheme::pytorch (tensor/model.hpp); a normalisation's bias is zeros.
+enum class init_kind : std::uint8_t { zeros, he_normal, xavier_uniform, ones, embedding_normal, bias };
 
 // One parameter tensor a layer needs; the model turns it into a named block.
 struct param_decl {

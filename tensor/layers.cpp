@@ -33,7 +33,7 @@ class linear_layer final : public layer {
            (positions_ > 1 ? ", at each of " + std::to_string(positions_) + " positions)" : ")");
   }
   std::vector<param_decl> params() const override {
-    return {{"weight", {out_, in_}, init_, in_, out_}, {"bias", {out_}, init_kind::zeros, in_, out_}};
+    return {{"weight", {out_, in_}, init_, in_, out_}, {"bias", {out_}, init_kind::bias, in_, out_}};
   }
   double forward_flops_per_sample() const override { return 2.0 * in_ * out_ * positions_; }
 
@@ -78,7 +78,7 @@ class conv2d_layer final : public layer {
   std::vector<param_decl> params() const override {
     const std::int64_t fan_in = g_.col_rows(), fan_out = g_.out_channels * g_.kernel_h * g_.kernel_w;
     return {{"weight", {g_.out_channels, g_.in_channels, g_.kernel_h, g_.kernel_w}, init_, fan_in, fan_out},
-            {"bias", {g_.out_channels}, init_kind::zeros, fan_in, fan_out}};
+            {"bias", {g_.out_channels}, init_kind::bias, fan_in, fan_out}};
   }
   std::int64_t workspace_floats(std::int64_t) const override { return conv2d_workspace_floats(g_); }
   double forward_flops_per_sample() const override {

@@ -172,14 +172,32 @@ std::string model::describe() const {
   return out;
 }
 
-void model::init_params(tensor_view params, std::uint64_t seed) const {
+expected<init_scheme> parse_init_scheme(std::string_view name) {
+  if (name == "he") return init_scheme::he;
+  if (name == "pytorch") return init_scheme::pytorch;
+  return failure{"unknown initialisation '" + std::string(name) + "'; use he or pytorch"};
+}
+
+std::string_view name_of(init_scheme s) { return s == init_scheme::pytorch ? "pytorch" : "he"; }
+
+void model::init_params(tensor_view params, std::uint64_t seed, init_scheme scheme) const {
   TROUPE_CHECK(params.numel() == num_params_ && params.type() == dtype::f32, "init_params: buffer size");
   float* base = params.data<float>();
   for (const auto& b : blocks_) {
     rng r(derive_seed(seed, {static_cast<std::uint64_t>(b.index)}));
     float* p = base + b.offset;
+    const auto uniform = [&](float a) {
+      for (std::int64_t i = 0; i < b.numel; ++i) p[i] = r.uniform(-a, a);
+    };
+    const bool weight_layer = b.init == init_kind::he_normal || b.init == init_kind::xavier_uniform ||
+                              b.init == init_kind::bias;
+    if (scheme == init_scheme::pytorch && weight_layer) {
+      uniform(1.0f / std::sqrt(static_cast<float>(b.fan_in)));
+      continue;
+    }
     switch (b.init) {
-      case init_kind::zeros: std::fill(p, p + b.numel, 0.f); break;
+      case init_kind::zeros:
+      case init_kind::bias: std::fill(p, p + b.numel, 0.f); break;
       case init_kind::ones: std::fill(p, p + b.numel, 1.f); break;
       case init_kind::he_normal: {
         const float std = std::sqrt(2.0f / static_cast<float>(b.fan_in));
@@ -189,11 +207,7 @@ void model::init_params(tensor_view params, std::uint64_t seed) const {
       case init_kind::embedding_normal:
         for (std::int64_t i = 0; i < b.numel; ++i) p[i] = 0.02f * r.normal();
         break;
-      case init_kind::xavier_uniform: {
-        const float a = std::sqrt(6.0f / static_cast<float>(b.fan_in + b.fan_out));
-        for (std::int64_t i = 0; i < b.numel; ++i) p[i] = r.uniform(-a, a);
-        break;
-      }
+      case init_kind::xavier_uniform: uniform(std::sqrt(6.0f / static_cast<float>(b.fan_in + b.fan_out))); break;
     }
   }
 }

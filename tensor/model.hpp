@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/expected.hpp"
@@ -14,6 +15,21 @@
 #include "tensor/model_spec.hpp"
 
 namespace troupe {
+
+// Note [Initialisation schemes]
+// How a model's weight layers (linear, convolution, attention) start, from --init:
+// - he: a weight followed by ReLU or GELU is N(0, 2 / fan_in) (He et al.), the others
+//   Xavier uniform, every bias zero. The default: it keeps a deep ReLU network's
+//   activations at one scale.
+// - pytorch: PyTorch's defaults for nn.Linear and nn.Conv2d, weights and biases uniform
+//   in +-1/sqrt(fan_in) (kaiming_uniform_ with a = sqrt(5)), a standard deviation 2.45
+//   times smaller than He's. For comparing with a PyTorch model, or a high learning rate
+//   whose first steps He's scale makes unstable.
+// Embeddings (N(0, 0.02)) and normalisation layers (weight one, bias zero) start the same
+// under both.
+enum class init_scheme : std::uint8_t { he, pytorch };
+expected<init_scheme> parse_init_scheme(std::string_view name);
+std::string_view name_of(init_scheme s);
 
 struct param_block {
   std::string name;         // "fc1.weight", "conv2.bias"; unique within the full model
@@ -69,9 +85,10 @@ class model {
   // Note [Population statistics]: the floats of statistics its evaluations use (0: none).
   std::int64_t stats_floats() const { return stats_floats_; }
 
-  // Fills params (num_params) deterministically from seed: each block draws from its own
-  // stream keyed by its global index, so a stage initialises exactly as the full model does.
-  void init_params(tensor_view params, std::uint64_t seed) const;
+  // Fills params (num_params) deterministically from seed by `scheme` (Note
+  // [Initialisation schemes]): each block draws from its own stream keyed by its global
+  // index, so a stage initialises exactly as the full model does.
+  void init_params(tensor_view params, std::uint64_t seed, init_scheme scheme = init_scheme::he) const;
 
   // Buffers in `c`'s memory (zero-filled).
   model_activations make_activations(std::int64_t capacity, const compute& c = host_compute()) const;

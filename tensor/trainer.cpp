@@ -38,9 +38,9 @@ double replica::compute_gradients(const_tensor_view x, const_tensor_view y, std:
 }
 
 local_stepper::local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
-                             const compute& c)
+                             const compute& c, init_scheme init)
     : replica_(std::move(m), max_batch, c), opt_(opt, replica_.net().num_params(), c) {
-  replica_.net().init_params(replica_.params(), seed);
+  replica_.net().init_params(replica_.params(), seed, init);
   replica_.commit_params();
 }
 
@@ -81,7 +81,7 @@ expected<train_result> train_local(const local_train_config& cfg, const dataset_
   const float background = -data.pixel_mean / data.pixel_std;  // a blank pixel, normalised
 
   const lr_schedule schedule = make_schedule(cfg, n);
-  local_stepper stepper(m, cfg.optimizer, batch, cfg.seed, c);
+  local_stepper stepper(m, cfg.optimizer, batch, cfg.seed, c, cfg.init);
   if (!cfg.initial_params.empty()) {
     if (cfg.initial_params.type() != dtype::f32 || cfg.initial_params.numel() != m.num_params())
       return failure{"the initial parameters number " + std::to_string(cfg.initial_params.numel()) + " where model " +

@@ -33,6 +33,7 @@ struct local_train_config {
   float warmup_epochs = 0.5f;
   std::uint64_t seed = 1;
   std::string augment = "none";  // of the training images (tensor/augment.hpp), as name_of writes it
+  init_scheme init = init_scheme::he;  // of the parameters drawn from the seed (Note [Initialisation schemes])
   tensor initial_params;  // host f32 in the model's layout (train-local --init-from); empty: from the seed
 };
 
@@ -103,9 +104,10 @@ class replica {
 // A replica plus optimizer state: the training step of train_local, also used by benchmarks.
 class local_stepper {
  public:
-  // The optimizer runs where the model does (its state in that memory).
+  // The parameters start from seed by `init`; the optimizer runs where the model does (its
+  // state in that memory).
   local_stepper(model m, const optimizer_config& opt, std::int64_t max_batch, std::uint64_t seed,
-                const compute& c = host_compute());
+                const compute& c = host_compute(), init_scheme init = init_scheme::he);
   // compute_gradients, then one optimizer update with learning rate lr. Returns the loss.
   double step(const_tensor_view x, const_tensor_view y, float lr, std::uint64_t seed = 0);
   // Replaces the parameters with `host` (num_params f32 in host memory).

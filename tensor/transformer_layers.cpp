@@ -47,9 +47,9 @@ class attention_layer final : public layer {
   std::vector<param_decl> params() const override {
     const std::int64_t c = g_.dim();
     return {{"qkv.weight", {3 * c, c}, init_kind::xavier_uniform, c, 3 * c},
-            {"qkv.bias", {3 * c}, init_kind::zeros, c, 3 * c},
+            {"qkv.bias", {3 * c}, init_kind::bias, c, 3 * c},
             {"proj.weight", {c, c}, init_kind::xavier_uniform, c, c},
-            {"proj.bias", {c}, init_kind::zeros, c, c}};
+            {"proj.bias", {c}, init_kind::bias, c, c}};
   }
   // Forward keeps qkv (3C a position), the heads' output (C) and the attention weights
   // (T a position a head) for backward, whose scratch holds their gradients.

@@ -72,6 +72,12 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1000.0))
       ->capture_default_str();
   app.add_option("--seed", o.train.seed, "Seed for initialisation and shuffling")->capture_default_str();
+  app.add_option("--init", o.init,
+                 "How linear, convolution and attention layers start: he (He's normal before ReLU and GELU, Xavier "
+                 "before the rest, zero biases) or pytorch (PyTorch's defaults: weights and biases uniform in "
+                 "+-1/sqrt(fan_in), for comparing with a PyTorch model or steadier first steps at a high --lr)")
+      ->check(parsed_by(parse_init_scheme, "he|pytorch"))
+      ->capture_default_str();
   app.add_option("--device", o.device, "Where workers compute: cpu, cuda or cuda:N")
       ->check(parsed_by(parse_device, "DEVICE"))
       ->capture_default_str();
@@ -126,6 +132,7 @@ local_train_config resolve_train_options(const train_options& o) {
   const adam_betas betas = *parse_adam_betas(o.adam_betas);  // checked by its validator
   cfg.optimizer.beta1 = betas.beta1;
   cfg.optimizer.beta2 = betas.beta2;
+  cfg.init = *parse_init_scheme(o.init);  // checked by its validator
   cfg.schedule = *parse_lr_schedule_kind(o.schedule);
   return cfg;
 }
@@ -140,6 +147,7 @@ std::string describe(const local_train_config& c) {
     s << ", betas " << c.optimizer.beta1 << "," << c.optimizer.beta2;
   s << ", weight decay " << c.optimizer.weight_decay;
   if (c.augment != "none") s << ", augment " << c.augment;
+  if (c.init != init_scheme::he) s << ", init " << name_of(c.init);
   return s.str();
 }
 

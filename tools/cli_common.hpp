@@ -48,13 +48,14 @@ CLI::Validator parsed_by(Parse parse, std::string name) {
       std::move(name));
 }
 
-// The model and optimisation options every training command takes. optimizer, schedule
-// and adam_betas hold the flag text until resolve_train_options() turns them into values.
+// The model and optimisation options every training command takes. optimizer, schedule,
+// adam_betas and init hold the flag text until resolve_train_options() turns them into values.
 struct train_options {
   local_train_config train;
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::string adam_betas = "0.9,0.999";
+  std::string init = "he";  // --init (Note [Initialisation schemes] in tensor/model.hpp)
   std::string batch_size = "auto";  // --batch-size: N per worker, or auto (Note [The job's batch])
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
   bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA

@@ -1,9 +1,10 @@
 // Tests for tensor/model.cpp: building from specs, the parameter block layout,
-// deterministic initialisation, an end-to-end gradient check, and cutting into stages
+// deterministic initialisation under both schemes, an end-to-end gradient check, and cutting into stages
 // that compute bitwise what the whole model computes.
 #define BOOST_TEST_MODULE model
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -113,6 +114,45 @@ BOOST_AUTO_TEST_CASE(initialisation_is_deterministic_and_scaled) {
   BOOST_TEST(std::sqrt(sq / w.numel) == std::sqrt(2.0 / 784), boost::test_tools::tolerance(0.02));
   const param_block& bias = m.blocks()[1];
   for (std::int64_t i = 0; i < bias.numel; ++i) BOOST_TEST(a.data<float>()[bias.offset + i] == 0.f);
+}
+
+// PyTorch's defaults: every weight and bias of a linear or convolution layer uniform in
+// +-1/sqrt(fan_in) (standard deviation bound/sqrt(3)); normalisation layers start at one
+// and zero as under He's scheme.
+BOOST_AUTO_TEST_CASE(pytorch_initialisation_draws_weight_layers_within_one_over_root_fan_in) {
+  model m = build("layers:conv2d 16 k=3 pad=1; batchnorm; relu; flatten; linear 64; layernorm; gelu; linear classes",
+                  {2, 8, 8}, 10);
+  tensor he({m.num_params()}), torch({m.num_params()});
+  m.init_params(he, 5);
+  m.init_params(torch, 5, init_scheme::pytorch);
+  int weight_layer_blocks = 0;
+  for (const param_block& b : m.blocks()) {
+    const float* t = torch.data<float>() + b.offset;
+    const float* h = he.data<float>() + b.offset;
+    BOOST_TEST_CONTEXT(b.name) {
+      if (b.init == init_kind::ones || b.init == init_kind::zeros) {
+        BOOST_TEST(std::memcmp(t, h, b.numel * 4) == 0);
+        continue;
+      }
+      ++weight_layer_blocks;
+      const double bound = 1.0 / std::sqrt(static_cast<double>(b.fan_in));
+      double sq = 0, largest = 0;
+      for (std::int64_t i = 0; i < b.numel; ++i) {
+        sq += double(t[i]) * t[i];
+        largest = std::max(largest, std::abs(double(t[i])));
+      }
+      BOOST_TEST(largest <= bound);
+      BOOST_TEST(largest > 0.5 * bound);  // drawn, not left at zero
+      if (b.numel >= 1000)
+        BOOST_TEST(std::sqrt(sq / b.numel) == bound / std::sqrt(3.0), boost::test_tools::tolerance(0.03));
+    }
+  }
+  BOOST_TEST(weight_layer_blocks == 6);  // conv, fc1 and fc2: a weight and a bias each
+  auto bad = parse_init_scheme("xavier");
+  BOOST_REQUIRE(!bad.has_value());
+  BOOST_TEST(bad.error().message.find("'xavier'") != std::string::npos);
+  BOOST_TEST(bad.error().message.find("he or pytorch") != std::string::npos);
+  BOOST_TEST((*parse_init_scheme(name_of(init_scheme::pytorch)) == init_scheme::pytorch));
 }
 
 BOOST_AUTO_TEST_CASE(whole_model_gradient_matches_finite_differences) {

@@ -66,6 +66,7 @@ BOOST_AUTO_TEST_CASE(bad_values_name_the_flag_and_the_allowed_values) {
   expect_usage_error({"train-local", "--epochs", "abc"}, {"--epochs"});
   expect_usage_error({"train-local", "--optimizer", "rmsprop"}, {"--optimizer", "sgd", "adam", "adamw"});
   expect_usage_error({"train-local", "--adam-betas", "0.9"}, {"--adam-betas", "'0.9'", "B1,B2", "0.9,0.999"});
+  expect_usage_error({"train-local", "--init", "xavier"}, {"--init", "'xavier'", "he or pytorch"});
   expect_usage_error({"train-local", "--model", "vgg"}, {"--model", "mlp:IN-H1-...-OUT"});
   expect_usage_error({"train-local", "--lr", "-1"}, {"--lr"});
   expect_usage_error({"train-local", "--batch-size", "0"}, {"--batch-size", "auto", "1 to 1048576"});
@@ -280,6 +281,10 @@ BOOST_AUTO_TEST_CASE(precision_bf16_trains_on_the_cpu_and_its_misuses_are_named)
   BOOST_TEST_INFO("stderr: " << user.err);
   BOOST_TEST(user.exit_code == 2);
   BOOST_TEST(user.err.find("Drop --precision") != std::string::npos);
+  auto init = run_troupe({"launch", "--local", "--init", "pytorch", "--", "/bin/true"});
+  BOOST_TEST_INFO("stderr: " << init.err);
+  BOOST_TEST(init.exit_code == 2);
+  BOOST_TEST(init.err.find("Drop --init") != std::string::npos);
 }
 
 // tls init writes a CA, the job's secret and certificates, private to the user; tls secret

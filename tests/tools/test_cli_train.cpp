@@ -4,7 +4,8 @@
 // accuracy; a failing job exits 1 with the reason; a paused process resumes instead of
 // failing as stalled; --show-model lists the layers --cuts takes; BatchNorm, Dropout and
 // --augment train reproducibly across workers; a text's shifted windows reach every
-// pipeline stage; --adam-betas reaches the shard servers. Every run has a deadline.
+// pipeline stage; --adam-betas reaches the shard servers, and --init the servers and the
+// replicas. Every run has a deadline.
 #define BOOST_TEST_MODULE cli_train
 #include <boost/test/unit_test.hpp>
 #include <csignal>
@@ -221,6 +222,28 @@ BOOST_AUTO_TEST_CASE(adam_betas_reach_the_shard_servers) {
   BOOST_TEST(hash(plain) == hash(spelt));
   BOOST_TEST(hash(plain) != hash(other));
   BOOST_TEST(other.err.find("betas 0.5,0.9") != std::string::npos);
+}
+
+// --init travels with the job to whoever draws the parameters: the shard servers in sync
+// mode, every replica in allreduce mode. The default written out ends where leaving the flag
+// out does; pytorch ends elsewhere and says so on the first line.
+BOOST_AUTO_TEST_CASE(init_reaches_the_shard_servers_and_the_replicas) {
+  for (const std::string mode : {"sync", "allreduce"}) {
+    const auto job = with({"train", "--mode", mode, "--workers", "2", "--metrics", "off"}, quick);
+    auto plain = run_troupe(job);
+    auto spelt = run_troupe(with(job, {"--init", "he"}));
+    auto torch = run_troupe(with(job, {"--init", "pytorch"}));
+    BOOST_TEST_CONTEXT(mode << ": " << plain.err << spelt.err << torch.err) {
+      BOOST_REQUIRE((plain.exit_code == 0 && spelt.exit_code == 0 && torch.exit_code == 0));
+      const auto hash = [](const process_result& r) {
+        return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>();
+      };
+      BOOST_TEST(hash(plain) == hash(spelt));
+      BOOST_TEST(hash(plain) != hash(torch));
+      BOOST_TEST(torch.err.find("init pytorch") != std::string::npos);
+      BOOST_TEST(plain.err.find(", init ") == std::string::npos);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(simulated_train_reports_no_accuracy) {
