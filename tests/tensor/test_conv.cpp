@@ -41,6 +41,7 @@ std::vector<double> direct_conv(const tensor& x, const tensor& wt, const tensor&
 const std::vector<conv_case> cases = {
     {2, 1, 5, 5, 3, 3, 1, 1}, {1, 2, 7, 6, 4, 3, 2, 1}, {3, 3, 8, 8, 2, 5, 1, 2},
     {1, 1, 4, 4, 1, 1, 1, 0}, {2, 2, 9, 7, 3, 3, 3, 0}, {1, 4, 6, 6, 5, 2, 2, 0},
+    {2, 1, 11, 9, 3, 3, 1, 1},  // thin (Note [Thin convolutions]): 99 positions, a full block and a tail
 };
 
 conv_geometry geometry(const conv_case& c) { return {c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad}; }
