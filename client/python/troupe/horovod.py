@@ -13,21 +13,43 @@ without launch: one worker, shards in this process). Each call is the store's
 (troupe.kv: allreduce, broadcast, allgather on Troupe's shards, Note [Collectives on the
 shards]); failures raise troupe.Error, a lost worker's as code 'member_lost'. Horovod's
 local ranks, process sets and Adasum are not offered.
+
+The *_async calls (allreduce_async, allreduce_async_, broadcast_async, broadcast_async_,
+allgather_async) return a handle at once and run on a background thread, one call at a
+time in the order they were made (troupe._ordered_calls); poll(handle) and
+synchronize(handle) are Horovod's. As in Horovod, do not change a tensor until its call
+is synchronized. Every call goes through that thread, so blocking and async calls keep
+one order.
+
+DistributedOptimizer starts each group's allreduce from backward, as soon as the group's
+last gradient is there, so the calls overlap the rest of backward. The groups are fixed
+when it is made, the same on every worker: the parameters in the reverse of their
+registration order (about the order backward produces gradients), cut into fusion
+buffers of at most fusion_bytes, or into num_groups groups (Horovod's explicit
+grouping). Horovod also fuses by a cycle time, which needs its coordinator to agree each
+cycle on what every worker has ready; fixed groups agree without it. Every element is
+reduced in rank order whatever the grouping, so the result is bitwise the same for every
+fusion_bytes and num_groups.
 """
+from . import _troupe
 from . import kv as _kv
-from . import torch as _tt
+from ._ordered_calls import OrderedCalls as _OrderedCalls
 from .errors import Error
 
 Average, Sum, Max = _kv.Average, _kv.Sum, _kv.Max
 
 _store = None
+_calls = None  # the background thread every call goes through
 
 
 def init(store=None, timeout=300.0):
     """Joins the job `troupe launch` started (or, outside one, a one-worker local store);
     `store`: use this troupe.kv store instead."""
-    global _store
+    global _store, _calls
+    if _calls is not None:  # init() again: the calls queued so far run first
+        _calls.close()
     _store = store if store is not None else _kv.create("dist" if _launched() else "local", timeout=timeout)
+    _calls = _OrderedCalls()
 
 
 def _launched():
@@ -54,36 +76,94 @@ def size():
     return _kv_store().num_workers
 
 
+def _op(average, op):
+    if op is None:
+        op = Sum if average is False else Average
+    return op
+
+
+def _submit(function):
+    _kv_store()
+    return _calls.submit(function)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None):
+    """A handle whose synchronize() gives a new tensor: `tensor` reduced over the workers
+    (op: Average by default, Sum, Max; Horovod's older average=False means Sum)."""
+    store, op = _kv_store(), _op(average, op)
+    return _submit(lambda: store.allreduce(tensor, op=op, name=name))
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None):
+    """allreduce_async, in place: synchronize() gives `tensor`, reduced."""
+    store, op = _kv_store(), _op(average, op)
+    return _submit(lambda: store.allreduce(tensor, op=op, name=name, out=tensor))
+
+
+def broadcast_async(tensor, root_rank, name=None):
+    store = _kv_store()
+    return _submit(lambda: store.broadcast(tensor, root_rank, name=name))
+
+
+def broadcast_async_(tensor, root_rank, name=None):
+    store = _kv_store()
+    return _submit(lambda: store.broadcast_(tensor, root_rank, name=name))
+
+
+def allgather_async(tensor, name=None):
+    store = _kv_store()
+    return _submit(lambda: store.allgather(tensor, name=name))
+
+
+def poll(handle):
+    """Whether the call of `handle` is done (synchronize() will not wait)."""
+    _kv_store()
+    return _calls.poll(handle)
+
+
+def synchronize(handle):
+    """Waits for the call of `handle` and returns its result, or raises its troupe.Error."""
+    _kv_store()
+    return _calls.synchronize(handle)
+
+
+def _call(function):
+    _kv_store()
+    return _calls.call(function)
+
+
 def allreduce(tensor, average=None, name=None, op=None):
     """A new tensor: `tensor` reduced over the workers (op: Average by default, Sum, Max;
     Horovod's older average=False means Sum)."""
-    if op is None:
-        op = Sum if average is False else Average
-    return _kv_store().allreduce(tensor, op=op, name=name)
+    store, op = _kv_store(), _op(average, op)
+    return _call(lambda: store.allreduce(tensor, op=op, name=name))
 
 
 def allreduce_(tensor, average=None, name=None, op=None):
     """allreduce, in place; returns `tensor`."""
-    if op is None:
-        op = Sum if average is False else Average
-    return _kv_store().allreduce(tensor, op=op, name=name, out=tensor)
+    store, op = _kv_store(), _op(average, op)
+    return _call(lambda: store.allreduce(tensor, op=op, name=name, out=tensor))
 
 
 def broadcast(tensor, root_rank, name=None):
-    return _kv_store().broadcast(tensor, root_rank, name=name)
+    store = _kv_store()
+    return _call(lambda: store.broadcast(tensor, root_rank, name=name))
 
 
 def broadcast_(tensor, root_rank, name=None):
-    return _kv_store().broadcast_(tensor, root_rank, name=name)
+    store = _kv_store()
+    return _call(lambda: store.broadcast_(tensor, root_rank, name=name))
 
 
 def allgather(tensor, name=None):
-    return _kv_store().allgather(tensor, name=name)
+    store = _kv_store()
+    return _call(lambda: store.allgather(tensor, name=name))
 
 
 def broadcast_parameters(params, root_rank):
     """Every tensor of a state_dict or of (name, tensor) pairs takes rank root_rank's value."""
-    _kv_store().broadcast_parameters(params, root_rank)
+    store = _kv_store()
+    _call(lambda: store.broadcast_parameters(params, root_rank))
 
 
 def broadcast_optimizer_state(optimizer, root_rank):
@@ -96,28 +176,87 @@ def broadcast_optimizer_state(optimizer, root_rank):
         for key, value in sorted(entries.items()):
             if hasattr(value, "detach"):
                 tensors[f"state.{pid}.{key}"] = value
-    _kv_store().broadcast_parameters(tensors, root_rank)
+    broadcast_parameters(tensors, root_rank)
 
 
 class DistributedOptimizer:
-    """Wraps a torch optimizer: step() averages every gradient over the workers
-    (troupe.torch.allreduce_gradients, fused into buffers of at most fusion_bytes), then
-    steps the wrapped optimizer. Other attributes are the wrapped optimizer's."""
+    """Wraps a torch optimizer: backward starts the allreduce of each group of gradients
+    (averaged by default, op= as allreduce's) once the group is complete, and step() waits
+    for them, puts the reduced gradients in .grad and steps the wrapped optimizer. Other
+    attributes are the wrapped optimizer's. Every worker's backward must produce the same
+    gradients in the same order (Horovod's rule); a parameter that got no gradient counts
+    as zeros, so every worker makes the same calls."""
 
-    def __init__(self, optimizer, named_parameters=None, op=None, fusion_bytes=64 << 20):
+    def __init__(self, optimizer, named_parameters=None, op=None, fusion_bytes=64 << 20, num_groups=0):
         self._opt = optimizer
         self._op = op if op is not None else Average
-        self._fusion_bytes = fusion_bytes
         if named_parameters is not None:
-            self._params = list(named_parameters)
+            params = [p for _, p in named_parameters]
         else:
             params = [p for g in optimizer.param_groups for p in g["params"]]
-            self._params = [(f"param.{i}", p) for i, p in enumerate(params)]
+        params = [p for p in params if p.requires_grad]
+        for p in params:
+            if p.dtype != _torch().float32:
+                raise Error("bad_dtype", f"a {p.dtype} parameter; Troupe reduces float32")
+        order = list(reversed(params))
+        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0:
+            raise Error("bad_job", f"num_groups must be a whole number >= 0 (0: groups by fusion_bytes), "
+                                   f"not {num_groups!r}")
+        if num_groups:
+            n = min(num_groups, len(order))  # Horovod's split_list: as even as counts allow
+            cuts = [len(order) * i // n for i in range(n + 1)] if n else [0]
+            spans = list(zip(cuts, cuts[1:]))
+        else:
+            spans = _troupe.plan_fusion([p.numel() for p in order], fusion_bytes)
+        self._groups = [order[first:last] for first, last in spans]
+        group_of = {id(p): g for g, group in enumerate(self._groups) for p in group}
+        self._ready = [0] * len(self._groups)  # per group: gradients there since the last step
+        self._sent = []  # (group, handle) of the calls backward started, in their order
+        self._hooks = []
+        for p in params:
+            acc = p.expand_as(p).grad_fn.next_functions[0][0]  # the parameter's gradient accumulator
+            self._hooks.append((acc, acc.register_hook(self._make_hook(group_of[id(p)]))))
+
+    def _make_hook(self, g):
+        def hook(*_):
+            if self._ready[g] == len(self._groups[g]):
+                raise Error("duplicate", "a gradient arrived twice for one group before step(); call step() after "
+                                         "every backward")
+            self._ready[g] += 1
+            # The last group waits for step(), which runs it on this thread when the others
+            # are done (no handoff); the others start now, overlapping the rest of backward.
+            if self._ready[g] == len(self._groups[g]) and g != len(self._groups) - 1:
+                self._sent.append((g, allreduce_async_(self._fuse(g), op=self._op)))
+        return hook
+
+    def _fuse(self, g):
+        """Group g's gradients packed into a new fusion buffer (zeros for a missing one)."""
+        torch = _torch()
+        for p in self._groups[g]:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        return torch.cat([p.grad.reshape(-1) for p in self._groups[g]])
 
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step(closure) is not supported; call backward() first")
-        _tt.allreduce_gradients(self._params, _kv_store(), op=self._op, fusion_bytes=self._fusion_bytes)
+        # A step that raises (a timeout, a lost worker) leaves nothing behind.
+        calls, self._sent = self._sent, []
+        self._ready = [0] * len(self._groups)
+        sent = {g for g, _ in calls}
+        rest = [g for g in range(len(self._groups)) if g not in sent]  # in one order on every worker
+        for g in rest[:-1]:
+            calls.append((g, allreduce_async_(self._fuse(g), op=self._op)))
+        if rest:  # the last call on this thread: it waits its turn behind the others
+            flat, store, op = self._fuse(rest[-1]), _kv_store(), self._op
+            _call(lambda: store.allreduce(flat, op=op, out=flat))
+        reduced = [(g, synchronize(handle)) for g, handle in calls] + ([(rest[-1], flat)] if rest else [])
+        for g, flat in reduced:
+            at = 0
+            for p in self._groups[g]:
+                n = p.numel()
+                p.grad.copy_(flat[at:at + n].view_as(p.grad))
+                at += n
         return self._opt.step()
 
     def zero_grad(self, *args, **kwargs):
@@ -127,8 +266,18 @@ class DistributedOptimizer:
         return getattr(self._opt, name)
 
 
+def _torch():
+    import torch
+
+    return torch
+
+
 def shutdown():
-    global _store
+    """Runs the calls still queued, then leaves the job."""
+    global _store, _calls
+    if _calls is not None:
+        _calls.close()
+        _calls = None
     if _store is not None:
         _store.close()
         _store = None
