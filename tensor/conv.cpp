@@ -42,7 +42,10 @@ col_range valid_cols(std::int64_t offset, std::int64_t in_w, std::int64_t out_w,
 // takes from the image are one run of the plane, shifted by kw - pad. So they are copied
 // at once, and then the columns that fall outside the image on either side (at most pad
 // a row) are set to zero; row by row, a call per 7 to 28 floats costs more than the
-// copying. The values are the per-row loop's exactly.
+// copying. The values are the per-row loop's exactly. col2im runs the other way: the
+// outside columns of its scratch are zeroed, then each run is added at once (rows of 7
+// to 28 floats are shorter than a vector; the CNN's step went from 4,636 to 4,766
+// samples/s, medians of 3 interleaved runs).
 TROUPE_VECTOR_CLONES void im2col_same_width(float* cols, const float* image, const conv_geometry& g) {
   const std::int64_t oh_n = g.out_h(), ow_n = g.out_w();
   for (std::int64_t c = 0; c < g.in_channels; ++c) {
@@ -70,6 +73,34 @@ TROUPE_VECTOR_CLONES void im2col_same_width(float* cols, const float* image, con
           for (std::int64_t ow = 0; ow < r.lo; ++ow) dst[row + ow] = 0.f;
           for (std::int64_t ow = r.hi; ow < ow_n; ++ow) dst[row + ow] = 0.f;
         }
+      }
+  }
+}
+
+// The adjoint of im2col_same_width (Note [Same-width rows]): each (c, kh, kw)'s rows are
+// added to the plane as one run, after the columns outside the image are set to zero in
+// `cols`, so the run adds zero where it wraps onto a neighbouring row's edge. Every
+// element of the plane gets its terms in the per-row loop's order, so the sums are that
+// loop's bit for bit.
+TROUPE_VECTOR_CLONES void col2im_add_same_width(float* image, float* cols, const conv_geometry& g) {
+  const std::int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  for (std::int64_t c = 0; c < g.in_channels; ++c) {
+    float* plane = image + c * g.in_h * g.in_w;
+    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
+      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw, cols += oh_n * ow_n) {
+        const col_range r = valid_cols(kw - g.pad, g.in_w, ow_n, 1);
+        const std::int64_t lo = std::clamp(g.pad - kh, std::int64_t{0}, oh_n);
+        const std::int64_t hi = std::clamp(g.in_h + g.pad - kh, lo, oh_n);
+        if (hi == lo || r.lo >= r.hi) continue;
+        float* src = cols + lo * ow_n;
+        const std::int64_t n = (hi - lo) * ow_n;
+        for (std::int64_t row = 0; row < n; row += ow_n) {
+          for (std::int64_t ow = 0; ow < r.lo; ++ow) src[row + ow] = 0.f;
+          for (std::int64_t ow = r.hi; ow < ow_n; ++ow) src[row + ow] = 0.f;
+        }
+        float* dst = plane + (lo - g.pad + kh) * g.in_w + kw - g.pad;
+        const std::int64_t end = n - ow_n + r.hi;  // the last row's last column in the image
+        for (std::int64_t i = r.lo; i < end; ++i) dst[i] += src[i];
       }
   }
 }
@@ -103,8 +134,9 @@ TROUPE_VECTOR_CLONES void im2col(float* cols, const float* image, const conv_geo
   }
 }
 
-TROUPE_VECTOR_CLONES void col2im_add(float* image, const float* cols, const conv_geometry& g) {
+TROUPE_VECTOR_CLONES void col2im_add(float* image, float* cols, const conv_geometry& g) {
   const std::int64_t oh_n = g.out_h(), ow_n = g.out_w();
+  if (g.stride == 1 && ow_n == g.in_w) return col2im_add_same_width(image, cols, g);
   for (std::int64_t c = 0; c < g.in_channels; ++c) {
     float* plane = image + c * g.in_h * g.in_w;
     for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)

@@ -26,8 +26,9 @@ std::int64_t conv2d_workspace_floats(const conv_geometry& g);
 
 // cols (K, P) <- the receptive fields of one image (C_in, H, W); zero where padding.
 void im2col(float* cols, const float* image, const conv_geometry& g);
-// image (C_in, H, W) += the columns scattered back (the adjoint of im2col).
-void col2im_add(float* image, const float* cols, const conv_geometry& g);
+// image (C_in, H, W) += the columns scattered back (the adjoint of im2col). cols is
+// scratch: the entries that fall outside the image may be set to zero.
+void col2im_add(float* image, float* cols, const conv_geometry& g);
 
 // out (B, C_out, OH, OW) = conv(in (B, C_in, H, W), weight) + bias. bias may be empty.
 // p is the products' arithmetic (tensor/gemm.hpp), in both directions.

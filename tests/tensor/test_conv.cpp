@@ -97,6 +97,36 @@ BOOST_AUTO_TEST_CASE(im2col_matches_the_definition) {
   }
 }
 
+// col2im against its definition, adding each element's terms in the order (c, kh, kw, oh,
+// ow): both loops (the same-width one zeroes the outside columns of its scratch and adds
+// whole runs) must give these sums bit for bit, on an image that starts non-zero.
+BOOST_AUTO_TEST_CASE(col2im_matches_the_definition) {
+  std::vector<conv_case> all = cases;
+  all.push_back({1, 2, 6, 5, 1, 3, 1, 1});   // same width, taller than wide
+  all.push_back({1, 1, 3, 7, 1, 5, 1, 2});   // same width, kernel taller than the image
+  all.push_back({1, 2, 6, 6, 1, 3, 1, 0});   // stride 1, narrower output: the row loop
+  for (const conv_case& c : all) BOOST_TEST_CONTEXT(describe(c)) {
+  const conv_geometry g = geometry(c);
+  const tensor cols = test::random_tensor({g.col_rows(), g.col_cols()}, 14);
+  tensor want = test::random_tensor({c.cin, c.h, c.w}, 15), got(want.sizes()), scratch(cols.sizes());
+  copy(got, want);
+  copy(scratch, cols);
+  col2im_add(got.data<float>(), scratch.data<float>(), g);
+  for (std::int64_t ci = 0; ci < g.in_channels; ++ci)
+    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
+      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
+        for (std::int64_t oh = 0; oh < g.out_h(); ++oh)
+          for (std::int64_t ow = 0; ow < g.out_w(); ++ow) {
+            const std::int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
+            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
+            const std::int64_t row = (ci * g.kernel_h + kh) * g.kernel_w + kw;
+            want.data<float>()[(ci * g.in_h + ih) * g.in_w + iw] += cols.data<float>()[row * g.col_cols() +
+                                                                                        oh * g.out_w() + ow];
+          }
+  BOOST_TEST(test::same_bits(got, want));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(col2im_is_the_adjoint_of_im2col) {
   for (const conv_case& c : cases) BOOST_TEST_CONTEXT(describe(c)) {
   // <im2col(x), c> == <x, col2im(c)> for all x, c.
