@@ -1,7 +1,11 @@
 // Tests for tensor/pool.cpp: max pooling against a direct reference, argmax routing in
-// backward, and a finite-difference check away from ties.
+// backward (windows that tile the plane, overlap, or leave an edge uncovered, over a
+// gradient buffer that held other values), and a finite-difference check away from ties.
 #define BOOST_TEST_MODULE pool
 #include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <vector>
 
 #include "tensor/pool.hpp"
 #include "tests/support/numeric.hpp"
@@ -57,4 +61,26 @@ BOOST_AUTO_TEST_CASE(backward_matches_finite_differences) {
   tensor dx(x.sizes());
   maxpool2d_backward(dx, probe, am, g);
   test::check_gradient(x, dx, loss, 1e-3, 1e-3, 1e-3);
+}
+
+// Every input element's gradient is the sum of the output gradients whose window's
+// maximum it is, and zero elsewhere, whatever dx held before: windows that tile the
+// plane, overlapping ones, and ones that leave the last row and column out.
+BOOST_AUTO_TEST_CASE(backward_routes_each_gradient_to_its_window_maximum) {
+  for (const pool_geometry g : {pool_geometry{3, 8, 6, 2, 2}, pool_geometry{2, 7, 6, 3, 2}, pool_geometry{2, 7, 7, 2, 2}})
+    BOOST_TEST_CONTEXT(g.in_h << "x" << g.in_w << ", kernel " << g.kernel << ", stride " << g.stride) {
+      tensor x = test::random_tensor({2, g.channels, g.in_h, g.in_w}, 5);
+      tensor y({2, g.channels, g.out_h(), g.out_w()}), am({y.numel()}, dtype::i32);
+      maxpool2d_forward(y, am, x, g);
+      tensor dy = test::random_tensor(y.sizes(), 6), dx(x.sizes());
+      std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 13.f);
+      maxpool2d_backward(dx, dy, am, g);
+      std::vector<float> want(x.numel(), 0.f);
+      const std::int64_t plane_in = g.in_h * g.in_w, plane_out = g.out_h() * g.out_w();
+      for (std::int64_t j = 0; j < y.numel(); ++j)
+        want[j / plane_out * plane_in + am.data<std::int32_t>()[j]] += dy.data<float>()[j];
+      std::int64_t wrong = 0;
+      for (std::int64_t i = 0; i < x.numel(); ++i) wrong += dx.data<float>()[i] != want[i];
+      BOOST_TEST(wrong == 0);
+    }
 }
