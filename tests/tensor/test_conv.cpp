@@ -44,6 +44,15 @@ const std::vector<conv_case> cases = {
     {2, 1, 11, 9, 3, 3, 1, 1},  // thin (Note [Thin convolutions]): 99 positions, a full block and a tail
 };
 
+// `cases` and three more for im2col's and col2im's two loops (Note [Same-width rows]).
+std::vector<conv_case> cases_for_both_loops() {
+  std::vector<conv_case> all = cases;
+  all.push_back({1, 2, 6, 5, 1, 3, 1, 1});  // same width, taller than wide
+  all.push_back({1, 1, 3, 7, 1, 5, 1, 2});  // same width, kernel taller than the image
+  all.push_back({1, 2, 6, 6, 1, 3, 1, 0});  // stride 1, narrower output: the row loop
+  return all;
+}
+
 conv_geometry geometry(const conv_case& c) { return {c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad}; }
 
 std::string describe(const conv_case& c) {
@@ -72,11 +81,7 @@ BOOST_AUTO_TEST_CASE(forward_matches_direct_convolution) {
 // Every element of the columns, from both im2col loops (Note [Same-width rows]: the
 // cases of stride 1 whose output is as wide as the input take the other).
 BOOST_AUTO_TEST_CASE(im2col_matches_the_definition) {
-  std::vector<conv_case> all = cases;
-  all.push_back({1, 2, 6, 5, 1, 3, 1, 1});   // same width, taller than wide
-  all.push_back({1, 1, 3, 7, 1, 5, 1, 2});   // same width, kernel taller than the image
-  all.push_back({1, 2, 6, 6, 1, 3, 1, 0});   // stride 1, narrower output: the row loop
-  for (const conv_case& c : all) BOOST_TEST_CONTEXT(describe(c)) {
+  for (const conv_case& c : cases_for_both_loops()) BOOST_TEST_CONTEXT(describe(c)) {
   const conv_geometry g = geometry(c);
   tensor x = test::random_tensor({c.cin, c.h, c.w}, 13);
   std::vector<float> cols(g.col_rows() * g.col_cols(), -7.f);
@@ -101,11 +106,7 @@ BOOST_AUTO_TEST_CASE(im2col_matches_the_definition) {
 // ow): both loops (the same-width one zeroes the outside columns of its scratch and adds
 // whole runs) must give these sums bit for bit, on an image that starts non-zero.
 BOOST_AUTO_TEST_CASE(col2im_matches_the_definition) {
-  std::vector<conv_case> all = cases;
-  all.push_back({1, 2, 6, 5, 1, 3, 1, 1});   // same width, taller than wide
-  all.push_back({1, 1, 3, 7, 1, 5, 1, 2});   // same width, kernel taller than the image
-  all.push_back({1, 2, 6, 6, 1, 3, 1, 0});   // stride 1, narrower output: the row loop
-  for (const conv_case& c : all) BOOST_TEST_CONTEXT(describe(c)) {
+  for (const conv_case& c : cases_for_both_loops()) BOOST_TEST_CONTEXT(describe(c)) {
   const conv_geometry g = geometry(c);
   const tensor cols = test::random_tensor({g.col_rows(), g.col_cols()}, 14);
   tensor want = test::random_tensor({c.cin, c.h, c.w}, 15), got(want.sizes()), scratch(cols.sizes());

@@ -82,37 +82,55 @@ def _op(average, op):
     return op
 
 
+# The store calls, as functions for the background thread (troupe._ordered_calls): the
+# _async forms queue them (_submit), the blocking forms run them in their turn (_call).
+# Building one asks for the store first, so a call before init() raises bad_job.
 def _submit(function):
-    _kv_store()
     return _calls.submit(function)
+
+
+def _call(function):
+    return _calls.call(function)
+
+
+def _allreduce_call(tensor, average, name, op, in_place):
+    store, op = _kv_store(), _op(average, op)
+    return lambda: store.allreduce(tensor, op=op, name=name, out=tensor if in_place else None)
+
+
+def _broadcast_call(tensor, root_rank, name, in_place):
+    store = _kv_store()
+    if in_place:
+        return lambda: store.broadcast_(tensor, root_rank, name=name)
+    return lambda: store.broadcast(tensor, root_rank, name=name)
+
+
+def _allgather_call(tensor, name):
+    store = _kv_store()
+    return lambda: store.allgather(tensor, name=name)
 
 
 def allreduce_async(tensor, average=None, name=None, op=None):
     """A handle whose synchronize() gives a new tensor: `tensor` reduced over the workers
     (op: Average by default, Sum, Max; Horovod's older average=False means Sum)."""
-    store, op = _kv_store(), _op(average, op)
-    return _submit(lambda: store.allreduce(tensor, op=op, name=name))
+    return _submit(_allreduce_call(tensor, average, name, op, False))
 
 
 def allreduce_async_(tensor, average=None, name=None, op=None):
     """allreduce_async, in place: synchronize() gives `tensor`, reduced."""
-    store, op = _kv_store(), _op(average, op)
-    return _submit(lambda: store.allreduce(tensor, op=op, name=name, out=tensor))
+    return _submit(_allreduce_call(tensor, average, name, op, True))
 
 
 def broadcast_async(tensor, root_rank, name=None):
-    store = _kv_store()
-    return _submit(lambda: store.broadcast(tensor, root_rank, name=name))
+    return _submit(_broadcast_call(tensor, root_rank, name, False))
 
 
 def broadcast_async_(tensor, root_rank, name=None):
-    store = _kv_store()
-    return _submit(lambda: store.broadcast_(tensor, root_rank, name=name))
+    return _submit(_broadcast_call(tensor, root_rank, name, True))
 
 
 def allgather_async(tensor, name=None):
-    store = _kv_store()
-    return _submit(lambda: store.allgather(tensor, name=name))
+    return _submit(_allgather_call(tensor, name))
 
 
 def poll(handle):
@@ -127,37 +145,27 @@ def synchronize(handle):
     return _calls.synchronize(handle)
 
 
-def _call(function):
-    _kv_store()
-    return _calls.call(function)
-
-
 def allreduce(tensor, average=None, name=None, op=None):
     """A new tensor: `tensor` reduced over the workers (op: Average by default, Sum, Max;
     Horovod's older average=False means Sum)."""
-    store, op = _kv_store(), _op(average, op)
-    return _call(lambda: store.allreduce(tensor, op=op, name=name))
+    return _call(_allreduce_call(tensor, average, name, op, False))
 
 
 def allreduce_(tensor, average=None, name=None, op=None):
     """allreduce, in place; returns `tensor`."""
-    store, op = _kv_store(), _op(average, op)
-    return _call(lambda: store.allreduce(tensor, op=op, name=name, out=tensor))
+    return _call(_allreduce_call(tensor, average, name, op, True))
 
 
 def broadcast(tensor, root_rank, name=None):
-    store = _kv_store()
-    return _call(lambda: store.broadcast(tensor, root_rank, name=name))
+    return _call(_broadcast_call(tensor, root_rank, name, False))
 
 
 def broadcast_(tensor, root_rank, name=None):
-    store = _kv_store()
-    return _call(lambda: store.broadcast_(tensor, root_rank, name=name))
+    return _call(_broadcast_call(tensor, root_rank, name, True))
 
 
 def allgather(tensor, name=None):
-    store = _kv_store()
-    return _call(lambda: store.allgather(tensor, name=name))
+    return _call(_allgather_call(tensor, name))
 
 
 def broadcast_parameters(params, root_rank):
@@ -248,8 +256,8 @@ class DistributedOptimizer:
         for g in rest[:-1]:
             calls.append((g, allreduce_async_(self._fuse(g), op=self._op)))
         if rest:  # the last call on this thread: it waits its turn behind the others
-            flat, store, op = self._fuse(rest[-1]), _kv_store(), self._op
-            _call(lambda: store.allreduce(flat, op=op, out=flat))
+            flat = self._fuse(rest[-1])
+            _call(_allreduce_call(flat, None, None, self._op, True))
         reduced = [(g, synchronize(handle)) for g, handle in calls] + ([(rest[-1], flat)] if rest else [])
         for g, flat in reduced:
             at = 0
