@@ -42,6 +42,7 @@ const std::vector<conv_case> cases = {
     {2, 1, 5, 5, 3, 3, 1, 1}, {1, 2, 7, 6, 4, 3, 2, 1}, {3, 3, 8, 8, 2, 5, 1, 2},
     {1, 1, 4, 4, 1, 1, 1, 0}, {2, 2, 9, 7, 3, 3, 3, 0}, {1, 4, 6, 6, 5, 2, 2, 0},
     {2, 1, 11, 9, 3, 3, 1, 1},  // thin (Note [Thin convolutions]): 99 positions, a full block and a tail
+    {2, 1, 7, 5, 10, 3, 1, 1},  // thin, 10 filters: the tiles of 8 and of 1 forward, of 4 x 4, 4 x 1, 1 x 1 back
 };
 
 // `cases` and three more for im2col's and col2im's two loops (Note [Same-width rows]).
