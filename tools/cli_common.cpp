@@ -91,7 +91,11 @@ void add_train_options(CLI::App& app, train_options& o) {
 
 precision chosen_precision(const train_options& o) { return *precision_from_name(o.precision); }
 
-std::optional<std::string> precision_unfit(const train_options& o, bool user_program) {
+std::optional<std::string> train_options_unfit(const train_options& o, bool user_program) {
+  if (user_program && o.init != "he")
+    return "--init " + o.init +
+           " sets how Troupe's own models start; the program after -- initialises its model as it chooses. "
+           "Drop --init";
   if (chosen_precision(o) == precision::fp32) return std::nullopt;
   if (user_program)
     return "--precision " + o.precision +

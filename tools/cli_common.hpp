@@ -72,9 +72,9 @@ device chosen_device(const train_options& opts);
 std::optional<std::string> device_unusable(device d);
 // The products' arithmetic --precision names (the validator has checked the text).
 precision chosen_precision(const train_options& opts);
-// Why --precision cannot go with --device, or with a user's program as the workers
-// (launch -- COMMAND), or nothing.
-std::optional<std::string> precision_unfit(const train_options& opts, bool user_program = false);
+// Why --precision cannot go with --device, or --precision or --init with a user's program
+// as the workers (launch -- COMMAND), or nothing.
+std::optional<std::string> train_options_unfit(const train_options& opts, bool user_program = false);
 // "; products in bf16 (ENGINE)" for --precision bf16 (which engine this machine uses,
 // tensor/gemm_bf16.hpp); empty for fp32.
 std::string describe_precision(const train_options& opts);

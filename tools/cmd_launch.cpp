@@ -110,14 +110,8 @@ int run_launch(launch_cli& o) {
     print_error(*why);
     return exit_usage;
   }
-  if (auto why = precision_unfit(o.job.train, !o.command.empty())) {
+  if (auto why = train_options_unfit(o.job.train, !o.command.empty())) {
     print_error(*why);
-    return exit_usage;
-  }
-  if (!o.command.empty() && o.job.train.init != "he") {
-    print_error("--init " + o.job.train.init +
-                " sets how Troupe's own models start; the program after -- initialises its model as it chooses. "
-                "Drop --init");
     return exit_usage;
   }
   std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh

@@ -212,7 +212,7 @@ int run_node(node_cli& o) {
     case node_role::worker: {
       set_blas_threads(1);
       const device dev = chosen_device(o.job.train);
-      if (auto why = precision_unfit(o.job.train)) {
+      if (auto why = train_options_unfit(o.job.train)) {
         print_error(*why);
         code = exit_usage;
         break;

@@ -56,7 +56,7 @@ int run_train(const train_cli& t) {
   }
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
   const device dev = chosen_device(o.train);
-  if (auto why = precision_unfit(o.train)) {
+  if (auto why = train_options_unfit(o.train)) {
     print_error(*why);
     return exit_usage;
   }

@@ -35,7 +35,7 @@ int run_train_local(const train_local_options& o) {
       print_error(*why);
       return exit_failed;
     }
-  if (auto why = precision_unfit(o.train)) {
+  if (auto why = train_options_unfit(o.train)) {
     print_error(*why);
     return exit_usage;
   }

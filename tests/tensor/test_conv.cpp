@@ -54,6 +54,23 @@ std::vector<conv_case> cases_for_both_loops() {
   return all;
 }
 
+// f(col, pixel) for every element of one image's columns, in the order (c, kh, kw, oh,
+// ow): its index into the columns, and the index into the image (C, H, W) of the pixel
+// it holds, or -1 where it lies in the padding.
+template <class F>
+void for_each_column_element(const conv_geometry& g, F f) {
+  for (std::int64_t ci = 0; ci < g.in_channels; ++ci)
+    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
+      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
+        for (std::int64_t oh = 0; oh < g.out_h(); ++oh)
+          for (std::int64_t ow = 0; ow < g.out_w(); ++ow) {
+            const std::int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
+            const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
+            const std::int64_t row = (ci * g.kernel_h + kh) * g.kernel_w + kw;
+            f(row * g.col_cols() + oh * g.out_w() + ow, inside ? (ci * g.in_h + ih) * g.in_w + iw : std::int64_t{-1});
+          }
+}
+
 conv_geometry geometry(const conv_case& c) { return {c.cin, c.h, c.w, c.cout, c.k, c.k, c.stride, c.pad}; }
 
 std::string describe(const conv_case& c) {
@@ -88,17 +105,9 @@ BOOST_AUTO_TEST_CASE(im2col_matches_the_definition) {
   std::vector<float> cols(g.col_rows() * g.col_cols(), -7.f);
   im2col(cols.data(), x.data<float>(), g);
   std::int64_t wrong = 0;
-  for (std::int64_t ci = 0; ci < g.in_channels; ++ci)
-    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
-      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
-        for (std::int64_t oh = 0; oh < g.out_h(); ++oh)
-          for (std::int64_t ow = 0; ow < g.out_w(); ++ow) {
-            const std::int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
-            const bool inside = ih >= 0 && ih < g.in_h && iw >= 0 && iw < g.in_w;
-            const float want = inside ? x.data<float>()[(ci * g.in_h + ih) * g.in_w + iw] : 0.f;
-            const std::int64_t row = (ci * g.kernel_h + kh) * g.kernel_w + kw;
-            wrong += cols[row * g.col_cols() + oh * g.out_w() + ow] != want;
-          }
+  for_each_column_element(g, [&](std::int64_t col, std::int64_t pixel) {
+    wrong += cols[col] != (pixel < 0 ? 0.f : x.data<float>()[pixel]);
+  });
   BOOST_TEST(wrong == 0);
   }
 }
@@ -114,17 +123,9 @@ BOOST_AUTO_TEST_CASE(col2im_matches_the_definition) {
   copy(got, want);
   copy(scratch, cols);
   col2im_add(got.data<float>(), scratch.data<float>(), g);
-  for (std::int64_t ci = 0; ci < g.in_channels; ++ci)
-    for (std::int64_t kh = 0; kh < g.kernel_h; ++kh)
-      for (std::int64_t kw = 0; kw < g.kernel_w; ++kw)
-        for (std::int64_t oh = 0; oh < g.out_h(); ++oh)
-          for (std::int64_t ow = 0; ow < g.out_w(); ++ow) {
-            const std::int64_t ih = oh * g.stride - g.pad + kh, iw = ow * g.stride - g.pad + kw;
-            if (ih < 0 || ih >= g.in_h || iw < 0 || iw >= g.in_w) continue;
-            const std::int64_t row = (ci * g.kernel_h + kh) * g.kernel_w + kw;
-            want.data<float>()[(ci * g.in_h + ih) * g.in_w + iw] += cols.data<float>()[row * g.col_cols() +
-                                                                                        oh * g.out_w() + ow];
-          }
+  for_each_column_element(g, [&](std::int64_t col, std::int64_t pixel) {
+    if (pixel >= 0) want.data<float>()[pixel] += cols.data<float>()[col];
+  });
   BOOST_TEST(test::same_bits(got, want));
   }
 }

@@ -25,6 +25,9 @@ namespace {
 
 const std::vector<std::string> quick = {"--dataset", "synthetic", "--train-samples", "5000", "--epochs", "1"};
 
+// The fingerprint of the final parameters a training command's JSON line reports.
+std::string hash(const process_result& r) { return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>(); }
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(train_prints_the_job_json_line) {
@@ -216,9 +219,6 @@ BOOST_AUTO_TEST_CASE(adam_betas_reach_the_shard_servers) {
   auto other = run_troupe(with(adam, {"--adam-betas", "0.5,0.9"}));
   BOOST_TEST_INFO("stderr: " << plain.err << spelt.err << other.err);
   BOOST_REQUIRE((plain.exit_code == 0 && spelt.exit_code == 0 && other.exit_code == 0));
-  const auto hash = [](const process_result& r) {
-    return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>();
-  };
   BOOST_TEST(hash(plain) == hash(spelt));
   BOOST_TEST(hash(plain) != hash(other));
   BOOST_TEST(other.err.find("betas 0.5,0.9") != std::string::npos);
@@ -235,9 +235,6 @@ BOOST_AUTO_TEST_CASE(init_reaches_the_shard_servers_and_the_replicas) {
     auto torch = run_troupe(with(job, {"--init", "pytorch"}));
     BOOST_TEST_CONTEXT(mode << ": " << plain.err << spelt.err << torch.err) {
       BOOST_REQUIRE((plain.exit_code == 0 && spelt.exit_code == 0 && torch.exit_code == 0));
-      const auto hash = [](const process_result& r) {
-        return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>();
-      };
       BOOST_TEST(hash(plain) == hash(spelt));
       BOOST_TEST(hash(plain) != hash(torch));
       BOOST_TEST(torch.err.find("init pytorch") != std::string::npos);
