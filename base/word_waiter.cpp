@@ -1,0 +1,98 @@
+// word_waiter: futex_waitv over the watched words and a control word of its own.
+#include "base/word_waiter.hpp"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <vector>
+
+namespace troupe {
+
+namespace {
+
+std::uint32_t load(std::uint32_t* w) { return std::atomic_ref<std::uint32_t>(*w).load(std::memory_order_acquire); }
+
+long wait_any(struct futex_waitv* waiters, unsigned n, const timespec* deadline) {
+  return ::syscall(SYS_futex_waitv, waiters, n, 0, deadline, CLOCK_MONOTONIC);
+}
+
+void wake_all(std::uint32_t* w) { ::syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, nullptr, nullptr, 0); }
+
+}  // namespace
+
+bool word_waiter::supported() {
+  // An empty wait is refused with EINVAL where the call exists, ENOSYS where it does not.
+  return wait_any(nullptr, 0, nullptr) == -1 && errno != ENOSYS;
+}
+
+word_waiter::word_waiter(std::function<void()> on_change) : on_change_(std::move(on_change)) {
+  thread_ = std::thread([this] { run(); });
+}
+
+word_waiter::~word_waiter() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+  }
+  wake_all(&control_);
+  thread_.join();
+}
+
+bool word_waiter::watch(const void* key, std::uint32_t* word) {
+  {
+    std::lock_guard lock(mu_);
+    if (!words_.contains(key) && words_.size() >= max_words) return false;
+    // The value before any change the caller will make from now on: a change is reported.
+    words_[key] = {word, load(word)};
+    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+  }
+  wake_all(&control_);
+  return true;
+}
+
+void word_waiter::unwatch(const void* key) {
+  {
+    std::lock_guard lock(mu_);
+    words_.erase(key);
+    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+  }
+  // The thread reads words only under the lock, so it no longer reads this one. A wait it
+  // sleeps in may still name the address; the kernel reads it then, and an unmapped word
+  // only makes that wait fail (EFAULT), after which the thread looks again.
+  wake_all(&control_);
+}
+
+void word_waiter::run() {
+  std::vector<struct futex_waitv> waiters;
+  for (;;) {
+    bool changed = false;
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return;
+      waiters.clear();
+      waiters.push_back({load(&control_), reinterpret_cast<std::uintptr_t>(&control_), FUTEX_32, 0});
+      for (auto& [key, w] : words_) {
+        const std::uint32_t now = load(w.word);
+        if (now != w.seen) changed = true;
+        w.seen = now;
+        waiters.push_back({now, reinterpret_cast<std::uintptr_t>(w.word), FUTEX_32, 0});
+      }
+    }
+    if (changed) {
+      on_change_();
+      continue;
+    }
+    // A bounded sleep, so a lost wake-up (a writer that died between its count and its
+    // wake) costs at most this long.
+    timespec deadline{};
+    ::clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_sec += 1;
+    wait_any(waiters.data(), static_cast<unsigned>(waiters.size()), &deadline);
+  }
+}
+
+}  // namespace troupe

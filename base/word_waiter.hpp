@@ -1,0 +1,53 @@
+// word_waiter: one thread of its own that sleeps until any of a set of 32-bit words, which
+// may lie in memory shared with other processes, changes from the value it last saw, and
+// then calls `on_change` (the doorbells' waiter: Note [Doorbells] in core/doorbell.hpp).
+// Linux's futex_waitv waits on all of them at once; where the kernel lacks it (before
+// 5.16), supported() is false and nothing should be watched.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace troupe {
+
+class word_waiter {
+ public:
+  // The most words one waiter watches (futex_waitv's limit, less its own stop word).
+  static constexpr std::size_t max_words = 127;
+
+  // `on_change` runs on the waiter's thread, after one or more watched words changed; it
+  // must be quick (a message to an actor).
+  explicit word_waiter(std::function<void()> on_change);
+  ~word_waiter();  // stops the thread and waits for it
+  word_waiter(const word_waiter&) = delete;
+  word_waiter& operator=(const word_waiter&) = delete;
+
+  // Whether this kernel has futex_waitv.
+  static bool supported();
+
+  // Watches `word` (4-byte aligned, in memory that stays mapped until unwatch returns)
+  // under `key`; false when max_words are watched already. A change since the call is
+  // reported.
+  bool watch(const void* key, std::uint32_t* word);
+  // Stops watching `key`; once it returns the thread no longer reads the word.
+  void unwatch(const void* key);
+
+ private:
+  void run();
+  struct watched {
+    std::uint32_t* word;
+    std::uint32_t seen;
+  };
+  std::function<void()> on_change_;
+  std::mutex mu_;
+  std::map<const void*, watched> words_;
+  std::uint32_t control_ = 0;  // changed (and woken) to make the thread look again
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,138 @@
+// Tests for base/word_waiter.cpp: a change of a watched word, made by this process or by
+// another one through shared memory, calls on_change on the waiter's thread; an unwatched
+// word is no longer reported; a change made before watch returns is not lost; at most
+// max_words are watched; destruction stops the thread while it sleeps.
+#define BOOST_TEST_MODULE word_waiter
+#include <boost/test/unit_test.hpp>
+
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "base/word_waiter.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Counts on_change calls and lets a test wait for the next one, with a deadline.
+struct calls {
+  std::mutex mu;
+  std::condition_variable cv;
+  int n = 0;
+  std::thread::id on;
+  void hit() {
+    std::lock_guard lock(mu);
+    ++n;
+    on = std::this_thread::get_id();
+    cv.notify_all();
+  }
+  bool wait_beyond(int seen, std::chrono::milliseconds limit = 5s) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, limit, [&] { return n > seen; });
+  }
+  int count() {
+    std::lock_guard lock(mu);
+    return n;
+  }
+};
+
+void bump(std::uint32_t* w) {
+  std::atomic_ref<std::uint32_t>(*w).fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, w, FUTEX_WAKE, 1, nullptr, nullptr, 0);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_change_of_a_watched_word_is_reported_on_the_waiters_thread) {
+  BOOST_REQUIRE_MESSAGE(word_waiter::supported(), "this kernel lacks futex_waitv");
+  calls c;
+  alignas(64) std::uint32_t a = 0, b = 0;
+  word_waiter w([&] { c.hit(); });
+  BOOST_TEST(w.watch(&a, &a));
+  BOOST_TEST(w.watch(&b, &b));
+  bump(&b);
+  BOOST_TEST(c.wait_beyond(0));
+  BOOST_TEST((c.on != std::this_thread::get_id()));
+  const int after_b = c.count();
+  bump(&a);
+  BOOST_TEST(c.wait_beyond(after_b));
+}
+
+BOOST_AUTO_TEST_CASE(a_change_right_after_watch_is_not_lost) {
+  calls c;
+  alignas(64) std::uint32_t a = 7;
+  word_waiter w([&] { c.hit(); });
+  for (int round = 0; round < 50; ++round) {
+    const int before = c.count();
+    BOOST_REQUIRE(w.watch(&a, &a));
+    bump(&a);
+    BOOST_REQUIRE(c.wait_beyond(before));
+    w.unwatch(&a);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unwatched_word_is_not_reported) {
+  calls c;
+  alignas(64) std::uint32_t a = 0;
+  word_waiter w([&] { c.hit(); });
+  BOOST_TEST(w.watch(&a, &a));
+  w.unwatch(&a);
+  bump(&a);
+  // Nothing is watched, so no call can come; a wrong report would come within the wait.
+  BOOST_TEST(!c.wait_beyond(0, 300ms));
+}
+
+BOOST_AUTO_TEST_CASE(a_word_in_shared_memory_changed_by_another_process_is_reported) {
+  calls c;
+  auto* shared = static_cast<std::uint32_t*>(
+      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  BOOST_REQUIRE(shared != MAP_FAILED);
+  *shared = 0;
+  {
+    word_waiter w([&] { c.hit(); });
+    BOOST_TEST(w.watch(shared, shared));
+    const pid_t child = ::fork();
+    BOOST_REQUIRE(child >= 0);
+    if (child == 0) {
+      bump(shared);
+      ::_exit(0);
+    }
+    BOOST_TEST(c.wait_beyond(0));
+    int status = 0;
+    ::waitpid(child, &status, 0);
+    BOOST_TEST(WIFEXITED(status));
+    w.unwatch(shared);
+  }
+  ::munmap(shared, 4096);
+}
+
+BOOST_AUTO_TEST_CASE(at_most_max_words_are_watched) {
+  word_waiter w([] {});
+  std::vector<std::uint32_t> words(word_waiter::max_words + 1, 0);
+  for (std::size_t i = 0; i < word_waiter::max_words; ++i) BOOST_REQUIRE(w.watch(&words[i], &words[i]));
+  BOOST_TEST(!w.watch(&words.back(), &words.back()));
+  BOOST_TEST(w.watch(&words[0], &words[0]));  // watching a key again replaces it
+}
+
+BOOST_AUTO_TEST_CASE(destruction_stops_a_sleeping_waiter_at_once) {
+  alignas(64) std::uint32_t a = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    word_waiter w([] {});
+    w.watch(&a, &a);
+    std::this_thread::sleep_for(50ms);
+  }
+  // The waiter's own timed sleep is 1 s; destruction must not wait for it.
+  BOOST_TEST((std::chrono::steady_clock::now() - t0 < 900ms));
+}
