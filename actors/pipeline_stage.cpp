@@ -91,25 +91,25 @@ void pull(stage_pointer self, std::uint32_t s, pull_request r) {
   const bool lent = offer_reply_slot(self, s, r);
   if (!lent) r.lane_reply = lane_reply_ticket(self, s, r);
   const std::uint64_t ticket = r.lane_reply;
-  self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r))
-      .then(
-          [=](params_reply& p) {
-            if (!p.shared.empty()) {
-              if (auto taken = take_shared_reply(self, s, p); !taken) {
-                drive(self, [&](member_core& c) { return c.on_pull_failed(s, taken.error().message); });
-                return;
-              }
-            } else if (lent) {
-              settle_reply_slot(self, s, true, false);
-            }
-            if (!p.lane.empty() || ticket != 0) return on_lane_reply(self, s, ticket, std::move(p));
-            drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); });
-          },
-          [=](caf::error& e) {
-            if (lent) settle_reply_slot(self, s, false, timed_out(e));
-            if (ticket != 0 && timed_out(e)) abandon_lane_reply(self, s, ticket);  // its payload may still come
-            drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); });
-          });
+  auto answered = [=](params_reply& p) {
+    if (!p.shared.empty()) {
+      if (auto taken = take_shared_reply(self, s, p); !taken) {
+        drive(self, [&](member_core& c) { return c.on_pull_failed(s, taken.error().message); });
+        return;
+      }
+    } else if (lent) {
+      settle_reply_slot(self, s, true, false);
+    }
+    if (!p.lane.empty() || ticket != 0) return on_lane_reply(self, s, ticket, std::move(p));
+    drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); });
+  };
+  auto failed = [=](caf::error& e) {
+    if (lent) settle_reply_slot(self, s, false, timed_out(e));
+    if (ticket != 0 && timed_out(e)) abandon_lane_reply(self, s, ticket);  // its payload may still come
+    drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); });
+  };
+  if (lent && ring_pull(self, s, r, answered, failed)) return;
+  self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r)).then(answered, failed);
 }
 
 void push(stage_pointer self, std::uint32_t s, push_grads g) {
@@ -120,17 +120,17 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
                  who(self), s);
   const bool lent = share_push(self, s, g);
   if (!lent) push_on_lane(self, s, g);
-  self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g))
-      .then(
-          [=](const push_ack& ack) {
-            if (lent) settle_push_slot(self, s, false);
-            const double secs = std::chrono::duration<double>(wall::now() - sent).count();
-            drive(self, [&](member_core& c) { return c.on_push_ack(s, clock, ack, secs); });
-          },
-          [=](caf::error& e) {
-            if (lent) settle_push_slot(self, s, timed_out(e));
-            drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); });
-          });
+  auto acked = [=](const push_ack& ack) {
+    if (lent) settle_push_slot(self, s, false);
+    const double secs = std::chrono::duration<double>(wall::now() - sent).count();
+    drive(self, [&](member_core& c) { return c.on_push_ack(s, clock, ack, secs); });
+  };
+  auto failed = [=](caf::error& e) {
+    if (lent) settle_push_slot(self, s, timed_out(e));
+    drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); });
+  };
+  if (lent && ring_push(self, s, g, [acked](push_ack& a) { acked(a); }, failed)) return;
+  self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g)).then(acked, failed);
 }
 
 local_stage_actor::behavior_type training(stage_pointer self);
@@ -192,6 +192,8 @@ local_stage_actor::behavior_type training(stage_pointer self) {
         drain_ring_pieces(self);
       },
       [=](park_deadline) { on_park_deadline(self); },
+      [=](bells_answered) { on_bells_answered(self); },
+      [=](bell_deadline) { on_bell_deadline(self); },
   };
 }
 
@@ -249,6 +251,8 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
       [=](const lane_event& e) { on_lane_event(self, e); },
       [=](ring_drain) {},
       [=](park_deadline) { on_park_deadline(self); },
+      [=](bells_answered) { on_bells_answered(self); },
+      [=](bell_deadline) { on_bell_deadline(self); },
   };
 }
 

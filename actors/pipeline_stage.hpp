@@ -44,6 +44,9 @@ struct stage_options {
   // The job's tag for the same-host fast path to remote shards (Note [Same-host fast path]
   // in core/shared_slots.hpp); empty: every tensor travels in its message.
   std::string fast_path_tag;
+  // Pushes and pulls to those shards through the channels' doorbells once they listen
+  // (Note [Doorbells] in core/doorbell.hpp); false: as actor messages.
+  bool doorbells = true;
   // This node's end of the bulk lanes to shards on other hosts (Note [Bulk lanes] in
   // core/lane.hpp); none: tensors go in the messages.
   std::shared_ptr<lane::member_end> lanes;

@@ -149,6 +149,12 @@ struct restart_ready {
   std::optional<std::string> error;
 };
 struct park_deadline {};  // a parked member, to itself: the coordinator has not restarted the job
+// Doorbells (Note [Doorbells] in core/doorbell.hpp), from the word waiter's thread to its
+// actor: requests were posted to a shard's bell blocks, answers to a member's; and a
+// member, to itself: look for calls through the doorbell past their deadline.
+struct bells_rung {};
+struct bells_answered {};
+struct bell_deadline {};
 
 }  // namespace troupe
 
@@ -164,6 +170,9 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_written)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::restart_ready)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::park_deadline)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::bells_rung)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::bells_answered)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::bell_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_payload)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_event)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::lane_overdue)
@@ -236,7 +245,7 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<lane_open_atom, std::uint32_t>::with<lane_offer>>;
 using local_shard_actor =
     shard_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<lane_payload>, caf::reacts_to<lane_event>,
-                        caf::reacts_to<lane_overdue>, caf::reacts_to<checkpoint_written>>;
+                        caf::reacts_to<lane_overdue>, caf::reacts_to<checkpoint_written>, caf::reacts_to<bells_rung>>;
 
 // What pipeline neighbours and the coordinator's relay send a member.
 using stage_actor = caf::typed_actor<
@@ -256,7 +265,7 @@ using local_stage_actor =
     stage_actor::extend<caf::reacts_to<join_trigger>, caf::reacts_to<next_step>, caf::reacts_to<connect_retry>,
                         caf::reacts_to<hello_deadline>, caf::reacts_to<group_deadline>, caf::reacts_to<lane_payload>,
                         caf::reacts_to<lane_event>, caf::reacts_to<ring_drain>, caf::reacts_to<checkpoint_written>,
-                        caf::reacts_to<park_deadline>>;
+                        caf::reacts_to<park_deadline>, caf::reacts_to<bells_answered>, caf::reacts_to<bell_deadline>>;
 
 // Coordinator -> member: its place in the job, and in one process the handles of its
 // shards (indexed by shard) and pipeline neighbours (invalid at the ends), which across

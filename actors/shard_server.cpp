@@ -248,6 +248,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](const lane_overdue& o) { on_lane_overdue(self, o.peer, o.ticket); },
       [=](const checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
+      [=](bells_rung) { on_bells_rung(self); },
   };
 }
 

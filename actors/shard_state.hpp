@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -30,13 +31,39 @@
 #include "core/shard_checkpoint.hpp"
 #include "core/shard_core.hpp"
 #include "core/shared_slots.hpp"
+#include "base/word_waiter.hpp"
 
 namespace troupe::shard_shell {
 
 using wall = std::chrono::system_clock;
 
+// Where a member's push or pull is answered: its actor message's response promise, or the
+// channel's doorbell it came through (Note [Doorbells] in core/doorbell.hpp).
+template <class T>
+class answer_to {
+ public:
+  answer_to(caf::typed_response_promise<T> rp) : rp_(std::move(rp)) {}  // NOLINT: implicit by design
+  explicit answer_to(std::function<void(caf::expected<T>)> bell) : bell_(std::move(bell)) {}
+  void deliver(T x) {
+    if (bell_)
+      bell_(std::move(x));
+    else
+      rp_.deliver(std::move(x));
+  }
+  void deliver(caf::error e) {
+    if (bell_)
+      bell_(std::move(e));
+    else
+      rp_.deliver(std::move(e));
+  }
+
+ private:
+  caf::typed_response_promise<T> rp_;
+  std::function<void(caf::expected<T>)> bell_;
+};
+
 struct held_pull {
-  caf::typed_response_promise<params_reply> promise;
+  answer_to<params_reply> promise;
   wall::time_point since;
   std::uint32_t member = 0;
   shared_tensor reply_to;
@@ -85,6 +112,12 @@ struct shard_state {
   std::int64_t updates_seen = 0;
   std::vector<member_identity> members;  // by rank: the only actor that may push and pull as it
   std::optional<shm::worker_channels> channels;  // the same-host fast path; none when it is off
+  // Note [Doorbells]: the bell blocks of the channels this shard answered into, by member
+  // rank, and the thread that watches their requests (declared after `channels`, so it
+  // stops before they are unmapped); `rung` is set while a bells_rung is on its way.
+  std::map<std::uint32_t, std::set<std::byte*>> bells;
+  std::shared_ptr<std::atomic<bool>> bells_rung_due = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<word_waiter> bell_waiter;
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
@@ -122,8 +155,8 @@ caf::error wrong_shard(shard_pointer self, std::uint32_t asked);
 // A training job's side (shard_train.cpp), called once the shell checked that the member
 // the message names sent it. A push: false while its lane payload is on its way (nothing
 // answered yet). A pull is answered now or held until the core releases it.
-bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<push_ack>& rp);
-void serve_pull(shard_pointer self, const pull_request& r, caf::typed_response_promise<params_reply>& rp);
+bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp);
+void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_reply>& rp);
 // Answers the pulls the core released, and fails the ones it dropped.
 void settle_held(shard_pointer self);
 // Brings the gauges and counters in line with the core after a message.
@@ -159,6 +192,14 @@ void maybe_checkpoint(shard_pointer self);
 // The writer's word about a file, passed on to the coordinator.
 void on_checkpoint_written(shard_pointer self, const checkpoint_saved& s);
 
+// Doorbells (shard_bells.cpp, Note [Doorbells]): after answering member rank in the slot
+// `reply_to` names, watches that channel's requests (once); serves what was posted to the
+// watched bell blocks; stops watching a member's blocks inside one mapping (nullptr: all
+// of them), before that is unmapped.
+void watch_bell(shard_pointer self, std::uint32_t rank, const shared_tensor& reply_to);
+void on_bells_rung(shard_pointer self);
+void unwatch_bells(shard_pointer self, std::uint32_t rank, const std::byte* segment, std::size_t bytes);
+
 // The bulk lanes (shard_lane.cpp, Note [Bulk lanes]).
 // Serves member rank's call now when nothing of the member waits, else after what waits.
 void in_order(shard_pointer self, std::uint32_t rank, waiting_call call);
@@ -166,10 +207,10 @@ void in_order(shard_pointer self, std::uint32_t rank, waiting_call call);
 // A member's message `msg`, served in the member's order by serve(self, msg, promise): a
 // push's serve returns false while the payload of `ticket` is on its way (0: none); the
 // answer goes through the promise, whose result the handler returns.
-template <class Reply, class Msg, class Serve>
-caf::result<Reply> in_member_order(shard_pointer self, std::uint32_t rank, std::uint64_t ticket, Msg msg,
-                                   Serve serve) {
-  auto rp = self->make_response_promise<Reply>();
+// `rp` is a response promise or an answer_to.
+template <class Msg, class Serve, class Answer>
+void in_member_order_to(shard_pointer self, std::uint32_t rank, std::uint64_t ticket, Msg msg, Answer rp,
+                        Serve serve) {
   in_order(self, rank,
            {ticket,
             [=, msg = std::move(msg)]() mutable {
@@ -179,6 +220,15 @@ caf::result<Reply> in_member_order(shard_pointer self, std::uint32_t rank, std::
                 return serve(self, msg, rp), true;
             },
             [rp](caf::error e) mutable { rp.deliver(std::move(e)); }});
+}
+template <class Reply, class Msg, class Serve>
+caf::result<Reply> in_member_order(shard_pointer self, std::uint32_t rank, std::uint64_t ticket, Msg msg,
+                                   Serve serve) {
+  auto rp = self->make_response_promise<Reply>();
+  if constexpr (std::is_invocable_v<Serve, shard_pointer, Msg&, answer_to<Reply>&>)
+    in_member_order_to(self, rank, ticket, std::move(msg), answer_to<Reply>(rp), serve);
+  else
+    in_member_order_to(self, rank, ticket, std::move(msg), rp, serve);
   return rp;
 }
 // A message's lane payload: taken and shaped as the descriptor says, `missing` while it is

@@ -38,6 +38,7 @@ params_reply answer(shard_pointer self, const held_pull& pull) {
     if (auto where = st.channels->answer_with(member, reply_to, {numel}, pack, refused)) {
       if (st.m) st.m->bytes_sent->Increment(static_cast<double>(numel * 4));
       if (st.views) st.views->forget(member);  // it holds the f32 values now
+      watch_bell(self, member, reply_to);
       r.shared = std::move(*where);
       return r;
     }
@@ -89,7 +90,7 @@ void settle_held(shard_pointer self) {
 
 // A push, answered through rp (Note [Bulk lanes]: false, with nothing answered, while its
 // lane payload is on its way).
-bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<push_ack>& rp) {
+bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp) {
   auto& st = self->state;
   // A gradient that cannot be read (a bad shared-memory slot or lane payload, a malformed
   // encoding) still reaches the core, which refuses it as malformed: the worker's clock
@@ -169,7 +170,7 @@ bool serve_push(shard_pointer self, push_grads& p, caf::typed_response_promise<p
 }
 
 // A pull: answered through rp now, or held by the core and answered when it releases it.
-void serve_pull(shard_pointer self, const pull_request& r, caf::typed_response_promise<params_reply>& rp) {
+void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_reply>& rp) {
   auto& st = self->state;
   if (!st.core) {
     rp.deliver(not_started(self));

@@ -6,6 +6,8 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <deque>
 #include <functional>
 #include <map>
@@ -19,6 +21,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "base/serial_worker.hpp"
+#include "base/word_waiter.hpp"
 #include "core/channel_pool.hpp"
 #include "actors/member_lanes.hpp"
 #include "core/member_core.hpp"
@@ -40,6 +43,27 @@ struct stage_fast_path {
     const std::byte* at = nullptr;  // where the lent buffer lies
   };
   std::vector<std::optional<lent_push>> push_lease;
+};
+
+// Note [Doorbells] (stage_bells.cpp): the member's pushes and pulls in flight through its
+// channels' bell blocks, by call id; the blocks whose answers it watches, by shard; the
+// shards whose doorbell closed; and the thread that watches (declared after the fast
+// path's pool, so it stops before the segments go).
+struct stage_bells {
+  struct call {
+    std::uint32_t shard = 0;
+    std::function<void(params_reply&)> on_params;  // a pull's
+    std::function<void(push_ack&)> on_ack;         // a push's
+    std::function<void(caf::error&)> on_error;
+    std::chrono::steady_clock::time_point sent;
+  };
+  std::map<std::uint64_t, call> calls;
+  std::uint64_t next_id = 1;
+  std::map<std::uint32_t, shm::bell_block> watched;
+  std::set<std::uint32_t> closed;
+  bool deadline_due = false;  // a bell_deadline is on its way
+  std::shared_ptr<std::atomic<bool>> answered_due = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<word_waiter> waiter;
 };
 
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
@@ -84,6 +108,7 @@ struct stage_state {
   stage_options opts;
   std::vector<shard_actor> shards;  // by index
   stage_fast_path fast;
+  stage_bells bells;
   // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
   // when the node has a lane end; replies wait here for their payloads.
   std::optional<stage_lanes> lanes;
@@ -173,6 +198,16 @@ tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
 // pieces per gradient bucket would gain nothing.
 bool whole_slices(stage_pointer self, std::uint32_t s);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
+// stage_bells.cpp (Note [Doorbells]): sends a pull or a push to shard s through the bell
+// block of the channel whose slot it lent, when the shard listens there; false: send it
+// as an actor message. The answer, or the request timeout, goes to the handlers. Then the
+// answers the waiter saw, and the calls past their deadline.
+bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
+               std::function<void(caf::error&)> failed);
+bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::function<void(push_ack&)> ok,
+               std::function<void(caf::error&)> failed);
+void on_bells_answered(stage_pointer self);
+void on_bell_deadline(stage_pointer self);
 
 // stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first pull; the ticket
 // a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);

@@ -120,6 +120,14 @@ bool channel_pool::declined(std::uint32_t s) const {
   return shards_.at(s).declined;
 }
 
+std::optional<bell_block> channel_pool::bell(std::uint32_t s, std::size_t channel) const {
+  std::lock_guard lock(mu_);
+  if (s >= shards_.size() || channel >= shards_[s].channels.size()) return std::nullopt;
+  const shard_channel& ch = shards_[s].channels[channel].ch;
+  if (!ch.confirmed() || ch.closed()) return std::nullopt;
+  return ch.bell();
+}
+
 std::string channel_pool::name(std::uint32_t s, std::size_t channel) const {
   std::lock_guard lock(mu_);
   return shards_.at(s).channels.at(channel).ch.name();

@@ -86,6 +86,9 @@ class channel_pool {
   std::size_t confirmed(std::uint32_t s) const;
   // Whether shard s is offered no slots (skipped, or it could not map this host's segments).
   bool declined(std::uint32_t s) const;
+  // The bell block of a confirmed, open channel to shard s (Note [Doorbells]); nullopt
+  // otherwise. The memory stays mapped while the pool lives.
+  std::optional<bell_block> bell(std::uint32_t s, std::size_t channel) const;
   // The name of a channel to shard s (for the log).
   std::string name(std::uint32_t s, std::size_t channel) const;
 

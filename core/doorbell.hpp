@@ -88,6 +88,7 @@ class bell_block {
   void set_listening() const;
   bool listening() const;
 
+  std::byte* base() const { return base_; }
   bell_queue& requests() { return requests_; }
   bell_queue& answers() { return answers_; }
 

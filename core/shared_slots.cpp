@@ -91,7 +91,8 @@ shared_tensor describe(const std::string& segment, std::uint64_t offset, std::ui
 
 expected<shard_channel> shard_channel::create(std::string_view tag, std::size_t slot_bytes, std::uint32_t rank) {
   const std::size_t cap = round_up(slot_bytes);
-  auto seg = segment::create(tag, header_bytes + 2 * (slot_header + cap), rank);
+  // Behind the reply slot: the channel's bell block (Note [Doorbells]).
+  auto seg = segment::create(tag, header_bytes + 2 * (slot_header + cap) + bell_block::bytes(), rank);
   if (!seg) return seg.error();
   shard_channel c;
   c.seg_ = std::move(*seg);
@@ -127,6 +128,11 @@ expected<tensor> shard_channel::take_reply(const shared_tensor& where) {
 void shard_channel::reply_failed(bool timed_out) {
   reply_lent_ = false;
   if (timed_out) closed_ = true;
+}
+
+std::optional<bell_block> shard_channel::bell() const {
+  if (!seg_.mapped()) return std::nullopt;
+  return bell_block(seg_.data() + header_bytes + 2 * (slot_header + slot_bytes_));
 }
 
 std::byte* shard_channel::push_data() const { return seg_.data() + header_bytes + slot_header; }
@@ -179,12 +185,33 @@ expected<segment*> worker_channels::channel_of(std::uint32_t rank, const std::st
     auto oldest = mine.begin();
     for (auto it = mine.begin(); it != mine.end(); ++it)
       if (it->second.last_used < oldest->second.last_used) oldest = it;
+    if (before_unmap_) before_unmap_(rank, oldest->second.seg.data(), oldest->second.seg.size());
     mine.erase(oldest);
   }
   auto& slot = mine[name];
   slot.seg = std::move(*seg);
   slot.last_used = ++uses_;
   return &slot.seg;
+}
+
+void worker_channels::forget(std::uint32_t rank) {
+  if (auto it = by_rank_.find(rank); it != by_rank_.end() && before_unmap_)
+    for (auto& [name, m] : it->second) before_unmap_(rank, m.seg.data(), m.seg.size());
+  by_rank_.erase(rank);
+  refused_.erase(rank);
+}
+
+std::byte* worker_channels::bell_of(std::uint32_t rank, const shared_tensor& reply_to) {
+  auto mine = by_rank_.find(rank);
+  if (mine == by_rank_.end()) return nullptr;
+  auto it = mine->second.find(reply_to.segment);
+  if (it == mine->second.end()) return nullptr;
+  const segment& s = it->second.seg;
+  const std::uint64_t at = reply_to.offset + slot_header + reply_to.capacity;
+  if (reply_to.offset % 64 != 0 || reply_to.capacity % 64 != 0 || at < reply_to.offset || at > s.size() ||
+      s.size() - at < bell_block::bytes())
+    return nullptr;
+  return s.data() + at;
 }
 
 std::size_t worker_channels::mapped() const {

@@ -45,6 +45,7 @@
 #include <string>
 
 #include "base/expected.hpp"
+#include "core/doorbell.hpp"
 #include "core/messages.hpp"
 #include "core/shm_segment.hpp"
 #include "tensor/tensor.hpp"
@@ -81,6 +82,10 @@ class shard_channel {
   // The push was answered (acknowledged or refused: the slot is free) or timed out (the
   // channel closes).
   void push_settled(bool timed_out);
+
+  // The channel's bell block, behind the reply slot (Note [Doorbells]); nullopt when the
+  // channel has no segment.
+  std::optional<bell_block> bell() const;
 
   bool confirmed() const { return confirmed_; }
   bool closed() const { return closed_; }
@@ -119,10 +124,15 @@ class worker_channels {
   // again; `refused` gets the reason that first time only.
   std::optional<shared_tensor> answer(std::uint32_t rank, const shared_tensor& reply_to, const_tensor_view params,
                                       std::string& refused);
-  void forget(std::uint32_t rank) {
-    by_rank_.erase(rank);
-    refused_.erase(rank);
-  }
+  // Unmaps every segment of `rank`.
+  void forget(std::uint32_t rank);
+  // The bell block of the segment `reply_to` names, which this shard has mapped for
+  // `rank`, behind the slot it names (Note [Doorbells]); nullptr when it is not mapped or
+  // the block would not lie inside it. Valid until before_unmap is called for it.
+  std::byte* bell_of(std::uint32_t rank, const shared_tensor& reply_to);
+  // Called with a segment's rank, mapping and size before the segment is unmapped (forget, or
+  // the least used beyond max_per_member).
+  void before_unmap(std::function<void(std::uint32_t, const std::byte*, std::size_t)> f) { before_unmap_ = std::move(f); }
   // How many segments are mapped, of every member.
   std::size_t mapped() const;
 
@@ -138,6 +148,7 @@ class worker_channels {
   std::uint64_t uses_ = 0;
   std::map<std::uint32_t, std::map<std::string, mapped_segment>> by_rank_;
   std::map<std::uint32_t, std::string> refused_;  // the segment each rank offered last that could not be opened
+  std::function<void(std::uint32_t, const std::byte*, std::size_t)> before_unmap_;
 };
 
 // The slot bytes a channel needs for a tensor of `numel` f32 elements.

@@ -326,6 +326,7 @@ caf::error work_once(const node_plan& plan, const std::string& data_dir, const o
   opts.obs = obs;
   opts.compute = compute;
   opts.fast_path_tag = fast_path_tag(plan);
+  opts.doorbells = plan.doorbells;
   opts.lanes = *lanes;
   if (plan.bulk_lanes) {
     auto o = lane_options_for(plan);

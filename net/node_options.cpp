@@ -140,6 +140,7 @@ expected<node_plan> resolve_node_options(const node_options& o) {
   p.handshake_timeout_s = o.handshake_timeout_s;
   p.coordinator_timeout_s = o.coordinator_timeout_s;
   p.shared_memory = o.shared_memory;
+  p.doorbells = o.doorbells;
   p.bulk_lanes = o.bulk_lanes;
   if (!o.lane_port_text.empty()) {
     unsigned v = 0;

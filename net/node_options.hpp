@@ -33,6 +33,7 @@ struct node_options {
   std::string secret_file;        // the job's secret (net/job_secret.hpp); default DIR/job.secret with --tls-dir
   bool insecure_network = false;
   bool shared_memory = true;      // the same-host fast path (Note [Same-host fast path])
+  bool doorbells = true;          // its pushes' and pulls' messages through shared memory too (Note [Doorbells])
   bool bulk_lanes = true;         // large tensors over the network on lanes of their own (Note [Bulk lanes])
   std::string lane_port_text;     // a shard's lane listener port (empty or 0: any free port)
   std::string worker_index_text;  // the rank a worker asks for (empty: any)
@@ -75,6 +76,7 @@ struct node_plan {
   tls_files tls;                 // empty: plain transport
   std::string secret;            // the job's secret (64 hex digits); a resolved plan always has one
   bool shared_memory = true;     // shards and workers on one host exchange tensors in shared memory
+  bool doorbells = true;         // and a worker's pushes and pulls with them (Note [Doorbells] in core/doorbell.hpp)
   bool bulk_lanes = true;        // shards and members on different hosts: large tensors on lanes (Note [Bulk lanes])
   std::uint16_t lane_port = 0;   // a shard's lane listener (0: any free port)
   std::int32_t wanted_rank = -1; // a worker's: the rank it asks for (worker_join::wanted_rank), -1: any

@@ -43,6 +43,7 @@ struct launch_cli {
   std::string ssh = "ssh";
   double heartbeat_s = 0.5, connection_timeout_s = 5.0;
   bool no_shared_memory = false;
+  bool no_doorbells = false;
   bool no_bulk_lanes = false;
   job_cli_options job;
   observe_options observe;
@@ -153,6 +154,7 @@ int run_launch(launch_cli& o) {
   req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
   req.shared_memory = !o.no_shared_memory;
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
+  if (o.no_doorbells) req.node_flags.push_back("--no-doorbells");
   req.bulk_lanes = !o.no_bulk_lanes;
   if (o.no_bulk_lanes) req.node_flags.push_back("--no-bulk-lanes");
   req.job_toml = job_options_as_toml(*o.app);
@@ -352,6 +354,10 @@ command add_launch(CLI::App& parent) {
   app->add_option("--ssh", o->ssh, "ssh: the ssh command")->capture_default_str()->group(g);
   app->add_flag("--no-shared-memory", o->no_shared_memory,
                 "Send every tensor over the network, even between nodes on one host (default: shared memory there)")
+      ->group(g);
+  app->add_flag("--no-doorbells", o->no_doorbells,
+                "On one host, send the workers' pushes and pulls as actor messages through each node's network "
+                "stack instead of through the shared memory's doorbells (default: doorbells)")
       ->group(g);
   app->add_flag("--no-bulk-lanes", o->no_bulk_lanes,
                 "Send large tensors between hosts inside the actor messages instead of on lanes of their own (one "

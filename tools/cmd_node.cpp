@@ -274,6 +274,10 @@ command add_node(CLI::App& parent) {
                 "Send every tensor over the network, even to a shard on this host (default: shared memory on one "
                 "host; TROUPE_SHARED_MEMORY=0)")
       ->group(group_node);
+  app->add_flag("--no-doorbells", [o](std::int64_t) { o->node.doorbells = false; },
+                "A worker sends its pushes and pulls to a shard on this host as actor messages through the network "
+                "stack, not through the shared memory's doorbells (default: doorbells)")
+      ->group(group_node);
   app->add_flag("--no-bulk-lanes", [o](std::int64_t) { o->node.bulk_lanes = false; },
                 "Send large tensors to and from other hosts inside the actor messages instead of on lanes of their "
                 "own (TROUPE_BULK_LANES=0)")

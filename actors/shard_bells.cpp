@@ -1,0 +1,155 @@
+// shard_bells: a shard's end of its members' doorbells (Note [Doorbells] in
+// core/doorbell.hpp): watching the bell block of each channel it answered into, taking the
+// pushes and pulls posted there in order as the member whose segment it is, and answering
+// each through the same block.
+#include <spdlog/spdlog.h>
+
+#include "actors/bell_records.hpp"
+#include "actors/shard_state.hpp"
+#include "monitoring/refusals.hpp"
+
+namespace troupe::shard_shell {
+
+namespace {
+
+bool watched(shard_pointer self, std::uint32_t rank, std::byte* base) {
+  auto it = self->state.bells.find(rank);
+  return it != self->state.bells.end() && it->second.contains(base);
+}
+
+// Posts `rec` to the answers of the bell block at `base`, still watched for member rank,
+// and wakes the member. An answer that finds the queue full closes the doorbell: the
+// member keeps at most one push and one pull in flight to a shard, so only a broken
+// member fills it, and its call then times out.
+void post_answer(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec) {
+  if (!watched(self, rank, base)) return;  // the member left; its segment is gone
+  shm::bell_block b(base);
+  if (!b.answers().post(rec)) {
+    spdlog::warn("shard {}: worker {}'s doorbell has no room for an answer; it stops answering there",
+                 self->state.index, rank);
+    unwatch_bells(self, rank, nullptr, 0);
+    return;
+  }
+  b.answers().ring();
+}
+
+// Where a call that came through the bell block at `base` is answered.
+template <class T>
+answer_to<T> through_bell(shard_pointer self, std::uint32_t rank, std::byte* base, std::uint64_t id,
+                          bells::kind k) {
+  return answer_to<T>(std::function<void(caf::expected<T>)>([=](caf::expected<T> x) {
+    auto& sys = self->system();
+    std::optional<std::vector<std::byte>> rec;
+    if (x) rec = bells::record(sys, k, id, std::move(*x));
+    if (!rec)
+      rec = bells::error_record(sys, id, x ? make_error(fault{errc::malformed, "the answer does not fit a doorbell record"})
+                                           : x.error());
+    post_answer(self, rank, base, *rec);
+  }));
+}
+
+void refuse(shard_pointer self, std::uint32_t rank, const std::string& why) {
+  if (monitoring::count_refusal(monitoring::refusal::not_a_member, "worker " + std::to_string(rank) + "'s doorbell"))
+    spdlog::warn("shard {}: refused a call through worker {}'s doorbell: {}", self->state.index, rank, why);
+}
+
+// One record posted by member rank: its push or pull, served in the member's order as the
+// actor message would be. A call that names another member is refused and answered so.
+void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec) {
+  auto& sys = self->system();
+  auto h = bells::head_of(rec);
+  if (!h) return refuse(self, rank, "a record of no known kind");
+  if (h->kind == bells::kind::push) {
+    push_grads p;
+    if (!bells::body_of(sys, rec, p)) {
+      refuse(self, rank, "a push that does not decode");
+      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::malformed, "a push through the doorbell that does not decode"})));
+    }
+    if (p.worker != rank) {
+      refuse(self, rank, "a push in the name of worker " + std::to_string(p.worker));
+      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::not_member, "a push in another member's name"})));
+    }
+    const std::uint64_t ticket = p.lane.ticket;
+    in_member_order_to(self, rank, ticket, std::move(p), through_bell<push_ack>(self, rank, base, h->id, bells::kind::ack),
+                       serve_push);
+    return;
+  }
+  if (h->kind == bells::kind::pull) {
+    pull_request r;
+    if (!bells::body_of(sys, rec, r)) {
+      refuse(self, rank, "a pull that does not decode");
+      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::malformed, "a pull through the doorbell that does not decode"})));
+    }
+    if (r.worker != rank) {
+      refuse(self, rank, "a pull in the name of worker " + std::to_string(r.worker));
+      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::not_member, "a pull in another member's name"})));
+    }
+    in_member_order_to(self, rank, 0, std::move(r),
+                       through_bell<params_reply>(self, rank, base, h->id, bells::kind::params), serve_pull);
+    return;
+  }
+  refuse(self, rank, "an answer where a call belongs");
+}
+
+}  // namespace
+
+void watch_bell(shard_pointer self, std::uint32_t rank, const shared_tensor& reply_to) {
+  auto& st = self->state;
+  if (!st.channels || !word_waiter::supported()) return;
+  std::byte* base = st.channels->bell_of(rank, reply_to);
+  if (!base || watched(self, rank, base)) return;
+  if (!st.bell_waiter) {
+    st.channels->before_unmap(
+        [self](std::uint32_t r, const std::byte* seg, std::size_t bytes) { unwatch_bells(self, r, seg, bytes); });
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+    st.bell_waiter = std::make_unique<word_waiter>([weak, due = st.bells_rung_due] {
+      if (due->exchange(true)) return;  // one nudge at a time: the actor takes everything posted
+      if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<local_shard_actor>(strong), bells_rung{});
+    });
+  }
+  shm::bell_block b(base);
+  if (!st.bell_waiter->watch(base, b.requests().posted_word())) return;  // too many: this one uses messages
+  st.bells[rank].insert(base);
+  b.set_listening();
+}
+
+void on_bells_rung(shard_pointer self) {
+  auto& st = self->state;
+  st.bells_rung_due->store(false);
+  // Each block in turn, every record it holds; a call served may unwatch blocks, so the
+  // list is read again for each.
+  std::vector<std::pair<std::uint32_t, std::byte*>> blocks;
+  for (const auto& [rank, bases] : st.bells)
+    for (auto* base : bases) blocks.emplace_back(rank, base);
+  for (auto [rank, base] : blocks) {
+    while (watched(self, rank, base)) {
+      bool corrupt = false;
+      auto rec = shm::bell_block(base).requests().take(corrupt);
+      if (corrupt) {
+        refuse(self, rank, "its request queue's counts are corrupt; it is no longer read");
+        unwatch_bells(self, rank, nullptr, 0);
+        break;
+      }
+      if (!rec) break;
+      serve_record(self, rank, base, *rec);
+    }
+  }
+}
+
+void unwatch_bells(shard_pointer self, std::uint32_t rank, const std::byte* segment, std::size_t bytes) {
+  auto& st = self->state;
+  auto it = st.bells.find(rank);
+  if (it == st.bells.end()) return;
+  for (auto b = it->second.begin(); b != it->second.end();) {
+    // The blocks inside the mapping [segment, +bytes); nullptr: every block of the member.
+    if (segment && (*b < segment || *b >= segment + bytes)) {
+      ++b;
+      continue;
+    }
+    if (st.bell_waiter) st.bell_waiter->unwatch(*b);
+    b = it->second.erase(b);
+  }
+  if (it->second.empty()) st.bells.erase(it);
+}
+
+}  // namespace troupe::shard_shell

@@ -1,0 +1,190 @@
+// stage_bells: a member's end of its channels' doorbells (Note [Doorbells] in
+// core/doorbell.hpp): posting a push or a pull whose tensor lies in a slot of the channel,
+// watching the answers, handing each to its call's handler, and failing calls past the
+// request timeout (which closes the channel, as a timed-out request does).
+#include <spdlog/spdlog.h>
+
+#include "actors/bell_records.hpp"
+#include "actors/stage_state.hpp"
+
+namespace troupe::stage_shell {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+std::chrono::milliseconds timeout_of(stage_pointer self) {
+  return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
+}
+
+caf::error timed_out_error(const std::string& why) { return caf::make_error(caf::sec::request_timeout, why); }
+
+// The doorbell to shard s stops: every call still in flight through it fails as timed out
+// (its slots may still be written, so the channel closes), and later calls go as messages.
+void close_bell(stage_pointer self, std::uint32_t s, const std::string& why) {
+  auto& b = self->state.bells;
+  if (!b.closed.insert(s).second) return;
+  spdlog::warn("{}: stops using its doorbell to shard {} ({}); its calls go as messages", who(self), s, why);
+  if (auto it = b.watched.find(s); it != b.watched.end()) {
+    if (b.waiter) b.waiter->unwatch(it->second.answers().posted_word());
+    b.watched.erase(it);
+  }
+  std::vector<stage_bells::call> failed;
+  for (auto it = b.calls.begin(); it != b.calls.end();)
+    if (it->second.shard == s) {
+      failed.push_back(std::move(it->second));
+      it = b.calls.erase(it);
+    } else {
+      ++it;
+    }
+  for (auto& c : failed) {
+    caf::error e = timed_out_error("the doorbell to shard " + std::to_string(s) + " closed: " + why);
+    c.on_error(e);
+  }
+}
+
+// The bell block of `channel` to shard s, if the member may ring it now: the channel is
+// confirmed and open, the shard listens there, and its answers are watched.
+std::optional<shm::bell_block> usable_bell(stage_pointer self, std::uint32_t s, std::size_t channel) {
+  auto& st = self->state;
+  auto& b = st.bells;
+  if (!st.opts.doorbells || !st.fast.pool || b.closed.contains(s)) return std::nullopt;
+  auto bell = st.fast.pool->bell(s, channel);
+  if (!bell || !bell->listening()) return std::nullopt;
+  if (auto it = b.watched.find(s); it != b.watched.end())
+    return it->second.base() == bell->base() ? bell : std::nullopt;
+  if (!word_waiter::supported()) return std::nullopt;
+  if (!b.waiter) {
+    auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+    b.waiter = std::make_unique<word_waiter>([weak, due = b.answered_due] {
+      if (due->exchange(true)) return;  // one nudge at a time: the actor takes every answer posted
+      if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<local_stage_actor>(strong), bells_answered{});
+    });
+  }
+  if (!b.waiter->watch(bell->answers().posted_word(), bell->answers().posted_word())) return std::nullopt;
+  b.watched.emplace(s, *bell);
+  spdlog::info("{}: sends its pushes and pulls to shard {} through the channel's doorbell", who(self), s);
+  return bell;
+}
+
+void arm_deadline(stage_pointer self, std::chrono::milliseconds after) {
+  auto& b = self->state.bells;
+  if (b.deadline_due) return;
+  b.deadline_due = true;
+  self->delayed_send(self, after, bell_deadline{});
+}
+
+template <class Msg>
+bool ring(stage_pointer self, std::uint32_t s, std::optional<std::size_t> channel, bells::kind k, const Msg& m,
+          stage_bells::call c) {
+  if (!channel) return false;
+  auto bell = usable_bell(self, s, *channel);
+  if (!bell) return false;
+  auto& b = self->state.bells;
+  const std::uint64_t id = b.next_id;
+  auto rec = bells::record(self->system(), k, id, m);
+  if (!rec || !bell->requests().post(*rec)) return false;  // goes as a message
+  ++b.next_id;
+  c.shard = s;
+  c.sent = steady::now();
+  b.calls.emplace(id, std::move(c));
+  bell->requests().ring();
+  arm_deadline(self, timeout_of(self));
+  return true;
+}
+
+// One answer from shard s, to its call.
+void take_answer(stage_pointer self, std::uint32_t s, const std::vector<std::byte>& rec) {
+  auto& b = self->state.bells;
+  auto& sys = self->system();
+  auto h = bells::head_of(rec);
+  auto it = h ? b.calls.find(h->id) : b.calls.end();
+  if (it == b.calls.end() || it->second.shard != s) {
+    spdlog::warn("{}: dropped an answer through shard {}'s doorbell that answers no call in flight", who(self), s);
+    return;
+  }
+  stage_bells::call c = std::move(it->second);
+  b.calls.erase(it);
+  auto bad = [&](const char* what) {
+    caf::error e = make_error(fault{errc::malformed, std::string("shard ") + std::to_string(s) + "'s " + what +
+                                                         " through the doorbell does not decode"});
+    c.on_error(e);
+  };
+  switch (h->kind) {
+    case bells::kind::ack: {
+      push_ack a;
+      if (!c.on_ack || !bells::body_of(sys, rec, a)) return bad("push answer");
+      return c.on_ack(a);
+    }
+    case bells::kind::params: {
+      params_reply p;
+      if (!c.on_params || !bells::body_of(sys, rec, p)) return bad("pull answer");
+      return c.on_params(p);
+    }
+    case bells::kind::error: {
+      caf::error e;
+      if (!bells::body_of(sys, rec, e)) return bad("error");
+      return c.on_error(e);
+    }
+    default:
+      return bad("answer");
+  }
+}
+
+}  // namespace
+
+bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
+               std::function<void(caf::error&)> failed) {
+  const auto& fp = self->state.fast;
+  const auto channel = s < fp.pull_channel.size() ? fp.pull_channel[s] : std::nullopt;
+  return ring(self, s, channel, bells::kind::pull, r, {0, std::move(ok), nullptr, std::move(failed), {}});
+}
+
+bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::function<void(push_ack&)> ok,
+               std::function<void(caf::error&)> failed) {
+  const auto& fp = self->state.fast;
+  const auto channel = s < fp.push_channel.size() ? fp.push_channel[s] : std::nullopt;
+  return ring(self, s, channel, bells::kind::push, g, {0, nullptr, std::move(ok), std::move(failed), {}});
+}
+
+void on_bells_answered(stage_pointer self) {
+  auto& b = self->state.bells;
+  b.answered_due->store(false);
+  std::vector<std::uint32_t> shards;
+  for (const auto& [s, bell] : b.watched) shards.push_back(s);
+  for (std::uint32_t s : shards) {
+    for (;;) {
+      auto it = b.watched.find(s);  // a handler may have closed it
+      if (it == b.watched.end()) break;
+      bool corrupt = false;
+      auto rec = it->second.answers().take(corrupt);
+      if (corrupt) {
+        close_bell(self, s, "its answer queue's counts are corrupt");
+        break;
+      }
+      if (!rec) break;
+      take_answer(self, s, *rec);
+    }
+  }
+}
+
+void on_bell_deadline(stage_pointer self) {
+  auto& b = self->state.bells;
+  b.deadline_due = false;
+  if (b.calls.empty()) return;
+  const auto timeout = timeout_of(self);
+  const auto now = steady::now();
+  std::set<std::uint32_t> late;
+  for (const auto& [id, c] : b.calls)
+    if (now - c.sent >= timeout) late.insert(c.shard);
+  for (std::uint32_t s : late)
+    close_bell(self, s, "a call through it had no answer within the request timeout (" +
+                            std::to_string(timeout.count()) + " ms)");
+  if (b.calls.empty()) return;
+  auto oldest = now;
+  for (const auto& [id, c] : b.calls) oldest = std::min(oldest, c.sent);
+  arm_deadline(self, std::chrono::duration_cast<std::chrono::milliseconds>(oldest + timeout - now) +
+                         std::chrono::milliseconds(1));
+}
+
+}  // namespace troupe::stage_shell
