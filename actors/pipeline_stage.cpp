@@ -277,6 +277,7 @@ void carry_out(stage_pointer self, member_actions_list actions) {
   for (bool resume = true; resume;) {
     resume = !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
     carry_out_in_order(self, actions);
+    ring_bells(self);  // before any compute that `resume` runs
     if (!resume) break;
     try {
       actions = st.core->on_resume();

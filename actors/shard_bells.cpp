@@ -30,7 +30,10 @@ void post_answer(shard_pointer self, std::uint32_t rank, std::byte* base, const 
     unwatch_bells(self, rank, nullptr, 0);
     return;
   }
-  b.answers().ring();
+  if (self->state.serving_bells)
+    self->state.bells_to_ring.insert(base);  // the member hears once, after everything posted
+  else
+    b.answers().ring();
 }
 
 // Where a call that came through the bell block at `base` is answered.
@@ -121,6 +124,7 @@ void on_bells_rung(shard_pointer self) {
   std::vector<std::pair<std::uint32_t, std::byte*>> blocks;
   for (const auto& [rank, bases] : st.bells)
     for (auto* base : bases) blocks.emplace_back(rank, base);
+  st.serving_bells = true;
   for (auto [rank, base] : blocks) {
     while (watched(self, rank, base)) {
       bool corrupt = false;
@@ -134,6 +138,10 @@ void on_bells_rung(shard_pointer self) {
       serve_record(self, rank, base, *rec);
     }
   }
+  st.serving_bells = false;
+  for (auto* base : std::exchange(st.bells_to_ring, {}))
+    for (const auto& [rank, bases] : st.bells)
+      if (bases.contains(base)) shm::bell_block(base).answers().ring();
 }
 
 void unwatch_bells(shard_pointer self, std::uint32_t rank, const std::byte* segment, std::size_t bytes) {

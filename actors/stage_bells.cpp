@@ -88,7 +88,7 @@ bool ring(stage_pointer self, std::uint32_t s, std::optional<std::size_t> channe
   c.shard = s;
   c.sent = steady::now();
   b.calls.emplace(id, std::move(c));
-  bell->requests().ring();
+  b.to_ring.insert(s);
   arm_deadline(self, timeout_of(self));
   return true;
 }
@@ -166,6 +166,12 @@ void on_bells_answered(stage_pointer self) {
       take_answer(self, s, *rec);
     }
   }
+}
+
+void ring_bells(stage_pointer self) {
+  auto& b = self->state.bells;
+  for (std::uint32_t s : std::exchange(b.to_ring, {}))
+    if (auto it = b.watched.find(s); it != b.watched.end()) it->second.requests().ring();
 }
 
 void on_bell_deadline(stage_pointer self) {

@@ -64,6 +64,7 @@ struct stage_bells {
   bool deadline_due = false;  // a bell_deadline is on its way
   std::shared_ptr<std::atomic<bool>> answered_due = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<word_waiter> waiter;
+  std::set<std::uint32_t> to_ring;  // shards posted to since the last ring_bells
 };
 
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
@@ -208,6 +209,9 @@ bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::fu
                std::function<void(caf::error&)> failed);
 void on_bells_answered(stage_pointer self);
 void on_bell_deadline(stage_pointer self);
+// Wakes the shards posted to since the last call, once each: the shell calls it after
+// carrying out a list of actions, so a step's push and pull reach a shard in one wake-up.
+void ring_bells(stage_pointer self);
 
 // stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first pull; the ticket
 // a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);
