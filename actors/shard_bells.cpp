@@ -56,41 +56,38 @@ void refuse(shard_pointer self, std::uint32_t rank, const std::string& why) {
     spdlog::warn("shard {}: refused a call through worker {}'s doorbell: {}", self->state.index, rank, why);
 }
 
-// One record posted by member rank: its push or pull, served in the member's order as the
-// actor message would be. A call that names another member is refused and answered so.
-void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec) {
+// A push or pull (Msg, answered with a Reply of kind `answer`) from member rank's block:
+// served in the member's order as its actor message would be, or refused and answered so
+// when it does not decode or names another member.
+template <class Msg, class Reply, class Serve>
+void serve_as(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec,
+              std::uint64_t id, const std::string& what, bells::kind answer, Serve serve) {
   auto& sys = self->system();
+  Msg m;
+  std::optional<fault> wrong;
+  if (!bells::body_of(sys, rec, m))
+    wrong = fault{errc::malformed, "a " + what + " through the doorbell that does not decode"};
+  else if (m.worker != rank)
+    wrong = fault{errc::not_member, "a " + what + " in the name of worker " + std::to_string(m.worker)};
+  if (wrong) {
+    refuse(self, rank, wrong->detail);
+    return post_answer(self, rank, base, bells::error_record(sys, id, make_error(*wrong)));
+  }
+  std::uint64_t ticket = 0;  // a push's payload on the bulk lane, which a same-host member never uses
+  if constexpr (std::is_same_v<Msg, push_grads>) ticket = m.lane.ticket;
+  in_member_order_to(self, rank, ticket, std::move(m), through_bell<Reply>(self, rank, base, id, answer), serve);
+}
+
+// One record posted by member rank. A record of no known kind, or an answer where a call
+// belongs, is refused with no answer (it names no call the member waits for).
+void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec) {
   auto h = bells::head_of(rec);
   if (!h) return refuse(self, rank, "a record of no known kind");
-  if (h->kind == bells::kind::push) {
-    push_grads p;
-    if (!bells::body_of(sys, rec, p)) {
-      refuse(self, rank, "a push that does not decode");
-      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::malformed, "a push through the doorbell that does not decode"})));
-    }
-    if (p.worker != rank) {
-      refuse(self, rank, "a push in the name of worker " + std::to_string(p.worker));
-      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::not_member, "a push in another member's name"})));
-    }
-    const std::uint64_t ticket = p.lane.ticket;
-    in_member_order_to(self, rank, ticket, std::move(p), through_bell<push_ack>(self, rank, base, h->id, bells::kind::ack),
-                       serve_push);
-    return;
-  }
-  if (h->kind == bells::kind::pull) {
-    pull_request r;
-    if (!bells::body_of(sys, rec, r)) {
-      refuse(self, rank, "a pull that does not decode");
-      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::malformed, "a pull through the doorbell that does not decode"})));
-    }
-    if (r.worker != rank) {
-      refuse(self, rank, "a pull in the name of worker " + std::to_string(r.worker));
-      return post_answer(self, rank, base, bells::error_record(sys, h->id, make_error(fault{errc::not_member, "a pull in another member's name"})));
-    }
-    in_member_order_to(self, rank, 0, std::move(r),
-                       through_bell<params_reply>(self, rank, base, h->id, bells::kind::params), serve_pull);
-    return;
-  }
+  if (h->kind == bells::kind::push)
+    return serve_as<push_grads, push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
+  if (h->kind == bells::kind::pull)
+    return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params,
+                                                serve_pull);
   refuse(self, rank, "an answer where a call belongs");
 }
 

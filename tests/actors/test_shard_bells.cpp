@@ -120,6 +120,14 @@ struct bell_job {
     bell().requests().ring();
     return id;
   }
+  // A push of `value`s from the push slot in `worker`'s name, at base version `version`.
+  std::uint64_t post_push(std::uint32_t worker, float value, std::int64_t version) {
+    auto put = channel.put_push(filled(value));
+    BOOST_REQUIRE(put.has_value());
+    push_grads g{0, worker, 0, version, tensor(), {}};
+    g.shared = *put;
+    return post(bells::kind::push, g);
+  }
   void post_raw(const std::vector<std::byte>& rec) {
     BOOST_REQUIRE(bell().requests().post(rec));
     bell().requests().ring();
@@ -174,11 +182,7 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
   BOOST_TEST(job.bell().listening());
   const params_reply before = job.snapshot();
   // A push of 2s from the push slot, then a pull offering the reply slot, posted together.
-  auto put = job.channel.put_push(filled(2.f));
-  BOOST_REQUIRE(put.has_value());
-  push_grads g{0, 0, 0, before.version, tensor(), {}};
-  g.shared = *put;
-  const auto push_id = job.post(bells::kind::push, g);
+  const auto push_id = job.post_push(0, 2.f, before.version);
   auto where = job.channel.lend_reply_slot();
   BOOST_REQUIRE(where.has_value());
   const auto pull_id = job.post(bells::kind::pull, pull_request{0, 0, 1, *where, false});
@@ -216,11 +220,7 @@ BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_ref
   bell_job job;
   const params_reply before = job.snapshot();
   // Member 0's segment, worker 1's name.
-  auto put = job.channel.put_push(filled(5.f));
-  BOOST_REQUIRE(put.has_value());
-  push_grads g{0, 1, 0, before.version, tensor(), {}};
-  g.shared = *put;
-  const auto id = job.post(bells::kind::push, g);
+  const auto id = job.post_push(1, 5.f, before.version);
   auto a = job.answer();
   BOOST_REQUIRE(a.has_value());
   BOOST_TEST((troupe_code(job.error_of(*a, id)) == errc::not_member));
