@@ -33,6 +33,11 @@
 //   must be that one.
 // - A member's calls through the doorbell keep the request timeout of their actor
 //   messages; one that passes it closes the channel, as a timed-out request does.
+// - Each side wakes the other once per batch: a member after carrying out a list of
+//   actions (a step's push and pull together), a shard after serving everything posted
+//   (their two answers together). A round trip still costs four wake-ups (the shard's
+//   waiter, its actor's thread, the member's waiter, its actor's thread) where one
+//   process needs two; measured with tools/bench/modes (the README's table).
 #pragma once
 
 #include <cstddef>

@@ -5,7 +5,11 @@
 // gradient buckets go in pieces over the network, and one whose tensors take a bulk lane
 // over the network (Note [Bulk lanes]) or go in the messages; a
 // segment a crashed process of the job left behind is removed by the next node of the job
-// to start; a worker killed while it trains leaves no segment behind.
+// to start; a worker killed while it trains leaves no segment behind. Once the channel is
+// confirmed the worker's pushes and pulls go through its doorbell (Note [Doorbells] in
+// core/doorbell.hpp) with the same bits as without (--no-doorbells), and a call through it
+// that a stopped shard never answers fails within the request timeout, closing the
+// doorbell, instead of hanging the worker.
 #define BOOST_TEST_MODULE fast_path
 #include <boost/test/unit_test.hpp>
 
@@ -74,7 +78,13 @@ bool says(const std::string& log, const std::string& text) { return log.find(tex
 BOOST_AUTO_TEST_CASE(a_job_gives_the_same_bits_with_the_fast_path_on_off_and_refused) {
   const auto on = run_job("fast-on", {}, {});
   BOOST_TEST(says(on.worker_log, "exchanges tensors with shard 0 through shared memory"), on.worker_log);
+  BOOST_TEST(says(on.worker_log, "sends its pushes and pulls to shard 0 through the channel's doorbell"),
+             on.worker_log);
   BOOST_TEST(segments_of("fast-on") == 0);
+
+  const auto no_bells = run_job("fast-on", {}, {"--no-doorbells"});
+  BOOST_TEST(says(no_bells.worker_log, "through shared memory"), no_bells.worker_log);
+  BOOST_TEST(!says(no_bells.worker_log, "doorbell"), no_bells.worker_log);
 
   const auto off = run_job("fast-on", {"--no-shared-memory"}, {"--no-shared-memory"});
   BOOST_TEST(!says(off.worker_log, "shared memory"), off.worker_log);
@@ -90,6 +100,7 @@ BOOST_AUTO_TEST_CASE(a_job_gives_the_same_bits_with_the_fast_path_on_off_and_ref
   BOOST_TEST(fnv.size() == 16u);
   BOOST_TEST(off.result["params_fnv1a"].get<std::string>() == fnv);
   BOOST_TEST(refused.result["params_fnv1a"].get<std::string>() == fnv);
+  BOOST_TEST(no_bells.result["params_fnv1a"].get<std::string>() == fnv);
   BOOST_TEST(on.result["rejected_messages"].get<int>() == 0);
 }
 
@@ -216,4 +227,41 @@ BOOST_AUTO_TEST_CASE(a_crashed_processes_segment_is_swept_and_a_killed_worker_le
   BOOST_REQUIRE_MESSAGE(code.has_value(), coord.err());
   BOOST_TEST(*code != 0);  // its only worker is gone
   BOOST_TEST(segments_of(id) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_doorbell_call_a_stopped_shard_never_answers_fails_within_the_request_timeout) {
+  const std::string id = "fast-stopped";
+  temp_dir dir("fast-stopped");
+  // Heartbeats would drop the stopped shard's connection after 30 s; the request timeout
+  // of 2 s comes first, so the doorbell's own deadline is what ends the wait.
+  const std::vector<std::string> slow_heartbeat{"--connection-timeout", "30"};
+  background_process coord(cat(cat({troupe_bin(), "node", "--role", "coordinator", "--listen", "127.0.0.1:0",
+                                    "--job-id", id, "--dataset", "synthetic", "--train-samples", "20000", "--epochs",
+                                    "50", "--workers", "1", "--servers", "1", "--mode", "async", "--request-timeout",
+                                    "2", "--stall-timeout", "60"},
+                                   pki().tls("coordinator")),
+                               slow_heartbeat),
+                           dir.file("coordinator"));
+  const auto port = coord.wait_for_port("listening on ", 60s);
+  BOOST_REQUIRE_MESSAGE(port.has_value(), coord.err());
+  const std::string address = "127.0.0.1:" + std::to_string(*port);
+  background_process server(
+      cat(cat({troupe_bin(), "node", "--role", "server", "--join", address, "--job-id", id}, pki().tls("server")),
+          slow_heartbeat),
+      dir.file("server"));
+  background_process worker(
+      cat(cat({troupe_bin(), "node", "--role", "worker", "--join", address, "--job-id", id}, pki().tls("worker")),
+          slow_heartbeat),
+      dir.file("worker"));
+  BOOST_REQUIRE_MESSAGE(worker.wait_for_err("through the channel's doorbell", 60s), worker.err());
+  server.signal(SIGSTOP);
+  const auto stopped = std::chrono::steady_clock::now();
+  BOOST_TEST(worker.wait_for_err("had no answer within the request timeout (2000 ms)", 20s), worker.err());
+  BOOST_TEST((std::chrono::steady_clock::now() - stopped < 15s));
+  // The worker stops with the failed call named; it does not hang.
+  BOOST_TEST(worker.wait(20s).has_value(), worker.err());
+  BOOST_TEST(says(worker.err(), "failed"), worker.err());
+  server.signal(SIGCONT);
+  server.signal(SIGKILL);
+  BOOST_TEST(coord.wait(60s).has_value(), coord.err());
 }
