@@ -24,6 +24,7 @@
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
 #include "base/serial_worker.hpp"
+#include "base/word_waiter.hpp"
 #include "core/collective_rounds.hpp"
 #include "core/kv_shard_core.hpp"
 #include "core/lane.hpp"
@@ -31,7 +32,6 @@
 #include "core/shard_checkpoint.hpp"
 #include "core/shard_core.hpp"
 #include "core/shared_slots.hpp"
-#include "base/word_waiter.hpp"
 
 namespace troupe::shard_shell {
 
@@ -114,7 +114,8 @@ struct shard_state {
   std::optional<shm::worker_channels> channels;  // the same-host fast path; none when it is off
   // Note [Doorbells]: the bell blocks of the channels this shard answered into, by member
   // rank, and the thread that watches their requests (declared after `channels`, so it
-  // stops before they are unmapped); `rung` is set while a bells_rung is on its way.
+  // stops before they are unmapped); `bells_rung_due` is set while a bells_rung is on its
+  // way.
   std::map<std::uint32_t, std::set<std::byte*>> bells;
   std::shared_ptr<std::atomic<bool>> bells_rung_due = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<word_waiter> bell_waiter;

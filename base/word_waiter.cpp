@@ -25,7 +25,8 @@ void wake_all(std::uint32_t* w) { ::syscall(SYS_futex, w, FUTEX_WAKE, 1 << 30, n
 
 bool word_waiter::supported() {
   // An empty wait is refused with EINVAL where the call exists, ENOSYS where it does not.
-  return wait_any(nullptr, 0, nullptr) == -1 && errno != ENOSYS;
+  static const bool has = wait_any(nullptr, 0, nullptr) == -1 && errno != ENOSYS;
+  return has;
 }
 
 word_waiter::word_waiter(std::function<void()> on_change) : on_change_(std::move(on_change)) {

@@ -26,7 +26,7 @@ class word_waiter {
   word_waiter(const word_waiter&) = delete;
   word_waiter& operator=(const word_waiter&) = delete;
 
-  // Whether this kernel has futex_waitv.
+  // Whether this kernel has futex_waitv (asked once).
   static bool supported();
 
   // Watches `word` (4-byte aligned, in memory that stays mapped until unwatch returns)
