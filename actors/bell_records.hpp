@@ -53,8 +53,7 @@ inline std::optional<head> head_of(std::span<const std::byte> rec) {
 template <class T>
 bool body_of(caf::actor_system& sys, std::span<const std::byte> rec, T& out) {
   if (rec.size() < head_bytes) return false;
-  caf::binary_deserializer source{sys, reinterpret_cast<const char*>(rec.data()) + head_bytes,
-                                  rec.size() - head_bytes};
+  caf::binary_deserializer source{sys, reinterpret_cast<const char*>(rec.data()) + head_bytes, rec.size() - head_bytes};
   return !source(out) && source.remaining() == 0;
 }
 

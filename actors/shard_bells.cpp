@@ -38,15 +38,14 @@ void post_answer(shard_pointer self, std::uint32_t rank, std::byte* base, const 
 
 // Where a call that came through the bell block at `base` is answered.
 template <class T>
-answer_to<T> through_bell(shard_pointer self, std::uint32_t rank, std::byte* base, std::uint64_t id,
-                          bells::kind k) {
+answer_to<T> through_bell(shard_pointer self, std::uint32_t rank, std::byte* base, std::uint64_t id, bells::kind k) {
   return answer_to<T>(std::function<void(caf::expected<T>)>([=](caf::expected<T> x) {
     auto& sys = self->system();
     std::optional<std::vector<std::byte>> rec;
     if (x) rec = bells::record(sys, k, id, std::move(*x));
     if (!rec)
-      rec = bells::error_record(sys, id, x ? make_error(fault{errc::malformed, "the answer does not fit a doorbell record"})
-                                           : x.error());
+      rec = bells::error_record(
+          sys, id, x ? make_error(fault{errc::malformed, "the answer does not fit a doorbell record"}) : x.error());
     post_answer(self, rank, base, *rec);
   }));
 }
@@ -86,8 +85,7 @@ void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const
   if (h->kind == bells::kind::push)
     return serve_as<push_grads, push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
   if (h->kind == bells::kind::pull)
-    return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params,
-                                                serve_pull);
+    return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params, serve_pull);
   refuse(self, rank, "an answer where a call belongs");
 }
 

@@ -184,8 +184,9 @@ void on_bell_deadline(stage_pointer self) {
   for (const auto& [id, c] : b.calls)
     if (now - c.sent >= timeout) late.insert(c.shard);
   for (std::uint32_t s : late)
-    close_bell(self, s, "a call through it had no answer within the request timeout (" +
-                            std::to_string(timeout.count()) + " ms)");
+    close_bell(
+        self, s,
+        "a call through it had no answer within the request timeout (" + std::to_string(timeout.count()) + " ms)");
   if (b.calls.empty()) return;
   auto oldest = now;
   for (const auto& [id, c] : b.calls) oldest = std::min(oldest, c.sent);

@@ -85,8 +85,7 @@ class bell_queue {
 // answers.
 class bell_block {
  public:
-  explicit bell_block(std::byte* base)
-      : base_(base), requests_(base + 64), answers_(base + 64 + bell_queue::bytes()) {}
+  explicit bell_block(std::byte* base) : base_(base), requests_(base + 64), answers_(base + 64 + bell_queue::bytes()) {}
   static constexpr std::size_t bytes() { return 64 + 2 * bell_queue::bytes(); }
 
   // The shard sets it once it watches the requests; the member rings only after.

@@ -9,7 +9,6 @@
 // and write the records by hand, as actors/stage_bells.cpp does.
 #define BOOST_TEST_MODULE shard_bells
 #include <boost/test/unit_test.hpp>
-
 #include <cstring>
 #include <thread>
 
@@ -97,7 +96,8 @@ struct bell_job {
     pull_request r{0, 0, 0, *where, false};
     std::optional<params_reply> first;
     std::string why;
-    (*members[rank0])->request(shard, timeout, pull_atom::value, r)
+    (*members[rank0])
+        ->request(shard, timeout, pull_atom::value, r)
         .receive([&](params_reply& p) { first = std::move(p); }, [&](caf::error& e) { why = describe(e); });
     BOOST_REQUIRE_MESSAGE(first.has_value(), "the first pull failed: " << why);
     BOOST_REQUIRE(channel.take_reply(first->shared).has_value());
@@ -207,7 +207,7 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
   params_reply p;
   BOOST_REQUIRE(bells::body_of(*job.sys, *second, p));
   BOOST_TEST(p.version == before.version + 1);  // the push before it was applied first
-  BOOST_REQUIRE(!p.shared.empty());              // the values lie in the reply slot
+  BOOST_REQUIRE(!p.shared.empty());             // the values lie in the reply slot
   auto values = job.channel.take_reply(p.shared);
   BOOST_REQUIRE(values.has_value());
   const params_reply after = job.snapshot();

@@ -3,8 +3,6 @@
 // word is no longer reported; a change made before watch returns is not lost; at most
 // max_words are watched; destruction stops the thread while it sleeps.
 #define BOOST_TEST_MODULE word_waiter
-#include <boost/test/unit_test.hpp>
-
 #include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -12,6 +10,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -95,8 +94,8 @@ BOOST_AUTO_TEST_CASE(an_unwatched_word_is_not_reported) {
 
 BOOST_AUTO_TEST_CASE(a_word_in_shared_memory_changed_by_another_process_is_reported) {
   calls c;
-  auto* shared = static_cast<std::uint32_t*>(
-      ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* shared =
+      static_cast<std::uint32_t*>(::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   BOOST_REQUIRE(shared != MAP_FAILED);
   *shared = 0;
   {

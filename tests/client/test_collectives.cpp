@@ -37,7 +37,8 @@ std::vector<float> input(std::uint32_t r, std::int64_t n) {
   return v;
 }
 
-// Runs f(r) for every rank r on its own thread; the results by rank.
+// Runs f(r) for every rank r on its own thread; the results by rank. Boost.Test's checks
+// are not thread-safe, so f returns what the test then checks on this thread.
 template <class F>
 auto on_every_rank(std::uint32_t workers, F f) {
   std::vector<std::future<decltype(f(0u))>> runs;
@@ -70,11 +71,13 @@ BOOST_AUTO_TEST_CASE(allreduce_is_the_rank_ordered_reduction_bitwise_on_every_wo
         auto results = on_every_rank(workers, [&](std::uint32_t r) {
           auto v = input(r, n);
           auto f = run_allreduce(*g[r], call("t", 4), v.data(), v.data(), n, op);  // in place
-          BOOST_TEST(!f, (f ? to_string(*f) : ""));
-          return v;
+          return std::make_pair(v, f);
         });
-        for (std::uint32_t r = 0; r < workers; ++r)
-          BOOST_TEST((results[r] == want), "rank " << r << " of " << workers << ", n " << n << ", " << name_of(op));
+        for (std::uint32_t r = 0; r < workers; ++r) {
+          const auto& [v, f] = results[r];
+          BOOST_TEST(!f, (f ? to_string(*f) : ""));
+          BOOST_TEST((v == want), "rank " << r << " of " << workers << ", n " << n << ", " << name_of(op));
+        }
       }
 }
 
@@ -83,10 +86,12 @@ BOOST_AUTO_TEST_CASE(broadcast_gives_every_worker_the_roots_values) {
   auto results = on_every_rank(3, [&](std::uint32_t r) {
     auto v = input(r, 11);
     auto f = run_broadcast(*g[r], call("b", 3), v.data(), 11, 2);
-    BOOST_TEST(!f, (f ? to_string(*f) : ""));
-    return v;
+    return std::make_pair(v, f);
   });
-  for (auto& v : results) BOOST_TEST((v == input(2, 11)));
+  for (auto& [v, f] : results) {
+    BOOST_TEST(!f, (f ? to_string(*f) : ""));
+    BOOST_TEST((v == input(2, 11)));
+  }
 }
 
 BOOST_AUTO_TEST_CASE(allgather_concatenates_uneven_first_extents_in_rank_order) {
@@ -94,16 +99,16 @@ BOOST_AUTO_TEST_CASE(allgather_concatenates_uneven_first_extents_in_rank_order) 
   const std::vector<std::int64_t> rows = {3, 0, 5};
   auto results = on_every_rank(3, [&](std::uint32_t r) {
     const auto v = input(r, rows[r] * 2);
-    auto got = run_allgather(*g[r], call("a", 4), v.data(), {rows[r], 2});
-    BOOST_REQUIRE(std::holds_alternative<gathered_tensor>(got));
-    return std::get<gathered_tensor>(got);
+    return run_allgather(*g[r], call("a", 4), v.data(), {rows[r], 2});
   });
   std::vector<float> want;
   for (std::uint32_t r = 0; r < 3; ++r) {
     const auto v = input(r, rows[r] * 2);
     want.insert(want.end(), v.begin(), v.end());
   }
-  for (auto& got : results) {
+  for (auto& result : results) {
+    BOOST_REQUIRE(std::holds_alternative<gathered_tensor>(result));
+    const auto& got = std::get<gathered_tensor>(result);
     BOOST_TEST((got.data == want));
     BOOST_TEST((got.dims == std::vector<std::int64_t>{8, 2}));
     BOOST_TEST((got.rows == rows));

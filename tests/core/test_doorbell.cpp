@@ -4,7 +4,6 @@
 // corrupt and take nothing; the listening mark; both queues of a block are separate.
 #define BOOST_TEST_MODULE doorbell
 #include <boost/test/unit_test.hpp>
-
 #include <cstring>
 #include <vector>
 
