@@ -1,19 +1,23 @@
 // bell_records: a member's push or pull and the shard's answer as doorbell records (Note
 // [Doorbells] in core/doorbell.hpp): the record's kind, the call's id, and the message in
-// CAF's binary format, the same bytes it would cross the network in. Shared by the two
-// ends, actors/shard_bells.cpp and actors/stage_bells.cpp.
+// CAF's binary format, the same bytes it would cross the network in; and the waiter that
+// nudges an end's actor when records are posted. Shared by the two ends,
+// actors/shard_bells.cpp and actors/stage_bells.cpp.
 #pragma once
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
 
 #include "actors/protocol.hpp"
+#include "base/word_waiter.hpp"
 #include "core/doorbell.hpp"
 
 namespace troupe::bells {
@@ -59,5 +63,18 @@ bool body_of(caf::actor_system& sys, std::span<const std::byte> rec, T& out) {
 
 // An answer's error as a record; a detail too long for a record is cut.
 std::vector<std::byte> error_record(caf::actor_system& sys, std::uint64_t id, const caf::error& e);
+
+// The waiter of one end's bell blocks: a change of a watched word sends `self`'s actor a
+// Trigger through its local handle Handle, one at a time. `due` is set while one is on
+// its way; the actor clears it before it takes what was posted, so nothing posted after
+// that goes unseen.
+template <class Handle, class Trigger, class Self>
+std::unique_ptr<word_waiter> nudging_waiter(Self self, std::shared_ptr<std::atomic<bool>> due) {
+  auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
+  return std::make_unique<word_waiter>([weak, due] {
+    if (due->exchange(true)) return;
+    if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<Handle>(strong), Trigger{});
+  });
+}
 
 }  // namespace troupe::bells

@@ -31,7 +31,7 @@ void post_answer(shard_pointer self, std::uint32_t rank, std::byte* base, const 
     return;
   }
   if (self->state.serving_bells)
-    self->state.bells_to_ring.insert(base);  // the member hears once, after everything posted
+    self->state.bells_to_ring.emplace(rank, base);  // the member hears once, after everything posted
   else
     b.answers().ring();
 }
@@ -99,14 +99,10 @@ void watch_bell(shard_pointer self, std::uint32_t rank, const shared_tensor& rep
   if (!st.bell_waiter) {
     st.channels->before_unmap(
         [self](std::uint32_t r, const std::byte* seg, std::size_t bytes) { unwatch_bells(self, r, seg, bytes); });
-    auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-    st.bell_waiter = std::make_unique<word_waiter>([weak, due = st.bells_rung_due] {
-      if (due->exchange(true)) return;  // one nudge at a time: the actor takes everything posted
-      if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<local_shard_actor>(strong), bells_rung{});
-    });
+    st.bell_waiter = bells::nudging_waiter<local_shard_actor, bells_rung>(self, st.bells_rung_due);
   }
   shm::bell_block b(base);
-  if (!st.bell_waiter->watch(base, b.requests().posted_word())) return;  // too many: this one uses messages
+  if (!st.bell_waiter->watch(b.requests().posted_word())) return;  // too many: this one uses messages
   st.bells[rank].insert(base);
   b.set_listening();
 }
@@ -134,9 +130,8 @@ void on_bells_rung(shard_pointer self) {
     }
   }
   st.serving_bells = false;
-  for (auto* base : std::exchange(st.bells_to_ring, {}))
-    for (const auto& [rank, bases] : st.bells)
-      if (bases.contains(base)) shm::bell_block(base).answers().ring();
+  for (auto [rank, base] : std::exchange(st.bells_to_ring, {}))
+    if (watched(self, rank, base)) shm::bell_block(base).answers().ring();
 }
 
 void unwatch_bells(shard_pointer self, std::uint32_t rank, const std::byte* segment, std::size_t bytes) {
@@ -149,7 +144,7 @@ void unwatch_bells(shard_pointer self, std::uint32_t rank, const std::byte* segm
       ++b;
       continue;
     }
-    if (st.bell_waiter) st.bell_waiter->unwatch(*b);
+    if (st.bell_waiter) st.bell_waiter->unwatch(shm::bell_block(*b).requests().posted_word());
     b = it->second.erase(b);
   }
   if (it->second.empty()) st.bells.erase(it);

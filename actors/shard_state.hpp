@@ -119,9 +119,10 @@ struct shard_state {
   std::map<std::uint32_t, std::set<std::byte*>> bells;
   std::shared_ptr<std::atomic<bool>> bells_rung_due = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<word_waiter> bell_waiter;
-  // While it serves what was posted, the blocks it answered into, woken once at the end.
+  // While it serves what was posted, the blocks it answered into (by member rank), woken
+  // once at the end.
   bool serving_bells = false;
-  std::set<std::byte*> bells_to_ring;
+  std::set<std::pair<std::uint32_t, std::byte*>> bells_to_ring;
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull

@@ -54,14 +54,8 @@ std::optional<shm::bell_block> usable_bell(stage_pointer self, std::uint32_t s, 
   if (auto it = b.watched.find(s); it != b.watched.end())
     return it->second.base() == bell->base() ? bell : std::nullopt;
   if (!word_waiter::supported()) return std::nullopt;
-  if (!b.waiter) {
-    auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-    b.waiter = std::make_unique<word_waiter>([weak, due = b.answered_due] {
-      if (due->exchange(true)) return;  // one nudge at a time: the actor takes every answer posted
-      if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<local_stage_actor>(strong), bells_answered{});
-    });
-  }
-  if (!b.waiter->watch(bell->answers().posted_word(), bell->answers().posted_word())) return std::nullopt;
+  if (!b.waiter) b.waiter = bells::nudging_waiter<local_stage_actor, bells_answered>(self, b.answered_due);
+  if (!b.waiter->watch(bell->answers().posted_word())) return std::nullopt;
   b.watched.emplace(s, *bell);
   spdlog::info("{}: sends its pushes and pulls to shard {} through the channel's doorbell", who(self), s);
   return bell;

@@ -43,22 +43,22 @@ word_waiter::~word_waiter() {
   thread_.join();
 }
 
-bool word_waiter::watch(const void* key, std::uint32_t* word) {
+bool word_waiter::watch(std::uint32_t* word) {
   {
     std::lock_guard lock(mu_);
-    if (!words_.contains(key) && words_.size() >= max_words) return false;
+    if (!words_.contains(word) && words_.size() >= max_words) return false;
     // The value before any change the caller will make from now on: a change is reported.
-    words_[key] = {word, load(word)};
+    words_[word] = load(word);
     std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
   }
   wake_all(&control_);
   return true;
 }
 
-void word_waiter::unwatch(const void* key) {
+void word_waiter::unwatch(const std::uint32_t* word) {
   {
     std::lock_guard lock(mu_);
-    words_.erase(key);
+    if (auto it = words_.find(word); it != words_.end()) words_.erase(it);
     std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
   }
   // The thread reads words only under the lock, so it no longer reads this one. A wait it
@@ -76,11 +76,11 @@ void word_waiter::run() {
       if (stopping_) return;
       waiters.clear();
       waiters.push_back({load(&control_), reinterpret_cast<std::uintptr_t>(&control_), FUTEX_32, 0});
-      for (auto& [key, w] : words_) {
-        const std::uint32_t now = load(w.word);
-        if (now != w.seen) changed = true;
-        w.seen = now;
-        waiters.push_back({now, reinterpret_cast<std::uintptr_t>(w.word), FUTEX_32, 0});
+      for (auto& [word, seen] : words_) {
+        const std::uint32_t now = load(word);
+        if (now != seen) changed = true;
+        seen = now;
+        waiters.push_back({now, reinterpret_cast<std::uintptr_t>(word), FUTEX_32, 0});
       }
     }
     if (changed) {

@@ -29,23 +29,18 @@ class word_waiter {
   // Whether this kernel has futex_waitv (asked once).
   static bool supported();
 
-  // Watches `word` (4-byte aligned, in memory that stays mapped until unwatch returns)
-  // under `key`; false when max_words are watched already. A change since the call is
-  // reported.
-  bool watch(const void* key, std::uint32_t* word);
-  // Stops watching `key`; once it returns the thread no longer reads the word.
-  void unwatch(const void* key);
+  // Watches `word` (4-byte aligned, in memory that stays mapped until unwatch returns);
+  // false when max_words are watched already. A change since the call is reported.
+  bool watch(std::uint32_t* word);
+  // Stops watching `word`; once it returns the thread no longer reads it.
+  void unwatch(const std::uint32_t* word);
 
  private:
   void run();
-  struct watched {
-    std::uint32_t* word;
-    std::uint32_t seen;
-  };
   std::function<void()> on_change_;
   std::mutex mu_;
-  std::map<const void*, watched> words_;
-  std::uint32_t control_ = 0;  // changed (and woken) to make the thread look again
+  std::map<std::uint32_t*, std::uint32_t, std::less<>> words_;  // each word, and the value last seen
+  std::uint32_t control_ = 0;                                   // changed (and woken) to make the thread look again
   bool stopping_ = false;
   std::thread thread_;
 };

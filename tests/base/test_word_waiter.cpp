@@ -58,8 +58,8 @@ BOOST_AUTO_TEST_CASE(a_change_of_a_watched_word_is_reported_on_the_waiters_threa
   calls c;
   alignas(64) std::uint32_t a = 0, b = 0;
   word_waiter w([&] { c.hit(); });
-  BOOST_TEST(w.watch(&a, &a));
-  BOOST_TEST(w.watch(&b, &b));
+  BOOST_TEST(w.watch(&a));
+  BOOST_TEST(w.watch(&b));
   bump(&b);
   BOOST_TEST(c.wait_beyond(0));
   BOOST_TEST((c.on != std::this_thread::get_id()));
@@ -74,7 +74,7 @@ BOOST_AUTO_TEST_CASE(a_change_right_after_watch_is_not_lost) {
   word_waiter w([&] { c.hit(); });
   for (int round = 0; round < 50; ++round) {
     const int before = c.count();
-    BOOST_REQUIRE(w.watch(&a, &a));
+    BOOST_REQUIRE(w.watch(&a));
     bump(&a);
     BOOST_REQUIRE(c.wait_beyond(before));
     w.unwatch(&a);
@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(an_unwatched_word_is_not_reported) {
   calls c;
   alignas(64) std::uint32_t a = 0;
   word_waiter w([&] { c.hit(); });
-  BOOST_TEST(w.watch(&a, &a));
+  BOOST_TEST(w.watch(&a));
   w.unwatch(&a);
   bump(&a);
   // Nothing is watched, so no call can come; a wrong report would come within the wait.
@@ -100,7 +100,7 @@ BOOST_AUTO_TEST_CASE(a_word_in_shared_memory_changed_by_another_process_is_repor
   *shared = 0;
   {
     word_waiter w([&] { c.hit(); });
-    BOOST_TEST(w.watch(shared, shared));
+    BOOST_TEST(w.watch(shared));
     const pid_t child = ::fork();
     BOOST_REQUIRE(child >= 0);
     if (child == 0) {
@@ -119,9 +119,9 @@ BOOST_AUTO_TEST_CASE(a_word_in_shared_memory_changed_by_another_process_is_repor
 BOOST_AUTO_TEST_CASE(at_most_max_words_are_watched) {
   word_waiter w([] {});
   std::vector<std::uint32_t> words(word_waiter::max_words + 1, 0);
-  for (std::size_t i = 0; i < word_waiter::max_words; ++i) BOOST_REQUIRE(w.watch(&words[i], &words[i]));
-  BOOST_TEST(!w.watch(&words.back(), &words.back()));
-  BOOST_TEST(w.watch(&words[0], &words[0]));  // watching a key again replaces it
+  for (std::size_t i = 0; i < word_waiter::max_words; ++i) BOOST_REQUIRE(w.watch(&words[i]));
+  BOOST_TEST(!w.watch(&words.back()));
+  BOOST_TEST(w.watch(&words[0]));  // watching a word again is no new one
 }
 
 BOOST_AUTO_TEST_CASE(destruction_stops_a_sleeping_waiter_at_once) {
@@ -129,7 +129,7 @@ BOOST_AUTO_TEST_CASE(destruction_stops_a_sleeping_waiter_at_once) {
   const auto t0 = std::chrono::steady_clock::now();
   {
     word_waiter w([] {});
-    w.watch(&a, &a);
+    w.watch(&a);
     std::this_thread::sleep_for(50ms);
   }
   // The waiter's own timed sleep is 1 s; destruction must not wait for it.
