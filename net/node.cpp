@@ -2,8 +2,12 @@
 // job restarts or its coordinator comes back (Note [Joining again]).
 #include "net/node.hpp"
 
+#include <caf/io/middleman.hpp>
+#include <caf/io/network/multiplexer.hpp>
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -13,6 +17,7 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
+#include "base/watched_teardown.hpp"
 #include "core/shm_segment.hpp"
 #include "net/job_secret.hpp"
 #include "net/lane_transport.hpp"
@@ -70,36 +75,103 @@ caf::error wait_for(caf::actor_system& sys, const caf::actor& a, bool& coordinat
 // Note [A node's teardown]
 // When its role's actor has stopped, a node destroys its actor system on the main thread
 // (on any other thread CAF's teardown never finished: measured, every role) and leaves.
-// The teardown takes milliseconds; CAF waits for every actor, so one that never stops
-// would hold the process until its launcher kills it. A watcher thread says so, naming
-// how many actors CAF still counts as running, if the teardown is not over after
-// slow_teardown, so such a hang is told apart from a member that never stopped.
-constexpr std::chrono::seconds slow_teardown{3};
+// The teardown takes milliseconds. CAF waits for every actor, and for the thread of every
+// detached actor until that actor is destroyed, so an actor that never stops, or one that
+// stopped but is still referenced, would hold the process until its launcher kills it.
+// The second happens: in about 1 of 40 launches of a 3-replica allreduce job on this
+// machine (and in CI), a worker's teardown waited forever in await_detached_threads for
+// its stage's thread; the stage had stopped and left CAF's registry, and one strong
+// reference to it was still held (seen with gdb; who holds it inside CAF is not known).
+// So a watcher thread (base/watched_teardown) warns after limits.warn_after, naming how
+// many actors CAF still counted as running and how many references the stopped role's
+// actor still has; and a server or worker whose teardown is not over after
+// limits.leave_after leaves without it. Its role's end is decided by then (its results
+// are sent, its checkpoints written, its segments unmapped with its state), so it says
+// and finishes what its caller would have (stuck_teardown_exit) and exits with the
+// role's code, inside the grace launch gives nodes after a job (15 s). A coordinator's
+// teardown is only watched: its caller still has the job's result to print.
+constexpr teardown_limits limits{std::chrono::seconds(3), std::chrono::seconds(8)};
+
+// Note [The role's last words]
+// A role's down reaches its remote monitors (its ring and pipeline neighbours' proxies of
+// it) through CAF's BASP broker, which handles it on the middleman's thread, while the
+// node's main thread hears of the same down at the same moment and would tear the
+// middleman down at once. Had the broker not had its turn yet, the neighbours would see
+// the connection close instead (remote_link_unreachable), and a replica that finished
+// would look dead to one still finishing its last step, which then fails the job (seen
+// once in about 180 launches of a 3-replica allreduce job; none in 218 with this wait).
+// So before its teardown a node waits, at most a second each time, until the
+// middleman's thread has run what was posted to it before, twice: the broker's turn with
+// the down, then what that turn posted.
+void let_middleman_catch_up(caf::actor_system& sys) {
+  for (int round = 0; round < 2; ++round) {
+    auto caught_up = std::make_shared<std::promise<void>>();
+    auto done = caught_up->get_future();
+    sys.middleman().backend().post([caught_up] { caught_up->set_value(); });
+    if (done.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return;
+  }
+}
 
 // A node's actor system, configured from its plan (TLS or plain, heartbeats, the
 // protocol) after raising the file-descriptor limit; its teardown is watched (Note [A
 // node's teardown]).
-struct node_system {
+class node_system {
+ public:
   explicit node_system(const node_plan& plan) {
     raise_fd_limit();
-    configure_node(cfg, plan);
-    sys.emplace(cfg);
+    configure_node(cfg_, plan);
+    sys_.emplace(cfg_);
   }
   ~node_system() {
-    auto over = std::make_shared<std::promise<void>>();
-    std::thread watcher([done = over->get_future(), running = sys->registry().running()]() {
-      if (done.wait_for(slow_teardown) == std::future_status::timeout)
-        spdlog::warn("the node's actor system has not stopped {} s after its role ended ({} actors were running "
-                     "when it began); the node leaves once CAF lets it",
-                     slow_teardown.count(), running);
-    });
-    sys.reset();
-    over->set_value();
-    watcher.join();
+    let_middleman_catch_up(*sys_);
+    const std::size_t running = sys_->registry().running();
+    const auto warn = [&] {
+      const auto* role = role_.get();
+      spdlog::warn("the node's actor system has not stopped {} s after its role ended ({} actors were running "
+                   "when it began{})",
+                   std::chrono::duration_cast<std::chrono::seconds>(limits.warn_after).count(), running,
+                   role ? "; the role's actor, which stopped, still has " + std::to_string(role->strong_refs.load()) +
+                              " references"
+                        : std::string());
+    };
+    const auto leave = [&] {
+      spdlog::error("the node's actor system has not stopped {} s after its role ended; the node leaves without "
+                    "waiting for it",
+                    std::chrono::duration_cast<std::chrono::seconds>(limits.leave_after).count());
+      const int code = leave_(role_end_);
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      std::_Exit(code);
+    };
+    watched_teardown([&] { sys_.reset(); }, limits, warn, leave_ ? std::function<void()>(leave) : nullptr);
   }
-  caf::actor_system_config cfg;
-  std::optional<caf::actor_system> sys;
+  node_system(const node_system&) = delete;
+  node_system& operator=(const node_system&) = delete;
+
+  caf::actor_system& sys() { return *sys_; }
+  // The role's actor, whose references a slow teardown names.
+  void watch_role(const caf::actor& role) { role_ = caf::actor_cast<caf::weak_actor_ptr>(role); }
+  // How the process leaves when the teardown passes limits.leave_after (unset: it waits).
+  void leave_if_stuck(stuck_teardown_exit leave) { leave_ = std::move(leave); }
+  // The role's end, for leave_if_stuck; returned.
+  caf::error ended(caf::error end) {
+    role_end_ = end;
+    return end;
+  }
+
+ private:
+  caf::actor_system_config cfg_;
+  std::optional<caf::actor_system> sys_;
+  caf::weak_actor_ptr role_;
+  stuck_teardown_exit leave_;
+  caf::error role_end_;
 };
+
+// Unset, a stuck teardown leaves with 0 when the role succeeded and 1 otherwise.
+stuck_teardown_exit or_default(stuck_teardown_exit f) {
+  if (f) return f;
+  return [](const caf::error& end) { return end ? 1 : 0; };
+}
 
 // Publishes the local actor's published interface on the plan's listen address; when that
 // fails, stops the actor and says why.
@@ -161,7 +233,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
                                                const std::function<void(const endpoint&)>& on_listening,
                                                std::optional<resume_point> resume) {
   node_system node(plan);
-  caf::actor_system& sys = *node.sys;
+  caf::actor_system& sys = node.sys();
   auto coordinator =
       spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan), std::move(resume));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
@@ -173,7 +245,7 @@ caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_
 caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
                                                   const std::function<void(const endpoint&)>& on_listening) {
   node_system node(plan);
-  caf::actor_system& sys = *node.sys;
+  caf::actor_system& sys = node.sys();
   auto coordinator = spawn_kv_coordinator(sys, job, std::move(cb), gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return port.error();
@@ -268,21 +340,24 @@ caf::error joining_again(const char* role, node_plan plan, Once once) {
   }
 }
 
-caf::error serve_once(const node_plan& plan, const observability& obs, bool& coordinator_lost) {
+caf::error serve_once(const node_plan& plan, const observability& obs, const stuck_teardown_exit& if_stuck,
+                      bool& coordinator_lost) {
   auto lanes = shard_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
-  caf::actor_system& sys = *node.sys;
+  node.leave_if_stuck(if_stuck);
+  caf::actor_system& sys = node.sys();
   auto coordinator = reach_coordinator(sys, plan);
-  if (!coordinator) return coordinator.error();
+  if (!coordinator) return node.ended(coordinator.error());
   auto shard = spawn_shard_server(sys, *coordinator, plan.job_id, ms(plan.connect_timeout_s), obs, fast_path_tag(plan),
                                   *lanes);
+  node.watch_role(caf::actor_cast<caf::actor>(shard));
   auto port = publish_role<shard_actor>(sys, shard, plan);
-  if (!port) return port.error();
+  if (!port) return node.ended(port.error());
   spdlog::info("shard server of job {} listening on {}, joining {}", plan.job_id,
                endpoint{plan.advertise, *port}.str(), plan.join->str());
   join_as_shard(shard, plan.advertise, *port, proof_for(sys, plan, "server", *coordinator));
-  return wait_for(sys, caf::actor_cast<caf::actor>(shard), coordinator_lost);
+  return node.ended(wait_for(sys, caf::actor_cast<caf::actor>(shard), coordinator_lost));
 }
 
 // A worker node's dataset, kept from one join to the next (Note [Joining again]): a
@@ -309,13 +384,15 @@ class kept_dataset {
 };
 
 caf::error work_once(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                     compute_options compute, kept_dataset& data, bool& coordinator_lost) {
+                     compute_options compute, kept_dataset& data, const stuck_teardown_exit& if_stuck,
+                     bool& coordinator_lost) {
   auto lanes = member_lanes_for(plan);
   if (!lanes) return make_error(errc::bad_job, lanes.error().message);
   node_system node(plan);
-  caf::actor_system& sys = *node.sys;
+  node.leave_if_stuck(if_stuck);
+  caf::actor_system& sys = node.sys();
   auto coordinator = reach_coordinator(sys, plan);
-  if (!coordinator) return coordinator.error();
+  if (!coordinator) return node.ended(coordinator.error());
   stage_options opts;
   opts.job_id = plan.job_id;
   opts.wanted_rank = plan.wanted_rank;
@@ -330,7 +407,7 @@ caf::error work_once(const node_plan& plan, const std::string& data_dir, const o
   opts.lanes = *lanes;
   if (plan.bulk_lanes) {
     auto o = lane_options_for(plan);
-    if (!o) return make_error(errc::bad_job, o.error().message);
+    if (!o) return node.ended(make_error(errc::bad_job, o.error().message));
     give_ring_lanes(opts, plan, *o);
   }
   opts.data = [data_dir, &data](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
@@ -338,24 +415,27 @@ caf::error work_once(const node_plan& plan, const std::string& data_dir, const o
   };
   // Published for its pipeline neighbours (a data-parallel worker is never contacted).
   auto worker = spawn_pipeline_stage(sys, *coordinator, opts);
+  node.watch_role(caf::actor_cast<caf::actor>(worker));
   auto port = publish_role<stage_actor>(sys, worker, plan);
-  if (!port) return port.error();
+  if (!port) return node.ended(port.error());
   join_as_member(worker, plan.advertise, *port, proof_for(sys, plan, "worker", *coordinator));
-  return wait_for(sys, caf::actor_cast<caf::actor>(worker), coordinator_lost);
+  return node.ended(wait_for(sys, caf::actor_cast<caf::actor>(worker), coordinator_lost));
 }
 
 }  // namespace
 
-caf::error run_server_node(const node_plan& plan, const observability& obs) {
+caf::error run_server_node(const node_plan& plan, const observability& obs, stuck_teardown_exit if_stuck) {
+  if_stuck = or_default(std::move(if_stuck));
   return joining_again("shard server", plan,
-                       [&](const node_plan& p, bool& lost) { return serve_once(p, obs, lost); });
+                       [&](const node_plan& p, bool& lost) { return serve_once(p, obs, if_stuck, lost); });
 }
 
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                           compute_options compute) {
+                           compute_options compute, stuck_teardown_exit if_stuck) {
+  if_stuck = or_default(std::move(if_stuck));
   kept_dataset data;
   return joining_again("worker", plan, [&](const node_plan& p, bool& lost) {
-    return work_once(p, data_dir, obs, compute, data, lost);
+    return work_once(p, data_dir, obs, compute, data, if_stuck, lost);
   });
 }
 

@@ -45,13 +45,20 @@ std::string fast_path_tag(const node_plan& plan);
 expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);
 expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan);
 
+// What a server or worker node's process does when CAF's teardown after the role's end is
+// stuck (Note [A node's teardown] in net/node.cpp): given the role's end (none: it
+// succeeded), it says what the caller would have said and finishes what the caller would
+// have finished, and returns the exit code the process then leaves with at once. Unset:
+// 0 when the role succeeded, 1 otherwise.
+using stuck_teardown_exit = std::function<int(const caf::error& role_end)>;
+
 // A server or a worker joins its job again each time the coordinator restarts it in place,
 // and, with plan.coordinator_timeout_s, when its coordinator is lost and comes back (Note
 // [Joining again] in net/node.cpp); the error is the role's last end.
-caf::error run_server_node(const node_plan& plan, const observability& obs);
+caf::error run_server_node(const node_plan& plan, const observability& obs, stuck_teardown_exit if_stuck = {});
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).
 caf::error run_worker_node(const node_plan& plan, const std::string& data_dir, const observability& obs,
-                           compute_options compute = {});
+                           compute_options compute = {}, stuck_teardown_exit if_stuck = {});
 
 }  // namespace troupe

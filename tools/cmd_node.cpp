@@ -199,43 +199,48 @@ int run_node(node_cli& o) {
     print_error(obs.error().message);
     return exit_usage;
   }
-  int code = exit_usage;
+  // The node's exit code, once its observability is finished.
+  const auto finished = [&o, &obs, &plan](int code) {
+    if (!finish_observability(*obs, o.observe, node_name(*plan), code == exit_ok) && code == exit_ok)
+      return exit_failed;
+    return code;
+  };
+  // A server's or worker's end, said, and its exit code. The same when CAF's teardown after
+  // the role is stuck and the process leaves without it (Note [A node's teardown] in
+  // net/node.cpp).
+  const auto role_end = [&finished](const char* role) {
+    return [&finished, role](const caf::error& err) {
+      if (!err) return finished(exit_ok);
+      print_error(std::string(role) + ": " + troupe::describe(err));
+      return finished(exit_failed);
+    };
+  };
   switch (plan->role) {
-    case node_role::coordinator: code = run_coordinator(*plan, o, *obs); break;
-    case node_role::server:
-      code = exit_ok;
-      if (auto err = run_server_node(*plan, *obs)) {
-        print_error("shard server: " + troupe::describe(err));
-        code = exit_failed;
-      }
-      break;
+    case node_role::coordinator: return finished(run_coordinator(*plan, o, *obs));
+    case node_role::server: {
+      auto end = role_end("shard server");
+      return end(run_server_node(*plan, *obs, end));
+    }
     case node_role::worker: {
       set_blas_threads(1);
       const device dev = chosen_device(o.job.train);
       if (auto why = train_options_unfit(o.job.train)) {
         print_error(*why);
-        code = exit_usage;
-        break;
+        return finished(exit_usage);
       }
       if (auto why = device_unusable(dev)) {
         print_error(*why);
-        code = exit_failed;
-        break;
+        return finished(exit_failed);
       }
       if (const std::string how = describe_precision(o.job.train); !how.empty())
         spdlog::info("worker: {}", how.substr(2));
       const bool own_data = o.app->get_option("--data")->count() > 0;
-      code = exit_ok;
-      if (auto err = run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs,
-                                     compute_options{dev, false, o.job.train.tf32, chosen_precision(o.job.train)})) {
-        print_error("worker: " + troupe::describe(err));
-        code = exit_failed;
-      }
-      break;
+      auto end = role_end("worker");
+      return end(run_worker_node(*plan, own_data ? o.job.data.dir : std::string(), *obs,
+                                 compute_options{dev, false, o.job.train.tf32, chosen_precision(o.job.train)}, end));
     }
   }
-  if (!finish_observability(*obs, o.observe, node_name(*plan), code == exit_ok) && code == exit_ok) code = exit_failed;
-  return code;
+  return finished(exit_usage);
 }
 
 }  // namespace
