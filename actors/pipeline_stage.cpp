@@ -290,6 +290,7 @@ void carry_out(stage_pointer self, member_actions_list actions) {
     st.training = true;
     start_training(self);
   }
+  await_answers(self);  // Note [Waiting for the answers]
 }
 
 void carry_out_in_order(stage_pointer self, member_actions_list& actions) {

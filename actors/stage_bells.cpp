@@ -2,6 +2,18 @@
 // core/doorbell.hpp): posting a push or a pull whose tensor lies in a slot of the channel,
 // watching the answers, handing each to its call's handler, and failing calls past the
 // request timeout (which closes the channel, as a timed-out request does).
+//
+// Note [Waiting for the answers]
+// A member whose calls went through doorbells and whose mailbox is empty would go idle;
+// the shard's answer would then wake the waiter's thread, which nudges the actor, which
+// wakes the actor's thread: two wake-ups where one would do. A detached member (its
+// thread is its own) instead waits on its own thread for up to answer_wait, on the
+// answer queues' counts (base/word_waiter::await_change), and takes the answers as soon
+// as they are posted; their handlers run the next step, whose calls it waits for in turn.
+// It stops waiting when nothing is in flight, when anything is in its mailbox (a message
+// waits at most answer_wait), and at answer_wait. Meanwhile `answered_due` stays set, so
+// the waiter sends no nudge for what this thread takes itself; after, anything posted
+// since is nudged for as the waiter would have.
 #include <spdlog/spdlog.h>
 
 #include "actors/bell_records.hpp"
@@ -12,6 +24,11 @@ namespace troupe::stage_shell {
 namespace {
 
 using steady = std::chrono::steady_clock;
+
+// How long a member waits on its own thread for answers before it goes idle: a pull's
+// round trip through the doorbells took about 0.6 ms here; a pull that a shard holds (a
+// sync round still open) is left to the waiter after this.
+constexpr std::chrono::microseconds answer_wait{2000};
 
 std::chrono::milliseconds timeout_of(stage_pointer self) {
   return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
@@ -158,6 +175,40 @@ void on_bells_answered(stage_pointer self) {
       }
       if (!rec) break;
       take_answer(self, s, *rec);
+    }
+  }
+}
+
+void await_answers(stage_pointer self) {
+  auto& b = self->state.bells;
+  if (!self->state.opts.detached || b.awaiting || b.calls.empty() || b.watched.empty()) return;
+  b.awaiting = true;
+  b.answered_due->store(true);
+  const auto until = steady::now() + answer_wait;
+  std::vector<std::pair<std::uint32_t*, std::uint32_t>> counts;
+  while (!b.calls.empty() && self->mailbox().empty()) {
+    counts.clear();
+    bool posted = false;
+    for (auto& [s, bell] : b.watched) {
+      std::uint32_t count = 0;
+      posted = bell.answers().unread(count) || posted;
+      counts.emplace_back(bell.answers().posted_word(), count);
+    }
+    if (posted) {
+      on_bells_answered(self);
+      b.answered_due->store(true);  // on_bells_answered cleared it
+      continue;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - steady::now());
+    if (left.count() <= 0 || counts.size() > word_waiter::max_words || !word_waiter::await_change(counts, left)) break;
+  }
+  b.awaiting = false;
+  b.answered_due->store(false);
+  for (auto& [s, bell] : b.watched) {
+    std::uint32_t count = 0;
+    if (bell.answers().unread(count)) {
+      if (!b.answered_due->exchange(true)) self->send(self, bells_answered{});
+      break;
     }
   }
 }

@@ -65,6 +65,7 @@ struct stage_bells {
   std::shared_ptr<std::atomic<bool>> answered_due = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<word_waiter> waiter;
   std::set<std::uint32_t> to_ring;  // shards posted to since the last ring_bells
+  bool awaiting = false;            // await_answers is waiting on this thread
 };
 
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
@@ -212,6 +213,10 @@ void on_bell_deadline(stage_pointer self);
 // Wakes the shards posted to since the last call, once each: the shell calls it after
 // carrying out a list of actions, so a step's push and pull reach a shard in one wake-up.
 void ring_bells(stage_pointer self);
+// Waits on this thread for the answers to the calls in flight, and takes them, while the
+// member has nothing else to do (Note [Waiting for the answers]); a call from inside one
+// of their handlers returns at once.
+void await_answers(stage_pointer self);
 
 // stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first pull; the ticket
 // a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);

@@ -67,6 +67,20 @@ void word_waiter::unwatch(const std::uint32_t* word) {
   wake_all(&control_);
 }
 
+bool word_waiter::await_change(std::span<const std::pair<std::uint32_t*, std::uint32_t>> words,
+                               std::chrono::microseconds within) {
+  if (words.empty() || words.size() > max_words) return false;
+  std::vector<struct futex_waitv> waiters;
+  waiters.reserve(words.size());
+  for (const auto& [word, seen] : words) waiters.push_back({seen, reinterpret_cast<std::uintptr_t>(word), FUTEX_32, 0});
+  timespec deadline{};
+  ::clock_gettime(CLOCK_MONOTONIC, &deadline);
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(within).count() + deadline.tv_nsec;
+  deadline.tv_sec += static_cast<time_t>(ns / 1'000'000'000);
+  deadline.tv_nsec = static_cast<long>(ns % 1'000'000'000);
+  return wait_any(waiters.data(), static_cast<unsigned>(waiters.size()), &deadline) != -1 || errno != ETIMEDOUT;
+}
+
 void word_waiter::run() {
   std::vector<struct futex_waitv> waiters;
   for (;;) {

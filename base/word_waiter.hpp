@@ -1,16 +1,20 @@
 // word_waiter: one thread of its own that sleeps until any of a set of 32-bit words, which
 // may lie in memory shared with other processes, changes from the value it last saw, and
-// then calls `on_change` (the doorbells' waiter: Note [Doorbells] in core/doorbell.hpp).
+// then calls `on_change` (the doorbells' waiter: Note [Doorbells] in core/doorbell.hpp);
+// and a wait on such words on the caller's own thread.
 // Linux's futex_waitv waits on all of them at once; where the kernel lacks it (before
 // 5.16), supported() is false and nothing should be watched.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <mutex>
+#include <span>
 #include <thread>
+#include <utility>
 
 namespace troupe {
 
@@ -34,6 +38,12 @@ class word_waiter {
   bool watch(std::uint32_t* word);
   // Stops watching `word`; once it returns the thread no longer reads it.
   void unwatch(const std::uint32_t* word);
+
+  // Sleeps on the calling thread until any of `words` no longer holds the value paired
+  // with it, or `within` has passed; true unless it timed out (a changed value, a wake or
+  // a signal). At most max_words words. Needs supported().
+  static bool await_change(std::span<const std::pair<std::uint32_t*, std::uint32_t>> words,
+                           std::chrono::microseconds within);
 
  private:
   void run();

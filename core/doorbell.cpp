@@ -31,7 +31,12 @@ bool bell_queue::post(std::span<const std::byte> rec) {
 
 void bell_queue::ring() const {
   // Not FUTEX_PRIVATE_FLAG: the word lies in memory shared between processes.
-  ::syscall(SYS_futex, posted_word(), FUTEX_WAKE, 1, nullptr, nullptr, 0);
+  ::syscall(SYS_futex, posted_word(), FUTEX_WAKE, 1 << 30, nullptr, nullptr, 0);
+}
+
+bool bell_queue::unread(std::uint32_t& posted) const {
+  posted = word(posted_word()).load(std::memory_order_acquire);
+  return posted != word(taken_word()).load(std::memory_order_relaxed);
 }
 
 std::optional<std::vector<std::byte>> bell_queue::take(bool& corrupt) {

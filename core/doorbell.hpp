@@ -22,10 +22,10 @@
 //   doorbell only once its channel is confirmed and the shard listens, for pulls that
 //   offer the reply slot and pushes in the push slot. Whatever else it sends (a slot it
 //   could not lend, a full queue) goes as an actor message.
-// - Posting writes the record, then publishes the new count (release) and wakes its
-//   waiter; the waiter nudges the reader's actor, which takes every record posted, in
-//   order. Each side writes only its own counts and records, so a queue never needs a
-//   lock; a count that says more than a full ring was posted is corrupt, and the reader
+// - Posting writes the record, then publishes the new count (release) and wakes every
+//   thread that waits on it; the waiter nudges the reader's actor, which takes every
+//   record posted, in order. Each side writes only its own counts and records, so a
+//   queue never needs a lock; a count that says more than a full ring was posted is corrupt, and the reader
 //   closes the doorbell (the member's calls then fail or time out as any request does).
 // - Trust is the fast path's: only processes of the job's user can open the segment, and
 //   a shard takes a request only as the member whose segment it came from (the header's
@@ -35,9 +35,11 @@
 //   messages; one that passes it closes the channel, as a timed-out request does.
 // - Each side wakes the other once per batch: a member after carrying out a list of
 //   actions (a step's push and pull together), a shard after serving everything posted
-//   (their two answers together). A round trip still costs four wake-ups (the shard's
-//   waiter, its actor's thread, the member's waiter, its actor's thread) where one
-//   process needs two; measured with tools/bench/modes (the README's table).
+//   (their two answers together). A round trip costs three wake-ups (the shard's
+//   waiter, its actor's thread, the member's own thread, which waits for the answers
+//   itself when it has nothing else to do: Note [Waiting for the answers] in
+//   actors/stage_bells.cpp) where one process needs two; measured with tools/bench/modes
+//   (the README's table).
 #pragma once
 
 #include <cstddef>
@@ -64,7 +66,8 @@ class bell_queue {
   // The writer's side: false when the ring is full or the record is longer than
   // bell_record_payload (nothing is written then).
   bool post(std::span<const std::byte> record);
-  // Wakes the reader's waiter, after posting.
+  // Wakes every thread that waits on the count (the reader's waiter, and the reader's own
+  // thread when it waits for an answer itself), after posting.
   void ring() const;
 
   // The reader's side: the next record, nullopt when none is posted. `corrupt` is set when
@@ -74,6 +77,9 @@ class bell_queue {
 
   // The futex word the reader waits on: the count of records posted.
   std::uint32_t* posted_word() const { return reinterpret_cast<std::uint32_t*>(base_); }
+  // The reader's side: whether a record waits to be taken; `posted` is set to the count it
+  // read, the value to wait on when none does.
+  bool unread(std::uint32_t& posted) const;
 
  private:
   std::uint32_t* taken_word() const { return reinterpret_cast<std::uint32_t*>(base_ + 64); }

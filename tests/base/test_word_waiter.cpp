@@ -1,7 +1,8 @@
 // Tests for base/word_waiter.cpp: a change of a watched word, made by this process or by
 // another one through shared memory, calls on_change on the waiter's thread; an unwatched
 // word is no longer reported; a change made before watch returns is not lost; at most
-// max_words are watched; destruction stops the thread while it sleeps.
+// max_words are watched; destruction stops the thread while it sleeps; await_change
+// returns on a change, at once for a stale value, and false at its timeout.
 #define BOOST_TEST_MODULE word_waiter
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -134,4 +135,30 @@ BOOST_AUTO_TEST_CASE(destruction_stops_a_sleeping_waiter_at_once) {
   }
   // The waiter's own timed sleep is 1 s; destruction must not wait for it.
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 900ms));
+}
+
+BOOST_AUTO_TEST_CASE(await_change_returns_on_a_change_at_once_when_stale_and_times_out) {
+  BOOST_REQUIRE_MESSAGE(word_waiter::supported(), "this kernel lacks futex_waitv");
+  using steady = std::chrono::steady_clock;
+  alignas(64) std::uint32_t a = 0, b = 5;
+  const std::vector<std::pair<std::uint32_t*, std::uint32_t>> seen{{&a, 0}, {&b, 5}};
+  // Nothing changes: it sleeps out its time and says so.
+  auto start = steady::now();
+  BOOST_TEST(!word_waiter::await_change(seen, 50ms));
+  BOOST_TEST((steady::now() - start >= 45ms));
+  // A value that already differs from the one named returns at once.
+  const std::vector<std::pair<std::uint32_t*, std::uint32_t>> stale{{&a, 0}, {&b, 4}};
+  start = steady::now();
+  BOOST_TEST(word_waiter::await_change(stale, 5s));
+  BOOST_TEST((steady::now() - start < 1s));
+  // A change made by another thread while it sleeps wakes it.
+  std::thread other([&] {
+    std::this_thread::sleep_for(50ms);
+    bump(&b);
+  });
+  start = steady::now();
+  BOOST_TEST(word_waiter::await_change(seen, 10s));
+  BOOST_TEST((steady::now() - start < 5s));
+  other.join();
+  BOOST_TEST(!word_waiter::await_change({}, 1ms));  // no words: nothing to wait for
 }

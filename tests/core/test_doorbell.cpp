@@ -1,7 +1,8 @@
 // Tests for core/doorbell.cpp: records come out of a bell queue in the order they were
 // posted, bit for bit, also across the ring's wrap; a full ring and an oversized record are
 // refused without writing; counts or lengths that a broken writer left are reported as
-// corrupt and take nothing; the listening mark; both queues of a block are separate.
+// corrupt and take nothing; unread() and the count to wait on; the listening mark; both
+// queues of a block are separate.
 #define BOOST_TEST_MODULE doorbell
 #include <boost/test/unit_test.hpp>
 #include <cstring>
@@ -105,4 +106,22 @@ BOOST_AUTO_TEST_CASE(a_block_marks_listening_and_keeps_its_queues_apart) {
   BOOST_TEST((*req == record(20, 1)));
   BOOST_TEST((*ans == record(30, 2)));
   BOOST_TEST(!shard.requests().take(corrupt).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(unread_says_whether_a_record_waits_and_which_count_to_wait_on) {
+  memory m(bell_queue::bytes());
+  bell_queue writer(m.base()), reader(m.base());
+  std::uint32_t count = 99;
+  BOOST_TEST(!reader.unread(count));
+  BOOST_TEST(count == 0u);
+  BOOST_REQUIRE(writer.post(record(10, 1)));
+  BOOST_REQUIRE(writer.post(record(20, 2)));
+  BOOST_TEST(reader.unread(count));
+  BOOST_TEST(count == 2u);
+  bool corrupt = false;
+  BOOST_REQUIRE(reader.take(corrupt).has_value());
+  BOOST_TEST(reader.unread(count));  // one more waits
+  BOOST_REQUIRE(reader.take(corrupt).has_value());
+  BOOST_TEST(!reader.unread(count));
+  BOOST_TEST(count == 2u);  // the count a wait for the next record names
 }
