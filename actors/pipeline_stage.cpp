@@ -374,6 +374,10 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
         std::exchange(s.mailboxes.once_drained, nullptr)();
         return;
       }
+      if (!ring_prev) {  // nothing more goes to it (Note [A next replica gone in the last step])
+        s.mailboxes.next_gone = true;
+        s.mailboxes.waiting.clear();
+      }
       drive(self, [&](member_core& c) { return c.on_ring_neighbour_down(ring_prev, describe(dm.reason)); });
       return;
     }

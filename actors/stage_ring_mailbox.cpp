@@ -126,6 +126,7 @@ tensor ring_buffer(stage_pointer self, std::int64_t numel) {
 void pass_ring_piece(stage_pointer self, ring_piece p) {
   auto& st = self->state;
   auto& mb = st.mailboxes;
+  if (mb.next_gone) return;  // Note [A next replica gone in the last step]
   if (!mb.offered) offer_outbox(self);
   if (!mb.out || !mb.out->usable()) {
     if (mb.out && !p.values.empty() && mb.out->holds(p.values.bytes())) {
@@ -165,7 +166,7 @@ void drain_ring_pieces(stage_pointer self) {
 
 void after_ring_pieces(stage_pointer self, std::function<void()> then) {
   auto& mb = self->state.mailboxes;
-  if (mb.waiting.empty() && ring_lane_flushed(self)) return then();
+  if (mb.next_gone || (mb.waiting.empty() && ring_lane_flushed(self))) return then();
   mb.once_drained = std::move(then);
   drain_ring_pieces(self);
 }

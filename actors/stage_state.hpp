@@ -81,6 +81,7 @@ struct stage_ring_mailboxes {
   std::deque<ring_piece> waiting;
   bool drain_due = false;  // a ring_drain is on its way
   std::function<void()> once_drained;  // what waits for `waiting` to empty (the member's finish)
+  bool next_gone = false;              // ring_next is gone: its pieces are dropped
   std::optional<shm::ring_inbox> in;
   std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
 };

@@ -127,6 +127,8 @@ class member_core {
   // previous replica in the ring (anyone else's is dropped with a warning).
   member_actions_list on_ring_piece(ring_piece p, bool from_neighbour, const std::string& sender);
   // A replica next to this one in the ring died (`previous`: the one it receives from).
+  // The next one, gone during the job's last step, is only warned about (Note [A next
+  // replica gone in the last step] in core/member_ring.cpp).
   member_actions_list on_ring_neighbour_down(bool previous, const std::string& why);
   // Whether this member's gradients go round a ring of replicas (it has a seat in its
   // assignment's ring: Note [Rings of leaders] in core/ring_seats.cpp); the member it

@@ -27,9 +27,10 @@ using namespace member_actions;
 // computed its next step), which wait here until this replica starts it; a piece for any
 // other collective, or more pieces than one collective has, is a broken neighbour and
 // stops the member with the piece's fault, as a refused piece does. A replica next to
-// this one that dies stops it with stage_lost, naming the dead one, and the coordinator
-// ends the job when it sees any replica die, so no survivor waits for pieces that will
-// never come.
+// this one that dies stops it with stage_lost, naming the dead one (but for a next
+// replica gone in the last step: Note [A next replica gone in the last step]), and the
+// coordinator ends the job when it sees any replica die, so no survivor waits for pieces
+// that will never come.
 
 std::uint32_t member_core::previous_replica() const { return seat_->prev; }
 std::uint32_t member_core::next_replica() const { return seat_->next; }
@@ -142,9 +143,25 @@ void member_core::ring_progress(member_actions_list& out) {
   update_and_report(out);
 }
 
+// Note [A next replica gone in the last step]
+// A replica receives only from its previous replica, so once it is in the job's last
+// step, its next replica has nothing more to give it: one that finished that step first
+// and left (whose connection may close before its normal exit is heard: Note [The role's
+// last words] in net/node.cpp) must not fail it. So a next replica gone in the last step
+// is told and ignored, and this replica finishes from what its previous one sends. If
+// the next one died instead, its own previous replica stops, that stop reaches this one
+// as its previous replica's down, and the coordinator ends the job: nothing waits
+// forever. Earlier steps need the next replica for the steps to come, and stop as before.
 member_actions_list member_core::on_ring_neighbour_down(bool previous, const std::string& why) {
   member_actions_list out;
   const std::uint32_t other = previous ? previous_replica() : next_replica();
+  const bool last_step = phase_ == member_phase::training && epoch_ + 1 >= place_.job.train.epochs &&
+                         step_in_epoch_ + 1 >= steps_per_epoch_;
+  if (!previous && last_step) {
+    out.push_back(warn{replica_name(other) + " is gone (" + why + ") during the job's last step; " + who() +
+                       " needs nothing more from it and finishes"});
+    return out;
+  }
   stop({errc::stage_lost, replica_name(other) + " is gone (" + why + "); " + who() +
                               " stops, since the ring all-reduce of its gradients cannot finish without it"},
        out);

@@ -6,7 +6,8 @@
 // a pipeline, each stage ringing with its peers; avg is the sum over the world size;
 // simulated compute rings its gradient every step; a stranger's piece is dropped with a
 // warning; a piece of another step, a malformed piece and a lost
-// neighbour stop the member with their typed errors; the ring is in the metrics.
+// neighbour stop the member with their typed errors, except a next replica gone in the
+// job's last step, which is only warned about; the ring is in the metrics.
 #define BOOST_TEST_MODULE member_ring
 #include <boost/test/unit_test.hpp>
 
@@ -279,4 +280,37 @@ BOOST_AUTO_TEST_CASE(the_ring_is_counted_in_the_metrics) {
   BOOST_TEST(seen["count"] == static_cast<double>(steps));
   BOOST_TEST(seen["sent"] == per_step * static_cast<double>(steps));
   BOOST_TEST(seen["received"] == per_step * static_cast<double>(steps));
+}
+
+// Note [A next replica gone in the last step]: in the job's last step the next replica's
+// loss is only warned about, and the member still finishes from its previous replica's
+// pieces; the previous replica's loss still stops it, and so does the next one's in an
+// earlier step.
+BOOST_AUTO_TEST_CASE(a_next_replica_gone_in_the_last_step_is_only_warned_about) {
+  auto one_step = ring_job(3);
+  one_step.train.epochs = 1;
+  member_bench bench(one_step, synthetic(60));  // 20 samples a replica: one step of 20
+  bench.start();
+  auto out = bench.members[1]->on_ring_neighbour_down(false, "remote_link_unreachable");
+  BOOST_REQUIRE_EQUAL(out.size(), 1u);
+  BOOST_REQUIRE(std::holds_alternative<member_actions::warn>(out[0]));
+  const std::string said = std::get<member_actions::warn>(out[0]).text;
+  BOOST_TEST(said.find("worker 2 is gone (remote_link_unreachable) during the job's last step; worker 1 needs "
+                       "nothing more from it and finishes") == 0,
+             said);
+  bench.run();
+  BOOST_TEST(bench.stopped.empty());
+  BOOST_TEST(bench.done.size() == 3u);
+
+  member_bench prev_lost(one_step, synthetic(60));
+  prev_lost.start();
+  out = prev_lost.members[1]->on_ring_neighbour_down(true, "killed");
+  BOOST_REQUIRE_EQUAL(out.size(), 1u);
+  BOOST_TEST((std::get<member_actions::stop>(out[0]).why.code == errc::stage_lost));
+
+  member_bench earlier(ring_job(3), synthetic(60));  // 2 epochs: the first step is not the last
+  earlier.start();
+  out = earlier.members[1]->on_ring_neighbour_down(false, "killed");
+  BOOST_REQUIRE_EQUAL(out.size(), 1u);
+  BOOST_TEST(std::get<member_actions::stop>(out[0]).why.detail.find("worker 2 is gone (killed)") == 0);
 }
