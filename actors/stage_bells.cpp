@@ -142,6 +142,19 @@ void take_answer(stage_pointer self, std::uint32_t s, const std::vector<std::byt
   }
 }
 
+// Whether an answer waits in any watched block; `counts` gets each answer count read, the
+// values to wait on when none does.
+bool answers_posted(stage_bells& b, std::vector<std::pair<std::uint32_t*, std::uint32_t>>& counts) {
+  counts.clear();
+  bool posted = false;
+  for (auto& [s, bell] : b.watched) {
+    std::uint32_t count = 0;
+    posted = bell.answers().unread(count) || posted;
+    counts.emplace_back(bell.answers().posted_word(), count);
+  }
+  return posted;
+}
+
 }  // namespace
 
 bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
@@ -187,14 +200,7 @@ void await_answers(stage_pointer self) {
   const auto until = steady::now() + answer_wait;
   std::vector<std::pair<std::uint32_t*, std::uint32_t>> counts;
   while (!b.calls.empty() && self->mailbox().empty()) {
-    counts.clear();
-    bool posted = false;
-    for (auto& [s, bell] : b.watched) {
-      std::uint32_t count = 0;
-      posted = bell.answers().unread(count) || posted;
-      counts.emplace_back(bell.answers().posted_word(), count);
-    }
-    if (posted) {
+    if (answers_posted(b, counts)) {
       on_bells_answered(self);
       b.answered_due->store(true);  // on_bells_answered cleared it
       continue;
@@ -204,13 +210,7 @@ void await_answers(stage_pointer self) {
   }
   b.awaiting = false;
   b.answered_due->store(false);
-  for (auto& [s, bell] : b.watched) {
-    std::uint32_t count = 0;
-    if (bell.answers().unread(count)) {
-      if (!b.answered_due->exchange(true)) self->send(self, bells_answered{});
-      break;
-    }
-  }
+  if (answers_posted(b, counts) && !b.answered_due->exchange(true)) self->send(self, bells_answered{});
 }
 
 void ring_bells(stage_pointer self) {

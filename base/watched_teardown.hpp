@@ -1,6 +1,6 @@
 // watched_teardown: runs a teardown that should take milliseconds on the calling thread,
 // with a watcher thread that says so once it is slow and, past a limit, acts for it: the
-// shape of a node's teardown (Note [A node's teardown] in net/node.cpp), kept apart so the
+// shape of a node's teardown (Note [A node's teardown] in net/node_system.cpp), kept apart so the
 // watching itself is tested.
 #pragma once
 

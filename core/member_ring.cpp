@@ -147,7 +147,7 @@ void member_core::ring_progress(member_actions_list& out) {
 // A replica receives only from its previous replica, so once it is in the job's last
 // step, its next replica has nothing more to give it: one that finished that step first
 // and left (whose connection may close before its normal exit is heard: Note [The role's
-// last words] in net/node.cpp) must not fail it. So a next replica gone in the last step
+// last words] in net/node_system.cpp) must not fail it. So a next replica gone in the last step
 // is told and ignored, and this replica finishes from what its previous one sends. If
 // the next one died instead, its own previous replica stops, that stop reaches this one
 // as its previous replica's down, and the coordinator ends the job: nothing waits

@@ -4,7 +4,6 @@
 // (the job failed, the coordinator went away or refused it).
 #pragma once
 
-#include <functional>
 #include <memory>
 
 #include "actors/coordinator.hpp"
@@ -12,6 +11,7 @@
 #include "core/lane.hpp"
 #include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
+#include "net/node_system.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
 
@@ -45,16 +45,10 @@ std::string fast_path_tag(const node_plan& plan);
 expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);
 expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan);
 
-// What a server or worker node's process does when CAF's teardown after the role's end is
-// stuck (Note [A node's teardown] in net/node.cpp): given the role's end (none: it
-// succeeded), it says what the caller would have said and finishes what the caller would
-// have finished, and returns the exit code the process then leaves with at once. Unset:
-// 0 when the role succeeded, 1 otherwise.
-using stuck_teardown_exit = std::function<int(const caf::error& role_end)>;
-
 // A server or a worker joins its job again each time the coordinator restarts it in place,
 // and, with plan.coordinator_timeout_s, when its coordinator is lost and comes back (Note
-// [Joining again] in net/node.cpp); the error is the role's last end.
+// [Joining again] in net/node.cpp); the error is the role's last end. `if_stuck`: Note [A
+// node's teardown] in net/node_system.cpp.
 caf::error run_server_node(const node_plan& plan, const observability& obs, stuck_teardown_exit if_stuck = {});
 
 // data_dir: where this node finds the dataset (empty: the directory the job names).

@@ -207,7 +207,7 @@ int run_node(node_cli& o) {
   };
   // A server's or worker's end, said, and its exit code. The same when CAF's teardown after
   // the role is stuck and the process leaves without it (Note [A node's teardown] in
-  // net/node.cpp).
+  // net/node_system.cpp).
   const auto role_end = [&finished](const char* role) {
     return [&finished, role](const caf::error& err) {
       if (!err) return finished(exit_ok);
