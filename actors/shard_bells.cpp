@@ -50,9 +50,22 @@ answer_to<T> through_bell(shard_pointer self, std::uint32_t rank, std::byte* bas
   }));
 }
 
-void refuse(shard_pointer self, std::uint32_t rank, const std::string& why) {
-  if (monitoring::count_refusal(monitoring::refusal::not_a_member, "worker " + std::to_string(rank) + "'s doorbell"))
-    spdlog::warn("shard {}: refused a call through worker {}'s doorbell: {}", self->state.index, rank, why);
+// A record from member rank's block that the shard does not serve. A call in another
+// member's name is refused for the job's safety (troupe_refusals_total{reason=
+// "not_a_member"}, logged once per member); a record that is not a call (it does not
+// decode, names no kind, or is an answer) and counts beyond a full ring are a broken
+// member's bytes, counted with the shard's other rejected messages
+// (troupe_rejected_messages_total{reason="malformed"}) and logged once per member.
+void refuse(shard_pointer self, std::uint32_t rank, errc code, const std::string& why) {
+  auto& st = self->state;
+  bool log = false;
+  if (code == errc::not_member) {
+    log = monitoring::count_refusal(monitoring::refusal::not_a_member, "worker " + std::to_string(rank) + "'s doorbell");
+  } else {
+    if (st.m) st.m->rejected(to_string(code))->Increment();
+    log = st.bells_malformed_logged.insert(rank).second;
+  }
+  if (log) spdlog::warn("shard {}: refused a call through worker {}'s doorbell: {}", st.index, rank, why);
 }
 
 // A push or pull (Msg, answered with a Reply of kind `answer`) from member rank's block:
@@ -69,7 +82,7 @@ void serve_as(shard_pointer self, std::uint32_t rank, std::byte* base, const std
   else if (m.worker != rank)
     wrong = fault{errc::not_member, "a " + what + " in the name of worker " + std::to_string(m.worker)};
   if (wrong) {
-    refuse(self, rank, wrong->detail);
+    refuse(self, rank, wrong->code, wrong->detail);
     return post_answer(self, rank, base, bells::error_record(sys, id, make_error(*wrong)));
   }
   std::uint64_t ticket = 0;  // a push's payload on the bulk lane, which a same-host member never uses
@@ -81,12 +94,12 @@ void serve_as(shard_pointer self, std::uint32_t rank, std::byte* base, const std
 // belongs, is refused with no answer (it names no call the member waits for).
 void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const std::vector<std::byte>& rec) {
   auto h = bells::head_of(rec);
-  if (!h) return refuse(self, rank, "a record of no known kind");
+  if (!h) return refuse(self, rank, errc::malformed, "a record of no known kind");
   if (h->kind == bells::kind::push)
     return serve_as<push_grads, push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
   if (h->kind == bells::kind::pull)
     return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params, serve_pull);
-  refuse(self, rank, "an answer where a call belongs");
+  refuse(self, rank, errc::malformed, "an answer where a call belongs");
 }
 
 }  // namespace
@@ -121,7 +134,7 @@ void on_bells_rung(shard_pointer self) {
       bool corrupt = false;
       auto rec = shm::bell_block(base).requests().take(corrupt);
       if (corrupt) {
-        refuse(self, rank, "its request queue's counts are corrupt; it is no longer read");
+        refuse(self, rank, errc::malformed, "its request queue's counts are corrupt; it is no longer read");
         unwatch_bells(self, rank, nullptr, 0);
         break;
       }

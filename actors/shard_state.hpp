@@ -123,6 +123,7 @@ struct shard_state {
   // once at the end.
   bool serving_bells = false;
   std::set<std::pair<std::uint32_t, std::byte*>> bells_to_ring;
+  std::set<std::uint32_t> bells_malformed_logged;  // members whose broken records were logged
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
   std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull

@@ -4,7 +4,9 @@
 // there are served in order, as that member, and answered there (the pull's parameters in
 // the reply slot, the same as the shard's own); a call in another member's name, a record
 // that does not decode and one of no known kind are refused without touching the
-// parameters; counts a broken member left make the shard stop reading the block; a member
+// parameters, the first counted as a refusal for the job's safety and the others as the
+// shard's malformed messages; counts a broken member left make the shard stop reading the
+// block (counted as malformed once); a member
 // that leaves is no longer watched. The members are scoped actors that speak the protocol
 // and write the records by hand, as actors/stage_bells.cpp does.
 #define BOOST_TEST_MODULE shard_bells
@@ -18,6 +20,9 @@
 #include "actors/shard_server.hpp"
 #include "base/word_waiter.hpp"
 #include "core/shared_slots.hpp"
+#include "monitoring/metrics.hpp"
+#include "monitoring/observability.hpp"
+#include "monitoring/refusals.hpp"
 #include "tests/support/shm_tag.hpp"
 #include "tests/support/tiny_job.hpp"
 
@@ -42,6 +47,7 @@ struct bell_job {
   caf::actor_system_config cfg;
   std::optional<caf::actor_system> sys;
   std::string tag = test::fresh_shm_tag();
+  observability obs{std::make_shared<monitoring::registry>("job-under-test"), nullptr};
   lone_coordinator_actor coordinator;
   local_shard_actor shard_server;
   shard_actor shard;
@@ -61,7 +67,7 @@ struct bell_job {
     job.async_correction = async_rule::none;
     job.request_timeout_ms = 5000;
     coordinator = spawn_lone_coordinator(*sys, job, n);
-    shard_server = spawn_shard_server(*sys, coordinator, "job-under-test", timeout, {}, tag);
+    shard_server = spawn_shard_server(*sys, coordinator, "job-under-test", timeout, obs, tag);
     join_as_shard(shard_server, "", 0);
     // The shard joins on its own thread; a member that asks first is refused and asks
     // again. Both ask at once, since the coordinator welcomes them once both have joined.
@@ -153,6 +159,8 @@ struct bell_job {
     BOOST_REQUIRE(bells::body_of(*sys, rec, e));
     return e;
   }
+  // Broken records the shard counted (troupe_rejected_messages_total{reason="malformed"}).
+  double malformed() { return obs.metrics->shard(0).rejected("malformed")->Value(); }
   params_reply snapshot() {
     params_reply out;
     caf::scoped_actor self{*sys};
@@ -219,6 +227,7 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
 BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_refused_and_change_nothing) {
   bell_job job;
   const params_reply before = job.snapshot();
+  const auto impostors_before = monitoring::refusals(monitoring::refusal::not_a_member);
   // Member 0's segment, worker 1's name.
   const auto id = job.post_push(1, 5.f, before.version);
   auto a = job.answer();
@@ -229,6 +238,9 @@ BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_ref
   a = job.answer();
   BOOST_REQUIRE(a.has_value());
   BOOST_TEST((troupe_code(job.error_of(*a, pull_id)) == errc::not_member));
+  // Calls in another member's name are refusals for the job's safety, not broken bytes.
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_member) == impostors_before + 2);
+  BOOST_TEST(job.malformed() == 0.0);
 
   // A push whose bytes do not decode.
   std::vector<std::byte> junk(bells::head_bytes + 7, std::byte{0x5a});
@@ -245,6 +257,9 @@ BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_ref
   auto ack_rec = bells::record(*job.sys, bells::kind::ack, 9, push_ack{});
   job.post_raw(*ack_rec);
   BOOST_TEST(!job.answer(300ms).has_value());
+  // The three broken records are the shard's rejected messages, and none an impostor's.
+  BOOST_TEST(job.malformed() == 3.0);
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_member) == impostors_before + 2);
   const params_reply after = job.snapshot();
   BOOST_TEST(after.version == before.version);
   BOOST_TEST(same_values(after.params, before.params));
@@ -265,6 +280,7 @@ BOOST_AUTO_TEST_CASE(corrupt_counts_make_the_shard_stop_reading_the_block) {
   job.bell().requests().ring();
   BOOST_TEST(!job.answer(300ms).has_value());
   BOOST_TEST(job.snapshot().version == before.version);
+  BOOST_TEST(job.malformed() == 1.0);  // the corrupt counts, once: the block is no longer read
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_left_is_no_longer_watched) {
