@@ -60,7 +60,8 @@ void refuse(shard_pointer self, std::uint32_t rank, errc code, const std::string
   auto& st = self->state;
   bool log = false;
   if (code == errc::not_member) {
-    log = monitoring::count_refusal(monitoring::refusal::not_a_member, "worker " + std::to_string(rank) + "'s doorbell");
+    log =
+        monitoring::count_refusal(monitoring::refusal::not_a_member, "worker " + std::to_string(rank) + "'s doorbell");
   } else {
     if (st.m) st.m->rejected(to_string(code))->Increment();
     log = st.bells_malformed_logged.insert(rank).second;
