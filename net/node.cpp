@@ -127,30 +127,41 @@ std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char*
   return join_proof(plan.secret, plan.job_id, role, caf::to_string(sys.node()), caf::to_string(coordinator->node()));
 }
 
-caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
-                                               std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                               const observability& obs,
-                                               const std::function<void(const endpoint&)>& on_listening,
-                                               std::optional<resume_point> resume) {
+namespace {
+
+// The job's end, concluded while the node's actor system still runs, and the teardown
+// told how to leave if it hangs.
+int conclude_before_teardown(node_system& node, caf::expected<job_result> result, const coordinator_end& end) {
+  const int code = end.conclude(result);
+  node.leave_if_stuck([code, if_stuck = end.if_stuck](const caf::error&) { return if_stuck(code); });
+  return code;
+}
+
+}  // namespace
+
+int run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
+                         std::shared_ptr<const dataset_split> data, job_callbacks cb, const observability& obs,
+                         const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end,
+                         std::optional<resume_point> resume) {
   node_system node(plan);
   caf::actor_system& sys = node.sys();
   auto coordinator =
       spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan), std::move(resume));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
-  if (!port) return port.error();
+  if (!port) return conclude_before_teardown(node, port.error(), end);
   on_listening(endpoint{plan.listen.host, *port});
-  return await_job(sys, coordinator);
+  return conclude_before_teardown(node, await_job(sys, coordinator), end);
 }
 
-caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
-                                                  const std::function<void(const endpoint&)>& on_listening) {
+int run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
+                            const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end) {
   node_system node(plan);
   caf::actor_system& sys = node.sys();
   auto coordinator = spawn_kv_coordinator(sys, job, std::move(cb), gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
-  if (!port) return port.error();
+  if (!port) return conclude_before_teardown(node, port.error(), end);
   on_listening(endpoint{plan.listen.host, *port});
-  return await_job(sys, coordinator);
+  return conclude_before_teardown(node, await_job(sys, coordinator), end);
 }
 
 expected<lane::transport_options> lane_options_for(const node_plan& plan) {

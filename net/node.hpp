@@ -24,16 +24,25 @@ caf::expected<coordinator_actor> reach_coordinator(caf::actor_system& sys, const
 std::string proof_for(caf::actor_system& sys, const node_plan& plan, const char* role,
                       const coordinator_actor& coordinator);
 
+// What a coordinator node does with its job's end, before its actor system is torn
+// down: says it (the result or the error), saves what it must, and returns the process's
+// exit code. The node then tears down; a teardown stuck past its limit leaves the process
+// with `if_stuck` of that code (Note [A node's teardown] in net/node_system.cpp).
+struct coordinator_end {
+  std::function<int(caf::expected<job_result>&)> conclude;
+  std::function<int(int code)> if_stuck;
+};
+
 // job must be prepared (prepare_job) and m its model. on_listening gets the bound address.
-caf::expected<job_result> run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
-                                               std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                               const observability& obs,
-                                               const std::function<void(const endpoint&)>& on_listening,
-                                               std::optional<resume_point> resume = std::nullopt);
+// Returns end.conclude's exit code.
+int run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
+                         std::shared_ptr<const dataset_split> data, job_callbacks cb, const observability& obs,
+                         const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end,
+                         std::optional<resume_point> resume = std::nullopt);
 
 // A key-value job's coordinator (job.kv): the members are users' training loops.
-caf::expected<job_result> run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
-                                                  const std::function<void(const endpoint&)>& on_listening);
+int run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
+                            const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end);
 
 // The job's tag for the same-host fast path (empty when the plan turns it off), after
 // removing the segments a crashed process of the job left behind.

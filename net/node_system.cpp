@@ -35,8 +35,10 @@ namespace {
 // limits.leave_after leaves without it. Its role's end is decided by then (its results
 // are sent, its checkpoints written, its segments unmapped with its state), so it says
 // and finishes what its caller would have (stuck_teardown_exit) and exits with the
-// role's code, inside the grace launch gives nodes after a job (15 s). A coordinator's
-// teardown is only watched: its caller still has the job's result to print.
+// role's code, inside the grace launch gives nodes after a job (15 s). A coordinator
+// concludes its job before its teardown (prints the result or the error, saves the
+// model: coordinator_end in net/node.hpp), so it leaves the same way, with that
+// conclusion's exit code.
 constexpr teardown_limits limits{std::chrono::seconds(3), std::chrono::seconds(8)};
 
 // Note [The role's last words]

@@ -1,7 +1,6 @@
 // node_system: a node's actor system, configured from its plan, and its teardown: CAF's
 // middleman lets the role's end reach its remote monitors first, and a teardown that hangs
-// is watched and, for a server or worker, left (Note [A node's teardown] in
-// net/node_system.cpp).
+// is watched and left (Note [A node's teardown] in net/node_system.cpp).
 #pragma once
 
 #include <caf/actor_system.hpp>
@@ -14,11 +13,11 @@
 
 namespace troupe {
 
-// What a server or worker node's process does when CAF's teardown after the role's end is
+// What a node's process does when CAF's teardown after the role's end is
 // stuck (Note [A node's teardown] in net/node_system.cpp): given the role's end (none: it
 // succeeded), it says what the caller would have said and finishes what the caller would
-// have finished, and returns the exit code the process then leaves with at once. Unset:
-// 0 when the role succeeded, 1 otherwise.
+// have finished, and returns the exit code the process then leaves with at once. Unset,
+// the node waits for its teardown.
 using stuck_teardown_exit = std::function<int(const caf::error& role_end)>;
 
 // A node's actor system, configured from its plan (TLS or plain, heartbeats, the

@@ -60,7 +60,11 @@ std::string node_name(const node_plan& plan) { return "troupe node (" + std::str
   std::_Exit(code);
 }
 
-int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs) {
+// The coordinator's role: its job, said and its model saved before the node's teardown
+// (Note [A node's teardown] in net/node_system.cpp); the exit code. `if_stuck` finishes
+// what run_node would after a teardown that hangs.
+int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs,
+                    const std::function<int(int)>& if_stuck) {
   auto spec = resolve_job_options(o.job);
   if (!spec) {
     print_error(spec.error().message);
@@ -86,17 +90,20 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     }
   }
   if (job.kv) {
-    auto result = run_kv_coordinator_node(plan, job, {}, [&](const endpoint& at) {
+    const auto conclude = [](caf::expected<job_result>& result) {
+      if (!result) {
+        print_error(troupe::describe(result.error()));
+        return exit_failed;
+      }
+      print_kv_job_result(*result);
+      return exit_ok;
+    };
+    const auto listening = [&](const endpoint& at) {
       std::cerr << "coordinator of key-value job " << job.job_id << " listening on " << at.str()
                 << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
                 << job.servers << " shards, " << name_of(job.mode) << std::endl;
-    });
-    if (!result) {
-      print_error(troupe::describe(result.error()));
-      return exit_failed;
-    }
-    print_kv_job_result(*result);
-    return exit_ok;
+    };
+    return run_kv_coordinator_node(plan, job, {}, listening, coordinator_end{conclude, if_stuck});
   }
   set_blas_threads(1);
   auto data = load_data(o.job.data, job.train.seed);
@@ -120,27 +127,27 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
   job_callbacks cb;
   const bool text = !shared->vocabulary.empty();
   cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
-  auto result = run_coordinator_node(
-      plan, job, *m, shared, cb, obs,
-      [&](const endpoint& at) {
-        std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
-                  << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
-      },
-      *resume);
-  if (!result) {
-    print_error(troupe::describe(result.error()));
-    const auto code = troupe_code(result.error());
-    return code && is_node_loss(*code) ? exit_node_lost : exit_failed;
-  }
-  if (!o.save_model.empty())
-    if (auto why = export_model(o.save_model, job.train.model, *m, result->params,
-                                job_model_source("troupe node (coordinator)", job, *result))) {
-      print_error(*why);
-      return exit_failed;
+  const auto conclude = [&](caf::expected<job_result>& result) {
+    if (!result) {
+      print_error(troupe::describe(result.error()));
+      const auto code = troupe_code(result.error());
+      return code && is_node_loss(*code) ? exit_node_lost : exit_failed;
     }
-  const text_output language{&*m, &shared->vocabulary, o.job.data.sample_chars, job.train.seed};
-  print_job_result(*result, "coordinator", text ? &language : nullptr);
-  return exit_ok;
+    if (!o.save_model.empty())
+      if (auto why = export_model(o.save_model, job.train.model, *m, result->params,
+                                  job_model_source("troupe node (coordinator)", job, *result))) {
+        print_error(*why);
+        return exit_failed;
+      }
+    const text_output language{&*m, &shared->vocabulary, o.job.data.sample_chars, job.train.seed};
+    print_job_result(*result, "coordinator", text ? &language : nullptr);
+    return exit_ok;
+  };
+  const auto listening = [&](const endpoint& at) {
+    std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
+              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
+  };
+  return run_coordinator_node(plan, job, *m, shared, cb, obs, listening, coordinator_end{conclude, if_stuck}, *resume);
 }
 
 // Note [Nodes die with their launcher]: locally a launched node gets PR_SET_PDEATHSIG;
@@ -216,7 +223,7 @@ int run_node(node_cli& o) {
     };
   };
   switch (plan->role) {
-    case node_role::coordinator: return finished(run_coordinator(*plan, o, *obs));
+    case node_role::coordinator: return finished(run_coordinator(*plan, o, *obs, finished));
     case node_role::server: {
       auto end = role_end("shard server");
       return end(run_server_node(*plan, *obs, end));
