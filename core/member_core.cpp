@@ -263,11 +263,44 @@ member_actions_list member_core::on_group_deadline() {
   return out;
 }
 
+// Note [A pipeline neighbour gone in the last step]
+// A stage takes activations from its previous stage (for its forwards) and activation
+// gradients from its next stage (for its backwards), and nothing else. In the job's last
+// step, once every forward (or backward) it has left has its input here, that neighbour
+// owes it nothing more; and once it finishes (its last pushes answered) no neighbour
+// does. A neighbour that finished its own part and left then may have its connection
+// close before its normal exit is heard (Note [The role's last words] in
+// net/node_system.cpp), and must not fail a stage that needs nothing more from it: it is
+// told and ignored, and the stage finishes. If the neighbour died instead, the
+// coordinator sees that member die and handles the job (a restart, or its end), so
+// nothing waits forever. A neighbour gone earlier, or while it still owes a tensor, stops
+// the stage as before: its pipeline cannot finish the step. As the ring's rule (Note [A
+// next replica gone in the last step] in core/member_ring.cpp).
+bool member_core::neighbour_owes_more(bool previous) const {
+  if (phase_ == member_phase::finishing) return false;
+  const bool last_step = phase_ == member_phase::training && epoch_ + 1 >= place_.job.train.epochs &&
+                         step_in_epoch_ + 1 >= steps_per_epoch_;
+  if (!last_step || step_begun_ != clock_) return true;
+  const std::optional<stage_inbox>& inbox = previous ? acts_in_ : grads_in_;
+  for (std::size_t i = next_action_; i < actions_.size(); ++i) {
+    const pipeline_action a = actions_[i];
+    if (a.forward != previous) continue;  // forwards take from the previous stage, backwards from the next
+    if (!inbox || !inbox->holds(clock_, a.microbatch)) return true;
+  }
+  return false;
+}
+
 member_actions_list member_core::on_neighbour_down(bool previous, const std::string& why) {
   member_actions_list out;
-  stop({errc::stage_lost, "stage " + std::to_string(previous ? stage_ - 1 : stage_ + 1) + " of replica " +
-                              std::to_string(replica_) + " is gone (" + why + "); " + who() +
-                              " stops, since its pipeline cannot finish a step without it"},
+  const std::string neighbour =
+      "stage " + std::to_string(previous ? stage_ - 1 : stage_ + 1) + " of replica " + std::to_string(replica_);
+  if (!neighbour_owes_more(previous)) {
+    out.push_back(warn{neighbour + " is gone (" + why + ") during the job's last step; " + who() +
+                       " needs nothing more from it and finishes"});
+    return out;
+  }
+  stop({errc::stage_lost,
+        neighbour + " is gone (" + why + "); " + who() + " stops, since its pipeline cannot finish a step without it"},
        out);
   return out;
 }

@@ -120,7 +120,9 @@ class member_core {
   // member to the open round at its next step.
   member_actions_list on_push_ack(std::uint32_t shard, std::int64_t clock, const push_ack& ack, double seconds);
   member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
-  // A pipeline neighbour died (a normal exit is no loss: it sent everything needed).
+  // A pipeline neighbour died (a normal exit is no loss: it sent everything needed). One
+  // that owes this stage nothing more in the job's last step is only warned about (Note
+  // [A pipeline neighbour gone in the last step] in core/member_core.cpp).
   member_actions_list on_neighbour_down(bool previous, const std::string& why);
   // --mode allreduce (Note [Ring all-reduce of gradients] in core/member_ring.cpp): a
   // piece of a ring all-reduce; from_neighbour: the shell saw it come from this member's
@@ -170,6 +172,9 @@ class member_core {
   std::uint32_t replica() const { return replica_; }
   bool first_stage() const { return stage_ == 0; }
   bool last_stage() const { return stage_ + 1 == place_.job.pipeline_stages; }
+  // Note [A pipeline neighbour gone in the last step]: whether the previous (or next)
+  // stage still owes this one an activation (or activation gradient) in this job.
+  bool neighbour_owes_more(bool previous) const;
   // "worker 3" or "stage 1 of replica 0": how logs and errors name this member.
   std::string who() const;
 
@@ -337,6 +342,7 @@ class member_core {
   std::optional<stage_inbox> acts_in_, grads_in_;
   // The minibatch in progress: its schedule, where the stage is in it.
   bool in_step_ = false;
+  std::int64_t step_begun_ = -1;  // the clock whose actions_ these are
   std::int64_t batch_ = 0;
   int parts_ = 0;
   std::vector<pipeline_action> actions_;

@@ -114,6 +114,7 @@ member_actions_list member_core::on_next_step() {
 void member_core::begin_step(member_actions_list& out) {
   const job_spec& job = place_.job;
   in_step_ = true;
+  step_begun_ = clock_;
   scale_rows_ = batch_rows(job, step_in_epoch_);
   const std::int64_t kept = std::min(scale_rows_, kept_.at(clock_));
   batch_ = kept + grants_.count_at(clock_);

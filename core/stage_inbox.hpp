@@ -32,6 +32,8 @@ class stage_inbox {
                               std::int32_t microbatch, tensor data);
   // Removes and returns the tensor for (step, microbatch), if it is here.
   std::optional<tensor> take(std::int64_t step, std::int32_t microbatch);
+  // Whether the tensor for (step, microbatch) is here.
+  bool holds(std::int64_t step, std::int32_t microbatch) const { return box_.contains({step, microbatch}); }
   std::size_t size() const { return box_.size(); }
 
  private:

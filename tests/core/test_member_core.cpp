@@ -4,7 +4,8 @@
 // shard_core): one microbatch through two stages, or two stages applying the optimizer
 // themselves, is bitwise train-local; each schedule stores what it promises; a
 // replacement resumes at its clock; a stranger's activation is dropped with a warning; a
-// malformed one from the neighbour, a lost neighbour, a failed pull, a diverging loss, an
+// malformed one from the neighbour, a lost neighbour (but one that owes nothing more in
+// the job's last step is only warned about), a failed pull, a diverging loss, an
 // op that throws and data that does not match the job stop the member with their typed
 // errors; a refused push is counted and training goes on; simulated compute needs no data;
 // gradient buckets leave during backward and change no bit, and a piece that was not
@@ -274,6 +275,51 @@ BOOST_AUTO_TEST_CASE(a_lost_neighbour_and_a_failed_pull_stop_the_member) {
   BOOST_TEST(stop_of(bench.members[1]->on_pull_failed(0, "request_timeout")) ==
              "stalled: pull from shard 0 at clock 0 failed: request_timeout");
   BOOST_TEST(bench.members[1]->on_params(0, params_reply{}).empty());  // a stopped member takes nothing
+}
+
+// Note [A pipeline neighbour gone in the last step]. Stage 1 finishes first: stage 0's
+// last backward waits for its gradient, and stage 0 then waits only for its own push's
+// answer.
+BOOST_AUTO_TEST_CASE(a_neighbour_that_owes_nothing_more_in_the_last_step_is_only_warned_about) {
+  member_bench whole(pipeline(2, 2), synthetic(200));
+  whole.start();
+  whole.run();
+  BOOST_REQUIRE(whole.done.size() == 2u);
+  const std::int64_t last_clock = 2 * 5 - 1;  // 2 epochs of 200 samples in batches of 40
+
+  member_bench bench(pipeline(2, 2), synthetic(200));
+  bench.start();
+  while (!bench.done.contains(1) && !bench.queue.empty()) bench.run(1);
+  BOOST_REQUIRE(bench.done.contains(1));
+  BOOST_REQUIRE(!bench.done.contains(0));
+  // Stage 1 leaves and its connection closes first: stage 0 has every gradient it needs.
+  const auto gone = bench.members[0]->on_neighbour_down(false, "remote_link_unreachable");
+  BOOST_TEST(stop_of(gone).empty(), stop_of(gone));
+  BOOST_REQUIRE(gone.size() == 1u);
+  const auto* w = std::get_if<member_actions::warn>(&gone.front());
+  BOOST_REQUIRE(w != nullptr);
+  BOOST_TEST(w->text == "stage 1 of replica 0 is gone (remote_link_unreachable) during the job's last step; stage 0 "
+                        "of replica 0 needs nothing more from it and finishes",
+             w->text);
+  bench.run();
+  BOOST_TEST(bench.done.contains(0));
+  BOOST_TEST(bench.stopped.empty());
+  BOOST_TEST(same_bits(bench.params(), whole.params()));  // it finished as if nothing had happened
+  // A finished stage needs nothing from its previous one either.
+  BOOST_TEST(stop_of(bench.members[1]->on_neighbour_down(true, "remote_link_unreachable")).empty());
+
+  // In the last step, before its parameters came (so before any of its backwards had
+  // their gradients), the next stage still owes stage 0 everything: it stops.
+  member_bench early(pipeline(2, 2), synthetic(200));
+  early.start();
+  const auto asked_last = [&] {
+    return std::any_of(early.pulls.begin(), early.pulls.end(),
+                       [&](const pull_request& q) { return q.worker == 0 && q.clock == last_clock; });
+  };
+  while (!asked_last() && !early.queue.empty()) early.run(1);
+  BOOST_REQUIRE(asked_last());
+  BOOST_TEST(stop_of(early.members[0]->on_neighbour_down(false, "remote_link_unreachable")).find("stage_lost") == 0u);
+  BOOST_TEST((early.members[0]->phase() == member_phase::stopped));
 }
 
 BOOST_AUTO_TEST_CASE(a_diverging_loss_stops_with_diverged) {

@@ -31,10 +31,14 @@ BOOST_AUTO_TEST_CASE(files_this_step_and_the_next_and_hands_them_out_once) {
   BOOST_TEST(!box.file(5, 1, 5, 2, rows(8)).has_value());
   BOOST_TEST(!box.file(5, 1, 6, 0, rows(8)).has_value());  // the next step: early, kept
   BOOST_TEST(box.size() == 2u);
+  BOOST_TEST(box.holds(5, 2));
+  BOOST_TEST(box.holds(6, 0));
+  BOOST_TEST(!box.holds(5, 1));
   BOOST_TEST(!box.take(5, 1).has_value());
   auto t = box.take(5, 2);
   BOOST_REQUIRE(t.has_value());
   BOOST_TEST(t->size(0) == 8);
+  BOOST_TEST(!box.holds(5, 2));  // handed out
   BOOST_TEST(!box.take(5, 2).has_value());
   BOOST_TEST(box.size() == 1u);
 }
