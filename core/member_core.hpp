@@ -160,6 +160,8 @@ class member_core {
   void on_checkpoint_request(std::int64_t step);
 
   member_phase phase() const { return phase_; }
+  // Whether a minibatch's actions are under way (from its parameters to its last backward).
+  bool in_step() const { return in_step_; }
   const member_assignment& place() const { return place_; }
   // The shards this member pushes to and pulls from.
   const std::vector<std::uint32_t>& active_shards() const { return active_; }

@@ -320,6 +320,20 @@ BOOST_AUTO_TEST_CASE(a_neighbour_that_owes_nothing_more_in_the_last_step_is_only
   BOOST_REQUIRE(asked_last());
   BOOST_TEST(stop_of(early.members[0]->on_neighbour_down(false, "remote_link_unreachable")).find("stage_lost") == 0u);
   BOOST_TEST((early.members[0]->phase() == member_phase::stopped));
+
+  // In the last step, its forwards run and its backwards still waiting for their
+  // gradients (stage 1 has had none of this step's activations yet): it stops too.
+  member_bench waiting(pipeline(2, 2), synthetic(200));
+  waiting.start();
+  const auto began_last = [&] {
+    return std::any_of(waiting.pulls.begin(), waiting.pulls.end(),
+                       [&](const pull_request& q) { return q.worker == 0 && q.clock == last_clock; }) &&
+           waiting.members[0]->in_step();
+  };
+  while (!began_last() && !waiting.queue.empty()) waiting.run(1);
+  BOOST_REQUIRE(began_last());
+  BOOST_TEST(stop_of(waiting.members[0]->on_neighbour_down(false, "remote_link_unreachable")).find("stage_lost") ==
+             0u);
 }
 
 BOOST_AUTO_TEST_CASE(a_diverging_loss_stops_with_diverged) {
