@@ -13,6 +13,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <variant>
 #include <vector>
 
 #include "core/job.hpp"
@@ -25,6 +27,28 @@ namespace troupe::test {
 // n synthetic training samples (and 100 test samples) for a bench's members to read.
 inline std::shared_ptr<const dataset_split> synthetic(std::int64_t n) {
   return std::make_shared<const dataset_split>(make_synthetic(n, 100, 3));
+}
+
+// A sync job of one replica of `stages` stages, `microbatches` a step, 2 epochs of
+// batches of 40, for a bench's members (servers 0: the stages apply the optimizer).
+inline job_spec member_job(std::uint32_t stages, std::int32_t microbatches, std::uint32_t servers = 1) {
+  job_spec j;
+  j.job_id = "member-under-test";
+  j.mode = sync_mode::sync;
+  j.workers = 1;
+  j.servers = servers;
+  j.pipeline_stages = stages;
+  j.microbatches = microbatches;
+  j.train.epochs = 2;
+  j.train.batch_size = 40;
+  return j;
+}
+
+// Why `actions` stop their member ("code: detail"), or "" where none stops it.
+inline std::string stop_of(const member_actions_list& actions) {
+  for (const auto& a : actions)
+    if (auto* s = std::get_if<member_actions::stop>(&a)) return to_string(s->why);
+  return "";
 }
 
 struct member_bench {
