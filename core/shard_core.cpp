@@ -1,5 +1,8 @@
-// shard_core: validation, the three update rules, and held pulls (see Note [Clocks,
-// rounds and versions] in the header).
+// shard_core: the members and their clocks, what a gradient must be to be taken, which
+// update rule a push goes to, and held pulls (Note [Clocks, rounds and versions] in the
+// header); the shard a welcome describes. The updates themselves are in
+// shard_core_updates.cpp, gradient pieces in shard_core_pieces.cpp, the members' slices in
+// shard_core_slices.cpp.
 #include "core/shard_core.hpp"
 
 #include <algorithm>
@@ -11,13 +14,6 @@
 
 namespace troupe {
 
-int staleness_bucket(std::int64_t s) {
-  if (s <= 4) return static_cast<int>(std::max<std::int64_t>(s, 0));
-  if (s <= 8) return 5;
-  if (s <= 16) return 6;
-  return 7;
-}
-
 shard_core::shard_core(shard_config cfg, tensor params)
     : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, numel()) {
   TROUPE_CHECK(params_.get().type() == dtype::f32 && params_.get().rank() == 1,
@@ -26,88 +22,6 @@ shard_core::shard_core(shard_config cfg, tensor params)
   for (const auto& slice : cfg_.stage_slices)
     for (const auto& [off, len] : slice)
       TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= numel(), "a slice reaches outside the shard");
-}
-
-const shard_slice& shard_core::slice_of_stage(std::uint32_t stage) const {
-  TROUPE_CHECK(stage < cfg_.stage_slices.size(), "no slice for this stage");
-  return cfg_.stage_slices[stage];
-}
-
-std::int64_t shard_core::version_for(std::uint32_t worker) const {
-  if (cfg_.stage_slices.size() == 1 || cfg_.mode == sync_mode::sync) return version_;
-  auto it = members_.find(worker);
-  if (it == members_.end()) return version_;
-  auto steps = stage_steps_.find(it->second.stage);
-  return steps == stage_steps_.end() ? 0 : steps->second;
-}
-
-bool shard_core::has_slice(std::uint32_t stage) const {
-  for (const auto& r : slice_of_stage(stage))
-    if (r.second > 0) return true;
-  return false;
-}
-
-std::int64_t shard_core::slice_numel(std::uint32_t worker) const {
-  auto it = members_.find(worker);
-  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
-  std::int64_t n = 0;
-  for (const auto& r : slice_of_stage(stage)) n += r.second;
-  return n;
-}
-
-tensor shard_core::pack_slice(std::uint32_t worker, const_tensor_view buffer) const {
-  tensor out = tensor::uninitialized({slice_numel(worker)});
-  pack_slice_into(worker, buffer, out);
-  return out;
-}
-
-bool shard_core::whole_shard(std::uint32_t worker) const {
-  auto it = members_.find(worker);
-  const shard_slice& slice = slice_of_stage(it == members_.end() ? 0 : it->second.stage);
-  return slice.size() == 1 && slice[0].first == 0 && slice[0].second == numel();
-}
-
-tensor shard_core::params_for(std::uint32_t worker) const {
-  if (whole_shard(worker)) return params_.lend();
-  return pack_slice(worker, params());
-}
-
-std::string shard_core::check_piece(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const {
-  const std::int64_t n = slice_numel(worker);
-  if (offset >= 0 && numel > 0 && offset <= n && numel <= n - offset) return {};
-  return "the piece [" + std::to_string(offset) + ", +" + std::to_string(numel) +
-         ") does not lie in the sender's slice of " + std::to_string(n) + " floats of shard " +
-         std::to_string(cfg_.index);
-}
-
-tensor shard_core::piece_for(std::uint32_t worker, std::int64_t offset, std::int64_t numel) const {
-  TROUPE_CHECK(check_piece(worker, offset, numel).empty(), "piece_for: " + check_piece(worker, offset, numel));
-  auto it = members_.find(worker);
-  const shard_slice& slice = slice_of_stage(it == members_.end() ? 0 : it->second.stage);
-  tensor out = tensor::uninitialized({numel});
-  std::int64_t pos = 0, written = 0;
-  for (const auto& [off, len] : slice) {
-    const std::int64_t a = std::max(offset, pos), b = std::min(offset + numel, pos + len);
-    if (a < b) {
-      copy(out.view().flat(written, b - a), params().view().flat(off + (a - pos), b - a));
-      written += b - a;
-    }
-    pos += len;
-  }
-  return out;
-}
-
-void shard_core::pack_slice_into(std::uint32_t worker, const_tensor_view buffer, tensor_view out) const {
-  auto it = members_.find(worker);
-  const std::uint32_t stage = it == members_.end() ? 0 : it->second.stage;
-  const shard_slice& slice = slice_of_stage(stage);
-  TROUPE_CHECK(out.numel() == slice_numel(worker), "pack_slice_into: the output holds " + std::to_string(out.numel()) +
-                                                       " elements, the slice " + std::to_string(slice_numel(worker)));
-  std::int64_t pos = 0;
-  for (const auto& [off, len] : slice) {
-    copy(out.flat(pos, len), buffer.flat(off, len));
-    pos += len;
-  }
 }
 
 void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages,
@@ -144,8 +58,8 @@ std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& 
   return std::nullopt;
 }
 
-std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel,
-                                             std::string& detail, bool finite) const {
+std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail,
+                                             bool finite) const {
   if (grad.empty() || grad.type() != dtype::f32) {
     detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
     return errc::bad_dtype;
@@ -176,13 +90,6 @@ shard_core::push_outcome shard_core::reject(errc e, std::string detail) {
   return out;
 }
 
-void shard_core::record_staleness(std::int64_t s) {
-  counters_.staleness_sum += s;
-  ++counters_.staleness_count;
-  counters_.staleness_max = std::max(counters_.staleness_max, s);
-  ++counters_.staleness_hist[staleness_bucket(s)];
-}
-
 shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
                                           tensor grad, const gradient_receipt& how) {
   std::string detail;
@@ -209,173 +116,20 @@ shard_core::verdict shard_core::check_clock(std::uint32_t worker, std::int64_t c
   if (cfg_.mode != sync_mode::sync) {
     if (clock < m.completed) return refusal{errc::duplicate, "worker " + w + " already pushed clock " + c};
     if (clock > m.completed)
-      return refusal{errc::bad_clock, "worker " + w + " pushed clock " + c + " but its next clock is " +
-                                          std::to_string(m.completed)};
+      return refusal{errc::bad_clock,
+                     "worker " + w + " pushed clock " + c + " but its next clock is " + std::to_string(m.completed)};
     return std::nullopt;
   }
   if (clock < version_)
     return refusal{errc::stale_round,
                    "gradient for round " + c + ", which closed already (now " + std::to_string(version_) + ")"};
   if (clock > version_)
-    return refusal{errc::bad_clock, "gradient for round " + c + " while round " + std::to_string(version_) + " is open"};
+    return refusal{errc::bad_clock,
+                   "gradient for round " + c + " while round " + std::to_string(version_) + " is open"};
   if (round_.count(worker)) return refusal{errc::duplicate, "second gradient from worker " + w + " for round " + c};
   if (m.from_round > clock)
     return refusal{errc::bad_clock, "worker " + w + " rejoined for round " + std::to_string(m.from_round)};
   return std::nullopt;
-}
-
-shard_core::push_outcome shard_core::push_piece(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                                tensor grad, const gradient_receipt& how) {
-  const std::int64_t n = slice_numel(worker);
-  const std::int64_t offset = how.piece_offset;
-  const std::int64_t numel = how.piece_numel == 0 ? n : how.piece_numel;
-  const std::string what = "the piece [" + std::to_string(offset) + ", +" + std::to_string(numel) + ") of worker " +
-                           std::to_string(worker) + "'s clock-" + std::to_string(clock) + " gradient";
-  if (auto v = voided_.find(worker); v != voided_.end() && v->second.first == clock)
-    return reject(v->second.second.code, what + ": an earlier piece was refused (" + v->second.second.detail + ")");
-  if (late(clock)) {
-    partial_.erase(worker);
-    return drop_late();
-  }
-  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
-  partial_gradient& p = partial_[worker];
-  if (p.buffer.empty() || p.clock != clock) {
-    p = partial_gradient{clock, base_version, 0, tensor::uninitialized({n}), {}};
-  }
-  // Refuses the clock's whole gradient (Note [Gradient pieces]).
-  const auto refuse = [&](errc e, const std::string& why) {
-    partial_.erase(worker);
-    voided_[worker] = {clock, refusal{e, what + ": " + why}};
-    return submit(worker, clock, base_version, tensor(), refusal{e, what + ": " + why}, false);
-  };
-  if (!how.unreadable.empty()) return refuse(errc::malformed, how.unreadable);
-  if (offset < 0 || numel < 0 || offset > n || numel > n - offset)
-    return refuse(errc::bad_shape, "it reaches outside the sender's slice of " + std::to_string(n) + " floats");
-  std::string detail;
-  if (auto e = check_tensor(grad, numel, detail, how.finite)) return refuse(*e, detail);
-  auto next = p.pieces.lower_bound(offset);
-  const bool overlaps_next = next != p.pieces.end() && next->first < offset + numel;
-  const bool overlaps_prev = next != p.pieces.begin() && std::prev(next)->first + std::prev(next)->second > offset;
-  if (overlaps_next || overlaps_prev) return refuse(errc::duplicate, "it overlaps a piece already pushed");
-  copy(p.buffer.view().flat(offset, numel), grad.view());
-  p.pieces.emplace(offset, numel);
-  p.covered += numel;
-  if (p.covered < n) {
-    push_outcome pending;
-    pending.version = version_for(worker);
-    pending.staleness = std::max<std::int64_t>(0, pending.version - p.base_version);
-    return pending;
-  }
-  tensor full = std::move(p.buffer);
-  const std::int64_t base = p.base_version;
-  partial_.erase(worker);
-  return submit(worker, clock, base, std::move(full), std::nullopt, true);  // every piece was checked
-}
-
-shard_core::push_outcome shard_core::push_sync(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                               tensor grad, verdict refused, bool finite) {
-  if (late(clock)) return drop_late();
-  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
-  if (!refused) {
-    std::string detail;
-    if (auto e = check_tensor(grad, slice_numel(worker), detail, finite)) refused = refusal{*e, std::move(detail)};
-  }
-  if (refused) {
-    round_.emplace(worker, tensor());  // counted as submitted, contributes nothing
-    auto out = reject(refused->code, std::move(refused->detail));
-    maybe_complete_round();
-    return out;
-  }
-  const std::int64_t staleness = std::max<std::int64_t>(0, clock - base_version);
-  record_staleness(staleness);
-  ++counters_.gradients;
-  round_.emplace(worker, std::move(grad));
-  maybe_complete_round();
-  return {std::nullopt, {}, version_, staleness};
-}
-
-void shard_core::maybe_complete_round() {
-  if (!round_complete()) return;
-  // Sum in member order (std::map iterates by key), so the result does not depend on
-  // arrival order: per stage, the first contribution is copied and the rest added.
-  std::int64_t contributions = 0;
-  std::map<std::uint32_t, bool> stage_seen;
-  for (const auto& [rank, g] : round_) {
-    if (g.empty()) continue;
-    if (contributions == 0) {
-      if (sum_.empty()) sum_ = tensor::uninitialized({numel()});
-      if (cfg_.stage_slices.size() > 1) sum_.fill_zero();  // parts no live stage covers get no gradient
-    }
-    const std::uint32_t stage = members_[rank].stage;
-    const bool first = !stage_seen[stage];
-    stage_seen[stage] = true;
-    std::int64_t pos = 0;
-    for (const auto& [off, len] : slice_of_stage(stage)) {
-      if (first)
-        copy(sum_.view().flat(off, len), g.view().flat(pos, len));
-      else
-        axpy(sum_.view().flat(off, len), 1.f, g.view().flat(pos, len));
-      pos += len;
-    }
-    ++contributions;
-  }
-  if (contributions > 0) {
-    opt_.step(params_.for_update(), sum_, cfg_.schedule.at(version_));  // Note [Lent values]
-    ++counters_.updates;
-  }
-  round_.clear();
-  ++version_;
-  note_reached(version_);
-  release_ready();
-}
-
-shard_core::push_outcome shard_core::push_on_arrival(std::uint32_t worker, std::int64_t clock,
-                                                     std::int64_t base_version, tensor grad, verdict refused,
-                                                     bool finite) {
-  if (auto late = check_clock(worker, clock)) return reject(late->code, std::move(late->detail));
-  member& m = members_[worker];
-  m.completed = clock + 1;  // the worker moved on, whatever happens to this gradient
-  // Note [Stragglers outside the bound]: caught up, it counts for the bound again.
-  if (m.outside_bound && !m.named_straggler && m.completed >= slowest_in_bound()) m.outside_bound = false;
-  // The image is taken after this call, with this gradient applied (Note [Checkpoint steps]).
-  note_reached(slowest_completed());
-  if (!refused) {
-    std::string detail;
-    if (auto e = check_tensor(grad, slice_numel(worker), detail, finite)) refused = refusal{*e, std::move(detail)};
-  }
-  if (refused) {
-    auto out = reject(refused->code, std::move(refused->detail));
-    release_ready();
-    return out;
-  }
-  const std::int64_t staleness = std::max<std::int64_t>(0, version_for(worker) - base_version);
-  float lr = cfg_.schedule.at(clock);
-  if (cfg_.staleness_lr || m.outside_bound) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
-  std::optional<float> momentum;
-  if (cfg_.rule != async_rule::none && cfg_.optimizer.kind == optimizer_kind::sgd) {
-    const momentum_correction c = correct_for_asynchrony(cfg_.optimizer.momentum, pushers(m.stage));
-    momentum = c.momentum;
-    lr *= c.lr_scale;
-  }
-  const const_tensor_view g = compensated(worker, grad);
-  const shard_slice& slice = slice_of_stage(m.stage);
-  tensor& params = params_.for_update();  // Note [Lent values]
-  if (slice.size() == 1 && slice[0].second == numel()) {
-    opt_.step(params, g, lr, momentum);
-  } else {
-    const std::int64_t t = ++stage_steps_[m.stage];
-    std::int64_t pos = 0;
-    for (const auto& [off, len] : slice) {
-      opt_.step_range(params.view().flat(off, len), g.flat(pos, len), off, lr, t, momentum);
-      pos += len;
-    }
-  }
-  ++version_;
-  ++counters_.updates;
-  ++counters_.gradients;
-  record_staleness(staleness);
-  release_ready();
-  return {std::nullopt, {}, version_, staleness};
 }
 
 std::int64_t shard_core::slowest_completed() const {
