@@ -1,11 +1,12 @@
 // Test helper: a directory of this test process's own under the system's temporary
 // directory (its name carries the pid, so two test runs on one machine never share one),
-// created on construction and removed with everything in it on destruction.
+// created on construction and removed with everything in it on destruction; files in it.
 #pragma once
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <system_error>
 
@@ -26,6 +27,11 @@ struct temp_dir {
   temp_dir& operator=(const temp_dir&) = delete;
 
   std::string file(const std::string& name) const { return (path / name).string(); }
+  // Writes `content` to the file `name` in this directory; its path.
+  std::string write(const std::string& name, const std::string& content) const {
+    std::ofstream(path / name, std::ios::binary) << content;
+    return file(name);
+  }
 };
 
 }  // namespace troupe::test

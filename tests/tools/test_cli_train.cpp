@@ -23,8 +23,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const std::vector<std::string> quick = {"--dataset", "synthetic", "--train-samples", "5000", "--epochs", "1"};
-
 // The fingerprint of the final parameters a training command's JSON line reports.
 std::string hash(const process_result& r) { return nlohmann::json::parse(r.out)["params_fnv1a"].get<std::string>(); }
 
