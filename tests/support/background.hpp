@@ -1,7 +1,7 @@
 // A child process running in the background for multi-process tests: stdout and stderr
 // go to files the test can read while it runs; wait() has a deadline; a server started
 // on port 0 tells its port through wait_for_port; the destructor kills what is still
-// running.
+// running. child_with finds a process a launch started.
 #pragma once
 
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -136,5 +137,27 @@ class background_process {
   int code_ = -1;
   std::string out_path_, err_path_;
 };
+
+// The pid of a live process whose parent is `parent` and whose command line holds `word`
+// (a node that `troupe launch` started, by its flags); 0 when there is none.
+inline pid_t child_with(pid_t parent, const std::string& word) {
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = e.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const auto close = all.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(all.substr(close + 2));
+    std::string state;
+    pid_t ppid = 0;
+    if (!(rest >> state >> ppid) || ppid != parent) continue;
+    std::ifstream cmd(e.path() / "cmdline");
+    std::string line((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    std::replace(line.begin(), line.end(), '\0', ' ');
+    if (line.find(word) != std::string::npos) return std::stoi(pid);
+  }
+  return 0;
+}
 
 }  // namespace troupe::test
