@@ -1,11 +1,10 @@
 // Tests for client/kvstore.cpp on in-process shards (local groups of worker threads):
-// init/push/pull/wait in each mode, first-init-wins, integer and string keys, keys split
+// init/push/pull in each mode, first-init-wins, integer and string keys, keys split
 // across shards, row_sparse_pull against a dense pull, the server optimizer and its
 // absence, staleness, barriers, and every kind of bad input as a kv::error naming what is
 // wrong, with the parameters unchanged.
 #define BOOST_TEST_MODULE kvstore
 #include <boost/test/unit_test.hpp>
-
 #include <cmath>
 #include <future>
 #include <limits>
@@ -14,20 +13,16 @@
 
 #include "client/kvstore.hpp"
 #include "core/kv_layout.hpp"
+#include "tests/support/local_store.hpp"
 
 using namespace troupe;
 using kv::kvstore;
+using test::contains;
+using test::error_of;
+using test::opts;
 using troupe::kv_max_message_floats;
 
 namespace {
-
-kv::options opts(const std::string& mode, std::uint32_t servers = 1) {
-  kv::options o;
-  o.mode = mode;
-  o.servers = servers;
-  o.timeout = std::chrono::milliseconds(5000);
-  return o;
-}
 
 kv::optimizer_spec sgd(float lr) {
   kv::optimizer_spec s;
@@ -40,19 +35,6 @@ std::vector<float> iota(std::size_t n, float start = 1.f) {
   std::iota(v.begin(), v.end(), start);
   return v;
 }
-
-// The code of the kv::error that f throws, and its message.
-template <class F>
-std::pair<std::string, std::string> error_of(F&& f) {
-  try {
-    f();
-  } catch (const kv::error& e) {
-    return {e.code(), e.what()};
-  }
-  return {"no error", ""};
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 }  // namespace
 
@@ -82,7 +64,7 @@ BOOST_AUTO_TEST_CASE(the_first_init_wins_and_keys_are_integers_or_strings) {
   std::vector<float> a{1, 2, 3}, b{7, 8, 9}, out(3);
   group[0]->init(std::int64_t{3}, {a.data(), {3}});
   group[1]->init(std::int64_t{3}, {b.data(), {3}});  // the key exists: its value is ignored
-  group[1]->init("3", {b.data(), {3}});             // another key
+  group[1]->init("3", {b.data(), {3}});              // another key
   group[1]->wait(group[1]->pull({std::int64_t{3}}, {{out.data(), {3}}}));
   BOOST_TEST(out == a);
   group[1]->wait(group[1]->pull({"3"}, {{out.data(), {3}}}));
@@ -115,9 +97,7 @@ BOOST_AUTO_TEST_CASE(row_sparse_pull_matches_the_dense_pull) {
   kv->wait(kv->row_sparse_pull(std::int64_t{0}, ids, {sparse.data(), {static_cast<std::int64_t>(ids.size()), cols}}));
   for (std::size_t i = 0; i < ids.size(); ++i)
     for (std::int64_t c = 0; c < cols; ++c) BOOST_TEST(sparse[i * cols + c] == dense[ids[i] * cols + c]);
-  auto [code, msg] = error_of([&] {
-    kv->row_sparse_pull(std::int64_t{0}, {20}, {sparse.data(), {1, cols}});
-  });
+  auto [code, msg] = error_of([&] { kv->row_sparse_pull(std::int64_t{0}, {20}, {sparse.data(), {1, cols}}); });
   BOOST_TEST(code == "bad_shape");
   BOOST_TEST(contains(msg, "row 20"));
 }
@@ -182,57 +162,6 @@ BOOST_AUTO_TEST_CASE(a_barrier_waits_for_every_worker) {
   group[0]->barrier();
   for (auto& t : ts) t.join();
   BOOST_TEST(passed.load() == 2);
-}
-
-BOOST_AUTO_TEST_CASE(a_sync_pull_that_nobody_completes_times_out_and_a_closed_worker_unblocks_rounds) {
-  auto o = opts("sync");
-  o.timeout = std::chrono::milliseconds(200);
-  auto group = kvstore::open_local_group(o, 2);
-  std::vector<float> v(1, 0.f), g(1, 2.f), out(1);
-  group[0]->init("w", {v.data(), {1}});
-  group[0]->push({"w"}, {{g.data(), {1}}});
-  auto h = group[0]->pull({"w"}, {{out.data(), {1}}});
-  auto [code, msg] = error_of([&] { group[0]->wait(h); });
-  BOOST_TEST(code == "timed_out");
-  BOOST_TEST(contains(msg, "200 ms"));
-  BOOST_TEST(contains(msg, "abandoned"));
-  out[0] = -1.f;           // the array is the caller's again: Note [Abandoned calls]
-  group[1]->close();       // the round closes without worker 1 and answers the held pull
-  BOOST_TEST(out[0] == -1.f);  // into nothing
-  std::vector<float> fresh(1);
-  group[0]->wait(group[0]->pull({"w"}, {{fresh.data(), {1}}}));
-  BOOST_TEST(fresh[0] == 2.f);
-  BOOST_TEST(out[0] == -1.f);
-  BOOST_TEST(error_of([&] { group[0]->wait(h); }).first == "no error");  // forgotten: nothing left to report
-}
-
-BOOST_AUTO_TEST_CASE(wait_for_gives_up_without_abandoning_and_wait_all_abandons_everything) {
-  auto o = opts("sync");
-  o.timeout = std::chrono::seconds(5);
-  auto group = kvstore::open_local_group(o, 2);
-  std::vector<float> v(1, 0.f), g(1, 2.f), a(1, -1.f), b(1, -1.f);
-  group[0]->init("w", {v.data(), {1}});
-  group[0]->push({"w"}, {{g.data(), {1}}});
-  auto h = group[0]->pull({"w"}, {{a.data(), {1}}});
-  BOOST_TEST(!group[0]->wait_for(h, std::chrono::milliseconds(50)));  // still in flight, still the store's
-  group[1]->push({"w"}, {{g.data(), {1}}});
-  group[0]->wait(h);
-  BOOST_TEST(a[0] == 4.f);
-
-  group[0]->push({"w"}, {{g.data(), {1}}});
-  group[0]->pull({"w"}, {{a.data(), {1}}});
-  group[0]->pull({"w"}, {{b.data(), {1}}});
-  a[0] = b[0] = -1.f;
-  auto [code, msg] = error_of([&] { group[0]->wait_all(std::chrono::milliseconds(100)); });
-  BOOST_TEST(code == "timed_out");
-  BOOST_TEST(contains(msg, "100 ms"));
-  group[1]->push({"w"}, {{g.data(), {1}}});  // the round closes: both held pulls answer into nothing
-  std::vector<float> fresh(1);
-  group[0]->wait(group[0]->pull({"w"}, {{fresh.data(), {1}}}));
-  BOOST_TEST(fresh[0] == 4.f);  // no server optimizer: the round's sum
-  BOOST_TEST(a[0] == -1.f);
-  BOOST_TEST(b[0] == -1.f);
-  group[0]->wait_all();  // nothing in flight
 }
 
 BOOST_AUTO_TEST_CASE(bad_input_is_a_clear_error_and_changes_nothing) {
