@@ -2,8 +2,8 @@
 // --help lists the commands; bad flags and values exit 2 naming the flag and the allowed
 // values; config files are strict and the command line wins over them; --job-id,
 // --metrics-linger and --trace are checked before work starts, and launch hands
-// --metrics-linger on to its nodes. Each command's own runs: test_cli_train_local.cpp,
-// test_cli_train.cpp, test_cmd_tls.cpp, test_cmd_node.cpp. Every run has a deadline.
+// --metrics-linger on to its nodes. Each command's own runs: test_cmd_train_local.cpp,
+// test_cmd_train.cpp, test_cmd_tls.cpp, test_cmd_node.cpp. Every run has a deadline.
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 #include <filesystem>

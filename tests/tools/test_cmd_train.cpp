@@ -6,7 +6,7 @@
 // --augment train reproducibly across workers; a text's shifted windows reach every
 // pipeline stage; --adam-betas reaches the shard servers, and --init the servers and the
 // replicas. Every run has a deadline.
-#define BOOST_TEST_MODULE cli_train
+#define BOOST_TEST_MODULE cmd_train
 #include <boost/test/unit_test.hpp>
 #include <csignal>
 #include <fstream>

@@ -5,7 +5,7 @@
 // cannot use is named; CUDA where it cannot be used fails with the reason; --precision
 // bf16 trains on the CPU and its misuses (here and in the other commands) are named.
 // Every run has a deadline.
-#define BOOST_TEST_MODULE cli_train_local
+#define BOOST_TEST_MODULE cmd_train_local
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <nlohmann/json.hpp>
