@@ -25,17 +25,22 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// Waits (bounded) for `checkpoint` of the job in `dir` and a live worker 1 of `launch`,
-// and kills that worker.
-void kill_worker_1_after(background_process& launch, const std::string& dir, const char* checkpoint) {
+// Waits (bounded) for `checkpoint` of the job in `dir` and a live node of `launch` whose
+// command line holds `victim` (after a restart: the new one), and kills that node.
+void kill_after(background_process& launch, const std::string& dir, const std::string& checkpoint,
+                const std::string& victim) {
   const auto done = std::filesystem::path(dir) / checkpoint / "MANIFEST.tf";
   const auto deadline = std::chrono::steady_clock::now() + 120s;
-  pid_t worker = 0;
+  pid_t node = 0;
   while (std::chrono::steady_clock::now() < deadline &&
-         (!std::filesystem::exists(done) || (worker = child_with(launch.pid(), "--worker-index 1")) <= 0))
+         (!std::filesystem::exists(done) || (node = child_with(launch.pid(), victim)) <= 0))
     std::this_thread::sleep_for(10ms);
-  BOOST_REQUIRE_MESSAGE(worker > 0, launch.err());
-  ::kill(worker, SIGKILL);
+  BOOST_REQUIRE_MESSAGE(node > 0, launch.err());
+  ::kill(node, SIGKILL);
+}
+
+void kill_worker_1_after(background_process& launch, const std::string& dir, const char* checkpoint) {
+  kill_after(launch, dir, checkpoint, "--worker-index 1");
 }
 
 }  // namespace
@@ -82,17 +87,7 @@ BOOST_AUTO_TEST_CASE(a_job_that_loses_a_node_goes_on_from_its_newest_checkpoint)
       const std::string name = std::string("lost-") + l.name;
       background_process launch(job(name, l.flags), dir.file(name));
       BOOST_REQUIRE(launch.started());
-      for (const char* step : l.after) {
-        const auto done = std::filesystem::path(dir.file(name)) / step / "MANIFEST.tf";
-        const auto deadline = std::chrono::steady_clock::now() + 120s;
-        pid_t node = 0;
-        // The checkpoint, and a live node to kill (after a restart: the new one).
-        while (std::chrono::steady_clock::now() < deadline &&
-               (!std::filesystem::exists(done) || (node = child_with(launch.pid(), l.victim)) <= 0))
-          std::this_thread::sleep_for(10ms);
-        BOOST_REQUIRE_MESSAGE(node > 0, launch.err());
-        ::kill(node, SIGKILL);
-      }
+      for (const char* step : l.after) kill_after(launch, dir.file(name), step, l.victim);
       const auto code = launch.wait(240s);
       BOOST_REQUIRE_MESSAGE(code.has_value(), launch.err());
       BOOST_REQUIRE_MESSAGE(*code == 0, launch.err());
