@@ -16,7 +16,7 @@ BOOST_AUTO_TEST_CASE(each_layer_is_timed_and_heavy_layers_take_longer) {
   // flatten, fc1 (784 -> 256), relu, fc2 (256 -> 128), relu, fc3 (128 -> 10)
   const model mlp = build_model("mlp");
   profile_options o;
-  o.rows = 64;
+  o.rows = 256;
   auto t = profile_layers(mlp, o);
   BOOST_REQUIRE(t.has_value());
   BOOST_REQUIRE(t->size() == 6u);
@@ -24,9 +24,12 @@ BOOST_AUTO_TEST_CASE(each_layer_is_timed_and_heavy_layers_take_longer) {
     BOOST_TEST((*t)[i].forward_s > 0.0, "layer " << i);
     BOOST_TEST((*t)[i].backward_s > 0.0, "layer " << i);
   }
-  // fc1 multiplies 64 x 784 by 784 x 256 (12.8 MFLOP); the relu after it touches 16k floats.
-  BOOST_TEST((*t)[1].forward_s > 10.0 * (*t)[2].forward_s);
-  BOOST_TEST((*t)[1].total_s() > 10.0 * (*t)[2].total_s());
+  // fc1 multiplies 256 x 784 by 784 x 256 (103 MFLOP); the relu after it touches 65k
+  // floats, 1500 times less work. A fixed cost per op (waking the compute threads, tens of
+  // microseconds) narrows the measured gap to 20-30x on a fast core, so the check asks
+  // for 3x: the times are attributed to the right layers, not how fast either is.
+  BOOST_TEST((*t)[1].forward_s > 3.0 * (*t)[2].forward_s);
+  BOOST_TEST((*t)[1].total_s() > 3.0 * (*t)[2].total_s());
   // Nothing below fc1 needs a gradient: flatten runs no backward.
   BOOST_TEST((*t)[0].backward_s == 0.0);
 }
