@@ -23,6 +23,7 @@
 #include "monitoring/metrics.hpp"
 #include "monitoring/observability.hpp"
 #include "monitoring/refusals.hpp"
+#include "tests/support/numeric.hpp"
 #include "tests/support/shm_tag.hpp"
 #include "tests/support/tiny_job.hpp"
 
@@ -34,11 +35,7 @@ namespace {
 constexpr std::int64_t n = 15;
 constexpr auto timeout = std::chrono::seconds(5);
 
-tensor filled(float v) {
-  tensor t({n});
-  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
-  return t;
-}
+tensor filled(float v) { return test::filled(n, v); }
 
 // One shard with the fast path on, two members joined (async SGD at lr 1, no correction,
 // so a push of g moves every parameter by -g), and member 0's channel confirmed by a pull

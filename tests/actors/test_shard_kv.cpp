@@ -25,6 +25,7 @@
 #include "core/shared_slots.hpp"
 #include "tensor/grad_codec.hpp"
 #include "tests/support/hand_lanes.hpp"
+#include "tests/support/numeric.hpp"
 #include "tests/support/shm_tag.hpp"
 
 using namespace troupe;
@@ -35,11 +36,7 @@ constexpr auto timeout = std::chrono::seconds(5);
 constexpr std::int64_t n = 8;
 const kv_part_id part = make_part_id(0, 0);
 
-tensor filled(std::int64_t count, float v) {
-  tensor t({count});
-  for (std::int64_t i = 0; i < count; ++i) t.data<float>()[i] = v;
-  return t;
-}
+using test::filled;
 
 // One member, one shard, async, no optimizer on the shard; key "w" of 8 ones defined.
 struct kv_job {

@@ -44,11 +44,7 @@ kv_shard_core make(sync_mode mode, std::optional<kv_optimizer> opt = plain_sgd()
   return core;
 }
 
-tensor filled(float v) {
-  tensor t({n});
-  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
-  return t;
-}
+tensor filled(float v) { return test::filled(n, v); }
 
 float at(const kv_shard_core& c, kv_part_id p, int i = 0) { return c.value(p).data<float>()[i]; }
 

@@ -5,16 +5,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/lendable_tensor.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
 
 namespace {
 
-lendable_tensor filled(float v, std::int64_t n = 4) {
-  tensor t({n});
-  for (std::int64_t i = 0; i < n; ++i) t.data<float>()[i] = v;
-  return lendable_tensor(std::move(t));
-}
+lendable_tensor filled(float v, std::int64_t n = 4) { return lendable_tensor(test::filled(n, v)); }
 
 }  // namespace
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/shard_core.hpp"
+#include "tests/support/numeric.hpp"
 
 using namespace troupe;
 namespace tt = boost::test_tools;
@@ -44,11 +45,7 @@ shard_core make_shard(async_rule rule, std::uint32_t members, float momentum, sy
   return core;
 }
 
-tensor filled(float v) {
-  tensor t({n});
-  std::fill_n(t.data<float>(), n, v);
-  return t;
-}
+tensor filled(float v) { return test::filled(n, v); }
 
 float at(const shard_core& c, std::int64_t i) { return c.params().data<float>()[i]; }
 
@@ -182,12 +179,6 @@ shard_core backup_shard(std::uint32_t members, std::int32_t backups, std::uint32
   return core;
 }
 
-tensor filled_n(std::int64_t numel, float v) {
-  tensor t({numel});
-  std::fill_n(t.data<float>(), numel, v);
-  return t;
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_backup_worker_round_closes_with_the_first_gradients_and_drops_the_late_one) {
@@ -254,17 +245,17 @@ BOOST_AUTO_TEST_CASE(a_refused_gradient_counts_toward_the_first_n_and_a_leaver_l
 BOOST_AUTO_TEST_CASE(a_late_piece_is_dropped_and_its_open_pieces_with_it) {
   auto s = backup_shard(3, 1);
   gradient_receipt first{{}, 0, n / 2, false}, second{{}, n / 2, n / 2, false};
-  BOOST_TEST(!s.push(0, 0, 0, filled_n(n / 2, 1.f), first).late);  // a piece of round 0, still open
+  BOOST_TEST(!s.push(0, 0, 0, test::filled(n / 2, 1.f), first).late);  // a piece of round 0, still open
   s.push(1, 0, 0, filled(1.f));
   s.push(2, 0, 0, filled(1.f));
   BOOST_TEST(s.version() == 1);
-  const auto rest = s.push(0, 0, 0, filled_n(n / 2, 1.f), second);
+  const auto rest = s.push(0, 0, 0, test::filled(n / 2, 1.f), second);
   BOOST_TEST(rest.late);
   BOOST_TEST(!rest.error);
   BOOST_TEST(at(s, 0) == -2.f);
   // Round 1 from member 0 in pieces: nothing of round 0's piece is left over.
-  s.push(0, 1, 1, filled_n(n / 2, 3.f), first);
-  s.push(0, 1, 1, filled_n(n / 2, 3.f), second);
+  s.push(0, 1, 1, test::filled(n / 2, 3.f), first);
+  s.push(0, 1, 1, test::filled(n / 2, 3.f), second);
   s.push(1, 1, 1, filled(1.f));
   BOOST_TEST(s.version() == 2);
   BOOST_TEST(at(s, 0) == -6.f);
@@ -274,17 +265,17 @@ BOOST_AUTO_TEST_CASE(a_late_piece_is_dropped_and_its_open_pieces_with_it) {
 BOOST_AUTO_TEST_CASE(with_pipeline_stages_each_stages_slice_waits_for_all_but_b_of_its_own_members) {
   // Six members of two stages: three replicas. One backup: each stage needs two.
   auto s = backup_shard(6, 1, 2);
-  s.push(0, 0, 0, filled_n(n / 2, 1.f));  // stage 0
-  s.push(2, 0, 0, filled_n(n / 2, 1.f));  // stage 0: two of three
-  s.push(1, 0, 0, filled_n(n / 2, 1.f));  // stage 1: one of three
+  s.push(0, 0, 0, test::filled(n / 2, 1.f));  // stage 0
+  s.push(2, 0, 0, test::filled(n / 2, 1.f));  // stage 0: two of three
+  s.push(1, 0, 0, test::filled(n / 2, 1.f));  // stage 1: one of three
   BOOST_TEST(s.version() == 0);           // stage 1's slice still waits
-  s.push(4, 0, 0, filled_n(n / 2, 1.f));  // stage 0's third: not needed, but in time
+  s.push(4, 0, 0, test::filled(n / 2, 1.f));  // stage 0's third: not needed, but in time
   BOOST_TEST(s.version() == 0);
-  s.push(5, 0, 0, filled_n(n / 2, 2.f));  // stage 1: two of three
+  s.push(5, 0, 0, test::filled(n / 2, 2.f));  // stage 1: two of three
   BOOST_TEST(s.version() == 1);
   BOOST_TEST(at(s, 0) == -3.f);           // stage 0: three gradients of 1
   BOOST_TEST(at(s, n - 1) == -3.f);       // stage 1: 1 + 2
-  BOOST_TEST(s.push(3, 0, 0, filled_n(n / 2, 1.f)).late);
+  BOOST_TEST(s.push(3, 0, 0, test::filled(n / 2, 1.f)).late);
 }
 
 namespace {

@@ -37,6 +37,13 @@ inline tensor vec(std::initializer_list<float> v) {
   return t;
 }
 
+// A 1-d f32 tensor of n elements, each v.
+inline tensor filled(std::int64_t n, float v) {
+  tensor t({n});
+  std::fill_n(t.data<float>(), n, v);
+  return t;
+}
+
 inline tensor random_tensor(shape s, std::uint64_t seed, float scale = 1.f) {
   tensor t(s);
   rng r(seed);

@@ -32,10 +32,6 @@ inline std::array<tensor, 3> order_sensitive() {
 }
 
 // A gradient of v everywhere.
-inline tensor filled(float v) {
-  tensor t({plain_numel});
-  for (std::int64_t i = 0; i < plain_numel; ++i) t.data<float>()[i] = v;
-  return t;
-}
+inline tensor filled(float v) { return filled(plain_numel, v); }
 
 }  // namespace troupe::test

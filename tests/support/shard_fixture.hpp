@@ -12,6 +12,7 @@
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
 #include "tests/support/caf_fixture.hpp"
+#include "tests/support/numeric.hpp"
 #include "tests/support/tiny_job.hpp"
 
 namespace troupe::test {
@@ -34,11 +35,7 @@ struct recorder {
   std::vector<caf::error> errors;
 };
 
-inline tensor filled(float v) {
-  tensor t({numel});
-  for (std::int64_t i = 0; i < numel; ++i) t.data<float>()[i] = v;
-  return t;
-}
+inline tensor filled(float v) { return filled(numel, v); }
 
 // Runs a function in a member stand-in actor (so its requests come from that actor).
 struct act {
