@@ -65,15 +65,16 @@ class error : public std::runtime_error {
   std::string code_;
 };
 
-// The shards' optimizer (MXNet's update_on_kvstore): sgd (momentum, nesterov) or adam,
-// with L2 weight decay and a learning-rate schedule indexed by each key's update count.
+// The shards' optimizer (MXNet's update_on_kvstore): sgd (momentum, nesterov), adam or
+// adamw, with weight decay (L2; decoupled in adamw) and a learning-rate schedule indexed
+// by each key's update count.
 struct optimizer_spec {
-  std::string kind = "sgd";         // sgd | adam
+  std::string kind = "sgd";         // sgd | adam | adamw
   float lr = 0.01f;
   float momentum = 0.f;             // sgd
   bool nesterov = false;            // sgd
   float weight_decay = 0.f;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam and adamw
   std::string schedule = "constant";  // constant | cosine | linear
   std::int64_t warmup_updates = 0;
   std::int64_t total_updates = 1;     // cosine and linear decay to lr * final_fraction here

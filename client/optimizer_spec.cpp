@@ -21,7 +21,7 @@ or_fault<kv_optimizer> to_kv_optimizer(const optimizer_spec& spec) {
   if (!(spec.weight_decay >= 0 && std::isfinite(spec.weight_decay))) return bad("weight_decay must be >= 0");
   if (!(spec.beta1 >= 0 && spec.beta1 < 1 && spec.beta2 >= 0 && spec.beta2 < 1))
     return bad("beta1 and beta2 must be in [0, 1)");
-  if (!(spec.eps > 0)) return bad("eps must be positive");
+  if (!(spec.eps > 0 && std::isfinite(spec.eps))) return bad("eps must be a positive number");
   if (spec.warmup_updates < 0 || spec.total_updates < 1) return bad("warmup_updates must be >= 0 and total_updates >= 1");
   if (!(spec.final_fraction >= 0 && spec.final_fraction <= 1)) return bad("final_fraction must be in [0, 1]");
   out.config.momentum = spec.momentum;
