@@ -18,6 +18,7 @@
 // every call returns nothing but refusals.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -176,6 +177,7 @@ class job_core {
   std::string member_name(std::uint32_t rank) const;
 
  private:
+  static constexpr std::size_t straggler_window = 9;  // Note [Naming stragglers]
   struct member {
     std::string host;                  // where pipeline neighbours reach it (cluster)
     std::uint16_t port = 0;
@@ -186,8 +188,9 @@ class job_core {
     std::int64_t clock = 0;
     std::int64_t clock_at_tick = 0;    // for the step rate
     double step_rate = 0.0;            // steps/s, smoothed over ticks
-    // Note [Naming stragglers]: compute seconds per step, smoothed; steps reported; named.
-    double busy_per_step = 0.0;
+    // Note [Naming stragglers]: compute seconds of its latest steps (a ring, busy_steps %
+    // straggler_window the next slot); steps reported; named.
+    std::array<double, straggler_window> recent_busy{};
     std::int64_t busy_steps = 0;
     bool straggler = false;
     // Note [Balancing shares]: rows per second of compute, smoothed; steps counted.

@@ -1,8 +1,10 @@
 // Tests for core/job_stragglers.cpp, stepped by hand with explicit time
 // (tests/support/job_core_harness.hpp): in ssp a member whose compute per step is above
 // --straggler-factor times the median is named to the shards as soon as it has reported
-// enough steps, named once, cleared only well below the line, and counted in troupe_stragglers;
-// the other modes and --straggler-factor 0 name nobody.
+// enough steps, named once, cleared only well below the line, and counted in
+// troupe_stragglers; a step the kernel preempted names nobody, a member that turns slow is
+// named once most of its latest steps are slow; the other modes and --straggler-factor 0
+// name nobody.
 #define BOOST_TEST_MODULE job_stragglers
 #include <boost/test/unit_test.hpp>
 
@@ -108,4 +110,32 @@ BOOST_AUTO_TEST_CASE(a_dead_straggler_is_not_counted) {
   h.core->on_member_down(2, std::nullopt, "killed", h.now);
   // Two left, level: nobody is named, nothing is cleared for the dead one.
   BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01}, 5, clock)).empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_step_that_reads_forty_times_the_others_names_nobody) {
+  harness h(naming_job(sync_mode::ssp, 4));
+  h.start();
+  std::int64_t clock = 0;
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 5, clock)).empty());
+  // One step preempted by the kernel (a 4 ms slice against 100 us of compute), then level.
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.4, 0.01, 0.01}, 1, clock)).empty());
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 10, clock)).empty());
+  // Such steps now and then, four in every nine at most: still nobody.
+  for (int round = 0; round < 3; ++round) {
+    BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.4, 0.01, 0.01}, 4, clock)).empty());
+    BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 5, clock)).empty());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_member_that_turns_slow_is_named_once_most_of_its_latest_steps_are) {
+  harness h(naming_job(sync_mode::ssp, 4));
+  h.start();
+  std::int64_t clock = 0;
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 10, clock)).empty());
+  // Four slow steps of nine: the median is still a normal one.
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.04}, 4, clock)).empty());
+  // The fifth makes the slow ones most of them.
+  const auto named = steps_then_tick(h, {0.01, 0.01, 0.01, 0.04}, 1, clock);
+  BOOST_TEST(only<name_straggler>(named).rank == 3u);
+  BOOST_TEST(only<note>(named).text.find("worker 3 is a straggler: its steps compute 4.0x the median") == 0u);
 }
