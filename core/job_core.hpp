@@ -189,8 +189,9 @@ class job_core {
     std::int64_t clock_at_tick = 0;    // for the step rate
     double step_rate = 0.0;            // steps/s, smoothed over ticks
     // Note [Naming stragglers]: compute seconds of its latest steps (a ring, busy_steps %
-    // straggler_window the next slot); steps reported; named.
+    // straggler_window the next slot) and their median; steps reported; named.
     std::array<double, straggler_window> recent_busy{};
+    double busy_per_step = 0.0;
     std::int64_t busy_steps = 0;
     bool straggler = false;
     // Note [Balancing shares]: rows per second of compute, smoothed; steps counted.

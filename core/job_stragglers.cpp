@@ -52,15 +52,11 @@ void job_core::note_busy(const step_report& r, job_actions_list& out) {
   member& m = members_[r.rank];
   m.recent_busy[static_cast<std::size_t>(m.busy_steps) % straggler_window] = r.busy_seconds;
   ++m.busy_steps;
+  m.busy_per_step = median_busy(m.recent_busy, m.busy_steps);
   if (job_.mode != sync_mode::ssp || job_.straggler_factor <= 0.0 || phase_ != job_phase::training) return;
-  std::vector<double> per_member(members_.size(), 0.0);
   std::vector<double> busy;
-  for (std::uint32_t rank = 0; rank < members_.size(); ++rank) {
-    const member& w = members_[rank];
-    if (!w.live || w.done || w.busy_steps < min_straggler_steps) continue;
-    per_member[rank] = median_busy(w.recent_busy, w.busy_steps);
-    busy.push_back(per_member[rank]);
-  }
+  for (const member& w : members_)
+    if (w.live && !w.done && w.busy_steps >= min_straggler_steps) busy.push_back(w.busy_per_step);
   if (busy.size() < 2) return;
   std::nth_element(busy.begin(), busy.begin() + (busy.size() - 1) / 2, busy.end());
   const double median = busy[(busy.size() - 1) / 2];
@@ -69,7 +65,7 @@ void job_core::note_busy(const step_report& r, job_actions_list& out) {
   for (std::uint32_t rank = 0; rank < members_.size(); ++rank) {
     member& w = members_[rank];
     if (!w.live || w.done || w.busy_steps < min_straggler_steps) continue;
-    const double ratio = per_member[rank] / median;
+    const double ratio = w.busy_per_step / median;
     const bool slow = w.straggler ? ratio > 0.75 * job_.straggler_factor : ratio > job_.straggler_factor;
     if (slow != w.straggler) {
       w.straggler = slow;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client/optimizer_spec.hpp"
+#include "tests/support/local_store.hpp"
 
 using namespace troupe;
 using namespace troupe::kv;
@@ -25,8 +26,6 @@ std::string refusal_of(const optimizer_spec& spec) {
   BOOST_TEST((f->code == errc::bad_job));
   return f->detail;
 }
-
-bool mentions(const std::string& text, const std::string& word) { return text.find(word) != std::string::npos; }
 
 }  // namespace
 
@@ -107,8 +106,8 @@ BOOST_AUTO_TEST_CASE(each_unusable_setting_is_refused_by_name) {
     c.spoil(s);
     const std::string why = refusal_of(s);
     BOOST_TEST_CONTEXT("refusal: " << why) {
-      BOOST_TEST(mentions(why, "set_optimizer: "));
-      BOOST_TEST(mentions(why, c.named));
+      BOOST_TEST(test::contains(why, "set_optimizer: "));
+      BOOST_TEST(test::contains(why, c.named));
     }
   }
 }
