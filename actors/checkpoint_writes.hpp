@@ -14,13 +14,11 @@
 
 namespace troupe {
 
-// At most this many images wait behind the one being written; a later one is skipped
-// (and reported), so a disk slower than the checkpoints cannot pile up memory.
-inline constexpr std::size_t checkpoint_images_waiting = 2;
-
 // Queues the file `saved` names on `writer`: written into checkpoint `saved.step`'s
 // directory of `store`, then `owner` is told with a checkpoint_written (error: why not).
-// False when the writer had no room; `saved.error` then says so, for the caller to report.
+// False when the writer had no room (its capacity is --checkpoint-queue: a disk slower than
+// the checkpoints cannot pile images up in memory); `saved.error` then says so, for the
+// caller to report.
 inline bool post_checkpoint_file(serial_worker& writer, const checkpoint_store& store, caf::actor_addr owner,
                                  std::shared_ptr<const shard_image> image, checkpoint_saved& saved,
                                  checkpoint_identity id) {
@@ -33,8 +31,9 @@ inline bool post_checkpoint_file(serial_worker& writer, const checkpoint_store& 
         tell(checkpoint_written{std::move(saved)});
       }))
     return true;
-  saved.error = "skipped: " + std::to_string(checkpoint_images_waiting + 1) +
-                " earlier checkpoints are still being written (the disk is slower than --checkpoint-every)";
+  saved.error = "skipped: " + std::to_string(writer.capacity() + 1) +
+                " earlier checkpoints are still being written (the disk is slower than the checkpoints are due; "
+                "--checkpoint-queue lets more wait)";
   return false;
 }
 

@@ -28,7 +28,7 @@ std::optional<std::string> plan_checkpoints(shard_pointer self, const shard_welc
   if (!m) return m.error().message;
   st.checkpoint_id = identity_of(w.job, m->num_params());
   st.checkpoints = w.job.checkpoints;
-  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(checkpoint_images_waiting);
+  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(static_cast<std::size_t>(st.checkpoints.queue));
   if (!w.resume.dir.empty()) st.resume = w;
   return std::nullopt;
 }

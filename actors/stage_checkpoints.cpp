@@ -13,7 +13,7 @@ namespace troupe::stage_shell {
 void save_checkpoint(stage_pointer self, member_actions::save_checkpoint& c) {
   auto& st = self->state;
   const auto& job = st.core->place().job;
-  if (!st.writer) st.writer = std::make_unique<serial_worker>(checkpoint_images_waiting);
+  if (!st.writer) st.writer = std::make_unique<serial_worker>(static_cast<std::size_t>(job.checkpoints.queue));
   const checkpoint_store store(job.checkpoints.dir, job.checkpoints.keep);
   ++st.checkpoints_writing;
   if (!post_checkpoint_file(*st.writer, store, caf::actor_cast<caf::actor_addr>(self), c.image, c.saved, c.id))

@@ -61,7 +61,7 @@ typename Inspector::result_type inspect(Inspector& f, grad_codec& x) {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, checkpoint_plan& x) {
   return f(caf::meta::type_name("checkpoint_plan"), x.dir, x.every, x.seconds, x.keep, x.fatal,
-           x.on_shard_loss);
+           x.queue, x.on_shard_loss);
 }
 
 template <class Inspector>

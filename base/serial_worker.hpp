@@ -26,6 +26,8 @@ class serial_worker {
   bool post(std::function<void()> task);
   // Tasks waiting or running.
   std::size_t pending() const;
+  // Tasks that may wait behind the running one.
+  std::size_t capacity() const { return capacity_; }
 
  private:
   // Shared with the thread, which may outlive this object (see the destructor).

@@ -199,6 +199,7 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
+  if (job.checkpoints.queue < 1) return "--checkpoint-queue must be at least 1 (checkpoints waiting for the disk)";
   if (job.checkpoints.on_shard_loss == shard_loss::recover && (job.servers == 0 || job.kv))
     return "--on-shard-loss recover restarts a training job from its newest checkpoint once a replacement shard "
            "server has joined; this job has no shard servers to lose (or is a key-value job); leave it out";

@@ -50,6 +50,7 @@ struct checkpoint_plan {
   double seconds = 0.0;     // also about this often (the coordinator names a coming step); 0: not
   std::int32_t keep = 2;    // complete checkpoints kept
   bool fatal = false;       // a checkpoint that cannot be written ends the job; else warn, count, go on
+  std::int32_t queue = 2;   // images that may wait for the disk behind the one being written; a later one is skipped
   shard_loss on_shard_loss = shard_loss::automatic;
 };
 

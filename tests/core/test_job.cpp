@@ -102,6 +102,8 @@ BOOST_AUTO_TEST_CASE(validation_names_the_flag) {
              }).find("--simulate-compute") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.checkpoints.every = -1; }).find("--checkpoint-every") != std::string::npos);
   BOOST_TEST(problem([](job_spec& j) { j.checkpoints.keep = 0; }).find("--keep-checkpoints") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.checkpoints.queue = 0; }).find("--checkpoint-queue") != std::string::npos);
+  BOOST_TEST(problem([](job_spec& j) { j.checkpoints.queue = 1; }).empty());
   BOOST_TEST(problem([](job_spec& j) {
                j.checkpoints.on_shard_loss = shard_loss::recover;
                j.mode = sync_mode::allreduce;

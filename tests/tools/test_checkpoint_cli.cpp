@@ -1,6 +1,7 @@
 // Tests for tools/checkpoint_cli.cpp through the troupe binary: `train --resume` goes on
 // from the newest good checkpoint under the checkpoints' job id and ends bitwise as the
-// uninterrupted run, also after the process was killed outright; so does `launch --local
+// uninterrupted run, also after the process was killed outright (with a --checkpoint-queue
+// deep enough that a loaded machine's slow disk skips none of the counted checkpoints); so does `launch --local
 // --resume` (separate processes, mutual TLS);
 // so does an allreduce job, whose replicas write the checkpoints;
 // a damaged newest checkpoint is passed over with a warning; a lost run's record says how
@@ -66,7 +67,7 @@ BOOST_AUTO_TEST_CASE(train_resumes_bitwise_under_the_checkpoints_job_id) {
   temp_dir tmp("ckpt-cli-train");
   const std::string dir = tmp.file("ck");
   const auto whole = result_of(run(job("train", {"--checkpoint-dir", dir, "--checkpoint-every", "20",
-                                                 "--keep-checkpoints", "10", "--job-id", "resumable"})));
+                                                 "--keep-checkpoints", "10", "--checkpoint-queue", "16", "--job-id", "resumable"})));
   BOOST_TEST(whole["checkpoints_written"] == 4);  // 20, 30, 40, 60
   BOOST_TEST(whole["resumed_from_step"].is_null());
   BOOST_TEST(whole["steps_replayed"].is_null());
@@ -131,7 +132,8 @@ BOOST_AUTO_TEST_CASE(launch_resumes_bitwise_across_processes) {
   temp_dir tmp("ckpt-cli-launch");
   const std::string dir = tmp.file("ck");
   const auto whole = result_of(run(
-      job("launch", {"--local", "--checkpoint-dir", dir, "--checkpoint-every", "20", "--keep-checkpoints", "10"}),
+      job("launch", {"--local", "--checkpoint-dir", dir, "--checkpoint-every", "20", "--keep-checkpoints", "10",
+                     "--checkpoint-queue", "16"}),
       300s));
   BOOST_TEST(whole["checkpoints_written"] == 4);
   keep_up_to(dir, 30);
@@ -151,7 +153,8 @@ BOOST_AUTO_TEST_CASE(an_allreduce_job_resumes_bitwise_from_its_replicas_checkpoi
       const auto ring_job = [&](std::vector<std::string> more) {
         std::vector<std::string> a{troupe_bin(), "train", "--mode", "allreduce", "--workers", "2",
                                    "--pipeline-stages", stages, "--dataset", "synthetic", "--train-samples", "3000",
-                                   "--batch-size", "50", "--epochs", "2", "--metrics", "off", "--keep-checkpoints", "10"};
+                                   "--batch-size", "50", "--epochs", "2", "--metrics", "off", "--keep-checkpoints", "10",
+                                   "--checkpoint-queue", "16"};
         a.insert(a.end(), more.begin(), more.end());
         return a;
       };
