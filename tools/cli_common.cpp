@@ -194,6 +194,12 @@ double round_to(double v, int digits) {
   return std::round(v * f) / f;
 }
 
+std::string flag_value(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+
 void print_error(const std::string& message) { std::cerr << "troupe: error: " << message << std::endl; }
 
 }  // namespace troupe::cli

@@ -97,6 +97,8 @@ expected<dataset_split> load_data(const data_options& opts, std::uint64_t seed);
 
 // v rounded to `digits` decimals, for JSON figures people read.
 double round_to(double v, int digits);
+// v as a command-line value a child process is given ("0.5", "15"; six significant digits).
+std::string flag_value(double v);
 
 // Prints a failure on stderr as one "troupe: error: ..." line.
 void print_error(const std::string& message);

@@ -1,30 +1,31 @@
 // launch: plan the nodes, prepare the job directory (job.toml, CA, certificates), start
 // everything, stream the logs with role prefixes, print the job's JSON line, and exit
-// with the job's status.
+// with the job's status. run_launch takes those steps in order; each step is a function
+// of its own, and a step that cannot go on returns a refusal (the message and the exit
+// code) instead of starting anything.
 #include "tools/cmd_launch.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <map>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <random>
-#include <sstream>
 
 #include "core/job_checkpoint.hpp"
-#include "net/launch_plan.hpp"
 #include "monitoring/trace.hpp"
+#include "net/launch_plan.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
-#include "tools/model_export.hpp"
 #include "tools/job_dirs.hpp"
+#include "tools/launch_node_flags.hpp"
 #include "tools/launch_report.hpp"
 #include "tools/launch_restarts.hpp"
+#include "tools/model_export.hpp"
 #include "tools/observe_cli.hpp"
-#include "tools/port_reservation.hpp"
 
 namespace troupe::cli {
 
@@ -48,7 +49,7 @@ struct launch_cli {
   job_cli_options job;
   observe_options observe;
   std::string prometheus_config;
-  std::string save_model;  // passed to the coordinator, which holds the final parameters
+  std::string save_model;            // passed to the coordinator, which holds the final parameters
   std::vector<std::string> command;  // after --: the workers of a key-value job
   int max_restarts = 3;              // Note [Restarting a job]
   std::uint32_t min_workers = 0;     // Note [Leaving out lost workers]; 0: not elastic
@@ -67,222 +68,152 @@ std::string random_hex(int bytes) {
   return out;
 }
 
-int run_launch(launch_cli& o) {
-  if (o.local == !o.hostfile.empty()) {
-    print_error("launch needs exactly one of --local and --hostfile FILE");
-    return exit_usage;
-  }
-  if (!o.command.empty()) o.job.job.kv = true;  // the workers are the user's program
-  std::vector<host_entry> hosts;
-  if (!o.local) {
-    auto parsed = parse_hostfile(o.hostfile);
-    if (!parsed) {
-      print_error(parsed.error().message);
-      return exit_usage;
-    }
-    hosts = std::move(*parsed);
-    // The host file's slots are how many worker processes each host takes (as Horovod's
-    // and DeepSpeed's host files say): without --workers, one per slot (a pipeline job:
-    // one replica per `stages` slots).
-    if (o.app->get_option("--workers")->count() == 0) {
-      std::uint32_t slots = 0;
-      for (const auto& h : hosts) slots += h.slots;
-      const std::uint32_t stages = std::max<std::uint32_t>(1, o.job.job.pipeline_stages);
-      if (slots % stages != 0) {
-        print_error("--hostfile " + o.hostfile + " has " + std::to_string(slots) + " slots, which do not make whole "
-                    "replicas of " + std::to_string(stages) + " pipeline stages; give --workers (replicas) or change "
-                    "the slots");
-        return exit_usage;
-      }
-      o.job.job.workers = slots / stages;
-    }
-  }
-  auto job = resolve_job_options(o.job);
-  if (!job) {
-    print_error(job.error().message);
-    return exit_usage;
-  }
+// Why the command line cannot start a job (the caller exits with `code`).
+struct refusal {
+  std::string why;
+  int code = exit_usage;
+};
+
+int refuse(const refusal& r) {
+  print_error(r.why);
+  return r.code;
+}
+
+// The hosts of --hostfile (none with --local). The host file's slots are how many worker
+// processes each host takes (as Horovod's and DeepSpeed's host files say): without
+// --workers, one per slot (a pipeline job: one replica per `stages` slots).
+std::optional<refusal> read_hosts(launch_cli& o, std::vector<host_entry>& hosts) {
+  if (o.local == !o.hostfile.empty()) return refusal{"launch needs exactly one of --local and --hostfile FILE"};
+  if (o.local) return std::nullopt;
+  auto parsed = parse_hostfile(o.hostfile);
+  if (!parsed) return refusal{parsed.error().message};
+  hosts = std::move(*parsed);
+  if (o.app->get_option("--workers")->count() > 0) return std::nullopt;
+  std::uint32_t slots = 0;
+  for (const auto& h : hosts) slots += h.slots;
+  const std::uint32_t stages = std::max<std::uint32_t>(1, o.job.job.pipeline_stages);
+  if (slots % stages != 0)
+    return refusal{"--hostfile " + o.hostfile + " has " + std::to_string(slots) +
+                   " slots, which do not make whole replicas of " + std::to_string(stages) +
+                   " pipeline stages; give --workers (replicas) or change the slots"};
+  o.job.job.workers = slots / stages;
+  return std::nullopt;
+}
+
+// What the resolved job and the launcher's own flags cannot do together, checked before
+// anything is written. `save_model` becomes the path the coordinator writes to.
+std::optional<refusal> refusal_of(const launch_cli& o, const job_spec& job, std::string& save_model) {
   if (!o.observe.trace.empty() && o.local)
-    if (auto why = trace_unwritable(o.observe.trace)) {
-      print_error(*why);
-      return exit_usage;
-    }
-  if (auto why = elastic_refusal(*job, o.min_workers, o.max_restarts)) {
-    print_error(*why);
-    return exit_usage;
-  }
-  if (auto why = train_options_unfit(o.job.train, !o.command.empty())) {
-    print_error(*why);
-    return exit_usage;
-  }
-  std::string save_model = o.save_model;  // where the coordinator writes it: on its own host over ssh
-  if (!save_model.empty()) {
-    if (job->kv || job->simulate_compute_ms > 0) {
-      print_error(std::string("--save-model: ") +
-                  (job->kv ? "a key-value job's model is its members' own; they save it"
+    if (auto why = trace_unwritable(o.observe.trace)) return refusal{*why};
+  if (auto why = elastic_refusal(job, o.min_workers, o.max_restarts)) return refusal{*why};
+  if (auto why = train_options_unfit(o.job.train, !o.command.empty())) return refusal{*why};
+  save_model = o.save_model;  // on the coordinator's own host over ssh
+  if (save_model.empty()) return std::nullopt;
+  if (job.kv || job.simulate_compute_ms > 0)
+    return refusal{std::string("--save-model: ") +
+                   (job.kv ? "a key-value job's model is its members' own; they save it"
                            : "a job with --simulate-compute trains no real parameters") +
-                  "; leave --save-model out");
-      return exit_usage;
-    }
-    if (o.local) {
-      if (auto why = save_model_unwritable(save_model)) {
-        print_error(*why);
-        return exit_usage;
-      }
-      save_model = std::filesystem::absolute(save_model).string();
-    }
+                   "; leave --save-model out"};
+  if (o.local) {
+    if (auto why = save_model_unwritable(save_model)) return refusal{*why};
+    save_model = std::filesystem::absolute(save_model).string();
   }
-  launch_request req;
+  return std::nullopt;
+}
+
+// The request's job: its id (the checkpoints' for --resume), transport, the flags every
+// node gets, and job.toml.
+std::optional<refusal> describe_job(const launch_cli& o, const job_spec& job, launch_request& req) {
   req.worker_command = o.command;
-  req.servers = job->servers;
-  req.workers = members(*job);  // a process per worker, or per pipeline stage of each replica
+  req.servers = job.servers;
+  req.workers = members(job);  // a process per worker, or per pipeline stage of each replica
   req.job_id = "job-" + random_hex(6);
   if (!o.job.resume.empty()) {  // the checkpoints' job goes on (read here: DIR must be reachable from this host too)
     auto id = checkpointed_job_id(o.job.resume);
-    if (!id) {
-      print_error("--resume " + o.job.resume + ": " + id.error().message);
-      return exit_usage;
-    }
+    if (!id) return refusal{"--resume " + o.job.resume + ": " + id.error().message};
     req.job_id = *id;
   }
   req.tls = !o.insecure_network;
-  auto num = [](double v) {
-    std::ostringstream s;
-    s << v;
-    return s.str();
-  };
-  req.node_flags = {"--heartbeat", num(o.heartbeat_s), "--connection-timeout", num(o.connection_timeout_s)};
+  req.node_flags = {"--heartbeat", flag_value(o.heartbeat_s), "--connection-timeout",
+                    flag_value(o.connection_timeout_s)};
   req.shared_memory = !o.no_shared_memory;
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
   if (o.no_doorbells) req.node_flags.push_back("--no-doorbells");
   req.bulk_lanes = !o.no_bulk_lanes;
   if (o.no_bulk_lanes) req.node_flags.push_back("--no-bulk-lanes");
   req.job_toml = job_options_as_toml(*o.app);
-  if (job->kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";
+  if (job.kv && o.app->get_option("--kv")->count() == 0) req.job_toml += "kv = true\n";
   for (const char* key : {"workers", "servers"})
     if (o.app->get_option(std::string("--") + key)->count() == 0)
-      req.job_toml += std::string(key) + " = " + std::to_string(key[0] == 'w' ? job->workers : job->servers) + "\n";
-  // Metrics: a port per node (free ones locally, 9400 + n over ssh), listed in a
-  // Prometheus configuration for the job. Trace: a file per node, merged at the end.
-  std::vector<scrape_target> targets;
-  std::vector<std::string> traces;
-  std::uint16_t next_remote_metrics = 9400;
-  std::map<std::string, int> workers_on_host;
-  // Local ports stay reserved until launch returns (see port_reservation.hpp).
-  std::vector<port_reservation> reserved;
-  std::string reservation_error;
-  auto reserve = [&]() -> std::uint16_t {
-    auto r = port_reservation::on_loopback();
-    if (!r) {
-      reservation_error = r.error().message;
-      return 0;
-    }
-    reserved.push_back(std::move(*r));
-    return reserved.back().port();
-  };
-  req.per_node_flags = [&](const std::string& node, const std::string& host) {
-    std::vector<std::string> flags;
-    if (o.observe.metrics == "off") {
-      flags = {"--metrics", "off"};
-    } else {
-      const std::string at = o.local ? "127.0.0.1:" + std::to_string(reserve())
-                                     : "0.0.0.0:" + std::to_string(next_remote_metrics);
-      flags = {"--metrics", at, "--metrics-linger", num(o.observe.metrics_linger_s)};
-      targets.push_back({node, o.local ? at : host + ":" + std::to_string(next_remote_metrics)});
-      ++next_remote_metrics;
-    }
-    if (!o.observe.trace.empty()) {
-      const std::string file = (o.local ? req.job_dir : req.remote_dir) + "/trace-" + node + ".json";
-      flags.insert(flags.end(), {"--trace", file, "--trace-events", std::to_string(o.observe.trace_events)});
-      traces.push_back(file);
-    }
-    if (node == "coordinator" && !save_model.empty()) flags.insert(flags.end(), {"--save-model", save_model});
-    // The device is each worker node's own choice; the coordinator and shards ignore it.
-    // `--device cuda` spreads a host's workers over its GPUs: the k-th worker on a host
-    // gets cuda:k (one that asks for a GPU the host lacks fails with that message).
-    if (node.rfind("worker-", 0) == 0 && o.job.train.device != "cpu") {
-      const std::string d = o.job.train.device == "cuda" ? "cuda:" + std::to_string(workers_on_host[host]++)
-                                                          : o.job.train.device;
-      flags.insert(flags.end(), {"--device", d});
-      if (o.job.train.tf32) flags.push_back("--tf32");
-    }
-    if (node.rfind("worker-", 0) == 0 && o.job.train.precision != "fp32")
-      flags.insert(flags.end(), {"--precision", o.job.train.precision});
-    return flags;
-  };
+      req.job_toml += std::string(key) + " = " + std::to_string(key[0] == 'w' ? job.workers : job.servers) + "\n";
+  return std::nullopt;
+}
+
+// Where the job directory goes: --job-dir (which must not exist yet or be empty), a path
+// a dry run only names, or a fresh temporary directory (after sweeping those of
+// launchers that are gone).
+std::optional<refusal> choose_job_dir(const launch_cli& o, launch_request& req) {
   // A dry run writes nothing, unless it is asked to keep the job directory (whose files its
   // commands name) for running them by hand.
   req.write_files = !o.dry_run || o.keep_job_dir;
   req.job_dir = o.job_dir;
   if (!req.job_dir.empty()) {
     std::error_code ec;
-    if (std::filesystem::exists(req.job_dir, ec) && !std::filesystem::is_empty(req.job_dir, ec)) {
-      print_error("--job-dir " + req.job_dir + " exists and is not empty; launch fills its job directory with keys and "
-                  "removes it at the end, so give a path that does not exist yet");
-      return exit_usage;
-    }
-  } else if (!req.write_files) {
-    req.job_dir = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id)).string();
-  } else {
-    const std::string tmp = std::filesystem::temp_directory_path().string();
-    for (const auto& gone : sweep_job_dirs(tmp))
-      std::cerr << "launch: removed " << gone << ", the job directory of a launcher that is gone" << std::endl;
-    auto dir = make_job_dir(tmp, req.job_id);
-    if (!dir) {
-      print_error(dir.error().message);
-      return exit_failed;
-    }
-    req.job_dir = *dir;
+    if (std::filesystem::exists(req.job_dir, ec) && !std::filesystem::is_empty(req.job_dir, ec))
+      return refusal{"--job-dir " + req.job_dir +
+                     " exists and is not empty; launch fills its job directory with "
+                     "keys and removes it at the end, so give a path that does not exist yet"};
+    return std::nullopt;
   }
-  // The job directory holds the CA's key: it goes on every way out of this function, an
-  // error before the job starts included, unless it is to be kept.
-  struct remove_on_exit {
-    std::string dir;
-    bool keep;
-    ~remove_on_exit() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove_all(dir, ec);
-    }
-  } job_dir_guard{req.job_dir, o.keep_job_dir || !req.write_files};
-  expected<launch_plan> plan = failure{""};
+  if (!req.write_files) {
+    req.job_dir = (std::filesystem::temp_directory_path() / ("troupe-" + req.job_id)).string();
+    return std::nullopt;
+  }
+  const std::string tmp = std::filesystem::temp_directory_path().string();
+  for (const auto& gone : sweep_job_dirs(tmp))
+    std::cerr << "launch: removed " << gone << ", the job directory of a launcher that is gone" << std::endl;
+  auto dir = make_job_dir(tmp, req.job_id);
+  if (!dir) return refusal{dir.error().message, exit_failed};
+  req.job_dir = *dir;
+  return std::nullopt;
+}
+
+// The processes to start, with the job directory's files written (unless a dry run).
+expected<launch_plan> plan_nodes(const launch_cli& o, launch_request& req, const std::vector<host_entry>& hosts,
+                                 launch_node_flags& flags) {
   if (o.local) {
     std::error_code ec;
     req.troupe_bin = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-    req.port = o.port ? o.port : reserve();
-    plan = plan_local_launch(req);
-    if (plan && !reservation_error.empty()) plan = failure{reservation_error};
-  } else {
-    req.hosts = hosts;
-    req.troupe_bin = o.troupe_bin;
-    req.ssh = o.ssh;
-    req.port = o.port ? o.port : 7070;
-    req.remote_dir = o.remote_dir.empty() ? "/tmp/troupe-" + req.job_id : o.remote_dir;
-    plan = plan_ssh_launch(req);
+    req.port = o.port ? o.port : flags.reserve();
+    auto plan = plan_local_launch(req);
+    if (plan && !flags.reservation_error().empty()) return failure{flags.reservation_error()};
+    return plan;
   }
-  if (!plan) {
-    print_error(plan.error().message);
-    return exit_failed;
-  }
-  // The nodes' metrics addresses for Prometheus: in --prometheus-config FILE, or in the
-  // job directory when it is kept (otherwise it would vanish with the job).
-  if (!targets.empty() && req.write_files && (o.keep_job_dir || !o.prometheus_config.empty())) {
-    const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
-    std::ofstream out(path);
-    out << prometheus_config(req.job_id, targets);
-    out.close();
-    if (!out) {
-      print_error("--prometheus-config: cannot write " + path + "; give a file in a writable directory");
-      return exit_usage;
-    }
-    std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
-  }
-  if (o.dry_run) {
-    print_dry_run(*plan, req, o.keep_job_dir);
-    return exit_ok;
-  }
-  std::cerr << "launch: job " << req.job_id << ", " << plan->nodes.size() << " processes ("
-            << (o.local ? "local" : "ssh") << "), " << (req.tls ? "mutual TLS with a private CA" : "plain TCP (--insecure-network)")
-            << ", job directory " << req.job_dir << std::endl;
+  req.hosts = hosts;
+  req.troupe_bin = o.troupe_bin;
+  req.ssh = o.ssh;
+  req.port = o.port ? o.port : 7070;
+  req.remote_dir = o.remote_dir.empty() ? "/tmp/troupe-" + req.job_id : o.remote_dir;
+  return plan_ssh_launch(req);
+}
+
+// The nodes' metrics addresses for Prometheus: in --prometheus-config FILE, or in the job
+// directory when it is kept (otherwise it would vanish with the job).
+std::optional<refusal> write_scrape_config(const launch_cli& o, const launch_request& req,
+                                           const std::vector<scrape_target>& targets) {
+  if (targets.empty() || !req.write_files || (!o.keep_job_dir && o.prometheus_config.empty())) return std::nullopt;
+  const std::string path = o.prometheus_config.empty() ? req.job_dir + "/prometheus.yml" : o.prometheus_config;
+  std::ofstream out(path);
+  out << prometheus_config(req.job_id, targets);
+  out.close();
+  if (!out) return refusal{"--prometheus-config: cannot write " + path + "; give a file in a writable directory"};
+  std::cerr << "launch: Prometheus configuration for this job in " << path << std::endl;
+  return std::nullopt;
+}
+
+// Runs the plan's setup, the nodes (started again as Note [Restarting a job] says) and
+// its teardown, then reports the outcome and merges the trace; the launcher's exit code.
+int run_nodes(const launch_cli& o, const job_spec& job, launch_plan& plan, const std::vector<std::string>& traces) {
   // The hosts' copies of the job directory hold the nodes' keys: they go however the job
   // ends, a failed setup included, unless the job directory is to be kept.
   struct run_on_exit {
@@ -295,28 +226,27 @@ int run_launch(launch_cli& o) {
           std::cerr << "launch: could not remove the job directory on a host (" << shell_quote(step.argv)
                     << " exited with " << rc << "); remove it by hand, it holds the node's key\n";
     }
-  } teardown_guard{plan->teardown, o.keep_job_dir};
-  for (const auto& step : plan->setup)
-    if (int rc = run_step(step.name, step.argv); rc != 0) {
-      print_error(step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")");
-      return exit_failed;
-    }
-  // A node whose metrics are being scraped may linger for one last scrape after its job
-  // (--metrics-linger); the grace covers that.
+  } teardown_guard{plan.teardown, o.keep_job_dir};
+  for (const auto& step : plan.setup)
+    if (int rc = run_step(step.name, step.argv); rc != 0)
+      return refuse(
+          {step.name + " failed (" + shell_quote(step.argv) + " exited with " + std::to_string(rc) + ")", exit_failed});
   restart_policy policy;
-  policy.checkpoints = job->checkpoints.dir.empty() ? o.job.resume : job->checkpoints.dir;
+  policy.checkpoints = job.checkpoints.dir.empty() ? o.job.resume : job.checkpoints.dir;
   policy.max_restarts = o.max_restarts;
   policy.min_workers = o.min_workers;
-  policy.replicas = job->workers;
-  policy.stages = job->pipeline_stages;
-  policy.workers_end_the_job = !req.worker_command.empty();
+  policy.replicas = job.workers;
+  policy.stages = job.pipeline_stages;
+  policy.workers_end_the_job = !o.command.empty();
+  // A node whose metrics are being scraped may linger for one last scrape after its job
+  // (--metrics-linger); the grace covers that.
   policy.grace = std::chrono::seconds(15) +
                  std::chrono::milliseconds(static_cast<std::int64_t>(o.observe.metrics_linger_s * 1000));
-  respawn_lost_nodes(plan->nodes, *job, policy);
-  const attempts run = run_with_restarts(plan->nodes, policy);
+  respawn_lost_nodes(plan.nodes, job, policy);
+  const attempts run = run_with_restarts(plan.nodes, policy);
   const group_result& g = run.last;
   const launch_outcome outcome =
-      report_outcome(g, run.restarts, job->kv, o.min_workers > 0 ? &run.left_out : nullptr, o.job.train.precision);
+      report_outcome(g, run.restarts, job.kv, o.min_workers > 0 ? &run.left_out : nullptr, o.job.train.precision);
   bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
     if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {
@@ -329,6 +259,53 @@ int run_launch(launch_cli& o) {
   if (g.interrupted) return 130;
   if (outcome.coordinator_code != 0) return outcome.coordinator_code;
   return outcome.others_failed > 0 || !traced ? exit_failed : exit_ok;
+}
+
+int run_launch(launch_cli& o) {
+  std::vector<host_entry> hosts;
+  if (auto r = read_hosts(o, hosts)) return refuse(*r);
+  if (!o.command.empty()) o.job.job.kv = true;  // the workers are the user's program
+  auto job = resolve_job_options(o.job);
+  if (!job) return refuse({job.error().message});
+  std::string save_model;
+  if (auto r = refusal_of(o, *job, save_model)) return refuse(*r);
+  launch_request req;
+  if (auto r = describe_job(o, *job, req)) return refuse(*r);
+  launch_node_flags flags({.local = o.local,
+                           .metrics = o.observe.metrics,
+                           .metrics_linger_s = o.observe.metrics_linger_s,
+                           .trace = !o.observe.trace.empty(),
+                           .trace_events = o.observe.trace_events,
+                           .save_model = save_model,
+                           .device = o.job.train.device,
+                           .tf32 = o.job.train.tf32,
+                           .precision = o.job.train.precision});
+  req.per_node_flags = [&](const std::string& node, const std::string& host) {
+    return flags.of(node, host, o.local ? req.job_dir : req.remote_dir);
+  };
+  if (auto r = choose_job_dir(o, req)) return refuse(*r);
+  // The job directory holds the CA's key: it goes on every way out of this function, an
+  // error before the job starts included, unless it is to be kept.
+  struct remove_on_exit {
+    std::string dir;
+    bool keep;
+    ~remove_on_exit() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } job_dir_guard{req.job_dir, o.keep_job_dir || !req.write_files};
+  auto plan = plan_nodes(o, req, hosts, flags);
+  if (!plan) return refuse({plan.error().message, exit_failed});
+  if (auto r = write_scrape_config(o, req, flags.targets())) return refuse(*r);
+  if (o.dry_run) {
+    print_dry_run(*plan, req, o.keep_job_dir);
+    return exit_ok;
+  }
+  std::cerr << "launch: job " << req.job_id << ", " << plan->nodes.size() << " processes ("
+            << (o.local ? "local" : "ssh") << "), "
+            << (req.tls ? "mutual TLS with a private CA" : "plain TCP (--insecure-network)") << ", job directory "
+            << req.job_dir << std::endl;
+  return run_nodes(o, *job, *plan, flags.traces());
 }
 
 }  // namespace
@@ -346,11 +323,15 @@ command add_launch(CLI::App& parent) {
                 "Plain TCP instead of mutual TLS (only on an isolated, firewalled segment)")
       ->group(g);
   app->add_option("--port", o->port, "The coordinator's port (default: a free one locally, 7070 over ssh)")->group(g);
-  app->add_option("--job-dir", o->job_dir, "Where job.toml and the certificates go (default: a fresh temporary directory)")
+  app->add_option("--job-dir", o->job_dir,
+                  "Where job.toml and the certificates go (default: a fresh temporary directory)")
       ->group(g);
   app->add_flag("--keep-job-dir", o->keep_job_dir, "Keep the job directory after the job")->group(g);
-  app->add_option("--remote-dir", o->remote_dir, "ssh: the job directory on each host (default /tmp/troupe-JOBID)")->group(g);
-  app->add_option("--troupe", o->troupe_bin, "ssh: the troupe binary on the remote hosts")->capture_default_str()->group(g);
+  app->add_option("--remote-dir", o->remote_dir, "ssh: the job directory on each host (default /tmp/troupe-JOBID)")
+      ->group(g);
+  app->add_option("--troupe", o->troupe_bin, "ssh: the troupe binary on the remote hosts")
+      ->capture_default_str()
+      ->group(g);
   app->add_option("--ssh", o->ssh, "ssh: the ssh command")->capture_default_str()->group(g);
   app->add_flag("--no-shared-memory", o->no_shared_memory,
                 "Send every tensor over the network, even between nodes on one host (default: shared memory there)")
