@@ -28,7 +28,8 @@ std::optional<std::string> plan_checkpoints(shard_pointer self, const shard_welc
   if (!m) return m.error().message;
   st.checkpoint_id = identity_of(w.job, m->num_params());
   st.checkpoints = w.job.checkpoints;
-  if (!st.checkpoints.dir.empty()) st.writer = std::make_unique<serial_worker>(static_cast<std::size_t>(st.checkpoints.queue));
+  if (!st.checkpoints.dir.empty())
+    st.writer = std::make_unique<serial_worker>(static_cast<std::size_t>(st.checkpoints.queue));
   if (!w.resume.dir.empty()) st.resume = w;
   return std::nullopt;
 }
@@ -40,7 +41,8 @@ std::optional<std::string> restore_checkpoint(shard_pointer self) {
   st.resume.reset();
   auto image = state_for(w, st.checkpoint_id);
   if (!image) return "cannot resume from " + w.resume.dir + ": " + image.error().message;
-  if (auto wrong = st.core->restore(*image, w.resume.clock)) return "cannot resume from " + w.resume.dir + ": " + *wrong;
+  if (auto wrong = st.core->restore(*image, w.resume.clock))
+    return "cannot resume from " + w.resume.dir + ": " + *wrong;
   spdlog::info("shard {}: resumed from {} at clock {} (version {})", st.index, w.resume.dir, w.resume.clock,
                st.core->version());
   return std::nullopt;
@@ -54,8 +56,7 @@ void maybe_checkpoint(shard_pointer self) {
   auto image = std::make_shared<const shard_image>(st.core->image(*step));
   checkpoint_saved saved{st.index, *step, image->version, shard_file_name(st.index), {}};
   const checkpoint_store store(st.checkpoints.dir, st.checkpoints.keep);
-  if (!post_checkpoint_file(*st.writer, store, caf::actor_cast<caf::actor_addr>(self), image, saved,
-                            st.checkpoint_id))
+  if (!post_checkpoint_file(*st.writer, store, caf::actor_cast<caf::actor_addr>(self), image, saved, st.checkpoint_id))
     on_checkpoint_written(self, saved);
 }
 

@@ -39,9 +39,9 @@ void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& r
       ->capture_default_str()
       ->group(group);
   app.add_option("--checkpoint-queue", plan.queue,
-                 "Checkpoints that may wait in memory (each a copy of a shard's slice and optimizer state) while the "
-                 "disk writes an earlier one; a checkpoint due when they are all taken is skipped, counted and warned "
-                 "about")
+                 "Checkpoints that may wait in memory (each a copy of the parameters and optimizer state that a shard "
+                 "or member writes) while the disk writes an earlier one; a checkpoint due when they are all taken is "
+                 "skipped, counted and warned about")
       ->check(CLI::Range(1, 1 << 10))
       ->capture_default_str()
       ->group(group);
