@@ -14,9 +14,11 @@ deal_shape deal_shape_of(const job_spec& job) {
   d.samples_per_worker = samples_per_worker(job);
   d.steps_per_epoch = std::max<std::int64_t>(1, steps_per_epoch(job));
   d.total_steps = d.steps_per_epoch * job.train.epochs;
-  d.max_extra_rows = deals_samples(job) ? d.batch : 0;
+  d.max_extra_rows = deals_samples(job) ? max_extra_rows_for(d.batch) : 0;
   return d;
 }
+
+std::int64_t max_extra_rows_for(std::int64_t batch) { return batch + (batch + 7) / 8; }
 
 bool deals_samples(const job_spec& job) {
   return job.pipeline_stages == 1 && job.servers > 0 && !job.local_reduce && !job.kv && job.workers > 1;

@@ -31,9 +31,15 @@ namespace troupe {
 // coordinator's dealer splits orphaned positions among the members that can still take
 // them in their epoch, in proportion to the steps each has left there, and sends each a
 // grant: positions of epoch e spread evenly over its steps [from_step, S). A member
-// trains them as extra rows of those steps (at most B extra rows a step; what fits
-// nowhere is counted as lost), with the step's gradient still scaled by its own rows, so a
-// sync round's sum is the whole round's samples / B, as before the loss.
+// trains them as extra rows of those steps (at most max_extra_rows_for(B) a step; what
+// fits nowhere is counted as lost), with the step's gradient still scaled by its own rows,
+// so a sync round's sum is the whole round's samples / B, as before the loss.
+// That cap is B + ceil(B / 8): a whole share more (the one a lost worker of two leaves
+// its survivor) and an eighth for the rows a grant cannot reach, since it starts
+// `lookahead` steps ahead of the member and, when it arrives after its first step, is
+// returned and dealt again from later still. With a cap of B a 2-worker sync job that
+// lost a worker at an epoch's start left 80 of its rows untrained every time, and 208 or
+// 272 when the grant came back; the eighth spreads them over the epoch's steps left.
 //
 // A member answers every grant: taken, when its first step lies ahead of the step the
 // member is in, or returned, and the dealer deals a returned grant again. It plans a grant
@@ -78,6 +84,9 @@ struct deal_shape {
   std::int64_t max_extra_rows = 0;      // extra rows a member may train in one step
 };
 deal_shape deal_shape_of(const job_spec& job);
+// The extra rows a member may take in one step at batch B (Note [Dealing a lost worker's
+// samples]).
+std::int64_t max_extra_rows_for(std::int64_t batch);
 // Whether the job deals a lost member's samples to the others (one stage, shard servers,
 // no local groups, no key-value job, several workers).
 bool deals_samples(const job_spec& job);

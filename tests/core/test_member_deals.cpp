@@ -82,9 +82,10 @@ BOOST_AUTO_TEST_CASE(grants_that_cannot_be_trained_go_back) {
   BOOST_TEST(!answer(rows_grant{3, 0, 1, {-1}}));
   BOOST_TEST(!answer(rows_grant{4, 2, 0, {0}}));                      // the job has 2 epochs
   BOOST_TEST(!answer(rows_grant{5, 0, 2, {0}}));                      // an epoch has 2 steps
-  rows_grant big{6, 0, 1, std::vector<std::int64_t>(11, 0)};          // 11 rows where 10 fit
+  BOOST_TEST_REQUIRE(d.max_extra_rows == 12);  // batch 10 and an eighth
+  rows_grant big{6, 0, 1, std::vector<std::int64_t>(13, 0)};          // 13 rows where 12 fit
   BOOST_TEST(!answer(big));
-  big.positions.resize(10);
+  big.positions.resize(12);
   BOOST_TEST(answer(big));
   BOOST_TEST(!answer(rows_grant{8, 0, 1, {1}}));                      // the step is full now
   job_spec alone = two_workers();

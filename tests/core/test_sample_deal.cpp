@@ -3,7 +3,8 @@
 // hand (the current epoch at once, a vacant rank's later epochs as the fastest nears
 // them, in proportion to the steps left, within each step's room, a returned grant dealt
 // again, a replacement back from the first clock not dealt), a shed's rows given up and
-// taken back (Note [Balancing shares]), and survivors that keep up losing nothing (the
+// taken back (Note [Balancing shares]), survivors that keep up losing nothing, and a
+// lone survivor taking a lost worker's epoch whole within its extra rows a step (the
 // random schedules are in test_sample_deal_schedules.cpp).
 #define BOOST_TEST_MODULE sample_deal
 #include <boost/test/unit_test.hpp>
@@ -314,4 +315,35 @@ BOOST_AUTO_TEST_CASE(with_survivors_that_keep_up_nothing_is_lost) {
   BOOST_TEST(dealer.lost_positions() == 0);
   BOOST_TEST(dealer.never_dealt() == 0);
   BOOST_TEST(granted == 3 * 40 - 4);  // all of rank 3's share but its first step
+}
+
+BOOST_AUTO_TEST_CASE(two_workers_survivor_takes_the_lost_ones_epoch_whole_even_when_its_grant_came_back) {
+  BOOST_TEST(max_extra_rows_for(64) == 72);
+  BOOST_TEST(max_extra_rows_for(8) == 9);
+  BOOST_TEST(max_extra_rows_for(1) == 2);
+  // 2 ranks of batch 8, 80 steps an epoch; rank 1 is lost before its first step, and
+  // rank 0 can take grants only from 2 steps ahead (the lookahead).
+  auto survivor_deals = [](std::int64_t cap, bool return_the_first) {
+    deal_shape d = small_shape(2, 8, 640, 1);
+    d.max_extra_rows = cap;
+    sample_dealer dealer(d, 2, 0);
+    dealer.lost(1);
+    auto grants = dealer.deal();
+    BOOST_TEST_REQUIRE(grants.size() == 1u);
+    if (return_the_first) {  // it came after its first step: dealt again from clock 5 + 2
+      dealer.reported(0, 5);
+      dealer.answered(0, grants[0].second.id, false);
+      grants = dealer.deal();
+      BOOST_TEST_REQUIRE(grants.size() == 1u);
+      BOOST_TEST(grants[0].second.from_step == 7);
+    }
+    dealer.answered(0, grants[0].second.id, true);
+    return std::pair{static_cast<std::int64_t>(grants[0].second.positions.size()), dealer.lost_positions()};
+  };
+  // A whole batch more a step: 78 steps hold 624 of the 640 rows.
+  BOOST_TEST(survivor_deals(8, false).second == 16);
+  // An eighth more: all of them, and after the return 73 steps still hold them.
+  BOOST_TEST(survivor_deals(max_extra_rows_for(8), false).first == 640);
+  BOOST_TEST(survivor_deals(max_extra_rows_for(8), true).first == 640);
+  BOOST_TEST(survivor_deals(max_extra_rows_for(8), true).second == 0);
 }
