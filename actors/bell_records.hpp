@@ -16,6 +16,7 @@
 #include <span>
 #include <vector>
 
+#include "actors/inline_nudge.hpp"
 #include "actors/protocol.hpp"
 #include "base/word_waiter.hpp"
 #include "core/doorbell.hpp"
@@ -65,15 +66,16 @@ bool body_of(caf::actor_system& sys, std::span<const std::byte> rec, T& out) {
 std::vector<std::byte> error_record(caf::actor_system& sys, std::uint64_t id, const caf::error& e);
 
 // The waiter of one end's bell blocks: a change of a watched word sends `self`'s actor a
-// Trigger through its local handle Handle, one at a time. `due` is set while one is on
-// its way; the actor clears it before it takes what was posted, so nothing posted after
-// that goes unseen.
-template <class Handle, class Trigger, class Self>
+// Trigger, one at a time, and runs the actor on the waiter's thread when that wakes it
+// (Note [Nudging inline] in actors/inline_nudge.hpp). `due` is set while one is on its
+// way; the actor clears it before it takes what was posted, so nothing posted after that
+// goes unseen.
+template <class Trigger, class Self>
 std::unique_ptr<word_waiter> nudging_waiter(Self self, std::shared_ptr<std::atomic<bool>> due) {
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
   return std::make_unique<word_waiter>([weak, due] {
     if (due->exchange(true)) return;
-    if (auto strong = weak.lock()) caf::anon_send(caf::actor_cast<Handle>(strong), Trigger{});
+    if (auto strong = weak.lock()) inline_unit(*strong->home_system).nudge(strong, Trigger{});
   });
 }
 

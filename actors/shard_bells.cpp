@@ -113,7 +113,7 @@ void watch_bell(shard_pointer self, std::uint32_t rank, const shared_tensor& rep
   if (!st.bell_waiter) {
     st.channels->before_unmap(
         [self](std::uint32_t r, const std::byte* seg, std::size_t bytes) { unwatch_bells(self, r, seg, bytes); });
-    st.bell_waiter = bells::nudging_waiter<local_shard_actor, bells_rung>(self, st.bells_rung_due);
+    st.bell_waiter = bells::nudging_waiter<bells_rung>(self, st.bells_rung_due);
   }
   shm::bell_block b(base);
   if (!st.bell_waiter->watch(b.requests().posted_word())) return;  // too many: this one uses messages

@@ -71,7 +71,7 @@ std::optional<shm::bell_block> usable_bell(stage_pointer self, std::uint32_t s, 
   if (auto it = b.watched.find(s); it != b.watched.end())
     return it->second.base() == bell->base() ? bell : std::nullopt;
   if (!word_waiter::supported()) return std::nullopt;
-  if (!b.waiter) b.waiter = bells::nudging_waiter<local_stage_actor, bells_answered>(self, b.answered_due);
+  if (!b.waiter) b.waiter = bells::nudging_waiter<bells_answered>(self, b.answered_due);
   if (!b.waiter->watch(bell->answers().posted_word())) return std::nullopt;
   b.watched.emplace(s, *bell);
   spdlog::info("{}: sends its pushes and pulls to shard {} through the channel's doorbell", who(self), s);

@@ -29,42 +29,48 @@ bool word_waiter::supported() {
   return has;
 }
 
-word_waiter::word_waiter(std::function<void()> on_change) : on_change_(std::move(on_change)) {
-  thread_ = std::thread([this] { run(); });
+word_waiter::word_waiter(std::function<void()> on_change) : list_(std::make_shared<watch_list>()) {
+  list_->on_change = std::move(on_change);
+  thread_ = std::thread([list = list_] { run(list); });
 }
 
 word_waiter::~word_waiter() {
   {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+    std::lock_guard lock(list_->mu);
+    list_->stopping = true;
+    poke();
   }
-  wake_all(&control_);
-  thread_.join();
+  wake_all(&list_->control);
+  if (thread_.get_id() == std::this_thread::get_id())
+    thread_.detach();  // inside on_change: the thread stops once it returns, and frees the list
+  else
+    thread_.join();
 }
+
+void word_waiter::poke() { std::atomic_ref<std::uint32_t>(list_->control).fetch_add(1, std::memory_order_release); }
 
 bool word_waiter::watch(std::uint32_t* word) {
   {
-    std::lock_guard lock(mu_);
-    if (!words_.contains(word) && words_.size() >= max_words) return false;
+    std::lock_guard lock(list_->mu);
+    if (!list_->words.contains(word) && list_->words.size() >= max_words) return false;
     // The value before any change the caller will make from now on: a change is reported.
-    words_[word] = load(word);
-    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+    list_->words[word] = load(word);
+    poke();
   }
-  wake_all(&control_);
+  wake_all(&list_->control);
   return true;
 }
 
 void word_waiter::unwatch(const std::uint32_t* word) {
   {
-    std::lock_guard lock(mu_);
-    if (auto it = words_.find(word); it != words_.end()) words_.erase(it);
-    std::atomic_ref<std::uint32_t>(control_).fetch_add(1, std::memory_order_release);
+    std::lock_guard lock(list_->mu);
+    if (auto it = list_->words.find(word); it != list_->words.end()) list_->words.erase(it);
+    poke();
   }
   // The thread reads words only under the lock, so it no longer reads this one. A wait it
   // sleeps in may still name the address; the kernel reads it then, and an unmapped word
   // only makes that wait fail (EFAULT), after which the thread looks again.
-  wake_all(&control_);
+  wake_all(&list_->control);
 }
 
 bool word_waiter::await_change(std::span<const std::pair<std::uint32_t*, std::uint32_t>> words,
@@ -81,16 +87,16 @@ bool word_waiter::await_change(std::span<const std::pair<std::uint32_t*, std::ui
   return wait_any(waiters.data(), static_cast<unsigned>(waiters.size()), &deadline) != -1 || errno != ETIMEDOUT;
 }
 
-void word_waiter::run() {
+void word_waiter::run(const std::shared_ptr<watch_list>& list) {
   std::vector<struct futex_waitv> waiters;
   for (;;) {
     bool changed = false;
     {
-      std::lock_guard lock(mu_);
-      if (stopping_) return;
+      std::lock_guard lock(list->mu);
+      if (list->stopping) return;
       waiters.clear();
-      waiters.push_back({load(&control_), reinterpret_cast<std::uintptr_t>(&control_), FUTEX_32, 0});
-      for (auto& [word, seen] : words_) {
+      waiters.push_back({load(&list->control), reinterpret_cast<std::uintptr_t>(&list->control), FUTEX_32, 0});
+      for (auto& [word, seen] : list->words) {
         const std::uint32_t now = load(word);
         if (now != seen) changed = true;
         seen = now;
@@ -98,7 +104,7 @@ void word_waiter::run() {
       }
     }
     if (changed) {
-      on_change_();
+      list->on_change();
       continue;
     }
     // A bounded sleep, so a lost wake-up (a writer that died between its count and its

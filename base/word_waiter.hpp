@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <thread>
@@ -24,9 +25,12 @@ class word_waiter {
   static constexpr std::size_t max_words = 127;
 
   // `on_change` runs on the waiter's thread, after one or more watched words changed; it
-  // must be quick (a message to an actor).
+  // may run an actor there (Note [Nudging inline] in actors/inline_nudge.hpp), which may
+  // watch, unwatch and destroy this waiter.
   explicit word_waiter(std::function<void()> on_change);
-  ~word_waiter();  // stops the thread and waits for it
+  // Stops the thread and waits for it; called from `on_change` itself, it lets the thread
+  // end once `on_change` returns.
+  ~word_waiter();
   word_waiter(const word_waiter&) = delete;
   word_waiter& operator=(const word_waiter&) = delete;
 
@@ -46,12 +50,17 @@ class word_waiter {
                            std::chrono::microseconds within);
 
  private:
-  void run();
-  std::function<void()> on_change_;
-  std::mutex mu_;
-  std::map<std::uint32_t*, std::uint32_t, std::less<>> words_;  // each word, and the value last seen
-  std::uint32_t control_ = 0;                                   // changed (and woken) to make the thread look again
-  bool stopping_ = false;
+  // What the thread reads, which it keeps alive for as long as it runs.
+  struct watch_list {
+    std::function<void()> on_change;
+    std::mutex mu;
+    std::map<std::uint32_t*, std::uint32_t, std::less<>> words;  // each word, and the value last seen
+    std::uint32_t control = 0;                                   // changed (and woken) to make the thread look again
+    bool stopping = false;
+  };
+  static void run(const std::shared_ptr<watch_list>& list);
+  void poke();  // under list_->mu: makes the thread look again
+  std::shared_ptr<watch_list> list_;
   std::thread thread_;
 };
 

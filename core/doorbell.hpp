@@ -24,7 +24,8 @@
 //   could not lend, a full queue) goes as an actor message.
 // - Posting writes the record, then publishes the new count (release) and wakes every
 //   thread that waits on it; the waiter nudges the reader's actor, which takes every
-//   record posted, in order. Each side writes only its own counts and records, so a
+//   record posted, in order. A shard's actor, idle when nudged, runs on the waiter's own
+//   thread (Note [Nudging inline] in actors/inline_nudge.hpp). Each side writes only its own counts and records, so a
 //   queue never needs a lock; a count that says more than a full ring was posted is
 //   corrupt, and the reader closes the doorbell (the member's calls then fail or time
 //   out as any request does).
@@ -36,11 +37,11 @@
 //   messages; one that passes it closes the channel, as a timed-out request does.
 // - Each side wakes the other once per batch: a member after carrying out a list of
 //   actions (a step's push and pull together), a shard after serving everything posted
-//   (their two answers together). A round trip costs three wake-ups (the shard's
-//   waiter, its actor's thread, the member's own thread, which waits for the answers
-//   itself when it has nothing else to do: Note [Waiting for the answers] in
-//   actors/stage_bells.cpp) where one process needs two; measured with tools/bench/modes
-//   (the README's table).
+//   (their two answers together). A round trip costs two wake-ups, as in one process:
+//   the shard's waiter, which serves the calls itself, and the member's own thread, which
+//   waits for the answers itself when it has nothing else to do (Note [Waiting for the
+//   answers] in actors/stage_bells.cpp); measured with tools/bench/modes (the README's
+//   table).
 #pragma once
 
 #include <cstddef>

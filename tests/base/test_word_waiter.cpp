@@ -1,8 +1,9 @@
 // Tests for base/word_waiter.cpp: a change of a watched word, made by this process or by
 // another one through shared memory, calls on_change on the waiter's thread; an unwatched
 // word is no longer reported; a change made before watch returns is not lost; at most
-// max_words are watched; destruction stops the thread while it sleeps; await_change
-// returns on a change, at once for a stale value, and false at its timeout.
+// max_words are watched; destruction stops the thread while it sleeps, and on_change may
+// destroy its own waiter; await_change returns on a change, at once for a stale value,
+// and false at its timeout.
 #define BOOST_TEST_MODULE word_waiter
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -14,6 +15,7 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -135,6 +137,41 @@ BOOST_AUTO_TEST_CASE(destruction_stops_a_sleeping_waiter_at_once) {
   }
   // The waiter's own timed sleep is 1 s; destruction must not wait for it.
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < 900ms));
+}
+
+// An actor run on the waiter's thread (Note [Nudging inline]) may unwatch its words and
+// end, destroying its waiter from inside on_change: the thread ends once on_change returns.
+BOOST_AUTO_TEST_CASE(on_change_may_unwatch_and_destroy_its_own_waiter) {
+  BOOST_REQUIRE_MESSAGE(word_waiter::supported(), "this kernel lacks futex_waitv");
+  alignas(64) std::uint32_t a = 0;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::unique_ptr<word_waiter> w;
+  bool destroyed = false;
+  std::thread::id destroyed_on;
+  {
+    std::lock_guard lock(mu);
+    w = std::make_unique<word_waiter>([&] {
+      std::unique_ptr<word_waiter> mine;
+      {
+        std::lock_guard lock(mu);
+        mine = std::move(w);
+      }
+      if (!mine) return;
+      mine->unwatch(&a);
+      mine.reset();  // destroys the waiter on its own thread
+      std::lock_guard lock(mu);
+      destroyed = true;
+      destroyed_on = std::this_thread::get_id();
+      cv.notify_all();
+    });
+    BOOST_REQUIRE(w->watch(&a));
+  }
+  bump(&a);
+  std::unique_lock lock(mu);
+  BOOST_TEST(cv.wait_for(lock, 5s, [&] { return destroyed; }));
+  BOOST_TEST((destroyed_on != std::this_thread::get_id()));
+  BOOST_TEST(!w);
 }
 
 BOOST_AUTO_TEST_CASE(await_change_returns_on_a_change_at_once_when_stale_and_times_out) {

@@ -42,10 +42,10 @@ struct cluster {
     fs::remove_all(dir);
   }
   std::string coord() const { return "127.0.0.1:" + port; }
-  // Every process's stderr, for a failure's message.
+  // Every process's state and stderr, for a failure's message.
   std::string logs() const {
     std::string all;
-    for (const auto& p : procs) all += p->err() + "----\n";
+    for (const auto& p : procs) all += "---- " + p->state() + ":\n" + p->err();
     return all;
   }
   // A node holding certificate `cert` and the job's secret.

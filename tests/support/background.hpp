@@ -1,7 +1,8 @@
 // A child process running in the background for multi-process tests: stdout and stderr
-// go to files the test can read while it runs; wait() has a deadline; a server started
-// on port 0 tells its port through wait_for_port; the destructor kills what is still
-// running. child_with finds a process a launch started.
+// go to files the test can read while it runs; wait() has a deadline; state() says how it
+// ended or where it waits; a server started on port 0 tells its port through
+// wait_for_port; the destructor kills what is still running. child_with finds a process a
+// launch started.
 #pragma once
 
 #include <fcntl.h>
@@ -89,6 +90,21 @@ class background_process {
     }
     return running() ? std::nullopt : std::optional<int>(code_);
   }
+  // What became of it, for a failure's message: its exit code or signal, or, while it
+  // runs, its state, its threads and where the kernel has its main thread waiting.
+  std::string state() {
+    if (pid_ <= 0) return "never started";
+    if (!running()) return signal_ ? "killed by signal " + std::to_string(signal_) : "exited with code " + std::to_string(code_);
+    const std::string proc = "/proc/" + std::to_string(pid_);
+    std::string state = "?", threads = "?";
+    std::ifstream status(proc + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("State:", 0) == 0) state = line.substr(7);
+      if (line.rfind("Threads:", 0) == 0) threads = line.substr(9);
+    }
+    return "running (pid " + std::to_string(pid_) + ", " + state + ", " + threads + " threads, waiting in " +
+           slurp(proc + "/wchan") + ", " + std::to_string(cpu_seconds()) + " CPU s)";
+  }
   std::string out() const { return slurp(out_path_); }
   std::string err() const { return slurp(err_path_); }
   // For a server started on port 0 that says where it listens: waits until stderr has
@@ -124,6 +140,7 @@ class background_process {
     if (waitpid(pid_, &st, WNOHANG) == pid_) {
       exited_ = true;
       code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      signal_ = WIFSIGNALED(st) ? WTERMSIG(st) : 0;
     }
   }
   static std::string slurp(const std::string& path) {
@@ -135,6 +152,7 @@ class background_process {
   pid_t pid_ = -1;
   bool exited_ = false;
   int code_ = -1;
+  int signal_ = 0;
   std::string out_path_, err_path_;
 };
 
