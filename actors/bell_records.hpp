@@ -73,9 +73,10 @@ std::vector<std::byte> error_record(caf::actor_system& sys, std::uint64_t id, co
 template <class Trigger, class Self>
 std::unique_ptr<word_waiter> nudging_waiter(Self self, std::shared_ptr<std::atomic<bool>> due) {
   auto weak = caf::actor_cast<caf::weak_actor_ptr>(self);
-  return std::make_unique<word_waiter>([weak, due] {
+  auto unit = std::make_shared<inline_unit>(self->home_system());  // as long as the waiter's thread
+  return std::make_unique<word_waiter>([weak, due, unit] {
     if (due->exchange(true)) return;
-    if (auto strong = weak.lock()) inline_unit(*strong->home_system).nudge(strong, Trigger{});
+    if (auto strong = weak.lock()) unit->nudge(strong, Trigger{});
   });
 }
 

@@ -21,11 +21,17 @@
 
 #include <caf/all.hpp>
 
+#include <atomic>
 #include <cstddef>
+#include <thread>
 #include <utility>
 
 namespace troupe {
 
+// One thread's unit for nudging inline. An actor keeps the unit it last ran on as its
+// context (a response promise delivered later takes the context from it), so the unit
+// should live as long as the thread that nudges: any other thread that reaches it only
+// hands actors to the scheduler.
 class inline_unit final : public caf::execution_unit {
  public:
   explicit inline_unit(caf::actor_system& sys) : caf::execution_unit(&sys) {}
@@ -33,14 +39,14 @@ class inline_unit final : public caf::execution_unit {
   // Sends `msg` to the local actor `dest` anonymously; if that woke it, runs it here.
   template <class Message>
   void nudge(const caf::strong_actor_ptr& dest, Message&& msg) {
-    taking_ = true;
+    taker_.store(std::this_thread::get_id());
     dest->enqueue(caf::make_mailbox_element(nullptr, caf::make_message_id(), {}, std::forward<Message>(msg)), this);
-    taking_ = false;
+    taker_.store(std::thread::id{});
     if (auto* job = std::exchange(taken_, nullptr)) run(job);
   }
 
   void exec_later(caf::resumable* job) override {
-    if (taking_ && taken_ == nullptr)
+    if (taker_.load() == std::this_thread::get_id() && taken_ == nullptr)
       taken_ = job;  // the actor nudge() woke, with the reference its enqueue added
     else
       system().scheduler().enqueue(job);
@@ -62,8 +68,8 @@ class inline_unit final : public caf::execution_unit {
     }
   }
 
-  bool taking_ = false;
-  caf::resumable* taken_ = nullptr;
+  std::atomic<std::thread::id> taker_{};  // the thread inside nudge()'s enqueue
+  caf::resumable* taken_ = nullptr;       // only that thread's
 };
 
 }  // namespace troupe

@@ -50,8 +50,9 @@ std::thread::id nudge_from_a_thread(caf::actor_system& sys, const caf::actor& a,
   std::thread::id mine;
   std::thread t([&] {
     mine = std::this_thread::get_id();
+    inline_unit unit(sys);
     for (int attempt = 0; attempt < 20; ++attempt) {
-      inline_unit(sys).nudge(caf::actor_cast<caf::strong_actor_ptr>(a), 1);
+      unit.nudge(caf::actor_cast<caf::strong_actor_ptr>(a), 1);
       if (r.seen().first == mine) return;
       std::this_thread::sleep_for(10ms);
     }
