@@ -25,10 +25,10 @@
 // - Posting writes the record, then publishes the new count (release) and wakes every
 //   thread that waits on it; the waiter nudges the reader's actor, which takes every
 //   record posted, in order. A shard's actor, idle when nudged, runs on the waiter's own
-//   thread (Note [Nudging inline] in actors/inline_nudge.hpp). Each side writes only its own counts and records, so a
-//   queue never needs a lock; a count that says more than a full ring was posted is
-//   corrupt, and the reader closes the doorbell (the member's calls then fail or time
-//   out as any request does).
+//   thread (Note [Nudging inline] in actors/inline_nudge.hpp). Each side writes only its
+//   own counts and records, so a queue never needs a lock; a count that says more than a
+//   full ring was posted is corrupt, and the reader closes the doorbell (the member's
+//   calls then fail or time out as any request does).
 // - Trust is the fast path's: only processes of the job's user can open the segment, and
 //   a shard takes a request only as the member whose segment it came from (the header's
 //   label, checked when the segment was mapped); a record names its sender's rank, which

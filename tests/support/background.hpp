@@ -94,7 +94,8 @@ class background_process {
   // runs, its state, its threads and where the kernel has its main thread waiting.
   std::string state() {
     if (pid_ <= 0) return "never started";
-    if (!running()) return signal_ ? "killed by signal " + std::to_string(signal_) : "exited with code " + std::to_string(code_);
+    if (!running())
+      return signal_ ? "killed by signal " + std::to_string(signal_) : "exited with code " + std::to_string(code_);
     const std::string proc = "/proc/" + std::to_string(pid_);
     std::string state = "?", threads = "?";
     std::ifstream status(proc + "/status");
