@@ -198,7 +198,7 @@ class job_core {
     double row_rate = 0.0;
     std::int64_t rate_steps = 0;
   };
-  static constexpr std::int64_t min_straggler_steps = 3;
+  static constexpr std::int64_t min_straggler_steps = 2;  // Note [Naming stragglers]
   static constexpr std::int64_t min_balance_steps = 20;  // Note [Balancing shares]
   struct pending_gather {
     std::optional<std::int32_t> epoch;  // nullopt: the final one

@@ -1,7 +1,7 @@
 // Tests for core/job_stragglers.cpp, stepped by hand with explicit time
 // (tests/support/job_core_harness.hpp): in ssp a member whose compute per step is above
 // --straggler-factor times the median is named to the shards as soon as it has reported
-// enough steps, named once, cleared only well below the line, and counted in
+// two steps, named once, cleared only well below the line, and counted in
 // troupe_stragglers; a step the kernel preempted names nobody, a member that turns slow is
 // named once most of its latest steps are slow; the other modes and --straggler-factor 0
 // name nobody.
@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(a_member_that_computes_four_times_the_median_is_named_once)
   harness h(naming_job(sync_mode::ssp, 4), obs);
   h.start();
   std::int64_t clock = 0;
-  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 2, clock)).empty());  // 2 steps: too few
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 1, clock)).empty());  // 1 step: too few
   const auto named = steps_then_tick(h, {0.01, 0.01, 0.04, 0.01}, 1, clock);
   const name_straggler n = only<name_straggler>(named);
   BOOST_TEST(n.rank == 2u);
@@ -125,6 +125,17 @@ BOOST_AUTO_TEST_CASE(a_step_that_reads_forty_times_the_others_names_nobody) {
     BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.4, 0.01, 0.01}, 4, clock)).empty());
     BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 5, clock)).empty());
   }
+}
+
+BOOST_AUTO_TEST_CASE(one_slow_step_of_a_members_first_two_names_nobody) {
+  harness h(naming_job(sync_mode::ssp, 4));
+  h.start();
+  std::int64_t clock = 0;
+  // Worker 1's first step preempted, its second level: the lower of the two is a normal one.
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.4, 0.01, 0.01}, 1, clock)).empty());
+  BOOST_TEST(all_of<name_straggler>(steps_then_tick(h, {0.01, 0.01, 0.01, 0.01}, 1, clock)).empty());
+  // Its third slow too: two of three, the median, is slow.
+  BOOST_TEST(only<name_straggler>(steps_then_tick(h, {0.01, 0.4, 0.01, 0.01}, 1, clock)).rank == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_turns_slow_is_named_once_most_of_its_latest_steps_are) {
