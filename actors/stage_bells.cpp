@@ -11,9 +11,17 @@
 // answer queues' counts (base/word_waiter::await_change), and takes the answers as soon
 // as they are posted; their handlers run the next step, whose calls it waits for in turn.
 // It stops waiting when nothing is in flight, when anything is in its mailbox (a message
-// waits at most answer_wait), and at answer_wait. Meanwhile `answered_due` stays set, so
-// the waiter sends no nudge for what this thread takes itself; after, anything posted
-// since is nudged for as the waiter would have.
+// waits at most answer_wait), and when no answer came for answer_wait (the wait starts
+// again with each answer taken, since its handler made the next calls). Meanwhile
+// `answered_due` stays set, handlers included, so the waiter (woken by the same counts)
+// sends no nudge for what this thread takes itself; after, anything posted since is nudged
+// for as the waiter would have, and a nudge's handler ends with this wait too. Clearing it
+// while the handlers ran (they compute the next step) let the waiter nudge for the answers
+// that came meanwhile, which this thread then took itself: the nudge found nothing, the
+// member went idle, and the next answer reached it through the waiter (two wake-ups). In a
+// launched async MLP that was 44% of the answers, with as many empty nudges; after, 1-2%
+// (the line each member logs at its end), and in 8 alternating pairs of 3-epoch launched
+// runs the job ran at a median 1.045x (0.97x to 1.15x).
 #include <spdlog/spdlog.h>
 
 #include "actors/bell_records.hpp"
@@ -155,6 +163,31 @@ bool answers_posted(stage_bells& b, std::vector<std::pair<std::uint32_t*, std::u
   return posted;
 }
 
+// Takes every answer posted, shard by shard in order, and says how many; each handler may
+// carry out actions and ring again.
+std::uint64_t take_posted_answers(stage_pointer self) {
+  auto& b = self->state.bells;
+  const std::uint64_t before = b.answers;
+  std::vector<std::uint32_t> shards;
+  for (const auto& [s, bell] : b.watched) shards.push_back(s);
+  for (std::uint32_t s : shards) {
+    for (;;) {
+      auto it = b.watched.find(s);  // a handler may have closed it
+      if (it == b.watched.end()) break;
+      bool corrupt = false;
+      auto rec = it->second.answers().take(corrupt);
+      if (corrupt) {
+        close_bell(self, s, "its answer queue's counts are corrupt");
+        break;
+      }
+      if (!rec) break;
+      ++b.answers;
+      take_answer(self, s, *rec);
+    }
+  }
+  return b.answers - before;
+}
+
 }  // namespace
 
 bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
@@ -174,22 +207,8 @@ bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::fu
 void on_bells_answered(stage_pointer self) {
   auto& b = self->state.bells;
   b.answered_due->store(false);
-  std::vector<std::uint32_t> shards;
-  for (const auto& [s, bell] : b.watched) shards.push_back(s);
-  for (std::uint32_t s : shards) {
-    for (;;) {
-      auto it = b.watched.find(s);  // a handler may have closed it
-      if (it == b.watched.end()) break;
-      bool corrupt = false;
-      auto rec = it->second.answers().take(corrupt);
-      if (corrupt) {
-        close_bell(self, s, "its answer queue's counts are corrupt");
-        break;
-      }
-      if (!rec) break;
-      take_answer(self, s, *rec);
-    }
-  }
+  if (take_posted_answers(self) == 0) ++b.empty_nudges;
+  await_answers(self);  // a nudge that finds what this thread took itself still waits
 }
 
 void await_answers(stage_pointer self) {
@@ -197,12 +216,12 @@ void await_answers(stage_pointer self) {
   if (!self->state.opts.detached || b.awaiting || b.calls.empty() || b.watched.empty()) return;
   b.awaiting = true;
   b.answered_due->store(true);
-  const auto until = steady::now() + answer_wait;
+  auto until = steady::now() + answer_wait;
   std::vector<std::pair<std::uint32_t*, std::uint32_t>> counts;
   while (!b.calls.empty() && self->mailbox().empty()) {
     if (answers_posted(b, counts)) {
-      on_bells_answered(self);
-      b.answered_due->store(true);  // on_bells_answered cleared it
+      b.answers_awaited += take_posted_answers(self);  // answered_due stays set: the waiter leaves them
+      until = steady::now() + answer_wait;  // the wait for the calls their handlers made
       continue;
     }
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - steady::now());

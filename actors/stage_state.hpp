@@ -66,6 +66,9 @@ struct stage_bells {
   std::unique_ptr<word_waiter> waiter;
   std::set<std::uint32_t> to_ring;  // shards posted to since the last ring_bells
   bool awaiting = false;            // await_answers is waiting on this thread
+  // Answers taken; of them, taken by await_answers; the waiter's nudges that found none
+  // (logged at the member's end: Note [Waiting for the answers]).
+  std::uint64_t answers = 0, answers_awaited = 0, empty_nudges = 0;
 };
 
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;

@@ -1,10 +1,11 @@
 // `troupe launch --local` end to end (tools/cmd_launch.cpp): 2 shard servers and 2 workers
 // as separate processes, mutual TLS on loopback, learn a 10k-sample Fashion-MNIST subset to
-// >= 80% in each mode, and so does a pipeline with a process per stage; a failing job makes
-// launch fail; a bad flag is a usage error; a hung coordinator does not hold the launch;
-// over ssh, each host's copy of the job directory is removed however the job ends. The
-// ring of --mode allreduce: test_launch_ring.cpp; a job that loses a node:
-// test_launch_recovery.cpp.
+// >= 80% in each mode, each worker taking its shards' answers on its own thread as they come
+// (hardly a nudge from its waiter finds nothing), and so does a pipeline with a process per
+// stage; a failing job makes launch fail; a bad flag is a usage error; a hung coordinator
+// does not hold the launch; over ssh, each host's copy of the job directory is removed
+// however the job ends. The ring of --mode allreduce: test_launch_ring.cpp; a job that
+// loses a node: test_launch_recovery.cpp.
 #define BOOST_TEST_MODULE launch
 #include <signal.h>
 
@@ -21,6 +22,23 @@
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
+
+namespace {
+
+// From launch's stderr, worker k's last line about its doorbells: the answers it took and
+// the nudges of its waiter that found none; -1s without one.
+std::pair<long, long> doorbell_counts(const std::string& err, const std::string& k) {
+  const std::string head = "[worker " + k + "] troupe: info: worker " + k + ": took ";
+  const auto at = err.rfind(head);
+  if (at == std::string::npos) return {-1, -1};
+  const auto line = err.substr(at + head.size(), err.find('\n', at) - at - head.size());
+  const std::string nudges = "; its waiter's nudges that found none: ";
+  const auto at_nudges = line.find(nudges);
+  if (at_nudges == std::string::npos) return {-1, -1};
+  return {std::stol(line), std::stol(line.substr(at_nudges + nudges.size()))};
+}
+
+}  // namespace
 
 BOOST_AUTO_TEST_CASE(every_mode_learns_with_separate_processes) {
   for (const char* mode : {"sync", "async", "ssp"}) {
@@ -42,6 +60,15 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_with_separate_processes) {
         BOOST_TEST(r.err.find(label + "troupe: info: worker " + k + " (") != std::string::npos, label);
       }
       BOOST_TEST(r.err.find("[worker 0] troupe: info: worker 1") == std::string::npos);
+      // Each worker takes its shards' answers as they come, on its own thread; its waiter,
+      // which watches the same counts, wakes it only when it does not wait (Note [Waiting
+      // for the answers] in actors/stage_bells.cpp). A worker that took them while its
+      // waiter thought it idle found nothing at about every other nudge.
+      for (const char* k : {"0", "1"}) {
+        const auto [answers, empty_nudges] = doorbell_counts(r.err, k);
+        BOOST_TEST(answers > 0, k);
+        BOOST_TEST(empty_nudges * 10 <= answers, k << ": " << empty_nudges << " empty nudges, " << answers << " answers");
+      }
     }
   }
 }
