@@ -15,13 +15,13 @@
 // again with each answer taken, since its handler made the next calls). Meanwhile
 // `answered_due` stays set, handlers included, so the waiter (woken by the same counts)
 // sends no nudge for what this thread takes itself; after, anything posted since is nudged
-// for as the waiter would have, and a nudge's handler ends with this wait too. Clearing it
-// while the handlers ran (they compute the next step) let the waiter nudge for the answers
-// that came meanwhile, which this thread then took itself: the nudge found nothing, the
-// member went idle, and the next answer reached it through the waiter (two wake-ups). In a
-// launched async MLP that was 44% of the answers, with as many empty nudges; after, 1-2%
-// (the line each member logs at its end), and in 8 alternating pairs of 3-epoch launched
-// runs the job ran at a median 1.045x (0.97x to 1.15x).
+// for as the waiter would have, and a nudge's handler ends with this wait too. Were it
+// cleared while the handlers run (they compute the next step), the waiter would nudge for
+// the answers that come meanwhile, which this thread then takes itself: the nudge finds
+// nothing, the member goes idle, and its next answer reaches it through the waiter (two
+// wake-ups). Measured in a launched async MLP, that was 44% of the answers, with as many
+// empty nudges; kept set, 1-2% (the line each member logs at its end), and in 8
+// alternating pairs of 3-epoch launched runs the job ran at a median 1.045x (0.97x-1.15x).
 #include <spdlog/spdlog.h>
 
 #include "actors/bell_records.hpp"
