@@ -245,7 +245,7 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch) {
 }
 
 batch_choice auto_batch(const job_spec& job) {
-  constexpr std::int64_t fewest = 8;
+  constexpr std::int64_t fewest = 8, fewest_async = 4;
   const std::int64_t n = std::max<std::uint32_t>(1, job.workers);
   if (n == 1 || job.kv || job.pipeline_stages > 1) return {};
   // Averaged in the ring: each replica trains the reference batch at the given lr (Horovod's way).
@@ -255,7 +255,11 @@ batch_choice auto_batch(const job_spec& job) {
     const std::int64_t b = std::clamp((job.critical_batch + n - 1) / n, fewest, reference_batch);
     return {b, static_cast<float>(b) / static_cast<float>(reference_batch)};
   }
-  return {std::clamp((reference_batch + n - 1) / n, fewest, reference_batch), 1.f};
+  if (n <= async_warmup_workers) return {std::clamp((reference_batch + n - 1) / n, fewest, reference_batch), 1.f};
+  // Past 8 pushers the job's batch shrinks as 8 / N, at the same lr per sample.
+  const std::int64_t across = reference_batch * async_warmup_workers / n;
+  const std::int64_t b = std::clamp((across + n - 1) / n, fewest_async, reference_batch);
+  return {b, std::min(1.f, static_cast<float>(b * n) / static_cast<float>(reference_batch))};
 }
 
 lr_schedule job_schedule(const job_spec& job) {

@@ -176,13 +176,20 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // ceil(C / N) of the critical batch C (256) at lr * B / 128, so a round's sum steps as two
 // workers of 128 do at the lr; in async and ssp each trains ceil(128 / N) at the lr as
 // given, so N workers push as often, per sample, as one worker of 128 steps and the
-// momentum rule makes up for the staleness. Never below 8 a worker nor above 128 (past 32
-// workers in sync and 16 in async the job's batch grows again). Measured the same way
-// with auto: sync 88.84/88.99/88.84%, async 88.70/88.39/88.68%, ssp 88.46/88.58/88.43%, and
+// momentum rule makes up for the staleness. Past 8 asynchronous workers the job's batch
+// shrinks as 8 / N (64 across at 16 workers, 4 a worker), at lr * N * B / 128 so the step
+// per sample stays: a push lands on parameters N - 1 updates old, and smaller updates
+// move them less in that time. Measured, 16 workers, seeds 1-5: async 88.54% on average at
+// 8 a worker, 88.83% at 4 (one worker at 8 and that step per sample, no staleness:
+// 88.90%), ssp 88.55% and 88.79%; at 8 workers 8 a worker gained 0.11 points (88.63% to
+// 88.74%), too little for half the samples/s, so 8 is where the shrinking starts. Never
+// below 8 a worker in sync nor 4 in async, nor above 128 (past 32 workers in sync and in
+// async the job's batch grows again). Measured the same way with auto, before the
+// shrinking: sync 88.84/88.99/88.84%, async 88.70/88.39/88.68%, ssp 88.46/88.58/88.43%, and
 // the CNN in async at 4 workers 91.45% against 87.68% at 128 a worker. The price is
 // samples/s where a step's fixed cost dominates: the MLP in async at 16 workers on two
-// cores pushes every 8 samples, 11k samples/s against 80k at 128. `--batch-size N` fixes
-// the batch per worker (and --lr is then the step of each worker's batch, as before).
+// cores made 11.1k samples/s at 4 a worker, 22.9k at 8 and 80k at 128. `--batch-size N`
+// fixes the batch per worker (and --lr is then the step of each worker's batch, as before).
 // Sync with --critical-batch 0 (linear scaling), pipelines and key-value jobs keep 128.
 struct batch_choice {
   std::int64_t batch = reference_batch;  // per worker

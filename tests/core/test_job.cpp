@@ -195,11 +195,16 @@ BOOST_AUTO_TEST_CASE(the_auto_batch_keeps_the_jobs_batch_as_workers_are_added) {
   BOOST_TEST((chosen(sync_mode::sync, 3) == choice{86, 86.f / 128}));  // rounded up
   BOOST_TEST((chosen(sync_mode::sync, 16) == choice{16, 0.125f}));
   BOOST_TEST((chosen(sync_mode::sync, 64) == choice{8, 0.0625f}));  // never below 8
-  // async and ssp: 128 across the workers, at the lr as given
+  // async and ssp: 128 across up to 8 workers, at the lr as given
   BOOST_TEST((chosen(sync_mode::async, 1) == choice{128, 1.f}));
   BOOST_TEST((chosen(sync_mode::async, 4) == choice{32, 1.f}));
   BOOST_TEST((chosen(sync_mode::ssp, 3) == choice{43, 1.f}));
-  BOOST_TEST((chosen(sync_mode::async, 32) == choice{8, 1.f}));
+  BOOST_TEST((chosen(sync_mode::async, 8) == choice{16, 1.f}));
+  // past 8 workers the job's batch shrinks as 8 / N, at the same lr per sample
+  BOOST_TEST((chosen(sync_mode::async, 9) == choice{13, 117.f / 128}));  // 113 across, rounded up
+  BOOST_TEST((chosen(sync_mode::ssp, 16) == choice{4, 0.5f}));
+  BOOST_TEST((chosen(sync_mode::async, 32) == choice{4, 1.f}));  // never below 4
+  BOOST_TEST((chosen(sync_mode::async, 64) == choice{4, 1.f}));  // nor above the lr as given
   // linear scaling without a cap, pipelines and key-value jobs: 128 a worker
   j.critical_batch = 0;
   BOOST_TEST((chosen(sync_mode::sync, 16) == choice{128, 1.f}));

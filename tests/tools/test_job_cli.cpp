@@ -91,8 +91,8 @@ BOOST_AUTO_TEST_CASE(the_batch_flag_resolves_with_the_mode_and_the_workers) {
   o.mode = "async";
   job = resolve_job_options(o);
   BOOST_TEST_REQUIRE(job.has_value());
-  BOOST_TEST(job->train.batch_size == 8);
-  BOOST_TEST(job->train.lr == 0.05f);
+  BOOST_TEST(job->train.batch_size == 4);  // 64 across past 8 workers, at the same lr per sample
+  BOOST_TEST(job->train.lr == 0.05f * 0.5f);
   o.train.batch_size = "100";
   job = resolve_job_options(o);
   BOOST_TEST_REQUIRE(job.has_value());
