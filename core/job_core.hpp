@@ -194,9 +194,11 @@ class job_core {
     double busy_per_step = 0.0;
     std::int64_t busy_steps = 0;
     bool straggler = false;
-    // Note [Balancing shares]: rows per second of compute, smoothed; steps counted.
+    // Note [Balancing shares]: rows per second of compute, smoothed; steps counted; told
+    // to keep fewer rows than its pace asks while it catches up.
     double row_rate = 0.0;
     std::int64_t rate_steps = 0;
+    bool catching_up = false;
   };
   static constexpr std::int64_t min_straggler_steps = 2;  // Note [Naming stragglers]
   static constexpr std::int64_t min_balance_steps = 20;  // Note [Balancing shares]

@@ -65,7 +65,9 @@ void job_core::deal_lost_rows(std::uint32_t rank, job_actions_list& out) {
 // others. So a slow member behind the others' (upper) median clock keeps fewer still, in
 // the proportion of the job's steps they have left to those it has (at least half of
 // what its rate says), and catches up before the job's end.
-// A change of a fifth or less of what it keeps is not worth a message.
+// A change of a fifth or less of what it keeps is not worth a message, but the one that
+// ends a catch-up always is: else a member of 32 that kept 7 while behind kept 7 for good
+// where its pace asks 8.
 double job_core::catch_up(std::uint32_t rank) const {
   std::vector<std::int64_t> clocks;
   for (std::uint32_t w = 0; w < members_.size(); ++w)
@@ -96,9 +98,14 @@ void job_core::balance_shares(const step_report& r, job_actions_list& out) {
   const std::int64_t want = !slow ? batch
                                   : std::clamp<std::int64_t>(std::llround(static_cast<double>(batch) * ratio * lag),
                                                              std::max<std::int64_t>(1, batch / 8), batch);
-  if (want == now || (want != batch && std::abs(want - now) <= std::max<std::int64_t>(1, now / 5))) return;
+  const bool ends_catch_up = m.catching_up && lag >= 1.0;
+  if (want == now && lag >= 1.0) m.catching_up = false;
+  if (want == now ||
+      (!ends_catch_up && want != batch && std::abs(want - now) <= std::max<std::int64_t>(1, now / 5)))
+    return;
   auto shed = dealer_->shed(r.rank, want);
   if (!shed) return;
+  m.catching_up = lag < 1.0;
   out.push_back(shed_rows{r.rank, *shed});
   if ((now == batch) == (want == batch)) return;
   char times[32];

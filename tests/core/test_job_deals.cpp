@@ -129,6 +129,23 @@ BOOST_AUTO_TEST_CASE(a_slow_member_behind_the_others_keeps_fewer_rows_until_it_c
   BOOST_TEST(says.find("it trains 7 of its 32 samples a step and the others the rest, fewer than its pace alone asks "
                        "while it catches up") != std::string::npos,
              says);
+  // It keeps 7 rows from its next step, at its pace per row, and steps twice to the
+  // others' once: at their step 140 it has caught up, and keeps the 8 its pace asks (a
+  // change of one row, under a fifth of 7, that ends its catch-up).
+  h.core->on_rows_answer(rows_answer{2, s.shed.id, true, 21});
+  std::vector<shed_rows> after;
+  std::int64_t own = 20;
+  for (std::int64_t k = 81; k <= 150; ++k) {
+    for (std::uint32_t r : {0u, 1u, 3u}) h.core->on_step(step_report{r, k, 0, 0.5, 32, 0.01, 0, 0}, h.now);
+    for (int twice = 0; twice < 2 && own < k; ++twice)
+      for (const shed_rows& more : all_of<shed_rows>(h.core->on_step(step_report{2, ++own, 0, 0.5, 7, 0.00875, 0, 0},
+                                                                      h.now))) {
+        BOOST_TEST(own >= 140);
+        after.push_back(more);
+      }
+  }
+  BOOST_TEST_REQUIRE(after.size() == 1u);
+  BOOST_TEST(after[0].shed.keep == 8);
 }
 
 BOOST_AUTO_TEST_CASE(sync_balances_shares_only_when_asked) {
