@@ -179,9 +179,9 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // momentum rule makes up for the staleness. Past 8 asynchronous workers the job's batch
 // shrinks as 8 / N (64 across at 16 workers, 4 a worker), at lr * N * B / 128 so the step
 // per sample stays: a push lands on parameters N - 1 updates old, and smaller updates
-// move them less in that time. Measured, 16 workers, seeds 1-5: async 88.54% on average at
-// 8 a worker, 88.83% at 4 (one worker at 8 and that step per sample, no staleness:
-// 88.90%), ssp 88.55% and 88.79%; at 8 workers 8 a worker gained 0.11 points (88.63% to
+// move them less in that time. Measured, 16 workers: async 88.60% on average in 8 runs at
+// 8 a worker, 88.83% in 5 at 4 (one worker at 8 and that step per sample, no staleness:
+// 88.90%), ssp 88.79% at 4; at 8 workers 8 a worker gained 0.11 points (88.63% to
 // 88.74%), too little for half the samples/s, so 8 is where the shrinking starts. Never
 // below 8 a worker in sync nor 4 in async, nor above 128 (past 32 workers in sync and in
 // async the job's batch grows again). Measured the same way with auto, before the

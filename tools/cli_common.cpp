@@ -37,7 +37,8 @@ void add_train_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_option("--batch-size", o.batch_size,
                  "Samples per step per worker, 1 to 1048576, or auto: 128 for one worker; with several, the job's "
-                 "batch split over them (256 a round in sync, 128 pushes' worth in async and ssp)")
+                 "batch split over them (256 a round in sync, 128 pushes' worth in async and ssp, shrinking as 8/N "
+                 "past 8 workers)")
       ->check(CLI::Validator(
           [](std::string& s) -> std::string {
             return s == "auto" || parse_batch_size(s) ? std::string()
