@@ -256,7 +256,8 @@ batch_choice auto_batch(const job_spec& job) {
     return {b, static_cast<float>(b) / static_cast<float>(reference_batch)};
   }
   if (n <= async_warmup_workers) return {std::clamp((reference_batch + n - 1) / n, fewest, reference_batch), 1.f};
-  // Past 8 pushers the job's batch shrinks as 8 / N, at the same lr per sample.
+  // Past 8 pushers the job's batch shrinks as 8 / N, at the same lr per sample (never
+  // above the lr as given: past 32 workers the floor of 4 grows the job's batch again).
   const std::int64_t across = reference_batch * async_warmup_workers / n;
   const std::int64_t b = std::clamp((across + n - 1) / n, fewest_async, reference_batch);
   return {b, std::min(1.f, static_cast<float>(b * n) / static_cast<float>(reference_batch))};
