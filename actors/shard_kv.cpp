@@ -1,5 +1,5 @@
-// shard_kv: the key-value side of a shard server (Note [Per-key rounds] in
-// core/kv_shard_core.hpp): defining a key's parts, the optimizer, pushes and pulls of
+// shard_kv: the key-value side of a shard server (Note [Rounds per part] in
+// core/shard_core.hpp): defining a key's parts, the optimizer, pushes and pulls of
 // parts, and answering the pulls the core held. The sender is checked by shard_server.cpp.
 #include <spdlog/spdlog.h>
 
@@ -12,12 +12,12 @@ namespace troupe::shard_shell {
 namespace {
 
 caf::error not_kv(shard_pointer self) {
-  return self->state.core ? make_error(errc::bad_job, "a key-value message reached a shard of a training job")
-                          : not_started(self);
+  return serves_training(self) ? make_error(errc::bad_job, "a key-value message reached a shard of a training job")
+                               : not_started(self);
 }
 
 // Writes the parts a key-value pull asks for, concatenated, into `out`.
-void pack_kv_answer(const kv_shard_core& kv, const kv_pull& r, tensor_view out) {
+void pack_kv_answer(const shard_core& kv, const kv_pull& r, tensor_view out) {
   std::int64_t pos = 0;
   for (std::size_t i = 0; i < r.parts.size(); ++i) {
     const const_tensor_view v = kv.value(r.parts[i]);
@@ -36,7 +36,7 @@ void pack_kv_answer(const kv_shard_core& kv, const kv_pull& r, tensor_view out) 
 // lanes]), else in the message.
 kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   auto& st = self->state;
-  const kv_shard_core& kv = *st.kv;
+  const shard_core& kv = *st.core;
   std::int64_t total = 0;
   kv_pull_reply out{st.index, {}, tensor(), {}};
   for (std::size_t i = 0; i < r.parts.size(); ++i) {
@@ -77,7 +77,7 @@ struct push_values {
 };
 
 expected<push_values> values_of(const shard_state& st, const kv_push& p) {
-  const kv_shard_core& kv = *st.kv;
+  const shard_core& kv = *st.core;
   std::vector<std::int64_t> numel;
   std::int64_t total = 0;
   for (auto part : p.parts) total += numel.emplace_back(kv.value(part).numel());
@@ -112,7 +112,7 @@ expected<push_values> values_of(const shard_state& st, const kv_push& p) {
 }
 
 // Checks a key-value push or pull's parts against what this shard holds before any is used.
-std::optional<fault> check_kv_parts(const kv_shard_core& kv, const std::vector<kv_part_id>& parts) {
+std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_part_id>& parts) {
   for (auto p : parts)
     if (!kv.defined(p))
       return fault{errc::bad_shard, "part " + std::to_string(p & 0xFFFF) + " of key id " + std::to_string(p >> 16) +
@@ -123,14 +123,8 @@ std::optional<fault> check_kv_parts(const kv_shard_core& kv, const std::vector<k
 }  // namespace
 
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
-  kv_shard_config cfg;
-  cfg.index = w.index;
-  cfg.mode = w.job.mode;
-  cfg.staleness = w.job.staleness;
-  cfg.staleness_lr = w.job.staleness_lr;
-  cfg.rule = w.job.async_correction;
   self->state.index = w.index;
-  self->state.kv = std::make_unique<kv_shard_core>(cfg);
+  self->state.core = std::make_unique<shard_core>(kv_shard_config(w));
   self->state.compression = w.job.compression;
   self->state.pull_precision = w.job.pull_precision;
   if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
@@ -172,14 +166,14 @@ void settle_kv(shard_pointer self) {
       it->second.promise.deliver(collective_answer(self, *std::get<0>(a.result), it->second));
     st.collective_promises.erase(it);
   }
-  auto finish_token = [&](kv_shard_core::token t) -> held_kv_pull* {
+  auto finish_token = [&](shard_core::token t) -> held_kv_pull* {
     auto tok = st.kv_tokens.find(t);
     if (tok == st.kv_tokens.end()) return nullptr;
     auto it = st.kv_held.find(tok->second);
     st.kv_tokens.erase(tok);
     return it == st.kv_held.end() ? nullptr : &it->second;
   };
-  for (auto t : st.kv->take_released()) {
+  for (auto t : st.core->take_released()) {
     const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
     held_kv_pull* h = finish_token(t);
     if (h && --h->waiting == 0) {
@@ -187,7 +181,7 @@ void settle_kv(shard_pointer self) {
       st.kv_held.erase(id);
     }
   }
-  for (auto t : st.kv->take_dropped()) {
+  for (auto t : st.core->take_dropped()) {
     const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
     if (held_kv_pull* h = finish_token(t)) {
       h->promise.deliver(make_error(errc::not_member, "the worker left the job"));
@@ -197,18 +191,18 @@ void settle_kv(shard_pointer self) {
 }
 
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d) {
-  if (!self->state.kv) return not_kv(self);
+  if (!serves_kv(self)) return not_kv(self);
   if (d.parts.size() != d.values.size())
     return make_error(errc::malformed, "a key definition with " + std::to_string(d.parts.size()) + " parts and " +
                                            std::to_string(d.values.size()) + " values");
   for (std::size_t i = 0; i < d.parts.size(); ++i)
-    if (auto e = self->state.kv->define(d.parts[i], d.name, d.values[i])) return make_error(*e);
+    if (auto e = self->state.core->define(d.parts[i], d.name, d.values[i])) return make_error(*e);
   return caf::ok_atom::value;
 }
 
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o) {
-  if (!self->state.kv) return not_kv(self);
-  self->state.kv->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{o.config, o.schedule})
+  if (!serves_kv(self)) return not_kv(self);
+  self->state.core->set_optimizer(o.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{o.config, o.schedule})
                                                 : std::nullopt);
   return caf::ok_atom::value;
 }
@@ -228,7 +222,7 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
     p.data = std::move(*got.payload);
     finite = got.finite;
   }
-  if (!st.kv) {
+  if (!serves_kv(self)) {
     rp.deliver(not_kv(self));
     return true;
   }
@@ -236,7 +230,7 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
     rp.deliver(wrong_shard(self, p.shard));
     return true;
   }
-  auto& kv = *st.kv;
+  auto& kv = *st.core;
   if (auto e = check_kv_parts(kv, p.parts)) {
     rp.deliver(make_error(*e));
     return true;
@@ -278,9 +272,9 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
 
 void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp) {
   auto& st = self->state;
-  if (!st.kv) return rp.deliver(not_kv(self)), void();
+  if (!serves_kv(self)) return rp.deliver(not_kv(self)), void();
   if (r.shard != st.index) return rp.deliver(wrong_shard(self, r.shard)), void();
-  auto& kv = *st.kv;
+  auto& kv = *st.core;
   if (auto e = check_kv_parts(kv, r.parts)) return rp.deliver(make_error(*e)), void();
   if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
     return rp.deliver(make_error(errc::malformed, "a pull whose rows do not match its parts")), void();
@@ -292,15 +286,15 @@ void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_p
                void();
   const std::uint64_t id = st.next_kv_pull++;
   held_kv_pull h;
-  std::vector<kv_shard_core::token> held;
+  std::vector<shard_core::token> held;
   for (auto part : r.parts) {
     const auto t = st.next_token++;
-    auto o = kv.pull(r.worker, part, t);
-    if (o.decision == kv_shard_core::pull_decision::reject) {
+    auto o = kv.pull_part(r.worker, part, t);
+    if (o.decision == shard_core::pull_decision::reject) {
       for (auto ht : held) st.kv_tokens.erase(ht);
       return rp.deliver(make_error(*o.error)), void();
     }
-    if (o.decision == kv_shard_core::pull_decision::hold) {
+    if (o.decision == shard_core::pull_decision::hold) {
       st.kv_tokens[t] = id;
       held.push_back(t);
       ++h.waiting;
@@ -313,18 +307,18 @@ void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_p
 }
 
 void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members) {
-  self->state.kv->start(members);
+  self->state.core->start(members);
   self->state.collectives.start(members);
 }
 
 void kv_member_joined(shard_pointer self, std::uint32_t rank) {
-  self->state.kv->member_joined(rank);
+  self->state.core->member_joined(rank);
   self->state.collectives.member_joined(rank);
   settle_kv(self);
 }
 
 void kv_member_left(shard_pointer self, std::uint32_t rank) {
-  self->state.kv->member_left(rank);
+  self->state.core->member_left(rank);
   self->state.collectives.member_left(rank);
   settle_kv(self);
 }
@@ -341,7 +335,7 @@ bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_
     c.data = std::move(*got.payload);
     c.lane = {};
   }
-  if (!st.kv) {
+  if (!serves_kv(self)) {
     rp.deliver(not_kv(self));
     return true;
   }

@@ -123,26 +123,25 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](join_atom, shard_admit& a) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "an admission")) return refused();
-        if (self->state.kv) {
-          record_member(self, a.joined.rank, std::move(a.identity));
+        if (!self->state.core) return not_started(self);
+        record_member(self, a.joined.rank, std::move(a.identity));
+        if (serves_kv(self)) {
           kv_member_joined(self, a.joined.rank);
           return caf::ok_atom::value;
         }
-        if (!self->state.core) return not_started(self);
-        record_member(self, a.joined.rank, std::move(a.identity));
-        self->state.core->worker_joined(a.joined.rank, a.joined.clock);
+        self->state.core->member_joined(a.joined.rank, a.joined.clock);
         settle_held(self);
         return caf::ok_atom::value;
       },
       [=](start_atom, shard_start& s) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "a start")) return refused();
-        if (!self->state.core && !self->state.kv) return not_started(self);
+        if (!self->state.core) return not_started(self);
         if (s.identities.size() != s.members.workers.size())
           return make_error(errc::bad_job, "a start names " + std::to_string(s.members.workers.size()) +
                                                " members but " + std::to_string(s.identities.size()) + " identities");
         for (std::size_t i = 0; i < s.identities.size(); ++i)
           record_member(self, s.members.workers[i], std::move(s.identities[i]));
-        if (self->state.kv) {
+        if (serves_kv(self)) {
           kv_members_start(self, s.members.workers);
           return caf::ok_atom::value;
         }
@@ -170,7 +169,7 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
         if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
-        if (!self->state.core) return not_started(self);
+        if (!serves_training(self)) return not_started(self);
         return snapshot(self);
       },
       [=](stats_atom) -> caf::result<shard_stats> {
@@ -196,15 +195,11 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       [=](left_atom, std::uint32_t rank) {
         if (!from_coordinator(self, coordinator, "a leave")) return;
         forget_lane(self, rank);
-        if (self->state.kv) {
-          if (rank < self->state.members.size()) self->state.members[rank] = {};
-          kv_member_left(self, rank);
-          return;
-        }
         if (!self->state.core) return;
         if (rank < self->state.members.size()) self->state.members[rank] = {};
+        if (serves_kv(self)) return kv_member_left(self, rank);
         if (self->state.channels) self->state.channels->forget(rank);
-        self->state.core->worker_left(rank);
+        self->state.core->member_left(rank);
         settle_held(self);
         maybe_checkpoint(self);
       },
@@ -212,7 +207,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_coordinator(self, coordinator, "a straggler's name")) return;
         if (!self->state.core) return;
         self->state.core->set_straggler(rank, slow);
-        settle_held(self);
+        if (serves_kv(self))
+          settle_kv(self);
+        else
+          settle_held(self);
       },
       [=](checkpoint_atom, std::int64_t step) {
         if (!from_coordinator(self, coordinator, "a checkpoint request")) return;

@@ -1,8 +1,9 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
 // shard_server.cpp is the actor (join, admission, snapshots) and checks who sent each
-// message; shard_train.cpp serves a training job's pushes and pulls through shard_core,
-// shard_kv.cpp a key-value job's through kv_shard_core, shard_lane.cpp the bulk lanes,
-// and shard_checkpoints.cpp a training job's checkpoints. Private to those files.
+// message; shard_train.cpp serves a training member's pushes and pulls of its slice
+// through shard_core, shard_kv.cpp a user's loop's pushes and pulls of key parts through
+// the same core, shard_lane.cpp the bulk lanes, and shard_checkpoints.cpp a training
+// job's checkpoints. Private to those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -26,11 +27,11 @@
 #include "base/serial_worker.hpp"
 #include "base/word_waiter.hpp"
 #include "core/collective_rounds.hpp"
-#include "core/kv_shard_core.hpp"
 #include "core/lane.hpp"
 #include "core/pull_views.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/shard_core.hpp"
+#include "core/shard_for.hpp"
 #include "core/shared_slots.hpp"
 
 namespace troupe::shard_shell {
@@ -101,8 +102,7 @@ struct shard_lanes {
 };
 
 struct shard_state {
-  std::unique_ptr<shard_core> core;
-  std::unique_ptr<kv_shard_core> kv;  // instead of core in a key-value job
+  std::unique_ptr<shard_core> core;  // a training job's (its stages' parts) or a key-value job's (key parts)
   std::uint32_t index = 0;
   std::unordered_map<shard_core::token, held_pull> held;
   shard_core::token next_token = 1;
@@ -126,7 +126,7 @@ struct shard_state {
   std::set<std::uint32_t> bells_malformed_logged;  // members whose broken records were logged
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
-  std::map<kv_shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
+  std::map<shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
   std::map<std::uint64_t, held_kv_pull> kv_held;
   std::uint64_t next_kv_pull = 1;
   // Collectives of a key-value job's members (Note [Collectives on the shards]).
@@ -153,6 +153,11 @@ struct shard_state {
 };
 
 using shard_pointer = local_shard_actor::stateful_pointer<shard_state>;
+
+// The shard has joined a key-value job: its core holds key parts, not a model's stages.
+inline bool serves_kv(shard_pointer self) { return self->state.core && !self->state.core->training(); }
+// The shard has joined a training job.
+inline bool serves_training(shard_pointer self) { return self->state.core && self->state.core->training(); }
 
 // Answers both sides give (shard_server.cpp).
 caf::error not_started(shard_pointer self);

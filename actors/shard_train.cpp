@@ -12,6 +12,11 @@ namespace troupe::shard_shell {
 
 namespace {
 
+caf::error not_training(shard_pointer self) {
+  return serves_kv(self) ? make_error(errc::bad_job, "a training member's message reached a shard of a key-value job")
+                         : not_started(self);
+}
+
 // A pull answered with the member's slice, in the slot it offered when the fast path can
 // take it (Note [Same-host fast path]), in the message otherwise, in the job's
 // --pull-precision (2bit: Note [2-bit pulls], `full` when the member holds no view), on
@@ -107,8 +112,8 @@ bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp) {
       malformed = got.problem;
     how.finite = got.finite;
   }
-  if (!st.core) {
-    rp.deliver(not_started(self));
+  if (!serves_training(self)) {
+    rp.deliver(not_training(self));
     return true;
   }
   if (p.shard != st.index) {
@@ -153,10 +158,10 @@ bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp) {
   observe(self);
   maybe_checkpoint(self);
   if (out.error) {
-    if (st.m) st.m->rejected(to_string(*out.error))->Increment();
-    spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}: {}", st.index, p.worker, p.clock,
-                 to_string(*out.error), out.detail);
-    rp.deliver(make_error(*out.error, out.detail));
+    if (st.m) st.m->rejected(to_string(out.error->code))->Increment();
+    spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}", st.index, p.worker, p.clock,
+                 to_string(*out.error));
+    rp.deliver(make_error(*out.error));
     return true;
   }
   if (out.late) {  // Note [Backup workers]: dropped, and the sender moves to the open round
@@ -172,8 +177,8 @@ bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp) {
 // A pull: answered through rp now, or held by the core and answered when it releases it.
 void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_reply>& rp) {
   auto& st = self->state;
-  if (!st.core) {
-    rp.deliver(not_started(self));
+  if (!serves_training(self)) {
+    rp.deliver(not_training(self));
     return;
   }
   if (r.shard != st.index) {
@@ -201,8 +206,8 @@ void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_repl
       rp.deliver(answer(self, pull));
       return;
     case shard_core::pull_decision::reject:
-      if (st.m) st.m->rejected(to_string(*out.error))->Increment();
-      rp.deliver(make_error(*out.error, out.detail));
+      if (st.m) st.m->rejected(to_string(out.error->code))->Increment();
+      rp.deliver(make_error(*out.error));
       return;
     case shard_core::pull_decision::hold:
       break;

@@ -19,7 +19,7 @@
 #include "core/job.hpp"
 #include "core/kv_layout.hpp"
 #include "core/kv_messages.hpp"
-#include "core/kv_shard_core.hpp"
+#include "core/shard_core.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe::kv {

@@ -17,7 +17,7 @@
 // - init(key, value): the first init of a key in the job defines its shape and value;
 //   a later init with the same shape returns once the key exists (its value is ignored),
 //   another shape is an error.
-// - Modes (Note [Per-key rounds] in core/kv_shard_core.hpp): sync sums one push of each
+// - Modes (Note [Rounds per part] in core/shard_core.hpp): sync sums one push of each
 //   key from every live worker per round, and a pull returns only after the puller's own
 //   pushes of the key are applied; async applies every push on arrival; ssp holds a pull
 //   while the puller is more than `staleness` pushes of that key ahead of the slowest.

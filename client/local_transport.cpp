@@ -17,10 +17,12 @@ namespace {
 struct hub {
   explicit hub(const local_group_config& c, std::uint32_t workers) : cfg(c), registry(c.servers, c.big_array_bound) {
     for (std::uint32_t s = 0; s < c.servers; ++s) {
-      kv_shard_config sc;
+      shard_config sc;
       sc.index = s;
       sc.mode = c.mode;
       sc.staleness = c.staleness;
+      sc.rule_keeps_lr = true;
+      sc.has_optimizer = false;  // until a worker sets one
       shards.emplace_back(sc);
     }
     std::vector<std::uint32_t> ranks;
@@ -49,7 +51,7 @@ struct hub {
   // abandoned the call (Note [Abandoned calls]).
   void answer(std::uint32_t s, request& r, std::size_t i) {
     const pull_part& p = r.parts[i];
-    const kv_shard_core& core = shards[s];
+    const shard_core& core = shards[s];
     r.results[i] = {p.part, core.version(p.part), 0};
     const caller_memory_use use(r.memory);
     if (!use) return;
@@ -92,8 +94,8 @@ struct hub {
   std::condition_variable cv;
   local_group_config cfg;
   kv_registry registry;
-  std::vector<kv_shard_core> shards;
-  std::map<kv_shard_core::token, std::pair<std::uint64_t, std::size_t>> tokens;
+  std::vector<shard_core> shards;
+  std::map<shard_core::token, std::pair<std::uint64_t, std::size_t>> tokens;
   std::map<std::uint64_t, request> requests;
   std::uint64_t next_token = 1, next_request = 1;
   std::set<std::uint32_t> live;
@@ -193,13 +195,13 @@ class local_transport final : public kv_transport {
       r.memory = std::move(memory);
       r.done = std::move(done);
       std::optional<fault> error;
-      std::vector<kv_shard_core::token> held;
+      std::vector<shard_core::token> held;
       for (std::size_t i = 0; i < r.parts.size() && !error; ++i) {
         const auto t = hub_->next_token++;
-        auto o = hub_->shards[shard].pull(rank_, r.parts[i].part, t);
-        if (o.decision == kv_shard_core::pull_decision::reject) {
+        auto o = hub_->shards[shard].pull_part(rank_, r.parts[i].part, t);
+        if (o.decision == shard_core::pull_decision::reject) {
           error = o.error;
-        } else if (o.decision == kv_shard_core::pull_decision::answer) {
+        } else if (o.decision == shard_core::pull_decision::answer) {
           hub_->answer(shard, r, i);
         } else {
           hub_->tokens[t] = {id, i};

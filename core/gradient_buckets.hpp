@@ -11,7 +11,7 @@
 //    layer by layer as the others arrive (every later action waits for all of them);
 //  - runs the step's last backward down to each bucket's lowest layer, pushes that
 //    bucket's piece of every shard's slice (Note [Gradient pieces] in
-//    core/shard_core.hpp), and only then computes the layers below,
+//    core/shard_core_pieces.cpp), and only then computes the layers below,
 // so the bytes cross the network while the member computes, as DDP's gradient buckets
 // do. A bucket holds at least --bucket-bytes of parameters (the lowest may hold less); 0
 // turns buckets off: one pull and one push per shard. The shard assembles the pieces and

@@ -92,7 +92,7 @@ struct job_spec {
   std::int64_t critical_batch = 256;
   // sync: a round closes with the first (replicas - backup_workers) gradients of each
   // stage's slice; later ones are dropped and counted, and their senders skip to the open
-  // round (Note [Backup workers] in core/shard_core.hpp). 0: every live member, bitwise
+  // round (Note [Backup workers] in core/shard_core_rules.cpp). 0: every live member, bitwise
   // reproducible.
   std::int32_t backup_workers = 0;
   // ssp: a member whose compute per step exceeds this many times the median is left out
@@ -124,8 +124,8 @@ struct job_spec {
   // shard after backward.
   std::int64_t bucket_bytes = std::int64_t{1} << 20;
   // A key-value job: the members are users' training loops (the client library) that
-  // define their own keys; there is no model, dataset or epoch (Note [Per-key rounds] in
-  // core/kv_shard_core.hpp).
+  // define their own keys; there is no model, dataset or epoch (Note [Rounds per part] in
+  // core/shard_core.hpp).
   bool kv = false;
   checkpoint_plan checkpoints;
   // The batch and lr came from --batch-size auto (Note [The job's batch]).

@@ -3,8 +3,8 @@
 // resumed job starts from (Note [Resuming a job]).
 //
 // Note [Resuming a job]
-// A checkpoint of step S (Note [Checkpoint steps] in core/shard_core.hpp) holds every
-// shard's file (Note [Shard checkpoints]), in a sync job with 2-bit pushes the members'
+// A checkpoint of step S (Note [Checkpoint steps] in core/shard_core_checkpoints.cpp) holds
+// every shard's file (Note [Shard checkpoints]), in a sync job with 2-bit pushes the members'
 // residuals (member-<rank>.tf), the coordinator's job.tf (kind "troupe-job-state": the
 // identity, the step, the job's shape when it was taken: workers, batch size, training
 // samples and steps per epoch, the mode, the seed, each shard's version, the member

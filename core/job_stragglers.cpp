@@ -38,7 +38,7 @@ using namespace job_actions;
 // 11,192 samples/s against 11,101). A member above straggler_factor times the median is
 // named a straggler; it is no longer one once below 0.75 times that (so a member near the
 // line is not named and cleared on every report). Only ssp acts on it (Note [Stragglers
-// outside the bound] in core/shard_core.hpp); sync has --backup-workers, and async waits
+// outside the bound] in core/shard_core_rules.cpp); sync has --backup-workers, and async waits
 // for nobody.
 
 namespace {

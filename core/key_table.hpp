@@ -34,7 +34,7 @@ struct key_table {
 key_table partition_parameters(const model& m, std::uint32_t shards, std::int64_t bound);
 
 // (offset, length) ranges of a shard's buffer, in buffer order: the part of it one
-// pipeline stage owns (Note [Slices] in shard_core.hpp).
+// pipeline stage owns (Note [Slices] in core/shard_core_slices.cpp).
 using shard_slice = std::vector<std::pair<std::int64_t, std::int64_t>>;
 
 // shard_buffer (shard_numel[s]) <- the shard's ranges of flat (num_params).

@@ -25,8 +25,8 @@ using namespace member_actions;
 // for the one range [its first float, + its stage's floats) of the model's flat vector,
 // with the step as its version. The coordinator completes the checkpoint once every
 // stage's file is written, as it does with shards' files (job.tf, then the manifest).
-// The steps are those of Note [Checkpoint steps] in core/shard_core.hpp: multiples of
-// --checkpoint-every, every epoch's end (the job's last step among them), and the steps
+// The steps are those of Note [Checkpoint steps] in core/shard_core_checkpoints.cpp:
+// multiples of --checkpoint-every, every epoch's end (the job's last step among them), and the steps
 // the coordinator names with --checkpoint-seconds. A member has finished step S when it
 // has applied S updates, and every replica has applied the same S updates, so the
 // checkpoint is a state the whole job passed through, in every mode.

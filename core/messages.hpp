@@ -31,7 +31,7 @@ struct push_grads {
   std::int64_t base_version = 0;  // shard version the gradient was computed on
   tensor grad;                    // (shard_numel) f32, or (piece_numel) for a piece
   shared_tensor shared;           // or, on the same host, where the gradient lies (grad empty)
-  // A piece of the gradient (Note [Gradient pieces] in core/shard_core.hpp): where it
+  // A piece of the gradient (Note [Gradient pieces] in core/shard_core_pieces.cpp): where it
   // starts in the sender's slice and its element count; 0: the whole slice.
   std::int64_t piece_offset = 0;
   std::int64_t piece_numel = 0;
@@ -42,7 +42,7 @@ struct push_ack {
   std::int64_t version = 0;       // shard version after the push
   std::int64_t staleness = 0;
   // sync with backup workers: the round closed without it, so it was dropped; `version`
-  // is the open round, where the sender goes on (Note [Backup workers] in core/shard_core.hpp)
+  // is the open round, where the sender goes on (Note [Backup workers] in core/shard_core_rules.cpp)
   bool late = false;
 };
 
@@ -227,7 +227,7 @@ struct step_report {
   double busy_seconds = 0.0;      // computing forwards and backwards
   std::int64_t window_begin_us = 0, window_end_us = 0;  // system clock, microseconds
   // of the samples reported before, those whose gradient a shard dropped as late
-  // (Note [Backup workers] in core/shard_core.hpp), learned since the last report
+  // (Note [Backup workers] in core/shard_core_rules.cpp), learned since the last report
   std::int64_t samples_dropped = 0;
 };
 

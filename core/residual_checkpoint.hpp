@@ -7,7 +7,7 @@
 // (Note [2-bit gradients] in tensor/grad_codec.hpp), and its next push adds it in. A
 // resumed sync run is bitwise the uninterrupted one only if every member starts from the
 // residuals it had, so in sync, at every checkpoint step S (Note [Checkpoint steps] in
-// core/shard_core.hpp), each member that pushes writes member-<rank>.tf: a tensor file
+// core/shard_core_checkpoints.cpp), each member that pushes writes member-<rank>.tf: a tensor file
 // (Note [Tensor files]) of kind "troupe-member-residuals" whose meta says {"identity",
 // "rank", "step", "members"} and whose one section, "residual", lays the residuals out as
 // the member's stage's flat parameter vector (zero where no shard's range lies), so a job

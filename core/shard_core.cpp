@@ -1,179 +1,273 @@
-// shard_core: the members and their clocks, what a gradient must be to be taken, which
-// update rule a push goes to, and held pulls (Note [Clocks, rounds and versions] in the
-// header); the shard a welcome describes. The updates themselves are in
-// shard_core_updates.cpp, gradient pieces in shard_core_pieces.cpp, the members' slices in
-// shard_core_slices.cpp.
+// shard_core: the members, the parts (a training job's stages, a key-value job's key
+// parts), what a push or pull must be to be taken, and held pulls (Note [Rounds per part]
+// in the header); the shard a welcome describes. The updates themselves are in
+// shard_core_updates.cpp, the async rules, backup workers and stragglers in
+// shard_core_rules.cpp, gradient pieces in shard_core_pieces.cpp, a training member's
+// slice in shard_core_slices.cpp, checkpoints in shard_core_checkpoints.cpp.
 #include "core/shard_core.hpp"
 
 #include <algorithm>
 #include <limits>
 
 #include "base/check.hpp"
-#include "core/frame_bound.hpp"
 #include "tensor/ops.hpp"
 
 namespace troupe {
 
-shard_core::shard_core(shard_config cfg, tensor params)
-    : cfg_(std::move(cfg)), params_(std::move(params)), opt_(cfg_.optimizer, numel()) {
-  TROUPE_CHECK(params_.get().type() == dtype::f32 && params_.get().rank() == 1,
-               "shard parameters must be a flat f32 tensor");
-  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, numel()}});
-  for (const auto& slice : cfg_.stage_slices)
-    for (const auto& [off, len] : slice)
-      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= numel(), "a slice reaches outside the shard");
+shard_core::shard_core(shard_config cfg) : cfg_(std::move(cfg)) {}
+
+shard_core::shard_core(shard_config cfg, tensor params) : cfg_(std::move(cfg)), training_(true) {
+  TROUPE_CHECK(params.type() == dtype::f32 && params.rank() == 1, "shard parameters must be a flat f32 tensor");
+  numel_ = params.numel();
+  if (cfg_.stage_slices.empty()) cfg_.stage_slices.push_back({{0, numel_}});
+  for (std::uint32_t k = 0; k < cfg_.stage_slices.size(); ++k) {
+    const shard_slice& slice = cfg_.stage_slices[k];
+    std::int64_t n = 0;
+    for (const auto& [off, len] : slice) {
+      TROUPE_CHECK(off >= 0 && len >= 0 && off + len <= numel_, "a slice reaches outside the shard");
+      n += len;
+    }
+    if (n == 0) continue;  // this stage keeps nothing here
+    const bool whole = cfg_.stage_slices.size() == 1 && slice.size() == 1 && slice[0].first == 0 && n == numel_;
+    tensor value;
+    if (whole) {
+      value = std::move(params);
+    } else {
+      value = tensor::uninitialized({n});
+      std::int64_t pos = 0;
+      for (const auto& [off, len] : slice) {
+        copy(value.view().flat(pos, len), params.view().flat(off, len));
+        pos += len;
+      }
+    }
+    new_part(stage_part(k), std::move(value), k).slice = slice;
+  }
 }
 
-void shard_core::start(const std::vector<std::uint32_t>& workers, const std::vector<std::uint32_t>& stages,
+shard_core::part_state& shard_core::new_part(kv_part_id id, tensor value, std::uint32_t stage) {
+  part_state p;
+  p.stage = stage;
+  const std::int64_t n = value.numel();
+  p.value = lendable_tensor(std::move(value));
+  if (cfg_.has_optimizer) p.opt.emplace(cfg_.optimizer, n);
+  return parts_.emplace(id, std::move(p)).first->second;
+}
+
+void shard_core::start(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& stages,
                        std::int64_t clock) {
-  TROUPE_CHECK(cfg_.mode != sync_mode::sync || clock == version_, "a sync shard starts its members at its version");
+  for (const auto& [id, p] : parts_)
+    TROUPE_CHECK(cfg_.mode != sync_mode::sync || clock == p.version, "a sync shard starts its members at its version");
   members_.clear();
-  for (std::size_t i = 0; i < workers.size(); ++i) {
-    member m;
-    m.completed = clock;
-    m.from_round = clock;
-    m.stage = i < stages.size() ? stages[i] : 0;
-    TROUPE_CHECK(m.stage < cfg_.stage_slices.size(), "a member of an unknown pipeline stage");
-    if (!has_slice(m.stage)) continue;  // its stage keeps nothing here: it never pushes or pulls
-    members_[workers[i]] = m;
+  for (std::size_t i = 0; i < members.size(); ++i) {
+    const std::uint32_t stage = i < stages.size() ? stages[i] : 0;
+    if (training_) {
+      TROUPE_CHECK(stage < cfg_.stage_slices.size(), "a member of an unknown pipeline stage");
+      if (!parts_.count(stage_part(stage))) continue;  // its stage keeps nothing here: it never pushes or pulls
+    }
+    members_[members[i]] = member{true, stage};
+    for (auto& [id, p] : parts_)
+      if (p.stage == stage) p.pushers[members[i]] = pusher{clock, clock};
   }
   started_ = true;
 }
 
-std::size_t shard_core::live_workers() const {
+std::size_t shard_core::live_members() const {
   return static_cast<std::size_t>(
       std::count_if(members_.begin(), members_.end(), [](auto& m) { return m.second.live; }));
 }
 
-std::optional<errc> shard_core::check_sender(std::uint32_t worker, std::string& detail) const {
-  if (!started_) {
-    detail = "shard " + std::to_string(cfg_.index) + " has not started yet";
-    return errc::not_started;
+std::uint32_t shard_core::live_pushers(std::uint32_t stage) const {
+  std::uint32_t n = 0;
+  for (const auto& [rank, m] : members_) n += m.live && m.stage == stage;
+  return n;
+}
+
+void shard_core::member_joined(std::uint32_t member, std::optional<std::int64_t> clock, std::uint32_t stage) {
+  members_[member] = shard_core::member{false, stage};  // not counted while its place is worked out
+  for (auto& [id, p] : parts_) {
+    if (p.stage != stage) continue;
+    std::int64_t at = 0;
+    if (cfg_.mode == sync_mode::sync)
+      at = std::max(clock.value_or(0), p.version);
+    else if (clock)
+      at = *clock;
+    else if (const std::int64_t s = slowest(p); s != std::numeric_limits<std::int64_t>::max())
+      at = s;  // level with the slowest live member
+    p.pushers[member] = pusher{at, at};
+    for (auto& [round, subs] : p.rounds) subs.erase(member);
+    p.partial.erase(member);
+    p.pulled.erase(member);
   }
-  auto it = members_.find(worker);
-  if (it == members_.end() || !it->second.live) {
-    detail = "worker " + std::to_string(worker) + " is not a live member of this job";
-    return errc::not_member;
+  members_[member].live = true;
+  voided_.erase(member);
+  release_ready();
+}
+
+void shard_core::member_left(std::uint32_t member) {
+  auto it = members_.find(member);
+  if (it == members_.end() || !it->second.live) return;
+  it->second.live = false;
+  voided_.erase(member);
+  for (auto& [id, p] : parts_) {
+    p.partial.erase(member);
+    p.pulled.erase(member);
   }
+  auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.member != member; });
+  for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
+  held_.erase(gone, held_.end());
+  if (cfg_.mode == sync_mode::sync)
+    for (auto& [id, p] : parts_) close_rounds(p);
+  note_reached();
+  release_ready();
+}
+
+std::string shard_core::part_label(const part_state& p, kv_part_id id) const {
+  if (training_) return "shard " + std::to_string(cfg_.index);
+  return "key " + kv_key_display(p.key) + " (part " + std::to_string(id & 0xFFFF) + ")";
+}
+
+std::optional<fault> shard_core::define(kv_part_id id, const std::string& key_name, const_tensor_view initial) {
+  TROUPE_CHECK(!training_, "a training job's shard holds its stages' parts only");
+  part_state probe;
+  probe.key = key_name;
+  if (initial.empty() || initial.type() != dtype::f32 || !initial.is_contiguous())
+    return fault{errc::bad_dtype, part_label(probe, id) + ": an initial value must be contiguous float32"};
+  if (auto it = parts_.find(id); it != parts_.end()) {
+    if (it->second.numel() != initial.numel())
+      return fault{errc::bad_shape, part_label(probe, id) + " holds " + std::to_string(it->second.numel()) +
+                                        " elements, not " + std::to_string(initial.numel())};
+    return std::nullopt;  // the first init wins
+  }
+  if (!all_finite(initial))
+    return fault{errc::not_finite, part_label(probe, id) + ": the initial value holds NaN or infinite values"};
+  tensor value = tensor::uninitialized({initial.numel()});
+  copy(value, initial.reshape({initial.numel()}));
+  new_part(id, std::move(value), 0).key = key_name;
+  numel_ += initial.numel();
   return std::nullopt;
 }
 
-std::optional<errc> shard_core::check_tensor(const_tensor_view grad, std::int64_t expected_numel, std::string& detail,
-                                             bool finite) const {
-  if (grad.empty() || grad.type() != dtype::f32) {
-    detail = "gradient dtype " + std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32";
-    return errc::bad_dtype;
+void shard_core::set_optimizer(std::optional<kv_optimizer> opt) {
+  const bool same_rule = opt && cfg_.has_optimizer && opt->config == cfg_.optimizer;
+  cfg_.has_optimizer = opt.has_value();
+  if (opt) {
+    cfg_.optimizer = opt->config;
+    cfg_.schedule = opt->schedule;
   }
-  if (grad.rank() != 1 || grad.numel() != expected_numel) {
-    detail = "gradient of shape " + grad.sizes().str() + " where the sender's slice of shard " +
-             std::to_string(cfg_.index) + " has " + std::to_string(expected_numel) + " floats";
-    return errc::bad_shape;
+  if (same_rule) return;
+  for (auto& [id, p] : parts_) {
+    p.opt.reset();
+    if (cfg_.has_optimizer) p.opt.emplace(cfg_.optimizer, p.numel());
   }
-  if (grad.where().kind != device_kind::cpu) {
-    detail = "gradient is not in host memory";
-    return errc::bad_dtype;
-  }
-  if (!finite && !all_finite(grad)) {
-    detail = "gradient holds NaN or infinite values";
-    return errc::not_finite;
-  }
+}
+
+kv_part_id shard_core::part_of(std::uint32_t member) const {
+  auto it = members_.find(member);
+  return stage_part(it == members_.end() ? 0 : it->second.stage);
+}
+
+const shard_core::part_state* shard_core::find_part(std::uint32_t member) const {
+  auto it = parts_.find(part_of(member));
+  return it == parts_.end() ? nullptr : &it->second;
+}
+
+std::int64_t shard_core::next_of(const part_state& p, std::uint32_t member) const {
+  auto it = p.pushers.find(member);
+  return it == p.pushers.end() ? 0 : it->second.next;
+}
+
+shard_core::verdict shard_core::check_sender(std::uint32_t member) const {
+  if (!started_) return fault{errc::not_started, "shard " + std::to_string(cfg_.index) + " has not started yet"};
+  auto it = members_.find(member);
+  if (it == members_.end() || !it->second.live)
+    return fault{errc::not_member, "worker " + std::to_string(member) + " is not a live member of this job"};
   return std::nullopt;
 }
 
-shard_core::push_outcome shard_core::reject(errc e, std::string detail) {
+shard_core::verdict shard_core::check_member_part(std::uint32_t member, kv_part_id part) const {
+  if (auto e = check_sender(member)) return e;
+  auto it = parts_.find(part);
+  if (it == parts_.end() || it->second.stage != members_.at(member).stage)
+    return fault{errc::bad_shard, "part " + std::to_string(part & 0xFFFF) + " of key id " + std::to_string(part >> 16) +
+                                      " is not initialised on shard " + std::to_string(cfg_.index)};
+  return std::nullopt;
+}
+
+shard_core::verdict shard_core::check_tensor(const part_state& p, kv_part_id id, const_tensor_view grad,
+                                             std::int64_t expected_numel, bool finite) const {
+  if (grad.empty() || grad.type() != dtype::f32)
+    return fault{errc::bad_dtype, part_label(p, id) + ": gradient dtype " +
+                                      std::string(grad.empty() ? "none" : name_of(grad.type())) + ", expected f32"};
+  if ((training_ && grad.rank() != 1) || grad.numel() != expected_numel || !grad.is_contiguous())
+    return fault{errc::bad_shape, part_label(p, id) + ": a gradient of shape " + grad.sizes().str() + " where " +
+                                      (training_ ? "the sender's slice" : std::string("the part")) + " holds " +
+                                      std::to_string(expected_numel) + " floats"};
+  if (grad.where().kind != device_kind::cpu)
+    return fault{errc::bad_dtype, part_label(p, id) + ": the gradient is not in host memory"};
+  if (!finite && !all_finite(grad))
+    return fault{errc::not_finite, part_label(p, id) + ": the gradient holds NaN or infinite values"};
+  return std::nullopt;
+}
+
+shard_core::push_outcome shard_core::reject(const fault& f, std::int64_t version) {
   ++counters_.rejected;
-  ++counters_.rejected_by[e];
+  ++counters_.rejected_by[f.code];
   push_outcome out;
-  out.error = e;
-  out.detail = std::move(detail);
-  out.version = version_;
+  out.error = f;
+  out.version = version;
   return out;
 }
 
-shard_core::push_outcome shard_core::push(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                          tensor grad, const gradient_receipt& how) {
-  std::string detail;
-  if (auto e = check_sender(worker, detail)) return reject(*e, std::move(detail));
-  const std::int64_t n = slice_numel(worker);
-  const bool whole =
-      (how.piece_numel == 0 || (how.piece_offset == 0 && how.piece_numel == n)) && !partial_.count(worker);
-  if (!whole) return push_piece(worker, clock, base_version, std::move(grad), how);
-  verdict refused;
-  if (!how.unreadable.empty()) refused = refusal{errc::malformed, how.unreadable};
-  return submit(worker, clock, base_version, std::move(grad), std::move(refused), how.finite);
-}
+// --- Pulls.
 
-shard_core::push_outcome shard_core::submit(std::uint32_t worker, std::int64_t clock, std::int64_t base_version,
-                                            tensor grad, verdict refused, bool finite) {
-  return cfg_.mode == sync_mode::sync
-             ? push_sync(worker, clock, base_version, std::move(grad), std::move(refused), finite)
-             : push_on_arrival(worker, clock, base_version, std::move(grad), std::move(refused), finite);
-}
-
-shard_core::verdict shard_core::check_clock(std::uint32_t worker, std::int64_t clock) const {
-  const member& m = members_.at(worker);
-  const std::string w = std::to_string(worker), c = std::to_string(clock);
-  if (cfg_.mode != sync_mode::sync) {
-    if (clock < m.completed) return refusal{errc::duplicate, "worker " + w + " already pushed clock " + c};
-    if (clock > m.completed)
-      return refusal{errc::bad_clock,
-                     "worker " + w + " pushed clock " + c + " but its next clock is " + std::to_string(m.completed)};
-    return std::nullopt;
-  }
-  if (clock < version_)
-    return refusal{errc::stale_round,
-                   "gradient for round " + c + ", which closed already (now " + std::to_string(version_) + ")"};
-  if (clock > version_)
-    return refusal{errc::bad_clock,
-                   "gradient for round " + c + " while round " + std::to_string(version_) + " is open"};
-  if (round_.count(worker)) return refusal{errc::duplicate, "second gradient from worker " + w + " for round " + c};
-  if (m.from_round > clock)
-    return refusal{errc::bad_clock, "worker " + w + " rejoined for round " + std::to_string(m.from_round)};
-  return std::nullopt;
-}
-
-std::int64_t shard_core::slowest_completed() const {
-  std::int64_t slowest = std::numeric_limits<std::int64_t>::max();
-  for (const auto& [rank, m] : members_)
-    if (m.live) slowest = std::min(slowest, m.completed);
-  return slowest;
-}
-
-bool shard_core::can_answer(std::int64_t clock) const {
+bool shard_core::can_answer(const part_state& p, std::int64_t needs) const {
   switch (cfg_.mode) {
     case sync_mode::sync:
     case sync_mode::allreduce:  // has no shards; refused by validate()
-      return version_ >= clock;
+      return p.version >= needs;
     case sync_mode::async:
       return true;
     case sync_mode::ssp:
-      return clock - cfg_.staleness <= slowest_in_bound();
+      return needs - cfg_.staleness <= slowest_in_bound(p);
   }
   return true;
 }
 
-shard_core::pull_outcome shard_core::pull(std::uint32_t worker, std::int64_t clock, token t) {
+shard_core::pull_outcome shard_core::hold_or_answer(std::uint32_t member, kv_part_id part, std::int64_t needs,
+                                                    token t) {
   pull_outcome out;
-  if (auto e = check_sender(worker, out.detail)) {
-    ++counters_.rejected;
-    ++counters_.rejected_by[*e];
-    out.decision = pull_decision::reject;
-    out.error = e;
-    return out;
-  }
-  if (can_answer(clock)) {
+  if (can_answer(parts_.at(part), needs)) {
     ++counters_.pulls;
-    out.decision = pull_decision::answer;
     return out;
   }
-  held_.push_back({t, worker, clock});
+  held_.push_back({t, member, part, needs});
   out.decision = pull_decision::hold;
   return out;
 }
 
+shard_core::pull_outcome shard_core::pull(std::uint32_t member, std::int64_t clock, token t) {
+  verdict e = check_sender(member);
+  if (!e && !find_part(member)) e = fault{errc::not_member, "worker " + std::to_string(member) + " has no part here"};
+  if (e) {
+    ++counters_.rejected;
+    ++counters_.rejected_by[e->code];
+    return {pull_decision::reject, e};
+  }
+  return hold_or_answer(member, part_of(member), clock, t);
+}
+
+shard_core::pull_outcome shard_core::pull_part(std::uint32_t member, kv_part_id part, token t) {
+  if (auto e = check_member_part(member, part)) {
+    ++counters_.rejected;
+    ++counters_.rejected_by[e->code];
+    return {pull_decision::reject, e};
+  }
+  return hold_or_answer(member, part, next_of(parts_.at(part), member), t);
+}
+
 void shard_core::release_ready() {
-  auto ready =
-      std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return !can_answer(h.clock); });
+  auto ready = std::stable_partition(held_.begin(), held_.end(),
+                                     [&](const held_pull& h) { return !can_answer(parts_.at(h.part), h.needs); });
   for (auto it = ready; it != held_.end(); ++it) {
     released_.push_back(it->t);
     ++counters_.pulls;
@@ -182,67 +276,31 @@ void shard_core::release_ready() {
   held_.erase(ready, held_.end());
 }
 
-void shard_core::worker_left(std::uint32_t worker) {
-  auto it = members_.find(worker);
-  if (it == members_.end() || !it->second.live) return;
-  it->second.live = false;
-  partial_.erase(worker);
-  pulled_.erase(worker);
-  voided_.erase(worker);
-  auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.worker != worker; });
-  for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
-  held_.erase(gone, held_.end());
-  if (cfg_.mode == sync_mode::sync)
-    maybe_complete_round();
-  else if (live_workers() > 0)
-    note_reached(slowest_completed());
-  release_ready();
-}
-
-void shard_core::worker_joined(std::uint32_t worker, std::int64_t clock, std::uint32_t stage) {
-  member m;
-  m.stage = stage;
-  m.completed = clock;
-  m.from_round = std::max(clock, version_);
-  members_[worker] = m;
-  round_.erase(worker);
-  partial_.erase(worker);
-  pulled_.erase(worker);
-  voided_.erase(worker);
-  release_ready();
-}
-
 std::vector<shard_core::token> shard_core::take_released() { return std::exchange(released_, {}); }
-
 std::vector<shard_core::token> shard_core::take_dropped() { return std::exchange(dropped_, {}); }
 
-expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
-  auto m = build_model(w.job);
-  if (!m) return m.error();
-  set_frame_bound(max_frame_bytes(w.job, *m));
-  tensor full({m->num_params()});
-  m->init_params(full, w.job.train.seed, w.job.train.init);
-  std::int64_t numel = 0;
-  for (const auto& r : w.ranges) numel += r.length;
-  tensor mine({numel});
-  pack_shard(mine, full, w.ranges);
-  shard_config cfg;
-  cfg.index = w.index;
-  if (w.job.pipeline_stages > 1) cfg.stage_slices = shard_stage_slices(w.ranges, job_stage_spans(w.job, *m));
-  cfg.mode = w.job.mode;
-  cfg.staleness = w.job.staleness;
-  cfg.staleness_lr = w.job.staleness_lr;
-  cfg.rule = w.job.async_correction;
-  cfg.dc_lambda = w.job.dc_lambda;
-  cfg.backup_workers = w.job.backup_workers;
-  cfg.optimizer = w.job.train.optimizer;
-  cfg.schedule = job_schedule(w.job);
-  cfg.ranges = w.ranges;
-  if (!w.job.checkpoints.dir.empty()) {
-    cfg.checkpoint_every = w.job.checkpoints.every;
-    cfg.checkpoint_epoch_steps = steps_per_epoch(w.job);
+std::int64_t shard_core::slowest(const part_state& p) const {
+  std::int64_t s = std::numeric_limits<std::int64_t>::max();
+  for (const auto& [rank, m] : members_)
+    if (m.live && m.stage == p.stage) s = std::min(s, next_of(p, rank));
+  return s;
+}
+
+// --- A key-value job's parts.
+
+const_tensor_view shard_core::value(kv_part_id part) const { return parts_.at(part).value.get().view(); }
+tensor shard_core::lend_value(kv_part_id part) const { return parts_.at(part).value.lend(); }
+std::int64_t shard_core::version(kv_part_id part) const { return parts_.at(part).version; }
+
+void shard_core::gather_rows(kv_part_id part, const std::vector<std::int64_t>& row_ids, std::int64_t row_numel,
+                             tensor_view out) const {
+  const tensor& v = parts_.at(part).value.get();
+  TROUPE_CHECK(out.numel() == static_cast<std::int64_t>(row_ids.size()) * row_numel, "gather_rows: output size");
+  for (std::size_t i = 0; i < row_ids.size(); ++i) {
+    TROUPE_CHECK(row_ids[i] >= 0 && (row_ids[i] + 1) * row_numel <= v.numel(), "gather_rows: row out of range");
+    copy(out.flat(static_cast<std::int64_t>(i) * row_numel, row_numel),
+         v.view().flat(row_ids[i] * row_numel, row_numel));
   }
-  return std::make_unique<shard_core>(cfg, std::move(mine));
 }
 
 }  // namespace troupe

@@ -1,5 +1,19 @@
-// shard_core's checkpoints (Note [Checkpoint steps] in the header): when one is due, the
-// copy of the state it holds, and the restore of a resumed job's state.
+// shard_core's checkpoints (Note [Checkpoint steps] below): when one is due, the
+// copy of the state it holds (a training shard's buffer, its optimizer's slots and step
+// counts, assembled from the stages' parts), and the restore of a resumed job's state.
+//
+// Note [Checkpoint steps]
+// A checkpoint is named by a step S and holds the state once every live member has
+// finished S iterations. In sync that is exactly the state when round S - 1 closes
+// (version S), before any later gradient: a state the job passed through. In async and
+// ssp it is the state right after the slowest live member's S-th push (faster members
+// have pushed more, and the checkpoint keeps that; a resumed job repeats their steps
+// after S). The steps are the multiples of checkpoint_every and of
+// checkpoint_epoch_steps (every epoch's end), and the steps the coordinator asks for
+// (--checkpoint-seconds: a step a little ahead of the fastest member, about every so many
+// seconds; one asked for when it has passed already is not taken); when several pass at
+// once (the slowest member left) only the latest is taken. The shell takes the image right after the call
+// that made it due, before the next message, and writes it off the actor's thread.
 #include <algorithm>
 
 #include "base/check.hpp"
@@ -10,10 +24,22 @@ namespace troupe {
 
 namespace {
 
-tensor copy_of(const_tensor_view t) {
-  if (t.empty()) return {};
-  tensor out = tensor::uninitialized(t.sizes(), t.type());
-  copy(out, t);
+// `buffer`'s elements at `slice` <- `packed` (what a part holds), or the reverse.
+void unpack_slice(tensor_view buffer, const shard_slice& slice, const_tensor_view packed) {
+  std::int64_t pos = 0;
+  for (const auto& [off, len] : slice) {
+    copy(buffer.flat(off, len), packed.flat(pos, len));
+    pos += len;
+  }
+}
+
+tensor pack(const_tensor_view buffer, const shard_slice& slice, std::int64_t numel) {
+  tensor out = tensor::uninitialized({numel});
+  std::int64_t pos = 0;
+  for (const auto& [off, len] : slice) {
+    copy(out.view().flat(pos, len), buffer.flat(off, len));
+    pos += len;
+  }
   return out;
 }
 
@@ -21,45 +47,76 @@ tensor copy_of(const_tensor_view t) {
 
 std::optional<std::string> shard_core::restore(const shard_image& s, std::int64_t clock) {
   TROUPE_CHECK(!started_, "shard_core::restore after the start");
-  if (held_numel(s.params) != numel() || s.params.type() != dtype::f32)
+  TROUPE_CHECK(training_, "restore: a key-value job's shard has no buffer image");
+  if (held_numel(s.params) != numel_ || s.params.type() != dtype::f32)
     return "the checkpoint holds " + std::to_string(held_numel(s.params)) + " parameters for shard " +
-           std::to_string(cfg_.index) + ", which holds " + std::to_string(numel());
-  if (auto wrong = opt_.restore(s.optimizer_steps, s.slot1, s.slot2)) return *wrong;
-  copy(params_.for_update(), s.params);
-  version_ = cfg_.mode == sync_mode::sync ? clock : s.version;
-  stage_steps_ = s.stage_steps;
+           std::to_string(cfg_.index) + ", which holds " + std::to_string(numel_);
+  const bool per_stage = parts_.size() > 1 || !s.stage_steps.empty();
+  for (auto& [id, p] : parts_) {
+    const std::int64_t n = p.numel();
+    auto steps = s.stage_steps.find(p.stage);
+    const std::int64_t part_steps = steps != s.stage_steps.end() ? steps->second : s.optimizer_steps;
+    if (p.opt) {
+      const tensor slot1 = s.slot1.empty() ? tensor() : pack(s.slot1, p.slice, n);
+      const tensor slot2 = s.slot2.empty() ? tensor() : pack(s.slot2, p.slice, n);
+      if (auto wrong = p.opt->restore(part_steps, slot1, slot2)) return *wrong;
+    }
+    copy(p.value.for_update(), pack(s.params, p.slice, n));
+    if (cfg_.mode == sync_mode::sync)
+      p.version = clock;
+    else
+      p.version = per_stage && steps != s.stage_steps.end() ? steps->second : s.version;
+  }
   last_checkpoint_ = clock;
   return std::nullopt;
 }
 
 shard_image shard_core::image(std::int64_t step) const {
+  TROUPE_CHECK(training_, "image: a key-value job's shard has no buffer image");
   shard_image s;
   s.shard = cfg_.index;
   s.step = step;
-  s.version = version_;
+  s.version = version();
   for (const auto& r : cfg_.ranges) s.ranges.emplace_back(r.offset, r.length);
-  s.params = copy_of(params());
-  s.slot1 = copy_of(opt_.slot(0));
-  s.slot2 = copy_of(opt_.slot(1));
-  s.optimizer_steps = opt_.steps();
-  s.stage_steps = stage_steps_;
+  s.params = tensor({numel_});
+  const bool adam = cfg_.optimizer.kind != optimizer_kind::sgd;
+  s.slot1 = tensor({numel_});
+  if (adam) s.slot2 = tensor({numel_});
+  for (const auto& [id, p] : parts_) {
+    unpack_slice(s.params, p.slice, p.value.get());
+    if (!p.opt) continue;
+    unpack_slice(s.slot1, p.slice, p.opt->slot(0));
+    if (adam) unpack_slice(s.slot2, p.slice, p.opt->slot(1));
+    s.optimizer_steps = std::max(s.optimizer_steps, p.opt->steps());
+    // Async and ssp with pipeline stages: each stage's part counts its own updates.
+    if (parts_.size() > 1 && cfg_.mode != sync_mode::sync) s.stage_steps[p.stage] = p.opt->steps();
+  }
   return s;
 }
 
 std::int64_t shard_core::reached() const {
-  if (cfg_.mode == sync_mode::sync) return version_;
-  return live_workers() > 0 ? slowest_completed() : 0;
+  std::int64_t r = 0;
+  bool any = false;
+  for (const auto& [id, p] : parts_) {
+    if (live_pushers(p.stage) == 0) continue;
+    const std::int64_t here = cfg_.mode == sync_mode::sync ? p.version : slowest(p);
+    r = any ? std::min(r, here) : here;
+    any = true;
+  }
+  return r;
 }
 
 void shard_core::request_checkpoint(std::int64_t step) {
   if (step > last_checkpoint_ && (!started_ || step > reached())) requested_checkpoints_.insert(step);
 }
 
-void shard_core::note_reached(std::int64_t reached) {
+void shard_core::note_reached() {
+  if (cfg_.checkpoint_every <= 0 && cfg_.checkpoint_epoch_steps <= 0 && requested_checkpoints_.empty()) return;
+  const std::int64_t now = reached();
   std::int64_t due = 0;
   for (std::int64_t every : {cfg_.checkpoint_every, cfg_.checkpoint_epoch_steps})
-    if (every > 0) due = std::max(due, reached / every * every);
-  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() <= reached) {
+    if (every > 0) due = std::max(due, now / every * every);
+  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() <= now) {
     due = std::max(due, *requested_checkpoints_.begin());
     requested_checkpoints_.erase(requested_checkpoints_.begin());
   }

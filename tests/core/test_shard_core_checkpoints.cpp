@@ -85,7 +85,7 @@ BOOST_AUTO_TEST_CASE(in_async_it_falls_due_when_the_slowest_member_reaches_the_s
   BOOST_TEST(img.version == 7);  // member 0's five and member 1's two gradients are in it
   BOOST_TEST(img.step == 2);
   // The slow member leaves: the fast one's 5 steps pass the next due step, 4.
-  s.worker_left(1);
+  s.member_left(1);
   due = s.take_checkpoint_due();
   BOOST_REQUIRE(due.has_value());
   BOOST_TEST(*due == 4);

@@ -21,6 +21,7 @@
 #include "core/job_core.hpp"
 #include "core/member_core.hpp"
 #include "core/shard_core.hpp"
+#include "core/shard_for.hpp"
 
 namespace troupe::test {
 
@@ -119,7 +120,7 @@ struct member_bench {
   // that clock (the shard is told first, as the coordinator does).
   void start(std::int64_t resume_clock = 0) {
     for (std::uint32_t r = 0; r < members.size(); ++r) {
-      if (resume_clock > 0 && shard) shard->worker_joined(r, resume_clock, r % job.pipeline_stages);
+      if (resume_clock > 0 && shard) shard->member_joined(r, resume_clock, r % job.pipeline_stages);
       deliver(r, members[r]->on_welcome(assignment(r, resume_clock)));
       deliver(r, members[r]->on_wired());
     }
@@ -185,7 +186,7 @@ struct member_bench {
     if (out.decision == shard_core::pull_decision::answer)
       answer_later(r, a.request);
     else if (out.decision == shard_core::pull_decision::reject)
-      later(r, [why = out.detail](member_core& c) { return c.on_pull_failed(0, why); });
+      later(r, [why = out.error->detail](member_core& c) { return c.on_pull_failed(0, why); });
     else
       held_.emplace(token, std::pair{r, a.request});
   }
@@ -201,7 +202,7 @@ struct member_bench {
     const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad),
                                  {{}, a.grads.piece_offset, a.grads.piece_numel});
     if (out.error)
-      later(r, [clock, why = to_string(fault{*out.error, out.detail})](member_core& c) {
+      later(r, [clock, why = to_string(*out.error)](member_core& c) {
         return c.on_push_refused(0, clock, why);
       });
     else
