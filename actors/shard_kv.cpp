@@ -33,7 +33,8 @@ void pack_kv_answer(const shard_core& kv, const kv_pull& r, tensor_view out) {
 // The reply to a key-value pull whose parts are all answerable now: in the slot it offered
 // when the fast path can take it (Note [Same-host fast path]), as f32; otherwise in the
 // job's --pull-precision, on the member's bulk lane when it asked and has one (Note [Bulk
-// lanes]), else in the message.
+// lanes]), else in the message. With --async-rule dcasgd a whole part answered is what
+// the member's next gradient of it is compensated against (Note [Delay compensation]).
 kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   auto& st = self->state;
   const shard_core& kv = *st.core;
@@ -43,6 +44,7 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
     total +=
         r.rows[i].empty() ? kv.value(r.parts[i]).numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
     out.versions.push_back(kv.version(r.parts[i]));
+    if (r.rows[i].empty()) st.core->answered(r.worker, r.parts[i]);
   }
   if (st.channels && !r.reply_to.empty()) {
     std::string refused;

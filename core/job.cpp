@@ -211,9 +211,9 @@ std::optional<std::string> validate(const job_spec& job) {
       (job.pipeline_stages != 1 || job.servers == 0 || job.local_reduce || job.kv || job.workers < 2))
     return "--share-balance on moves rows of a slow worker's share to the others; it needs 2 or more workers, shard "
            "servers, one pipeline stage, no --local-reduce, and a training job";
-  if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.kv || job.local_reduce || job.servers == 0))
+  if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.local_reduce || job.servers == 0))
     return "--backup-workers closes a sync round without the slowest workers' gradients; it needs --mode sync, "
-           "shard servers, no --local-reduce, and a training job (a key-value job's programs keep their own rounds)";
+           "shard servers and no --local-reduce";
   if (job.backup_workers > 0 && static_cast<std::uint32_t>(job.backup_workers) >= job.workers)
     return "--backup-workers " + std::to_string(job.backup_workers) + " leaves no worker whose gradient a round waits "
            "for: use fewer than --workers (" + std::to_string(job.workers) + ")";

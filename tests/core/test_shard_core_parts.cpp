@@ -309,3 +309,48 @@ BOOST_AUTO_TEST_CASE(a_lent_value_keeps_what_it_held_while_updates_go_to_a_copy)
   BOOST_TEST(c.value(part_a).bytes() == now);
   BOOST_TEST(at(c, part_a) == 6.f);
 }
+
+// Note [Backup workers], for a user's loop: with one backup a part's round closes with two
+// of three pushes; the third, late, is dropped without an error, changes nothing, and its
+// sender goes on in the open round (its pull is answered at once).
+BOOST_AUTO_TEST_CASE(a_backup_worker_round_closes_without_the_slowest_push_and_drops_it) {
+  shard_config cfg = kv_config(sync_mode::sync, plain_sgd());
+  cfg.backup_workers = 1;
+  shard_core c(cfg);
+  c.start({0, 1, 2});
+  BOOST_REQUIRE(!c.define(part_a, "s:a", tensor({n})));
+  c.push_part(0, part_a, 0, filled(1.f));
+  c.push_part(1, part_a, 0, filled(2.f));
+  BOOST_TEST(c.version(part_a) == 1);  // two of three
+  BOOST_TEST(at(c, part_a) == -3.f);
+  const auto late = c.push_part(2, part_a, 0, filled(100.f));
+  BOOST_TEST(!late.error);
+  BOOST_TEST(late.version == 1);
+  BOOST_TEST(at(c, part_a) == -3.f);
+  BOOST_TEST(c.counters().late == 1);
+  BOOST_TEST((c.pull_part(2, part_a, 9).decision == shard_core::pull_decision::answer));
+  // Its next push belongs to the open round, with everyone else's.
+  c.push_part(2, part_a, 1, filled(4.f));
+  c.push_part(0, part_a, 1, filled(1.f));
+  BOOST_TEST(c.version(part_a) == 2);
+  BOOST_TEST(at(c, part_a) == -8.f);
+}
+
+// Note [Delay compensation], for a user's loop: a member's gradient of a part is
+// compensated for what moved since its pull of the whole part was answered. Two members,
+// momentum 0 (the user's lr 1 stands), lambda 0.5.
+BOOST_AUTO_TEST_CASE(dcasgd_compensates_a_part_for_what_moved_since_the_members_pull) {
+  shard_config cfg = kv_config(sync_mode::async, plain_sgd());
+  cfg.rule = async_rule::dcasgd;
+  cfg.dc_lambda = 0.5f;
+  shard_core dc(cfg), plain(kv_config(sync_mode::async, plain_sgd()));
+  for (auto* c : {&dc, &plain}) {
+    c->start({0, 1});
+    BOOST_REQUIRE(!c->define(part_a, "s:a", tensor({n})));
+    c->answered(0, part_a);               // member 0 holds the value 0
+    c->push_part(1, part_a, 0, filled(1.f));  // no pull of its own: as it is; value -1
+    c->push_part(0, part_a, 0, filled(2.f));  // 2 + 0.5 * 4 * (-1 - 0) = 0 with dcasgd
+  }
+  BOOST_TEST(at(dc, part_a) == -1.f);
+  BOOST_TEST(at(plain, part_a) == -3.f);
+}
