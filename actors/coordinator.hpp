@@ -41,7 +41,8 @@ using join_gate = std::function<std::optional<join_refusal>(const char* role, co
                                                             const std::string& node)>;
 
 // job must be prepared and valid (see prepare_job in core/job.hpp) and m must be
-// its model; data is used for evaluation only (none with simulated compute). The handle
+// its model; data is used for evaluation only (none with simulated compute). A
+// key-value job (job.kv) has neither: an empty model and no data. The handle
 // is the local one: run_request waits for the job's result. Publish it as a
 // coordinator_actor. resume: the job goes on from that checkpoint (Note [Resuming a job]).
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,

@@ -65,6 +65,7 @@ void restart_in_place(coord_pointer self, const fault& why) {
     j.promise.deliver(reason);
   }
   for (auto& [t, j] : st.shard_joins) j.promise.deliver(reason);
+  end_key_calls(self, reason);
   st.members.clear();
   st.shards.clear();
   st.member_joins.clear();

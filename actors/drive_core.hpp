@@ -1,7 +1,7 @@
-// drive_core: how a coordinator's shell calls its core (job_core, kv_job_core): the call
-// returns actions that the shell carries out; an exception that escapes the core becomes
-// the core's fail(compute_failed), so the job ends with a message instead of reaching CAF;
-// and, at the job's end, how both shells answer the processes waiting for it.
+// drive_core: how the coordinator's shell calls job_core: the call returns actions that
+// the shell carries out; an exception that escapes the core becomes the core's
+// fail(compute_failed), so the job ends with a message instead of reaching CAF; and, at
+// the job's end, how the shell answers the processes waiting for it.
 #pragma once
 
 #include <spdlog/spdlog.h>

@@ -28,8 +28,12 @@ std::string_view name_of(job_phase p) {
 job_core::job_core(job_spec job, const model& m, observability obs, time_point now)
     : job_(std::move(job)), layout_(m), num_params_(m.num_params()), last_progress_(now), last_tick_(now), last_watch_(now),
       ledger_(job_) {
-  if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
-  set_frame_bound(max_frame_bytes(job_, m));
+  if (job_.kv) {
+    registry_.emplace(job_.servers, job_.big_array_bound);  // Note [Jobs of keys]
+  } else {
+    if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
+    set_frame_bound(max_frame_bytes(job_, m));
+  }
   if (obs.metrics) m_ = obs.metrics->coordinator();
   // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters
   // missing up to s clocks of every other worker and push up to s clocks ahead, so
@@ -80,10 +84,15 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
   job_actions_list out;
   if (phase_ == job_phase::training) {
-    rejoin(t, out, now);
+    if (job_.kv)
+      admit_new_member(t, out);
+    else
+      rejoin(t, out, now);
     return out;
   }
-  if (phase_ != job_phase::admitting || pending_joins_.size() >= members(job_))
+  // A key-value job takes more members than it waits for (Note [Jobs of keys]); they are
+  // admitted once the shards have started.
+  if (!job_.kv && (phase_ != job_phase::admitting || pending_joins_.size() >= members(job_)))
     return {refuse{t,
                    {errc::cluster_full, "the job already has its " + std::to_string(members(job_)) + " workers" +
                                             (job_.pipeline_stages > 1 ? " (replicas x pipeline stages)" : "")}}};
@@ -127,7 +136,11 @@ void job_core::maybe_start(job_actions_list& out) {
   form_local_groups(out);
   membership m;
   m.clock = start_clock_;
-  for (std::uint32_t r = 0; r < members(job_); ++r) {
+  if (job_.kv) {  // every member that joined so far, whatever its rank
+    for (const auto& [r, t] : pending_joins_) m.workers.push_back(r);
+    started_members_ = static_cast<std::uint32_t>(members_.size());
+  }
+  for (std::uint32_t r = 0; !job_.kv && r < members(job_); ++r) {
     if (!pushes_to_shards(members_[r].group, r)) continue;
     m.workers.push_back(r);
     m.stages.push_back(r % job_.pipeline_stages);
@@ -172,9 +185,17 @@ job_actions_list job_core::shards_started(time_point now) {
   if (phase_ != job_phase::starting) return {};
   phase_ = job_phase::training;
   ledger_.start(now);
-  last_progress_ = last_checkpoint_request_ = now;
+  last_progress_ = last_checkpoint_request_ = started_at_ = now;
   job_actions_list out;
-  for (const auto& [rank, t] : pending_joins_) out.push_back(welcome_member{t, assignment(rank, start_clock_)});
+  for (const auto& [rank, t] : pending_joins_) {
+    if (!members_[rank].live) continue;
+    if (job_.kv && rank >= started_members_) {  // joined while the shards started: they do not know it yet
+      admitting_[rank] = t;
+      out.push_back(add_to_shards{rank, 0});
+      continue;
+    }
+    out.push_back(welcome_member{t, assignment(rank, start_clock_)});
+  }
   pending_joins_.clear();
   count_nodes();
   if (resume_)
@@ -206,6 +227,10 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
   member_assignment a = basic_assignment(job_, table_, rank, resume_clock);
   a.shard_hosts = shard_hosts_;
   a.shard_ports = shard_ports_;
+  if (job_.kv) {  // Note [Jobs of keys]: no model to place, and as many members as have joined
+    a.world = static_cast<std::uint32_t>(members_.size());
+    return a;
+  }
   const std::uint32_t k = job_.pipeline_stages, stage = rank % k;
   if (stage > 0) {
     a.prev_host = members_[rank - 1].host;
@@ -312,7 +337,9 @@ job_actions_list job_core::member_added(std::uint32_t rank, time_point) {
   if (it == admitting_.end() || phase_ == job_phase::finished) return {};
   const ticket t = it->second;
   admitting_.erase(it);
-  return {welcome_member{t, assignment(rank, members_[rank].clock)}};
+  job_actions_list out{welcome_member{t, assignment(rank, members_[rank].clock)}};
+  if (job_.kv) out.push_back(note{member_name(rank) + " joined the running job"});
+  return out;
 }
 
 void job_core::on_standby_down(ticket t) { std::erase(standby_, t); }

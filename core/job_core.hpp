@@ -1,10 +1,14 @@
-// The coordinator's logic, free of CAF: it admits shards and members (assigning shard
-// indices and member ranks), starts the job once everyone has joined, tracks the members'
-// clocks and epochs, closes each epoch (the shards' statistics, an evaluation, a summary),
-// replaces a lost worker with one that stands by or rejoins, applies the failure policy,
-// watches for stalls, and produces the job's result or error. The coordinator actor
-// (actors/coordinator.cpp) is its shell: it decodes messages into the calls below, names
-// each pending request with a ticket, and carries out the actions they return, in order.
+// The coordinator's logic for every kind of job, free of CAF: it admits shards and members
+// (assigning shard indices and member ranks), starts the job once everyone has joined,
+// tracks the members' clocks and epochs, closes each epoch (the shards' statistics, an
+// evaluation, a summary), replaces a lost worker with one that stands by or rejoins,
+// applies the failure policy, watches for stalls, and produces the job's result or error.
+// A key-value job (job.kv: users' own training loops, Note [Jobs of keys] in
+// core/job_keys.cpp) has no model: its members name their own keys, which the core's
+// registry places on the shards, and the job ends when every member has left. The
+// coordinator actor (actors/coordinator.cpp) is its shell: it decodes messages into the
+// calls below, names each pending request with a ticket, and carries out the actions
+// they return, in order.
 //
 // Failure policy: a dead worker is logged, counted and removed from every shard's
 // membership (sync rounds close without it, ssp bounds ignore it); the job goes on while
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -29,6 +34,8 @@
 #include "base/errc.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/job_ledger.hpp"
+#include "core/kv_layout.hpp"
+#include "core/kv_messages.hpp"
 #include "core/loss_record.hpp"
 #include "core/messages.hpp"
 #include "core/sample_deal.hpp"
@@ -90,6 +97,16 @@ struct record_loss { loss_record record; };
 // and shard stops with `restarting` and joins again; this core is finished, and the shell
 // makes the next from the checkpoint.
 struct restart { fault why; };
+// A key-value job (core/job_keys.cpp). The shards named in `layout`: define the key's
+// parts with their rows of `value`; once all acknowledged, defined(id), or
+// define_failed(id, why).
+struct define_on_shards { std::uint64_t id; kv_key_layout layout; tensor value; };
+// Answer the init or lookup with ticket t.
+struct answer_key { ticket t; kv_key_layout layout; };
+// Every shard: this optimizer; once all acknowledged, answer ok to t.
+struct set_optimizer_on_shards { ticket t; kv_set_optimizer opt; };
+// Answer these barrier tickets with ok.
+struct release { std::vector<ticket> tickets; };
 }  // namespace job_actions
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
@@ -98,7 +115,9 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::gather, job_actions::evaluate,
                                 job_actions::relay_group_id, job_actions::epoch_closed, job_actions::note,
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
-                                job_actions::record_loss, job_actions::restart, job_actions::finish>;
+                                job_actions::record_loss, job_actions::restart, job_actions::define_on_shards,
+                                job_actions::answer_key, job_actions::set_optimizer_on_shards, job_actions::release,
+                                job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table, the
@@ -115,7 +134,8 @@ class job_core {
  public:
   using time_point = job_clock::time_point;
 
-  // job must be prepared and valid (prepare_job), m its model.
+  // job must be prepared and valid (prepare_job), m its model (a key-value job's: none,
+  // an empty model).
   job_core(job_spec job, const model& m, observability obs, time_point now);
 
   // Before any join: the job goes on from a checkpoint (Note [Resuming a job]).
@@ -142,6 +162,16 @@ class job_core {
   job_actions_list on_snapshot(std::uint64_t gather, std::uint32_t shard, const params_reply& r);
   job_actions_list on_evaluated(const eval_reply& r);
 
+  // A key-value job's members (job_keys.cpp; the shell checked the sender's rank): the
+  // first init of a key defines it on its shards, every other init and lookup waits for
+  // that; the shards defined a key, or could not; the shards' optimizer; a barrier.
+  job_actions_list on_init(ticket t, const kv_init& r);
+  job_actions_list on_lookup(ticket t, const kv_lookup& r);
+  job_actions_list defined(std::uint64_t id);
+  job_actions_list define_failed(std::uint64_t id, const fault& why);
+  job_actions_list on_set_optimizer(ticket t, const kv_set_optimizer& r);
+  job_actions_list on_barrier(ticket t, std::uint32_t rank);
+
   // Checkpoints (job_durability.cpp): a shard's file of one is written, or not; the
   // shell's commit of one is done (error: why it failed).
   job_actions_list on_checkpoint_saved(const checkpoint_saved& s);
@@ -166,6 +196,8 @@ class job_core {
 
   job_phase phase() const { return phase_; }
   const job_spec& job() const { return job_; }
+  // A key-value job's keys (nullptr in a training job).
+  const kv_registry* registry() const { return registry_ ? &*registry_ : nullptr; }
   std::int64_t num_params() const { return num_params_; }
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shard_hosts_.size()); }
   // Who writes the files of a checkpoint: the shards, or with no shard servers the stages
@@ -244,6 +276,29 @@ class job_core {
   std::string redealt_account(const job_result& r) const;
   // A checkpoint could not be completed: warn and count, or end the job (checkpoints.fatal).
   void checkpoint_failed(std::int64_t step, const std::string& why, job_actions_list& out);
+
+  // A key-value job (job_keys.cpp): a join after the start takes a new rank (ranks are
+  // never reused: the shards keep per-rank state) and is admitted to the shards; a member
+  // that is done or lost leaves the shards, its staged init and the barrier; the job ends
+  // once no member is left.
+  void admit_new_member(ticket t, job_actions_list& out);
+  job_actions_list member_gone(std::uint32_t rank, bool lost, const std::string& why, time_point now);
+  void drop_staged(std::uint32_t rank);
+  void check_barrier(job_actions_list& out);
+  void maybe_finish_keys(job_actions_list& out, time_point now);
+  struct pending_define {
+    std::string name;
+    std::vector<ticket> waiting;  // inits and lookups answered once the shards hold the key
+  };
+  std::optional<kv_registry> registry_;
+  std::map<std::uint64_t, pending_define> defines_;  // by key id
+  // A first init sent in chunks (kv_init): the elements received so far, by (rank, key);
+  // they grow only with what a member sent, and go when it leaves or the key exists.
+  std::map<std::pair<std::uint32_t, std::string>, std::vector<float>> staged_;
+  std::set<std::uint32_t> at_barrier_;
+  std::vector<ticket> barrier_tickets_;
+  std::uint32_t started_members_ = 0;  // ranks below this are in the shards' start
+  time_point started_at_{};
 
   job_spec job_;
   key_table table_;

@@ -92,6 +92,7 @@ std::optional<fault> job_core::replicas_differ(const worker_epoch& r) {
 job_actions_list job_core::on_done(const worker_done& r, time_point now) {
   if (phase_ == job_phase::finished) return {};
   if (r.rank >= members_.size()) return {};
+  if (job_.kv) return member_gone(r.rank, false, "", now);  // Note [Jobs of keys]
   members_[r.rank].done = true;
   members_[r.rank].clock = r.clock;
   count_nodes();
@@ -124,6 +125,7 @@ job_actions_list job_core::on_group_id(std::uint32_t sender, const group_id& g) 
 job_actions_list job_core::on_member_down(std::uint32_t rank, const std::optional<fault>& reason,
                                           const std::string& why, time_point now) {
   if (phase_ == job_phase::finished || rank >= members_.size()) return {};
+  if (job_.kv) return member_gone(rank, true, why, now);  // Note [Jobs of keys]
   member& w = members_[rank];
   if (!w.live || w.done) return {};  // a finished member quits
   w.live = false;
@@ -193,7 +195,8 @@ job_actions_list job_core::on_tick(time_point now) {
   const auto gap = now - last_watch_;
   last_watch_ = now;
   if (gap > paused_gap) last_progress_ = std::min(now, last_progress_ + (gap - watch_interval));
-  if (now - last_progress_ > std::chrono::milliseconds(job_.stall_timeout_ms)) {
+  // A user's loop decides its own pace (Note [Jobs of keys]): no stall watchdog.
+  if (!job_.kv && now - last_progress_ > std::chrono::milliseconds(job_.stall_timeout_ms)) {
     std::string who;
     if (phase_ != job_phase::training) {
       who = std::to_string(shard_hosts_.size()) + " of " + std::to_string(job_.servers) + " shards and " +

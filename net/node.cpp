@@ -8,7 +8,6 @@
 #include <optional>
 #include <thread>
 
-#include "actors/kv_coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
@@ -147,17 +146,6 @@ int run_coordinator_node(const node_plan& plan, const job_spec& job, const model
   caf::actor_system& sys = node.sys();
   auto coordinator =
       spawn_coordinator(sys, job, m, std::move(data), std::move(cb), obs, gate_for(sys, plan), std::move(resume));
-  auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
-  if (!port) return conclude_before_teardown(node, port.error(), end);
-  on_listening(endpoint{plan.listen.host, *port});
-  return conclude_before_teardown(node, await_job(sys, coordinator), end);
-}
-
-int run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
-                            const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end) {
-  node_system node(plan);
-  caf::actor_system& sys = node.sys();
-  auto coordinator = spawn_kv_coordinator(sys, job, std::move(cb), gate_for(sys, plan));
   auto port = publish_role<coordinator_actor>(sys, coordinator, plan);
   if (!port) return conclude_before_teardown(node, port.error(), end);
   on_listening(endpoint{plan.listen.host, *port});

@@ -33,16 +33,12 @@ struct coordinator_end {
   std::function<int(int code)> if_stuck;
 };
 
-// job must be prepared (prepare_job) and m its model. on_listening gets the bound address.
-// Returns end.conclude's exit code.
+// job must be prepared (prepare_job) and m its model (a key-value job's: model::none(),
+// with no data). on_listening gets the bound address. Returns end.conclude's exit code.
 int run_coordinator_node(const node_plan& plan, const job_spec& job, const model& m,
                          std::shared_ptr<const dataset_split> data, job_callbacks cb, const observability& obs,
                          const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end,
                          std::optional<resume_point> resume = std::nullopt);
-
-// A key-value job's coordinator (job.kv): the members are users' training loops.
-int run_kv_coordinator_node(const node_plan& plan, const job_spec& job, job_callbacks cb,
-                            const std::function<void(const endpoint&)>& on_listening, const coordinator_end& end);
 
 // The job's tag for the same-host fast path (empty when the plan turns it off), after
 // removing the segments a crashed process of the job left behind.

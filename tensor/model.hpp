@@ -62,6 +62,9 @@ class model {
  public:
   // Builds the layers for a per-sample input shape (e.g. (1, 28, 28)) and class count.
   static expected<model> build(const model_spec& spec, const shape& sample_in, std::int64_t num_classes);
+  // No layers and no parameters: what a key-value job's coordinator holds, whose members
+  // bring their own models.
+  static model none() { return model(); }
 
   // Layers [first, last) of this model; blocks keep their names and global indices,
   // offsets are rebased onto the stage's own flat buffer.

@@ -103,7 +103,7 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
                 << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
                 << job.servers << " shards, " << name_of(job.mode) << std::endl;
     };
-    return run_kv_coordinator_node(plan, job, {}, listening, coordinator_end{conclude, if_stuck});
+    return run_coordinator_node(plan, job, model::none(), nullptr, {}, {}, listening, coordinator_end{conclude, if_stuck});
   }
   set_blas_threads(1);
   auto data = load_data(o.job.data, job.train.seed);

@@ -19,7 +19,7 @@
 #include <limits>
 #include <optional>
 
-#include "actors/kv_coordinator.hpp"
+#include "actors/coordinator.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
 #include "core/shared_slots.hpp"
@@ -55,7 +55,7 @@ struct kv_job {
     job.request_timeout_ms = 5000;
     job.compression = compression;
     job.pull_precision = pull_precision;
-    coordinator = spawn_kv_coordinator(*sys, job, {});
+    coordinator = spawn_coordinator(*sys, job, model::none(), nullptr, {});
     shard_server = spawn_shard_server(*sys, coordinator, "kv-test", timeout, {}, fast_path_tag, std::move(lanes));
     join_as_shard(shard_server, "", 0);
     member.emplace(*sys);

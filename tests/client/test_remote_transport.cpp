@@ -150,7 +150,7 @@ std::optional<fault> join_through_busy_connector(int refusals, std::shared_ptr<s
   job.workers = 1;
   job.servers = 1;
   job.request_timeout_ms = 5000;
-  auto coordinator = spawn_kv_coordinator(sys, job, {});
+  auto coordinator = spawn_coordinator(sys, job, model::none(), nullptr, {});
   auto shard = spawn_shard_server(sys, coordinator, "kv-test", std::chrono::seconds(5), {}, "");
   join_as_shard(shard, "127.0.0.1", 9);  // an address, so the member must connect
   kv::member_options o;

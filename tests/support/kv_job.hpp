@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/kv_coordinator.hpp"
+#include "actors/coordinator.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
 #include "client/kvstore.hpp"
@@ -41,7 +41,7 @@ struct job_fixture {
     job.request_timeout_ms = 5000;
     job.compression = compression;
     job.pull_precision = pull_precision;
-    coordinator = spawn_kv_coordinator(*sys, job, {});
+    coordinator = spawn_coordinator(*sys, job, model::none(), nullptr, {});
     for (std::uint32_t s = 0; s < servers; ++s) {
       shards.push_back(spawn_shard_server(*sys, coordinator, "kv-test", std::chrono::seconds(5), {}, tags.shard));
       join_as_shard(shards.back(), "", 0);

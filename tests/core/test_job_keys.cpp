@@ -1,4 +1,5 @@
-// Tests for core/kv_job_core.cpp, without CAF: a key-value job starts once its shards and
+// Tests for core/job_keys.cpp (Note [Jobs of keys]), without CAF: a key-value job, run by
+// the one job_core with an empty model, starts once its shards and
 // members joined; the first init of a key defines it on its shards and every other init
 // waits for that; a first init larger than one message arrives in chunks and is assembled
 // in order (a chunk out of order, or one after its member left, is refused; a chunk of a
@@ -6,18 +7,18 @@
 // ask for before the start, and a join while the shards start is admitted to them;
 // shapes that would overflow, NaN values and other shapes are refused; barriers wait for
 // the live members only; the job ends when every member has left.
-#define BOOST_TEST_MODULE kv_job_core
+#define BOOST_TEST_MODULE job_keys
 #include <boost/test/unit_test.hpp>
 
 #include <limits>
 #include <map>
 
-#include "core/kv_job_core.hpp"
+#include "core/job_core.hpp"
 #include "tests/support/actions.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
-using namespace troupe::kv_job_actions;
+using namespace troupe::job_actions;
 using test::all_of;
 using test::only;
 
@@ -37,17 +38,19 @@ job_spec kv_job(std::uint32_t workers, std::uint32_t shards, std::int64_t bound 
 }
 
 // Its core, running: every shard and member joined and the shards started.
-kv_job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
-  kv_job_core core(kv_job(workers, shards, bound), t0);
+job_core make(const job_spec& job) { return job_core(job, model::none(), {}, t0); }
+
+job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
+  job_core core = make(kv_job(workers, shards, bound));
   ticket t = 1;
   for (std::uint32_t s = 0; s < shards; ++s)
-    only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}));
-  kv_job_actions_list last;
+    only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}, t0));
+  job_actions_list last;
   for (std::uint32_t w = 0; w < workers; ++w)
-    last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1});
+    last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1}, t0);
   only<start_shards>(last);
   BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
-  BOOST_REQUIRE(core.current_phase() == kv_job_core::phase::running);
+  BOOST_REQUIRE(core.phase() == job_phase::training);
   return core;
 }
 
@@ -87,7 +90,7 @@ BOOST_AUTO_TEST_CASE(a_first_init_in_chunks_is_assembled_in_order) {
   BOOST_TEST(first.layout.parts.empty());  // send the next chunk
   BOOST_TEST(
       only<answer_key>(core.on_init(11, init_of(0, "i:5", {10, 100}, iota(400, 400), 400))).layout.parts.empty());
-  BOOST_TEST(core.registry().find("i:5") == nullptr);  // nothing is defined before the last chunk
+  BOOST_TEST(core.registry()->find("i:5") == nullptr);  // nothing is defined before the last chunk
   auto def = only<define_on_shards>(core.on_init(12, init_of(0, "i:5", {10, 100}, iota(200, 800), 800)));
   BOOST_TEST(test::same_bits(def.value, iota(1000)));
   BOOST_TEST(def.layout.dims == (std::vector<std::int64_t>{10, 100}));
@@ -124,13 +127,13 @@ BOOST_AUTO_TEST_CASE(two_members_staging_one_key_the_first_to_finish_wins) {
 BOOST_AUTO_TEST_CASE(a_member_that_leaves_drops_what_it_staged) {
   auto core = running(3);
   only<answer_key>(core.on_init(10, init_of(1, "s:e", {1000}, iota(500), 0)));
-  core.on_member_down(1, "killed", t0);
+  core.on_member_down(1, std::nullopt, "killed", t0);
   only<answer_key>(core.on_init(11, init_of(2, "s:f", {1000}, iota(500), 0)));
-  core.on_done(2, t0);
+  core.on_done(worker_done{2}, t0);
   // A late chunk (the shell refuses a dead member's messages first; the core holds nothing).
   BOOST_TEST(
       (only<refuse>(core.on_init(12, init_of(1, "s:e", {1000}, iota(500, 500), 500))).why.code == errc::malformed));
-  BOOST_TEST(core.registry().find("s:e") == nullptr);
+  BOOST_TEST(core.registry()->find("s:e") == nullptr);
 }
 
 BOOST_AUTO_TEST_CASE(bad_values_and_shapes_are_refused_naming_the_key) {
@@ -146,7 +149,7 @@ BOOST_AUTO_TEST_CASE(bad_values_and_shapes_are_refused_naming_the_key) {
   tensor nan = iota(4);
   nan.data<float>()[2] = std::numeric_limits<float>::quiet_NaN();
   BOOST_TEST((only<refuse>(core.on_init(15, init_of(0, "s:w", {4}, nan))).why.code == errc::not_finite));
-  BOOST_TEST(core.registry().size() == 0u);
+  BOOST_TEST(core.registry()->size() == 0u);
   auto missing = only<refuse>(core.on_lookup(16, kv_lookup{0, "s:nope"}));
   BOOST_TEST((missing.why.code == errc::no_such_key));
 }
@@ -155,24 +158,24 @@ BOOST_AUTO_TEST_CASE(a_barrier_waits_for_the_live_members_only) {
   auto core = running(3);
   BOOST_TEST(core.on_barrier(20, 0).empty());
   BOOST_TEST(core.on_barrier(21, 1).empty());
-  auto out = core.on_member_down(2, "killed", t0);
+  auto out = core.on_member_down(2, std::nullopt, "killed", t0);
   BOOST_TEST(only<release>(out).tickets == (std::vector<ticket>{20, 21}));
   BOOST_TEST(only<remove_from_shards>(out).rank == 2u);
 }
 
 BOOST_AUTO_TEST_CASE(the_job_ends_when_every_member_has_left) {
   auto core = running(2);
-  BOOST_TEST(all_of<finish>(core.on_done(0, t0)).empty());
-  auto end = only<finish>(core.on_done(1, t0));
+  BOOST_TEST(all_of<finish>(core.on_done(worker_done{0}, t0)).empty());
+  auto end = only<finish>(core.on_done(worker_done{1}, t0));
   BOOST_TEST(std::holds_alternative<job_result>(end.outcome));
-  BOOST_TEST((core.current_phase() == kv_job_core::phase::finished));
+  BOOST_TEST((core.phase() == job_phase::finished));
 }
 
 BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {
-  kv_job_core core(kv_job(3, 1), t0);
-  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
+  job_core core = make(kv_job(3, 1));
+  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}, t0));
   auto join = [&](ticket t, std::int32_t wanted) {
-    return core.on_member_join(t, worker_join{"job-kv", "h", 2, "", "", wanted});
+    return core.on_member_join(t, worker_join{"job-kv", "h", 2, "", "", wanted}, t0);
   };
   BOOST_TEST(only<assign_rank>(join(10, 2)).rank == 2u);  // launched worker 2 joins first
   BOOST_TEST(only<assign_rank>(join(11, 2)).rank == 0u);  // 2 is taken: the lowest free rank
@@ -188,20 +191,20 @@ BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {
   // After the start a join gets a new rank whatever it asks for: ranks are never reused.
   auto late = join(13, 0);
   BOOST_TEST(only<assign_rank>(late).rank == 3u);
-  BOOST_TEST(only<admit_to_shards>(late).rank == 3u);
+  BOOST_TEST(only<add_to_shards>(late).rank == 3u);
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_joins_while_the_shards_start_is_admitted_to_them) {
-  kv_job_core core(kv_job(1, 1), t0);
-  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}));
-  only<start_shards>(core.on_member_join(10, worker_join{"job-kv", "h", 2, "", "", 0}));
-  auto early = core.on_member_join(11, worker_join{"job-kv", "h", 2, "", "", -1});
+  job_core core = make(kv_job(1, 1));
+  only<welcome_shard>(core.on_shard_join(1, shard_join{"job-kv", "h", 1, ""}, t0));
+  only<start_shards>(core.on_member_join(10, worker_join{"job-kv", "h", 2, "", "", 0}, t0));
+  auto early = core.on_member_join(11, worker_join{"job-kv", "h", 2, "", "", -1}, t0);
   BOOST_TEST(only<assign_rank>(early).rank == 1u);
   BOOST_TEST(all_of<welcome_member>(early).empty());
   auto started = core.shards_started(t0);
   BOOST_TEST(only<welcome_member>(started).t == 10u);
-  BOOST_TEST(only<admit_to_shards>(started).rank == 1u);  // the shards' start named rank 0 only
-  auto added = core.member_added(1);
+  BOOST_TEST(only<add_to_shards>(started).rank == 1u);  // the shards' start named rank 0 only
+  auto added = core.member_added(1, t0);
   BOOST_TEST(only<welcome_member>(added).t == 11u);
   BOOST_TEST(only<welcome_member>(added).assignment.rank == 1u);
 }
