@@ -85,7 +85,7 @@ void commit(coord_pointer self, const job_actions::commit_checkpoint& c) {
   auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
   st.committer->post([=, job = core.job(), params = core.num_params()] {
     const auto t0 = std::chrono::steady_clock::now();
-    auto error = commit_job_checkpoint(store, job, params, c.step, c.shards);
+    auto error = commit_job_checkpoint(store, job, params, c.step, c.shards, c.keys);
     if (!error)
       spdlog::info("coordinator: checkpoint {} complete in {} ({:.1f} ms to commit)", c.step, job.checkpoints.dir,
                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());

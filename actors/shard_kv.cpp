@@ -127,6 +127,11 @@ std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_p
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   self->state.index = w.index;
   self->state.core = std::make_unique<shard_core>(kv_shard_config(w));
+  if (auto why = plan_checkpoints(self, w)) {
+    spdlog::error("shard {}: {}", w.index, *why);
+    self->quit(make_error(errc::bad_job, *why));
+    return;
+  }
   self->state.compression = w.job.compression;
   self->state.pull_precision = w.job.pull_precision;
   if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
@@ -264,6 +269,7 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
     st.m->updates->Increment(0);
     st.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
   }
+  maybe_checkpoint(self);
   if (failed) {
     if (st.m) st.m->rejected(to_string(failed->code))->Increment();
     return refuse(*failed);
@@ -323,6 +329,7 @@ void kv_member_left(shard_pointer self, std::uint32_t rank) {
   self->state.core->member_left(rank);
   self->state.collectives.member_left(rank);
   settle_kv(self);
+  maybe_checkpoint(self);
 }
 
 bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp) {

@@ -141,10 +141,6 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
                                                " members but " + std::to_string(s.identities.size()) + " identities");
         for (std::size_t i = 0; i < s.identities.size(); ++i)
           record_member(self, s.members.workers[i], std::move(s.identities[i]));
-        if (serves_kv(self)) {
-          kv_members_start(self, s.members.workers);
-          return caf::ok_atom::value;
-        }
         if (auto why = restore_checkpoint(self)) {
           spdlog::error("shard {}: {}", self->state.index, *why);
           // Answered before the shard stops, so the job's error says why.
@@ -152,6 +148,10 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
           rp.deliver(make_error(errc::checkpoint_failed, *why));
           self->quit(make_error(errc::checkpoint_failed, *why));
           return rp;
+        }
+        if (serves_kv(self)) {
+          kv_members_start(self, s.members.workers);
+          return caf::ok_atom::value;
         }
         if (self->state.core->config().mode == sync_mode::sync && s.members.clock != self->state.core->version())
           return make_error(errc::bad_job, "a sync start at clock " + std::to_string(s.members.clock) +

@@ -63,6 +63,9 @@ class kv_transport {
   virtual std::uint32_t workers() const = 0;
   virtual sync_mode mode() const = 0;
   virtual std::uint32_t shards() const = 0;
+  // The step of the checkpoint a resumed job goes on from (Note [Key-value checkpoints]);
+  // 0 for a fresh job.
+  virtual std::int64_t resumed_step() const { return 0; }
   // Blocks until key `name` exists on its shards, defining it with `initial` when this is
   // the job's first init of it; the key's layout, or why not.
   virtual or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,

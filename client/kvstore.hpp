@@ -178,6 +178,11 @@ class kvstore {
 
   std::uint32_t rank() const;
   std::uint32_t num_workers() const;
+  // The step a resumed job goes on from (--resume, or launch restarting it from its newest
+  // checkpoint): the keys' rounds its checkpoint holds, so a loop that counts its steps as
+  // rounds of its keys continues from there (Note [Key-value checkpoints] in
+  // core/kv_checkpoint.hpp); 0 for a fresh job.
+  std::int64_t resumed_step() const;
   std::string type() const;  // local | dist_sync | dist_async | dist_ssp
   std::string mode() const;  // sync | async | ssp
   // Updates the shards applied to `k` between the pull this worker's last push of it was

@@ -98,6 +98,7 @@ class remote_transport final : public kv_transport {
   std::uint32_t workers() const override { return place_.world; }
   sync_mode mode() const override { return place_.job.mode; }
   std::uint32_t shards() const override { return place_.job.servers; }
+  std::int64_t resumed_step() const override { return place_.resume_clock; }
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {

@@ -193,16 +193,20 @@ std::optional<std::string> validate(const job_spec& job) {
            std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
   if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
   if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
-  if (!job.checkpoints.dir.empty() && (job.kv || job.simulate_compute_ms > 0))
+  if (!job.checkpoints.dir.empty() && job.simulate_compute_ms > 0)
     return "--checkpoint-dir keeps the parameters and the optimizer's state of a training job; it needs real "
-           "compute (no --simulate-compute), and a key-value job's programs keep their own";
+           "compute (no --simulate-compute)";
+  if (!job.checkpoints.dir.empty() && job.kv && (job.checkpoints.every < 1 || job.checkpoints.seconds > 0.0))
+    return "--checkpoint-dir in a key-value job (launch ... -- COMMAND) needs --checkpoint-every N: its programs' "
+           "keys are checkpointed every N rounds (it has no epochs, and --checkpoint-seconds is for training jobs)";
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.checkpoints.queue < 1) return "--checkpoint-queue must be at least 1 (checkpoints waiting for the disk)";
   if (job.checkpoints.on_shard_loss == shard_loss::recover && (job.servers == 0 || job.kv))
-    return "--on-shard-loss recover restarts a training job from its newest checkpoint once a replacement shard "
-           "server has joined; this job has no shard servers to lose (or is a key-value job); leave it out";
+    return "--on-shard-loss recover restarts a training job in place from its newest checkpoint once a replacement "
+           "shard server has joined; this job has no shard servers to lose (or is a key-value job, which goes on "
+           "from its newest checkpoint with launch --max-restarts or --resume); leave it out";
   if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
   if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
   if (!(job.straggler_factor == 0.0 || (job.straggler_factor >= 1.0 && std::isfinite(job.straggler_factor))))

@@ -4,18 +4,21 @@
 
 #include <algorithm>
 
+#include "core/kv_checkpoint.hpp"
 #include "core/residual_checkpoint.hpp"
 #include "tensor/tensor_file.hpp"
 
 namespace troupe {
 
 checkpoint_identity identity_of(const job_spec& job, std::int64_t num_params) {
+  if (job.kv) return {job.job_id, key_value_model, 0, "the shards'"};  // Note [Key-value checkpoints]
   return {job.job_id, job.train.model, num_params, std::string(name_of(job.train.optimizer.kind))};
 }
 
 std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, const job_spec& job,
                                                  std::int64_t num_params, std::int64_t step,
-                                                 const std::vector<checkpoint_saved>& shards) {
+                                                 const std::vector<checkpoint_saved>& shards,
+                                                 const std::vector<kv_key_layout>& keys) {
   auto dir = store.begin(step);
   if (!dir) return dir.error().message;
   auto sorted = shards;
@@ -47,7 +50,9 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
                                 {"shard_files", files},
                                 {"shard_versions", versions},
                                 {"member_files", residuals}};
-  if (auto why = write_tensor_file(*dir / job_state_file, job_state_kind, state, {})) return why;
+  nlohmann::json with_keys = state;
+  if (job.kv) with_keys["keys"] = keys_to_json(keys);  // Note [Key-value checkpoints]
+  if (auto why = write_tensor_file(*dir / job_state_file, job_state_kind, with_keys, {})) return why;
   return store.commit(step, names, {{"job_id", job.job_id}, {"model", job.train.model}, {"shard_versions", versions}});
 }
 
@@ -79,6 +84,11 @@ std::optional<std::string> check_file(const std::filesystem::path& file, const c
     auto f = read_tensor_file(file, job_state_kind);
     if (!f) return f.error().message;
     if (auto wrong = id.mismatch(f->meta.value("identity", nlohmann::json()))) return file.string() + ": " + *wrong;
+    return std::nullopt;
+  }
+  if (name.rfind("kv-shard-", 0) == 0) {  // Note [Key-value checkpoints]
+    auto s = read_kv_shard_image(file, id);
+    if (!s) return s.error().message;
     return std::nullopt;
   }
   // A shard's file, or a stage's (Note [Members' checkpoints] in core/member_checkpoint.cpp):
@@ -150,6 +160,37 @@ expected<checkpointed_model> read_checkpointed_model(const std::filesystem::path
   return out;
 }
 
+namespace {
+
+// Note [Key-value checkpoints]: a key-value job goes on from the step itself, on as many
+// shard servers, with the keys every shard's file holds whole.
+expected<resume_point> resume_keys(const job_spec& job, const checkpoint_store::found& found, const tensor_file& state,
+                                   resume_point r) {
+  const std::string where = (found.dir / job_state_file).string() + ": ";
+  r.clock = r.step;
+  if (r.shards.files.size() != job.servers)
+    return failure{where + "it was taken on " + std::to_string(r.shards.files.size()) +
+                   " shard servers; a key-value job resumes on as many: start it with --servers " +
+                   std::to_string(r.shards.files.size())};
+  auto keys = keys_from_json(state.meta.value("keys", nlohmann::json::array()));
+  if (!keys) return failure{where + keys.error().message};
+  std::vector<std::vector<kv_part_id>> parts;
+  for (const auto& f : r.shards.files) {
+    auto image = read_kv_shard_image(found.dir / f, identity_of(job, 0));
+    if (!image) return image.error();
+    auto& held = parts.emplace_back();
+    for (const auto& p : image->parts) held.push_back(p.id);
+  }
+  r.keys = keys_held_whole(*keys, parts);
+  if (auto restored = kv_registry::restore(job.servers, job.big_array_bound, r.keys); !restored)
+    return failure{where + restored.error().message};
+  r.shards.dir = found.dir.string();
+  r.shards.clock = r.clock;
+  return r;
+}
+
+}  // namespace
+
 expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params) {
   auto good = newest_good(dir, identity_of(job, num_params));
   if (!good) return good.error();
@@ -159,6 +200,14 @@ expected<resume_point> find_resume(const std::filesystem::path& dir, const job_s
   r.skipped = found.skipped;
   const auto& m = state.meta;
   const std::string where = (found.dir / job_state_file).string() + ": ";
+  if (job.kv) {
+    try {
+      for (const auto& f : m.at("shard_files")) r.shards.files.push_back(f.get<std::string>());
+    } catch (const nlohmann::json::exception&) {
+      return failure{where + "its description is not a job's state"};
+    }
+    return resume_keys(job, found, state, std::move(r));
+  }
   try {
     r.clock = resume_clock(job, r.step, m.at("workers").get<std::int64_t>(), m.at("batch_size").get<std::int64_t>(),
                            m.at("steps_per_epoch").get<std::int64_t>());

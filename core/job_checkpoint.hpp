@@ -39,6 +39,7 @@
 #include "base/expected.hpp"
 #include "core/checkpoint_store.hpp"
 #include "core/job.hpp"
+#include "core/kv_layout.hpp"
 #include "core/messages.hpp"
 #include "core/shard_checkpoint.hpp"
 
@@ -47,15 +48,18 @@ namespace troupe {
 inline constexpr const char* job_state_kind = "troupe-job-state";
 inline constexpr const char* job_state_file = "job.tf";
 
-// What every file of this job's checkpoints carries (the job id must be set).
+// What every file of this job's checkpoints carries (the job id must be set); a key-value
+// job's name this model and no parameters (Note [Key-value checkpoints]).
+inline constexpr const char* key_value_model = "key-value";
 checkpoint_identity identity_of(const job_spec& job, std::int64_t num_params);
 
-// Completes checkpoint `step` of the job in `store`: job.tf, then the manifest naming it,
-// the shards' files, with their versions, and the members' residual files there are.
-// Why not.
+// Completes checkpoint `step` of the job in `store`: job.tf (with a key-value job's keys),
+// then the manifest naming it, the shards' files, with their versions, and the members'
+// residual files there are. Why not.
 std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, const job_spec& job,
                                                  std::int64_t num_params, std::int64_t step,
-                                                 const std::vector<checkpoint_saved>& shards);
+                                                 const std::vector<checkpoint_saved>& shards,
+                                                 const std::vector<kv_key_layout>& keys = {});
 
 // The job id of the newest complete checkpoint in dir (a resumed job takes it); why none.
 expected<std::string> checkpointed_job_id(const std::filesystem::path& dir);
@@ -68,10 +72,13 @@ struct resume_point {
   // The steps of the lost run this one repeats, when a record says (Note [Steps replayed]
   // in core/loss_record.hpp); the caller fills it in.
   std::optional<std::int64_t> steps_replayed;
+  // A key-value job: the keys it goes on with (Note [Key-value checkpoints]).
+  std::vector<kv_key_layout> keys;
 };
 
 // Where `job` (prepared, its id the checkpoint's) resumes from the newest good checkpoint
-// in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end.
+// in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end;
+// a key-value job's taken on another number of shard servers.
 expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params);
 
 // The whole model of the newest good checkpoint in dir (`troupe export`): its parameters

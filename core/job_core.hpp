@@ -84,8 +84,8 @@ struct note { std::string text; };
 // [Residuals in checkpoints] in core/residual_checkpoint.hpp).
 struct request_checkpoint { std::int64_t step; std::vector<std::uint32_t> members; };
 // Complete checkpoint `step` with the shards' files (commit_job_checkpoint); answer with
-// checkpoint_committed.
-struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shards; };
+// checkpoint_committed. A key-value job's keys go in its state (Note [Key-value checkpoints]).
+struct commit_checkpoint { std::int64_t step; std::vector<checkpoint_saved> shards; std::vector<kv_key_layout> keys; };
 // The job is over: answer every run request with this and stop every member and shard
 // (with the fault as the reason, so remote nodes can tell, or normally).
 struct finish { std::variant<job_result, fault> outcome; };

@@ -16,6 +16,11 @@ void job_core::resume_from(const resume_point& r) {
                "job_core::resume_from after the first join");
   resume_ = r;
   start_clock_ = r.clock;
+  if (job_.kv) {  // Note [Key-value checkpoints]: its keys as the checkpoint holds them
+    auto keys = kv_registry::restore(job_.servers, job_.big_array_bound, r.keys);
+    TROUPE_CHECK(keys.has_value(), "job_core::resume_from: " + (keys ? std::string() : keys.error().message));
+    registry_ = std::move(*keys);
+  }
   const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch(job_));
   epochs_closed_ = static_cast<std::int32_t>(std::min<std::int64_t>(job_.train.epochs, r.clock / spe));
   ledger_.resumed(r.step, r.clock, r.steps_replayed);
@@ -39,7 +44,8 @@ job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
   else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit
     checkpoint_failed(s.step, (job_.servers > 0 ? "shard " : "stage ") + std::to_string(s.shard) + ": " + s.error, out);
   if (c.saved.size() + c.failed < checkpoint_writers()) return out;
-  if (c.failed == 0) out.push_back(commit_checkpoint{s.step, std::move(c.saved)});
+  if (c.failed == 0)
+    out.push_back(commit_checkpoint{s.step, std::move(c.saved), registry_ ? registry_->keys() : std::vector<kv_key_layout>{}});
   checkpoints_.erase(s.step);
   return out;
 }

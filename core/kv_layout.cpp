@@ -74,7 +74,35 @@ const kv_key_layout* kv_registry::find(const std::string& name) const {
   return it == by_name_.end() ? nullptr : &keys_[it->second];
 }
 
-const kv_key_layout* kv_registry::find(std::uint32_t id) const { return id < keys_.size() ? &keys_[id] : nullptr; }
+const kv_key_layout* kv_registry::find(std::uint32_t id) const {
+  return id < keys_.size() && !keys_[id].name.empty() ? &keys_[id] : nullptr;
+}
+
+std::vector<kv_key_layout> kv_registry::keys() const {
+  std::vector<kv_key_layout> out;
+  for (const auto& k : keys_)
+    if (!k.name.empty()) out.push_back(k);
+  return out;
+}
+
+expected<kv_registry> kv_registry::restore(std::uint32_t shards, std::int64_t bound, std::vector<kv_key_layout> keys) {
+  kv_registry r(shards, bound);
+  for (auto& k : keys) {
+    const std::string shown = "key " + kv_key_display(k.name);
+    if (k.name.empty() || r.by_name_.count(k.name) || (k.id < r.keys_.size() && !r.keys_[k.id].name.empty()))
+      return failure{shown + " (id " + std::to_string(k.id) + ") is named twice or has no name"};
+    for (const auto& p : k.parts) {
+      if (p.shard >= r.shard_numel_.size())
+        return failure{shown + " has a part on shard " + std::to_string(p.shard) + ", but the job has " +
+                       std::to_string(r.shard_numel_.size()) + " shards"};
+      r.shard_numel_[p.shard] += p.numel;
+    }
+    if (r.keys_.size() <= k.id) r.keys_.resize(k.id + 1);
+    r.by_name_[k.name] = k.id;
+    r.keys_[k.id] = std::move(k);
+  }
+  return r;
+}
 
 kv_registry::init_outcome kv_registry::init(const std::string& name, const std::vector<std::int64_t>& dims) {
   init_outcome out;

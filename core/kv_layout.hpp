@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/errc.hpp"
+#include "base/expected.hpp"
 
 namespace troupe {
 
@@ -79,13 +80,20 @@ class kv_registry {
 
   const kv_key_layout* find(const std::string& name) const;
   const kv_key_layout* find(std::uint32_t id) const;
-  std::size_t size() const { return keys_.size(); }
+  std::size_t size() const { return by_name_.size(); }
+  // Every key, by id.
+  std::vector<kv_key_layout> keys() const;
+  // A registry that holds exactly `keys` (a resumed job's, Note [Key-value checkpoints] in
+  // core/kv_checkpoint.hpp), with their ids and placements; ids it does not hold stay
+  // unused, and keys defined later take ids after the highest. Why not, when a key is
+  // malformed (a part on a shard the job does not have, a name or an id twice).
+  static expected<kv_registry> restore(std::uint32_t shards, std::int64_t bound, std::vector<kv_key_layout> keys);
   const std::vector<std::int64_t>& shard_numel() const { return shard_numel_; }
 
  private:
   std::int64_t bound_;
   std::vector<std::int64_t> shard_numel_;
-  std::vector<kv_key_layout> keys_;  // by id
+  std::vector<kv_key_layout> keys_;  // by id; a restored registry's unused ids hold no name
   std::map<std::string, std::uint32_t> by_name_;
 };
 

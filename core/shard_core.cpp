@@ -56,7 +56,8 @@ shard_core::part_state& shard_core::new_part(kv_part_id id, tensor value, std::u
 void shard_core::start(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& stages,
                        std::int64_t clock) {
   for (const auto& [id, p] : parts_)
-    TROUPE_CHECK(cfg_.mode != sync_mode::sync || clock == p.version, "a sync shard starts its members at its version");
+    TROUPE_CHECK(!training_ || cfg_.mode != sync_mode::sync || clock == p.version,
+                 "a sync shard starts its members at its version");
   members_.clear();
   for (std::size_t i = 0; i < members.size(); ++i) {
     const std::uint32_t stage = i < stages.size() ? stages[i] : 0;
@@ -65,8 +66,10 @@ void shard_core::start(const std::vector<std::uint32_t>& members, const std::vec
       if (!parts_.count(stage_part(stage))) continue;  // its stage keeps nothing here: it never pushes or pulls
     }
     members_[members[i]] = member{true, stage};
-    for (auto& [id, p] : parts_)
-      if (p.stage == stage) p.pushers[members[i]] = pusher{clock, clock};
+    for (auto& [id, p] : parts_) {
+      const std::int64_t at = training_ ? clock : p.version;  // a restored key part goes on from its rounds
+      if (p.stage == stage) p.pushers[members[i]] = pusher{at, at};
+    }
   }
   started_ = true;
 }

@@ -51,6 +51,7 @@
 #include "base/errc.hpp"
 #include "core/job.hpp"
 #include "core/key_table.hpp"
+#include "core/kv_checkpoint.hpp"
 #include "core/kv_layout.hpp"
 #include "core/lendable_tensor.hpp"
 #include "core/shard_checkpoint.hpp"
@@ -140,8 +141,9 @@ class shard_core {
   explicit shard_core(shard_config cfg);
 
   // Sets the live members, all at `clock` (a resumed job's; in sync it must be the
-  // version), with each one's pipeline stage (default 0). Members of a stage with no part
-  // here are left out. Until then pushes and pulls are refused.
+  // version; a key-value job's members start at each part's version), with each one's
+  // pipeline stage (default 0). Members of a stage with no part here are left out. Until
+  // then pushes and pulls are refused.
   void start(const std::vector<std::uint32_t>& members, const std::vector<std::uint32_t>& stages = {},
              std::int64_t clock = 0);
   bool started() const { return started_; }
@@ -178,8 +180,13 @@ class shard_core {
   void request_checkpoint(std::int64_t step);
   // Note [Checkpoint steps]: the step whose checkpoint the last call made due, once.
   std::optional<std::int64_t> take_checkpoint_due() { return std::exchange(checkpoint_due_, std::nullopt); }
-  // A copy of the state for checkpoint `step` (a training job's shard).
+  // A copy of the state for checkpoint `step`: a training job's shard's buffer, or a
+  // key-value job's parts (Note [Key-value checkpoints] in core/kv_checkpoint.hpp).
   shard_image image(std::int64_t step) const;
+  kv_shard_image parts_image(std::int64_t step) const;
+  // A key-value job's shard, before the start: its parts, their optimizer state and
+  // versions, and the shards' optimizer, as a checkpoint holds them. Why not.
+  std::optional<std::string> restore_parts(const kv_shard_image& s);
 
   struct push_outcome {
     std::optional<fault> error;

@@ -94,11 +94,50 @@ shard_image shard_core::image(std::int64_t step) const {
   return s;
 }
 
+kv_shard_image shard_core::parts_image(std::int64_t step) const {
+  TROUPE_CHECK(!training_, "parts_image: a training job's shard keeps a buffer image");
+  kv_shard_image s;
+  s.shard = cfg_.index;
+  s.step = step;
+  s.has_optimizer = cfg_.has_optimizer;
+  s.optimizer = cfg_.optimizer;
+  s.schedule = cfg_.schedule;
+  for (const auto& [id, p] : parts_) {
+    kv_part_image part{id, p.key, p.version, 0, p.value.get(), {}, {}};
+    if (p.opt) {
+      part.optimizer_steps = p.opt->steps();
+      part.slot1 = p.opt->slot(0);
+      if (!p.opt->slot(1).empty()) part.slot2 = p.opt->slot(1);
+    }
+    s.parts.push_back(std::move(part));
+  }
+  return s;
+}
+
+std::optional<std::string> shard_core::restore_parts(const kv_shard_image& s) {
+  TROUPE_CHECK(!started_ && !training_, "restore_parts: a key-value job's shard, before its start");
+  set_optimizer(s.has_optimizer ? std::optional<kv_optimizer>(kv_optimizer{s.optimizer, s.schedule}) : std::nullopt);
+  for (const auto& image : s.parts) {
+    if (auto e = define(image.id, image.key, image.value)) return "part " + std::to_string(image.id) + ": " + e->detail;
+    part_state& p = parts_.at(image.id);
+    p.version = image.version;
+    if (p.opt)
+      if (auto wrong = p.opt->restore(image.optimizer_steps, image.slot1, image.slot2))
+        return "part " + std::to_string(image.id) + " of key " + kv_key_display(image.key) + ": " + *wrong;
+  }
+  last_checkpoint_ = s.step;
+  return std::nullopt;
+}
+
 std::int64_t shard_core::reached() const {
   std::int64_t r = 0;
   bool any = false;
   for (const auto& [id, p] : parts_) {
     if (live_pushers(p.stage) == 0) continue;
+    // Note [Key-value checkpoints]: a key nobody has pushed does not hold checkpoints back.
+    const bool pushed = p.version > 0 || std::any_of(p.pushers.begin(), p.pushers.end(),
+                                                     [](const auto& q) { return q.second.next > q.second.from_round; });
+    if (!training_ && !pushed) continue;
     const std::int64_t here = cfg_.mode == sync_mode::sync ? p.version : slowest(p);
     r = any ? std::min(r, here) : here;
     any = true;

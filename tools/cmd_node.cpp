@@ -90,10 +90,16 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     }
   }
   if (job.kv) {
+    auto resume = resume_point_for(job, model::none(), o.job.resume);  // Note [Key-value checkpoints]
+    if (!resume) {
+      print_error(resume.error().message);
+      return exit_failed;
+    }
     const auto conclude = [](caf::expected<job_result>& result) {
       if (!result) {
         print_error(troupe::describe(result.error()));
-        return exit_failed;
+        const auto code = troupe_code(result.error());
+        return code && is_node_loss(*code) ? exit_node_lost : exit_failed;  // launch restarts those
       }
       print_kv_job_result(*result);
       return exit_ok;
@@ -103,7 +109,8 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
                 << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
                 << job.servers << " shards, " << name_of(job.mode) << std::endl;
     };
-    return run_coordinator_node(plan, job, model::none(), nullptr, {}, {}, listening, coordinator_end{conclude, if_stuck});
+    return run_coordinator_node(plan, job, model::none(), nullptr, {}, obs, listening,
+                                coordinator_end{conclude, if_stuck}, *resume);
   }
   set_blas_threads(1);
   auto data = load_data(o.job.data, job.train.seed);

@@ -165,6 +165,7 @@ PYBIND11_MODULE(_troupe, m) {
            })
       .def_property_readonly("rank", &kv::kvstore::rank)
       .def_property_readonly("num_workers", &kv::kvstore::num_workers)
+      .def_property_readonly("resumed_step", &kv::kvstore::resumed_step)
       .def_property_readonly("type", &kv::kvstore::type)
       .def_property_readonly("mode", &kv::kvstore::mode)
       .def("staleness", &kv::kvstore::staleness)

@@ -234,6 +234,14 @@ class KVStore:
         return self._s.num_workers
 
     @property
+    def resumed_step(self):
+        """The step a resumed job goes on from (launched with --resume, or restarted by
+        launch from its newest checkpoint): the rounds of its keys that the checkpoint
+        holds, whose values and optimizer state the shards restored. A loop that counts a
+        step as one push of each key starts its count there; 0 for a fresh job."""
+        return self._s.resumed_step
+
+    @property
     def type(self):
         return self._s.type
 

@@ -51,14 +51,16 @@ def _named(params):
 
 def broadcast_parameters(model_or_params, kv, prefix=""):
     """Makes every worker start from rank 0's parameters: rank 0 initialises the keys, the
-    others wait at a barrier and pull them into their tensors."""
+    others wait at a barrier and pull them into their tensors. In a resumed job (the
+    store's resumed_step) the keys hold the checkpoint's values, which every worker,
+    rank 0 too, pulls."""
     named = _named(model_or_params.named_parameters() if hasattr(model_or_params, "named_parameters")
                    else model_or_params)
     if kv.rank == 0:
         for name, p in named:
             kv.init(prefix + name, p.data)
     kv.barrier()
-    if kv.rank != 0:
+    if kv.rank != 0 or getattr(kv, "resumed_step", 0) > 0:
         for name, p in named:
             kv.init(prefix + name, p.data)
         for name, p in named:

@@ -1,0 +1,122 @@
+"""Checkpoints of a user's own loop (`troupe launch --local --checkpoint-dir DIR
+--checkpoint-every N -- python3 SCRIPT`, Note [Key-value checkpoints] in
+core/kv_checkpoint.hpp): the shards keep every key's values, the shards' optimizer and its
+momentum, and a run resumed from them (--resume DIR) that goes on from kv.resumed_step
+ends bitwise where an uninterrupted run does; a shard server killed mid-run ends the
+attempt, and launch --max-restarts starts the job again from the newest checkpoint; a
+resume on another number of shard servers, and a key-value job's checkpoint flags without
+--checkpoint-every, are refused saying what to do."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+TROUPE = os.environ.get("TROUPE_BIN", "troupe")
+
+# Two keys, momentum SGD on the shards; each step pushes seeded gradients of every key and
+# pulls them, counting its steps from kv.resumed_step. Prints the final bits.
+LOOP = """
+    import sys, numpy as np, troupe
+    kv = troupe.kv.create('dist_sync')
+    w, b = np.zeros((8, 4), np.float32), np.zeros(3, np.float32)
+    kv.init('w', w)
+    kv.init('b', b)
+    kv.set_optimizer(lr=0.05, momentum=0.9)
+    steps = int(sys.argv[1])
+    for step in range(kv.resumed_step, steps):
+        g = np.random.default_rng(1000 * step + kv.rank)
+        kv.push('w', g.standard_normal((8, 4)).astype(np.float32))
+        kv.push('b', g.standard_normal(3).astype(np.float32))
+        kv.wait(kv.pull('w', out=w))
+        kv.wait(kv.pull('b', out=b))
+        PAUSE
+    print('RESULT', kv.rank, kv.resumed_step, w.tobytes().hex() + b.tobytes().hex(), flush=True)
+    kv.close()
+"""
+
+
+def launch(tmp_path, steps, *flags, pause="pass", servers=2, job="job", timeout=240, wait=True):
+    path = tmp_path / "loop.py"
+    path.write_text(textwrap.dedent(LOOP).replace("PAUSE", pause))
+    cmd = [TROUPE, "launch", "--local", "--workers", "2", "--servers", str(servers), "--metrics", "off", "--mode",
+           "sync", "--job-dir", str(tmp_path / job), *flags, "--", sys.executable, str(path), str(steps)]
+    if not wait:
+        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ)
+
+
+def results(p_stderr):
+    return sorted(line.split()[-3:] for line in p_stderr.splitlines() if "RESULT" in line)
+
+
+def test_a_resumed_loop_ends_bitwise_where_an_uninterrupted_one_does(tmp_path):
+    whole = launch(tmp_path, 12, job="whole")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    expected = results(whole.stderr)
+    assert [r[:2] for r in expected] == [["0", "0"], ["1", "0"]]
+    assert expected[0][2] == expected[1][2]
+    ckpt = tmp_path / "ckpt"
+    first = launch(tmp_path, 10, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "4", job="first")
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert sorted(d for d in os.listdir(ckpt) if d.startswith("ckpt-")) == ["ckpt-000000000004", "ckpt-000000000008"]
+    resumed = launch(tmp_path, 12, "--resume", str(ckpt), job="resumed")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    got = results(resumed.stderr)
+    # Both workers went on from step 8 and ended with the uninterrupted run's bits: the
+    # values, the momentum and the rounds all came back.
+    assert [r[:2] for r in got] == [["0", "8"], ["1", "8"]], resumed.stderr[-3000:]
+    assert [r[2] for r in got] == [r[2] for r in expected]
+
+
+def test_a_resume_on_another_number_of_shard_servers_is_refused(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    first = launch(tmp_path, 4, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "2", job="first")
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = launch(tmp_path, 6, "--resume", str(ckpt), servers=3, job="again")
+    assert again.returncode != 0
+    assert "resumes on as many: start it with --servers 2" in again.stderr, again.stderr[-3000:]
+
+
+def test_checkpoints_of_a_key_value_job_need_checkpoint_every(tmp_path):
+    p = launch(tmp_path, 2, "--checkpoint-dir", str(tmp_path / "ckpt"))
+    assert p.returncode != 0
+    assert "needs --checkpoint-every N" in p.stderr, p.stderr[-3000:]
+
+
+def child_with(parent, word):
+    """The pid of a child process of `parent` whose command line holds `word`, or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline") as f:
+                cmdline = f.read().replace("\0", " ")
+        except OSError:
+            continue
+        if ppid == parent and word in cmdline:
+            return int(pid)
+    return None
+
+
+def test_a_lost_shard_server_restarts_the_job_from_its_newest_checkpoint(tmp_path):
+    ckpt = tmp_path / "ckpt"
+    # Slow steps, so the shard is killed mid-run, after two checkpoints were taken.
+    proc = launch(tmp_path, 40, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5", "--max-restarts", "1",
+                  pause="import time; time.sleep(0.05)", wait=False)
+    done = ckpt / "ckpt-000000000010" / "MANIFEST.tf"
+    deadline, server = time.time() + 120, None
+    while time.time() < deadline and not (done.exists() and (server := child_with(proc.pid, "--role server"))):
+        time.sleep(0.01)
+    assert server, "no checkpoint 10 and shard server to kill"
+    os.kill(server, signal.SIGKILL)
+    _, stderr = proc.communicate(timeout=240)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert "the job lost a node; starting every process again from the newest checkpoint" in stderr, stderr[-3000:]
+    # The second attempt's workers went on from a checkpoint of at least step 10 and ended
+    # the 40 steps together.
+    got = results(stderr)
+    assert len(got) == 2 and got[0][1] == got[1][1] and int(got[0][1]) >= 10, stderr[-3000:]
+    assert got[0][2] == got[1][2]
