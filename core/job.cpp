@@ -6,6 +6,7 @@
 #include <random>
 #include <sstream>
 
+#include "base/enum_names.hpp"
 #include "tensor/augment.hpp"
 #include "tensor/evaluate.hpp"
 #include "tensor/layer_profile.hpp"
@@ -94,39 +95,30 @@ std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const 
   return s.str();
 }
 
-expected<sync_mode> parse_sync_mode(std::string_view name) {
-  if (name == "sync") return sync_mode::sync;
-  if (name == "async") return sync_mode::async;
-  if (name == "ssp") return sync_mode::ssp;
-  if (name == "allreduce") return sync_mode::allreduce;
-  return failure{"unknown mode '" + std::string(name) + "'; use sync, async, ssp or allreduce"};
-}
+// sync_mode's names, for its parse and name_of.
+constexpr std::array<enum_name<sync_mode>, 4> sync_modes{{
+    {sync_mode::sync, "sync"},
+    {sync_mode::async, "async"},
+    {sync_mode::ssp, "ssp"},
+    {sync_mode::allreduce, "allreduce"},
+}};
 
-std::string_view name_of(sync_mode m) {
-  switch (m) {
-    case sync_mode::sync: return "sync";
-    case sync_mode::async: return "async";
-    case sync_mode::ssp: return "ssp";
-    case sync_mode::allreduce: return "allreduce";
-  }
-  return "?";
-}
+expected<sync_mode> parse_sync_mode(std::string_view name) { return parse_in(sync_modes, name, "mode"); }
+
+std::string_view name_of(sync_mode x) { return name_in(sync_modes, x); }
+
+// shard_loss's names, for its parse and name_of.
+constexpr std::array<enum_name<shard_loss>, 3> shard_losses{{
+    {shard_loss::automatic, "auto"},
+    {shard_loss::fail, "fail"},
+    {shard_loss::recover, "recover"},
+}};
 
 expected<shard_loss> parse_shard_loss(std::string_view name) {
-  if (name == "auto") return shard_loss::automatic;
-  if (name == "fail") return shard_loss::fail;
-  if (name == "recover") return shard_loss::recover;
-  return failure{"--on-shard-loss: unknown policy '" + std::string(name) + "'; use auto, fail or recover"};
+  return parse_in(shard_losses, name, "--on-shard-loss policy");
 }
 
-std::string_view name_of(shard_loss p) {
-  switch (p) {
-    case shard_loss::automatic: return "auto";
-    case shard_loss::fail: return "fail";
-    case shard_loss::recover: return "recover";
-  }
-  return "?";
-}
+std::string_view name_of(shard_loss x) { return name_in(shard_losses, x); }
 
 bool restarts_on_shard_loss(const job_spec& job) {
   if (job.checkpoints.dir.empty() || job.servers == 0 || job.kv) return false;

@@ -4,25 +4,21 @@
 #include <algorithm>
 #include <limits>
 
+#include "base/enum_names.hpp"
 #include "tensor/layer_profile.hpp"
 
 namespace troupe {
 
-expected<stage_balance> parse_stage_balance(std::string_view name) {
-  if (name == "flops") return stage_balance::flops;
-  if (name == "params") return stage_balance::params;
-  if (name == "time") return stage_balance::time;
-  return failure{"unknown balance '" + std::string(name) + "'; use time, flops or params"};
-}
+// stage_balance's names, for its parse and name_of.
+constexpr std::array<enum_name<stage_balance>, 3> stage_balances{{
+    {stage_balance::time, "time"},
+    {stage_balance::flops, "flops"},
+    {stage_balance::params, "params"},
+}};
 
-std::string_view name_of(stage_balance b) {
-  switch (b) {
-    case stage_balance::flops: return "flops";
-    case stage_balance::params: return "params";
-    case stage_balance::time: return "time";
-  }
-  return "?";
-}
+expected<stage_balance> parse_stage_balance(std::string_view name) { return parse_in(stage_balances, name, "balance"); }
+
+std::string_view name_of(stage_balance x) { return name_in(stage_balances, x); }
 
 expected<std::vector<double>> layer_costs(const model& m, stage_balance by, std::int64_t microbatch_rows) {
   const int n = m.num_layers();

@@ -3,15 +3,21 @@
 
 #include <algorithm>
 
+#include "base/enum_names.hpp"
+
 namespace troupe {
 
+// pipeline_schedule's names, for its parse and name_of.
+constexpr std::array<enum_name<pipeline_schedule>, 2> pipeline_schedules{{
+    {pipeline_schedule::gpipe, "gpipe"},
+    {pipeline_schedule::one_f_one_b, "1f1b"},
+}};
+
 expected<pipeline_schedule> parse_pipeline_schedule(std::string_view name) {
-  if (name == "gpipe") return pipeline_schedule::gpipe;
-  if (name == "1f1b") return pipeline_schedule::one_f_one_b;
-  return failure{"unknown schedule '" + std::string(name) + "'; use gpipe or 1f1b"};
+  return parse_in(pipeline_schedules, name, "schedule");
 }
 
-std::string_view name_of(pipeline_schedule s) { return s == pipeline_schedule::gpipe ? "gpipe" : "1f1b"; }
+std::string_view name_of(pipeline_schedule x) { return name_in(pipeline_schedules, x); }
 
 std::vector<pipeline_action> stage_actions(pipeline_schedule s, int stages, int stage, int microbatches) {
   std::vector<pipeline_action> out;

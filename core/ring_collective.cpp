@@ -6,23 +6,20 @@
 #include <string>
 #include <utility>
 
+#include "base/enum_names.hpp"
+
 namespace troupe {
 
-expected<reduce_op> parse_reduce_op(std::string_view name) {
-  if (name == "sum") return reduce_op::sum;
-  if (name == "avg") return reduce_op::avg;
-  if (name == "max") return reduce_op::max;
-  return failure{"unknown reduction '" + std::string(name) + "'; use sum, avg or max"};
-}
+// reduce_op's names, for its parse and name_of.
+constexpr std::array<enum_name<reduce_op>, 3> reduce_ops{{
+    {reduce_op::sum, "sum"},
+    {reduce_op::avg, "avg"},
+    {reduce_op::max, "max"},
+}};
 
-std::string_view name_of(reduce_op op) {
-  switch (op) {
-    case reduce_op::sum: return "sum";
-    case reduce_op::avg: return "avg";
-    case reduce_op::max: return "max";
-  }
-  return "?";
-}
+expected<reduce_op> parse_reduce_op(std::string_view name) { return parse_in(reduce_ops, name, "reduction"); }
+
+std::string_view name_of(reduce_op x) { return name_in(reduce_ops, x); }
 
 namespace {
 

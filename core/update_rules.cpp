@@ -6,24 +6,20 @@
 #include <cmath>
 
 #include "base/check.hpp"
+#include "base/enum_names.hpp"
 
 namespace troupe {
 
-expected<async_rule> parse_async_rule(std::string_view name) {
-  if (name == "none") return async_rule::none;
-  if (name == "momentum") return async_rule::momentum;
-  if (name == "dcasgd") return async_rule::dcasgd;
-  return failure{"unknown async rule '" + std::string(name) + "'; use none, momentum or dcasgd"};
-}
+// async_rule's names, for its parse and name_of.
+constexpr std::array<enum_name<async_rule>, 3> async_rules{{
+    {async_rule::none, "none"},
+    {async_rule::momentum, "momentum"},
+    {async_rule::dcasgd, "dcasgd"},
+}};
 
-std::string_view name_of(async_rule r) {
-  switch (r) {
-    case async_rule::none: return "none";
-    case async_rule::momentum: return "momentum";
-    case async_rule::dcasgd: return "dcasgd";
-  }
-  return "?";
-}
+expected<async_rule> parse_async_rule(std::string_view name) { return parse_in(async_rules, name, "async rule"); }
+
+std::string_view name_of(async_rule x) { return name_in(async_rules, x); }
 
 lr_schedule cap_at_critical_batch(lr_schedule s, std::uint32_t workers, std::int64_t batch,
                                   std::int64_t critical_batch) {

@@ -5,27 +5,23 @@
 #include <filesystem>
 #include <fstream>
 
+#include "base/enum_names.hpp"
 #include "net/job_secret.hpp"
 
 extern char** environ;
 
 namespace troupe {
 
-expected<node_role> parse_node_role(std::string_view name) {
-  if (name == "coordinator") return node_role::coordinator;
-  if (name == "server") return node_role::server;
-  if (name == "worker") return node_role::worker;
-  return failure{"unknown role '" + std::string(name) + "'; use coordinator, server or worker"};
-}
+// node_role's names, for its parse and name_of.
+constexpr std::array<enum_name<node_role>, 3> node_roles{{
+    {node_role::coordinator, "coordinator"},
+    {node_role::server, "server"},
+    {node_role::worker, "worker"},
+}};
 
-std::string_view name_of(node_role r) {
-  switch (r) {
-    case node_role::coordinator: return "coordinator";
-    case node_role::server: return "server";
-    case node_role::worker: return "worker";
-  }
-  return "?";
-}
+expected<node_role> parse_node_role(std::string_view name) { return parse_in(node_roles, name, "role"); }
+
+std::string_view name_of(node_role x) { return name_in(node_roles, x); }
 
 environment current_environment() {
   environment env;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/enum_names.hpp"
 #include "tensor/layers.hpp"
 #include "tensor/random.hpp"
 #include "tensor/residual_layer.hpp"
@@ -172,13 +173,17 @@ std::string model::describe() const {
   return out;
 }
 
+// init_scheme's names, for its parse and name_of.
+constexpr std::array<enum_name<init_scheme>, 2> init_schemes{{
+    {init_scheme::he, "he"},
+    {init_scheme::pytorch, "pytorch"},
+}};
+
 expected<init_scheme> parse_init_scheme(std::string_view name) {
-  if (name == "he") return init_scheme::he;
-  if (name == "pytorch") return init_scheme::pytorch;
-  return failure{"unknown initialisation '" + std::string(name) + "'; use he or pytorch"};
+  return parse_in(init_schemes, name, "initialisation");
 }
 
-std::string_view name_of(init_scheme s) { return s == init_scheme::pytorch ? "pytorch" : "he"; }
+std::string_view name_of(init_scheme x) { return name_in(init_schemes, x); }
 
 void model::init_params(tensor_view params, std::uint64_t seed, init_scheme scheme) const {
   TROUPE_CHECK(params.numel() == num_params_ && params.type() == dtype::f32, "init_params: buffer size");

@@ -6,14 +6,22 @@
 #include <cmath>
 #include <numbers>
 
+#include "base/enum_names.hpp"
+
 namespace troupe {
 
+// optimizer_kind's names, for its parse and name_of.
+constexpr std::array<enum_name<optimizer_kind>, 3> optimizer_kinds{{
+    {optimizer_kind::sgd, "sgd"},
+    {optimizer_kind::adam, "adam"},
+    {optimizer_kind::adamw, "adamw"},
+}};
+
 expected<optimizer_kind> parse_optimizer_kind(std::string_view name) {
-  if (name == "sgd") return optimizer_kind::sgd;
-  if (name == "adam") return optimizer_kind::adam;
-  if (name == "adamw") return optimizer_kind::adamw;
-  return failure{"unknown optimizer '" + std::string(name) + "'; use sgd, adam or adamw"};
+  return parse_in(optimizer_kinds, name, "optimizer");
 }
+
+std::string_view name_of(optimizer_kind x) { return name_in(optimizer_kinds, x); }
 
 expected<adam_betas> parse_adam_betas(std::string_view text) {
   const auto bad = [&] {
@@ -31,15 +39,6 @@ expected<adam_betas> parse_adam_betas(std::string_view text) {
     if (parts[i].empty() || ec != std::errc{} || ptr != end || !(b[i] >= 0.f && b[i] < 1.f)) return bad();
   }
   return adam_betas{b[0], b[1]};
-}
-
-std::string_view name_of(optimizer_kind k) {
-  switch (k) {
-    case optimizer_kind::sgd: return "sgd";
-    case optimizer_kind::adam: return "adam";
-    case optimizer_kind::adamw: return "adamw";
-  }
-  return "?";
 }
 
 optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel, const compute& c)
@@ -92,21 +91,18 @@ void optimizer_state::step_range(tensor_view params, const_tensor_view grads, st
   c_->adam_step(params, grads, slot1_.view().flat(offset, n), slot2_.view().flat(offset, n), f);
 }
 
+// lr_schedule_kind's names, for its parse and name_of.
+constexpr std::array<enum_name<lr_schedule_kind>, 3> schedule_kinds{{
+    {lr_schedule_kind::constant, "constant"},
+    {lr_schedule_kind::cosine, "cosine"},
+    {lr_schedule_kind::linear, "linear"},
+}};
+
 expected<lr_schedule_kind> parse_lr_schedule_kind(std::string_view name) {
-  if (name == "constant") return lr_schedule_kind::constant;
-  if (name == "cosine") return lr_schedule_kind::cosine;
-  if (name == "linear") return lr_schedule_kind::linear;
-  return failure{"unknown learning-rate schedule '" + std::string(name) + "'; use constant, cosine or linear"};
+  return parse_in(schedule_kinds, name, "learning-rate schedule");
 }
 
-std::string_view name_of(lr_schedule_kind k) {
-  switch (k) {
-    case lr_schedule_kind::constant: return "constant";
-    case lr_schedule_kind::cosine: return "cosine";
-    case lr_schedule_kind::linear: return "linear";
-  }
-  return "?";
-}
+std::string_view name_of(lr_schedule_kind x) { return name_in(schedule_kinds, x); }
 
 float lr_schedule::at(std::int64_t step) const {
   if (warmup_steps > 0 && step < warmup_steps) {
