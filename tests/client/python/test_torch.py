@@ -269,3 +269,26 @@ def test_unsupported_setups_are_refused_with_a_message():
     with pytest.raises(troupe.Error, match="needs a sync store"):
         tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), akv,
                                 update_on_kvstore=False)
+
+
+@pytest.mark.parametrize("warmup", [0, 5])
+def test_an_async_push_is_a_workers_share_and_warms_up(warmup):
+    # Note [Asynchrony in a user's loop]: of two async workers, one's step moves the
+    # parameters by half its gradient at the lr, warmed up over the first `warmup` steps of
+    # each worker (the shards count 2 updates a step): lr * (0.1 + 0.9 * 1 / 10) at first.
+    w0, w1 = troupe.kv.create_local_group(2, mode="async")
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    for name, p in model.named_parameters():
+        w0.init(name, p.data)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.4), model.named_parameters(), w0,
+                                  async_warmup_steps=warmup)
+    opt.zero_grad()
+    model(torch.full((1, 1), 2.0)).sum().backward()  # gradient 2
+    opt.step()
+    lr = 0.4 * ((0.1 + 0.9 * 1 / (warmup * 2)) if warmup else 1.0)
+    assert model.weight.item() == pytest.approx(1.0 - lr * 2.0 / 2, rel=1e-6)
+    with pytest.raises(troupe.Error, match="async_warmup_steps must be a whole number"):
+        tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.4), model.named_parameters(), w0,
+                                async_warmup_steps=-1)
