@@ -19,10 +19,12 @@ void on_down(coord_pointer self, const caf::down_msg& dm) {
   auto& st = self->state;
   const auto now = job_clock::now();
   for (std::uint32_t s = 0; s < st.shards.size(); ++s)
-    if (dm.source == st.shards[s].address()) return drive(self, [&](job_core& c) { return c.on_shard_down(s, caf::to_string(dm.reason)); });
+    if (dm.source == st.shards[s].address())
+      return drive(self, [&](job_core& c) { return c.on_shard_down(s, caf::to_string(dm.reason)); });
   for (std::uint32_t r = 0; r < st.members.size(); ++r)
     if (st.members[r] && dm.source == st.members[r].address())
-      return drive(self, [&](job_core& c) { return c.on_member_down(r, as_fault(dm.reason), describe(dm.reason), now); });
+      return drive(self,
+                   [&](job_core& c) { return c.on_member_down(r, as_fault(dm.reason), describe(dm.reason), now); });
   for (auto it = st.member_joins.begin(); it != st.member_joins.end(); ++it)
     if (dm.source == it->second.handle.address()) {  // one that stood by
       st.core->on_standby_down(it->first);
@@ -39,8 +41,8 @@ std::optional<std::uint32_t> rank_of(coord_pointer self, const caf::strong_actor
   return std::nullopt;
 }
 
-// Counts and (once per peer) logs a member's report from an actor that does not hold
-// the rank it names (Note [Members are identities]).
+}  // namespace
+
 void note_refused(coord_pointer self, const char* what) {
   const std::string peer = caf::to_string(self->current_sender());
   if (monitoring::count_refusal(monitoring::refusal::not_a_member, peer))
@@ -54,6 +56,8 @@ bool from_member(coord_pointer self, std::uint32_t rank, const char* what) {
   note_refused(self, what);
   return false;
 }
+
+namespace {
 
 // A join the gate refuses (no proof of the job's secret, or a certificate of another
 // role): counted, logged once per node, and refused before the node learns anything about
@@ -70,10 +74,51 @@ bool proven(coord_pointer self, const char* role, const std::string& proof) {
   return false;
 }
 
-local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
-                                                   std::shared_ptr<const dataset_split> data, job_callbacks cb,
-                                                   observability obs, join_gate gate,
-                                                   std::optional<resume_point> resume) {
+// A join waits while the coordinator restarts in place (Note [Restarting in place]); the
+// core decides it with the ticket its answer is kept under.
+caf::result<shard_welcome> on_shard_join(coord_pointer self, const shard_join& j) {
+  const ticket t = self->state.next_ticket++;
+  auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
+  auto promise = self->make_response_promise<shard_welcome>();
+  self->state.shard_joins[t] = {promise, handle};
+  auto join = [=] { drive(self, [&](job_core& c) { return c.on_shard_join(t, j, job_clock::now()); }); };
+  if (!hold_join(self, [=] {
+        if (self->state.shard_joins.count(t) > 0) join();
+      }))
+    join();
+  return promise;
+}
+
+caf::result<worker_welcome> on_member_join(coord_pointer self, const worker_join& j) {
+  const ticket t = self->state.next_ticket++;
+  auto handle = caf::actor_cast<stage_actor>(self->current_sender());  // (the promise takes the sender)
+  auto promise = self->make_response_promise<worker_welcome>();
+  self->monitor(handle);
+  self->state.member_joins[t] = {promise, handle};
+  auto join = [=] { drive(self, [&](job_core& c) { return c.on_member_join(t, j, job_clock::now()); }); };
+  if (!hold_join(self, [=] {
+        if (self->state.member_joins.count(t) > 0) join();  // not gone meanwhile
+      }))
+    join();
+  return promise;
+}
+
+// Whether the sender writes checkpoint file `index`: shard `index`, or with no shard
+// servers stage `index` of replica 0 (Note [Members' checkpoints] in
+// core/member_checkpoint.cpp); anyone else is refused and counted.
+bool from_checkpoint_writer(coord_pointer self, std::uint32_t index) {
+  if (self->state.core->job().servers == 0) return from_member(self, index, "a checkpoint report");
+  const auto& shards = self->state.shards;
+  const auto& sender = self->current_sender();
+  if (index < shards.size() && sender && shards[index].address() == sender->address()) return true;
+  note_refused(self, "a checkpoint report");
+  return false;
+}
+
+// The shell's state and the first core (resumed from a checkpoint when one is given), the
+// evaluator (a training job with real compute), the watch on every node and the watchdog.
+void set_up(coord_pointer self, job_spec job, const model& m, std::shared_ptr<const dataset_split> data,
+            job_callbacks cb, observability obs, join_gate gate, std::optional<resume_point> resume) {
   auto& st = self->state;
   st.cb = std::move(cb);
   st.gate = std::move(gate);
@@ -85,33 +130,21 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
   if (resume) st.core->resume_from(*resume);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
+}
+
+local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec job, model m,
+                                                   std::shared_ptr<const dataset_split> data, job_callbacks cb,
+                                                   observability obs, join_gate gate,
+                                                   std::optional<resume_point> resume) {
+  set_up(self, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate), std::move(resume));
   return {
       [=](join_atom, const shard_join& j) -> caf::result<shard_welcome> {
         if (!proven(self, "server", j.proof)) return make_error(errc::not_member, "refused");
-        const ticket t = self->state.next_ticket++;
-        auto handle = caf::actor_cast<shard_actor>(self->current_sender());  // (the promise takes the sender)
-        auto promise = self->make_response_promise<shard_welcome>();
-        self->state.shard_joins[t] = {promise, handle};
-        auto join = [=] { drive(self, [&](job_core& c) { return c.on_shard_join(t, j, job_clock::now()); }); };
-        if (!hold_join(self, [=] {
-              if (self->state.shard_joins.count(t) > 0) join();
-            }))
-          join();
-        return promise;
+        return on_shard_join(self, j);
       },
       [=](join_atom, const worker_join& j) -> caf::result<worker_welcome> {
         if (!proven(self, "worker", j.proof)) return make_error(errc::not_member, "refused");
-        const ticket t = self->state.next_ticket++;
-        auto handle = caf::actor_cast<stage_actor>(self->current_sender());  // (the promise takes the sender)
-        auto promise = self->make_response_promise<worker_welcome>();
-        self->monitor(handle);
-        self->state.member_joins[t] = {promise, handle};
-        auto join = [=] { drive(self, [&](job_core& c) { return c.on_member_join(t, j, job_clock::now()); }); };
-        if (!hold_join(self, [=] {
-              if (self->state.member_joins.count(t) > 0) join();  // not gone meanwhile
-            }))
-          join();
-        return promise;
+        return on_member_join(self, j);
       },
       [=](group_atom, const group_id& g) {
         auto sender = rank_of(self, self->current_sender());
@@ -119,16 +152,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         drive(self, [&](job_core& c) { return c.on_group_id(*sender, g); });
       },
       [=](checkpoint_atom, const checkpoint_saved& s) {
-        const auto& shards = self->state.shards;
-        const auto& sender = self->current_sender();
-        // With no shard servers, stage i of replica 0 (rank i) writes file i (Note
-        // [Members' checkpoints] in core/member_checkpoint.cpp).
-        if (self->state.core->job().servers == 0) {
-          if (!from_member(self, s.shard, "a checkpoint report")) return;
-        } else if (s.shard >= shards.size() || !sender || shards[s.shard].address() != sender->address()) {
-          return note_refused(self, "a checkpoint report");
-        }
-        drive(self, [&](job_core& c) { return c.on_checkpoint_saved(s); });
+        if (from_checkpoint_writer(self, s.shard)) drive(self, [&](job_core& c) { return c.on_checkpoint_saved(s); });
       },
       [=](const checkpoint_committed& c) {
         drive(self, [&](job_core& core) { return core.on_checkpoint_committed(c.step, c.error); });
@@ -149,27 +173,11 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
         if (!from_member(self, a.rank, "an answer to a grant of rows")) return;
         drive(self, [&](job_core& c) { return c.on_rows_answer(a); });
       },
-      // A key-value job's members' calls (Note [Jobs of keys] in core/job_keys.cpp).
-      [=](kv_init_atom, const kv_init& r) -> caf::result<kv_key_layout> {
-        if (!self->state.core->job().kv) return not_a_kv_job();
-        if (!from_member(self, r.worker, "a key init")) return make_error(errc::not_member, "refused");
-        return key_call<kv_key_layout>(self, [&](job_core& c, ticket t) { return c.on_init(t, r); });
-      },
-      [=](kv_lookup_atom, const kv_lookup& r) -> caf::result<kv_key_layout> {
-        if (!self->state.core->job().kv) return not_a_kv_job();
-        if (!from_member(self, r.worker, "a key lookup")) return make_error(errc::not_member, "refused");
-        return key_call<kv_key_layout>(self, [&](job_core& c, ticket t) { return c.on_lookup(t, r); });
-      },
-      [=](kv_opt_atom, const kv_set_optimizer& r) -> caf::result<caf::ok_atom> {
-        if (!self->state.core->job().kv) return not_a_kv_job();
-        if (!from_member(self, r.worker, "an optimizer")) return make_error(errc::not_member, "refused");
-        return key_call<caf::ok_atom>(self, [&](job_core& c, ticket t) { return c.on_set_optimizer(t, r); });
-      },
-      [=](kv_barrier_atom, const kv_barrier& r) -> caf::result<caf::ok_atom> {
-        if (!self->state.core->job().kv) return not_a_kv_job();
-        if (!from_member(self, r.worker, "a barrier")) return make_error(errc::not_member, "refused");
-        return key_call<caf::ok_atom>(self, [&](job_core& c, ticket t) { return c.on_barrier(t, r.worker); });
-      },
+      // A key-value job's members' calls (coordinator_keys.cpp).
+      [=](kv_init_atom, const kv_init& r) { return on_key_call(self, r); },
+      [=](kv_lookup_atom, const kv_lookup& r) { return on_key_call(self, r); },
+      [=](kv_opt_atom, const kv_set_optimizer& r) { return on_key_call(self, r); },
+      [=](kv_barrier_atom, const kv_barrier& r) { return on_key_call(self, r); },
       [=](run_request) -> caf::result<job_result> {
         auto promise = self->make_response_promise<job_result>();
         self->state.runs.push_back(promise);
@@ -194,9 +202,8 @@ namespace troupe {
 local_coordinator_actor spawn_coordinator(caf::actor_system& sys, job_spec job, const model& m,
                                           std::shared_ptr<const dataset_split> data, job_callbacks cb,
                                           observability obs, join_gate gate, std::optional<resume_point> resume) {
-  return sys.spawn(coordinator_shell::coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs), std::move(gate),
-                   std::move(resume));
+  return sys.spawn(coordinator_shell::coordinator, std::move(job), m, std::move(data), std::move(cb), std::move(obs),
+                   std::move(gate), std::move(resume));
 }
 
 }  // namespace troupe
-

@@ -61,16 +61,16 @@ void gather(coord_pointer self, std::uint64_t id, bool with_params) {
   for (std::uint32_t s = 0; s < self->state.shards.size(); ++s) {
     const auto& shard = self->state.shards[s];
     self->request(shard, request_timeout(self), stats_atom::value)
-        .then([=, gen = self->state.generation](const shard_stats& x) {
-          drive_answer(self, gen, [&](job_core& c) { return c.on_stats(id, x); });
-        },
+        .then([=, gen = self->state.generation](
+                  const shard_stats& x) { drive_answer(self, gen, [&](job_core& c) { return c.on_stats(id, x); }); },
               failing(self, errc::shard_lost, "a shard did not answer"));
     if (with_params)
       self->request(shard, request_timeout(self), snapshot_atom::value)
-          .then([=, gen = self->state.generation](const params_reply& r) {
-            drive_answer(self, gen, [&](job_core& c) { return c.on_snapshot(id, s, r); });
-          },
-                failing(self, errc::shard_lost, "a shard did not answer"));
+          .then(
+              [=, gen = self->state.generation](const params_reply& r) {
+                drive_answer(self, gen, [&](job_core& c) { return c.on_snapshot(id, s, r); });
+              },
+              failing(self, errc::shard_lost, "a shard did not answer"));
   }
 }
 
@@ -101,8 +101,8 @@ void finish(coord_pointer self, std::variant<job_result, fault>& outcome) {
   const caf::error ended = make_error(errc::cluster_full, "the job ended before this node was admitted");
   for (auto& [t, j] : st.member_joins) j.promise.deliver(ended);
   for (auto& [t, j] : st.shard_joins) j.promise.deliver(ended);
-  end_key_calls(self, std::holds_alternative<fault>(outcome) ? reason
-                                                             : make_error(errc::cluster_full, "the job has ended"));
+  end_key_calls(self,
+                std::holds_alternative<fault>(outcome) ? reason : make_error(errc::cluster_full, "the job has ended"));
   for (auto& m : st.members)
     if (m) self->send_exit(m, reason);
   for (auto& s : st.shards) self->send_exit(s, reason);
@@ -110,108 +110,149 @@ void finish(coord_pointer self, std::variant<job_result, fault>& outcome) {
   self->quit(reason);
 }
 
-void carry_out(coord_pointer self, job_actions_list actions) {
+namespace {
+
+// One action of the core, carried out (one function each; a key-value job's are in
+// coordinator_keys.cpp).
+void carry(coord_pointer self, job_actions::welcome_shard& a) {
   auto& st = self->state;
+  auto j = st.shard_joins.extract(a.t);
+  st.shards.push_back(j.mapped().handle);
+  self->monitor(j.mapped().handle);
+  j.mapped().promise.deliver(std::move(a.welcome));
+}
+
+void carry(coord_pointer self, job_actions::welcome_member& a) {
+  auto& st = self->state;
+  auto j = st.member_joins.extract(a.t);
+  j.mapped().promise.deliver(welcome_for(self, std::move(a.assignment)));
+}
+
+void carry(coord_pointer self, job_actions::refuse& a) {
+  auto& st = self->state;
+  if (auto j = st.member_joins.extract(a.t)) {
+    self->demonitor(j.mapped().handle.address());
+    j.mapped().promise.deliver(make_error(a.why));
+  } else if (auto s = st.shard_joins.extract(a.t)) {
+    s.mapped().promise.deliver(make_error(a.why));
+  } else {
+    refuse_key_call(self, a.t, a.why);
+  }
+}
+
+void carry(coord_pointer self, job_actions::assign_rank& a) {
+  auto& st = self->state;
+  if (st.members.size() <= a.rank) st.members.resize(a.rank + 1);
+  st.members[a.rank] = st.member_joins.at(a.t).handle;
+}
+
+void carry(coord_pointer self, job_actions::start_shards& a) {
+  auto& st = self->state;
+  shard_start start{a.members, {}};
+  for (std::uint32_t rank : a.members.workers) start.identities.push_back(identity_of_rank(self, rank));
+  ask_every_shard(
+      self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, start); },
+      [=, gen = st.generation] {
+        drive_answer(self, gen, [&](job_core& c) { return c.shards_started(job_clock::now()); });
+      },
+      errc::shard_lost, "a shard did not start");
+}
+
+void carry(coord_pointer self, job_actions::add_to_shards& a) {
+  auto& st = self->state;
+  const shard_admit m{{a.rank, a.clock}, identity_of_rank(self, a.rank)};
+  const std::uint32_t rank = a.rank;
+  ask_every_shard(
+      self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), join_atom::value, m); },
+      [=, gen = st.generation] {
+        drive_answer(self, gen, [&](job_core& c) { return c.member_added(rank, job_clock::now()); });
+      },
+      errc::shard_lost, "a shard did not admit the rejoining worker");
+}
+
+void carry(coord_pointer self, job_actions::remove_from_shards& a) {
+  auto& st = self->state;
+  for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
+}
+
+void carry(coord_pointer self, job_actions::name_straggler& a) {
+  auto& st = self->state;
+  for (auto& s : st.shards) self->send(s, straggler_atom::value, a.rank, a.slow);
+}
+
+void carry(coord_pointer self, job_actions::grant_rows& a) {
+  auto& st = self->state;
+  // Sent as the coordinator: a member takes grants from nobody else.
+  if (a.rank < st.members.size() && st.members[a.rank])
+    caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, std::move(a.grant));
+}
+
+void carry(coord_pointer self, job_actions::shed_rows& a) {
+  auto& st = self->state;
+  if (a.rank < st.members.size() && st.members[a.rank])
+    caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, a.shed);
+}
+
+void carry(coord_pointer self, job_actions::gather& a) { gather(self, a.id, a.with_params); }
+
+void carry(coord_pointer self, job_actions::evaluate& a) {
+  auto& st = self->state;
+  self->request(st.evaluator, request_timeout(self), eval_atom::value, eval_request{a.epoch, std::move(a.params)})
+      .then([=, gen = st.generation](
+                const eval_reply& r) { drive_answer(self, gen, [&](job_core& c) { return c.on_evaluated(r); }); },
+            failing(self, errc::bad_job, "evaluation failed"));
+}
+
+void carry(coord_pointer self, job_actions::relay_group_id& a) {
+  auto& st = self->state;
+  // Sent as the coordinator, so a member can tell the relay from a stranger's id.
+  for (std::uint32_t r : a.to) caf::unsafe_send_as(self, st.members[r], group_atom::value, a.id);
+}
+
+void carry(coord_pointer self, job_actions::epoch_closed& a) {
+  auto& st = self->state;
+  if (st.cb.on_epoch) st.cb.on_epoch(a.summary);
+}
+
+void carry(coord_pointer self, job_actions::note& a) {
+  auto& st = self->state;
+  spdlog::warn("coordinator: {}", a.text);
+  if (st.cb.on_event) st.cb.on_event(a.text);
+}
+
+void carry(coord_pointer self, job_actions::request_checkpoint& a) {
+  auto& st = self->state;
+  for (auto& s : st.shards) self->send(s, checkpoint_atom::value, a.step);
+  // Sent as the coordinator, the only sender a member takes this from.
+  for (std::uint32_t r : a.members)
+    if (r < st.members.size() && st.members[r])
+      caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
+}
+
+void carry(coord_pointer self, job_actions::commit_checkpoint& a) { commit(self, a); }
+
+void carry(coord_pointer self, job_actions::record_loss& a) {
+  auto& st = self->state;
+  // Before the first checkpoint the directory may not exist: nothing to resume.
+  const std::string& dir = st.core->job().checkpoints.dir;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  if (auto why = write_loss_record(dir, a.record))
+    spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
+}
+
+void carry(coord_pointer self, job_actions::restart& a) { restart_in_place(self, a.why); }
+
+void carry(coord_pointer self, job_actions::finish& a) { finish(self, a.outcome); }
+
+}  // namespace
+
+void carry_out(coord_pointer self, job_actions_list actions) {
   for (auto& action : actions) {
-    std::visit(
-        [&](auto& a) {
-          using A = std::decay_t<decltype(a)>;
-          using namespace job_actions;
-          if constexpr (std::is_same_v<A, welcome_shard>) {
-            auto j = st.shard_joins.extract(a.t);
-            st.shards.push_back(j.mapped().handle);
-            self->monitor(j.mapped().handle);
-            j.mapped().promise.deliver(std::move(a.welcome));
-          } else if constexpr (std::is_same_v<A, welcome_member>) {
-            auto j = st.member_joins.extract(a.t);
-            j.mapped().promise.deliver(welcome_for(self, std::move(a.assignment)));
-          } else if constexpr (std::is_same_v<A, refuse>) {
-            if (auto j = st.member_joins.extract(a.t)) {
-              self->demonitor(j.mapped().handle.address());
-              j.mapped().promise.deliver(make_error(a.why));
-            } else if (auto s = st.shard_joins.extract(a.t)) {
-              s.mapped().promise.deliver(make_error(a.why));
-            } else {
-              refuse_key_call(self, a.t, a.why);
-            }
-          } else if constexpr (std::is_same_v<A, assign_rank>) {
-            if (st.members.size() <= a.rank) st.members.resize(a.rank + 1);
-            st.members[a.rank] = st.member_joins.at(a.t).handle;
-          } else if constexpr (std::is_same_v<A, start_shards>) {
-            shard_start start{a.members, {}};
-            for (std::uint32_t rank : a.members.workers)
-              start.identities.push_back(identity_of_rank(self, rank));
-            ask_every_shard(
-                self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), start_atom::value, start); },
-                [=, gen = st.generation] {
-                  drive_answer(self, gen, [&](job_core& c) { return c.shards_started(job_clock::now()); });
-                },
-                errc::shard_lost,
-                "a shard did not start");
-          } else if constexpr (std::is_same_v<A, add_to_shards>) {
-            const shard_admit m{{a.rank, a.clock}, identity_of_rank(self, a.rank)};
-            const std::uint32_t rank = a.rank;
-            ask_every_shard(
-                self, [&](const shard_actor& s) { return self->request(s, request_timeout(self), join_atom::value, m); },
-                [=, gen = st.generation] {
-                  drive_answer(self, gen, [&](job_core& c) { return c.member_added(rank, job_clock::now()); });
-                },
-                errc::shard_lost,
-                "a shard did not admit the rejoining worker");
-          } else if constexpr (std::is_same_v<A, remove_from_shards>) {
-            for (auto& s : st.shards) self->send(s, left_atom::value, a.rank);
-          } else if constexpr (std::is_same_v<A, name_straggler>) {
-            for (auto& s : st.shards) self->send(s, straggler_atom::value, a.rank, a.slow);
-          } else if constexpr (std::is_same_v<A, grant_rows>) {
-            // Sent as the coordinator: a member takes grants from nobody else.
-            if (a.rank < st.members.size() && st.members[a.rank])
-              caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, std::move(a.grant));
-          } else if constexpr (std::is_same_v<A, shed_rows>) {
-            if (a.rank < st.members.size() && st.members[a.rank])
-              caf::unsafe_send_as(self, st.members[a.rank], rows_atom::value, a.shed);
-          } else if constexpr (std::is_same_v<A, job_actions::gather>) {
-            gather(self, a.id, a.with_params);
-          } else if constexpr (std::is_same_v<A, evaluate>) {
-            self->request(st.evaluator, request_timeout(self), eval_atom::value, eval_request{a.epoch, std::move(a.params)})
-                .then([=, gen = st.generation](const eval_reply& r) {
-                  drive_answer(self, gen, [&](job_core& c) { return c.on_evaluated(r); });
-                },
-                      failing(self, errc::bad_job, "evaluation failed"));
-          } else if constexpr (std::is_same_v<A, relay_group_id>) {
-            // Sent as the coordinator, so a member can tell the relay from a stranger's id.
-            for (std::uint32_t r : a.to) caf::unsafe_send_as(self, st.members[r], group_atom::value, a.id);
-          } else if constexpr (std::is_same_v<A, epoch_closed>) {
-            if (st.cb.on_epoch) st.cb.on_epoch(a.summary);
-          } else if constexpr (std::is_same_v<A, note>) {
-            spdlog::warn("coordinator: {}", a.text);
-            if (st.cb.on_event) st.cb.on_event(a.text);
-          } else if constexpr (std::is_same_v<A, request_checkpoint>) {
-            for (auto& s : st.shards) self->send(s, checkpoint_atom::value, a.step);
-            // Sent as the coordinator, the only sender a member takes this from.
-            for (std::uint32_t r : a.members)
-              if (r < st.members.size() && st.members[r])
-                caf::unsafe_send_as(self, st.members[r], checkpoint_atom::value, a.step);
-          } else if constexpr (std::is_same_v<A, commit_checkpoint>) {
-            commit(self, a);
-          } else if constexpr (std::is_same_v<A, record_loss>) {
-            // Before the first checkpoint the directory may not exist: nothing to resume.
-            const std::string& dir = st.core->job().checkpoints.dir;
-            std::error_code ec;
-            if (!std::filesystem::is_directory(dir, ec)) return;
-            if (auto why = write_loss_record(dir, a.record))
-              spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
-          } else if constexpr (std::is_same_v<A, job_actions::restart>) {
-            restart_in_place(self, a.why);
-          } else if constexpr (std::is_same_v<A, define_on_shards> || std::is_same_v<A, answer_key> ||
-                               std::is_same_v<A, set_optimizer_on_shards> || std::is_same_v<A, release>) {
-            carry_out_key_action(self, a);
-          } else if constexpr (std::is_same_v<A, job_actions::finish>) {
-            finish(self, a.outcome);
-          }
-        },
-        action);
+    std::visit([&](auto& a) { carry(self, a); }, action);
     // The actor has quit, or its core is finished and the next is on its way.
-    if (std::holds_alternative<job_actions::finish>(action) || std::holds_alternative<job_actions::restart>(action)) return;
+    if (std::holds_alternative<job_actions::finish>(action) || std::holds_alternative<job_actions::restart>(action))
+      return;
   }
 }
 

@@ -40,7 +40,38 @@ std::vector<std::pair<std::uint32_t, kv_define>> definitions(const job_actions::
 
 }  // namespace
 
-void carry_out_key_action(coord_pointer self, job_actions::define_on_shards& a) {
+namespace {
+
+// A key-value member's call: refused in a training job, or from an actor that does not
+// hold the rank it names; else the core's, answered through the promise under its ticket.
+template <class Answer, class Msg, class Call>
+caf::result<Answer> checked_call(coord_pointer self, const Msg& r, const char* what, Call call) {
+  if (!self->state.core->job().kv) return not_a_kv_job();
+  if (!from_member(self, r.worker, what)) return make_error(errc::not_member, "refused");
+  return key_call<Answer>(self, call);
+}
+
+}  // namespace
+
+caf::result<kv_key_layout> on_key_call(coord_pointer self, const kv_init& r) {
+  return checked_call<kv_key_layout>(self, r, "a key init", [&](job_core& c, ticket t) { return c.on_init(t, r); });
+}
+
+caf::result<kv_key_layout> on_key_call(coord_pointer self, const kv_lookup& r) {
+  return checked_call<kv_key_layout>(self, r, "a key lookup", [&](job_core& c, ticket t) { return c.on_lookup(t, r); });
+}
+
+caf::result<caf::ok_atom> on_key_call(coord_pointer self, const kv_set_optimizer& r) {
+  return checked_call<caf::ok_atom>(self, r, "an optimizer",
+                                    [&](job_core& c, ticket t) { return c.on_set_optimizer(t, r); });
+}
+
+caf::result<caf::ok_atom> on_key_call(coord_pointer self, const kv_barrier& r) {
+  return checked_call<caf::ok_atom>(self, r, "a barrier",
+                                    [&](job_core& c, ticket t) { return c.on_barrier(t, r.worker); });
+}
+
+void carry(coord_pointer self, job_actions::define_on_shards& a) {
   auto msgs = std::make_shared<std::vector<std::pair<std::uint32_t, kv_define>>>(definitions(a));
   const std::uint64_t id = a.id;
   ask_all(
@@ -53,23 +84,25 @@ void carry_out_key_action(coord_pointer self, job_actions::define_on_shards& a) 
       errc::shard_lost, "a shard did not define key " + kv_key_display(a.layout.name));
 }
 
-void carry_out_key_action(coord_pointer self, job_actions::answer_key& a) {
+void carry(coord_pointer self, job_actions::answer_key& a) {
   if (auto k = self->state.key_answers.extract(a.t)) k.mapped().deliver(std::move(a.layout));
 }
 
-void carry_out_key_action(coord_pointer self, job_actions::set_optimizer_on_shards& a) {
+void carry(coord_pointer self, job_actions::set_optimizer_on_shards& a) {
   const ticket t = a.t;
   const kv_set_optimizer opt = a.opt;
   ask_all(
       self, self->state.shards.size(),
-      [=](std::size_t s) { return self->request(self->state.shards[s], request_timeout(self), kv_opt_atom::value, opt); },
+      [=](std::size_t s) {
+        return self->request(self->state.shards[s], request_timeout(self), kv_opt_atom::value, opt);
+      },
       [=] {
         if (auto o = self->state.ok_answers.extract(t)) o.mapped().deliver(caf::ok_atom::value);
       },
       errc::shard_lost, "a shard did not take the optimizer");
 }
 
-void carry_out_key_action(coord_pointer self, job_actions::release& a) {
+void carry(coord_pointer self, job_actions::release& a) {
   for (ticket t : a.tickets)
     if (auto o = self->state.ok_answers.extract(t)) o.mapped().deliver(caf::ok_atom::value);
 }

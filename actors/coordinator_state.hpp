@@ -31,7 +31,7 @@ struct coordinator_state {
   std::unique_ptr<job_core> core;
   job_callbacks cb;
   evaluator_actor evaluator;
-  std::vector<shard_actor> shards;  // by index
+  std::vector<shard_actor> shards;   // by index
   std::vector<stage_actor> members;  // by rank
   std::map<ticket, pending_join<shard_welcome, shard_actor>> shard_joins;
   std::map<ticket, pending_join<worker_welcome, stage_actor>> member_joins;
@@ -114,6 +114,11 @@ void restart_in_place(coord_pointer self, const fault& why);
 void on_restart_ready(coord_pointer self, restart_ready& r);
 bool hold_join(coord_pointer self, std::function<void()> join);
 
+// Whether member `rank`'s own actor sent the message; if not, the message (`what`, for
+// the log) is refused, counted and logged once per peer (Note [Members are identities]).
+bool from_member(coord_pointer self, std::uint32_t rank, const char* what);
+void note_refused(coord_pointer self, const char* what);
+
 // coordinator_keys.cpp (Note [Jobs of keys] in core/job_keys.cpp): a key-value member's
 // call, answered through a promise kept under the ticket the core is called with;
 // the key-value actions carried out; a refusal of one of those calls (false: the ticket is
@@ -130,10 +135,14 @@ caf::result<Answer> key_call(coord_pointer self, Call call) {
   drive(self, [&](job_core& c) { return call(c, t); });
   return promise;
 }
-void carry_out_key_action(coord_pointer self, job_actions::define_on_shards& a);
-void carry_out_key_action(coord_pointer self, job_actions::answer_key& a);
-void carry_out_key_action(coord_pointer self, job_actions::set_optimizer_on_shards& a);
-void carry_out_key_action(coord_pointer self, job_actions::release& a);
+caf::result<kv_key_layout> on_key_call(coord_pointer self, const kv_init& r);
+caf::result<kv_key_layout> on_key_call(coord_pointer self, const kv_lookup& r);
+caf::result<caf::ok_atom> on_key_call(coord_pointer self, const kv_set_optimizer& r);
+caf::result<caf::ok_atom> on_key_call(coord_pointer self, const kv_barrier& r);
+void carry(coord_pointer self, job_actions::define_on_shards& a);
+void carry(coord_pointer self, job_actions::answer_key& a);
+void carry(coord_pointer self, job_actions::set_optimizer_on_shards& a);
+void carry(coord_pointer self, job_actions::release& a);
 bool refuse_key_call(coord_pointer self, ticket t, const fault& why);
 void end_key_calls(coord_pointer self, const caf::error& e);
 

@@ -1,6 +1,7 @@
-// shard_server: the CAF side of a shard (join, admission, who may send what); the rules
-// are in shard_core, a training job's pushes and pulls in shard_train.cpp, a key-value
-// job's in shard_kv.cpp, and the bulk lanes in shard_lane.cpp.
+// shard_server: the CAF side of a shard (its join and welcome, who may send what); the
+// rules are in shard_core, the coordinator's word about members in shard_membership.cpp,
+// a training job's pushes and pulls in shard_train.cpp, a key-value job's in
+// shard_kv.cpp, and the bulk lanes in shard_lane.cpp.
 #include "actors/shard_server.hpp"
 
 #include <spdlog/spdlog.h>
@@ -28,11 +29,6 @@ caf::error wrong_shard(shard_pointer self, std::uint32_t asked) {
 
 namespace {
 
-params_reply snapshot(shard_pointer self) {
-  const auto& core = *self->state.core;
-  return {self->state.index, core.version(), core.params(), {}};
-}
-
 // Note [Members are identities]: what a stranger hears back. It names nothing of the job.
 caf::error refused() { return make_error(errc::not_member, "refused"); }
 
@@ -54,12 +50,6 @@ bool from_member(shard_pointer self, std::uint32_t rank, const char* what) {
   if (rank < m.size() && sent_by(self->current_sender(), m[rank])) return true;
   note_refused(self, monitoring::refusal::not_a_member, what);
   return false;
-}
-
-void record_member(shard_pointer self, std::uint32_t rank, member_identity who) {
-  auto& m = self->state.members;
-  if (m.size() <= rank) m.resize(rank + 1);
-  m[rank] = std::move(who);
 }
 
 void init_from_welcome(shard_pointer self, shard_welcome& w) {
@@ -84,16 +74,33 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
   if (self->state.obs.metrics) {
     self->state.m = self->state.obs.metrics->shard(w.index);
     // Every reason a shard can refuse exists from the start, at zero.
-    for (errc e : {errc::bad_shard, errc::bad_shape, errc::bad_dtype, errc::not_finite, errc::not_member, errc::bad_clock,
-                   errc::stale_round, errc::duplicate, errc::not_started, errc::malformed})
+    for (errc e : {errc::bad_shard, errc::bad_shape, errc::bad_dtype, errc::not_finite, errc::not_member,
+                   errc::bad_clock, errc::stale_round, errc::duplicate, errc::not_started, errc::malformed})
       self->state.m->rejected(to_string(e));
   }
   if (self->state.obs.trace) self->state.track = self->state.obs.trace->track("shard " + std::to_string(w.index));
 }
 
-local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
-                                        std::chrono::milliseconds join_timeout, observability obs,
-                                     std::string fast_path_tag, std::shared_ptr<lane::shard_end> lanes) {
+// Joins the coordinator, telling it where this shard is reached; its welcome builds the
+// core, its refusal (or silence) stops the shard.
+void join(shard_pointer self, const join_trigger& where, const std::string& job_id,
+          std::chrono::milliseconds join_timeout) {
+  self->request(self->state.coordinator, join_timeout, join_atom::value,
+                shard_join{job_id, where.host, where.port, where.proof})
+      .then([=](shard_welcome& w) { init_from_welcome(self, w); },
+            [=](caf::error& e) {
+              spdlog::error("shard: the coordinator refused or did not answer the join: {}{}", describe(e),
+                            troupe_code(e) == errc::not_member
+                                ? " (does this node hold the job's secret? pass --secret-file)"
+                                : "");
+              self->quit(e);
+            });
+}
+
+// The shard's state before its welcome: the fast path's channels, its lane end, and a
+// watch on the coordinator (the shard stops when the coordinator goes).
+void set_up(shard_pointer self, coordinator_actor coordinator, observability obs, std::string fast_path_tag,
+            std::shared_ptr<lane::shard_end> lanes) {
   self->state.obs = std::move(obs);
   self->state.coordinator = coordinator;
   if (!fast_path_tag.empty()) self->state.channels.emplace(std::move(fast_path_tag));
@@ -108,56 +115,22 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
     spdlog::error("shard {}: the coordinator went away ({}); stopping", self->state.index, caf::to_string(dm.reason));
     self->quit(dm.reason);
   });
+}
+
+local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_actor coordinator, std::string job_id,
+                                              std::chrono::milliseconds join_timeout, observability obs,
+                                              std::string fast_path_tag, std::shared_ptr<lane::shard_end> lanes) {
+  set_up(self, coordinator, std::move(obs), std::move(fast_path_tag), std::move(lanes));
   return {
       // Pushes and pulls before the welcome are refused as not_started.
-      [=](const join_trigger& where) {
-        self->request(coordinator, join_timeout, join_atom::value, shard_join{job_id, where.host, where.port, where.proof})
-            .then([=](shard_welcome& w) { init_from_welcome(self, w); },
-                  [=](caf::error& e) {
-                    spdlog::error("shard: the coordinator refused or did not answer the join: {}{}", describe(e),
-                                  troupe_code(e) == errc::not_member
-                                      ? " (does this node hold the job's secret? pass --secret-file)"
-                                      : "");
-                    self->quit(e);
-                  });
-      },
+      [=](const join_trigger& where) { join(self, where, job_id, join_timeout); },
       [=](join_atom, shard_admit& a) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "an admission")) return refused();
-        if (!self->state.core) return not_started(self);
-        record_member(self, a.joined.rank, std::move(a.identity));
-        if (serves_kv(self)) {
-          kv_member_joined(self, a.joined.rank);
-          return caf::ok_atom::value;
-        }
-        self->state.core->member_joined(a.joined.rank, a.joined.clock);
-        settle_held(self);
-        return caf::ok_atom::value;
+        return on_admit(self, a);
       },
       [=](start_atom, shard_start& s) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "a start")) return refused();
-        if (!self->state.core) return not_started(self);
-        if (s.identities.size() != s.members.workers.size())
-          return make_error(errc::bad_job, "a start names " + std::to_string(s.members.workers.size()) +
-                                               " members but " + std::to_string(s.identities.size()) + " identities");
-        for (std::size_t i = 0; i < s.identities.size(); ++i)
-          record_member(self, s.members.workers[i], std::move(s.identities[i]));
-        if (auto why = restore_checkpoint(self)) {
-          spdlog::error("shard {}: {}", self->state.index, *why);
-          // Answered before the shard stops, so the job's error says why.
-          auto rp = self->make_response_promise<caf::ok_atom>();
-          rp.deliver(make_error(errc::checkpoint_failed, *why));
-          self->quit(make_error(errc::checkpoint_failed, *why));
-          return rp;
-        }
-        if (serves_kv(self)) {
-          kv_members_start(self, s.members.workers);
-          return caf::ok_atom::value;
-        }
-        if (self->state.core->config().mode == sync_mode::sync && s.members.clock != self->state.core->version())
-          return make_error(errc::bad_job, "a sync start at clock " + std::to_string(s.members.clock) +
-                                               " for a shard at version " + std::to_string(self->state.core->version()));
-        self->state.core->start(s.members.workers, s.members.stages, s.members.clock);
-        return caf::ok_atom::value;
+        return on_start(self, s);
       },
       [=](push_atom, push_grads& p) -> caf::result<push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
@@ -169,48 +142,17 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
         if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
-        if (!serves_training(self)) return not_started(self);
         return snapshot(self);
       },
       [=](stats_atom) -> caf::result<shard_stats> {
         if (!from_coordinator(self, coordinator, "a statistics request")) return refused();
-        if (!self->state.core) return not_started(self);
-        const auto& core = *self->state.core;
-        const auto& c = core.counters();
-        shard_stats s;
-        s.shard = self->state.index;
-        s.version = core.version();
-        s.updates = c.updates;
-        s.gradients = c.gradients;
-        s.rejected = c.rejected;
-        s.pulls = c.pulls;
-        s.pulls_held = c.pulls_held;
-        s.held_now = static_cast<std::int64_t>(core.held());
-        s.staleness_sum = c.staleness_sum;
-        s.staleness_count = c.staleness_count;
-        s.staleness_max = c.staleness_max;
-        s.staleness_hist.assign(c.staleness_hist.begin(), c.staleness_hist.end());
-        return s;
+        return stats_of(self);
       },
       [=](left_atom, std::uint32_t rank) {
-        if (!from_coordinator(self, coordinator, "a leave")) return;
-        forget_lane(self, rank);
-        if (!self->state.core) return;
-        if (rank < self->state.members.size()) self->state.members[rank] = {};
-        if (serves_kv(self)) return kv_member_left(self, rank);
-        if (self->state.channels) self->state.channels->forget(rank);
-        self->state.core->member_left(rank);
-        settle_held(self);
-        maybe_checkpoint(self);
+        if (from_coordinator(self, coordinator, "a leave")) on_left(self, rank);
       },
       [=](straggler_atom, std::uint32_t rank, bool slow) {
-        if (!from_coordinator(self, coordinator, "a straggler's name")) return;
-        if (!self->state.core) return;
-        self->state.core->set_straggler(rank, slow);
-        if (serves_kv(self))
-          settle_kv(self);
-        else
-          settle_held(self);
+        if (from_coordinator(self, coordinator, "a straggler's name")) on_straggler(self, rank, slow);
       },
       [=](checkpoint_atom, std::int64_t step) {
         if (!from_coordinator(self, coordinator, "a checkpoint request")) return;

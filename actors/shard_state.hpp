@@ -1,9 +1,10 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
-// shard_server.cpp is the actor (join, admission, snapshots) and checks who sent each
-// message; shard_train.cpp serves a training member's pushes and pulls of its slice
-// through shard_core, shard_kv.cpp a user's loop's pushes and pulls of key parts through
-// the same core, shard_lane.cpp the bulk lanes, and shard_checkpoints.cpp a training
-// job's checkpoints. Private to those files.
+// shard_server.cpp is the actor (the join, the welcome) and checks who sent each message;
+// shard_membership.cpp takes the coordinator's word about members; shard_train.cpp serves
+// a training member's pushes and pulls of its slice through shard_core, shard_kv.cpp a
+// user's loop's pushes and pulls of key parts through the same core, shard_lane.cpp the
+// bulk lanes, and shard_checkpoints.cpp the checkpoints of either kind of job. Private to
+// those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -158,6 +159,18 @@ using shard_pointer = local_shard_actor::stateful_pointer<shard_state>;
 inline bool serves_kv(shard_pointer self) { return self->state.core && !self->state.core->training(); }
 // The shard has joined a training job.
 inline bool serves_training(shard_pointer self) { return self->state.core && self->state.core->training(); }
+
+// The coordinator's word about the job's members (shard_membership.cpp), after
+// shard_server.cpp checked that the coordinator sent it: member rank's identity (the only
+// actor that may push and pull as it), an admission, the start, a leave, a straggler's
+// name, and the statistics and snapshot the coordinator gathers.
+void record_member(shard_pointer self, std::uint32_t rank, member_identity who);
+caf::result<caf::ok_atom> on_admit(shard_pointer self, shard_admit& a);
+caf::result<caf::ok_atom> on_start(shard_pointer self, shard_start& s);
+void on_left(shard_pointer self, std::uint32_t rank);
+void on_straggler(shard_pointer self, std::uint32_t rank, bool slow);
+caf::result<shard_stats> stats_of(shard_pointer self);
+caf::result<params_reply> snapshot(shard_pointer self);
 
 // Answers both sides give (shard_server.cpp).
 caf::error not_started(shard_pointer self);

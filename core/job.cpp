@@ -130,7 +130,10 @@ bool waits_for_restart(const job_spec& job, const fault& f) {
          (f.code == errc::shard_lost || f.code == errc::stalled || f.code == errc::timed_out);
 }
 
-std::optional<std::string> validate(const job_spec& job) {
+namespace {
+
+// validate(), the members, shard servers, stages and local groups.
+std::optional<std::string> validate_layout(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";
   if (job.pipeline_stages < 1 || job.pipeline_stages > 64) return "--pipeline-stages must be between 1 and 64";
@@ -156,6 +159,11 @@ std::optional<std::string> validate(const job_spec& job) {
     return "--local-reduce sums gradients within each node before the shard servers (or, with --mode allreduce, "
            "the ring) see them; it needs --mode sync or allreduce, one pipeline stage, at least one shard server "
            "in sync, and real compute (no --simulate-compute)";
+  return std::nullopt;
+}
+
+// validate(), what crosses the network: compression, buckets, pull precision.
+std::optional<std::string> validate_transfers(const job_spec& job) {
   if (job.compression.kind != codec_kind::none && job.servers == 0)
     return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
   if (job.bucket_bytes < 0)
@@ -163,6 +171,11 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.pull_precision.kind == codec_kind::two_bit && (job.kv || job.servers == 0))
     return "--pull-precision 2bit is for training jobs with shard servers (a shard keeps what each member holds and "
            "sends the change); a key-value job (launch ... -- COMMAND) and --servers 0 take fp32, fp16 or bf16";
+  return std::nullopt;
+}
+
+// validate(), the training itself: microbatches, schedule, cuts, epochs, batch, lr, modes, timeouts.
+std::optional<std::string> validate_training(const job_spec& job) {
   if (job.microbatches > job.train.batch_size)
     return "--microbatches " + std::to_string(job.microbatches) + " splits a batch of " +
            std::to_string(job.train.batch_size) + " samples into empty parts; use at most --batch-size microbatches";
@@ -185,6 +198,11 @@ std::optional<std::string> validate(const job_spec& job) {
            std::to_string(members(job) - 1) + (job.pipeline_stages > 1 ? " (replica * stages + stage)" : "");
   if (job.slow_factor < 1.0) return "--slow-worker FACTOR must be at least 1";
   if (job.request_timeout_ms < 1 || job.stall_timeout_ms < 1) return "timeouts must be positive";
+  return std::nullopt;
+}
+
+// validate(), checkpoints.
+std::optional<std::string> validate_checkpoints(const job_spec& job) {
   if (!job.checkpoints.dir.empty() && job.simulate_compute_ms > 0)
     return "--checkpoint-dir keeps the parameters and the optimizer's state of a training job; it needs real "
            "compute (no --simulate-compute)";
@@ -199,6 +217,11 @@ std::optional<std::string> validate(const job_spec& job) {
     return "--on-shard-loss recover restarts a training job in place from its newest checkpoint once a replacement "
            "shard server has joined; this job has no shard servers to lose (or is a key-value job, which goes on "
            "from its newest checkpoint with launch --max-restarts or --resume); leave it out";
+  return std::nullopt;
+}
+
+// validate(), the rules for asynchrony and stragglers, and the training set against the workers.
+std::optional<std::string> validate_rules(const job_spec& job) {
   if (job.critical_batch < 0) return "--critical-batch must be 0 (linear scaling without a cap) or more samples";
   if (job.backup_workers < 0) return "--backup-workers must be 0 or more";
   if (!(job.straggler_factor == 0.0 || (job.straggler_factor >= 1.0 && std::isfinite(job.straggler_factor))))
@@ -218,6 +241,14 @@ std::optional<std::string> validate(const job_spec& job) {
   if (job.train_size > 0 && job.train_size < static_cast<std::int64_t>(job.workers))
     return "the training set has " + std::to_string(job.train_size) + " samples, fewer than the " +
            std::to_string(job.workers) + " workers";
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> validate(const job_spec& job) {
+  for (auto check : {validate_layout, validate_transfers, validate_training, validate_checkpoints, validate_rules})
+    if (auto why = check(job)) return why;
   return std::nullopt;
 }
 

@@ -85,15 +85,17 @@ job_actions_list job_core::on_init(ticket t, const kv_init& r) {
   std::int64_t numel = 1;
   for (auto d : r.dims) {
     if (d <= 0 || numel > kv_max_key_floats / d)
-      return {refuse{t, {errc::bad_shape, "init of key " + shown + ": shape " + dims_str(r.dims) +
-                                              " needs dimensions of at least 1 and at most " +
-                                              std::to_string(kv_max_key_floats) + " elements in all"}}};
+      return {refuse{t,
+                     {errc::bad_shape, "init of key " + shown + ": shape " + dims_str(r.dims) +
+                                           " needs dimensions of at least 1 and at most " +
+                                           std::to_string(kv_max_key_floats) + " elements in all"}}};
     numel *= d;
   }
   const std::int64_t n = r.value.numel();
   if (r.value.empty() || r.value.type() != dtype::f32 || r.offset < 0 || r.offset > numel - n)
-    return {refuse{t, {errc::bad_shape, "init of key " + shown + ": the value does not hold " + dims_str(r.dims) +
-                                            " float32 elements"}}};
+    return {refuse{t,
+                   {errc::bad_shape,
+                    "init of key " + shown + ": the value does not hold " + dims_str(r.dims) + " float32 elements"}}};
   if (!all_finite(r.value))
     return {refuse{t, {errc::not_finite, "init of key " + shown + ": the value holds NaN or infinite values"}}};
   const auto staging = std::make_pair(r.worker, r.name);
@@ -105,8 +107,9 @@ job_actions_list job_core::on_init(ticket t, const kv_init& r) {
     if (static_cast<std::int64_t>(got.size()) != r.offset) {
       const std::size_t expected = got.size();
       staged_.erase(staging);
-      return {refuse{t, {errc::malformed, "init of key " + shown + ": a chunk at element " + std::to_string(r.offset) +
-                                              ", where element " + std::to_string(expected) + " was next"}}};
+      return {refuse{t,
+                     {errc::malformed, "init of key " + shown + ": a chunk at element " + std::to_string(r.offset) +
+                                           ", where element " + std::to_string(expected) + " was next"}}};
     }
     got.insert(got.end(), r.value.data<float>(), r.value.data<float>() + n);
     if (static_cast<std::int64_t>(got.size()) < numel) return {answer_key{t, {}}};  // send the next one
@@ -136,7 +139,8 @@ void job_core::drop_staged(std::uint32_t rank) {
 job_actions_list job_core::on_lookup(ticket t, const kv_lookup& r) {
   const kv_key_layout* k = registry_->find(r.name);
   if (!k)
-    return {refuse{t, {errc::no_such_key, "key " + kv_key_display(r.name) + " was never initialised; call init first"}}};
+    return {
+        refuse{t, {errc::no_such_key, "key " + kv_key_display(r.name) + " was never initialised; call init first"}}};
   if (auto d = defines_.find(k->id); d != defines_.end()) {
     d->second.waiting.push_back(t);
     return {};
@@ -159,8 +163,8 @@ job_actions_list job_core::define_failed(std::uint64_t id, const fault& why) {
   auto d = defines_.extract(id);
   if (d)
     for (ticket t : d.mapped().waiting) out.push_back(refuse{t, why});
-  finish(fault{errc::shard_lost, "a shard did not define key " + kv_key_display(d ? d.mapped().name : "?") + ": " +
-                                     to_string(why)},
+  finish(fault{errc::shard_lost,
+               "a shard did not define key " + kv_key_display(d ? d.mapped().name : "?") + ": " + to_string(why)},
          out);
   return out;
 }

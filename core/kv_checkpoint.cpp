@@ -65,8 +65,11 @@ std::optional<std::string> write_kv_shard_image(const std::filesystem::path& pat
     if (!p.slot1.empty()) sections.emplace_back(section("slot1", p.id), p.slot1);
     if (!p.slot2.empty()) sections.emplace_back(section("slot2", p.id), p.slot2);
   }
-  const nlohmann::json meta = {{"identity", id.to_json()},     {"shard", s.shard}, {"step", s.step},
-                               {"optimizer", optimizer_json(s)}, {"parts", parts}};
+  const nlohmann::json meta = {{"identity", id.to_json()},
+                               {"shard", s.shard},
+                               {"step", s.step},
+                               {"optimizer", optimizer_json(s)},
+                               {"parts", parts}};
   return write_tensor_file(path, kv_shard_state_kind, meta, sections);
 }
 
@@ -112,7 +115,8 @@ nlohmann::json keys_to_json(const std::vector<kv_key_layout>& keys) {
   for (const auto& k : keys) {
     nlohmann::json parts = nlohmann::json::array();
     for (const auto& p : k.parts)
-      parts.push_back({{"id", p.id}, {"shard", p.shard}, {"row_begin", p.row_begin}, {"rows", p.rows}, {"numel", p.numel}});
+      parts.push_back(
+          {{"id", p.id}, {"shard", p.shard}, {"row_begin", p.row_begin}, {"rows", p.rows}, {"numel", p.numel}});
     out.push_back({{"id", k.id}, {"name", k.name}, {"dims", k.dims}, {"parts", parts}});
   }
   return out;

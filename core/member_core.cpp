@@ -99,8 +99,32 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   net_ = pipelined() ? full->stage(span.first_layer, span.last_layer) : *full;
   acts_in_.emplace(job, net_->input_shape(), "activation");
   grads_in_.emplace(job, net_->output_shape(), "activation gradient");
-  for (std::uint32_t s = 0; s < a.table.shards(); ++s) {
-    ranges_.push_back(stage_ranges(a.table.ranges_of(s), span));
+  lay_out_shards(a.table, span);
+  if (job.servers == 0) local_opt_.emplace(job.train.optimizer, net_->num_params());
+  if (simulated()) {
+    // A fixed, small, finite gradient: enough for the shards to do their real work.
+    synthetic_grad_ = tensor({net_->num_params()});
+    rng r(derive_seed(job.train.seed, {0x51, a.rank}));
+    float* g = synthetic_grad_.data<float>();
+    for (std::int64_t i = 0; i < net_->num_params(); ++i) g[i] = 1e-4f * r.normal();
+    return std::nullopt;
+  }
+  if (auto f = take_data()) return f;
+  // Granted rows add up to max_extra_rows to a step (Note [Dealing a lost worker's samples]).
+  const std::int64_t rows = job.train.batch_size + deal_shape_of(job).max_extra_rows;
+  const std::int64_t max_rows = (rows + job.microbatches - 1) / job.microbatches;
+  const auto plan = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_),
+                                  microbatches_for(job, job.train.batch_size));
+  if (auto f = open_device(max_rows, peak_stored(plan))) return f;
+  return restore_checkpoint();
+}
+
+// This stage's part of every shard's slice (the ranges it pushes and pulls, in buffer
+// order), the shards it talks to, its 2-bit residuals, and its gradient buckets' pieces.
+void member_core::lay_out_shards(const key_table& table, const stage_span& span) {
+  const job_spec& job = place_.job;
+  for (std::uint32_t s = 0; s < table.shards(); ++s) {
+    ranges_.push_back(stage_ranges(table.ranges_of(s), span));
     std::int64_t n = 0;
     for (const auto& r : ranges_.back()) n += r.length;
     slice_numel_.push_back(n);
@@ -112,42 +136,32 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   // Buckets need real backward layers and pushes of this member's own gradient.
   const bool bucketable = !simulated() && !grouped() && job.servers > 0;
   buckets_ = plan_buckets(*net_, bucketable ? job.bucket_bytes : 0);
-  piece_asked_.assign(a.table.shards(), {});
-  for (std::uint32_t s = 0; s < a.table.shards(); ++s) {
+  piece_asked_.assign(table.shards(), {});
+  for (std::uint32_t s = 0; s < table.shards(); ++s) {
     pieces_.emplace_back();
     for (const gradient_bucket& b : buckets_) pieces_.back().push_back(piece_of(ranges_[s], b.lo, b.hi));
   }
-  base_version_.assign(a.table.shards(), 0);
-  refused_clock_.assign(a.table.shards(), -1);
-  pulled_.assign(a.table.shards(), tensor());
-  if (job.servers == 0) local_opt_.emplace(job.train.optimizer, net_->num_params());
-  if (simulated()) {
-    // A fixed, small, finite gradient: enough for the shards to do their real work.
-    synthetic_grad_ = tensor({net_->num_params()});
-    rng r(derive_seed(job.train.seed, {0x51, a.rank}));
-    float* g = synthetic_grad_.data<float>();
-    for (std::int64_t i = 0; i < net_->num_params(); ++i) g[i] = 1e-4f * r.normal();
-    return std::nullopt;
-  }
-  if (first_stage() || last_stage()) {
-    auto data = setup_.data(job);
-    if (!data) return fault{errc::bad_job, data.error().message};
-    data_ = std::move(*data);
-    if (data_->train.size() != job.train_size)
-      return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
-                                      " samples but the job has " + std::to_string(job.train_size)};
-    auto aug = parse_augmentation(job.train.augment);
-    if (!aug) return fault{errc::bad_job, aug.error().message};
-    if (auto bad = augmentation_unfit(*aug, data_->train)) return fault{errc::bad_job, bad->message};
-    augment_ = *aug;
-  }
-  // Granted rows add up to max_extra_rows to a step (Note [Dealing a lost worker's samples]).
-  const std::int64_t rows = job.train.batch_size + deal_shape_of(job).max_extra_rows;
-  const std::int64_t max_rows = (rows + job.microbatches - 1) / job.microbatches;
-  const auto plan = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_),
-                                  microbatches_for(job, job.train.batch_size));
-  if (auto f = open_device(max_rows, peak_stored(plan))) return f;
-  return restore_checkpoint();
+  base_version_.assign(table.shards(), 0);
+  refused_clock_.assign(table.shards(), -1);
+  pulled_.assign(table.shards(), tensor());
+}
+
+// The first and last stages read the data (inputs, labels): it must be the job's, and fit
+// the job's augmentation.
+std::optional<fault> member_core::take_data() {
+  const job_spec& job = place_.job;
+  if (!first_stage() && !last_stage()) return std::nullopt;
+  auto data = setup_.data(job);
+  if (!data) return fault{errc::bad_job, data.error().message};
+  data_ = std::move(*data);
+  if (data_->train.size() != job.train_size)
+    return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
+                                    " samples but the job has " + std::to_string(job.train_size)};
+  auto aug = parse_augmentation(job.train.augment);
+  if (!aug) return fault{errc::bad_job, aug.error().message};
+  if (auto bad = augmentation_unfit(*aug, data_->train)) return fault{errc::bad_job, bad->message};
+  augment_ = *aug;
+  return std::nullopt;
 }
 
 // The stage's compute: its device (or the CPU backend, for a local group's collectives),

@@ -191,6 +191,8 @@ class member_core {
 
   // member_core.cpp: building the stage, starting, the local group.
   std::optional<fault> build(const member_assignment& a);
+  void lay_out_shards(const key_table& table, const stage_span& span);
+  std::optional<fault> take_data();
   std::optional<fault> open_device(std::int64_t max_rows, int slots);
   void start_training(member_actions_list& out);
   void open_group(member_actions_list& out);

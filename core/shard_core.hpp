@@ -55,6 +55,7 @@
 #include "core/kv_layout.hpp"
 #include "core/lendable_tensor.hpp"
 #include "core/shard_checkpoint.hpp"
+#include "core/shard_counters.hpp"
 #include "core/update_rules.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
@@ -85,26 +86,11 @@ struct shard_config {
   // themselves): a part stores what the workers push.
   bool has_optimizer = true;
   optimizer_config optimizer;
-  lr_schedule schedule;  // indexed by the pushing member's clock, else by the part's version
+  lr_schedule schedule;           // indexed by the pushing member's clock, else by the part's version
   std::vector<key_range> ranges;  // of the model's flat vector, in buffer order (what a checkpoint says it holds)
   // Note [Checkpoint steps]: checkpoints every this many steps / at each epoch's end (0: not).
   std::int64_t checkpoint_every = 0;
   std::int64_t checkpoint_epoch_steps = 0;
-};
-
-inline constexpr int staleness_buckets = 8;  // 0, 1, 2, 3, 4, 5-8, 9-16, >16
-int staleness_bucket(std::int64_t staleness);
-
-struct shard_counters {
-  std::int64_t updates = 0;    // optimizer steps applied
-  std::int64_t gradients = 0;  // gradients accepted
-  std::int64_t rejected = 0;   // gradients or pulls refused
-  std::int64_t late = 0;       // gradients (or pieces) dropped: their round closed without them
-  std::map<errc, std::int64_t> rejected_by;
-  std::int64_t pulls = 0;       // pulls answered
-  std::int64_t pulls_held = 0;  // of those, answered after being held
-  std::int64_t staleness_sum = 0, staleness_count = 0, staleness_max = 0;
-  std::array<std::int64_t, staleness_buckets> staleness_hist{};
 };
 
 // What the shell knows of how a gradient came (shard_core::push).
@@ -152,8 +138,7 @@ class shard_core {
   // A member (re)joins a running job, expected from `clock` on (in sync a round that has
   // closed already moves it to the open one); without a clock, from each part's open
   // round (sync) or level with its slowest live member (async/ssp).
-  void member_joined(std::uint32_t member, std::optional<std::int64_t> clock = std::nullopt,
-                     std::uint32_t stage = 0);
+  void member_joined(std::uint32_t member, std::optional<std::int64_t> clock = std::nullopt, std::uint32_t stage = 0);
   // A member died or left: it no longer counts for rounds or bounds; its held pulls are dropped.
   void member_left(std::uint32_t member);
   // ssp: the coordinator names the member a straggler, or no longer (Note [Stragglers
@@ -192,7 +177,7 @@ class shard_core {
     std::optional<fault> error;
     std::int64_t version = 0;    // the part's version after the push
     std::int64_t staleness = 0;  // updates applied to the part since the version the gradient was computed on
-    bool late = false;  // Note [Backup workers]: dropped, no error; `version` is the open round
+    bool late = false;           // Note [Backup workers]: dropped, no error; `version` is the open round
   };
   // A training member's gradient of `clock` for its stage's part (or a piece of it).
   push_outcome push(std::uint32_t member, std::int64_t clock, std::int64_t base_version, tensor grad,
@@ -300,12 +285,12 @@ class shard_core {
     std::map<std::int64_t, std::int64_t> pieces;  // offset -> numel
   };
   struct part_state {
-    std::string key;             // a key-value part's canonical key name (for messages)
-    std::uint32_t stage = 0;     // pushed by the members of this stage
-    shard_slice slice;           // a training part: where it lies in the shard's buffer
+    std::string key;          // a key-value part's canonical key name (for messages)
+    std::uint32_t stage = 0;  // pushed by the members of this stage
+    shard_slice slice;        // a training part: where it lies in the shard's buffer
     lendable_tensor value;
     std::optional<optimizer_state> opt;
-    std::int64_t version = 0;    // updates applied (sync: rounds closed)
+    std::int64_t version = 0;  // updates applied (sync: rounds closed)
     std::map<std::uint32_t, pusher> pushers;
     // sync: open rounds by index, then by rank (ordered, so the sum is in rank order);
     // an empty tensor marks a refused submission.
@@ -346,21 +331,21 @@ class shard_core {
 
   // A training member's whole gradient of `clock` (owned); `refused`: refuse it with this,
   // as the clock's submission.
-  push_outcome submit(std::uint32_t member, std::int64_t clock, std::int64_t base_version, tensor grad,
-                      verdict refused, bool finite);
+  push_outcome submit(std::uint32_t member, std::int64_t clock, std::int64_t base_version, tensor grad, verdict refused,
+                      bool finite);
   push_outcome push_piece(std::uint32_t member, std::int64_t clock, std::int64_t base_version, tensor grad,
                           const gradient_receipt& how);
   // An accepted gradient of part p: into its round (sync) or applied (async/ssp).
   // clock: the member's stated one (schedule index in async), else none.
-  push_outcome accept(part_state& p, std::uint32_t member, std::optional<std::int64_t> clock,
-                      std::int64_t base_version, gradient g);
+  push_outcome accept(part_state& p, std::uint32_t member, std::optional<std::int64_t> clock, std::int64_t base_version,
+                      gradient g);
   void close_rounds(part_state& p);
   // sync: every live pusher due in round r submitted (Note [Backup workers]: all but
   // backup_workers of them, at least one).
   bool round_complete(const part_state& p, std::int64_t round) const;
   void apply(part_state& p, const_tensor_view grad, float lr, std::optional<float> momentum);
-  void apply_on_arrival(part_state& p, std::uint32_t member, std::optional<std::int64_t> clock,
-                        const_tensor_view grad, std::int64_t staleness);
+  void apply_on_arrival(part_state& p, std::uint32_t member, std::optional<std::int64_t> clock, const_tensor_view grad,
+                        std::int64_t staleness);
   // Note [Backup workers]: whether a gradient of `round` comes after its round closed
   // without it, and the answer that drops it.
   bool late(const part_state& p, std::int64_t round) const;

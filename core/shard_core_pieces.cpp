@@ -41,7 +41,8 @@ shard_core::push_outcome shard_core::push_piece(std::uint32_t member, std::int64
   }
   if (auto bad = check_clock(part, member, clock)) return reject(*bad, part.version);
   partial_gradient& p = part.partial[member];
-  if (p.buffer.empty() || p.clock != clock) p = partial_gradient{clock, base_version, 0, tensor::uninitialized({n}), {}};
+  if (p.buffer.empty() || p.clock != clock)
+    p = partial_gradient{clock, base_version, 0, tensor::uninitialized({n}), {}};
   // Refuses the clock's whole gradient (Note [Gradient pieces]).
   const auto refuse = [&](errc e, const std::string& why) {
     part.partial.erase(member);

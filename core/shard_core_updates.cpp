@@ -52,7 +52,8 @@ shard_core::verdict shard_core::check_clock(const part_state& p, std::uint32_t m
   if (cfg_.mode != sync_mode::sync) {
     if (clock < next) return fault{errc::duplicate, "worker " + w + " already pushed clock " + c};
     if (clock > next)
-      return fault{errc::bad_clock, "worker " + w + " pushed clock " + c + " but its next clock is " + std::to_string(next)};
+      return fault{errc::bad_clock,
+                   "worker " + w + " pushed clock " + c + " but its next clock is " + std::to_string(next)};
     return std::nullopt;
   }
   if (clock < p.version)
@@ -110,7 +111,7 @@ shard_core::push_outcome shard_core::submit(std::uint32_t member, std::int64_t c
 }
 
 shard_core::push_outcome shard_core::push_part(std::uint32_t member, kv_part_id part, std::int64_t base_version,
-                                          const_tensor_view grad) {
+                                               const_tensor_view grad) {
   auto all = push_parts(member, {part}, {base_version}, {grad});
   push_outcome out;
   out.error = std::move(all.error);
@@ -151,9 +152,9 @@ shard_core::push_outcome_all shard_core::push_parts(std::uint32_t member, const 
   }
   for (std::size_t i = 0; i < parts.size(); ++i) {
     part_state& p = parts_.at(parts[i]);
-    const auto r = late(p, next_of(p, member))
-                       ? drop_late(p, member)
-                       : accept(p, member, std::nullopt, base_versions[i], gradient{grads[i].reshape({grads[i].numel()})});
+    const auto r = late(p, next_of(p, member)) ? drop_late(p, member)
+                                               : accept(p, member, std::nullopt, base_versions[i],
+                                                        gradient{grads[i].reshape({grads[i].numel()})});
     out.versions.push_back(r.version);
     out.staleness.push_back(r.staleness);
   }

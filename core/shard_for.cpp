@@ -17,7 +17,7 @@ shard_config kv_shard_config(const shard_welcome& w) {
   cfg.dc_lambda = w.job.dc_lambda;
   cfg.rule_keeps_lr = true;
   cfg.backup_workers = w.job.backup_workers;
-  cfg.has_optimizer = false;  // until a member sets one
+  cfg.has_optimizer = false;                                                           // until a member sets one
   if (!w.job.checkpoints.dir.empty()) cfg.checkpoint_every = w.job.checkpoints.every;  // Note [Key-value checkpoints]
   return cfg;
 }

@@ -30,7 +30,8 @@ kv_shard_image sample_image() {
   s.has_optimizer = true;
   s.optimizer = optimizer_config{optimizer_kind::adam, 0.f, false, 0.01f, 0.8f, 0.99f, 1e-6f};
   s.schedule = lr_schedule{lr_schedule_kind::cosine, 0.1f, 5, 100, 0.1f};
-  s.parts.push_back({make_part_id(0, 0), "s:w", 8, 8, test::vec({1, 2, 3}), test::vec({4, 5, 6}), test::vec({7, 8, 9})});
+  s.parts.push_back(
+      {make_part_id(0, 0), "s:w", 8, 8, test::vec({1, 2, 3}), test::vec({4, 5, 6}), test::vec({7, 8, 9})});
   s.parts.push_back({make_part_id(3, 1), "i:7", 5, 5, test::vec({-1}), test::vec({-2}), test::vec({-3})});
   return s;
 }
