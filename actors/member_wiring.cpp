@@ -17,10 +17,6 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-std::chrono::milliseconds request_timeout(stage_pointer self) {
-  return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
-}
-
 }  // namespace
 
 // Connects to the actor published at host:port, retrying (with a growing pause) until

@@ -1,6 +1,6 @@
-// pipeline_stage: decodes messages for member_core and carries out its actions. Two
-// behaviours: joining (the welcome, wiring and the local group; stage tensors wait) and
-// training (stage tensors go to the core).
+// pipeline_stage: decodes messages for member_core (stage_actions.cpp carries out what it
+// decides). Two behaviours: joining (the welcome, wiring and the local group; stage
+// tensors wait) and training (stage tensors go to the core).
 #include "actors/pipeline_stage.hpp"
 
 #include <spdlog/spdlog.h>
@@ -22,12 +22,6 @@ bool from_the_coordinator(stage_pointer self, const char* what) {
 }
 
 namespace {
-
-using wall = std::chrono::system_clock;
-
-std::chrono::milliseconds request_timeout(stage_pointer self) {
-  return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
-}
 
 bool from(stage_pointer self, const caf::actor_addr& sender, bool forward) {
   const stage_actor& n = forward ? self->state.prev : self->state.next;
@@ -83,72 +77,8 @@ void on_shed(stage_pointer self, const rows_shed& s) {
   drive(self, [&](member_core& c) { return c.on_rows_shed(s); });
 }
 
-bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
-
-// Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
-// Over the network, large tensors take the member's bulk lane to the shard (stage_lane.cpp).
-void pull(stage_pointer self, std::uint32_t s, pull_request r) {
-  const bool lent = offer_reply_slot(self, s, r);
-  if (!lent) r.lane_reply = lane_reply_ticket(self, s, r);
-  const std::uint64_t ticket = r.lane_reply;
-  auto answered = [=](params_reply& p) {
-    if (!p.shared.empty()) {
-      if (auto taken = take_shared_reply(self, s, p); !taken) {
-        drive(self, [&](member_core& c) { return c.on_pull_failed(s, taken.error().message); });
-        return;
-      }
-    } else if (lent) {
-      settle_reply_slot(self, s, true, false);
-    }
-    if (!p.lane.empty() || ticket != 0) return on_lane_reply(self, s, ticket, std::move(p));
-    drive(self, [&](member_core& c) { return c.on_params(s, std::move(p)); });
-  };
-  auto failed = [=](caf::error& e) {
-    if (lent) settle_reply_slot(self, s, false, timed_out(e));
-    if (ticket != 0 && timed_out(e)) abandon_lane_reply(self, s, ticket);  // its payload may still come
-    drive(self, [&](member_core& c) { return c.on_pull_failed(s, describe(e)); });
-  };
-  if (lent && ring_pull(self, s, r, answered, failed)) return;
-  self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r)).then(answered, failed);
-}
-
-void push(stage_pointer self, std::uint32_t s, push_grads g) {
-  const auto sent = wall::now();
-  const std::int64_t clock = g.clock;
-  if (g.piece_numel > 0 && self->state.pushes_pieces.insert(s).second)
-    spdlog::info("{}: pushes its gradient to shard {} in pieces, each gradient bucket as backward produces it",
-                 who(self), s);
-  const bool lent = share_push(self, s, g);
-  if (!lent) push_on_lane(self, s, g);
-  auto acked = [=](const push_ack& ack) {
-    if (lent) settle_push_slot(self, s, false);
-    const double secs = std::chrono::duration<double>(wall::now() - sent).count();
-    drive(self, [&](member_core& c) { return c.on_push_ack(s, clock, ack, secs); });
-  };
-  auto failed = [=](caf::error& e) {
-    if (lent) settle_push_slot(self, s, timed_out(e));
-    drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); });
-  };
-  if (lent && ring_push(self, s, g, [acked](push_ack& a) { acked(a); }, failed)) return;
-  self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g)).then(acked, failed);
-}
-
 local_stage_actor::behavior_type training(stage_pointer self);
 
-void start_training(stage_pointer self) {
-  auto& st = self->state;
-  const auto& place = st.core->place();
-  spdlog::info("{} ({} of {} members): training {} samples per epoch against {} shards{}", who(self), place.rank,
-               members(place.job), samples_per_worker(place.job), st.core->active_shards().size(),
-               place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
-  self->become(training(self));
-  if (auto offer = std::exchange(st.mailboxes.early_offer, std::nullopt)) on_ring_mailbox(self, offer->first, offer->second);
-  answer_early_ring_lane_ask(self);
-  for (auto& [sender, msg] : std::exchange(st.early, {})) {
-    if (st.core->phase() == member_phase::stopped) return;
-    take_tensor(self, sender, std::move(msg));
-  }
-}
 
 local_stage_actor::behavior_type training(stage_pointer self) {
   return {
@@ -258,6 +188,21 @@ local_stage_actor::behavior_type joining(stage_pointer self) {
 
 }  // namespace
 
+void start_training(stage_pointer self) {
+  auto& st = self->state;
+  const auto& place = st.core->place();
+  spdlog::info("{} ({} of {} members): training {} samples per epoch against {} shards{}", who(self), place.rank,
+               members(place.job), samples_per_worker(place.job), st.core->active_shards().size(),
+               place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
+  self->become(training(self));
+  if (auto offer = std::exchange(st.mailboxes.early_offer, std::nullopt)) on_ring_mailbox(self, offer->first, offer->second);
+  answer_early_ring_lane_ask(self);
+  for (auto& [sender, msg] : std::exchange(st.early, {})) {
+    if (st.core->phase() == member_phase::stopped) return;
+    take_tensor(self, sender, std::move(msg));
+  }
+}
+
 std::string who(stage_pointer self) {
   const auto& core = self->state.core;
   return core->phase() != member_phase::joining ? core->who() : std::string("a member");
@@ -267,88 +212,6 @@ void fail(stage_pointer self, const fault& e) {
   if (park(self, e)) return;
   spdlog::error("{}: {}", who(self), to_string(e));
   self->quit(make_error(e));
-}
-
-// Carries out the actions of one list in order (a `resume` last is left to carry_out).
-void carry_out_in_order(stage_pointer self, member_actions_list& actions);
-
-void carry_out(stage_pointer self, member_actions_list actions) {
-  auto& st = self->state;
-  for (bool resume = true; resume;) {
-    resume = !actions.empty() && std::holds_alternative<member_actions::resume>(actions.back());
-    carry_out_in_order(self, actions);
-    ring_bells(self);  // before any compute that `resume` runs
-    if (!resume) break;
-    try {
-      actions = st.core->on_resume();
-    } catch (const std::exception& e) {
-      fail(self, {errc::compute_failed, who(self) + ": " + e.what()});
-      return;
-    }
-  }
-  if (!st.training && st.core->phase() == member_phase::training) {
-    st.training = true;
-    start_training(self);
-  }
-  await_answers(self);  // Note [Waiting for the answers]
-}
-
-void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
-  auto& st = self->state;
-  for (auto& action : actions) {
-    std::visit(
-        [&](auto& a) {
-          using A = std::decay_t<decltype(a)>;
-          using namespace member_actions;
-          if constexpr (std::is_same_v<A, member_actions::pull>) {
-            stage_shell::pull(self, a.shard, a.request);
-          } else if constexpr (std::is_same_v<A, member_actions::push>) {
-            stage_shell::push(self, a.shard, std::move(a.grads));
-          } else if constexpr (std::is_same_v<A, send_activation>) {
-            self->send(st.next, activation_atom::value, std::move(a.a));
-          } else if constexpr (std::is_same_v<A, send_activation_grad>) {
-            self->send(st.prev, act_grad_atom::value, std::move(a.g));
-          } else if constexpr (std::is_same_v<A, send_ring_piece>) {
-            stage_shell::pass_ring_piece(self, std::move(a.p));
-          } else if constexpr (std::is_same_v<A, report_step>) {
-            self->send(st.coordinator, progress_atom::value, a.r);
-          } else if constexpr (std::is_same_v<A, report_epoch>) {
-            self->send(st.coordinator, epoch_atom::value, std::move(a.r));
-          } else if constexpr (std::is_same_v<A, send_group_id>) {
-            self->send(st.coordinator, group_atom::value, std::move(a.id));
-          } else if constexpr (std::is_same_v<A, await_group_id>) {
-            self->delayed_send(self, request_timeout(self), group_deadline{});
-          } else if constexpr (std::is_same_v<A, schedule_step>) {
-            self->send(self, next_step{});
-          } else if constexpr (std::is_same_v<A, resume>) {
-            // handled below, once everything before it is out
-          } else if constexpr (std::is_same_v<A, warn>) {
-            spdlog::warn("{}", a.text);
-          } else if constexpr (std::is_same_v<A, answer_rows>) {
-            self->send(st.coordinator, rows_atom::value, a.a);
-          } else if constexpr (std::is_same_v<A, member_actions::save_checkpoint>) {
-            stage_shell::save_checkpoint(self, a);
-          } else if constexpr (std::is_same_v<A, member_actions::finish>) {
-            spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
-            if (const auto& b = st.bells; b.answers > 0)
-              spdlog::info("{}: took {} answers through its doorbells, {} of them as it waited; its waiter's nudges "
-                           "that found none: {}",
-                           who(self), b.answers, b.answers_awaited, b.empty_nudges);
-            // Its last ring pieces may still wait for mailbox room or for its ring lane to write
-            // them (the next replica needs them), and its last checkpoint's file may still be
-            // being written.
-            after_ring_pieces(self, [self, r = a.r] {
-              after_checkpoints(self, [self, r] {
-                self->send(self->state.coordinator, done_atom::value, r);
-                self->quit();
-              });
-            });
-          } else if constexpr (std::is_same_v<A, member_actions::stop>) {
-            fail(self, a.why);
-          }
-        },
-        action);
-  }
 }
 
 namespace {

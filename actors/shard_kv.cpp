@@ -1,6 +1,7 @@
 // shard_kv: the key-value side of a shard server (Note [Rounds per part] in
-// core/shard_core.hpp): defining a key's parts, the optimizer, pushes and pulls of
-// parts, and answering the pulls the core held. The sender is checked by shard_server.cpp.
+// core/shard_core.hpp): its welcome, defining a key's parts, the optimizer, pushes of
+// parts, and the members' start, joins and leaves; pulls are in shard_kv_pulls.cpp,
+// collectives in shard_kv_collectives.cpp. The sender is checked by shard_server.cpp.
 #include <spdlog/spdlog.h>
 
 #include "actors/shard_state.hpp"
@@ -9,64 +10,12 @@
 
 namespace troupe::shard_shell {
 
-namespace {
-
 caf::error not_kv(shard_pointer self) {
   return serves_training(self) ? make_error(errc::bad_job, "a key-value message reached a shard of a training job")
                                : not_started(self);
 }
 
-// Writes the parts a key-value pull asks for, concatenated, into `out`.
-void pack_kv_answer(const shard_core& kv, const kv_pull& r, tensor_view out) {
-  std::int64_t pos = 0;
-  for (std::size_t i = 0; i < r.parts.size(); ++i) {
-    const const_tensor_view v = kv.value(r.parts[i]);
-    const std::int64_t n = r.rows[i].empty() ? v.numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
-    if (r.rows[i].empty())
-      copy(out.flat(pos, n), v);
-    else
-      kv.gather_rows(r.parts[i], r.rows[i], r.row_numel[i], out.flat(pos, n));
-    pos += n;
-  }
-}
-
-// The reply to a key-value pull whose parts are all answerable now: in the slot it offered
-// when the fast path can take it (Note [Same-host fast path]), as f32; otherwise in the
-// job's --pull-precision, on the member's bulk lane when it asked and has one (Note [Bulk
-// lanes]), else in the message. With --async-rule dcasgd a whole part answered is what
-// the member's next gradient of it is compensated against (Note [Delay compensation]).
-kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
-  auto& st = self->state;
-  const shard_core& kv = *st.core;
-  std::int64_t total = 0;
-  kv_pull_reply out{st.index, {}, tensor(), {}};
-  for (std::size_t i = 0; i < r.parts.size(); ++i) {
-    total +=
-        r.rows[i].empty() ? kv.value(r.parts[i]).numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
-    out.versions.push_back(kv.version(r.parts[i]));
-    if (r.rows[i].empty()) st.core->answered(r.worker, r.parts[i]);
-  }
-  if (st.channels && !r.reply_to.empty()) {
-    std::string refused;
-    auto fill = [&](tensor_view slot) { pack_kv_answer(kv, r, slot); };
-    if (auto where = st.channels->answer_with(r.worker, r.reply_to, {total}, fill, refused)) {
-      if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
-      out.shared = std::move(*where);
-      return out;
-    }
-    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, r.worker, refused);
-  }
-  if (r.parts.size() == 1 && r.rows[0].empty() && st.pull_precision.kind == codec_kind::none) {
-    out.data = kv.lend_value(r.parts[0]);  // one whole part as it lies: Note [Lent values]
-  } else {
-    out.data = tensor::uninitialized({total});
-    pack_kv_answer(kv, r, out.data.view());
-    if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
-  }
-  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
-  if (auto d = answer_on_lane(self, r.worker, r.lane_reply, out.data)) out.lane = std::move(*d);
-  return out;
-}
+namespace {
 
 // A push's values, one flat f32 view per part: the f32 data as sent (the fast path's
 // slots, or a job without compression), borrowed, or decoded from the job's
@@ -113,6 +62,8 @@ expected<push_values> values_of(const shard_state& st, const kv_push& p) {
   return out;
 }
 
+}  // namespace
+
 // Checks a key-value push or pull's parts against what this shard holds before any is used.
 std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_part_id>& parts) {
   for (auto p : parts)
@@ -122,7 +73,10 @@ std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_p
   return std::nullopt;
 }
 
-}  // namespace
+void settle_kv(shard_pointer self) {
+  settle_collectives(self);
+  settle_kv_pulls(self);
+}
 
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   self->state.index = w.index;
@@ -134,67 +88,8 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {
   }
   self->state.compression = w.job.compression;
   self->state.pull_precision = w.job.pull_precision;
+  if (w.job.pull_precision.kind == codec_kind::two_bit) self->state.views.emplace(w.job.pull_precision);
   if (self->state.obs.metrics) self->state.m = self->state.obs.metrics->shard(w.index);
-}
-
-namespace {
-
-// A round's answer for one member: its data in the slot the member offered when the fast
-// path can take it (Note [Same-host fast path]), else on its bulk lane when it asked
-// (Note [Bulk lanes]), otherwise in the message.
-kv_collective_reply collective_answer(shard_pointer self, const kv_collective_reply& result,
-                                      const shard_state::waiting_piece& to) {
-  auto& st = self->state;
-  kv_collective_reply out{result.ranks, result.dims, {}, {}};
-  if (!to.wants_data) return out;
-  if (st.channels && !to.reply_to.empty() && !result.data.empty()) {
-    std::string refused;
-    if (auto where = st.channels->answer(to.worker, to.reply_to, result.data.view(), refused)) {
-      out.shared = std::move(*where);
-      return out;
-    }
-    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, to.worker, refused);
-  }
-  out.data = tensor(result.data);
-  if (auto d = answer_on_lane(self, to.worker, to.lane_reply, out.data)) out.lane = std::move(*d);
-  return out;
-}
-
-}  // namespace
-
-void settle_kv(shard_pointer self) {
-  auto& st = self->state;
-  for (auto& a : st.collectives.take_answers()) {
-    auto it = st.collective_promises.find(a.t);
-    if (it == st.collective_promises.end()) continue;
-    if (auto* f = std::get_if<fault>(&a.result))
-      it->second.promise.deliver(make_error(*f));
-    else
-      it->second.promise.deliver(collective_answer(self, *std::get<0>(a.result), it->second));
-    st.collective_promises.erase(it);
-  }
-  auto finish_token = [&](shard_core::token t) -> held_kv_pull* {
-    auto tok = st.kv_tokens.find(t);
-    if (tok == st.kv_tokens.end()) return nullptr;
-    auto it = st.kv_held.find(tok->second);
-    st.kv_tokens.erase(tok);
-    return it == st.kv_held.end() ? nullptr : &it->second;
-  };
-  for (auto t : st.core->take_released()) {
-    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
-    held_kv_pull* h = finish_token(t);
-    if (h && --h->waiting == 0) {
-      h->promise.deliver(kv_answer(self, h->request));
-      st.kv_held.erase(id);
-    }
-  }
-  for (auto t : st.core->take_dropped()) {
-    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
-    if (held_kv_pull* h = finish_token(t)) {
-      h->promise.deliver(make_error(errc::not_member, "the worker left the job"));
-      st.kv_held.erase(id);
-    }
-  }
 }
 
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d) {
@@ -278,42 +173,6 @@ bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_p
   return true;
 }
 
-void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp) {
-  auto& st = self->state;
-  if (!serves_kv(self)) return rp.deliver(not_kv(self)), void();
-  if (r.shard != st.index) return rp.deliver(wrong_shard(self, r.shard)), void();
-  auto& kv = *st.core;
-  if (auto e = check_kv_parts(kv, r.parts)) return rp.deliver(make_error(*e)), void();
-  if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
-    return rp.deliver(make_error(errc::malformed, "a pull whose rows do not match its parts")), void();
-  for (std::size_t i = 0; i < r.parts.size(); ++i)
-    for (auto row : r.rows[i])
-      if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
-        return rp.deliver(make_error(errc::bad_shape,
-                                     "a pull asks for row " + std::to_string(row) + ", outside its part of the key")),
-               void();
-  const std::uint64_t id = st.next_kv_pull++;
-  held_kv_pull h;
-  std::vector<shard_core::token> held;
-  for (auto part : r.parts) {
-    const auto t = st.next_token++;
-    auto o = kv.pull_part(r.worker, part, t);
-    if (o.decision == shard_core::pull_decision::reject) {
-      for (auto ht : held) st.kv_tokens.erase(ht);
-      return rp.deliver(make_error(*o.error)), void();
-    }
-    if (o.decision == shard_core::pull_decision::hold) {
-      st.kv_tokens[t] = id;
-      held.push_back(t);
-      ++h.waiting;
-    }
-  }
-  if (h.waiting == 0) return rp.deliver(kv_answer(self, r)), void();
-  h.promise = rp;
-  h.request = std::move(r);
-  st.kv_held.emplace(id, std::move(h));
-}
-
 void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members) {
   self->state.core->start(members);
   self->state.collectives.start(members);
@@ -330,53 +189,6 @@ void kv_member_left(shard_pointer self, std::uint32_t rank) {
   self->state.collectives.member_left(rank);
   settle_kv(self);
   maybe_checkpoint(self);
-}
-
-bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp) {
-  auto& st = self->state;
-  if (!c.lane.empty()) {  // the piece's data on the member's bulk lane
-    auto got = claim_payload(self, c.worker, c.lane);
-    if (got.missing()) return false;
-    if (!got.payload) {
-      rp.deliver(make_error(errc::malformed, "collective piece: " + got.problem));
-      return true;
-    }
-    c.data = std::move(*got.payload);
-    c.lane = {};
-  }
-  if (!serves_kv(self)) {
-    rp.deliver(not_kv(self));
-    return true;
-  }
-  if (c.shard != st.index) {
-    rp.deliver(wrong_shard(self, c.shard));
-    return true;
-  }
-  const auto t = st.next_collective++;
-  const std::uint32_t worker = c.worker;
-  const std::uint64_t lane_reply = c.lane_reply;
-  shared_tensor reply_to = std::move(c.reply_to);
-  const bool wants_data = !(c.kind == collective_kind::broadcast && c.worker == c.root);
-  if (!c.shared.empty()) {  // the piece lies in the member's push slot: copied out, the slot is free again
-    auto data = st.channels ? st.channels->take_push(worker, c.shared)
-                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
-    if (!data) {
-      rp.deliver(make_error(errc::malformed, "collective piece's shared-memory slot: " + data.error().message));
-      return true;
-    }
-    c.data = std::move(*data);
-    c.shared = {};
-  }
-  if (auto f = st.collectives.give(t, std::move(c))) {
-    spdlog::warn("shard {}: refused member {}'s collective piece: {}", st.index, worker, to_string(*f));
-    if (st.m) st.m->rejected(to_string(f->code))->Increment();
-    settle_kv(self);  // a disagreeing piece fails the others' pieces of its round too
-    rp.deliver(make_error(*f));
-    return true;
-  }
-  st.collective_promises.emplace(t, shard_state::waiting_piece{rp, worker, std::move(reply_to), wants_data, lane_reply});
-  settle_kv(self);
-  return true;
 }
 
 }  // namespace troupe::shard_shell

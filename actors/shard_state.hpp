@@ -1,10 +1,10 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
 // shard_server.cpp is the actor (the join, the welcome) and checks who sent each message;
 // shard_membership.cpp takes the coordinator's word about members; shard_train.cpp serves
-// a training member's pushes and pulls of its slice through shard_core, shard_kv.cpp a
-// user's loop's pushes and pulls of key parts through the same core, shard_lane.cpp the
-// bulk lanes, and shard_checkpoints.cpp the checkpoints of either kind of job. Private to
-// those files.
+// a training member's pushes and pulls of its slice through shard_core, shard_kv*.cpp a
+// user's loop's pushes, pulls and collectives of key parts through the same core,
+// shard_lane.cpp the bulk lanes, and shard_checkpoints.cpp the checkpoints of either kind
+// of job. Private to those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -186,12 +186,20 @@ void settle_held(shard_pointer self);
 // Brings the gauges and counters in line with the core after a message.
 void observe(shard_pointer self);
 
-// The key-value side (shard_kv.cpp). Each handler runs after the shell checked that the
-// coordinator (define, optimizer) or the member the message names (push, pull) sent it.
+// The key-value side (shard_kv.cpp, shard_kv_pulls.cpp, shard_kv_collectives.cpp). Each
+// handler runs after the shell checked that the coordinator (define, optimizer) or the
+// member the message names (push, pull, collective) sent it.
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w);
-// Answers the pulls whose last held part the core released; fails those it dropped; and
-// answers the collective pieces whose rounds closed or failed.
+// What a key-value message hears from a shard that is not a key-value job's; why a push's
+// or a pull's parts are not all on this shard.
+caf::error not_kv(shard_pointer self);
+std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_part_id>& parts);
+// Answers the pulls whose last held part the core released and fails those it dropped
+// (settle_kv_pulls), and answers the collective pieces whose rounds closed or failed
+// (settle_collectives); settle_kv does both.
 void settle_kv(shard_pointer self);
+void settle_kv_pulls(shard_pointer self);
+void settle_collectives(shard_pointer self);
 // Key-value members: the job's start, a joiner, a leaver (the kv core and the collectives).
 void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members);
 void kv_member_joined(shard_pointer self, std::uint32_t rank);

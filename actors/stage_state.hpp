@@ -156,6 +156,10 @@ using stage_pointer = local_stage_actor::stateful_pointer<stage_state>;
 
 // "worker 3" or "stage 1 of replica 0" once welcomed; "a member" before.
 std::string who(stage_pointer self);
+// The job's --request-timeout, for every request this member sends.
+inline std::chrono::milliseconds request_timeout(stage_pointer self) {
+  return std::chrono::milliseconds(self->state.core->place().job.request_timeout_ms);
+}
 // Logs e and stops the member with it; or parks it (Note [Parked members]).
 void fail(stage_pointer self, const fault& e);
 // stage_parking.cpp (Note [Parked members]): parks the member if e is a loss its job
@@ -165,7 +169,11 @@ bool park(stage_pointer self, const fault& e);
 void on_park_deadline(stage_pointer self);
 // Carries out the core's actions; once the core trains, switches to the training
 // behaviour and replays the early stage tensors.
+// (stage_actions.cpp)
 void carry_out(stage_pointer self, member_actions_list actions);
+// pipeline_stage.cpp: the core trains now; switches to the training behaviour and replays
+// what came early.
+void start_training(stage_pointer self);
 
 // Group ids, grants or sheds of rows and checkpoint requests come only from the
 // coordinator; anything else is refused, counted and logged once per peer (`what`: the

@@ -69,7 +69,7 @@ typename Inspector::result_type inspect(Inspector& f, job_spec& x) {
   return f(caf::meta::type_name("job_spec"), x.job_id, x.train, x.dataset, x.data_dir, x.train_samples, x.train_size,
            x.input_shape, x.num_classes, x.workers, x.servers, x.pipeline_stages, x.microbatches,
            x.schedule, x.balance, x.cuts, x.mode, x.staleness, x.staleness_lr,
-           x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.straggler_factor, x.balance_shares,
+           x.async_correction, x.dc_lambda, x.critical_batch, x.backup_workers, x.min_workers, x.straggler_factor, x.balance_shares,
            x.big_array_bound, x.simulate_compute_ms, x.slow_worker, x.slow_factor, x.request_timeout_ms,
            x.stall_timeout_ms, x.local_reduce, x.compression, x.pull_precision, x.bucket_bytes, x.kv, x.checkpoints,
            x.batch_auto, x.ring_op, x.ring_piece_elems, x.context);
@@ -142,7 +142,7 @@ TROUPE_INSPECT(kv_set_optimizer, x.worker, x.has_optimizer, x.config, x.schedule
 TROUPE_INSPECT(kv_barrier, x.worker)
 TROUPE_INSPECT(kv_push, x.shard, x.worker, x.parts, x.base_versions, x.data, x.shared, x.lane)
 TROUPE_INSPECT(kv_push_ack, x.versions, x.staleness)
-TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to, x.lane_reply)
+TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to, x.lane_reply, x.full)
 TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data, x.shared, x.lane)
 TROUPE_INSPECT(kv_collective, x.shard, x.worker, x.name, x.kind, x.op, x.root, x.dims, x.data, x.shared,
                x.reply_to, x.lane, x.lane_reply)

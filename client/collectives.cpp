@@ -138,49 +138,78 @@ std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call,
   return elementwise(t, call, like, is_root ? value : nullptr, is_root ? nullptr : value, n);
 }
 
-or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& call, const float* in,
-                                        const std::vector<std::int64_t>& dims) {
-  if (dims.empty())
-    return fault{errc::bad_shape, "allgather \"" + call.name + "\" concatenates along the first dimension; a scalar has none"};
-  // First every member's shape, so that each knows where every element lands.
-  auto shapes = std::make_shared<kv_collective_reply>();
+namespace {
+
+// An allgather's first round: every member's shape, so that each knows where every
+// element lands.
+or_fault<kv_collective_reply> gather_shapes(kv_transport& t, const collective_call& call,
+                                            const std::vector<std::int64_t>& dims) {
+  kv_collective_reply shapes;
   kv_collective sizes;
   sizes.name = "sizes";
   sizes.kind = collective_kind::sizes;
   sizes.dims = dims;
   std::vector<kv_collective> first;
   first.push_back(std::move(sizes));
-  if (auto f = exchange(t, call, std::move(first), {}, {}, [shapes](std::size_t, kv_collective_reply& r) {
-        *shapes = std::move(r);
+  if (auto f = exchange(t, call, std::move(first), {}, {}, [&shapes](std::size_t, kv_collective_reply& r) {
+        shapes = std::move(r);
         return std::optional<fault>();
       }))
     return *f;
-  const std::size_t members = shapes->ranks.size();
-  if (shapes->dims.size() != members || members == 0)
+  return shapes;
+}
+
+// Where each member's elements land in the gathered tensor.
+struct gather_layout {
+  std::shared_ptr<gathered_tensor> out = std::make_shared<gathered_tensor>();  // sized, zeros
+  std::vector<std::int64_t> counts, offsets;  // per member, in rank order
+  std::int64_t largest = 0;                   // the most elements one member gives
+};
+
+or_fault<gather_layout> lay_out(const kv_collective_reply& shapes, const std::vector<std::int64_t>& dims,
+                                std::uint32_t rank, const collective_call& call) {
+  const std::size_t members = shapes.ranks.size();
+  if (shapes.dims.size() != members || members == 0)
     return wrong_answer(call, 0, "names " + std::to_string(members) + " members but " +
-                                     std::to_string(shapes->dims.size()) + " shapes");
-  auto out = std::make_shared<gathered_tensor>();
-  out->ranks = shapes->ranks;
-  std::vector<std::int64_t> counts, offsets;
-  std::int64_t total = 0, largest = 0, rows = 0;
+                                     std::to_string(shapes.dims.size()) + " shapes");
+  gather_layout l;
+  l.out->ranks = shapes.ranks;
+  std::int64_t total = 0, rows = 0;
   for (std::size_t j = 0; j < members; ++j) {
-    const auto& d = shapes->dims[j];
+    const auto& d = shapes.dims[j];
     const bool same_tail = d.size() == dims.size() && std::equal(d.begin() + 1, d.end(), dims.begin() + 1);
     if (!same_tail)
-      return fault{errc::bad_shape, "allgather \"" + call.name + "\": rank " + std::to_string(shapes->ranks[j]) +
-                                        " gives shape " + dims_str(d) + " and rank " + std::to_string(t.rank()) +
-                                        " " + dims_str(dims) +
-                                        "; every dimension but the first must agree"};
-    counts.push_back(product(d));
-    offsets.push_back(total);
-    total += counts.back();
-    largest = std::max(largest, counts.back());
+      return fault{errc::bad_shape, "allgather \"" + call.name + "\": rank " + std::to_string(shapes.ranks[j]) +
+                                        " gives shape " + dims_str(d) + " and rank " + std::to_string(rank) + " " +
+                                        dims_str(dims) + "; every dimension but the first must agree"};
+    l.counts.push_back(product(d));
+    l.offsets.push_back(total);
+    total += l.counts.back();
+    l.largest = std::max(l.largest, l.counts.back());
     rows += d[0];
-    out->rows.push_back(d[0]);
+    l.out->rows.push_back(d[0]);
   }
-  out->dims = dims;
-  out->dims[0] = rows;
-  out->data.assign(static_cast<std::size_t>(total), 0.f);
+  l.out->dims = dims;
+  l.out->dims[0] = rows;
+  l.out->data.assign(static_cast<std::size_t>(total), 0.f);
+  return l;
+}
+
+}  // namespace
+
+or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& call, const float* in,
+                                        const std::vector<std::int64_t>& dims) {
+  if (dims.empty())
+    return fault{errc::bad_shape, "allgather \"" + call.name + "\" concatenates along the first dimension; a scalar has none"};
+  auto shapes = gather_shapes(t, call, dims);
+  if (auto* f = std::get_if<fault>(&shapes)) return *f;
+  auto laid = lay_out(std::get<kv_collective_reply>(shapes), dims, t.rank(), call);
+  if (auto* f = std::get_if<fault>(&laid)) return *f;
+  const gather_layout& l = std::get<gather_layout>(laid);
+  const auto out = l.out;
+  const std::vector<std::int64_t> counts = l.counts, offsets = l.offsets;
+  const std::int64_t largest = l.largest;
+  const std::size_t members = counts.size();
   // Then the elements, in pieces whose answers (one slice from each member) fit a message.
   const std::int64_t chunk = std::max<std::int64_t>(1, call.piece_bound / static_cast<std::int64_t>(members));
   const std::int64_t mine = product(dims);

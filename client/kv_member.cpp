@@ -1,5 +1,5 @@
-// kv_member: join, wiring to the shards, requests with deadlines, and failing fast when
-// the coordinator or a shard goes away.
+// kv_member: join, wiring to the shards, requests with deadlines, step reports, and
+// failing fast when the coordinator or a shard goes away.
 #include "client/kv_member.hpp"
 
 #include <spdlog/spdlog.h>
@@ -156,8 +156,8 @@ void connect_shards(member_pointer self, std::size_t i, std::chrono::steady_cloc
           });
 }
 
-caf::behavior kv_member(member_pointer self, member_options opts) {
-  self->state.opts = std::move(opts);
+// Fails the store's calls when the coordinator or a shard goes away, or the job ends.
+void watch_the_job(member_pointer self) {
   self->set_down_handler([=](caf::down_msg& dm) {
     auto& st = self->state;
     if (dm.source == st.opts.coordinator.address())
@@ -177,30 +177,92 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
     }
     self->quit(em.reason);
   });
+}
+
+void join(member_pointer self, member_call_join& c) {
+  auto& st = self->state;
+  auto done = c.done;
+  self->request(st.opts.coordinator, st.opts.connect_timeout, join_atom::value,
+                worker_join{c.job_id, {}, 0, {}, c.proof, st.opts.wanted_rank})
+      .then(
+          [=](worker_welcome& w) {
+            self->state.place = std::move(w.place);
+            if (!w.shards.empty() || self->state.place.shard_hosts.empty()) {
+              self->state.shards = std::move(w.shards);
+              return joined(self, done);
+            }
+            if (!self->state.opts.connector)
+              return done(fault{errc::bad_job, "the job's shards are on other nodes but this store has no network"});
+            connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout,
+                           std::chrono::milliseconds(50), done);
+          },
+          [=](caf::error& e) {
+            done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
+                       "the coordinator refused or did not answer the join: " + describe(e) +
+                           (troupe_code(e) == errc::not_member ? " (does this process hold the job's secret?)" : "")});
+          });
+}
+
+void push(member_pointer self, member_call_push& c) {
+  auto& st = self->state;
+  c.msg.worker = st.place.rank;
+  c.msg.shard = c.shard;
+  const std::size_t bytes = c.msg.data.nbytes();
+  if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
+  if (st.lanes && c.lane && c.msg.shared.empty())
+    if (auto d = st.lanes->send(c.shard, c.msg.data)) c.msg.lane = std::move(*d);
+  ask<kv_push_ack>(self, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value, std::move(c.msg));
+}
+
+void pull(member_pointer self, member_call_pull& c) {
+  auto& st = self->state;
+  c.msg.worker = st.place.rank;
+  c.msg.shard = c.shard;
+  if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
+  const std::uint32_t s = c.shard;
+  const std::uint64_t ticket = st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+  ask_answered_on_lane<kv_pull_reply, &kv_pull_reply::data>(self, s, ticket, request_timeout(self), c.done,
+                                                           pull_atom::value, std::move(c.msg));
+}
+
+void collective(member_pointer self, member_call_collective& c) {
+  auto& st = self->state;
+  if (c.shard >= st.shards.size())
+    return c.done(fault{errc::bad_shard, "the job has " + std::to_string(st.shards.size()) + " shards, not " +
+                                             std::to_string(c.shard + 1)});
+  c.msg.worker = st.place.rank;
+  c.msg.shard = c.shard;
+  const std::uint32_t s = c.shard;
+  if (c.lane) maybe_ask_for_lane(self, s, std::max(c.msg.data.nbytes(), c.bytes));
+  if (st.lanes && c.lane && c.msg.shared.empty())
+    if (auto d = st.lanes->send(s, c.msg.data)) c.msg.lane = std::move(*d);
+  const std::uint64_t ticket = st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+  ask_answered_on_lane<kv_collective_reply, &kv_collective_reply::data>(self, s, ticket, c.timeout, c.done,
+                                                                       kv_coll_atom::value, std::move(c.msg));
+}
+
+void report_step(member_pointer self, const member_call_step& c) {
+  auto& st = self->state;
+  step_report r;
+  r.rank = st.place.rank;
+  r.clock = c.number;
+  r.busy_seconds = c.busy_seconds;
+  if (!st.lost) self->send(st.opts.coordinator, progress_atom::value, r);
+}
+
+void leave(member_pointer self, member_call_close& c) {
+  auto& st = self->state;
+  if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
+  lose(self, {errc::closed, "the store was closed"});
+  c.done();
+  self->quit();
+}
+
+caf::behavior kv_member(member_pointer self, member_options opts) {
+  self->state.opts = std::move(opts);
+  watch_the_job(self);
   return {
-      [=](member_call_join& c) {
-        auto& st = self->state;
-        auto done = c.done;
-        self->request(st.opts.coordinator, st.opts.connect_timeout, join_atom::value,
-                      worker_join{c.job_id, {}, 0, {}, c.proof, st.opts.wanted_rank})
-            .then(
-                [=](worker_welcome& w) {
-                  self->state.place = std::move(w.place);
-                  if (!w.shards.empty() || self->state.place.shard_hosts.empty()) {
-                    self->state.shards = std::move(w.shards);
-                    return joined(self, done);
-                  }
-                  if (!self->state.opts.connector)
-                    return done(fault{errc::bad_job, "the job's shards are on other nodes but this store has no network"});
-                  connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout,
-                                 std::chrono::milliseconds(50), done);
-                },
-                [=](caf::error& e) {
-                  done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
-                             "the coordinator refused or did not answer the join: " + describe(e) +
-                                 (troupe_code(e) == errc::not_member ? " (does this process hold the job's secret?)" : "")});
-                });
-      },
+      [=](member_call_join& c) { join(self, c); },
       [=](member_call_init& c) {
         c.msg.worker = self->state.place.rank;
         ask<kv_key_layout>(self, self->state.opts.coordinator, request_timeout(self), c.done, kv_init_atom::value,
@@ -211,28 +273,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         ask<kv_key_layout>(self, self->state.opts.coordinator, request_timeout(self), c.done, kv_lookup_atom::value,
                            std::move(c.msg));
       },
-      [=](member_call_push& c) {
-        auto& st = self->state;
-        c.msg.worker = st.place.rank;
-        c.msg.shard = c.shard;
-        const std::size_t bytes = c.msg.data.nbytes();
-        if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
-        if (st.lanes && c.lane && c.msg.shared.empty())
-          if (auto d = st.lanes->send(c.shard, c.msg.data)) c.msg.lane = std::move(*d);
-        ask<kv_push_ack>(self, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
-                         std::move(c.msg));
-      },
-      [=](member_call_pull& c) {
-        auto& st = self->state;
-        c.msg.worker = st.place.rank;
-        c.msg.shard = c.shard;
-        if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
-        const std::uint32_t s = c.shard;
-        const std::uint64_t ticket =
-            st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
-        ask_answered_on_lane<kv_pull_reply, &kv_pull_reply::data>(self, s, ticket, request_timeout(self), c.done,
-                                                                 pull_atom::value, std::move(c.msg));
-      },
+      [=](member_call_push& c) { push(self, c); },
+      [=](member_call_pull& c) { pull(self, c); },
       [=](lane_payload& p) {
         if (self->state.lanes) self->state.lanes->on_payload(p);
       },
@@ -248,30 +290,10 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
         ask<caf::ok_atom>(self, self->state.opts.coordinator, c.timeout, no_fault(c.done), kv_barrier_atom::value,
                           kv_barrier{self->state.place.rank});
       },
-      [=](member_call_collective& c) {
-        auto& st = self->state;
-        if (c.shard >= st.shards.size())
-          return c.done(fault{errc::bad_shard, "the job has " + std::to_string(st.shards.size()) + " shards, not " +
-                                                   std::to_string(c.shard + 1)});
-        c.msg.worker = st.place.rank;
-        c.msg.shard = c.shard;
-        const std::uint32_t s = c.shard;
-        if (c.lane) maybe_ask_for_lane(self, s, std::max(c.msg.data.nbytes(), c.bytes));
-        if (st.lanes && c.lane && c.msg.shared.empty())
-          if (auto d = st.lanes->send(s, c.msg.data)) c.msg.lane = std::move(*d);
-        const std::uint64_t ticket =
-            st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
-        ask_answered_on_lane<kv_collective_reply, &kv_collective_reply::data>(self, s, ticket, c.timeout, c.done,
-                                                                             kv_coll_atom::value, std::move(c.msg));
-      },
+      [=](member_call_collective& c) { collective(self, c); },
       [=](member_call_retry& r) { r.again(); },
-      [=](member_call_close& c) {
-        auto& st = self->state;
-        if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
-        lose(self, {errc::closed, "the store was closed"});
-        c.done();
-        self->quit();
-      },
+      [=](const member_call_step& c) { report_step(self, c); },
+      [=](member_call_close& c) { leave(self, c); },
   };
 }
 

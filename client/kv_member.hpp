@@ -71,6 +71,12 @@ struct member_call_collective {
   std::size_t bytes = 0;  // the answer's f32 bytes, when known (0: not known)
   bool lane = true;
 };
+// The loop ended a step (Note [Steps of a user's loop] in client/step_meter.hpp): a step
+// report to the coordinator.
+struct member_call_step {
+  std::int64_t number = 0;
+  double busy_seconds = 0.0;
+};
 struct member_call_close {
   std::function<void()> done;
 };
@@ -106,5 +112,6 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_pull)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_optimizer)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_barrier)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_close)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_collective)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_retry)

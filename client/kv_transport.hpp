@@ -90,6 +90,10 @@ class kv_transport {
   virtual void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
                           std::chrono::milliseconds timeout,
                           std::function<void(or_fault<kv_collective_reply>)> done) = 0;
+  // The loop ended its step `number`, computing for `busy_seconds` of it (Note [Steps of a
+  // user's loop] in client/step_meter.hpp): a step report to the coordinator, which names
+  // stragglers from them. In one process there is no coordinator: nothing.
+  virtual void report_step(std::int64_t /*number*/, double /*busy_seconds*/) {}
   // Leaves the job; pending completions run with an error or not at all.
   virtual void close() = 0;
   // In one process nothing is moved: zeros.

@@ -132,6 +132,7 @@ handle kvstore::push(const std::vector<key>& keys, const std::vector<const_array
     names.push_back(name);
   }
   impl_->reset_staleness(names);
+  impl_->count_step(names);
   auto batches = messages(by_shard);
   auto [h, done, memory] = impl_->begin(batches.size(), true);
   for (auto& [shard, parts] : batches) impl_->t->push(shard, std::move(parts), memory, done);
@@ -202,6 +203,7 @@ void kvstore::barrier() {
     std::lock_guard lock(impl_->mu);
     impl_->check_open();
   }
+  impl::blocked_scope blocked{*impl_};
   if (auto e = impl_->t->barrier(impl_->opts.timeout)) raise(*e);
 }
 

@@ -24,18 +24,21 @@ void kvstore::allreduce(const const_array& in, const array& out, reduction op, c
     raise(fault{errc::bad_shape,
                 "allreduce: the input has shape " + dims_str(in.shape) + " but the output " + dims_str(out.shape)});
   const reduce_op r = op == reduction::sum ? reduce_op::sum : op == reduction::max ? reduce_op::max : reduce_op::avg;
+  impl::blocked_scope blocked{*impl_};
   if (auto f = run_allreduce(*impl_->t, call, in.data, out.data, numel_of(in.shape), r)) raise(*f);
 }
 
 void kvstore::broadcast(const array& value, std::uint32_t root, const std::string& name) {
   const auto call = impl_->collective("broadcast", name);
   if (!value.data) raise(fault{errc::bad_shape, "broadcast: no data"});
+  impl::blocked_scope blocked{*impl_};
   if (auto f = run_broadcast(*impl_->t, call, value.data, numel_of(value.shape), root)) raise(*f);
 }
 
 kvstore::gathered kvstore::allgather(const const_array& in, const std::string& name) {
   const auto call = impl_->collective("allgather", name);
   if (!in.data && numel_of(in.shape) > 0) raise(fault{errc::bad_shape, "allgather: no data"});
+  impl::blocked_scope blocked{*impl_};
   auto r = run_allgather(*impl_->t, call, in.data, in.shape);
   if (auto* f = std::get_if<fault>(&r)) raise(*f);
   auto& g = std::get<gathered_tensor>(r);

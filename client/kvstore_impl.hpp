@@ -1,8 +1,8 @@
 // kvstore_impl: what a kvstore keeps behind its interface, for the files that implement it
 // (kvstore.cpp: keys and calls; kvstore_waits.cpp: waiting on handles;
 // kvstore_collectives.cpp: the collective calls): its transport, the layouts of the keys
-// it has seen, the versions it pulled and the staleness it was told, and the operations in
-// flight with the gate on each one's arrays (Note [Abandoned calls]).
+// it has seen, the versions it pulled and the staleness it was told, the operations in
+// flight with the gate on each one's arrays (Note [Abandoned calls]), and its loop's steps.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "client/caller_memory.hpp"
 #include "client/collectives.hpp"
 #include "client/kv_transport.hpp"
+#include "client/step_meter.hpp"
 #include "client/kvstore.hpp"
 
 namespace troupe::kv {
@@ -57,6 +58,7 @@ struct kvstore::impl {
   };
   std::map<handle, op> ops;  // in flight, or failed and not yet waited for
   handle next = 1;
+  step_meter steps;  // the loop's steps, for its step reports (Note [Steps of a user's loop])
 
   std::uint64_t unnamed_collectives = 0;
   // The next collective's call, named as kvstore::allreduce's contract says.
@@ -150,6 +152,26 @@ struct kvstore::impl {
     std::lock_guard lock(mu);
     for (const auto& n : names) staleness[n] = 0;
   }
+
+  // A push of `names`: when it ends one of the loop's steps, the job is told.
+  void count_step(const std::vector<std::string>& names) {
+    std::optional<step_meter::step> ended;
+    {
+      std::lock_guard lock(mu);
+      ended = steps.pushed(names, step_meter::clock::now());
+    }
+    if (ended) t->report_step(ended->number, ended->busy_seconds);
+  }
+
+  // Counts the time its scope takes as time the caller was blocked in the store.
+  struct blocked_scope {
+    impl& store;
+    step_meter::clock::time_point start = step_meter::clock::now();
+    ~blocked_scope() {
+      std::lock_guard lock(store.mu);
+      store.steps.blocked(step_meter::clock::now() - start);
+    }
+  };
 
   std::int64_t base_version(kv_part_id p) {
     std::lock_guard lock(mu);

@@ -27,7 +27,10 @@ bool kvstore::impl::await_one(std::unique_lock<std::mutex>& lock, handle h, std:
     auto it = ops.find(h);
     return it == ops.end() || it->second.pending == 0;
   };
-  if (!cv.wait_for(lock, d, settled)) return false;
+  const auto start = step_meter::clock::now();
+  const bool in_time = cv.wait_for(lock, d, settled);
+  steps.blocked(step_meter::clock::now() - start);
+  if (!in_time) return false;
   auto it = ops.find(h);
   if (it == ops.end()) return true;
   auto err = it->second.error;
@@ -40,7 +43,10 @@ bool kvstore::impl::await_one(std::unique_lock<std::mutex>& lock, handle h, std:
 // the first error.
 bool kvstore::impl::await_all(std::unique_lock<std::mutex>& lock, std::chrono::milliseconds d) {
   auto settled = [&] { return std::all_of(ops.begin(), ops.end(), [](auto& o) { return o.second.pending == 0; }); };
-  if (!cv.wait_for(lock, d, settled)) return false;
+  const auto start = step_meter::clock::now();
+  const bool in_time = cv.wait_for(lock, d, settled);
+  steps.blocked(step_meter::clock::now() - start);
+  if (!in_time) return false;
   std::optional<fault> first;
   for (auto& [h, o] : ops)
     if (o.error && !first) first = o.error;

@@ -44,7 +44,8 @@ or_fault<std::vector<part_result>> unpack_encoded(const tensor& from, const std:
 
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
                                                std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
-                                               std::optional<std::size_t> channel, const grad_codec& precision) {
+                                               std::optional<std::size_t> channel, const grad_codec& precision,
+                                               pulled_views* views) {
   const std::string who = "shard " + std::to_string(shard);
   tensor from = std::move(reply.data);
   if (!reply.shared.empty()) {
@@ -53,11 +54,19 @@ or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::
     if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
     if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
     from = std::move(t->values);
+  } else if (views && from.type() == dtype::u8) {  // Note [2-bit key-value pulls]
+    if (reply.versions.size() != parts.size())
+      return mismatch(who, from, reply.versions.size(), parts.size(), total, "2-bit");
+    if (auto wrong = views->apply_codes(parts, from)) return fault{errc::malformed, who + " answered a pull with " + *wrong};
+    std::vector<part_result> out;
+    for (std::size_t i = 0; i < parts.size(); ++i) out.push_back({parts[i].part, reply.versions[i], 0});
+    return out;
   } else if (from.type() != dtype::f32 && precision.kind != codec_kind::none) {
     return unpack_encoded(from, reply.versions, parts, total, precision, who);
   }
   if (from.empty() || from.numel() != total || from.type() != dtype::f32 || reply.versions.size() != parts.size())
     return mismatch(who, from, reply.versions.size(), parts.size(), total, "f32");
+  if (views) views->take_values(parts, from.view());
   std::vector<part_result> out;
   std::int64_t pos = 0;
   const const_tensor_view src = from.view();

@@ -1,6 +1,7 @@
 // pull_answer: a shard's answer to a key-value pull, checked, then copied into the
 // caller's arrays: from the fast path's reply slot in shared memory, from the message in
-// f32, or decoded from the job's --pull-precision (fp16 or bf16). An answer of the wrong
+// f32, or decoded from the job's --pull-precision (fp16, bf16, or 2-bit codes added to
+// the member's views). An answer of the wrong
 // size, dtype or number of versions, or in shared memory this member did not offer, is
 // a malformed fault naming the shard, and writes nothing into the caller's arrays.
 #pragma once
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "client/kv_transport.hpp"
+#include "client/pulled_views.hpp"
 #include "core/channel_pool.hpp"
 #include "core/kv_messages.hpp"
 #include "tensor/grad_codec.hpp"
@@ -19,10 +21,12 @@ namespace troupe::kv {
 
 // Copies shard `shard`'s answer `reply` to a pull of `parts` (`total` floats in all) into
 // the parts' arrays, from the fast path's reply slot `channel` of `fast` (borrowed until
-// this returns; nullopt: none was offered) or from the message (in `precision`); each
-// part's version, or why not.
+// this returns; nullopt: none was offered) or from the message (in `precision`; with
+// 2-bit pulls through `views`, Note [2-bit key-value pulls] in client/pulled_views.hpp);
+// each part's version, or why not.
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
                                                std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
-                                               std::optional<std::size_t> channel, const grad_codec& precision);
+                                               std::optional<std::size_t> channel, const grad_codec& precision,
+                                               pulled_views* views = nullptr);
 
 }  // namespace troupe::kv

@@ -12,6 +12,7 @@
 #include "client/borrowed_push.hpp"
 #include "client/heap_returner.hpp"
 #include "client/pull_answer.hpp"
+#include "client/pulled_views.hpp"
 #include "client/push_compressor.hpp"
 #include "core/channel_pool.hpp"
 #include "tensor/grad_codec.hpp"
@@ -89,6 +90,8 @@ class remote_transport final : public kv_transport {
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
     if (place_.job.compression.kind != codec_kind::none) compressor_.emplace(place_.job.compression);
+    if (place_.job.pull_precision.kind == codec_kind::two_bit)
+      views_ = std::make_shared<pulled_views>(place_.job.pull_precision);
     if (!fast_path_tag_.empty())
       fast_ = std::make_shared<shm::channel_pool>(fast_path_tag_, place_.rank, place_.job.servers, kv_channel_limits);
     return std::nullopt;
@@ -202,21 +205,26 @@ class remote_transport final : public kv_transport {
     }
     auto fast = fast_;
     auto stats = stats_;
+    auto views = views_;
+    if (views) msg.full = views->needs_full(parts);
     const grad_codec precision = place_.job.pull_precision;
     caf::anon_send(
-        member_, member_call_pull{
-                     shard, std::move(msg),
-                     [done, parts, fast, shard, channel, total, stats, precision, memory](or_fault<kv_pull_reply> r) {
-                       if (auto* f = std::get_if<fault>(&r)) {
-                         if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
-                         return done(*f, {});
-                       }
-                       auto& reply = std::get<kv_pull_reply>(r);
-                       const bool shared = !reply.shared.empty();
-                       const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
-                       or_fault<std::vector<part_result>> got = abandoned();
-                       if (const caller_memory_use use(memory); use)
-                         got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision);
+        member_,
+        member_call_pull{
+            shard, std::move(msg),
+            [done, parts, fast, shard, channel, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) {
+              if (auto* f = std::get_if<fault>(&r)) {
+                if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                if (views) views->forget(parts);  // Note [2-bit key-value pulls]
+                return done(*f, {});
+              }
+              auto& reply = std::get<kv_pull_reply>(r);
+              const bool shared = !reply.shared.empty();
+              const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+              or_fault<std::vector<part_result>> got = abandoned();
+              if (const caller_memory_use use(memory); use)
+                got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision, views.get());
+              if (views && std::holds_alternative<fault>(got)) views->forget(parts);
                        // Copied out, or dropped: the slot is free again.
                        if (channel &&
                            fast->reply_settled(shard, *channel, !shared, false) == shm::channel_pool::settled::declined)
@@ -256,6 +264,10 @@ class remote_transport final : public kv_transport {
     auto r = await(f, timeout + std::chrono::seconds(1), "barrier");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     return std::nullopt;
+  }
+
+  void report_step(std::int64_t number, double busy_seconds) override {
+    caf::anon_send(member_, member_call_step{number, busy_seconds});
   }
 
   // A piece goes in a push slot of the same-host fast path when a confirmed one is free,
@@ -363,6 +375,7 @@ class remote_transport final : public kv_transport {
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
   std::shared_ptr<borrow_ledger> borrows_ = std::make_shared<borrow_ledger>();  // Note [Borrowed pushes]
   std::optional<push_compressor> compressor_;  // with the job's --compression (Note [Compressed key-value pushes])
+  std::shared_ptr<pulled_views> views_;        // --pull-precision 2bit (Note [2-bit key-value pulls])
 };
 
 }  // namespace

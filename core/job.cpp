@@ -168,9 +168,9 @@ std::optional<std::string> validate_transfers(const job_spec& job) {
     return "--compression packs the gradients pushed to shard servers; with --servers 0 nothing is pushed";
   if (job.bucket_bytes < 0)
     return "--bucket-bytes must be at least 0 (0: no buckets, whole pulls and pushes)";
-  if (job.pull_precision.kind == codec_kind::two_bit && (job.kv || job.servers == 0))
-    return "--pull-precision 2bit is for training jobs with shard servers (a shard keeps what each member holds and "
-           "sends the change); a key-value job (launch ... -- COMMAND) and --servers 0 take fp32, fp16 or bf16";
+  if (job.pull_precision.kind == codec_kind::two_bit && job.servers == 0)
+    return "--pull-precision 2bit is for jobs with shard servers (a shard keeps what each member holds and sends "
+           "the change); --servers 0 takes fp32, fp16 or bf16";
   return std::nullopt;
 }
 
@@ -230,6 +230,13 @@ std::optional<std::string> validate_rules(const job_spec& job) {
       (job.pipeline_stages != 1 || job.servers == 0 || job.local_reduce || job.kv || job.workers < 2))
     return "--share-balance on moves rows of a slow worker's share to the others; it needs 2 or more workers, shard "
            "servers, one pipeline stage, no --local-reduce, and a training job";
+  if (job.min_workers > 0 && !job.kv && job.mode != sync_mode::allreduce)
+    return "--min-workers: " + std::string(name_of(job.mode)) +
+           " training jobs go on without a lost worker already (its samples go to the others); it is for key-value "
+           "jobs (launch ... -- COMMAND) and --mode allreduce, whose ring cannot. Leave it out";
+  if (job.min_workers > job.workers)
+    return "--min-workers " + std::to_string(job.min_workers) + " is more than the job's " +
+           std::to_string(job.workers) + " workers; give at most " + std::to_string(job.workers);
   if (job.backup_workers > 0 && (job.mode != sync_mode::sync || job.local_reduce || job.servers == 0))
     return "--backup-workers closes a sync round without the slowest workers' gradients; it needs --mode sync, "
            "shard servers and no --local-reduce";

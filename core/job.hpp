@@ -95,6 +95,11 @@ struct job_spec {
   // round (Note [Backup workers] in core/shard_core_rules.cpp). 0: every live member, bitwise
   // reproducible.
   std::int32_t backup_workers = 0;
+  // Elastic (Note [Leaving out lost workers] in tools/launch_restarts.hpp, Note [Jobs of
+  // keys] in core/job_keys.cpp): the fewest workers the job goes on with; 0: not elastic.
+  // A key-value job ends with workers_lost once fewer live; --mode allreduce re-forms its
+  // ring from the survivors while at least this many remain.
+  std::uint32_t min_workers = 0;
   // ssp: a member whose compute per step exceeds this many times the median is left out
   // of the staleness bound while it is slow (Note [Naming stragglers] in
   // core/job_stragglers.cpp); 0: never.

@@ -14,7 +14,9 @@
 //     with a new rank, since the shards keep per-rank state: the job is elastic;
 //   - a barrier is released once every live member has arrived;
 //   - a member that dies is removed from every shard (sync rounds close without it) and
-//     the job goes on while one member lives, ending once every member has left; there is
+//     the job goes on while one member lives (with --min-workers N, while N live: fewer end
+//     it with all_workers_lost, a node loss after which launch --max-restarts starts every
+//     process again from the newest checkpoint), ending once every member has left; there is
 //     no stall watchdog, since a user's loop decides its own pace and each of its waits
 //     is bounded by its store's timeout;
 //   - a lost shard ends the job with shard_lost, which every member's store reports.
@@ -52,8 +54,18 @@ job_actions_list job_core::member_gone(std::uint32_t rank, bool lost, const std:
   if (lost && admitting_.erase(rank)) return out;  // died while the shards admitted it
   out.push_back(remove_from_shards{rank});
   if (lost) {
-    std::uint32_t left = 0;
-    for (const auto& w : members_) left += w.live && !w.done;
+    std::uint32_t left = 0, alive = 0;  // alive: the finished too, who left of their own accord
+    for (const auto& w : members_) {
+      left += w.live && !w.done;
+      alive += w.live;
+    }
+    if (phase_ == job_phase::training && alive < job_.min_workers && left > 0) {
+      finish(fault{errc::all_workers_lost, member_name(rank) + " was lost (" + why + "); " + std::to_string(alive) +
+                                               " left, fewer than --min-workers " +
+                                               std::to_string(job_.min_workers) + ", so the job ends"},
+             out);
+      return out;
+    }
     out.push_back(note{member_name(rank) + " was lost (" + why + "); " + std::to_string(left) + " go on"});
   }
   check_barrier(out);

@@ -82,6 +82,7 @@ struct kv_pull {
   std::vector<std::int64_t> row_numel;       // per part: elements per row
   shared_tensor reply_to;                    // the same-host fast path: a slot for the answer
   std::uint64_t lane_reply = 0;              // or the ticket to answer under on the bulk lane
+  bool full = false;  // --pull-precision 2bit: answer in f32 (Note [2-bit key-value pulls] in client/pulled_views.hpp)
 };
 
 struct kv_pull_reply {

@@ -14,10 +14,10 @@ void add_decoded(tensor& view, const tensor& decoded) {
 
 }  // namespace
 
-tensor pull_views::answer(std::uint32_t member, tensor current, bool full) {
-  auto it = views_.find(member);
+tensor pull_views::answer(std::uint32_t member, tensor current, bool full, std::uint64_t part) {
+  auto it = views_.find({member, part});
   if (full || it == views_.end() || it->second.numel() != current.numel()) {
-    views_[member] = tensor(current);  // a copy: current may be lent (Note [Lent values])
+    views_[{member, part}] = tensor(current);  // a copy: current may be lent (Note [Lent values])
     return current;
   }
   tensor& view = it->second;
@@ -33,8 +33,12 @@ tensor pull_views::answer(std::uint32_t member, tensor current, bool full) {
   return wire;
 }
 
-const tensor* pull_views::view(std::uint32_t member) const {
-  auto it = views_.find(member);
+void pull_views::forget(std::uint32_t member) {
+  views_.erase(views_.lower_bound({member, 0}), views_.lower_bound({member + 1, 0}));
+}
+
+const tensor* pull_views::view(std::uint32_t member, std::uint64_t part) const {
+  auto it = views_.find({member, part});
   return it == views_.end() ? nullptr : &it->second;
 }
 

@@ -16,13 +16,16 @@
 // the full values (a member that holds no view: it started or restarted), and the next
 // answer over the network after one through the same-host fast path (f32 in shared
 // memory) carry f32, and set the view on both sides. The shard keeps one view per member:
-// its slice's size again per member.
+// its slice's size again per member. A key-value job's shard keeps one view per member and
+// key part it answers whole, and answers a pull in codes only when it holds a view of every
+// part the pull names (Note [2-bit key-value pulls] in client/pulled_views.hpp).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "tensor/grad_codec.hpp"
 #include "tensor/tensor.hpp"
@@ -33,19 +36,21 @@ class pull_views {
  public:
   explicit pull_views(grad_codec codec) : codec_(codec) {}
 
-  // The answer to `member`'s pull of `current` (its slice of the parameters, packed, f32):
-  // `current` itself when `full` or no view is kept for the member, else the 2-bit code of
-  // current minus the view. Either way the view becomes what the member holds once it has
-  // applied the answer.
-  tensor answer(std::uint32_t member, tensor current, bool full);
-  // The member got the full values another way (the fast path): its next answer is full.
-  void forget(std::uint32_t member) { views_.erase(member); }
-  // What the shard keeps as `member`'s view, or nullptr.
-  const tensor* view(std::uint32_t member) const;
+  // The answer to `member`'s pull of `current` (its slice of the parameters, packed, f32;
+  // or key part `part`'s value): `current` itself when `full` or no view is kept for the
+  // member, else the 2-bit code of current minus the view. Either way the view becomes
+  // what the member holds once it has applied the answer.
+  tensor answer(std::uint32_t member, tensor current, bool full, std::uint64_t part = 0);
+  // The member got the full values another way (the fast path): its next answer of the
+  // part (of every part: all of them) is full.
+  void forget(std::uint32_t member);
+  void forget(std::uint32_t member, std::uint64_t part) { views_.erase({member, part}); }
+  // What the shard keeps as `member`'s view of the part, or nullptr.
+  const tensor* view(std::uint32_t member, std::uint64_t part = 0) const;
 
  private:
   grad_codec codec_;
-  std::map<std::uint32_t, tensor> views_;
+  std::map<std::pair<std::uint32_t, std::uint64_t>, tensor> views_;  // by (member, part)
 };
 
 // The member's side: applies a shard's answer of `numel` parameters to `view`. An f32

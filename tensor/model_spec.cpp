@@ -1,11 +1,11 @@
-// Parser for model spec strings.
+// model_spec: model spec strings (mlp, cnn, resnet, gpt, layers:, a model file) into
+// specs; a layer list's text is layer_text's.
 #include "tensor/model_spec.hpp"
 
 #include <charconv>
 #include <fstream>
-#include <functional>
-#include <sstream>
 
+#include "tensor/layer_text.hpp"
 #include "tensor/layers.hpp"
 
 namespace troupe {
@@ -16,18 +16,6 @@ failure bad_spec(std::string_view text, const std::string& why) {
   std::string msg = "invalid model '";
   msg.append(text).append("': ").append(why).append(". Use ").append(model_spec_help).append(".");
   return failure{std::move(msg)};
-}
-
-// A layer spec with these fields, the rest (a residual's layers) empty.
-layer_spec spec_of(layer_op op, std::int64_t size = 0, std::int64_t kernel = 0, std::int64_t stride = 1,
-                   std::int64_t pad = 0) {
-  layer_spec l;
-  l.op = op;
-  l.size = size;
-  l.kernel = kernel;
-  l.stride = stride;
-  l.pad = pad;
-  return l;
 }
 
 expected<model_spec> parse_mlp(std::string_view text, std::string_view dims) {
@@ -72,198 +60,7 @@ model_spec fashion_cnn() {
   return spec;
 }
 
-// Note [Layer lists]
-// A `layers:` spec is a sequence of layers separated by ';', each a name and its
-// arguments separated by spaces: a size first where the layer has one, then key=value
-// options in any order.
-//   linear N                                   N output features
-//   conv2d C [k=3] [stride=1] [pad=0]          C output channels, a k x k kernel
-//   maxpool2d [k=2] [stride=K]                 the stride defaults to the kernel
-//   linear classes                             as many outputs as the dataset has classes
-//   relu | gelu | layernorm | batchnorm | flatten
-//   dropout P                                  drops each element with probability P
-//                                              (0 < P < 1) in training, scaling the rest
-//                                              by 1/(1 - P); passes all in evaluation
-//   embedding C                                token ids (T) -> (T, C), the dataset's vocabulary
-//   attention H                                causal self-attention with H heads over (T, C)
-//   residual(L1, L2, ...)                      x + f(x), f those layers (',' between them),
-//                                              which must end in x's shape; not nested
-// A linear or conv2d layer is He-initialised when a relu or gelu follows it, else Xavier.
-// Layernorm normalises over the last dimension, with its own weight (1) and bias (0);
-// batchnorm over the channels of a (C, H, W) input (or flat features), with a weight and
-// a bias per channel (Note [Population statistics] in tensor/layer.hpp).
-// The canonical text (the model's name) writes every option, so two spellings of one
-// model have one name, which is what checkpoints and model files compare.
 
-std::string_view trim(std::string_view t) {
-  while (!t.empty() && (t.front() == ' ' || t.front() == '\t' || t.front() == '\r')) t.remove_prefix(1);
-  while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r')) t.remove_suffix(1);
-  return t;
-}
-
-std::vector<std::string_view> words(std::string_view t) {
-  std::vector<std::string_view> out;
-  while (!(t = trim(t)).empty()) {
-    const auto end = t.find_first_of(" \t");
-    out.push_back(t.substr(0, end));
-    if (end == std::string_view::npos) break;
-    t.remove_prefix(end);
-  }
-  return out;
-}
-
-std::optional<std::int64_t> positive(std::string_view tok, std::int64_t max = 1 << 24) {
-  std::int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-  if (ec != std::errc() || ptr != tok.data() + tok.size() || v < 0 || v > max) return std::nullopt;
-  return v;
-}
-
-// A dropout rate: a decimal strictly between 0 and 1.
-std::optional<float> rate(std::string_view tok) {
-  float v = 0.f;
-  auto [ptr, ec] = std::from_chars(tok.data(), tok.data() + tok.size(), v);
-  if (ec != std::errc() || ptr != tok.data() + tok.size() || !(v > 0.f && v < 1.f)) return std::nullopt;
-  return v;
-}
-
-expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item);
-
-// "residual(L1, L2, ...)": the block's layers, each as in a list.
-expected<std::pair<layer_spec, std::string>> parse_residual(std::string_view body) {
-  layer_spec block;
-  block.op = layer_op::residual;
-  std::string canon = "residual(";
-  for (std::size_t i = 0;; ++i) {
-    const auto comma = body.find(',');
-    const std::string_view part = body.substr(0, comma);
-    if (trim(part).starts_with("residual")) return failure{"a residual block cannot hold another"};
-    auto l = parse_layer(part);
-    if (!l) return failure{"its layer " + std::to_string(i) + " ('" + std::string(trim(part)) + "'): " + l.error().message};
-    block.inner.push_back(l->first);
-    canon += (i ? ", " : "") + l->second;
-    if (comma == std::string_view::npos) break;
-    body.remove_prefix(comma + 1);
-  }
-  return std::make_pair(block, canon + ")");
-}
-
-// One layer of a list: the spec and its canonical text, or why not.
-expected<std::pair<layer_spec, std::string>> parse_layer(std::string_view item) {
-  if (trim(item).starts_with("residual")) {
-    const std::string_view t = trim(item);
-    const auto open = t.find('(');
-    if (open == std::string_view::npos || t.back() != ')' || !trim(t.substr(8, open - 8)).empty())
-      return failure{"a residual block is written residual(L1, L2, ...)"};
-    return parse_residual(t.substr(open + 1, t.size() - open - 2));
-  }
-  const auto w = words(item);
-  if (w.empty()) return failure{"an empty layer"};
-  const std::string_view op = w.front();
-  std::vector<std::string_view> plain;
-  std::vector<std::pair<std::string_view, std::int64_t>> options;
-  for (std::size_t i = 1; i < w.size(); ++i) {
-    const auto eq = w[i].find('=');
-    if (eq == std::string_view::npos) {
-      plain.push_back(w[i]);
-      continue;
-    }
-    const auto v = positive(w[i].substr(eq + 1));
-    if (!v) return failure{"'" + std::string(w[i]) + "' needs a whole number after '='"};
-    options.emplace_back(w[i].substr(0, eq), *v);
-  }
-  // The options this op takes, with their defaults; anything else is refused by name.
-  auto take = [&](std::initializer_list<std::pair<std::string_view, std::int64_t*>> known) -> std::optional<failure> {
-    for (const auto& [key, value] : options) {
-      bool found = false;
-      for (const auto& [name, slot] : known)
-        if (key == name) {
-          *slot = value;
-          found = true;
-        }
-      if (!found) return failure{std::string(op) + " takes no option '" + std::string(key) + "'"};
-    }
-    return std::nullopt;
-  };
-  auto size_arg = [&](const char* what) -> expected<std::int64_t> {
-    if (plain.size() != 1) return failure{std::string(op) + " needs " + what};
-    const auto v = positive(plain.front());
-    if (!v || *v == 0) {
-      std::string why = "'";
-      why.append(plain.front()).append("' is not ").append(what).append(" (a positive integer)");
-      return failure{std::move(why)};
-    }
-    return *v;
-  };
-  layer_spec l;
-  std::ostringstream canon;
-  if (op == "linear" && plain.size() == 1 && plain.front() == "classes") {
-    if (auto bad = take({})) return *bad;
-    l = spec_of(layer_op::linear, 0);
-    canon << "linear classes";
-  } else if (op == "linear") {
-    auto n = size_arg("an output width");
-    if (!n) return n.error();
-    if (auto bad = take({})) return *bad;
-    l = spec_of(layer_op::linear, *n);
-    canon << "linear " << *n;
-  } else if (op == "embedding" || op == "attention") {
-    auto n = size_arg(op == "embedding" ? "a width" : "a head count");
-    if (!n) return n.error();
-    if (auto bad = take({})) return *bad;
-    l = spec_of(op == "embedding" ? layer_op::embedding : layer_op::attention, *n);
-    canon << op << ' ' << *n;
-  } else if (op == "conv2d") {
-    auto c = size_arg("a channel count");
-    if (!c) return c.error();
-    std::int64_t k = 3, stride = 1, pad = 0;
-    if (auto bad = take({{"k", &k}, {"stride", &stride}, {"pad", &pad}})) return *bad;
-    if (k == 0 || stride == 0) return failure{"conv2d needs k and stride of at least 1"};
-    l = spec_of(layer_op::conv2d, *c, k, stride, pad);
-    canon << "conv2d " << *c << " k=" << k << " stride=" << stride << " pad=" << pad;
-  } else if (op == "maxpool2d") {
-    if (!plain.empty()) return failure{"maxpool2d takes only k= and stride="};
-    std::int64_t k = 2, stride = 0;
-    if (auto bad = take({{"k", &k}, {"stride", &stride}})) return *bad;
-    if (stride == 0) stride = k;
-    if (k == 0) return failure{"maxpool2d needs k of at least 1"};
-    l = spec_of(layer_op::maxpool2d, 0, k, stride, 0);
-    canon << "maxpool2d k=" << k << " stride=" << stride;
-  } else if (op == "dropout") {
-    if (plain.size() != 1 || !options.empty()) return failure{"dropout needs one rate, as in 'dropout 0.1'"};
-    const auto p = rate(plain.front());
-    if (!p) return failure{"'" + std::string(plain.front()) + "' is not a dropout rate (a number between 0 and 1)"};
-    l.op = layer_op::dropout;
-    l.rate = *p;
-    canon << "dropout " << format_rate(*p);
-  } else if (op == "relu" || op == "gelu" || op == "layernorm" || op == "batchnorm" || op == "flatten") {
-    if (!plain.empty() || !options.empty()) return failure{std::string(op) + " takes no arguments"};
-    l.op = op == "relu"        ? layer_op::relu
-           : op == "gelu"      ? layer_op::gelu
-           : op == "layernorm" ? layer_op::layer_norm
-           : op == "batchnorm" ? layer_op::batch_norm
-                               : layer_op::flatten;
-    canon << op;
-  } else {
-    return failure{"unknown layer '" + std::string(op) + "'"};
-  }
-  return std::make_pair(l, canon.str());
-}
-
-// A list of layer texts into a spec; `where(i)` names item i in errors ("layer 3").
-expected<model_spec> parse_layer_list(const std::vector<std::string_view>& items,
-                                      const std::function<std::string(std::size_t)>& where) {
-  model_spec spec;
-  spec.name = "layers:";
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    auto l = parse_layer(items[i]);
-    if (!l) return failure{where(i) + " ('" + std::string(trim(items[i])) + "'): " + l.error().message};
-    spec.layers.push_back(l->first);
-    spec.name += (i ? "; " : "") + l->second;
-  }
-  if (spec.layers.empty()) return failure{"no layers"};
-  return spec;
-}
 
 expected<model_spec> parse_layers(std::string_view text, std::string_view list) {
   std::vector<std::string_view> items;

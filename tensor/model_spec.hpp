@@ -4,7 +4,7 @@
 // conv32-pool-conv64-pool-fc128-fc10 (3x3 convolutions, padding 1, ReLU after each
 // convolution and hidden linear layer, 2x2 max pooling). `gpt` is a decoder-only
 // transformer over a text's characters (Note [The gpt model]). `layers:` lists any sequence of
-// layers, one per `;` (Note [Layer lists]); a file of such lines, one layer a line, becomes
+// layers, one per `;` (Note [Layer lists] in tensor/layer_text.hpp); a file of such lines, one layer a line, becomes
 // that text through model_spec_from_file, so the spec that travels to other nodes is
 // always one line of text.
 #pragma once

@@ -52,7 +52,6 @@ struct launch_cli {
   std::string save_model;            // passed to the coordinator, which holds the final parameters
   std::vector<std::string> command;  // after --: the workers of a key-value job
   int max_restarts = 3;              // Note [Restarting a job]
-  std::uint32_t min_workers = 0;     // Note [Leaving out lost workers]; 0: not elastic
   CLI::App* app = nullptr;
 };
 
@@ -105,7 +104,7 @@ std::optional<refusal> read_hosts(launch_cli& o, std::vector<host_entry>& hosts)
 std::optional<refusal> refusal_of(const launch_cli& o, const job_spec& job, std::string& save_model) {
   if (!o.observe.trace.empty() && o.local)
     if (auto why = trace_unwritable(o.observe.trace)) return refusal{*why};
-  if (auto why = elastic_refusal(job, o.min_workers, o.max_restarts)) return refusal{*why};
+  if (auto why = elastic_refusal(job, o.max_restarts)) return refusal{*why};
   if (auto why = train_options_unfit(o.job.train, !o.command.empty())) return refusal{*why};
   save_model = o.save_model;  // on the coordinator's own host over ssh
   if (save_model.empty()) return std::nullopt;
@@ -234,7 +233,7 @@ int run_nodes(const launch_cli& o, const job_spec& job, launch_plan& plan, const
   restart_policy policy;
   policy.checkpoints = job.checkpoints.dir.empty() ? o.job.resume : job.checkpoints.dir;
   policy.max_restarts = o.max_restarts;
-  policy.min_workers = o.min_workers;
+  policy.min_workers = job.mode == sync_mode::allreduce ? job.min_workers : 0;
   policy.replicas = job.workers;
   policy.stages = job.pipeline_stages;
   policy.workers_end_the_job = !o.command.empty();
@@ -246,7 +245,7 @@ int run_nodes(const launch_cli& o, const job_spec& job, launch_plan& plan, const
   const attempts run = run_with_restarts(plan.nodes, policy);
   const group_result& g = run.last;
   const launch_outcome outcome =
-      report_outcome(g, run.restarts, job.kv, o.min_workers > 0 ? &run.left_out : nullptr, o.job.train.precision);
+      report_outcome(g, run.restarts, job.kv, policy.min_workers > 0 ? &run.left_out : nullptr, o.job.train.precision);
   bool traced = true;
   if (!o.observe.trace.empty() && o.local) {
     if (auto ok = monitoring::merge_traces(traces, o.observe.trace); !ok) {
@@ -258,7 +257,9 @@ int run_nodes(const launch_cli& o, const job_spec& job, launch_plan& plan, const
   }
   if (g.interrupted) return 130;
   if (outcome.coordinator_code != 0) return outcome.coordinator_code;
-  return outcome.others_failed > 0 || !traced ? exit_failed : exit_ok;
+  // An elastic key-value job that ended well went on without its lost workers by design.
+  const bool tolerated = job.kv && job.min_workers > 0;
+  return (outcome.others_failed > 0 && !tolerated) || !traced ? exit_failed : exit_ok;
 }
 
 int run_launch(launch_cli& o) {
@@ -353,13 +354,6 @@ command add_launch(CLI::App& parent) {
                   "times (0: never); a lost coordinator, and with --on-shard-loss recover (the default there) a lost "
                   "shard server, is started again alone, at most N times each, and the others wait for it")
       ->check(CLI::Range(0, 1000))
-      ->capture_default_str()
-      ->group(g);
-  app->add_option("--min-workers", o->min_workers,
-                  "--mode allreduce with --checkpoint-dir: elastic, as Horovod's --min-np. A worker lost for good "
-                  "(its process killed, its host gone) is left out and the ring re-forms from the survivors, "
-                  "rolled back to the newest checkpoint, while at least N replicas remain; 0: start it again")
-      ->check(CLI::Range(0u, 1048576u))
       ->capture_default_str()
       ->group(g);
   app->add_option("--heartbeat", o->heartbeat_s, "Seconds between heartbeats between nodes")

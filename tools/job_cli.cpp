@@ -47,18 +47,8 @@ std::string parse_slow_worker(const std::string& text, std::int32_t& rank, doubl
   return {};
 }
 
-
-}  // namespace
-
-void add_job_options(CLI::App& app, job_cli_options& o) {
-  o.train.train.epochs = o.job.train.epochs;
-  add_train_options(app, o.train);
-  for (auto* opt : app.get_options())
-    if (opt->get_group() == "Options" && opt->get_single_name() != "help") opt->group(group_model);
-  CLI::App& data_holder = app;
-  add_data_options(data_holder, o.data);
-  for (const char* name : {"--dataset", "--data", "--train-samples", "--context", "--sample", "--augment"})
-    app.get_option(name)->group(group_data);
+// --workers to --balance: the members, servers and pipeline.
+void add_layout_options(CLI::App& app, job_cli_options& o) {
   app.add_option("--workers,--replicas", o.job.workers,
                  "Data-parallel replicas: workers, or pipelines of --pipeline-stages stages each")
       ->check(CLI::Range(1, 4096))
@@ -91,6 +81,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::IsMember({"time", "flops", "params"}))
       ->capture_default_str()
       ->group(group_job);
+}
+
+// --mode to --bucket-bytes: how the replicas combine their gradients and what crosses the network.
+void add_exchange_options(CLI::App& app, job_cli_options& o) {
   app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "
                                    "ssp (async with a staleness bound), allreduce (no shard servers: the replicas "
                                    "sum their gradients in a ring, Horovod's way)")
@@ -118,7 +112,7 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->group(group_job);
   app.add_option("--pull-precision", o.pull_precision,
                  "How parameters travel back from the shards: fp32, fp16, bf16, or 2bit (the change since a "
-                 "member's last pull, training jobs only)")
+                 "member's last pull, in 2-bit codes)")
       ->check(CLI::IsMember({"fp32", "fp16", "bf16", "2bit"}))
       ->capture_default_str()
       ->group(group_job);
@@ -128,6 +122,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{1} << 40))
       ->capture_default_str()
       ->group(group_job);
+}
+
+// --staleness to --share-balance: the rules for staleness, stragglers and lost workers.
+void add_rule_options(CLI::App& app, job_cli_options& o) {
   app.add_option("--staleness", o.job.staleness, "ssp: how many clocks a worker may run ahead of the slowest")
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()
@@ -157,6 +155,15 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(0, 1 << 20))
       ->capture_default_str()
       ->group(group_job);
+  app.add_option("--min-workers", o.job.min_workers,
+                 "Elastic, as Horovod's --min-np: the fewest workers the job goes on with. A key-value job (launch "
+                 "... -- COMMAND) goes on without a lost worker while N remain, and ends with fewer (then launch "
+                 "--max-restarts starts it again from its newest checkpoint); --mode allreduce with --checkpoint-dir "
+                 "and --max-restarts re-forms the ring from the survivors, rolled back to the newest checkpoint, while "
+                 "at least N remain; 0: not elastic")
+      ->check(CLI::Range(0u, 1048576u))
+      ->capture_default_str()
+      ->group(group_job);
   app.add_option("--straggler-factor", o.job.straggler_factor,
                  "ssp: a worker whose steps compute this many times the median is left out of the staleness "
                  "bound while it is slow (its gradients apply at lr / staleness); 0: never")
@@ -169,6 +176,10 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str()
       ->group(group_job);
+}
+
+// --big-array-bound to --stall-timeout: sharding, benchmarks' slowdowns and timeouts.
+void add_run_options(CLI::App& app, job_cli_options& o) {
   app.add_option("--big-array-bound", o.job.big_array_bound,
                  "Split parameter blocks above this many floats across shards (0 = automatic)")
       ->check(CLI::NonNegativeNumber)
@@ -188,6 +199,23 @@ void add_job_options(CLI::App& app, job_cli_options& o) {
       ->check(CLI::Range(0.001, 1e6))
       ->capture_default_str()
       ->group(group_job);
+}
+
+}  // namespace
+
+void add_job_options(CLI::App& app, job_cli_options& o) {
+  o.train.train.epochs = o.job.train.epochs;
+  add_train_options(app, o.train);
+  for (auto* opt : app.get_options())
+    if (opt->get_group() == "Options" && opt->get_single_name() != "help") opt->group(group_model);
+  CLI::App& data_holder = app;
+  add_data_options(data_holder, o.data);
+  for (const char* name : {"--dataset", "--data", "--train-samples", "--context", "--sample", "--augment"})
+    app.get_option(name)->group(group_data);
+  add_layout_options(app, o);
+  add_exchange_options(app, o);
+  add_rule_options(app, o);
+  add_run_options(app, o);
   add_checkpoint_options(app, o.job.checkpoints, o.resume, group_job);
 }
 

@@ -109,22 +109,12 @@ expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const 
   return out;
 }
 
-std::optional<std::string> elastic_refusal(const job_spec& job, std::uint32_t min_workers, int max_restarts) {
-  if (min_workers == 0) return std::nullopt;
-  if (job.kv)
-    return "--min-workers: a key-value job's workers are your program, which holds its own state; Troupe cannot "
-           "roll it back. Leave --min-workers out";
-  if (job.mode != sync_mode::allreduce)
-    return "--min-workers: " + std::string(name_of(job.mode)) +
-           " jobs go on without a lost worker already (its samples go to the others); it is for --mode allreduce, "
-           "whose ring cannot. Leave it out";
+std::optional<std::string> elastic_refusal(const job_spec& job, int max_restarts) {
+  if (job.min_workers == 0 || job.mode != sync_mode::allreduce) return std::nullopt;  // validate() checks the rest
   if (job.checkpoints.dir.empty())
     return "--min-workers: the survivors go on from the job's newest checkpoint; give --checkpoint-dir DIR";
   if (max_restarts == 0)
     return "--min-workers: each re-formed ring is a restart, and --max-restarts is 0; give --max-restarts N";
-  if (min_workers > job.workers)
-    return "--min-workers " + std::to_string(min_workers) + " is more than the job's " + std::to_string(job.workers) +
-           " workers; give at most " + std::to_string(job.workers);
   return std::nullopt;
 }
 

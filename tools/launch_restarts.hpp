@@ -61,9 +61,10 @@ struct left_out {
 expected<left_out> leave_out_lost_workers(std::vector<child_spec>& nodes, const group_result& g,
                                           std::uint32_t replicas, std::uint32_t stages, std::uint32_t min_replicas);
 
-// Why `--min-workers` (with `--max-restarts`) cannot make this job elastic; nullopt when
-// it can, or when min_workers is 0 (not asked for).
-std::optional<std::string> elastic_refusal(const job_spec& job, std::uint32_t min_workers, int max_restarts);
+// Why launch cannot make this --mode allreduce job elastic with its `--min-workers` and
+// `max_restarts`; nullopt when it can, or when it does not ask (validate() checks the
+// rest, for every job).
+std::optional<std::string> elastic_refusal(const job_spec& job, int max_restarts);
 
 struct restart_policy {
   std::string checkpoints;           // where the next attempt resumes from; empty: never restart

@@ -6,7 +6,8 @@
 // key another member defined is answered with the layout); members get the ranks they
 // ask for before the start, and a join while the shards start is admitted to them;
 // shapes that would overflow, NaN values and other shapes are refused; barriers wait for
-// the live members only; the job ends when every member has left.
+// the live members only; the job ends when every member has left, or when fewer than
+// --min-workers are left.
 #define BOOST_TEST_MODULE job_keys
 #include <boost/test/unit_test.hpp>
 
@@ -169,6 +170,29 @@ BOOST_AUTO_TEST_CASE(the_job_ends_when_every_member_has_left) {
   auto end = only<finish>(core.on_done(worker_done{1}, t0));
   BOOST_TEST(std::holds_alternative<job_result>(end.outcome));
   BOOST_TEST((core.phase() == job_phase::finished));
+}
+
+BOOST_AUTO_TEST_CASE(with_min_workers_the_job_shrinks_to_it_and_ends_below_it) {
+  auto job = kv_job(4, 1);
+  job.min_workers = 3;
+  job_core core = make(job);
+  ticket t = 1;
+  only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}, t0));
+  for (std::uint32_t w = 0; w < 4; ++w) core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1}, t0);
+  core.shards_started(t0);
+  BOOST_REQUIRE(core.phase() == job_phase::training);
+  // One finished of its own accord (it still counts: it left when its loop ended), one
+  // lost: three are left, and the job goes on without the lost one.
+  BOOST_TEST(all_of<finish>(core.on_done(worker_done{0}, t0)).empty());
+  auto out = core.on_member_down(1, std::nullopt, "killed", t0);
+  BOOST_TEST(only<remove_from_shards>(out).rank == 1u);
+  BOOST_TEST(all_of<finish>(out).empty());
+  // A second loss leaves two, below --min-workers: a node loss, which launch restarts.
+  auto end = only<finish>(core.on_member_down(2, std::nullopt, "killed", t0));
+  const auto* f = std::get_if<fault>(&end.outcome);
+  BOOST_REQUIRE(f != nullptr);
+  BOOST_TEST((f->code == errc::all_workers_lost));
+  BOOST_TEST(f->detail.find("2 left, fewer than --min-workers 3") != std::string::npos, f->detail);
 }
 
 BOOST_AUTO_TEST_CASE(members_get_the_ranks_they_ask_for_before_the_start) {

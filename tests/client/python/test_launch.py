@@ -6,7 +6,8 @@ fast path's shared memory, or over the network with --no-shared-memory: on bulk 
 or in the messages with --no-bulk-lanes too), a PyTorch model
 trained through troupe.torch learns (also with 2-bit pushes and bf16 pulls, in fewer
 bytes), a worker killed mid-run is survived in async (and the launcher's exit code says
-a worker failed), collectives cross processes (with the same bits through shared memory,
+a worker failed), with --min-workers a sync job shrinks to it (exit code 0) and ends below
+it (a node loss), a training job asking for it is refused, collectives cross processes (with the same bits through shared memory,
 on bulk lanes and in the messages) and a worker killed before its call fails the other's
 with member_lost at once, a launched worker's rank is its TROUPE_WORKER_INDEX, and a script
 without the TROUPE_* environment, with a malformed worker index, or asking for another
@@ -149,6 +150,47 @@ def test_a_killed_worker_is_survived_in_async(tmp_path):
     assert "was lost" in p.stderr
     assert result is not None and result["workers_lost"] == 1
     assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
+
+
+@pytest.mark.parametrize("killed", [1, 2])
+def test_min_workers_lets_a_job_shrink_to_it_and_ends_it_below(tmp_path, killed):
+    # 3 workers, --min-workers 2: losing one, the sync rounds close without it and the job
+    # ends well; losing two leaves one, and the job ends as a node loss (exit code 3,
+    # which launch --max-restarts would start again from the newest checkpoint).
+    p, result = launch(tmp_path, """
+        import os, signal, time, numpy as np, troupe
+        kv = troupe.kv.create('dist_sync', timeout=60)
+        w = np.zeros(16, np.float32)
+        kv.init('w', w)
+        kv.barrier()
+        try:
+            for step in range(30):
+                if step == 5 and int(os.environ['TROUPE_WORKER_INDEX']) >= 3 - KILLED:
+                    os.kill(os.getpid(), signal.SIGKILL)
+                kv.push('w', np.ones(16, np.float32))
+                kv.wait(kv.pull('w', out=w))
+                if step >= 5:
+                    time.sleep(0.05)
+            print('FINISHED', kv.rank, flush=True)
+        except troupe.Error as e:
+            print('ENDED', e.code, flush=True)
+        kv.close()
+    """.replace("KILLED", str(killed)), "--mode", "sync", "--min-workers", "2", workers=3)
+    if killed == 1:
+        assert p.stderr.count("FINISHED") == 2, p.stderr[-3000:]
+        assert "worker 2 was lost" in p.stderr and "2 go on" in p.stderr
+        assert result is not None and result["workers_lost"] == 1
+        assert p.returncode == 0, p.stderr[-3000:]
+    else:
+        assert "FINISHED" not in p.stderr and "ENDED" in p.stderr, p.stderr[-3000:]
+        assert "1 left, fewer than --min-workers 2, so the job ends" in p.stderr, p.stderr[-3000:]
+        assert p.returncode == 3, p.stderr[-3000:]
+
+
+def test_min_workers_is_refused_for_a_training_job_that_goes_on_already(tmp_path):
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "1", "--mode", "async",
+                        "--min-workers", "1", "--dry-run"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "async training jobs go on without a lost worker already" in p.stderr, p.stderr
 
 
 def test_collectives_cross_processes_and_a_killed_worker_fails_the_others_call(tmp_path):

@@ -1,0 +1,168 @@
+// shard_kv_pulls: a key-value job's pulls on a shard server: checked, answered now or held
+// per part by the core and answered once its last held part is released (in the slot the
+// member offered, on its bulk lane, or in the message, in the job's --pull-precision; 2-bit
+// against the member's views, Note [2-bit key-value pulls] in client/pulled_views.hpp). The
+// sender is checked by shard_server.cpp.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "actors/shard_state.hpp"
+#include "tensor/grad_codec.hpp"
+
+namespace troupe::shard_shell {
+
+namespace {
+
+// Writes the parts a key-value pull asks for, concatenated, into `out`.
+void pack_kv_answer(const shard_core& kv, const kv_pull& r, tensor_view out) {
+  std::int64_t pos = 0;
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    const const_tensor_view v = kv.value(r.parts[i]);
+    const std::int64_t n = r.rows[i].empty() ? v.numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+    if (r.rows[i].empty())
+      copy(out.flat(pos, n), v);
+    else
+      kv.gather_rows(r.parts[i], r.rows[i], r.row_numel[i], out.flat(pos, n));
+    pos += n;
+  }
+}
+
+// --pull-precision 2bit (Note [2-bit key-value pulls] in client/pulled_views.hpp): the
+// pull's answer in 2-bit codes of each part's change since the member's view, concatenated,
+// when every part is whole and has a view and the member did not ask for f32; else the
+// values packed in f32, which become the whole parts' views.
+tensor two_bit_answer(shard_pointer self, const kv_pull& r, std::int64_t total) {
+  auto& st = self->state;
+  const shard_core& kv = *st.core;
+  bool codes = !r.full;
+  for (std::size_t i = 0; codes && i < r.parts.size(); ++i) {
+    const tensor* view = st.views->view(r.worker, r.parts[i]);
+    codes = r.rows[i].empty() && view && view->numel() == kv.value(r.parts[i]).numel();
+  }
+  if (!codes) {
+    tensor values = tensor::uninitialized({total});
+    pack_kv_answer(kv, r, values.view());
+    for (std::size_t i = 0; i < r.parts.size(); ++i)
+      if (r.rows[i].empty()) st.views->answer(r.worker, kv.lend_value(r.parts[i]), true, r.parts[i]);
+    return values;
+  }
+  std::vector<tensor> wires;
+  std::int64_t bytes = 0;
+  for (auto part : r.parts) {
+    wires.push_back(st.views->answer(r.worker, kv.lend_value(part), false, part));
+    bytes += static_cast<std::int64_t>(wires.back().nbytes());
+  }
+  tensor out = tensor::uninitialized({bytes}, dtype::u8);
+  std::byte* at = out.bytes();
+  for (const auto& w : wires) at = std::copy(w.bytes(), w.bytes() + w.nbytes(), at);
+  return out;
+}
+
+// The reply to a key-value pull whose parts are all answerable now: in the slot it offered
+// when the fast path can take it (Note [Same-host fast path]), as f32; otherwise in the
+// job's --pull-precision, on the member's bulk lane when it asked and has one (Note [Bulk
+// lanes]), else in the message. With --async-rule dcasgd a whole part answered is what
+// the member's next gradient of it is compensated against (Note [Delay compensation]).
+kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
+  auto& st = self->state;
+  const shard_core& kv = *st.core;
+  std::int64_t total = 0;
+  kv_pull_reply out{st.index, {}, tensor(), {}};
+  for (std::size_t i = 0; i < r.parts.size(); ++i) {
+    total +=
+        r.rows[i].empty() ? kv.value(r.parts[i]).numel() : static_cast<std::int64_t>(r.rows[i].size()) * r.row_numel[i];
+    out.versions.push_back(kv.version(r.parts[i]));
+    if (r.rows[i].empty()) st.core->answered(r.worker, r.parts[i]);
+  }
+  if (st.channels && !r.reply_to.empty()) {
+    std::string refused;
+    auto fill = [&](tensor_view slot) { pack_kv_answer(kv, r, slot); };
+    if (auto where = st.channels->answer_with(r.worker, r.reply_to, {total}, fill, refused)) {
+      if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
+      if (st.views)  // the member holds the f32 values now
+        for (auto part : r.parts) st.views->forget(r.worker, part);
+      out.shared = std::move(*where);
+      return out;
+    }
+    if (!refused.empty()) spdlog::info("shard {}: answers worker {} over the network: {}", st.index, r.worker, refused);
+  }
+  if (st.views) {
+    out.data = two_bit_answer(self, r, total);
+  } else if (r.parts.size() == 1 && r.rows[0].empty() && st.pull_precision.kind == codec_kind::none) {
+    out.data = kv.lend_value(r.parts[0]);  // one whole part as it lies: Note [Lent values]
+  } else {
+    out.data = tensor::uninitialized({total});
+    pack_kv_answer(kv, r, out.data.view());
+    if (st.pull_precision.kind != codec_kind::none) out.data = encode(st.pull_precision, out.data);
+  }
+  if (st.m) st.m->bytes_sent->Increment(static_cast<double>(out.data.nbytes()));
+  if (auto d = answer_on_lane(self, r.worker, r.lane_reply, out.data)) out.lane = std::move(*d);
+  return out;
+}
+
+}  // namespace
+
+void settle_kv_pulls(shard_pointer self) {
+  auto& st = self->state;
+  auto finish_token = [&](shard_core::token t) -> held_kv_pull* {
+    auto tok = st.kv_tokens.find(t);
+    if (tok == st.kv_tokens.end()) return nullptr;
+    auto it = st.kv_held.find(tok->second);
+    st.kv_tokens.erase(tok);
+    return it == st.kv_held.end() ? nullptr : &it->second;
+  };
+  for (auto t : st.core->take_released()) {
+    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
+    held_kv_pull* h = finish_token(t);
+    if (h && --h->waiting == 0) {
+      h->promise.deliver(kv_answer(self, h->request));
+      st.kv_held.erase(id);
+    }
+  }
+  for (auto t : st.core->take_dropped()) {
+    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
+    if (held_kv_pull* h = finish_token(t)) {
+      h->promise.deliver(make_error(errc::not_member, "the worker left the job"));
+      st.kv_held.erase(id);
+    }
+  }
+}
+
+void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp) {
+  auto& st = self->state;
+  if (!serves_kv(self)) return rp.deliver(not_kv(self)), void();
+  if (r.shard != st.index) return rp.deliver(wrong_shard(self, r.shard)), void();
+  auto& kv = *st.core;
+  if (auto e = check_kv_parts(kv, r.parts)) return rp.deliver(make_error(*e)), void();
+  if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
+    return rp.deliver(make_error(errc::malformed, "a pull whose rows do not match its parts")), void();
+  for (std::size_t i = 0; i < r.parts.size(); ++i)
+    for (auto row : r.rows[i])
+      if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
+        return rp.deliver(make_error(errc::bad_shape,
+                                     "a pull asks for row " + std::to_string(row) + ", outside its part of the key")),
+               void();
+  const std::uint64_t id = st.next_kv_pull++;
+  held_kv_pull h;
+  std::vector<shard_core::token> held;
+  for (auto part : r.parts) {
+    const auto t = st.next_token++;
+    auto o = kv.pull_part(r.worker, part, t);
+    if (o.decision == shard_core::pull_decision::reject) {
+      for (auto ht : held) st.kv_tokens.erase(ht);
+      return rp.deliver(make_error(*o.error)), void();
+    }
+    if (o.decision == shard_core::pull_decision::hold) {
+      st.kv_tokens[t] = id;
+      held.push_back(t);
+      ++h.waiting;
+    }
+  }
+  if (h.waiting == 0) return rp.deliver(kv_answer(self, r)), void();
+  h.promise = rp;
+  h.request = std::move(r);
+  st.kv_held.emplace(id, std::move(h));
+}
+
+}  // namespace troupe::shard_shell
