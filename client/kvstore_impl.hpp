@@ -18,8 +18,8 @@
 #include "client/caller_memory.hpp"
 #include "client/collectives.hpp"
 #include "client/kv_transport.hpp"
-#include "client/step_meter.hpp"
 #include "client/kvstore.hpp"
+#include "client/step_meter.hpp"
 
 namespace troupe::kv {
 

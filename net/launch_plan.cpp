@@ -185,19 +185,22 @@ expected<launch_plan> plan_local_launch(const launch_request& req) {
   return plan;
 }
 
-expected<launch_plan> plan_ssh_launch(const launch_request& req) {
-  if (req.hosts.empty()) return failure{"--hostfile names no hosts"};
+namespace {
+
+// One process of an ssh launch: its name, certificate, host and role flags.
+struct placed_node {
+  std::string name, cert, host;
+  std::vector<std::string> role_flags;
+};
+
+// The coordinator on the first host, server i on host i mod hosts, worker i in slot i mod
+// slots (each host's slots in order).
+std::vector<placed_node> place_nodes(const launch_request& req, const std::string& coord) {
   std::vector<std::string> slots;
   for (const auto& h : req.hosts)
     for (unsigned s = 0; s < h.slots; ++s) slots.push_back(h.host);
-  const std::string coord_host = req.hosts.front().host;
-  struct placed {
-    std::string name, cert, host;
-    std::vector<std::string> role_flags;
-  };
-  std::vector<placed> nodes;
-  const std::string coord = coord_host + ":" + std::to_string(req.port);
-  nodes.push_back({"coordinator", "coordinator", coord_host,
+  std::vector<placed_node> nodes;
+  nodes.push_back({"coordinator", "coordinator", req.hosts.front().host,
                    {"--role", "coordinator", "--listen", "0.0.0.0:" + std::to_string(req.port), "--config",
                     req.remote_dir + "/job.toml"}});
   for (std::uint32_t i = 0; i < req.servers; ++i) {
@@ -212,6 +215,38 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
                      {"--role", "worker", "--listen", "0.0.0.0:0", "--advertise", host, "--join", coord,
                       "--worker-index", std::to_string(i)}});
   }
+  return nodes;
+}
+
+// The steps that give `host` the job directory once (job.toml, the secret, the CA
+// certificate and its nodes' files) and remove it at the end.
+void copy_job_dir_to(const std::string& host, const launch_request& req, const std::vector<placed_node>& nodes,
+                     const std::vector<std::string>& ssh_opts, launch_plan& plan) {
+  auto mk = ssh_opts;
+  mk.insert(mk.end(), {host, "mkdir -p -m 700 " + shell_quote({req.remote_dir})});
+  plan.setup.push_back({"setup " + host, mk, false, {}});
+  std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string(),
+                                 (std::filesystem::path(req.job_dir) / "job.secret").string()};
+  if (req.tls) {
+    files.push_back((std::filesystem::path(req.job_dir) / "ca.pem").string());
+    for (const auto& m : nodes)
+      if (m.host == host) files.push_back((std::filesystem::path(req.job_dir) / (m.cert + ".pem")).string());
+  }
+  std::vector<std::string> scp{"scp", "-q", "-p", "-o", "BatchMode=yes"};
+  scp.insert(scp.end(), files.begin(), files.end());
+  scp.push_back(host + ":" + req.remote_dir + "/");
+  plan.setup.push_back({"setup " + host, scp, false, {}});
+  auto rm = ssh_opts;
+  rm.insert(rm.end(), {host, "rm -rf " + shell_quote({req.remote_dir})});
+  plan.teardown.push_back({"cleanup " + host, rm, false, {}});
+}
+
+}  // namespace
+
+expected<launch_plan> plan_ssh_launch(const launch_request& req) {
+  if (req.hosts.empty()) return failure{"--hostfile names no hosts"};
+  const std::string coord = req.hosts.front().host + ":" + std::to_string(req.port);
+  const std::vector<placed_node> nodes = place_nodes(req, coord);
   std::vector<std::pair<std::string, std::string>> certs;
   for (const auto& n : nodes) certs.emplace_back(n.cert, n.host);
   if (req.write_files) {
@@ -229,23 +264,7 @@ expected<launch_plan> plan_ssh_launch(const launch_request& req) {
     // Each host gets the job directory once: job.toml, the CA certificate and its nodes' files.
     if (std::find(hosts_done.begin(), hosts_done.end(), n.host) == hosts_done.end()) {
       hosts_done.push_back(n.host);
-      auto mk = ssh_opts;
-      mk.insert(mk.end(), {n.host, "mkdir -p -m 700 " + shell_quote({req.remote_dir})});
-      plan.setup.push_back({"setup " + n.host, mk, false, {}});
-      std::vector<std::string> files{(std::filesystem::path(req.job_dir) / "job.toml").string(),
-                                     (std::filesystem::path(req.job_dir) / "job.secret").string()};
-      if (req.tls) {
-        files.push_back((std::filesystem::path(req.job_dir) / "ca.pem").string());
-        for (const auto& m : nodes)
-          if (m.host == n.host) files.push_back((std::filesystem::path(req.job_dir) / (m.cert + ".pem")).string());
-      }
-      std::vector<std::string> scp{"scp", "-q", "-p", "-o", "BatchMode=yes"};
-      scp.insert(scp.end(), files.begin(), files.end());
-      scp.push_back(n.host + ":" + req.remote_dir + "/");
-      plan.setup.push_back({"setup " + n.host, scp, false, {}});
-      auto rm = ssh_opts;
-      rm.insert(rm.end(), {n.host, "rm -rf " + shell_quote({req.remote_dir})});
-      plan.teardown.push_back({"cleanup " + n.host, rm, false, {}});
+      copy_job_dir_to(n.host, req, nodes, ssh_opts, plan);
     }
     auto cmd = ssh_opts;
     cmd.push_back(n.host);

@@ -125,19 +125,10 @@ expected<bool> apply_slurm(node_options& o, const environment& env) {
   return true;
 }
 
-expected<node_plan> resolve_node_options(const node_options& o) {
-  node_plan p;
-  if (!o.role) return failure{"--role is required: coordinator, server or worker (or set TROUPE_ROLE, or use --slurm)"};
-  p.role = *o.role;
-  if (!o.job_id.empty()) p.job_id = o.job_id;
-  p.heartbeat_s = o.heartbeat_s;
-  p.connection_timeout_s = o.connection_timeout_s;
-  p.connect_timeout_s = o.connect_timeout_s;
-  p.handshake_timeout_s = o.handshake_timeout_s;
-  p.coordinator_timeout_s = o.coordinator_timeout_s;
-  p.shared_memory = o.shared_memory;
-  p.doorbells = o.doorbells;
-  p.bulk_lanes = o.bulk_lanes;
+namespace {
+
+// --lane-port and --worker-index, given as text (they may come from the environment).
+std::optional<failure> take_numbers(const node_options& o, node_plan& p) {
   if (!o.lane_port_text.empty()) {
     unsigned v = 0;
     const auto& t = o.lane_port_text;
@@ -155,23 +146,12 @@ expected<node_plan> resolve_node_options(const node_options& o) {
                      "', not a rank (0, 1, 2, ...)"};
     p.wanted_rank = static_cast<std::int32_t>(v);
   }
-  const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
-  auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
-  if (!listen) return listen.error();
-  p.listen = *listen;
-  if (p.role != node_role::coordinator) {
-    if (o.join.empty())
-      return failure{"--join HOST:PORT (the coordinator) is required for a " + std::string(name_of(p.role)) +
-                     " (or set TROUPE_COORDINATOR)"};
-    auto join = parse_endpoint(o.join, "--join");
-    if (!join) return join.error();
-    p.join = *join;
-  }
-  const bool wildcard = p.listen.host == "0.0.0.0" || p.listen.host == "::";
-  p.advertise = !o.advertise.empty() ? o.advertise : p.listen.host;
-  if (wildcard && o.advertise.empty() && p.role != node_role::coordinator)
-    return failure{"--listen " + p.listen.str() + " binds every interface; say which address other nodes should use "
-                   "to reach this " + std::string(name_of(p.role)) + " with --advertise HOST"};
+  return std::nullopt;
+}
+
+// The node's credentials: its TLS files and passphrase and the job's secret, and the
+// refusal of a node without TLS (unless --insecure-network) or without a secret.
+std::optional<failure> take_credentials(const node_options& o, node_plan& p) {
   // TLS files: --tls-dir, or each file.
   p.tls = o.tls;
   if (!o.tls_dir.empty() && !o.tls.any()) p.tls = tls_files_in(o.tls_dir, std::string(name_of(p.role)));
@@ -204,6 +184,43 @@ expected<node_plan> resolve_node_options(const node_options& o) {
                    "coordinator admits no one without it. Pass --secret-file FILE (or set TROUPE_SECRET_FILE; with "
                    "--tls-dir DIR, DIR/job.secret is used); `troupe tls init DIR` and `troupe tls secret FILE` write "
                    "one, and `troupe launch` does it for you"};
+  return std::nullopt;
+}
+
+}  // namespace
+
+expected<node_plan> resolve_node_options(const node_options& o) {
+  node_plan p;
+  if (!o.role) return failure{"--role is required: coordinator, server or worker (or set TROUPE_ROLE, or use --slurm)"};
+  p.role = *o.role;
+  if (!o.job_id.empty()) p.job_id = o.job_id;
+  p.heartbeat_s = o.heartbeat_s;
+  p.connection_timeout_s = o.connection_timeout_s;
+  p.connect_timeout_s = o.connect_timeout_s;
+  p.handshake_timeout_s = o.handshake_timeout_s;
+  p.coordinator_timeout_s = o.coordinator_timeout_s;
+  p.shared_memory = o.shared_memory;
+  p.doorbells = o.doorbells;
+  p.bulk_lanes = o.bulk_lanes;
+  if (auto bad = take_numbers(o, p)) return *bad;
+  const std::string default_listen = p.role == node_role::coordinator ? "127.0.0.1:7070" : "127.0.0.1:0";
+  auto listen = parse_endpoint(o.listen.empty() ? default_listen : o.listen, "--listen");
+  if (!listen) return listen.error();
+  p.listen = *listen;
+  if (p.role != node_role::coordinator) {
+    if (o.join.empty())
+      return failure{"--join HOST:PORT (the coordinator) is required for a " + std::string(name_of(p.role)) +
+                     " (or set TROUPE_COORDINATOR)"};
+    auto join = parse_endpoint(o.join, "--join");
+    if (!join) return join.error();
+    p.join = *join;
+  }
+  const bool wildcard = p.listen.host == "0.0.0.0" || p.listen.host == "::";
+  p.advertise = !o.advertise.empty() ? o.advertise : p.listen.host;
+  if (wildcard && o.advertise.empty() && p.role != node_role::coordinator)
+    return failure{"--listen " + p.listen.str() + " binds every interface; say which address other nodes should use "
+                   "to reach this " + std::string(name_of(p.role)) + " with --advertise HOST"};
+  if (auto bad = take_credentials(o, p)) return *bad;
   return p;
 }
 

@@ -108,11 +108,7 @@ std::optional<refusal> refusal_of(const launch_cli& o, const job_spec& job, std:
   if (auto why = train_options_unfit(o.job.train, !o.command.empty())) return refusal{*why};
   save_model = o.save_model;  // on the coordinator's own host over ssh
   if (save_model.empty()) return std::nullopt;
-  if (job.kv || job.simulate_compute_ms > 0)
-    return refusal{std::string("--save-model: ") +
-                   (job.kv ? "a key-value job's model is its members' own; they save it"
-                           : "a job with --simulate-compute trains no real parameters") +
-                   "; leave --save-model out"};
+  if (auto why = save_model_pointless(job)) return refusal{*why};
   if (o.local) {
     if (auto why = save_model_unwritable(save_model)) return refusal{*why};
     save_model = std::filesystem::absolute(save_model).string();

@@ -22,6 +22,7 @@
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
+#include "tools/training_start.hpp"
 #include "tools/observe_cli.hpp"
 
 namespace troupe::cli {
@@ -60,6 +61,68 @@ std::string node_name(const node_plan& plan) { return "troupe node (" + std::str
   std::_Exit(code);
 }
 
+// A coordinator's job that failed: said, and its exit code (a lost node's, which launch
+// restarts, or a plain failure).
+int failed_job(const caf::error& e) {
+  print_error(troupe::describe(e));
+  const auto code = troupe_code(e);
+  return code && is_node_loss(*code) ? exit_node_lost : exit_failed;
+}
+
+// A key-value job's coordinator (Note [Jobs of keys]).
+int run_kv_coordinator(const node_plan& plan, const job_spec& job, node_cli& o, const observability& obs,
+                       const std::function<int(int)>& if_stuck) {
+  auto resume = resume_point_for(job, model::none(), o.job.resume);  // Note [Key-value checkpoints]
+  if (!resume) {
+    print_error(resume.error().message);
+    return exit_failed;
+  }
+  const auto conclude = [](caf::expected<job_result>& result) {
+    if (!result) return failed_job(result.error());
+    print_kv_job_result(*result);
+    return exit_ok;
+  };
+  const auto listening = [&](const endpoint& at) {
+    std::cerr << "coordinator of key-value job " << job.job_id << " listening on " << at.str()
+              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
+              << job.servers << " shards, " << name_of(job.mode) << std::endl;
+  };
+  return run_coordinator_node(plan, job, model::none(), nullptr, {}, obs, listening,
+                              coordinator_end{conclude, if_stuck}, *resume);
+}
+
+// A training job's coordinator: its data, model and cuts, and its result said and saved.
+int run_training_coordinator(const node_plan& plan, job_spec& job, node_cli& o, const observability& obs,
+                             const std::function<int(int)>& if_stuck) {
+  set_blas_threads(1);
+  auto started = start_training_job(job, o.job);
+  if (auto* code = std::get_if<int>(&started)) return *code;
+  training_start& ready = std::get<training_start>(started);
+  const std::shared_ptr<const dataset_split>& shared = ready.data;
+  const model* m = &ready.m;
+  const std::optional<resume_point>& resume = ready.resume;
+  job_callbacks cb;
+  const bool text = !shared->vocabulary.empty();
+  cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
+  const auto conclude = [&](caf::expected<job_result>& result) {
+    if (!result) return failed_job(result.error());
+    if (!o.save_model.empty())
+      if (auto why = export_model(o.save_model, job.train.model, *m, result->params,
+                                  job_model_source("troupe node (coordinator)", job, *result))) {
+        print_error(*why);
+        return exit_failed;
+      }
+    const text_output language{&*m, &shared->vocabulary, o.job.data.sample_chars, job.train.seed};
+    print_job_result(*result, "coordinator", text ? &language : nullptr);
+    return exit_ok;
+  };
+  const auto listening = [&](const endpoint& at) {
+    std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
+              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
+  };
+  return run_coordinator_node(plan, job, *m, shared, cb, obs, listening, coordinator_end{conclude, if_stuck}, resume);
+}
+
 // The coordinator's role: its job, said and its model saved before the node's teardown
 // (Note [A node's teardown] in net/node_system.cpp); the exit code. `if_stuck` finishes
 // what run_node would after a teardown that hangs.
@@ -76,85 +139,9 @@ int run_coordinator(const node_plan& plan, node_cli& o, const observability& obs
     print_error(*why);
     return exit_usage;
   }
-  if (!o.save_model.empty()) {
-    if (job.kv || job.simulate_compute_ms > 0) {
-      print_error(std::string("--save-model: ") +
-                  (job.kv ? "a key-value job's model is its members' own; they save it"
-                          : "a job with --simulate-compute trains no real parameters") +
-                  "; leave --save-model out");
-      return exit_usage;
-    }
-    if (auto why = save_model_unwritable(o.save_model)) {
-      print_error(*why);
-      return exit_failed;
-    }
-  }
-  if (job.kv) {
-    auto resume = resume_point_for(job, model::none(), o.job.resume);  // Note [Key-value checkpoints]
-    if (!resume) {
-      print_error(resume.error().message);
-      return exit_failed;
-    }
-    const auto conclude = [](caf::expected<job_result>& result) {
-      if (!result) {
-        print_error(troupe::describe(result.error()));
-        const auto code = troupe_code(result.error());
-        return code && is_node_loss(*code) ? exit_node_lost : exit_failed;  // launch restarts those
-      }
-      print_kv_job_result(*result);
-      return exit_ok;
-    };
-    const auto listening = [&](const endpoint& at) {
-      std::cerr << "coordinator of key-value job " << job.job_id << " listening on " << at.str()
-                << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << job.workers << " workers, "
-                << job.servers << " shards, " << name_of(job.mode) << std::endl;
-    };
-    return run_coordinator_node(plan, job, model::none(), nullptr, {}, obs, listening,
-                                coordinator_end{conclude, if_stuck}, *resume);
-  }
-  set_blas_threads(1);
-  auto data = load_data(o.job.data, job.train.seed);
-  if (!data) {
-    print_error(data.error().message);
-    return exit_failed;
-  }
-  auto shared = std::make_shared<const dataset_split>(std::move(*data));
-  std::string cut_note;
-  auto m = prepare_job(job, *shared, &cut_note);
-  if (!m) {
-    print_error(m.error().message);
-    return exit_usage;
-  }
-  if (!cut_note.empty()) std::cerr << cut_note << std::endl;
-  auto resume = resume_point_for(job, *m, o.job.resume);
-  if (!resume) {
-    print_error(resume.error().message);
-    return exit_failed;
-  }
-  job_callbacks cb;
-  const bool text = !shared->vocabulary.empty();
-  cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
-  const auto conclude = [&](caf::expected<job_result>& result) {
-    if (!result) {
-      print_error(troupe::describe(result.error()));
-      const auto code = troupe_code(result.error());
-      return code && is_node_loss(*code) ? exit_node_lost : exit_failed;
-    }
-    if (!o.save_model.empty())
-      if (auto why = export_model(o.save_model, job.train.model, *m, result->params,
-                                  job_model_source("troupe node (coordinator)", job, *result))) {
-        print_error(*why);
-        return exit_failed;
-      }
-    const text_output language{&*m, &shared->vocabulary, o.job.data.sample_chars, job.train.seed};
-    print_job_result(*result, "coordinator", text ? &language : nullptr);
-    return exit_ok;
-  };
-  const auto listening = [&](const endpoint& at) {
-    std::cerr << "coordinator of job " << job.job_id << " listening on " << at.str()
-              << (plan.tls.any() ? " (mutual TLS)" : " (plain TCP)") << ": " << describe(job, *shared) << std::endl;
-  };
-  return run_coordinator_node(plan, job, *m, shared, cb, obs, listening, coordinator_end{conclude, if_stuck}, *resume);
+  if (auto code = save_model_refused(job, o.save_model)) return *code;
+  return job.kv ? run_kv_coordinator(plan, job, o, obs, if_stuck)
+                : run_training_coordinator(plan, job, o, obs, if_stuck);
 }
 
 // Note [Nodes die with their launcher]: locally a launched node gets PR_SET_PDEATHSIG;
@@ -174,6 +161,27 @@ void stop_when_stdin_closes() {
   }).detach();
 }
 
+// Warns of what the flags give up or what they set in vain: plain TCP off loopback, and
+// the job's flags on a server or worker, whose job comes from the coordinator.
+void warn_of_ignored_flags(const node_cli& o, const node_plan& plan) {
+  if (!plan.tls.any() && o.node.insecure_network)
+    spdlog::warn("--insecure-network: this node talks plain TCP and gives up what TLS gives: anyone who can watch "
+                 "the network reads every parameter and gradient it sends, and anyone who can reach its port can "
+                 "send its actors messages; the job's secret still guards joining, but a join seen on the wire can "
+                 "be replayed. Use it only on an isolated, firewalled segment.");
+  // Under --slurm every task gets the same command line, the job's flags included. How a
+  // worker computes (--device, --tf32, --precision) is its own choice.
+  if (plan.role == node_role::coordinator || o.node.slurm) return;
+  for (const CLI::Option* opt : o.app->get_options()) {
+    const std::string name = opt->get_single_name();
+    const bool workers_own = name == "device" || name == "tf32" || name == "precision";
+    if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe && name != "data" &&
+        name != "config" && !(workers_own && plan.role == node_role::worker))
+      spdlog::warn("--{} is ignored on a {}: {}", name, name_of(plan.role),
+                   workers_own ? "it sets how a worker computes" : "the job comes from the coordinator");
+  }
+}
+
 int run_node(node_cli& o) {
   const environment env = current_environment();
   apply_environment(o.node, env);
@@ -191,23 +199,7 @@ int run_node(node_cli& o) {
     print_error(plan.error().message);
     return exit_usage;
   }
-  if (!plan->tls.any() && o.node.insecure_network)
-    spdlog::warn("--insecure-network: this node talks plain TCP and gives up what TLS gives: anyone who can watch "
-                 "the network reads every parameter and gradient it sends, and anyone who can reach its port can "
-                 "send its actors messages; the job's secret still guards joining, but a join seen on the wire can "
-                 "be replayed. Use it only on an isolated, firewalled segment.");
-  // Under --slurm every task gets the same command line, the job's flags included. How a
-  // worker computes (--device, --tf32, --precision) is its own choice.
-  if (plan->role != node_role::coordinator && !o.node.slurm) {
-    for (const CLI::Option* opt : o.app->get_options()) {
-      const std::string name = opt->get_single_name();
-      const bool workers_own = name == "device" || name == "tf32" || name == "precision";
-      if (opt->count() > 0 && opt->get_group() != group_node && opt->get_group() != group_observe &&
-          name != "data" && name != "config" && !(workers_own && plan->role == node_role::worker))
-        spdlog::warn("--{} is ignored on a {}: {}", name, name_of(plan->role),
-                     workers_own ? "it sets how a worker computes" : "the job comes from the coordinator");
-    }
-  }
+  warn_of_ignored_flags(o, *plan);
   auto obs = start_observability(o.observe, plan->job_id, default_metrics_address(*plan));
   if (!obs) {
     print_error(obs.error().message);
@@ -257,12 +249,9 @@ int run_node(node_cli& o) {
   return finished(exit_usage);
 }
 
-}  // namespace
-
-command add_node(CLI::App& parent) {
-  auto o = std::make_shared<node_cli>();
-  CLI::App* app = parent.add_subcommand("node", "Run one node of a cluster job: a coordinator, a shard server or a worker");
-  o->app = app;
+// --role to --job-id, and --slurm's: who this node is, where it listens and whom it joins.
+void add_identity_options(CLI::App& a, const std::shared_ptr<node_cli>& o) {
+  CLI::App* app = &a;
   app->add_option("--role", o->role, "coordinator, server or worker (or TROUPE_ROLE)")
       ->check(CLI::IsMember({"coordinator", "server", "worker"}))
       ->group(group_node);
@@ -275,6 +264,16 @@ command add_node(CLI::App& parent) {
       ->group(group_node);
   app->add_option("--job-id", o->node.job_id, "Job identity every join must carry (default 'default'; TROUPE_JOB_ID)")
       ->group(group_node);
+  app->add_flag("--slurm", o->node.slurm, "Take the role from SLURM_PROCID (0: coordinator, then --servers servers)")
+      ->group(group_node);
+  app->add_option("--port", o->node.slurm_port, "With --slurm: the coordinator's port (servers use the next ones)")
+      ->capture_default_str()
+      ->group(group_node);
+}
+
+// --tls-dir to --stop-when-stdin-closes: its credentials and the paths its tensors take.
+void add_transport_options(CLI::App& a, const std::shared_ptr<node_cli>& o) {
+  CLI::App* app = &a;
   app->add_option("--tls-dir", o->node.tls_dir, "Directory with node.pem (certificate and key) and ca.pem (TROUPE_TLS_DIR)")
       ->group(group_node);
   app->add_option("--tls-cert", o->node.tls.certificate, "PEM certificate chain (may also hold the key; TROUPE_TLS_CERT)")->group(group_node);
@@ -313,6 +312,11 @@ command add_node(CLI::App& parent) {
                 "Stop when stdin ends: launch over ssh holds it open, so a node stops when its launcher is gone, "
                 "however the launcher ended")
       ->group(group_node);
+}
+
+// --heartbeat to --tls-handshake-timeout: how long it waits for its peers.
+void add_timer_options(CLI::App& a, const std::shared_ptr<node_cli>& o) {
+  CLI::App* app = &a;
   app->add_option("--heartbeat", o->node.heartbeat_s, "Seconds between heartbeats to peers")
       ->check(CLI::Range(0.01, 3600.0))
       ->capture_default_str()
@@ -336,11 +340,17 @@ command add_node(CLI::App& parent) {
       ->check(CLI::Range(0.05, 3600.0))
       ->capture_default_str()
       ->group(group_node);
-  app->add_flag("--slurm", o->node.slurm, "Take the role from SLURM_PROCID (0: coordinator, then --servers servers)")
-      ->group(group_node);
-  app->add_option("--port", o->node.slurm_port, "With --slurm: the coordinator's port (servers use the next ones)")
-      ->capture_default_str()
-      ->group(group_node);
+}
+
+}  // namespace
+
+command add_node(CLI::App& parent) {
+  auto o = std::make_shared<node_cli>();
+  CLI::App* app = parent.add_subcommand("node", "Run one node of a cluster job: a coordinator, a shard server or a worker");
+  o->app = app;
+  add_identity_options(*app, o);
+  add_transport_options(*app, o);
+  add_timer_options(*app, o);
   add_job_options(*app, o->job);
   add_observe_options(*app, o->observe);
   add_config_option(*app);

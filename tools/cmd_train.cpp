@@ -13,6 +13,7 @@
 #include "tools/job_cli.hpp"
 #include "tools/model_export.hpp"
 #include "tools/observe_cli.hpp"
+#include "tools/training_start.hpp"
 
 namespace troupe::cli {
 
@@ -44,16 +45,7 @@ int run_train(const train_cli& t) {
                 "shards live and die with its one process");
     return exit_usage;
   }
-  if (!t.save_model.empty()) {
-    if (job.simulate_compute_ms > 0) {
-      print_error("--save-model: a job with --simulate-compute trains no real parameters; leave one of them out");
-      return exit_usage;
-    }
-    if (auto why = save_model_unwritable(t.save_model)) {
-      print_error(*why);
-      return exit_failed;
-    }
-  }
+  if (auto code = save_model_refused(job, t.save_model)) return *code;
   set_blas_threads(1);  // one BLAS thread per worker; workers run in parallel
   const device dev = chosen_device(o.train);
   if (auto why = train_options_unfit(o.train)) {
@@ -64,24 +56,12 @@ int run_train(const train_cli& t) {
     print_error(*why);
     return exit_failed;
   }
-  auto data = load_data(o.data, job.train.seed);
-  if (!data) {
-    print_error(data.error().message);
-    return exit_failed;
-  }
-  auto shared = std::make_shared<const dataset_split>(std::move(*data));
-  std::string cut_note;
-  auto m = prepare_job(job, *shared, &cut_note);
-  if (!m) {
-    print_error(m.error().message);
-    return exit_usage;
-  }
-  if (!cut_note.empty()) std::cerr << cut_note << std::endl;
-  auto resume = resume_point_for(job, *m, o.resume);
-  if (!resume) {
-    print_error(resume.error().message);
-    return exit_failed;
-  }
+  auto started = start_training_job(job, o);
+  if (auto* code = std::get_if<int>(&started)) return *code;
+  training_start& ready = std::get<training_start>(started);
+  const std::shared_ptr<const dataset_split>& shared = ready.data;
+  const model* m = &ready.m;
+  const std::optional<resume_point>& resume = ready.resume;
   if (t.show_model) std::cerr << m->describe();  // the layer indices --cuts names
   std::cerr << "train: " << describe(job, *shared) << describe_precision(o.train) << "\n";
   spdlog::set_level(spdlog::level::warn);  // per-worker lines are for cluster nodes
@@ -94,7 +74,7 @@ int run_train(const train_cli& t) {
   const bool text = !shared->vocabulary.empty();
   cb.on_epoch = [text](const epoch_summary& s) { print_epoch(s, text); };
   const compute_options how{dev, o.train.device == "cuda", o.train.tf32, chosen_precision(o.train)};
-  auto result = run_job_in_process(job, shared, cb, *obs, how, *resume);
+  auto result = run_job_in_process(job, shared, cb, *obs, how, resume);
   const bool traced = finish_observability(*obs, t.observe, "troupe train", static_cast<bool>(result));
   if (!result) {
     print_error(troupe::describe(result.error()));

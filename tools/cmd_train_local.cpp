@@ -27,6 +27,53 @@ struct train_local_options {
   std::string save_model, init_from;
 };
 
+// Opens --device's backend into `backend` and points `exec` at it (the CPU's otherwise),
+// with the chosen precision; false, and said, when the device cannot be opened.
+bool open_device(const train_local_options& o, std::optional<backend_context>& backend, compute& exec) {
+  if (const device d = chosen_device(o.train); d.kind != device_kind::cpu) {
+    auto b = backend_context::open(d);
+    if (!b) {
+      print_error("--device " + to_string(d) + ": " + b.error().message);
+      return false;
+    }
+    backend.emplace(std::move(b).value());
+    if (o.train.tf32) backend->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
+    exec = compute(*backend);
+  }
+  exec.set_precision(chosen_precision(o.train));
+  return true;
+}
+
+// Writes --save-model's file and prints the run's JSON line; the exit code.
+int save_and_report(const train_local_options& o, const local_train_config& cfg, const model& m,
+                    const dataset_split& data, const train_result& result, const chance_watch& chance) {
+  if (!o.save_model.empty())
+    if (auto why = export_model(o.save_model, cfg.model, m, result.params,
+                                {{"command", "troupe train-local"},
+                                 {"epochs", result.epochs},
+                                 {"seed", cfg.seed},
+                                 {"test_accuracy", result.test_accuracy},
+                                 {"init_from", o.init_from}})) {
+      print_error(*why);
+      return exit_failed;
+    }
+  nlohmann::ordered_json out;
+  out["test_accuracy"] = round_to(result.test_accuracy, 4);
+  out["accuracy_at_chance_epoch"] = chance.first_chance_epoch() >= 0
+                                        ? nlohmann::ordered_json(chance.first_chance_epoch() + 1)
+                                        : nlohmann::ordered_json(nullptr);
+  if (!data.vocabulary.empty())
+    add_text_output(out, "train-local", result.test_loss, result.params,
+                    {&m, &data.vocabulary, o.data.sample_chars, cfg.seed});
+  out["train_seconds"] = round_to(result.train_seconds, 3);
+  out["samples_per_second"] = round_to(result.samples_per_second, 1);
+  out["epochs"] = result.epochs;
+  out["model"] = result.model;
+  out["precision"] = o.train.precision;
+  std::cout << out.dump() << std::endl;
+  return exit_ok;
+}
+
 int run_train_local(const train_local_options& o) {
   local_train_config cfg = resolve_train_options(o.train);
   cfg.augment = augment_text(o.data);
@@ -42,17 +89,7 @@ int run_train_local(const train_local_options& o) {
   set_blas_threads(o.threads);
   std::optional<backend_context> backend;
   compute exec;
-  if (const device d = chosen_device(o.train); d.kind != device_kind::cpu) {
-    auto b = backend_context::open(d);
-    if (!b) {
-      print_error("--device " + to_string(d) + ": " + b.error().message);
-      return exit_failed;
-    }
-    backend.emplace(std::move(b).value());
-    if (o.train.tf32) backend->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
-    exec = compute(*backend);
-  }
-  exec.set_precision(chosen_precision(o.train));
+  if (!open_device(o, backend, exec)) return exit_failed;
 
   auto data = load_data(o.data, cfg.seed);
   if (!data) {
@@ -97,31 +134,7 @@ int run_train_local(const train_local_options& o) {
     print_error(result.error().message);
     return exit_failed;
   }
-  if (!o.save_model.empty())
-    if (auto why = export_model(o.save_model, cfg.model, *m, result->params,
-                                {{"command", "troupe train-local"},
-                                 {"epochs", result->epochs},
-                                 {"seed", cfg.seed},
-                                 {"test_accuracy", result->test_accuracy},
-                                 {"init_from", o.init_from}})) {
-      print_error(*why);
-      return exit_failed;
-    }
-  nlohmann::ordered_json out;
-  out["test_accuracy"] = round_to(result->test_accuracy, 4);
-  out["accuracy_at_chance_epoch"] = chance.first_chance_epoch() >= 0
-                                        ? nlohmann::ordered_json(chance.first_chance_epoch() + 1)
-                                        : nlohmann::ordered_json(nullptr);
-  if (text)
-    add_text_output(out, "train-local", result->test_loss, result->params,
-                    {&*m, &data->vocabulary, o.data.sample_chars, cfg.seed});
-  out["train_seconds"] = round_to(result->train_seconds, 3);
-  out["samples_per_second"] = round_to(result->samples_per_second, 1);
-  out["epochs"] = result->epochs;
-  out["model"] = result->model;
-  out["precision"] = o.train.precision;
-  std::cout << out.dump() << std::endl;
-  return exit_ok;
+  return save_and_report(o, cfg, *m, *data, *result, chance);
 }
 
 }  // namespace

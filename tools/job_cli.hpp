@@ -1,6 +1,6 @@
 // The job's flags (model, optimisation, data, the cluster's shape and mode), shared by
-// `train`, `node --role coordinator` and `launch`, and the job's output: a progress line
-// per epoch on stderr and the final JSON line on stdout.
+// `train`, `node --role coordinator` and `launch`, and the job's output (job_output.cpp):
+// a progress line per epoch on stderr and the final JSON line on stdout.
 #pragma once
 
 #include <string>

@@ -5,6 +5,7 @@
 
 #include "base/durable_file.hpp"
 #include "tensor/model_file.hpp"
+#include "tools/cli_common.hpp"
 
 namespace troupe::cli {
 
@@ -14,11 +15,32 @@ void add_save_model_option(CLI::App& app, std::string& path) {
                  "troupe evaluate read, or NumPy's .npz (one array per parameter block) when FILE ends in .npz");
 }
 
+std::optional<std::string> save_model_pointless(const job_spec& job) {
+  if (!job.kv && job.simulate_compute_ms <= 0) return std::nullopt;
+  return std::string("--save-model: ") +
+         (job.kv ? "a key-value job's model is its members' own; they save it"
+                 : "a job with --simulate-compute trains no real parameters") +
+         "; leave --save-model out";
+}
+
 std::optional<std::string> save_model_unwritable(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) return "--save-model: " + path + " is a directory; give a file";
   auto probe = durable_file::create(path);  // dropped at once: nothing is written
   if (!probe) return "--save-model: " + probe.error().message + "; give a file in a writable directory";
+  return std::nullopt;
+}
+
+std::optional<int> save_model_refused(const job_spec& job, const std::string& path) {
+  if (path.empty()) return std::nullopt;
+  if (auto why = save_model_pointless(job)) {
+    print_error(*why);
+    return exit_usage;
+  }
+  if (auto why = save_model_unwritable(path)) {
+    print_error(*why);
+    return exit_failed;
+  }
   return std::nullopt;
 }
 

@@ -22,6 +22,15 @@ void add_save_model_option(CLI::App& app, std::string& path);
 // Why `path` cannot take --save-model's file (checked before any training); nullopt: it can.
 std::optional<std::string> save_model_unwritable(const std::string& path);
 
+// Why this job has no model of its own for --save-model to write (a key-value job's is
+// its members', a simulated one trains none); nullopt: it has one.
+std::optional<std::string> save_model_pointless(const job_spec& job);
+
+// --save-model's refusals before a job starts: a job without a model of its own (exit
+// code usage) or a file that cannot be written (failed), said on stderr; nothing when
+// `path` may be written or is empty (not asked for).
+std::optional<int> save_model_refused(const job_spec& job, const std::string& path);
+
 // Writes the final parameters of `m` (built from `spec`) and says where on stderr; why not.
 std::optional<std::string> export_model(const std::string& path, const std::string& spec, const model& m,
                                         const_tensor_view params, const nlohmann::json& source);

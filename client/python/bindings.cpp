@@ -93,22 +93,9 @@ void interruptible(const std::function<bool(std::chrono::milliseconds)>& step, s
   unlocked([&] { last(); return 0; });
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_troupe, m) {
-  m.doc() = "Troupe's key-value store client (use troupe.kv)";
-  error_type = py::reinterpret_borrow<py::object>(
-      py::module_::import("troupe.errors").attr("Error"));
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const kv::error& e) {
-      py::object err = error_type(e.code(), e.what());
-      PyErr_SetObject(error_type.ptr(), err.ptr());
-    }
-  });
-
-  py::class_<kv::kvstore>(m, "Store")
+// The store's calls on keys: init, push, pull, their waits, the optimizer and barriers.
+void bind_key_calls(py::class_<kv::kvstore>& store) {
+  store
       .def("init", [](kv::kvstore& s, const kv::key& k, const py::buffer& v) {
              kv::array a = as_array(k, v, false);
              unlocked([&] { s.init(k, a); return 0; });
@@ -145,7 +132,12 @@ PYBIND11_MODULE(_troupe, m) {
                                   final_fraction};
              unlocked([&] { s.set_optimizer(o); return 0; });
            })
-      .def("barrier", [](kv::kvstore& s) { unlocked([&] { s.barrier(); return 0; }); })
+      .def("barrier", [](kv::kvstore& s) { unlocked([&] { s.barrier(); return 0; }); });
+}
+
+// The store's collectives: allreduce, broadcast and allgather.
+void bind_collectives(py::class_<kv::kvstore>& store) {
+  store
       .def("allreduce", [](kv::kvstore& s, const py::buffer& in, const py::buffer& out, const std::string& op,
                            const std::string& name) {
              const auto r = reduction_of(op);
@@ -162,7 +154,12 @@ PYBIND11_MODULE(_troupe, m) {
              py::array_t<float> out(std::vector<py::ssize_t>(g.shape.begin(), g.shape.end()));
              std::copy(g.data.begin(), g.data.end(), out.mutable_data());
              return py::make_tuple(out, g.ranks, g.rows);
-           })
+           });
+}
+
+// What the store says of itself, and its end.
+void bind_properties(py::class_<kv::kvstore>& store) {
+  store
       .def_property_readonly("rank", &kv::kvstore::rank)
       .def_property_readonly("num_workers", &kv::kvstore::num_workers)
       .def_property_readonly("resumed_step", &kv::kvstore::resumed_step)
@@ -180,6 +177,27 @@ PYBIND11_MODULE(_troupe, m) {
              return d;
            })
       .def("close", [](kv::kvstore& s) { unlocked([&] { s.close(); return 0; }); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_troupe, m) {
+  m.doc() = "Troupe's key-value store client (use troupe.kv)";
+  error_type = py::reinterpret_borrow<py::object>(
+      py::module_::import("troupe.errors").attr("Error"));
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const kv::error& e) {
+      py::object err = error_type(e.code(), e.what());
+      PyErr_SetObject(error_type.ptr(), err.ptr());
+    }
+  });
+
+  py::class_<kv::kvstore> store(m, "Store");
+  bind_key_calls(store);
+  bind_collectives(store);
+  bind_properties(store);
 
   m.def("open", [](const std::string& type, const std::string& mode, std::uint32_t servers, std::int32_t staleness,
                    std::int64_t bound, double timeout_s) {
