@@ -100,7 +100,7 @@ expected<layer_words> split_layer(std::string_view item) {
       continue;
     }
     const auto v = positive(w[i].substr(eq + 1));
-    if (!v) return failure{"'" + std::string(w[i]) + "' needs a whole number after '='"};
+    if (!v) return failure{std::string("'").append(w[i]).append("' needs a whole number after '='")};
     out.options.emplace_back(w[i].substr(0, eq), *v);
   }
   return out;

@@ -146,7 +146,8 @@ expected<model_spec> parse_gpt(std::string_view text, std::string_view args) {
 
 expected<model_spec> parse_resnet(std::string_view text, std::string_view args) {
   const auto v = args.starts_with("width=") ? positive(args.substr(6), 1024) : std::nullopt;
-  if (!v || *v == 0) return bad_spec(text, "'" + std::string(args) + "' is not width=W (a whole number from 1 to 1024)");
+  if (!v || *v == 0)
+    return bad_spec(text, std::string("'").append(args).append("' is not width=W (a whole number from 1 to 1024)"));
   const std::int64_t width = *v;
   const std::string w = std::to_string(width), w2 = std::to_string(2 * width);
   auto stage = [](const std::string& c) {
