@@ -190,6 +190,7 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
           self->delayed_send(self, job_core::watch_interval, watchdog_tick{});
       },
       [=](restart_ready& r) { on_restart_ready(self, r); },
+      [=](replacement_found& r) { on_replacement_found(self, r); },
   };
 }
 

@@ -117,7 +117,10 @@ namespace {
 void carry(coord_pointer self, job_actions::welcome_shard& a) {
   auto& st = self->state;
   auto j = st.shard_joins.extract(a.t);
-  st.shards.push_back(j.mapped().handle);
+  if (a.welcome.index < st.shards.size())  // in place of a lost one (Note [Replacing a key-value shard])
+    st.shards[a.welcome.index] = j.mapped().handle;
+  else
+    st.shards.push_back(j.mapped().handle);
   self->monitor(j.mapped().handle);
   j.mapped().promise.deliver(std::move(a.welcome));
 }

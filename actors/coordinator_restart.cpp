@@ -1,5 +1,7 @@
 // coordinator_restart: the coordinator's side of restarting a job in place after it lost
-// a shard server (Note [Restarting in place]).
+// a shard server (Note [Restarting in place]), and of a key-value job's replacement of a
+// lost shard while its members go on (Note [Replacing a key-value shard] in
+// core/job_shard_replacement.cpp).
 #include <spdlog/spdlog.h>
 
 #include <limits>
@@ -7,6 +9,7 @@
 #include "actors/coordinator_state.hpp"
 #include "actors/thread_mail.hpp"
 #include "core/checkpoint_store.hpp"
+#include "core/job_checkpoint.hpp"
 #include "core/loss_record.hpp"
 
 namespace troupe::coordinator_shell {
@@ -121,6 +124,50 @@ bool hold_join(coord_pointer self, std::function<void()> join) {
   if (!st.restarting) return false;
   st.held_joins.push_back(std::move(join));
   return true;
+}
+
+// Note [Replacing a key-value shard]: the newest complete checkpoint, found on the
+// committer's thread after any commit under way.
+void carry(coord_pointer self, job_actions::find_shard_checkpoint&) {
+  auto& st = self->state;
+  if (!st.committer) st.committer = std::make_unique<serial_worker>(std::numeric_limits<std::size_t>::max());
+  auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
+  st.committer->post([tell, job = st.core->job()] {
+    replacement_found r;
+    auto found = find_resume(job.checkpoints.dir, job, 0);
+    if (found)
+      r.from = std::move(*found);
+    else
+      r.error = found.error().message;
+    tell(std::move(r));
+  });
+}
+
+void on_replacement_found(coord_pointer self, replacement_found& r) {
+  const expected<resume_point> found =
+      r.from ? expected<resume_point>(std::move(*r.from)) : expected<resume_point>(failure{r.error});
+  drive(self, [&](job_core& c) { return c.replacement_checkpoint(found); });
+}
+
+void carry(coord_pointer self, job_actions::start_shard& a) {
+  auto& st = self->state;
+  shard_start start{a.members, {}};
+  for (std::uint32_t rank : a.members.workers)
+    start.identities.push_back(identity_of(caf::actor_cast<caf::strong_actor_ptr>(st.members.at(rank))));
+  const std::uint32_t s = a.shard;
+  self->request(st.shards[s], request_timeout(self), start_atom::value, std::move(start))
+      .then([=](caf::ok_atom) { drive(self, [&](job_core& c) { return c.shard_replaced(s, job_clock::now()); }); },
+            failing(self, errc::shard_lost, "the server in place of shard " + std::to_string(s) + " did not start"));
+}
+
+// Sent as the coordinator, the only sender a member takes it from.
+void carry(coord_pointer self, job_actions::announce_shard& a) {
+  auto& st = self->state;
+  kv_shard_back back{a.shard, a.host, a.port, a.step, {}};
+  if (a.host.empty()) back.handle.push_back(st.shards[a.shard]);  // one process: by handle
+  for (std::uint32_t r : a.to)
+    if (r < st.members.size() && st.members[r])
+      caf::unsafe_send_as(self, caf::actor_cast<caf::actor>(st.members[r]), kv_back_atom::value, back);
 }
 
 }  // namespace troupe::coordinator_shell

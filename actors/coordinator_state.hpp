@@ -113,6 +113,12 @@ void finish(coord_pointer self, std::variant<job_result, fault>& outcome);
 void restart_in_place(coord_pointer self, const fault& why);
 void on_restart_ready(coord_pointer self, restart_ready& r);
 bool hold_join(coord_pointer self, std::function<void()> join);
+// There too, a key-value job's lost shard replaced while its members go on (Note
+// [Replacing a key-value shard] in core/job_shard_replacement.cpp).
+void carry(coord_pointer self, job_actions::find_shard_checkpoint& a);
+void on_replacement_found(coord_pointer self, replacement_found& r);
+void carry(coord_pointer self, job_actions::start_shard& a);
+void carry(coord_pointer self, job_actions::announce_shard& a);
 
 // Whether member `rank`'s own actor sent the message; if not, the message (`what`, for
 // the log) is refused, counted and logged once per peer (Note [Members are identities]).

@@ -68,6 +68,7 @@ using kv_define_atom = caf::atom_constant<caf::atom("kvdefine")>;
 using kv_opt_atom = caf::atom_constant<caf::atom("kvopt")>;
 using kv_barrier_atom = caf::atom_constant<caf::atom("kvbarrier")>;
 using kv_coll_atom = caf::atom_constant<caf::atom("kvcoll")>;
+using kv_back_atom = caf::atom_constant<caf::atom("kvback")>;
 using lane_open_atom = caf::atom_constant<caf::atom("laneopen")>;
 using checkpoint_atom = caf::atom_constant<caf::atom("ckpt")>;
 using straggler_atom = caf::atom_constant<caf::atom("straggler")>;
@@ -148,6 +149,13 @@ struct restart_ready {
   std::optional<resume_point> from;
   std::optional<std::string> error;
 };
+// The coordinator, to itself (Note [Replacing a key-value shard] in
+// core/job_shard_replacement.cpp): the checkpoint a lost shard's replacement restores, or
+// why there is none.
+struct replacement_found {
+  std::optional<resume_point> from;
+  std::string error;
+};
 struct park_deadline {};  // a parked member, to itself: the coordinator has not restarted the job
 // Doorbells (Note [Doorbells] in core/doorbell.hpp), from the word waiter's thread to its
 // actor: requests were posted to a shard's bell blocks, answers to a member's; and a
@@ -169,6 +177,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ring_drain)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_written)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::checkpoint_committed)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::restart_ready)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::replacement_found)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::park_deadline)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::bells_rung)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::bells_answered)
@@ -289,6 +298,23 @@ typename Inspector::result_type inspect(Inspector& f, worker_welcome& x) {
            x.ring_next, x.ring_prev_identity, x.ring_next_identity);
 }
 
+// Coordinator -> a key-value job's members: shard `shard`, lost, is back (Note [Replacing a
+// key-value shard] in core/job_shard_replacement.cpp), at host:port (across nodes) or
+// by `handle` (in one process; empty across nodes, Note [Shard handles across nodes]), its
+// keys as checkpoint `step` held them.
+struct kv_shard_back {
+  std::uint32_t shard = 0;
+  std::string host;
+  std::uint16_t port = 0;
+  std::int64_t step = 0;
+  std::vector<shard_actor> handle;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, kv_shard_back& x) {
+  return f(caf::meta::type_name("kv_shard_back"), x.shard, x.host, x.port, x.step, x.handle);
+}
+
 using coordinator_actor = caf::typed_actor<
     caf::replies_to<join_atom, shard_join>::with<shard_welcome>,
     caf::replies_to<join_atom, worker_join>::with<worker_welcome>,
@@ -305,7 +331,8 @@ using coordinator_actor = caf::typed_actor<
     caf::replies_to<kv_barrier_atom, kv_barrier>::with<caf::ok_atom>>;
 using local_coordinator_actor =
     coordinator_actor::extend<caf::replies_to<run_request>::with<job_result>, caf::reacts_to<watchdog_tick>,
-                              caf::reacts_to<checkpoint_committed>, caf::reacts_to<restart_ready>>;
+                              caf::reacts_to<checkpoint_committed>, caf::reacts_to<restart_ready>,
+                              caf::reacts_to<replacement_found>>;
 
 // Spawned by the coordinator in its own process; never published.
 using evaluator_actor = caf::typed_actor<caf::replies_to<eval_atom, eval_request>::with<eval_reply>>;
@@ -359,4 +386,5 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_answer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::ring_piece))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::ring_mailbox_offer))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_shard_back))
 CAF_END_TYPE_ID_BLOCK(troupe_protocol)

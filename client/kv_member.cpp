@@ -4,32 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
-#include <map>
+#include "client/kv_member_state.hpp"
 
-#include "actors/member_lanes.hpp"
-
-namespace troupe::kv {
-
-namespace {
-
-using kv_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
-
-struct member_state {
-  member_options opts;
-  member_assignment place;
-  std::vector<shard_actor> shards;
-  std::optional<fault> lost;  // once set, every call fails with it
-  std::uint64_t next = 1;
-  std::map<std::uint64_t, std::function<void(const fault&)>> pending;
-  std::optional<kv_lanes> lanes;  // made at the join when opts.lanes
-  static inline const char* name = "troupe.kv_member";
-};
-
-using member_pointer = caf::stateful_actor<member_state>*;
-
-std::chrono::milliseconds request_timeout(member_pointer self) {
-  return std::chrono::milliseconds(self->state.place.job.request_timeout_ms);
-}
+namespace troupe::kv::member_shell {
 
 fault to_fault(const caf::error& e, std::chrono::milliseconds timeout) {
   if (auto f = as_fault(e)) return *f;
@@ -38,40 +15,25 @@ fault to_fault(const caf::error& e, std::chrono::milliseconds timeout) {
   return {errc::shard_lost, describe(e)};
 }
 
-// Fails every call in flight and every later one with `f`.
 void lose(member_pointer self, fault f) {
   auto& st = self->state;
   if (st.lost) return;
   st.lost = f;
   if (f.code != errc::closed) spdlog::error("troupe.kv: {}", to_string(f));
-  for (auto& [id, fail] : std::exchange(st.pending, {})) fail(f);
+  for (auto& [id, call] : std::exchange(st.pending, {})) call.fail(f);
+  for (auto& [s, calls] : std::exchange(st.held, {}))
+    for (auto& call : calls) call.fail(f);
   if (st.lanes) st.lanes->fail_all(f);
 }
 
-// Sends a request and calls done exactly once: with the answer, the error, or the loss
-// of the job (whichever comes first).
-template <class Reply, class Dest, class Done, class... Ts>
-void ask(member_pointer self, const Dest& dest, std::chrono::milliseconds timeout, Done done, Ts&&... xs) {
-  auto& st = self->state;
-  if (st.lost) return done(*st.lost);
-  const auto id = st.next++;
-  st.pending.emplace(id, [done](const fault& f) { done(f); });
-  self->request(dest, timeout, std::forward<Ts>(xs)...)
-      .then(
-          [=](Reply& r) {
-            if (self->state.pending.erase(id)) done(std::move(r));
-          },
-          [=](caf::error& e) {
-            if (self->state.pending.erase(id)) done(to_fault(e, timeout));
-          });
-}
+namespace {
 
 // Asks shard s with `msg`, whose answer (an R, its values at V) comes on the bulk lane
 // under `ticket` (0: in the message), and calls done once with the complete answer.
 template <class R, tensor R::*V, class Atom, class Msg>
 void ask_answered_on_lane(member_pointer self, std::uint32_t s, std::uint64_t ticket, std::chrono::milliseconds timeout,
                           std::function<void(or_fault<R>)> done, Atom atom, Msg msg) {
-  if (ticket == 0) return ask<R>(self, self->state.shards.at(s), timeout, std::move(done), atom, std::move(msg));
+  if (ticket == 0) return ask_to<R>(self, s, self->state.shards.at(s), timeout, std::move(done), atom, std::move(msg));
   msg.lane_reply = ticket;
   auto complete = [self, s, ticket, done = std::move(done)](or_fault<R> r) {
     auto* reply = std::get_if<R>(&r);
@@ -81,7 +43,7 @@ void ask_answered_on_lane(member_pointer self, std::uint32_t s, std::uint64_t ti
     }
     self->state.lanes->template on_reply_of<R, V>(s, ticket, std::move(*reply), done);
   };
-  ask<R>(self, self->state.shards.at(s), timeout, std::move(complete), atom, std::move(msg));
+  ask_to<R>(self, s, self->state.shards.at(s), timeout, std::move(complete), atom, std::move(msg));
 }
 
 // ok_atom answers become "no fault".
@@ -106,6 +68,7 @@ void joined(member_pointer self, const std::function<void(or_fault<member_assign
   auto& st = self->state;
   self->monitor(st.opts.coordinator);
   for (auto& s : st.shards) self->monitor(s);
+  st.away.assign(st.shards.size(), false);
   start_lanes(self);
   done(st.place);
 }
@@ -124,36 +87,17 @@ void maybe_ask_for_lane(member_pointer self, std::uint32_t s, std::size_t bytes)
     st.lanes->maybe_ask(self, st.shards[s], s, st.place.rank, st.place.shard_hosts[s], request_timeout(self), bytes);
 }
 
-// Connects to shard i and the ones after it by address, then finishes the join. A shard
-// node busy with other handshakes (every member connects at once) may refuse or close
-// one: each connection is retried with a growing pause until `deadline`, as a stage's is.
+// Connects to shard i and the ones after it by address, then finishes the join.
 void connect_shards(member_pointer self, std::size_t i, std::chrono::steady_clock::time_point deadline,
-                    std::chrono::milliseconds pause, std::function<void(or_fault<member_assignment>)> done) {
-  using steady = std::chrono::steady_clock;
+                    std::function<void(or_fault<member_assignment>)> done) {
   auto& st = self->state;
   if (i == st.place.shard_hosts.size()) return joined(self, done);
-  const std::string host = st.place.shard_hosts[i];
-  const std::uint16_t port = st.place.shard_ports[i];
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
-  if (st.opts.expect_peer) st.opts.expect_peer(host, port, "server");
-  self->request(*st.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value, host, port)
-      .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            if (!ptr) return done(fault{errc::shard_lost, "nothing is published at " + host + ":" + std::to_string(port) +
-                                                              " where shard " + std::to_string(i) + " should be"});
-            self->state.shards.push_back(caf::actor_cast<shard_actor>(std::move(ptr)));
-            connect_shards(self, i + 1, deadline, std::chrono::milliseconds(50), done);
-          },
-          [=](caf::error& e) {
-            if (steady::now() + pause < deadline) {
-              spdlog::warn("troupe.kv: shard {} at {}:{} not reachable yet ({}); retrying", i, host, port, describe(e));
-              self->delayed_send(self, pause,
-                                 member_call_retry{[=] { connect_shards(self, i, deadline, pause * 2, done); }});
-              return;
-            }
-            done(fault{errc::shard_lost, "cannot reach shard " + std::to_string(i) + " at " + host + ":" +
-                                             std::to_string(port) + ": " + describe(e)});
-          });
+  connect_shard(self, static_cast<std::uint32_t>(i), st.place.shard_hosts[i], st.place.shard_ports[i], deadline,
+                std::chrono::milliseconds(50), [=](or_fault<shard_actor> r) {
+                  if (auto* f = std::get_if<fault>(&r)) return done(*f);
+                  self->state.shards.push_back(std::get<shard_actor>(std::move(r)));
+                  connect_shards(self, i + 1, deadline, done);
+                });
 }
 
 // Fails the store's calls when the coordinator or a shard goes away, or the job ends.
@@ -162,10 +106,8 @@ void watch_the_job(member_pointer self) {
     auto& st = self->state;
     if (dm.source == st.opts.coordinator.address())
       return lose(self, {errc::shard_lost, "the job's coordinator went away (" + describe(dm.reason) + ")"});
-    for (std::size_t s = 0; s < st.shards.size(); ++s)
-      if (dm.source == st.shards[s].address())
-        return lose(self, {errc::shard_lost, "shard " + std::to_string(s) + " was lost (" + describe(dm.reason) +
-                                                 "); its parameters are gone, so the job cannot go on"});
+    for (std::uint32_t s = 0; s < st.shards.size(); ++s)
+      if (dm.source == st.shards[s].address()) return shard_down(self, s, dm.reason);
   });
   // The coordinator stops its members when the job ends or fails: this actor stays, so
   // the store's calls fail with the reason instead of going unanswered.
@@ -193,8 +135,7 @@ void join(member_pointer self, member_call_join& c) {
             }
             if (!self->state.opts.connector)
               return done(fault{errc::bad_job, "the job's shards are on other nodes but this store has no network"});
-            connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout,
-                           std::chrono::milliseconds(50), done);
+            connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout, done);
           },
           [=](caf::error& e) {
             done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
@@ -205,17 +146,24 @@ void join(member_pointer self, member_call_join& c) {
 
 void push(member_pointer self, member_call_push& c) {
   auto& st = self->state;
+  if (held_while_away(self, c, push)) return;  // Note [A shard away]
+  if (replaces_shards(self)) c.done = lost_with_the_shard(self, c.shard, std::move(c.done));
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
   const std::size_t bytes = c.msg.data.nbytes();
   if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
   if (st.lanes && c.lane && c.msg.shared.empty())
     if (auto d = st.lanes->send(c.shard, c.msg.data)) c.msg.lane = std::move(*d);
-  ask<kv_push_ack>(self, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value, std::move(c.msg));
+  ask_to<kv_push_ack>(self, c.shard, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
+                      std::move(c.msg));
 }
+
+}  // namespace
 
 void pull(member_pointer self, member_call_pull& c) {
   auto& st = self->state;
+  if (held_while_away(self, c, pull)) return;
+  if (replaces_shards(self)) c.done = asked_again(self, c);
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
   if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
@@ -225,11 +173,14 @@ void pull(member_pointer self, member_call_pull& c) {
                                                            pull_atom::value, std::move(c.msg));
 }
 
+namespace {
+
 void collective(member_pointer self, member_call_collective& c) {
   auto& st = self->state;
   if (c.shard >= st.shards.size())
     return c.done(fault{errc::bad_shard, "the job has " + std::to_string(st.shards.size()) + " shards, not " +
                                              std::to_string(c.shard + 1)});
+  if (held_while_away(self, c, collective)) return;
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
   const std::uint32_t s = c.shard;
@@ -294,13 +245,18 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](member_call_retry& r) { r.again(); },
       [=](const member_call_step& c) { report_step(self, c); },
       [=](member_call_close& c) { leave(self, c); },
+      [=](kv_back_atom, const kv_shard_back& b) { shard_back(self, b); },
   };
 }
 
 }  // namespace
 
+}  // namespace troupe::kv::member_shell
+
+namespace troupe::kv {
+
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts) {
-  return sys.spawn(kv_member, std::move(opts));
+  return sys.spawn(member_shell::kv_member, std::move(opts));
 }
 
 }  // namespace troupe::kv

@@ -3,7 +3,8 @@
 // names (or takes their handles in one process), and carries the store's calls as
 // requests with the job's request timeout. It watches the coordinator and every shard:
 // when one goes away every call in flight fails at once with shard_lost (CAF 0.17 would
-// only time them out) and later calls fail the same way. Large tensors to and from shards
+// only time them out) and later calls fail the same way, unless the job replaces a lost
+// shard (Note [A shard away] in client/kv_member_away.cpp). Large tensors to and from shards
 // on other hosts take its bulk lanes (Note [Bulk lanes]). Calls are local triggers
 // (Note [Type IDs and local triggers] in actors/protocol.hpp): only this process sends them.
 #pragma once
@@ -12,6 +13,7 @@
 #include <caf/io/middleman_actor.hpp>
 
 #include <functional>
+#include <mutex>
 #include <optional>
 
 #include "actors/protocol.hpp"
@@ -49,6 +51,7 @@ struct member_call_pull {
   std::function<void(or_fault<kv_pull_reply>)> done;
   std::size_t bytes = 0;  // the answer's f32 bytes
   bool lane = true;
+  int asked_again = 0;    // times asked again of a shard not known to be gone (Note [A shard away])
 };
 struct member_call_optimizer {
   kv_set_optimizer msg;
@@ -85,6 +88,25 @@ struct member_call_retry {
   std::function<void()> again;
 };
 
+// The steps a job's lost shards went back to (Note [Replacing a key-value shard] in
+// core/job_shard_replacement.cpp): the member's actor notes each, the store reports the
+// latest (kv.restored_step). Thread-safe.
+class shard_restores {
+ public:
+  void note(std::int64_t step) {
+    std::lock_guard lock(mu_);
+    latest_ = step;
+  }
+  std::optional<std::int64_t> latest() const {
+    std::lock_guard lock(mu_);
+    return latest_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<std::int64_t> latest_;
+};
+
 struct member_options {
   coordinator_actor coordinator;
   // Across nodes: opens connections to shards (TLS or plain) and declares which host
@@ -98,6 +120,8 @@ struct member_options {
   // This process's end of the bulk lanes to shards on other hosts; none: tensors go in the
   // messages.
   std::shared_ptr<lane::member_end> lanes;
+  // Where the steps that replaced shards went back to are noted (none: not noted).
+  std::shared_ptr<shard_restores> restores;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);

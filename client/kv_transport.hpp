@@ -66,6 +66,9 @@ class kv_transport {
   // The step of the checkpoint a resumed job goes on from (Note [Key-value checkpoints]);
   // 0 for a fresh job.
   virtual std::int64_t resumed_step() const { return 0; }
+  // The step a replaced shard's keys went back to, the newest (Note [Replacing a key-value
+  // shard]); none in one process, or while no shard was lost.
+  virtual std::optional<std::int64_t> restored_step() const { return std::nullopt; }
   // Blocks until key `name` exists on its shards, defining it with `initial` when this is
   // the job's first init of it; the key's layout, or why not.
   virtual or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,

@@ -210,6 +210,7 @@ void kvstore::barrier() {
 std::uint32_t kvstore::rank() const { return impl_->t->rank(); }
 std::uint32_t kvstore::num_workers() const { return impl_->t->workers(); }
 std::int64_t kvstore::resumed_step() const { return impl_->t->resumed_step(); }
+std::optional<std::int64_t> kvstore::restored_step() const { return impl_->t->restored_step(); }
 std::string kvstore::type() const { return impl_->opts.type == "dist" ? "dist_" + mode() : impl_->opts.type; }
 std::string kvstore::mode() const { return std::string(name_of(impl_->t->mode())); }
 

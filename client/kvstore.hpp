@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <variant>
@@ -183,6 +184,11 @@ class kvstore {
   // rounds of its keys continues from there (Note [Key-value checkpoints] in
   // core/kv_checkpoint.hpp); 0 for a fresh job.
   std::int64_t resumed_step() const;
+  // The step the keys of a lost shard server went back to when a server took its place
+  // while this loop went on (the newest such; Note [Replacing a key-value shard] in the
+  // source's core/job_shard_replacement.cpp); none while no shard was lost. Those keys
+  // lost the updates since; a loop that wants an exact rollback goes back to this step.
+  std::optional<std::int64_t> restored_step() const;
   std::string type() const;  // local | dist_sync | dist_async | dist_ssp
   std::string mode() const;  // sync | async | ssp
   // Updates the shards applied to `k` between the pull this worker's last push of it was

@@ -72,6 +72,7 @@ class remote_transport final : public kv_transport {
                    caf::actor_system& sys, member_options opts, std::string fast_path_tag)
       : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys), fast_path_tag_(std::move(fast_path_tag)) {
     connect_timeout_ = opts.connect_timeout;
+    opts.restores = restores_;
     member_ = spawn_kv_member(sys_, std::move(opts));
   }
 
@@ -102,6 +103,7 @@ class remote_transport final : public kv_transport {
   sync_mode mode() const override { return place_.job.mode; }
   std::uint32_t shards() const override { return place_.job.servers; }
   std::int64_t resumed_step() const override { return place_.resume_clock; }
+  std::optional<std::int64_t> restored_step() const override { return restores_->latest(); }
 
   or_fault<kv_key_layout> init(const std::string& name, const std::vector<std::int64_t>& dims,
                                const_tensor_view initial) override {
@@ -352,10 +354,7 @@ class remote_transport final : public kv_transport {
     auto p = std::make_shared<std::promise<or_fault<bool>>>();
     auto f = p->get_future();
     caf::anon_send(member_, Call{std::move(msg), [p](std::optional<fault> e) {
-                                   if (e)
-                                     p->set_value(*e);
-                                   else
-                                     p->set_value(true);
+                                   p->set_value(e ? or_fault<bool>(*e) : or_fault<bool>(true));
                                  }});
     auto r = await(f, timeout, what);
     if (auto* e = std::get_if<fault>(&r)) return *e;
@@ -376,6 +375,7 @@ class remote_transport final : public kv_transport {
   std::shared_ptr<borrow_ledger> borrows_ = std::make_shared<borrow_ledger>();  // Note [Borrowed pushes]
   std::optional<push_compressor> compressor_;  // with the job's --compression (Note [Compressed key-value pushes])
   std::shared_ptr<pulled_views> views_;        // --pull-precision 2bit (Note [2-bit key-value pulls])
+  std::shared_ptr<shard_restores> restores_ = std::make_shared<shard_restores>();  // Note [A shard away]
 };
 
 }  // namespace

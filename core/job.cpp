@@ -121,7 +121,7 @@ expected<shard_loss> parse_shard_loss(std::string_view name) {
 std::string_view name_of(shard_loss x) { return name_in(shard_losses, x); }
 
 bool restarts_on_shard_loss(const job_spec& job) {
-  if (job.checkpoints.dir.empty() || job.servers == 0 || job.kv) return false;
+  if (job.checkpoints.dir.empty() || job.servers == 0) return false;
   return job.checkpoints.on_shard_loss != shard_loss::fail;
 }
 
@@ -213,10 +213,9 @@ std::optional<std::string> validate_checkpoints(const job_spec& job) {
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
   if (job.checkpoints.queue < 1) return "--checkpoint-queue must be at least 1 (checkpoints waiting for the disk)";
-  if (job.checkpoints.on_shard_loss == shard_loss::recover && (job.servers == 0 || job.kv))
-    return "--on-shard-loss recover restarts a training job in place from its newest checkpoint once a replacement "
-           "shard server has joined; this job has no shard servers to lose (or is a key-value job, which goes on "
-           "from its newest checkpoint with launch --max-restarts or --resume); leave it out";
+  if (job.checkpoints.on_shard_loss == shard_loss::recover && job.servers == 0)
+    return "--on-shard-loss recover restores a lost shard server's state in place from the newest checkpoint once a "
+           "replacement has joined; this job has no shard servers to lose; leave it out";
   return std::nullopt;
 }
 

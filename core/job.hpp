@@ -154,8 +154,11 @@ std::string describe_cuts(const std::vector<int>& cuts, stage_balance by, const 
 // Members: the actors that train, workers * pipeline_stages. Member m is stage
 // m % pipeline_stages of replica m / pipeline_stages; with one stage, member = rank.
 std::uint32_t members(const job_spec& job);
-// Whether a lost shard server restarts the job in place (--on-shard-loss; needs
-// --checkpoint-dir and shard servers) instead of ending it.
+// Whether a lost shard server is replaced in place (--on-shard-loss; needs
+// --checkpoint-dir and shard servers) instead of ending the job: a training job restarts
+// in place (Note [Restarting in place] in actors/coordinator_restart.cpp), a key-value
+// job's replacement restores the lost shard's keys while the loops go on (Note
+// [Replacing a key-value shard] in core/job_shard_replacement.cpp).
 bool restarts_on_shard_loss(const job_spec& job);
 // Note [Parked members] (actors/stage_parking.cpp): whether a member of `job` that would
 // stop with `f` (a shard gone, a pull or connection that failed) waits for the

@@ -65,6 +65,11 @@ fault job_core::wrong_job(const std::string& id) const {
 job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_point now) {
   if (phase_ == job_phase::finished) return {refuse{t, {errc::cluster_full, "the job has ended"}}};
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
+  if (replaces_shards() && phase_ == job_phase::training) {  // Note [Replacing a key-value shard]
+    job_actions_list out;
+    admit_replacement_shard(t, j, out);
+    return out;
+  }
   if (shard_hosts_.size() >= job_.servers)
     return {refuse{t, {errc::cluster_full, "the job already has its " + std::to_string(job_.servers) + " shards"}}};
   const auto index = static_cast<std::uint32_t>(shard_hosts_.size());
@@ -84,7 +89,9 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
   job_actions_list out;
   if (phase_ == job_phase::training) {
-    if (job_.kv)
+    if (job_.kv && replacing_)  // the new shard must admit it too (Note [Replacing a key-value shard])
+      held_member_joins_.push_back(t);
+    else if (job_.kv)
       admit_new_member(t, out);
     else
       rejoin(t, out, now);
@@ -342,6 +349,9 @@ job_actions_list job_core::member_added(std::uint32_t rank, time_point) {
   return out;
 }
 
-void job_core::on_standby_down(ticket t) { std::erase(standby_, t); }
+void job_core::on_standby_down(ticket t) {
+  std::erase(standby_, t);
+  std::erase(held_member_joins_, t);
+}
 
 }  // namespace troupe

@@ -107,6 +107,16 @@ struct answer_key { ticket t; kv_key_layout layout; };
 struct set_optimizer_on_shards { ticket t; kv_set_optimizer opt; };
 // Answer these barrier tickets with ok.
 struct release { std::vector<ticket> tickets; };
+// A key-value job lost shard `shard` (Note [Replacing a key-value shard] in
+// core/job_shard_replacement.cpp): find the newest complete checkpoint, off the actor's
+// thread, and answer with replacement_checkpoint.
+struct find_shard_checkpoint { std::uint32_t shard; };
+// The server that took shard `shard`'s place: start with these members (its key parts are
+// restored first); once it acknowledged, shard_replaced(shard).
+struct start_shard { std::uint32_t shard; membership members; };
+// These members: shard `shard` is back at host:port (empty host: in this process), its
+// keys as checkpoint `step` held them.
+struct announce_shard { std::uint32_t shard; std::string host; std::uint16_t port; std::int64_t step; std::vector<std::uint32_t> to; };
 }  // namespace job_actions
 
 using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome_member, job_actions::refuse,
@@ -117,7 +127,8 @@ using job_action = std::variant<job_actions::welcome_shard, job_actions::welcome
                                 job_actions::request_checkpoint, job_actions::commit_checkpoint,
                                 job_actions::record_loss, job_actions::restart, job_actions::define_on_shards,
                                 job_actions::answer_key, job_actions::set_optimizer_on_shards, job_actions::release,
-                                job_actions::finish>;
+                                job_actions::find_shard_checkpoint, job_actions::start_shard,
+                                job_actions::announce_shard, job_actions::finish>;
 using job_actions_list = std::vector<job_action>;
 
 // What every member's assignment holds: its rank, the job, the key-range table, the
@@ -171,6 +182,11 @@ class job_core {
   job_actions_list define_failed(std::uint64_t id, const fault& why);
   job_actions_list on_set_optimizer(ticket t, const kv_set_optimizer& r);
   job_actions_list on_barrier(ticket t, std::uint32_t rank);
+  // A key-value job's lost shard (job_shard_replacement.cpp, Note [Replacing a key-value
+  // shard]): the checkpoint its replacement restores (or why there is none); the
+  // replacement started.
+  job_actions_list replacement_checkpoint(const expected<resume_point>& found);
+  job_actions_list shard_replaced(std::uint32_t shard, time_point now);
 
   // Checkpoints (job_durability.cpp): a shard's file of one is written, or not; the
   // shell's commit of one is done (error: why it failed).
@@ -286,6 +302,11 @@ class job_core {
   void drop_staged(std::uint32_t rank);
   void check_barrier(job_actions_list& out);
   void maybe_finish_keys(job_actions_list& out, time_point now);
+  // Once every member has left: the result, after the checkpoints under way are committed
+  // (or given up on, --request-timeout after the last member left).
+  void finish_keys(job_actions_list& out, time_point now);
+  job_actions_list overdue_key_checkpoints(time_point now);
+  std::int64_t commits_pending_ = 0;  // commit_checkpoint actions not yet answered
   struct pending_define {
     std::string name;
     std::vector<ticket> waiting;  // inits and lookups answered once the shards hold the key
@@ -298,6 +319,25 @@ class job_core {
   std::set<std::uint32_t> at_barrier_;
   std::vector<ticket> barrier_tickets_;
   std::uint32_t started_members_ = 0;  // ranks below this are in the shards' start
+  // Note [Replacing a key-value shard]: the shard being replaced, since when, the
+  // checkpoint it restores (once found), the server that joins in its place; the member
+  // joins that wait for it; the shards replaced so far.
+  struct shard_replacement {
+    std::uint32_t shard = 0;
+    time_point since{};
+    std::optional<resume_point> from;
+    std::optional<ticket> join;
+    std::string host;
+    std::uint16_t port = 0;
+  };
+  std::optional<shard_replacement> replacing_;
+  std::vector<ticket> held_member_joins_;
+  std::int64_t shards_replaced_ = 0;
+  bool replaces_shards() const;
+  job_actions_list shard_lost_in_place(std::uint32_t shard, const std::string& lost, time_point now);
+  void admit_replacement_shard(ticket t, const shard_join& j, job_actions_list& out);
+  void maybe_start_replacement(job_actions_list& out);
+  std::optional<fault> replacement_overdue(time_point now) const;
   time_point started_at_{};
 
   job_spec job_;

@@ -44,8 +44,10 @@ job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
   else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit
     checkpoint_failed(s.step, (job_.servers > 0 ? "shard " : "stage ") + std::to_string(s.shard) + ": " + s.error, out);
   if (c.saved.size() + c.failed < checkpoint_writers()) return out;
-  if (c.failed == 0)
+  if (c.failed == 0) {
+    ++commits_pending_;
     out.push_back(commit_checkpoint{s.step, std::move(c.saved), registry_ ? registry_->keys() : std::vector<kv_key_layout>{}});
+  }
   checkpoints_.erase(s.step);
   return out;
 }
@@ -53,8 +55,10 @@ job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
 job_actions_list job_core::on_checkpoint_committed(std::int64_t step, const std::optional<std::string>& error) {
   if (phase_ == job_phase::finished) return {};
   job_actions_list out;
+  --commits_pending_;
   if (error) {
     checkpoint_failed(step, *error, out);
+    if (job_.kv) finish_keys(out, finishing_since_);
     return out;
   }
   ++checkpoints_written_;
@@ -64,6 +68,7 @@ job_actions_list job_core::on_checkpoint_committed(std::int64_t step, const std:
     m_->checkpoints_written->Increment();
     m_->checkpoint_step->Set(static_cast<double>(step));
   }
+  if (job_.kv) finish_keys(out, finishing_since_);
   return out;
 }
 

@@ -19,7 +19,9 @@
 //     process again from the newest checkpoint), ending once every member has left; there is
 //     no stall watchdog, since a user's loop decides its own pace and each of its waits
 //     is bounded by its store's timeout;
-//   - a lost shard ends the job with shard_lost, which every member's store reports.
+//   - a lost shard ends the job with shard_lost, which every member's store reports, or
+//     with --checkpoint-dir is replaced while the loops go on (Note [Replacing a key-value
+//     shard] in core/job_shard_replacement.cpp).
 #include <algorithm>
 
 #include "core/job_core.hpp"
@@ -82,13 +84,44 @@ void job_core::maybe_finish_keys(job_actions_list& out, time_point now) {
     finish(fault{errc::all_workers_lost, "every worker was lost before one finished"}, out);
     return;
   }
+  phase_ = job_phase::finishing;
+  finishing_since_ = now;
+  finish_keys(out, now);
+}
+
+// Note [The last checkpoints of a key-value job]
+// A checkpoint's commit may be under way, or (in sync, where every shard closes the same
+// rounds) a shard's file of it on its way, when the last member leaves; the result waits
+// for them, so the job's newest checkpoint is not lost with its end. One a shard never
+// writes is given up on after --request-timeout. In async and ssp the shards reach a step
+// at their own pace, and a shard whose members left before it got there never will: the
+// result does not wait for those.
+void job_core::finish_keys(job_actions_list& out, time_point now) {
+  if (phase_ != job_phase::finishing || commits_pending_ > 0) return;
+  if (job_.mode == sync_mode::sync && !checkpoints_.empty()) return;
   job_result r;
   r.mode = std::string(name_of(job_.mode));
   r.workers = static_cast<std::uint32_t>(members_.size());
   r.servers = job_.servers;
   r.train_seconds = std::chrono::duration<double>(now - started_at_).count();
+  r.checkpoints_written = checkpoints_written_;
+  r.checkpoints_failed = checkpoints_failed_;
   r.workers_lost = workers_lost_;
+  r.restarts_in_place = shards_replaced_;  // Note [Replacing a key-value shard]
   finish(std::move(r), out);
+}
+
+job_actions_list job_core::overdue_key_checkpoints(time_point now) {
+  job_actions_list out;
+  if (now - finishing_since_ <= std::chrono::milliseconds(job_.request_timeout_ms)) return out;
+  for (const auto& [step, c] : checkpoints_)
+    out.push_back(note{"checkpoint " + std::to_string(step) + " in " + job_.checkpoints.dir + " was not written by " +
+                       "every shard " + std::to_string(job_.request_timeout_ms / 1000) +
+                       " s (--request-timeout) after the last member left; the job ends without it"});
+  checkpoints_.clear();
+  commits_pending_ = 0;
+  finish_keys(out, finishing_since_);
+  return out;
 }
 
 job_actions_list job_core::on_init(ticket t, const kv_init& r) {

@@ -166,6 +166,7 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
   const std::string when =
       reached == std::numeric_limits<std::int64_t>::max() ? "" : " at step " + std::to_string(reached);
   const std::string lost = "shard " + std::to_string(shard) + " died" + when + " (" + why + ")";
+  if (replaces_shards()) return shard_lost_in_place(shard, lost, last_watch_);
   if (restarts_on_shard_loss(job_)) {  // Note [Restarting in place] in actors/coordinator_restart.cpp
     job_actions_list out;
     const fault f{errc::shard_lost, lost};
@@ -191,10 +192,12 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
 // after the pause. A pause shorter than paused_gap counts like any other time.
 job_actions_list job_core::on_tick(time_point now) {
   if (phase_ == job_phase::finished) return {};
-  if (phase_ == job_phase::finishing) return overdue_final_checkpoint(now);  // the evaluations have deadlines
+  if (phase_ == job_phase::finishing)  // the evaluations and checkpoints have deadlines
+    return job_.kv ? overdue_key_checkpoints(now) : overdue_final_checkpoint(now);
   const auto gap = now - last_watch_;
   last_watch_ = now;
   if (gap > paused_gap) last_progress_ = std::min(now, last_progress_ + (gap - watch_interval));
+  if (auto overdue = replacement_overdue(now)) return fail(*overdue);  // Note [Replacing a key-value shard]
   // A user's loop decides its own pace (Note [Jobs of keys]): no stall watchdog.
   if (!job_.kv && now - last_progress_ > std::chrono::milliseconds(job_.stall_timeout_ms)) {
     std::string who;

@@ -326,7 +326,9 @@ struct job_result {
   double push_bytes_per_step = 0.0;  // gradient bytes a member's step pushed, as encoded, over the members that finished
   std::int64_t resumed_from_step = -1;  // the checkpoint this run resumed from (Note [Resuming a job]); -1: none
   std::int64_t steps_replayed = -1;     // of the lost run's, this run repeats (Note [Steps replayed]); -1: not known
-  std::int64_t restarts_in_place = 0;   // after a lost shard server (Note [Restarting in place] in actors/coordinator_restart.cpp)
+  // After a lost shard server (Note [Restarting in place] in actors/coordinator_restart.cpp);
+  // a key-value job's: shards replaced (Note [Replacing a key-value shard]).
+  std::int64_t restarts_in_place = 0;
   std::int64_t checkpoints_written = 0, checkpoints_failed = 0;
   tensor params;                  // the final parameters (empty with --simulate-compute)
 };

@@ -80,7 +80,9 @@ struct coordinator_metrics {
   prometheus::Counter* checkpoints_failed = nullptr;
   prometheus::Gauge* checkpoint_step = nullptr;
   // troupe_restarts_in_place_total: the job restarted in place after losing a shard
-  // server (Note [Restarting in place] in actors/coordinator_restart.cpp).
+  // server (Note [Restarting in place] in actors/coordinator_restart.cpp), or a key-value
+  // job's replacement shard restored the lost one's keys (Note [Replacing a key-value
+  // shard] in core/job_shard_replacement.cpp).
   prometheus::Counter* restarts_in_place = nullptr;
   // troupe_staleness_bound: the largest staleness the mode allows. Created by the first
   // call, so a job whose mode has no bound (async) does not export it.

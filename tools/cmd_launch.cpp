@@ -348,7 +348,8 @@ command add_launch(CLI::App& parent) {
   app->add_option("--max-restarts", o->max_restarts,
                   "With --checkpoint-dir: start a job that lost a node again from its newest checkpoint, at most N "
                   "times (0: never); a lost coordinator, and with --on-shard-loss recover (the default there) a lost "
-                  "shard server, is started again alone, at most N times each, and the others wait for it")
+                  "shard server, is started again alone, at most N times each, and the others wait for it (a "
+                  "key-value job's: a lost shard server only, which restores its keys while the loops go on)")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str()
       ->group(g);

@@ -79,6 +79,8 @@ void print_kv_job_result(const job_result& r) {
   out["servers"] = r.servers;
   out["train_seconds"] = round_to(r.train_seconds, 3);
   out["workers_lost"] = r.workers_lost;
+  // Note [Replacing a key-value shard] (core/job_shard_replacement.cpp): shards replaced.
+  out["restarts_in_place"] = r.restarts_in_place;
   std::cout << out.dump() << std::endl;
 }
 

@@ -43,16 +43,17 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
   }
   if (!json.empty()) {
     auto out = nlohmann::ordered_json::parse(json, nullptr, false);
-    if (!out.is_discarded() && out.is_object() && !kv) {
+    if (!out.is_discarded() && out.is_object()) {
       out["restarts"] = restarts;  // Note [Restarting a job]
-      // Note [Restarting in place]: the processes of the last attempt started again alone.
+      // Note [Restarting in place] (a key-value job's: Note [Replacing a key-value shard]):
+      // the processes of the last attempt started again alone.
       auto respawned = nlohmann::ordered_json::object();
       for (const auto& c : g.children)
         if (c.respawned > 0) respawned[c.name] = c.respawned;
       out["respawned"] = respawned;
       if (left_out) out["workers_left_out"] = *left_out;
-      if (!precision.empty()) out["precision"] = std::string(precision);  // a coordinator does not know its workers'
-
+      // A coordinator does not know its workers' precision; a key-value job's workers are users' programs.
+      if (!precision.empty() && !kv) out["precision"] = std::string(precision);
     }
     std::cout << (out.is_discarded() ? json : out.dump()) << std::endl;
   }

@@ -21,10 +21,10 @@ struct launch_outcome {
   int others_failed = 0;
 };
 
-// The job's JSON line on stdout (with the restarts, for a training job, Note [Restarting
-// a job], the workers an elastic job left out when `left_out` is given, Note [Leaving
-// out lost workers], and the workers' --precision when given), a line for each process
-// that failed, and the coordinator's exit code.
+// The job's JSON line on stdout (with the restarts and the processes started again alone,
+// Note [Restarting a job], the workers an elastic job left out when `left_out` is given,
+// Note [Leaving out lost workers], and a training job's workers' --precision when given),
+// a line for each process that failed, and the coordinator's exit code.
 launch_outcome report_outcome(const group_result& g, int restarts, bool kv,
                               const std::vector<std::string>* left_out = nullptr, std::string_view precision = {});
 

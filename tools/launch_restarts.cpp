@@ -119,10 +119,17 @@ std::optional<std::string> elastic_refusal(const job_spec& job, int max_restarts
 }
 
 void respawn_lost_nodes(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy) {
-  if (policy.checkpoints.empty() || policy.max_restarts == 0 || job.kv) return;
+  if (policy.checkpoints.empty() || policy.max_restarts == 0) return;
   job_spec as_run = job;
   if (as_run.checkpoints.dir.empty()) as_run.checkpoints.dir = policy.checkpoints;
   for (auto& n : nodes) {
+    // A key-value job's workers are users' programs (no node flags), which do not join a
+    // coordinator started again; a lost server is replaced while they go on (Note
+    // [Replacing a key-value shard] in core/job_shard_replacement.cpp).
+    if (job.kv) {
+      if (n.name.rfind("server ", 0) == 0 && restarts_on_shard_loss(as_run)) n.respawns = policy.max_restarts;
+      continue;
+    }
     if (n.name == "coordinator") {
       n.respawns = policy.max_restarts;
       n.before_respawn = [dir = policy.checkpoints](child_spec& c) {

@@ -85,11 +85,13 @@ struct attempts {
 // others go on is started again alone, up to max_restarts times each, when the job keeps
 // checkpoints (the policy's):
 //   - a shard server, when the job restarts in place after losing one
-//     (restarts_on_shard_loss); the coordinator and the other processes stay up;
+//     (restarts_on_shard_loss), or a key-value job replaces it while its loops go on
+//     (Note [Replacing a key-value shard]); the coordinator and the other processes stay up;
 //   - the coordinator, with --resume from the newest complete checkpoint; the servers
 //     and workers, given --coordinator-timeout, wait for it and join it again (Note
 //     [Joining again] in net/node.cpp). It cannot record how far the job had got, so the
-//     resumed run's steps_replayed is null.
+//     resumed run's steps_replayed is null. Not a key-value job's: its workers, users'
+//     programs, do not join a coordinator again, so the whole job starts again.
 // Other losses (every worker, an allreduce replica, a stall) start the whole job again.
 inline constexpr const char* coordinator_wait_s = "60";  // --coordinator-timeout the nodes get
 void respawn_lost_nodes(std::vector<child_spec>& nodes, const job_spec& job, const restart_policy& policy);

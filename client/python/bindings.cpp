@@ -163,6 +163,7 @@ void bind_properties(py::class_<kv::kvstore>& store) {
       .def_property_readonly("rank", &kv::kvstore::rank)
       .def_property_readonly("num_workers", &kv::kvstore::num_workers)
       .def_property_readonly("resumed_step", &kv::kvstore::resumed_step)
+      .def_property_readonly("restored_step", &kv::kvstore::restored_step)
       .def_property_readonly("type", &kv::kvstore::type)
       .def_property_readonly("mode", &kv::kvstore::mode)
       .def("staleness", &kv::kvstore::staleness)

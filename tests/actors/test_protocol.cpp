@@ -32,13 +32,13 @@ BOOST_AUTO_TEST_CASE(every_message_is_registered_under_its_name_and_no_local_tri
   for (const char* name : {"troupe::push_grads", "troupe::params_reply", "troupe::worker_welcome",
                            "troupe::member_joined", "troupe::stage_hello", "troupe::activation", "troupe::job_result",
                            "troupe::lane_offer", "troupe::checkpoint_saved", "troupe::ring_piece",
-                           "troupe::ring_mailbox_offer"})
+                           "troupe::ring_mailbox_offer", "troupe::kv_shard_back"})
     BOOST_TEST(static_cast<bool>(sys->types().make_value(name)), name << " cannot be decoded");
   for (const char* name : {"troupe::join_trigger", "troupe::watchdog_tick", "troupe::run_request",
                            "troupe::next_step", "troupe::connect_retry", "troupe::hello_deadline",
                            "troupe::group_deadline", "troupe::ring_drain", "troupe::lane_payload", "troupe::lane_event",
                            "troupe::lane_overdue", "troupe::checkpoint_written", "troupe::checkpoint_committed",
-                           "troupe::restart_ready", "troupe::park_deadline", "troupe::bells_rung",
+                           "troupe::restart_ready", "troupe::replacement_found", "troupe::park_deadline", "troupe::bells_rung",
                            "troupe::bells_answered", "troupe::bell_deadline"})
     BOOST_TEST(!sys->types().make_value(name), name << " could arrive from another node");
   // Serialising a local trigger fails, so not even a peer built from this code can send one.
@@ -59,7 +59,7 @@ void local_extends_published_by(caf::actor_system& sys, std::size_t triggers) {
 }
 
 BOOST_AUTO_TEST_CASE(published_interfaces_leave_the_local_triggers_out) {
-  local_extends_published_by<coordinator_actor, local_coordinator_actor>(*sys, 4);
+  local_extends_published_by<coordinator_actor, local_coordinator_actor>(*sys, 5);
   local_extends_published_by<shard_actor, local_shard_actor>(*sys, 6);
   local_extends_published_by<stage_actor, local_stage_actor>(*sys, 12);
 }

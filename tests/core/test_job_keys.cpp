@@ -7,7 +7,9 @@
 // ask for before the start, and a join while the shards start is admitted to them;
 // shapes that would overflow, NaN values and other shapes are refused; barriers wait for
 // the live members only; the job ends when every member has left, or when fewer than
-// --min-workers are left.
+// --min-workers are left; with --checkpoint-dir a lost shard is replaced from the newest
+// checkpoint while the members go on (Note [Replacing a key-value shard]), or the job ends
+// saying why it cannot be; the result waits for the checkpoints under way.
 #define BOOST_TEST_MODULE job_keys
 #include <boost/test/unit_test.hpp>
 
@@ -41,8 +43,9 @@ job_spec kv_job(std::uint32_t workers, std::uint32_t shards, std::int64_t bound 
 // Its core, running: every shard and member joined and the shards started.
 job_core make(const job_spec& job) { return job_core(job, model::none(), {}, t0); }
 
-job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
-  job_core core = make(kv_job(workers, shards, bound));
+job_core running(const job_spec& job) {
+  job_core core = make(job);
+  const std::uint32_t workers = job.workers, shards = job.servers;
   ticket t = 1;
   for (std::uint32_t s = 0; s < shards; ++s)
     only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}, t0));
@@ -53,6 +56,10 @@ job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64
   BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
   BOOST_REQUIRE(core.phase() == job_phase::training);
   return core;
+}
+
+job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
+  return running(kv_job(workers, shards, bound));
 }
 
 tensor iota(std::int64_t n, std::int64_t from = 0) {
@@ -231,4 +238,134 @@ BOOST_AUTO_TEST_CASE(a_member_that_joins_while_the_shards_start_is_admitted_to_t
   auto added = core.member_added(1, t0);
   BOOST_TEST(only<welcome_member>(added).t == 11u);
   BOOST_TEST(only<welcome_member>(added).assignment.rank == 1u);
+}
+
+namespace {
+
+// A running job of 2 members and 2 shards with checkpoints, and key "w" split over both.
+job_core with_a_key_on_both_shards() {
+  auto job = kv_job(2, 2);
+  job.checkpoints.dir = "ck";
+  job.checkpoints.every = 5;
+  job_core core = running(job);
+  const auto define = only<define_on_shards>(core.on_init(30, init_of(0, "s:w", {2000}, iota(2000))));
+  BOOST_REQUIRE_EQUAL(define.layout.parts.size(), 2u);
+  BOOST_REQUIRE(define.layout.parts[0].shard != define.layout.parts[1].shard);
+  only<answer_key>(core.defined(define.id));
+  return core;
+}
+
+// Checkpoint 10 in ck, holding `keys`.
+resume_point checkpoint_10(const job_core& core, bool with_the_key = true) {
+  resume_point r;
+  r.step = r.clock = 10;
+  r.shards = shard_resume{"ck/ckpt-000000000010", {"kv-shard-0.tf", "kv-shard-1.tf"}, 10};
+  if (with_the_key) r.keys = core.registry()->keys();
+  return r;
+}
+
+fault failure_of(const job_actions_list& out) {
+  const auto end = only<finish>(out);
+  BOOST_REQUIRE(std::holds_alternative<fault>(end.outcome));
+  return std::get<fault>(end.outcome);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_lost_shard_is_replaced_from_the_newest_checkpoint_while_the_members_go_on) {
+  auto core = with_a_key_on_both_shards();
+  auto lost = core.on_shard_down(1, "killed");
+  BOOST_TEST(all_of<finish>(lost).empty());
+  BOOST_TEST(only<find_shard_checkpoint>(lost).shard == 1u);
+  BOOST_TEST(only<note>(lost).text.find("the job goes on") != std::string::npos);
+  // A member joining meanwhile waits: the new shard must admit it too.
+  BOOST_TEST(core.on_member_join(40, worker_join{"job-kv", "h", 2, "", "", -1}, t0).empty());
+  BOOST_TEST(core.replacement_checkpoint(checkpoint_10(core)).empty());  // no server yet
+  auto joined = core.on_shard_join(41, shard_join{"job-kv", "h2", 7, ""}, t0);
+  const auto& welcome = only<welcome_shard>(joined);
+  BOOST_TEST(welcome.t == 41u);
+  BOOST_TEST(welcome.welcome.index == 1u);  // the lost one's place
+  BOOST_TEST(welcome.welcome.resume.dir == "ck/ckpt-000000000010");
+  BOOST_TEST(only<start_shard>(joined).members.workers == (std::vector<std::uint32_t>{0, 1}));
+  // One replacement only.
+  BOOST_TEST((only<refuse>(core.on_shard_join(42, shard_join{"job-kv", "h3", 8, ""}, t0)).why.code ==
+              errc::cluster_full));
+  auto back = core.shard_replaced(1, t0);
+  const auto& told = only<announce_shard>(back);
+  BOOST_TEST(told.host == "h2");
+  BOOST_TEST(told.port == 7u);
+  BOOST_TEST(told.step == 10);
+  BOOST_TEST(told.to == (std::vector<std::uint32_t>{0, 1}));
+  BOOST_TEST(only<assign_rank>(back).rank == 2u);  // the held join, admitted now
+  BOOST_TEST(only<add_to_shards>(back).rank == 2u);
+  // Later members reach the shard at its new address, and the result counts the replacement.
+  const auto& welcomed = only<welcome_member>(core.member_added(2, t0));
+  BOOST_TEST(welcomed.assignment.shard_hosts == (std::vector<std::string>{"h", "h2"}));
+  core.on_done(worker_done{0}, t0);
+  core.on_done(worker_done{1}, t0);
+  const auto& end = only<finish>(core.on_done(worker_done{2}, t0));
+  BOOST_REQUIRE(std::holds_alternative<job_result>(end.outcome));
+  BOOST_TEST(std::get<job_result>(end.outcome).restarts_in_place == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_shard_whose_keys_the_checkpoint_lacks_ends_the_job_saying_why) {
+  {  // defined after the newest checkpoint
+    auto core = with_a_key_on_both_shards();
+    core.on_shard_down(0, "killed");
+    const fault f = failure_of(core.replacement_checkpoint(checkpoint_10(core, false)));
+    BOOST_TEST((f.code == errc::shard_lost));
+    BOOST_TEST(f.detail.find("key \"w\", which was defined after checkpoint 10") != std::string::npos, f.detail);
+  }
+  {  // no checkpoint at all
+    auto core = with_a_key_on_both_shards();
+    core.on_shard_down(0, "killed");
+    const fault f = failure_of(core.replacement_checkpoint(failure{"no complete checkpoint in ck"}));
+    BOOST_TEST(f.detail.find("cannot be restored: no complete checkpoint in ck") != std::string::npos, f.detail);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_lost_shard_ends_the_job_when_nothing_takes_its_place_or_another_is_lost) {
+  {
+    auto core = with_a_key_on_both_shards();
+    core.on_shard_down(1, "killed");
+    core.replacement_checkpoint(checkpoint_10(core));
+    const auto overdue = t0 + std::chrono::milliseconds(core.job().stall_timeout_ms) + std::chrono::seconds(1);
+    BOOST_TEST(all_of<finish>(core.on_tick(t0 + std::chrono::seconds(1))).empty());
+    const fault f = failure_of(core.on_tick(overdue));
+    BOOST_TEST(f.detail.find("no shard server joined in its place within --stall-timeout") != std::string::npos,
+               f.detail);
+  }
+  {
+    auto core = with_a_key_on_both_shards();
+    core.on_shard_down(1, "killed");
+    const fault f = failure_of(core.on_shard_down(0, "killed"));
+    BOOST_TEST(f.detail.find("while shard 1 was being replaced") != std::string::npos, f.detail);
+  }
+  {  // without checkpoints there is nothing to restore from
+    auto core = running();
+    BOOST_TEST((failure_of(core.on_shard_down(1, "killed")).code == errc::shard_lost));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_result_waits_for_the_checkpoints_under_way_when_the_last_member_leaves) {
+  // Note [The last checkpoints of a key-value job].
+  auto job = kv_job(2, 2);
+  job.mode = sync_mode::sync;  // its shards close the same rounds: shard 1's file of 4 may still come
+  job.checkpoints.dir = "ck";
+  job.checkpoints.every = 2;
+  auto core = running(job);
+  BOOST_TEST(core.on_checkpoint_saved(checkpoint_saved{0, 2, 2, "kv-shard-0.tf", ""}).empty());
+  BOOST_TEST(only<commit_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{1, 2, 2, "kv-shard-1.tf", ""})).step ==
+             2);
+  BOOST_TEST(core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""}).empty());
+  core.on_done(worker_done{0}, t0);
+  BOOST_TEST(all_of<finish>(core.on_done(worker_done{1}, t0)).empty());  // checkpoint 2 is being committed
+  BOOST_TEST(all_of<finish>(core.on_checkpoint_committed(2, std::nullopt)).empty());
+  const auto overdue = t0 + std::chrono::milliseconds(job.request_timeout_ms) + std::chrono::seconds(1);
+  BOOST_TEST(all_of<finish>(core.on_tick(t0 + std::chrono::seconds(1))).empty());
+  auto out = core.on_tick(overdue);
+  BOOST_TEST(only<note>(out).text.find("checkpoint 4 in ck was not written by every shard") != std::string::npos);
+  const auto end = only<finish>(out);
+  BOOST_REQUIRE(std::holds_alternative<job_result>(end.outcome));
+  BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_written == 1);
 }

@@ -69,10 +69,11 @@ BOOST_AUTO_TEST_CASE(the_outcome_is_the_json_line_the_failed_processes_and_the_c
   const auto [with_precision, ignored] = captured([&] { r = report_outcome(g, 0, false, nullptr, "bf16"); });
   BOOST_TEST(with_precision ==
              "{\"test_accuracy\":0.88,\"restarts\":0,\"respawned\":{\"server 0\":2},\"precision\":\"bf16\"}\n");
-  // A key-value job's line is its own: no restarts are added.
-  g.children = {{"coordinator", 4, 0, false}};
-  const auto [kv_out, kv_err] = captured([&] { r = report_outcome(g, 0, true); });
-  BOOST_TEST(kv_out == "{\"test_accuracy\":0.88}\n");
+  // A key-value job's line gets the restarts and the servers started again (Note
+  // [Replacing a key-value shard]), but no precision: its workers are users' programs.
+  g.children = {{"coordinator", 4, 0, false}, {"server 1", 0, 0, false, 1}};
+  const auto [kv_out, kv_err] = captured([&] { r = report_outcome(g, 1, true, nullptr, "bf16"); });
+  BOOST_TEST(kv_out == "{\"test_accuracy\":0.88,\"restarts\":1,\"respawned\":{\"server 1\":1}}\n");
   BOOST_TEST(kv_err.empty());
   BOOST_TEST(r.coordinator_code == 4);
   BOOST_TEST(r.others_failed == 0);

@@ -242,6 +242,15 @@ class KVStore:
         return self._s.resumed_step
 
     @property
+    def restored_step(self):
+        """The step a lost shard server's keys went back to when a server took its place
+        while this loop went on (the newest such), or None while no shard was lost
+        (launched with --checkpoint-dir: the job restores the lost shard's keys from its
+        newest checkpoint and the loop goes on, warned once). Those keys lost the updates
+        since that step; a loop that needs an exact rollback goes back to it itself."""
+        return self._s.restored_step
+
+    @property
     def type(self):
         return self._s.type
 

@@ -2,8 +2,9 @@
 --checkpoint-every N -- python3 SCRIPT`, Note [Key-value checkpoints] in
 core/kv_checkpoint.hpp): the shards keep every key's values, the shards' optimizer and its
 momentum, and a run resumed from them (--resume DIR) that goes on from kv.resumed_step
-ends bitwise where an uninterrupted run does; a shard server killed mid-run ends the
-attempt, and launch --max-restarts starts the job again from the newest checkpoint; a
+ends bitwise where an uninterrupted run does; a shard server killed mid-run is started
+again by launch (--max-restarts, 3 by default) and restores its keys from the newest
+checkpoint while the loops go on (or, with nothing in its place, the job ends saying so); a
 resume on another number of shard servers, and a key-value job's checkpoint flags without
 --checkpoint-every, are refused saying what to do."""
 import json
@@ -101,22 +102,74 @@ def child_with(parent, word):
     return None
 
 
-def test_a_lost_shard_server_restarts_the_job_from_its_newest_checkpoint(tmp_path):
-    ckpt = tmp_path / "ckpt"
-    # Slow steps, so the shard is killed mid-run, after two checkpoints were taken.
-    proc = launch(tmp_path, 40, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5", "--max-restarts", "1",
-                  pause="import time; time.sleep(0.05)", wait=False)
-    done = ckpt / "ckpt-000000000010" / "MANIFEST.tf"
+# A loop that prints what the store says after a shard was replaced: each step pushes
+# seeded gradients of both keys and pulls them; at the end it prints kv.restored_step.
+RESTORED = """
+    import sys, numpy as np, troupe
+    kv = troupe.kv.create(sys.argv[2])
+    w, b = np.zeros((8, 4), np.float32), np.zeros(3, np.float32)
+    kv.init('w', w)
+    kv.init('b', b)
+    kv.set_optimizer(lr=0.05, momentum=0.9)
+    for step in range(int(sys.argv[1])):
+        g = np.random.default_rng(1000 * step + kv.rank)
+        kv.push('w', g.standard_normal((8, 4)).astype(np.float32))
+        kv.push('b', g.standard_normal(3).astype(np.float32))
+        kv.wait(kv.pull('w', out=w))
+        kv.wait(kv.pull('b', out=b))
+        import time; time.sleep(0.05)
+    print('RESULT', kv.rank, kv.restored_step, w.tobytes().hex() + b.tobytes().hex(), flush=True)
+    kv.close()
+"""
+
+
+def kill_a_server_after(proc, ckpt, step):
+    """Kills a shard server of the launch `proc` once checkpoint `step` is complete."""
+    done = ckpt / f"ckpt-{step:012d}" / "MANIFEST.tf"
     deadline, server = time.time() + 120, None
     while time.time() < deadline and not (done.exists() and (server := child_with(proc.pid, "--role server"))):
         time.sleep(0.01)
-    assert server, "no checkpoint 10 and shard server to kill"
+    assert server, f"no checkpoint {step} and shard server to kill"
     os.kill(server, signal.SIGKILL)
+
+
+def test_a_lost_shard_server_is_replaced_while_the_loops_go_on(tmp_path):
+    # Note [Replacing a key-value shard]: launch starts the killed server again, the new one
+    # restores the lost shard's keys from the newest checkpoint, and both loops go on to
+    # their last step without an exception, each warned once and told the step.
+    for mode in ("dist_sync", "dist_async"):
+        ckpt = tmp_path / f"ckpt-{mode}"
+        path = tmp_path / "restored.py"
+        path.write_text(textwrap.dedent(RESTORED))
+        proc = subprocess.Popen(
+            [TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off", "--mode",
+             mode.removeprefix("dist_"), "--job-dir", str(tmp_path / f"job-{mode}"), "--checkpoint-dir", str(ckpt),
+             "--checkpoint-every", "5", "--", sys.executable, str(path), "40", mode],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+        kill_a_server_after(proc, ckpt, 10)
+        stdout, stderr = proc.communicate(timeout=240)
+        assert proc.returncode == 0, stderr[-3000:]
+        assert "the job lost a node" not in stderr, stderr[-3000:]  # nothing started again but the server
+        got = results(stderr)
+        assert len(got) == 2, stderr[-3000:]
+        # Each loop ran its 40 steps in its first start and was told the step its keys went
+        # back to: a checkpoint of at least 10.
+        assert got[0][1] == got[1][1] and int(got[0][1]) >= 10, stderr[-3000:]
+        assert stderr.count("(kv.restored_step), and the loop goes on") == 2, stderr[-3000:]  # warned once each
+        if mode == "dist_sync":  # both pull the same values after the last round
+            assert got[0][2] == got[1][2]
+        summary = json.loads(stdout.strip().splitlines()[-1])
+        assert summary["restarts"] == 0 and summary["restarts_in_place"] == 1, summary
+        assert list(summary["respawned"].values()) == [1] and "server" in next(iter(summary["respawned"])), summary
+
+
+def test_a_lost_shard_server_ends_the_job_when_nothing_takes_its_place(tmp_path):
+    # With --max-restarts 0 launch does not start it again: the job ends after
+    # --stall-timeout with shard_lost saying why, and the loops get that error.
+    ckpt = tmp_path / "ckpt"
+    proc = launch(tmp_path, 400, "--checkpoint-dir", str(ckpt), "--checkpoint-every", "5", "--stall-timeout", "2",
+                  "--max-restarts", "0", pause="import time; time.sleep(0.05)", wait=False)
+    kill_a_server_after(proc, ckpt, 5)
     _, stderr = proc.communicate(timeout=240)
-    assert proc.returncode == 0, stderr[-3000:]
-    assert "the job lost a node; starting every process again from the newest checkpoint" in stderr, stderr[-3000:]
-    # The second attempt's workers went on from a checkpoint of at least step 10 and ended
-    # the 40 steps together.
-    got = results(stderr)
-    assert len(got) == 2 and got[0][1] == got[1][1] and int(got[0][1]) >= 10, stderr[-3000:]
-    assert got[0][2] == got[1][2]
+    assert proc.returncode != 0
+    assert "no shard server joined in its place within --stall-timeout 2 s" in stderr, stderr[-3000:]

@@ -89,7 +89,9 @@ def test_two_processes_meet_in_sync_rounds_over_tls(tmp_path):
     assert got == [["0", "2", "-15.0", "-15.0"], ["1", "2", "-15.0", "-15.0"]]
     assert result["mode"] == "sync" and result["workers_lost"] == 0
     # Only what a key-value job's coordinator knows: no epochs or accuracy of its own.
-    assert set(result) == {"mode", "workers", "servers", "train_seconds", "workers_lost"}
+    assert set(result) == {"mode", "workers", "servers", "train_seconds", "workers_lost", "restarts_in_place",
+                           "restarts", "respawned"}
+    assert result["restarts"] == 0 and result["respawned"] == {} and result["restarts_in_place"] == 0
 
 
 @pytest.mark.parametrize("compressed", [False, True])

@@ -1,0 +1,111 @@
+// kv_member_state: what the key-value member's actor keeps (its place, the shards' handles,
+// the calls in flight and those held for a shard away) and the functions its two files
+// share: requests with deadlines that fail at once when the job is lost, and a shard lost
+// and back (kv_member_away.cpp, Note [A shard away]). Private to kv_member.cpp and
+// kv_member_away.cpp.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "actors/member_lanes.hpp"
+#include "client/kv_member.hpp"
+
+namespace troupe::kv::member_shell {
+
+using kv_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
+
+// A request waiting for its answer: how it fails, and the shard it went to (none: the
+// coordinator).
+struct in_flight {
+  std::function<void(const fault&)> fail;
+  std::optional<std::uint32_t> shard;
+};
+
+// A call held while its shard is away: what sends it once the shard is back, and how it
+// fails if the job ends first.
+struct held_call {
+  std::function<void()> send;
+  std::function<void(const fault&)> fail;
+};
+
+struct member_state {
+  member_options opts;
+  member_assignment place;
+  std::vector<shard_actor> shards;
+  std::optional<fault> lost;  // once set, every call fails with it
+  std::uint64_t next = 1;
+  std::map<std::uint64_t, in_flight> pending;
+  std::optional<kv_lanes> lanes;  // made at the join when opts.lanes
+  // Note [A shard away]: shards lost and not yet replaced, and the calls held for them.
+  std::vector<bool> away;
+  std::map<std::uint32_t, std::vector<held_call>> held;
+  static inline const char* name = "troupe.kv_member";
+};
+
+using member_pointer = caf::stateful_actor<member_state>*;
+
+inline std::chrono::milliseconds request_timeout(member_pointer self) {
+  return std::chrono::milliseconds(self->state.place.job.request_timeout_ms);
+}
+
+fault to_fault(const caf::error& e, std::chrono::milliseconds timeout);
+
+// Fails every call in flight, every held one and every later one with `f`.
+void lose(member_pointer self, fault f);
+
+// Sends a request and calls done exactly once: with the answer, the error, or the loss
+// of the job (whichever comes first). `shard`: the shard it goes to, whose loss fails it.
+template <class Reply, class Dest, class Done, class... Ts>
+void ask_to(member_pointer self, std::optional<std::uint32_t> shard, const Dest& dest,
+            std::chrono::milliseconds timeout, Done done, Ts&&... xs) {
+  auto& st = self->state;
+  if (st.lost) return done(*st.lost);
+  const auto id = st.next++;
+  st.pending.emplace(id, in_flight{[done](const fault& f) { done(f); }, shard});
+  self->request(dest, timeout, std::forward<Ts>(xs)...)
+      .then(
+          [=](Reply& r) {
+            if (self->state.pending.erase(id)) done(std::move(r));
+          },
+          [=](caf::error& e) {
+            if (self->state.pending.erase(id)) done(to_fault(e, timeout));
+          });
+}
+
+template <class Reply, class Dest, class Done, class... Ts>
+void ask(member_pointer self, const Dest& dest, std::chrono::milliseconds timeout, Done done, Ts&&... xs) {
+  ask_to<Reply>(self, std::nullopt, dest, timeout, std::move(done), std::forward<Ts>(xs)...);
+}
+
+// kv_member_away.cpp (Note [A shard away]).
+// Whether the job replaces a lost shard while its members go on.
+bool replaces_shards(member_pointer self);
+// Keeps call c, unsent, for send(self, c) once its shard is back, when that shard is away
+// and the job not lost; whether it did.
+template <class Call>
+bool held_while_away(member_pointer self, Call& c, void (*send)(member_pointer, Call&)) {
+  auto& st = self->state;
+  if (st.lost || c.shard >= st.away.size() || !st.away[c.shard]) return false;
+  auto call = std::make_shared<Call>(std::move(c));
+  st.held[call->shard].push_back({[self, call, send] { send(self, *call); }, [call](const fault& f) { call->done(f); }});
+  return true;
+}
+// The done of a push that a lost shard takes with it: answered with no versions.
+std::function<void(or_fault<kv_push_ack>)> lost_with_the_shard(member_pointer self, std::uint32_t s,
+                                                               std::function<void(or_fault<kv_push_ack>)> done);
+// The done of a pull that is asked again, of the shard's replacement, when its shard is lost.
+std::function<void(or_fault<kv_pull_reply>)> asked_again(member_pointer self, const member_call_pull& c);
+// Shard s went away: held (replaced) or the job is lost.
+void shard_down(member_pointer self, std::uint32_t s, const caf::error& reason);
+// The coordinator says shard b.shard is back.
+void shard_back(member_pointer self, const kv_shard_back& b);
+// The pull (kv_member.cpp), which asked_again sends once more.
+void pull(member_pointer self, member_call_pull& c);
+// Connects to the shard at host:port, retrying with a growing pause until `deadline`.
+void connect_shard(member_pointer self, std::uint32_t i, std::string host, std::uint16_t port,
+                   std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,
+                   std::function<void(or_fault<shard_actor>)> then);
+
+}  // namespace troupe::kv::member_shell
