@@ -9,8 +9,9 @@ namespace troupe::kv::member_shell {
 // Note [A shard away]
 // In a job that replaces a lost shard (Note [Replacing a key-value shard] in
 // core/job_shard_replacement.cpp: --checkpoint-dir, --on-shard-loss not fail) the member
-// does not fail the store's calls when a shard goes away. It marks the shard away, says so
-// in one info line, and until the coordinator says the shard is back (kv_shard_back):
+// does not fail the store's calls when a shard is lost (killed, or its node gone: a shard
+// the coordinator stops, at the job's end or failure, says why, and that ends the calls as
+// in any job). It marks the shard away, says so in one info line, and until the coordinator says the shard is back (kv_shard_back):
 //   - calls to it are held, unsent, in order, and sent to the replacement once it is
 //     there; the other shards' calls go on, so the loop is held only where it waits for
 //     one of them;
@@ -67,6 +68,8 @@ void shard_down(member_pointer self, std::uint32_t s, const caf::error& reason) 
   if (!replaces_shards(self))
     return lose(self, {errc::shard_lost, "shard " + std::to_string(s) + " was lost (" + describe(reason) +
                                              "); its parameters are gone, so the job cannot go on"});
+  // A shard the coordinator stopped says why (the job ended or failed); a lost one does not.
+  if (auto f = as_fault(reason)) return lose(self, *f);
   st.away[s] = true;
   spdlog::info("troupe.kv: shard {} was lost ({}); calls to it wait while the job puts a server in its place", s,
                describe(reason));
