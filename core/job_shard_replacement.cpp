@@ -18,6 +18,8 @@
 //     restores the lost shard's file of that checkpoint (values, the shards' optimizer and
 //     its state, versions) and starts with the live members; then every member is told
 //     where the shard is now and the step its keys went back to, and sends its held calls;
+//     the members named stragglers are named again, so the new shard's ssp bound leaves
+//     them out as the others' does (Note [Naming stragglers]);
 //   - member joins wait until then (the new shard must admit them too); a second shard
 //     lost meanwhile, or no server within --stall-timeout, ends the job with shard_lost.
 // Only the lost shard goes back: the others keep their progress. The keys on the lost
@@ -106,6 +108,8 @@ job_actions_list job_core::shard_replaced(std::uint32_t shard, time_point now) {
   for (std::uint32_t r = 0; r < members_.size(); ++r)
     if (members_[r].live && !members_[r].done && !admitting_.count(r)) a.to.push_back(r);
   out.push_back(std::move(a));
+  for (std::uint32_t r = 0; r < members_.size(); ++r)  // the new shard's ssp bound leaves them out too
+    if (members_[r].straggler && members_[r].live && !members_[r].done) out.push_back(name_straggler{r, true});
   out.push_back(note{"shard " + std::to_string(shard) + " is back with its keys from checkpoint " +
                      std::to_string(step) + "; the members go on"});
   for (ticket t : std::exchange(held_member_joins_, {})) admit_new_member(t, out);

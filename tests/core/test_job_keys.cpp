@@ -369,3 +369,27 @@ BOOST_AUTO_TEST_CASE(the_result_waits_for_the_checkpoints_under_way_when_the_las
   BOOST_REQUIRE(std::holds_alternative<job_result>(end.outcome));
   BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_written == 1);
 }
+
+BOOST_AUTO_TEST_CASE(a_straggler_is_named_again_to_the_replacement_shard) {
+  auto job = kv_job(3, 2);
+  job.mode = sync_mode::ssp;
+  job.checkpoints.dir = "ck";
+  job.checkpoints.every = 5;
+  auto core = running(job);
+  std::vector<name_straggler> named;
+  for (std::int64_t clock = 1; clock <= 4; ++clock)
+    for (std::uint32_t r = 0; r < 3; ++r) {
+      step_report s;
+      s.rank = r;
+      s.clock = clock;
+      s.busy_seconds = r == 2 ? 0.04 : 0.01;  // four times the others
+      for (const auto& n : all_of<name_straggler>(core.on_step(s, t0))) named.push_back(n);
+    }
+  BOOST_REQUIRE_EQUAL(named.size(), 1u);
+  core.on_shard_down(1, "killed");
+  core.replacement_checkpoint(checkpoint_10(core));
+  only<start_shard>(core.on_shard_join(50, shard_join{"job-kv", "h2", 7, ""}, t0));
+  const auto again = only<name_straggler>(core.shard_replaced(1, t0));
+  BOOST_TEST(again.rank == 2u);
+  BOOST_TEST(again.slow);
+}
