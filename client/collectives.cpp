@@ -1,5 +1,5 @@
 // collectives: cutting a store's collective calls into pieces over the shards, and
-// putting the answers back.
+// putting the answers back; with no shards, the calls round the members' ring.
 #include "client/collectives.hpp"
 
 #include <algorithm>
@@ -118,10 +118,40 @@ std::optional<fault> elementwise(kv_transport& t, const collective_call& call, c
                   });
 }
 
+// --mode allreduce with a command: the call round the members' ring (Note [A ring of
+// users' loops] in client/kv_member_ring.cpp), on a copy of `in` whose result goes to
+// `out` (null: not wanted).
+or_fault<tensor> ring_call(kv_transport& t, const collective_call& call, std::uint8_t kind, const float* in,
+                           std::int64_t n, reduce_op op, std::uint32_t root, std::vector<std::int64_t> counts = {}) {
+  kv_transport::ring_request r;
+  r.kind = kind;
+  r.name = call.name;
+  r.op = op;
+  r.root = root;
+  r.values = tensor::uninitialized(shape{n});
+  if (n && in) std::copy_n(in, n, r.values.data<float>());
+  r.counts = std::move(counts);
+  r.timeout = call.timeout;
+  return t.ring(std::move(r));
+}
+
+std::optional<fault> ring_elementwise(kv_transport& t, const collective_call& call, std::uint8_t kind, const float* in,
+                                      float* out, std::int64_t n, reduce_op op, std::uint32_t root) {
+  auto r = ring_call(t, call, kind, in, n, op, root);
+  if (auto* f = std::get_if<fault>(&r)) return *f;
+  const tensor& v = std::get<tensor>(r);
+  if (v.numel() != n) return wrong_answer(call, 0, "does not hold " + std::to_string(n) + " elements");
+  if (out && n) std::copy_n(v.data<float>(), n, out);
+  return std::nullopt;
+}
+
+bool rings(const kv_transport& t) { return t.shards() == 0 && t.mode() == sync_mode::allreduce; }
+
 }  // namespace
 
 std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call, const float* in, float* out,
                                    std::int64_t n, reduce_op op) {
+  if (rings(t)) return ring_elementwise(t, call, 0, in, out, n, op, 0);
   kv_collective like;
   like.kind = collective_kind::reduce;
   like.op = op;
@@ -131,6 +161,7 @@ std::optional<fault> run_allreduce(kv_transport& t, const collective_call& call,
 // The root's answer carries no data (the shard sends it none): it has the values.
 std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call, float* value, std::int64_t n,
                                    std::uint32_t root) {
+  if (rings(t)) return ring_elementwise(t, call, 1, value, value, n, reduce_op::sum, root);
   kv_collective like;
   like.kind = collective_kind::broadcast;
   like.root = root;
@@ -140,10 +171,46 @@ std::optional<fault> run_broadcast(kv_transport& t, const collective_call& call,
 
 namespace {
 
+// In a ring, every member's shape as a block of 1 + 2 * ring_most_dims floats: the
+// number of dimensions, then each as two 24-bit halves (exact in a float).
+constexpr std::size_t ring_most_dims = 7;
+
+or_fault<kv_collective_reply> ring_shapes(kv_transport& t, const collective_call& call,
+                                          const std::vector<std::int64_t>& dims) {
+  constexpr std::int64_t block = 1 + 2 * ring_most_dims, half = std::int64_t{1} << 24;
+  if (dims.size() > ring_most_dims || std::any_of(dims.begin(), dims.end(), [](auto d) { return d >= half * half; }))
+    return fault{errc::bad_shape, "allgather \"" + call.name + "\": shape " + dims_str(dims) + " has more than " +
+                                      std::to_string(ring_most_dims) + " dimensions or one of 2^48 or more"};
+  std::vector<float> mine(block, 0.f);
+  mine[0] = static_cast<float>(dims.size());
+  for (std::size_t i = 0; i < dims.size(); ++i) {
+    mine[1 + 2 * i] = static_cast<float>(dims[i] / half);
+    mine[2 + 2 * i] = static_cast<float>(dims[i] % half);
+  }
+  const std::uint32_t world = t.workers();
+  collective_call sizes = call;
+  sizes.name += "/sizes";
+  auto r = ring_call(t, sizes, 2, mine.data(), block, reduce_op::sum, 0, std::vector<std::int64_t>(world, block));
+  if (auto* f = std::get_if<fault>(&r)) return *f;
+  const tensor& all = std::get<tensor>(r);
+  if (all.numel() != block * world) return wrong_answer(call, 0, "of the shapes does not hold every worker's");
+  kv_collective_reply shapes;
+  const float* x = all.data<float>();
+  for (std::uint32_t j = 0; j < world; ++j, x += block) {
+    shapes.ranks.push_back(j);
+    std::vector<std::int64_t> d(static_cast<std::size_t>(std::clamp<float>(x[0], 0.f, ring_most_dims)));
+    for (std::size_t i = 0; i < d.size(); ++i)
+      d[i] = static_cast<std::int64_t>(x[1 + 2 * i]) * half + static_cast<std::int64_t>(x[2 + 2 * i]);
+    shapes.dims.push_back(std::move(d));
+  }
+  return shapes;
+}
+
 // An allgather's first round: every member's shape, so that each knows where every
 // element lands.
 or_fault<kv_collective_reply> gather_shapes(kv_transport& t, const collective_call& call,
                                             const std::vector<std::int64_t>& dims) {
+  if (rings(t)) return ring_shapes(t, call, dims);
   kv_collective_reply shapes;
   kv_collective sizes;
   sizes.name = "sizes";
@@ -206,6 +273,15 @@ or_fault<gathered_tensor> run_allgather(kv_transport& t, const collective_call& 
   auto laid = lay_out(std::get<kv_collective_reply>(shapes), dims, t.rank(), call);
   if (auto* f = std::get_if<fault>(&laid)) return *f;
   const gather_layout& l = std::get<gather_layout>(laid);
+  if (rings(t)) {  // the blocks come in rank order, where the layout puts them
+    auto r = ring_call(t, call, 2, in, product(dims), reduce_op::sum, 0, l.counts);
+    if (auto* f = std::get_if<fault>(&r)) return *f;
+    const tensor& all = std::get<tensor>(r);
+    if (all.numel() != static_cast<std::int64_t>(l.out->data.size()))
+      return wrong_answer(call, 0, "does not hold every worker's elements");
+    std::copy_n(all.data<float>(), all.numel(), l.out->data.data());
+    return std::move(*l.out);
+  }
   const auto out = l.out;
   const std::vector<std::int64_t> counts = l.counts, offsets = l.offsets;
   const std::int64_t largest = l.largest;

@@ -3,7 +3,9 @@
 // `piece_bound` elements, piece i going to shard i mod (shards); every piece is sent at
 // once, and the answers are written back into the caller's array as they come. A call
 // that fails or times out revokes the array (Note [Abandoned calls]): nothing touches it
-// after the call returns.
+// after the call returns. In a job with no shards (--mode allreduce with a command) a
+// call goes round the members' ring instead, on a copy of the caller's array (Note [A
+// ring of users' loops] in client/kv_member_ring.cpp).
 #pragma once
 
 #include <chrono>

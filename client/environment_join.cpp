@@ -54,6 +54,16 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
     };
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
   opts.wanted_rank = std::get<std::int32_t>(index);
+  // Where ring neighbours reach this member (Note [A ring of users' loops] in
+  // client/kv_member_ring.cpp): published in every job, since the mode comes with the welcome.
+  opts.publish = [sys = sys.get(), at = plan->listen, host = plan->advertise,
+                  tls = plan->tls.any()](const caf::actor& member) -> or_fault<std::pair<std::string, std::uint16_t>> {
+    auto port = publish_on(*sys, caf::actor_cast<stage_actor>(member), at, tls);
+    if (!port)
+      return fault{errc::bad_job, "cannot listen on " + at.str() + " for this worker's ring neighbours: " +
+                                      describe(port.error()) + "; set TROUPE_LISTEN to a free HOST:PORT"};
+    return std::make_pair(host, *port);
+  };
   auto lanes = member_lanes_for(*plan);
   if (!lanes) return fault{errc::bad_job, lanes.error().message};
   opts.lanes = *lanes;

@@ -24,6 +24,7 @@ void lose(member_pointer self, fault f) {
   for (auto& [s, calls] : std::exchange(st.held, {}))
     for (auto& call : calls) call.fail(f);
   if (st.lanes) st.lanes->fail_all(f);
+  fail_ring_calls(self, f);
 }
 
 namespace {
@@ -106,6 +107,7 @@ void watch_the_job(member_pointer self) {
     auto& st = self->state;
     if (dm.source == st.opts.coordinator.address())
       return lose(self, {errc::shard_lost, "the job's coordinator went away (" + describe(dm.reason) + ")"});
+    if (ring_neighbour_down(self, dm)) return;
     for (std::uint32_t s = 0; s < st.shards.size(); ++s)
       if (dm.source == st.shards[s].address()) return shard_down(self, s, dm.reason);
   });
@@ -123,11 +125,20 @@ void watch_the_job(member_pointer self) {
 
 void join(member_pointer self, member_call_join& c) {
   auto& st = self->state;
-  auto done = c.done;
+  auto answer = c.done;
   self->request(st.opts.coordinator, st.opts.connect_timeout, join_atom::value,
-                worker_join{c.job_id, {}, 0, {}, c.proof, st.opts.wanted_rank})
+                worker_join{c.job_id, c.host, c.port, {}, c.proof, st.opts.wanted_rank})
       .then(
           [=](worker_welcome& w) {
+            // Joined once the shards are reached and the ring (if any) is wired.
+            auto welcome = std::make_shared<worker_welcome>(w);
+            auto done = [self, welcome, answer](or_fault<member_assignment> r) {
+              if (std::holds_alternative<fault>(r)) return answer(std::move(r));
+              wire_kv_ring(self, *welcome, [self, answer](std::optional<fault> f) {
+                if (f) return answer(*f);
+                answer(self->state.place);
+              });
+            };
             self->state.place = std::move(w.place);
             if (!w.shards.empty() || self->state.place.shard_hosts.empty()) {
               self->state.shards = std::move(w.shards);
@@ -138,7 +149,7 @@ void join(member_pointer self, member_call_join& c) {
             connect_shards(self, 0, std::chrono::steady_clock::now() + self->state.opts.connect_timeout, done);
           },
           [=](caf::error& e) {
-            done(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
+            answer(fault{as_fault(e) ? as_fault(e)->code : errc::stalled,
                        "the coordinator refused or did not answer the join: " + describe(e) +
                            (troupe_code(e) == errc::not_member ? " (does this process hold the job's secret?)" : "")});
           });
@@ -246,6 +257,10 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](const member_call_step& c) { report_step(self, c); },
       [=](member_call_close& c) { leave(self, c); },
       [=](kv_back_atom, const kv_shard_back& b) { shard_back(self, b); },
+      [=](member_call_ring& c) { take_ring_call(self, c); },
+      [=](const member_ring_overdue& o) { on_ring_overdue(self, o); },
+      [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
+      [=](ring_atom, ring_piece& p) { on_ring_piece(self, p); },
   };
 }
 

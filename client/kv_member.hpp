@@ -23,9 +23,14 @@
 
 namespace troupe::kv {
 
+// host, port: where this member's ring neighbours reach it (its published actor; empty in
+// one process), in a job that rings (Note [A ring of users' loops] in
+// client/kv_member_ring.cpp).
 struct member_call_join {
   std::string job_id, proof;
   std::function<void(or_fault<member_assignment>)> done;
+  std::string host;
+  std::uint16_t port = 0;
 };
 struct member_call_init {
   kv_init msg;
@@ -73,6 +78,25 @@ struct member_call_collective {
   std::function<void(or_fault<kv_collective_reply>)> done;
   std::size_t bytes = 0;  // the answer's f32 bytes, when known (0: not known)
   bool lane = true;
+};
+// One collective round the ring of a job with no shards (Note [A ring of users' loops] in
+// client/kv_member_ring.cpp). `values`: this member's input (f32, contiguous); for
+// reduce and broadcast also the result, for gather `out` (the sum of `counts`, one per
+// rank) is. `done` gets the result, or why not, once: within `timeout`.
+enum class ring_kind : std::uint8_t { reduce, broadcast, gather };
+struct member_call_ring {
+  ring_kind kind = ring_kind::reduce;
+  std::string name;  // the same on every member for the same call
+  reduce_op op = reduce_op::sum;
+  std::uint32_t root = 0;
+  tensor values, out;
+  std::vector<std::int64_t> counts;
+  std::chrono::milliseconds timeout{0};
+  std::function<void(or_fault<tensor>)> done;
+};
+// The ring call numbered `call` was not done within its timeout.
+struct member_ring_overdue {
+  std::uint64_t call = 0;
 };
 // The loop ended a step (Note [Steps of a user's loop] in client/step_meter.hpp): a step
 // report to the coordinator.
@@ -122,6 +146,10 @@ struct member_options {
   std::shared_ptr<lane::member_end> lanes;
   // Where the steps that replaced shards went back to are noted (none: not noted).
   std::shared_ptr<shard_restores> restores;
+  // Across nodes: publishes the member's actor where its ring neighbours can reach it,
+  // giving the host and port it joins with (Note [A ring of users' loops] in
+  // client/kv_member_ring.cpp); unset in one process.
+  std::function<or_fault<std::pair<std::string, std::uint16_t>>(const caf::actor&)> publish;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);
@@ -139,3 +167,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_close)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_step)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_collective)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_retry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_call_ring)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::kv::member_ring_overdue)

@@ -30,10 +30,7 @@ namespace troupe::kv::member_shell {
 // replacement never came, or another shard was lost), every held call fails with the
 // job's error.
 
-bool replaces_shards(member_pointer self) {
-  const job_spec& job = self->state.place.job;
-  return job.kv && restarts_on_shard_loss(job);
-}
+bool replaces_shards(member_pointer self) { return replaces_kv_shards(self->state.place.job); }
 
 std::function<void(or_fault<kv_push_ack>)> lost_with_the_shard(member_pointer self, std::uint32_t s,
                                                                std::function<void(or_fault<kv_push_ack>)> done) {
@@ -122,35 +119,44 @@ void shard_back(member_pointer self, const kv_shard_back& b) {
                 });
 }
 
-// A shard node busy with other handshakes (every member connects at once) may refuse or
-// close one: each connection is retried with a growing pause until `deadline`, as a
-// stage's is.
-void connect_shard(member_pointer self, std::uint32_t i, std::string host, std::uint16_t port,
-                   std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,
-                   std::function<void(or_fault<shard_actor>)> then) {
+// A node busy with other handshakes (every member connects at once) may refuse or close
+// one: each connection is retried with a growing pause until `deadline`, as a stage's is.
+void connect_peer(member_pointer self, std::string peer, const char* role, std::string host, std::uint16_t port,
+                  std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,
+                  std::function<void(or_fault<caf::strong_actor_ptr>)> then) {
   using steady = std::chrono::steady_clock;
   auto& st = self->state;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
-  if (st.opts.expect_peer) st.opts.expect_peer(host, port, "server");
+  if (st.opts.expect_peer) st.opts.expect_peer(host, port, role);
+  const errc lost = std::string_view(role) == "server" ? errc::shard_lost : errc::stage_lost;
   self->request(*st.opts.connector, std::max(left, std::chrono::milliseconds(1)), caf::connect_atom::value, host, port)
       .then(
           [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             if (!ptr)
-              return then(fault{errc::shard_lost, "nothing is published at " + host + ":" + std::to_string(port) +
-                                                      " where shard " + std::to_string(i) + " should be"});
-            then(caf::actor_cast<shard_actor>(std::move(ptr)));
+              return then(fault{lost, "nothing is published at " + host + ":" + std::to_string(port) + " where " +
+                                          peer + " should be"});
+            then(std::move(ptr));
           },
           [=](caf::error& e) {
             if (steady::now() + pause < deadline) {
-              spdlog::warn("troupe.kv: shard {} at {}:{} not reachable yet ({}); retrying", i, host, port, describe(e));
+              spdlog::warn("troupe.kv: {} at {}:{} not reachable yet ({}); retrying", peer, host, port, describe(e));
               self->delayed_send(self, pause, member_call_retry{[=] {
-                                   connect_shard(self, i, host, port, deadline, pause * 2, then);
+                                   connect_peer(self, peer, role, host, port, deadline, pause * 2, then);
                                  }});
               return;
             }
-            then(fault{errc::shard_lost, "cannot reach shard " + std::to_string(i) + " at " + host + ":" +
-                                             std::to_string(port) + ": " + describe(e)});
+            then(fault{lost, "cannot reach " + peer + " at " + host + ":" + std::to_string(port) + ": " + describe(e)});
           });
+}
+
+void connect_shard(member_pointer self, std::uint32_t i, std::string host, std::uint16_t port,
+                   std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,
+                   std::function<void(or_fault<shard_actor>)> then) {
+  connect_peer(self, "shard " + std::to_string(i), "server", std::move(host), port, deadline, pause,
+               [then = std::move(then)](or_fault<caf::strong_actor_ptr> r) {
+                 if (auto* f = std::get_if<fault>(&r)) return then(*f);
+                 then(caf::actor_cast<shard_actor>(std::get<caf::strong_actor_ptr>(std::move(r))));
+               });
 }
 
 }  // namespace troupe::kv::member_shell

@@ -5,12 +5,14 @@
 // kv_member_away.cpp.
 #pragma once
 
+#include <deque>
 #include <map>
 #include <optional>
 #include <vector>
 
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
+#include "core/ring_collective.hpp"
 
 namespace troupe::kv::member_shell {
 
@@ -30,6 +32,25 @@ struct held_call {
   std::function<void(const fault&)> fail;
 };
 
+// Note [A ring of users' loops] (kv_member_ring.cpp): the neighbours, and the calls.
+struct ring_turn {  // a call numbered `number` (in arrival order, alike on every member)
+  member_call_ring call;
+  std::uint64_t number = 0;
+  std::optional<ring_collective> ring;  // once started
+};
+struct ring_state {
+  bool on = false;  // this member is in a ring (set at the welcome)
+  stage_actor prev, next;
+  member_identity prev_identity, next_identity;  // across nodes: whose hellos wire prev and next
+  std::function<void()> on_prev_hello, on_next_hello;  // set while that hello is awaited
+  std::vector<std::pair<stage_actor, stage_hello>> early_hellos;  // came before the welcome
+  std::uint64_t calls = 0;        // calls taken so far; the next one's number
+  std::deque<ring_turn> turns;    // the call in progress (front, started) and those waiting
+  std::map<std::uint64_t, std::vector<ring_piece>> early;  // pieces of later calls, by number
+  std::size_t early_pieces = 0;
+  std::optional<fault> broken;    // once set, every ring call fails with it
+};
+
 struct member_state {
   member_options opts;
   member_assignment place;
@@ -41,6 +62,7 @@ struct member_state {
   // Note [A shard away]: shards lost and not yet replaced, and the calls held for them.
   std::vector<bool> away;
   std::map<std::uint32_t, std::vector<held_call>> held;
+  ring_state ring;
   static inline const char* name = "troupe.kv_member";
 };
 
@@ -103,6 +125,24 @@ void shard_down(member_pointer self, std::uint32_t s, const caf::error& reason);
 void shard_back(member_pointer self, const kv_shard_back& b);
 // The pull (kv_member.cpp), which asked_again sends once more.
 void pull(member_pointer self, member_call_pull& c);
+// kv_member_ring.cpp (Note [A ring of users' loops]).
+// After the welcome: reaches the ring neighbours it names, then calls `done` (with why
+// not); at once when the job does not ring.
+void wire_kv_ring(member_pointer self, const worker_welcome& w, std::function<void(std::optional<fault>)> done);
+void on_ring_hello(member_pointer self, const stage_hello& h);
+void on_ring_piece(member_pointer self, ring_piece& p);
+void take_ring_call(member_pointer self, member_call_ring& c);
+void on_ring_overdue(member_pointer self, const member_ring_overdue& o);
+// Whether `source` was a ring neighbour, whose going away broke the ring.
+bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm);
+// The job is lost: every ring call fails with it.
+void fail_ring_calls(member_pointer self, const fault& f);
+
+// Connects to the actor published at host:port (`peer` names it, with the certificate role
+// it must present), retrying with a growing pause until `deadline`.
+void connect_peer(member_pointer self, std::string peer, const char* role, std::string host, std::uint16_t port,
+                  std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,
+                  std::function<void(or_fault<caf::strong_actor_ptr>)> then);
 // Connects to the shard at host:port, retrying with a growing pause until `deadline`.
 void connect_shard(member_pointer self, std::uint32_t i, std::string host, std::uint16_t port,
                    std::chrono::steady_clock::time_point deadline, std::chrono::milliseconds pause,

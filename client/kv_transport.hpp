@@ -93,6 +93,22 @@ class kv_transport {
   virtual void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
                           std::chrono::milliseconds timeout,
                           std::function<void(or_fault<kv_collective_reply>)> done) = 0;
+  // --mode allreduce with a command (shards() == 0): one collective round the members'
+  // ring (Note [A ring of users' loops] in client/kv_member_ring.cpp). kind 0: all-reduce
+  // of `values` by `op`; 1: broadcast of root's `values`; 2: all-gather of `values` into a
+  // tensor of the sum of `counts` (one per rank). The result, or why not, within `timeout`.
+  struct ring_request {
+    std::uint8_t kind = 0;
+    std::string name;
+    reduce_op op = reduce_op::sum;
+    std::uint32_t root = 0;
+    tensor values;
+    std::vector<std::int64_t> counts;
+    std::chrono::milliseconds timeout{0};
+  };
+  virtual or_fault<tensor> ring(ring_request) {
+    return fault{errc::bad_job, "this store's job has shard servers; its collectives go through them"};
+  }
   // The loop ended its step `number`, computing for `busy_seconds` of it (Note [Steps of a
   // user's loop] in client/step_meter.hpp): a step report to the coordinator, which names
   // stragglers from them. In one process there is no coordinator: nothing.

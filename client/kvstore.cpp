@@ -65,8 +65,10 @@ std::unique_ptr<kvstore> wrap_transport(std::unique_ptr<kv_transport> transport,
 
 std::unique_ptr<kvstore> kvstore::open(const options& opts) {
   if (opts.type == "local") return std::move(open_local_group(opts, 1).front());
-  if (opts.type != "dist" && opts.type != "dist_sync" && opts.type != "dist_async" && opts.type != "dist_ssp")
-    raise(fault{errc::bad_job, "type " + opts.type + " is not local, dist, dist_sync, dist_async or dist_ssp"});
+  if (opts.type != "dist" && opts.type != "dist_sync" && opts.type != "dist_async" && opts.type != "dist_ssp" &&
+      opts.type != "dist_allreduce")
+    raise(fault{errc::bad_job,
+                "type " + opts.type + " is not local, dist, dist_sync, dist_async, dist_ssp or dist_allreduce"});
   if (opts.timeout.count() <= 0) raise(fault{errc::bad_job, "timeout must be positive"});
   return wrap_transport(take(join_from_environment(current_environment(), opts.type)), opts);
 }

@@ -12,6 +12,7 @@
 #include "client/borrowed_push.hpp"
 #include "client/heap_returner.hpp"
 #include "client/pull_answer.hpp"
+#include "client/transport_waits.hpp"
 #include "client/pulled_views.hpp"
 #include "client/push_compressor.hpp"
 #include "core/channel_pool.hpp"
@@ -21,47 +22,11 @@ namespace troupe::kv {
 
 namespace {
 
-// Whether a call failed because it was not answered in time (its slot may still be used).
-template <class T>
-bool timed_out(const or_fault<T>& r) {
-  const auto* f = std::get_if<fault>(&r);
-  return f && f->code == errc::timed_out;
-}
-
-// What the transport moved, counted from any thread.
-class transfer_counters {
- public:
-  void add(bool shared, std::size_t bytes) {
-    (shared ? shared_calls_ : network_calls_).fetch_add(1, std::memory_order_relaxed);
-    (shared ? shared_bytes_ : network_bytes_).fetch_add(bytes, std::memory_order_relaxed);
-  }
-  transfer_stats get() const {
-    return {shared_calls_.load(), network_calls_.load(), shared_bytes_.load(), network_bytes_.load()};
-  }
-
- private:
-  std::atomic<std::uint64_t> shared_calls_{0}, network_calls_{0}, shared_bytes_{0}, network_bytes_{0};
-};
-
 // A user's loop has many calls in flight to one shard (troupe.torch pushes and pulls every
 // parameter from its own gradient hook), so a key-value member keeps a few channels per
 // shard; calls under 4,096 floats go in the message, and a new channel's slots hold 1 MiB
 // at least, so small keys share channels.
 constexpr shm::channel_pool::limits kv_channel_limits{4096, 8, std::size_t{1} << 20};
-
-// What a call that its caller abandoned reports (Note [Abandoned calls]); nobody waits
-// for it any more.
-fault abandoned() {
-  return fault{errc::timed_out, "the caller stopped waiting for this call; its arrays were not used since"};
-}
-
-// Waits for a blocking call's answer, at most `timeout`.
-template <class T>
-or_fault<T> await(std::future<or_fault<T>>& f, std::chrono::milliseconds timeout, const std::string& what) {
-  if (f.wait_for(timeout) != std::future_status::ready)
-    return fault{errc::timed_out, what + ": no answer within " + std::to_string(timeout.count()) + " ms"};
-  return f.get();
-}
 
 class remote_transport final : public kv_transport {
  public:
@@ -73,6 +38,7 @@ class remote_transport final : public kv_transport {
       : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys), fast_path_tag_(std::move(fast_path_tag)) {
     connect_timeout_ = opts.connect_timeout;
     opts.restores = restores_;
+    publish_ = opts.publish;
     member_ = spawn_kv_member(sys_, std::move(opts));
   }
 
@@ -85,8 +51,13 @@ class remote_transport final : public kv_transport {
   std::optional<fault> join(const std::string& job_id, const std::string& proof) {
     auto p = std::make_shared<std::promise<or_fault<member_assignment>>>();
     auto f = p->get_future();
-    caf::anon_send(member_,
-                   member_call_join{job_id, proof, [p](or_fault<member_assignment> r) { p->set_value(std::move(r)); }});
+    member_call_join call{job_id, proof, [p](or_fault<member_assignment> r) { p->set_value(std::move(r)); }, {}, 0};
+    if (publish_) {  // Note [A ring of users' loops]
+      auto at = publish_(member_);
+      if (auto* e = std::get_if<fault>(&at)) return *e;
+      std::tie(call.host, call.port) = std::get<std::pair<std::string, std::uint16_t>>(at);
+    }
+    caf::anon_send(member_, std::move(call));
     auto r = await(f, connect_timeout_ + std::chrono::seconds(5), "joining the job");
     if (auto* e = std::get_if<fault>(&r)) return *e;
     place_ = std::get<member_assignment>(std::move(r));
@@ -324,6 +295,17 @@ class remote_transport final : public kv_transport {
                      over_the_network(shard)});
   }
 
+  or_fault<tensor> ring(ring_request r) override {
+    auto p = std::make_shared<std::promise<or_fault<tensor>>>();
+    auto f = p->get_future();
+    const std::string what = "collective \"" + r.name + "\"";
+    const auto wait = r.timeout + std::chrono::seconds(1);  // the member's own deadline comes first
+    caf::anon_send(member_, member_call_ring{static_cast<ring_kind>(r.kind), std::move(r.name), r.op, r.root,
+                                             std::move(r.values), {}, std::move(r.counts), r.timeout,
+                                             [p](or_fault<tensor> x) { p->set_value(std::move(x)); }});
+    return await(f, wait, what);
+  }
+
   void close() override {
     if (closed_ || !member_) return;
     closed_ = true;
@@ -365,6 +347,7 @@ class remote_transport final : public kv_transport {
   std::unique_ptr<caf::actor_system> owned_;
   caf::actor_system& sys_;
   caf::actor member_;
+  std::function<or_fault<std::pair<std::string, std::uint16_t>>(const caf::actor&)> publish_;
   member_assignment place_;
   std::chrono::milliseconds connect_timeout_{30000};
   bool closed_ = false;

@@ -125,6 +125,10 @@ bool restarts_on_shard_loss(const job_spec& job) {
   return job.checkpoints.on_shard_loss != shard_loss::fail;
 }
 
+bool replaces_kv_shards(const job_spec& job) { return job.kv && restarts_on_shard_loss(job); }
+
+bool rings_kv_members(const job_spec& job) { return job.kv && job.mode == sync_mode::allreduce; }
+
 bool waits_for_restart(const job_spec& job, const fault& f) {
   return restarts_on_shard_loss(job) &&
          (f.code == errc::shard_lost || f.code == errc::stalled || f.code == errc::timed_out);
@@ -137,19 +141,21 @@ std::optional<std::string> validate_layout(const job_spec& job) {
   if (job.workers < 1 || job.workers > 4096) return "--workers must be between 1 and 4096";
   if (job.servers > 1024) return "--servers must be between 0 and 1024";
   if (job.pipeline_stages < 1 || job.pipeline_stages > 64) return "--pipeline-stages must be between 1 and 64";
-  if (job.mode == sync_mode::allreduce && (job.servers != 0 || job.kv))
+  if (job.mode == sync_mode::allreduce && job.servers != 0)
     return "--mode allreduce sums the gradients among the replicas themselves, with no shard servers: drop "
-           "--servers (or give 0) and --kv";
+           "--servers (or give 0)";
   if (job.mode == sync_mode::allreduce && job.ring_op != reduce_op::sum && job.ring_op != reduce_op::avg)
     return "--allreduce-op must be sum or avg";
   if (job.ring_piece_elems < 1) return "the ring's pieces must hold at least one element";
+  if (job.kv && ((job.servers < 1 && job.mode != sync_mode::allreduce) || job.pipeline_stages != 1 ||
+                 job.local_reduce))
+    return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 (or --mode allreduce, whose workers reduce "
+           "round a ring) and no --pipeline-stages or --local-reduce: its workers are users' programs with their own "
+           "keys";
   if (job.servers == 0 && job.workers != 1 && job.mode != sync_mode::allreduce)
     return "--servers 0 applies the optimizer inside the stages of a single pipeline; use --workers 1 (or "
            "--replicas 1), give the replicas shard servers to share parameters through, or use --mode allreduce";
   if (job.microbatches < 1 || job.microbatches > 4096) return "--microbatches must be between 1 and 4096";
-  if (job.kv && (job.servers < 1 || job.pipeline_stages != 1 || job.local_reduce))
-    return "a key-value job (launch ... -- COMMAND) needs --servers >= 1 and no --pipeline-stages or --local-reduce: "
-           "its workers are users' programs with their own keys";
   if (job.local_reduce && job.mode == sync_mode::allreduce &&
       (job.pipeline_stages != 1 || job.simulate_compute_ms > 0))
     return "--local-reduce with --mode allreduce sums gradients within each node before one worker per node "
@@ -209,6 +215,9 @@ std::optional<std::string> validate_checkpoints(const job_spec& job) {
   if (!job.checkpoints.dir.empty() && job.kv && (job.checkpoints.every < 1 || job.checkpoints.seconds > 0.0))
     return "--checkpoint-dir in a key-value job (launch ... -- COMMAND) needs --checkpoint-every N: its programs' "
            "keys are checkpointed every N rounds (it has no epochs, and --checkpoint-seconds is for training jobs)";
+  if (!job.checkpoints.dir.empty() && rings_kv_members(job))
+    return "--checkpoint-dir keeps what shard servers hold; with --mode allreduce and a command every worker holds "
+           "its own parameters, so save them from the loop (rank 0's torch.save, for one) and leave it out";
   if (job.checkpoints.every < 0) return "--checkpoint-every must be 0 (every epoch's end only) or more steps";
   if (!(job.checkpoints.seconds >= 0.0)) return "--checkpoint-seconds must be 0 (off) or more seconds";
   if (job.checkpoints.keep < 1) return "--keep-checkpoints must be at least 1";
@@ -233,6 +242,9 @@ std::optional<std::string> validate_rules(const job_spec& job) {
     return "--min-workers: " + std::string(name_of(job.mode)) +
            " training jobs go on without a lost worker already (its samples go to the others); it is for key-value "
            "jobs (launch ... -- COMMAND) and --mode allreduce, whose ring cannot. Leave it out";
+  if (job.min_workers > 0 && rings_kv_members(job))
+    return "--min-workers: the ring of --mode allreduce with a command cannot go on without a worker yet (each "
+           "call's pieces pass through every worker); leave it out";
   if (job.min_workers > job.workers)
     return "--min-workers " + std::to_string(job.min_workers) + " is more than the job's " +
            std::to_string(job.workers) + " workers; give at most " + std::to_string(job.workers);

@@ -160,6 +160,13 @@ std::uint32_t members(const job_spec& job);
 // job's replacement restores the lost shard's keys while the loops go on (Note
 // [Replacing a key-value shard] in core/job_shard_replacement.cpp).
 bool restarts_on_shard_loss(const job_spec& job);
+// A key-value job whose lost shard is replaced while its members go on (Note [Replacing
+// a key-value shard]); the job's core and every member's store decide it alike.
+bool replaces_kv_shards(const job_spec& job);
+// A key-value job with no shard servers, whose members reduce round a ring of their own
+// (Note [A ring of users' loops] in client/kv_member_ring.cpp): --mode allreduce with a
+// command.
+bool rings_kv_members(const job_spec& job);
 // Note [Parked members] (actors/stage_parking.cpp): whether a member of `job` that would
 // stop with `f` (a shard gone, a pull or connection that failed) waits for the
 // coordinator's restart in place instead.

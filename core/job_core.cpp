@@ -89,7 +89,9 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
   job_actions_list out;
   if (phase_ == job_phase::training) {
-    if (job_.kv && replacing_)  // the new shard must admit it too (Note [Replacing a key-value shard])
+    if (rings_kv_members(job_))
+      out.push_back(refuse{t, ring_is_full()});
+    else if (job_.kv && replacing_)  // the new shard must admit it too (Note [Replacing a key-value shard])
       held_member_joins_.push_back(t);
     else if (job_.kv)
       admit_new_member(t, out);
@@ -98,7 +100,8 @@ job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_p
     return out;
   }
   // A key-value job takes more members than it waits for (Note [Jobs of keys]); they are
-  // admitted once the shards have started.
+  // admitted once the shards have started. A ring has its members.
+  if (rings_kv_members(job_) && pending_joins_.size() >= members(job_)) return {refuse{t, ring_is_full()}};
   if (!job_.kv && (phase_ != job_phase::admitting || pending_joins_.size() >= members(job_)))
     return {refuse{t,
                    {errc::cluster_full, "the job already has its " + std::to_string(members(job_)) + " workers" +
@@ -236,6 +239,12 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
   a.shard_ports = shard_ports_;
   if (job_.kv) {  // Note [Jobs of keys]: no model to place, and as many members as have joined
     a.world = static_cast<std::uint32_t>(members_.size());
+    if (const auto seat = seat_in(a.ring, rank)) {  // Note [A ring of users' loops] in client/kv_member_ring.cpp
+      a.ring_prev_host = members_[seat->prev].host;
+      a.ring_prev_port = members_[seat->prev].port;
+      a.ring_next_host = members_[seat->next].host;
+      a.ring_next_port = members_[seat->next].port;
+    }
     return a;
   }
   const std::uint32_t k = job_.pipeline_stages, stage = rank % k;
@@ -268,6 +277,12 @@ member_assignment job_core::assignment(std::uint32_t rank, std::int64_t resume_c
   if (resume_ && (job_.servers == 0 || (keeps_residuals(job_) && resume_clock == resume_->clock)))
     a.resume = resume_->shards;
   return a;
+}
+
+fault job_core::ring_is_full() const {
+  return {errc::cluster_full, "the job's ring already has its " + std::to_string(job_.workers) +
+                                  " workers (--mode allreduce with a command takes no more, before or after the "
+                                  "start)"};
 }
 
 // ---------------------------------------------------------------------------------------

@@ -334,6 +334,10 @@ class job_core {
   std::vector<ticket> held_member_joins_;
   std::int64_t shards_replaced_ = 0;
   bool replaces_shards() const;
+  // --mode allreduce with a command: the refusal of a member past the ring's, and of a
+  // call about keys.
+  fault ring_is_full() const;
+  fault no_keys_in_a_ring(const std::string& call) const;
   job_actions_list shard_lost_in_place(std::uint32_t shard, const std::string& lost, time_point now);
   void admit_replacement_shard(ticket t, const shard_join& j, job_actions_list& out);
   void maybe_start_replacement(job_actions_list& out);

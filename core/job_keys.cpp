@@ -55,6 +55,13 @@ job_actions_list job_core::member_gone(std::uint32_t rank, bool lost, const std:
   drop_staged(rank);
   if (lost && admitting_.erase(rank)) return out;  // died while the shards admitted it
   out.push_back(remove_from_shards{rank});
+  if (lost && rings_kv_members(job_) && phase_ == job_phase::training) {
+    finish(fault{errc::stage_lost, member_name(rank) + " is gone (" + why +
+                                       "); every collective's pieces pass through each worker of the ring "
+                                       "(--mode allreduce), so the job stops"},
+           out);
+    return out;
+  }
   if (lost) {
     std::uint32_t left = 0, alive = 0;  // alive: the finished too, who left of their own accord
     for (const auto& w : members_) {
@@ -124,8 +131,16 @@ job_actions_list job_core::overdue_key_checkpoints(time_point now) {
   return out;
 }
 
+// --mode allreduce with a command has no shard servers to hold keys.
+fault job_core::no_keys_in_a_ring(const std::string& call) const {
+  return {errc::bad_job, call + ": this job runs --mode allreduce, whose workers reduce round a ring with no shard "
+                                "servers to hold keys; use allreduce, broadcast and allgather (troupe.horovod, or "
+                                "troupe.torch.allreduce_gradients), or launch with --mode sync, async or ssp"};
+}
+
 job_actions_list job_core::on_init(ticket t, const kv_init& r) {
   if (phase_ != job_phase::training) return {refuse{t, {errc::not_started, "the job has not started"}}};
+  if (rings_kv_members(job_)) return {refuse{t, no_keys_in_a_ring("init of key " + kv_key_display(r.name))}};
   const std::string shown = kv_key_display(r.name);
   std::int64_t numel = 1;
   for (auto d : r.dims) {
@@ -182,6 +197,7 @@ void job_core::drop_staged(std::uint32_t rank) {
 }
 
 job_actions_list job_core::on_lookup(ticket t, const kv_lookup& r) {
+  if (rings_kv_members(job_)) return {refuse{t, no_keys_in_a_ring("key " + kv_key_display(r.name))}};
   const kv_key_layout* k = registry_->find(r.name);
   if (!k)
     return {
@@ -216,6 +232,7 @@ job_actions_list job_core::define_failed(std::uint64_t id, const fault& why) {
 
 job_actions_list job_core::on_set_optimizer(ticket t, const kv_set_optimizer& r) {
   if (phase_ != job_phase::training) return {refuse{t, {errc::not_started, "the job has not started"}}};
+  if (rings_kv_members(job_)) return {refuse{t, no_keys_in_a_ring("set_optimizer")}};
   return {set_optimizer_on_shards{t, r}};
 }
 

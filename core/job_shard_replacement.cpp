@@ -36,7 +36,7 @@ namespace troupe {
 
 using namespace job_actions;
 
-bool job_core::replaces_shards() const { return job_.kv && restarts_on_shard_loss(job_); }
+bool job_core::replaces_shards() const { return replaces_kv_shards(job_); }
 
 job_actions_list job_core::shard_lost_in_place(std::uint32_t shard, const std::string& lost, time_point now) {
   if (phase_ != job_phase::training)

@@ -83,7 +83,8 @@ void add_layout_options(CLI::App& app, job_cli_options& o) {
 void add_exchange_options(CLI::App& app, job_cli_options& o) {
   app.add_option("--mode", o.mode, "Consistency: sync (one summed update per round), async (apply on arrival), "
                                    "ssp (async with a staleness bound), allreduce (no shard servers: the replicas "
-                                   "sum their gradients in a ring, Horovod's way)")
+                                   "sum their gradients in a ring, Horovod's way; with a command, the users' loops' "
+                                   "collectives go round it)")
       ->check(CLI::IsMember({"sync", "async", "ssp", "allreduce"}))
       ->capture_default_str()
       ->group(group_job);
@@ -270,6 +271,7 @@ std::string job_options_as_toml(CLI::App& app) {
 }
 
 std::string describe_update_rules(const job_spec& job) {
+  if (job.mode == sync_mode::allreduce && job.kv) return "; the workers' collectives go round a ring of their own";
   if (job.mode == sync_mode::allreduce && job.workers > 1)
     return job.ring_op == reduce_op::sum
                ? "; the replicas sum their gradients in a ring each step and apply the sum, as a sync round does"

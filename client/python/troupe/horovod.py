@@ -8,11 +8,15 @@ import line:
     loss.backward(); opt.step()               # the gradients are averaged, then opt steps
     avg = hvd.allreduce(metric)
 
-Run it with `troupe launch --local --workers N --servers S -- python3 script.py` (or
-without launch: one worker, shards in this process). Each call is the store's
-(troupe.kv: allreduce, broadcast, allgather on Troupe's shards, Note [Collectives on the
-shards]); failures raise troupe.Error, a lost worker's as code 'member_lost'. Horovod's
-local ranks, process sets and Adasum are not offered.
+Run it with `troupe launch --local --workers N --mode allreduce -- python3 script.py`:
+the workers reduce round a ring of their own, with no shard servers, as Horovod's do
+(Note [A ring of users' loops] in client/kv_member_ring.cpp); a worker that dies fails
+every call with 'stage_lost' and ends the job. Or with `--servers S` (and no --mode
+allreduce) the calls go through Troupe's shards (Note [Collectives on the shards]), and a
+lost worker's fails them as code 'member_lost'; or without launch: one worker, shards in
+this process. Each call is the store's (troupe.kv: allreduce, broadcast, allgather);
+failures raise troupe.Error. Horovod's local ranks, process sets and Adasum are not
+offered.
 
 The *_async calls (allreduce_async, allreduce_async_, broadcast_async, broadcast_async_,
 allgather_async) return a handle at once and run on a background thread, one call at a
@@ -27,9 +31,12 @@ when it is made, the same on every worker: the parameters in the reverse of thei
 registration order (about the order backward produces gradients), cut into fusion
 buffers of at most fusion_bytes, or into num_groups groups (Horovod's explicit
 grouping). Horovod also fuses by a cycle time, which needs its coordinator to agree each
-cycle on what every worker has ready; fixed groups agree without it. Every element is
-reduced in rank order whatever the grouping, so the result is bitwise the same for every
-fusion_bytes and num_groups.
+cycle on what every worker has ready; fixed groups agree without it. On the shards every
+element is reduced in rank order whatever the grouping, so the result is bitwise the same
+for every fusion_bytes and num_groups. Round a ring an element's order starts at the rank
+that owns its chunk of the call (Note [The ring] in core/ring_collective.hpp): every
+worker ends with the same bits, run after run, but past two workers another grouping may
+round differently.
 """
 from . import _troupe
 from . import kv as _kv

@@ -1,6 +1,6 @@
 """troupe.kv: the key-value store, as MXNet's KVStore users know it.
 
-    kv = troupe.kv.create('local')            # or 'dist_sync', 'dist_async', 'dist_ssp'
+    kv = troupe.kv.create('local')            # or 'dist_sync', 'dist_async', 'dist_ssp', 'dist_allreduce'
     kv.init('w', w)                           # the first init of a key wins
     kv.push('w', grad)                        # returns a handle
     kv.pull('w', out=w)                       # writes into w, in place
@@ -12,6 +12,10 @@ Values are NumPy arrays or PyTorch CPU tensors, float32 and C-contiguous; they c
 without a copy, so an array given to push or pull must stay untouched until wait() of
 its handle (or wait_all()); the store keeps a reference to it until then. Anything else
 is refused with troupe.Error naming the key, the dtype and the shape.
+
+A job launched with --mode allreduce has no shard servers: its workers reduce round a
+ring of their own, as Horovod's do, so only the collectives work there, and init, push
+and pull are refused saying so.
 """
 import numbers
 
@@ -23,7 +27,8 @@ from .errors import Error
 # allreduce's reductions, by Horovod's names.
 Average, Sum, Max = "average", "sum", "max"
 
-_MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp"}
+_MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp",
+          "dist_allreduce": "allreduce"}
 
 
 def create(name="local", *, mode="sync", servers=1, staleness=2, big_array_bound=1_000_000, timeout=300.0):

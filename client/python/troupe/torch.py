@@ -16,7 +16,7 @@ tensors. The shards sum and update per key, so in sync the result is bitwise the
 for every bucket size. step() waits for the pushes and pulls and copies the new values
 into the parameters.
 
-- update_on_kvstore=True (the default): the wrapped optimizer's kind and hyper-parameters
+- update_on_kvstore=True (the default but in --mode allreduce): the wrapped optimizer's kind and hyper-parameters
   (SGD with momentum/nesterov/weight decay, or Adam) are sent to the shards, which update
   the parameters; the wrapped optimizer itself never steps. They are sent again before
   the first push of any step where they changed, so PyTorch's learning-rate schedulers
@@ -35,7 +35,11 @@ early in training, and a network with BatchNorm most of all (Note [Asynchrony in
 loop] in client/python/troupe/torch.py).
 Or Horovod's way, without the shards' optimizer: troupe.torch.allreduce_gradients(model,
 kv) after backward averages every .grad over the workers (fused into few calls), and your
-own optimizer steps on each worker.
+own optimizer steps on each worker. In a job launched with --mode allreduce (no shard
+servers; the workers reduce round a ring of their own) that is what DistributedOptimizer
+does: step() averages the gradients with allreduce_gradients and steps the wrapped
+optimizer on every worker, and broadcast_parameters broadcasts rank 0's values. For
+allreduces that overlap backward, use troupe.horovod's DistributedOptimizer.
 """
 import torch as _torch
 
@@ -61,6 +65,9 @@ def broadcast_parameters(model_or_params, kv, prefix=""):
     rank 0 too, pulls."""
     named = _named(model_or_params.named_parameters() if hasattr(model_or_params, "named_parameters")
                    else model_or_params)
+    if kv.mode == "allreduce":  # no keys: a ring's broadcast
+        kv.broadcast_parameters([(prefix + n, p.data) for n, p in named], 0)
+        return
     if kv.rank == 0:
         for name, p in named:
             kv.init(prefix + name, p.data)
@@ -157,11 +164,20 @@ def _buckets(named, bucket_bytes):
 # The shards' momentum rule (Note [Momentum of asynchrony] in core/update_rules.hpp) still
 # lowers their momentum by the live workers.
 class DistributedOptimizer:
-    def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=True, prefix="", bucket_bytes=1 << 20,
+    def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=None, prefix="", bucket_bytes=1 << 20,
                  async_warmup_steps=200):
         self.optimizer = optimizer
         self.kv = kv
         self._named = [(prefix + n, p) for n, p in _named(named_parameters) if p.requires_grad]
+        self._ring = kv.mode == "allreduce"
+        if self._ring and update_on_kvstore:
+            raise Error("bad_job", "update_on_kvstore=True needs shard servers; a job in --mode allreduce has none, "
+                                   "so every worker steps its own optimizer (leave update_on_kvstore out)")
+        if self._ring:  # Horovod's way: step() averages the gradients round the ring
+            self._hooks = []
+            return
+        if update_on_kvstore is None:
+            update_on_kvstore = True
         if isinstance(bucket_bytes, bool) or not isinstance(bucket_bytes, int) or bucket_bytes < 0:
             raise Error("bad_job", f"bucket_bytes must be a whole number of bytes >= 0 (0: one bucket per "
                                    f"parameter), not {bucket_bytes!r}")
@@ -243,6 +259,10 @@ class DistributedOptimizer:
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step() takes no closure")
+        if self._ring:
+            allreduce_gradients(self._named, self.kv)
+            self.optimizer.step()
+            return
         for b, ready in enumerate(self._ready):  # buckets that backward did not complete
             if ready:
                 self._send(b)

@@ -1,0 +1,310 @@
+// kv_member_ring: a key-value member's collectives round the ring of a job with no shard
+// servers (--mode allreduce with a command): wiring the neighbours, numbering the calls,
+// carrying the pieces, and failing every call once the ring is broken.
+//
+// Note [A ring of users' loops]
+// `troupe launch --mode allreduce -- COMMAND` starts no shard servers: the users' loops
+// (troupe.horovod, troupe.torch.allreduce_gradients, troupe.kv's allreduce, broadcast and
+// allgather, libtroupe) reduce among themselves round a ring, as Horovod's do, with the
+// built-in trainer's ring (Note [The ring] in core/ring_collective.hpp): every member ends
+// with the same bits, whatever order the pieces arrive in, and a run gives the same bits
+// every time. The rules:
+//   - the job waits for its --workers members and takes no more; rank r's neighbours are
+//     r - 1 and r + 1 (mod the workers). In one process the welcome carries their handles;
+//     across processes each member publishes this actor on its node's listen address and
+//     joins with it, and the pair is wired as the built-in ring's is (Note [Ring
+//     connections] in actors/ring_wiring.cpp): the lower rank dials, the other takes the
+//     hello of the actor the welcome names, and the join answers once the ring is wired
+//     (or fails with stage_lost within --request-timeout);
+//   - every member makes the same calls in the same order (Horovod's and MPI's rule; the
+//     store names unnamed calls by their order). Calls are numbered as they come, one runs
+//     at a time, and each piece carries the call's number with its name's CRC, so a piece
+//     of another call, or of a call another member named differently, stops the ring with
+//     a fault that says so instead of mixing two tensors. A neighbour may run ahead (a
+//     broadcast's root needs nothing from the others, so broadcast_parameters' root runs
+//     through all its calls at once); its pieces of later calls wait here, up to a bound;
+//   - the ring has no spare path: a neighbour that dies or leaves, a call not done within
+//     its timeout (whose pieces may still come), or a refused piece breaks it, and that
+//     call and every later one fail with the reason. The coordinator ends the job when a
+//     member dies (Note [Jobs of keys] in core/job_keys.cpp), so no loop waits for pieces
+//     that will never come. Keys (init, push, pull) need shard servers and are refused.
+// A piece goes in a message: the same-host mailboxes and bulk lanes of the built-in ring
+// are not wired for users' loops yet.
+#include <spdlog/spdlog.h>
+
+#include "base/crc32c.hpp"
+#include "client/kv_member_state.hpp"
+
+namespace troupe::kv::member_shell {
+
+namespace {
+
+std::string worker_name(std::uint32_t r) { return "worker " + std::to_string(r); }
+
+std::uint32_t prev_rank(const member_state& st) {
+  const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
+  return (st.place.rank + n - 1) % n;
+}
+
+// A call's number and its name's CRC: what every piece of it carries.
+std::uint64_t collective_id(const ring_turn& t) {
+  return (t.number << 32) | crc32c(t.call.name.data(), t.call.name.size());
+}
+
+std::uint64_t number_of(const ring_piece& p) { return p.collective >> 32; }
+
+void finish_turn(member_pointer self, or_fault<tensor> result);
+void start_front(member_pointer self);
+
+// The ring is broken: the calls taken fail with `f`, and so does every later one.
+void break_ring(member_pointer self, fault f) {
+  auto& r = self->state.ring;
+  if (r.broken) return;
+  r.broken = f;
+  r.early.clear();
+  r.early_pieces = 0;
+  for (auto& t : std::exchange(r.turns, {})) t.call.done(f);
+}
+
+void send_pieces(member_pointer self, std::vector<ring_piece> pieces) {
+  auto& r = self->state.ring;
+  for (ring_piece& p : pieces) self->send(r.next, ring_atom::value, std::move(p));
+}
+
+// A piece of the call in progress: applied, and the pieces it lets this member pass on sent.
+void apply_piece(member_pointer self, ring_piece p) {
+  auto& r = self->state.ring;
+  ring_turn& t = r.turns.front();
+  if (p.collective != collective_id(t))
+    return break_ring(self, {errc::bad_clock, "collective \"" + t.call.name + "\" (this worker's ring call " +
+                                                  std::to_string(t.number) + "): " + worker_name(prev_rank(self->state)) +
+                                                  " sent a piece of a call named otherwise; every worker must make "
+                                                  "the same collective calls in the same order"});
+  auto o = t.ring->receive(std::move(p));
+  if (o.refused) return break_ring(self, std::move(*o.refused));
+  send_pieces(self, std::move(o.send));
+  if (t.ring->done()) finish_turn(self, t.call.kind == ring_kind::gather ? std::move(t.call.out) : std::move(t.call.values));
+}
+
+std::optional<fault> build(ring_turn& t, std::uint32_t world, std::uint32_t rank, std::int64_t piece_elems) {
+  const ring_spec spec{world, rank, collective_id(t), piece_elems};
+  auto& c = t.call;
+  if (c.kind == ring_kind::gather) {
+    std::int64_t total = 0;
+    for (auto n : c.counts) total += std::max<std::int64_t>(n, 0);
+    c.out = tensor(shape{total});
+  }
+  auto made = c.kind == ring_kind::reduce      ? ring_collective::all_reduce(spec, c.values.view(), c.op)
+              : c.kind == ring_kind::broadcast ? ring_collective::broadcast(spec, c.values.view(), c.root)
+                                               : ring_collective::all_gather(spec, c.values.view(), c.out.view(), c.counts);
+  if (!made) return fault{errc::bad_job, "collective \"" + c.name + "\": " + made.error().message};
+  t.ring.emplace(std::move(*made));
+  return std::nullopt;
+}
+
+// Starts the call at the front, and applies the pieces of it that came early.
+void start_front(member_pointer self) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  if (r.broken || r.turns.empty() || r.turns.front().ring) return;
+  ring_turn& t = r.turns.front();
+  if (auto f = build(t, static_cast<std::uint32_t>(st.place.ring.size()), st.place.rank, st.place.job.ring_piece_elems)) {
+    auto done = std::move(t.call.done);
+    r.turns.pop_front();
+    done(*f);  // this member's own bad call: the ring is untouched
+    return start_front(self);
+  }
+  send_pieces(self, t.ring->start());
+  auto came = r.early.extract(t.number);
+  if (came) r.early_pieces -= came.mapped().size();
+  for (ring_piece& p : came ? came.mapped() : std::vector<ring_piece>{}) {
+    if (r.broken || r.turns.empty() || !r.turns.front().ring) return;
+    apply_piece(self, std::move(p));
+  }
+  if (!r.turns.empty() && r.turns.front().ring && r.turns.front().ring->done())
+    finish_turn(self, r.turns.front().call.kind == ring_kind::gather ? std::move(r.turns.front().call.out)
+                                                                      : std::move(r.turns.front().call.values));
+}
+
+void finish_turn(member_pointer self, or_fault<tensor> result) {
+  auto& r = self->state.ring;
+  auto done = std::move(r.turns.front().call.done);
+  r.turns.pop_front();
+  done(std::move(result));
+  start_front(self);
+}
+
+// Takes a hello from a ring neighbour once the welcome said who the neighbours are.
+void take_hello(member_pointer self, const stage_actor& sender, const stage_hello& h) {
+  auto& r = self->state.ring;
+  const auto ptr = caf::actor_cast<caf::strong_actor_ptr>(sender);
+  const bool as_prev = r.on_prev_hello && sent_by(ptr, r.prev_identity);
+  const bool as_next = r.on_next_hello && sent_by(ptr, r.next_identity);
+  if (!as_prev && !as_next) {
+    spdlog::warn("troupe.kv: refused a ring hello from {} (claiming worker {}), which is not a ring neighbour this "
+                 "worker waits for",
+                 caf::to_string(sender), h.replica);
+    return;
+  }
+  const std::size_t n = self->state.place.ring.size();
+  if (as_prev) {
+    r.prev = sender;
+    if (n == 2) r.next = sender;
+    std::exchange(r.on_prev_hello, nullptr)();
+  } else {
+    r.next = sender;
+    std::exchange(r.on_next_hello, nullptr)();
+  }
+}
+
+// Across processes: dials and awaits the neighbours as Note [Ring connections] says, and
+// calls `wired` once both are known.
+void wire_by_address(member_pointer self, std::function<void(std::optional<fault>)> wired) {
+  auto& st = self->state;
+  const auto& place = st.place;
+  const auto n = static_cast<std::uint32_t>(place.ring.size()), rank = place.rank;
+  const bool dial_next = rank + 1 < n, dial_prev = rank == 0 && n > 2;
+  const bool await_prev = rank >= 1, await_next = rank == n - 1 && n > 2;
+  auto pending = std::make_shared<int>(dial_next + dial_prev + await_prev + await_next);
+  auto one_done = [self, pending, wired] {
+    if (--*pending == 0 && !self->state.lost) wired(std::nullopt);
+  };
+  if (await_prev) st.ring.on_prev_hello = one_done;
+  if (await_next) st.ring.on_next_hello = one_done;
+  const auto deadline = std::chrono::steady_clock::now() + request_timeout(self);
+  auto dial = [&](bool next, const std::string& host, std::uint16_t port) {
+    const std::uint32_t other = next ? (rank + 1) % n : (rank + n - 1) % n;
+    connect_peer(self, worker_name(other), "worker", host, port, deadline, std::chrono::milliseconds(50),
+                 [self, next, n, one_done, wired](or_fault<caf::strong_actor_ptr> p) {
+                   if (auto* f = std::get_if<fault>(&p)) return wired(*f);
+                   auto& r = self->state.ring;
+                   auto peer = caf::actor_cast<stage_actor>(std::get<caf::strong_actor_ptr>(std::move(p)));
+                   (next ? r.next : r.prev) = peer;
+                   if (n == 2) r.prev = r.next = peer;
+                   self->send(peer, ring_atom::value, stage_hello{self->state.place.rank, 0});
+                   one_done();
+                 });
+  };
+  if (dial_next) dial(true, place.ring_next_host, place.ring_next_port);
+  if (dial_prev) dial(false, place.ring_prev_host, place.ring_prev_port);
+  for (auto& [sender, h] : std::exchange(st.ring.early_hellos, {})) take_hello(self, sender, h);
+  if (st.ring.on_prev_hello || st.ring.on_next_hello)
+    self->delayed_send(self, request_timeout(self), member_call_retry{[self, wired, rank, n] {
+                         auto& r = self->state.ring;
+                         if (!r.on_prev_hello && !r.on_next_hello) return;
+                         const std::uint32_t other = r.on_prev_hello ? (rank + n - 1) % n : (rank + 1) % n;
+                         wired(fault{errc::stage_lost, worker_name(rank) + " never heard from its ring neighbour " +
+                                                           worker_name(other) +
+                                                           " within --request-timeout; is that process running?"});
+                       }});
+}
+
+}  // namespace
+
+void wire_kv_ring(member_pointer self, const worker_welcome& w, std::function<void(std::optional<fault>)> done) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  r.on = rings_kv_members(st.place.job) && st.place.ring.size() >= 2;
+  if (!r.on) return done(std::nullopt);
+  r.prev_identity = w.ring_prev_identity;
+  r.next_identity = w.ring_next_identity;
+  auto wired = [self, done](std::optional<fault> f) {
+    if (!f) {
+      auto& ring = self->state.ring;
+      self->monitor(ring.prev);
+      if (ring.next != ring.prev) self->monitor(ring.next);
+    }
+    done(std::move(f));
+  };
+  if (w.ring_next) {  // one process: the handles
+    r.prev = w.ring_prev;
+    r.next = w.ring_next;
+    return wired(std::nullopt);
+  }
+  if (!st.opts.connector)
+    return done(fault{errc::bad_job, "the job's ring neighbours are on other nodes but this store has no network"});
+  wire_by_address(self, std::move(wired));
+}
+
+void on_ring_hello(member_pointer self, const stage_hello& h) {
+  auto& r = self->state.ring;
+  auto sender = caf::actor_cast<stage_actor>(self->current_sender());
+  if (!r.on_prev_hello && !r.on_next_hello) {  // before the welcome (or a stranger: take_hello says so)
+    if (!r.on && r.early_hellos.size() < 2) {
+      r.early_hellos.emplace_back(std::move(sender), h);
+      return;
+    }
+  }
+  take_hello(self, sender, h);
+}
+
+void on_ring_piece(member_pointer self, ring_piece& p) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  const auto& sender = self->current_sender();
+  if (!r.on || !r.prev || !sender || sender->address() != r.prev.address()) {
+    spdlog::warn("troupe.kv: dropped a ring piece from {}, which is not this worker's previous ring neighbour",
+                 caf::to_string(sender));
+    return;
+  }
+  if (r.broken) return;
+  const bool running = !r.turns.empty() && r.turns.front().ring;
+  const std::uint64_t current = running ? r.turns.front().number : r.calls;
+  if (running && number_of(p) == current) return apply_piece(self, std::move(p));
+  const std::uint64_t next = running ? current + 1 : current;
+  // Pieces of later calls, of up to 2^30 floats in all: about two per piece, and one per chunk more.
+  const std::size_t most = 2 * (static_cast<std::size_t>((std::int64_t{1} << 30) / st.place.job.ring_piece_elems) +
+                                st.place.ring.size() + 1);
+  if (number_of(p) < next || r.early_pieces >= most)
+    return break_ring(self, {errc::bad_clock, worker_name(prev_rank(st)) + " sent a piece of ring call " +
+                                                  std::to_string(number_of(p)) + " while this worker is at call " +
+                                                  std::to_string(current) +
+                                                  (r.early_pieces >= most ? ", past the " + std::to_string(most) +
+                                                                                " pieces of later calls held"
+                                                                          : std::string()) +
+                                                  "; every worker must make the same collective calls in the same "
+                                                  "order"});
+  ++r.early_pieces;
+  r.early[number_of(p)].push_back(std::move(p));
+}
+
+void take_ring_call(member_pointer self, member_call_ring& c) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  if (st.lost) return c.done(*st.lost);
+  if (r.broken) return c.done(*r.broken);
+  ring_turn t{std::move(c), r.calls++, std::nullopt};
+  if (t.call.timeout.count() > 0) self->delayed_send(self, t.call.timeout, member_ring_overdue{t.number});
+  r.turns.push_back(std::move(t));
+  start_front(self);  // a ring of one is done as it starts
+}
+
+void on_ring_overdue(member_pointer self, const member_ring_overdue& o) {
+  auto& r = self->state.ring;
+  for (const auto& t : r.turns)
+    if (t.number == o.call)
+      return break_ring(self, {errc::timed_out, "collective \"" + t.call.name + "\" was not done within " +
+                                                    std::to_string(t.call.timeout.count()) +
+                                                    " ms; is every worker making the same collective calls in the "
+                                                    "same order? The ring cannot go on after a call that did not "
+                                                    "finish, so later collectives fail too"});
+}
+
+bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  if (!r.on) return false;
+  const bool prev = r.prev && dm.source == r.prev.address(), next = r.next && dm.source == r.next.address();
+  if (!prev && !next) return false;
+  const auto n = static_cast<std::uint32_t>(st.place.ring.size());
+  const std::uint32_t other = prev ? prev_rank(st) : (st.place.rank + 1) % n;
+  const bool left = dm.reason == caf::exit_reason::normal;
+  break_ring(self, {errc::stage_lost, worker_name(other) + (left ? " left the job" : " is gone (" + describe(dm.reason) + ")") +
+                                          "; the ring's collectives pass through every worker, so they cannot "
+                                          "finish without it"});
+  return true;
+}
+
+void fail_ring_calls(member_pointer self, const fault& f) { break_ring(self, f); }
+
+}  // namespace troupe::kv::member_shell
