@@ -156,7 +156,9 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       },
       [=](checkpoint_atom, std::int64_t step) {
         if (!from_coordinator(self, coordinator, "a checkpoint request")) return;
-        if (self->state.core && self->state.writer) self->state.core->request_checkpoint(step);
+        if (!self->state.core || !self->state.writer) return;
+        self->state.core->request_checkpoint(step);
+        maybe_checkpoint(self);  // a key-value shard with nothing to wait for takes it at once
       },
       [=](kv_define_atom, const kv_define& d) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "a key definition")) return refused();

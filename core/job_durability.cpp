@@ -39,6 +39,11 @@ job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
   if (phase_ == job_phase::finished || s.shard >= checkpoint_writers()) return {};
   job_actions_list out;
   auto& c = checkpoints_[s.step];
+  // Note [Key-value checkpoints]: a shard whose keys nobody pushed (or that holds none)
+  // reaches no step by itself; the first file of a step asks every shard for it, and
+  // such a shard takes its image at once.
+  if (job_.kv && c.saved.empty() && c.failed == 0 && checkpoint_writers() > 1)
+    out.push_back(request_checkpoint{s.step, {}});
   if (s.error.empty())
     c.saved.push_back(s);
   else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit

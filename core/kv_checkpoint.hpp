@@ -8,7 +8,9 @@
 // [Checkpoint steps] in core/shard_core_checkpoints.cpp): a shard takes its image once
 // every key part it holds that has been pushed at all has closed S rounds (sync) or been
 // pushed S times by its slowest live member (async and ssp); a key nobody has pushed does
-// not hold it back and is kept as it is. A loop that pushes every key every step (what
+// not hold it back and is kept as it is. A shard with no key that holds it back (one key
+// and two shards, for one) reaches no step by itself: the coordinator asks every shard for
+// step S when the first file of S comes, and such a shard takes its image then. A loop that pushes every key every step (what
 // troupe.torch and troupe.horovod do) so checkpoints its step S: in sync every shard's
 // image is then the state after exactly S rounds of every key, a state the job passed
 // through. Each shard writes kv-shard-<index>.tf, a tensor file (Note [Tensor files]) of

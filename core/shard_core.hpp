@@ -161,7 +161,9 @@ class shard_core {
   // `clock`, the resumed members' clock (in sync the version becomes the clock, so rounds
   // go on counting from it). Why not, when it does not fit this shard.
   std::optional<std::string> restore(const shard_image& s, std::int64_t clock);
-  // Note [Checkpoint steps]: the coordinator asks for a checkpoint at `step` as well.
+  // Note [Checkpoint steps]: the coordinator asks for a checkpoint at `step` as well. A
+  // key-value shard with no part that holds checkpoints back takes it at once (Note
+  // [Key-value checkpoints]).
   void request_checkpoint(std::int64_t step);
   // Note [Checkpoint steps]: the step whose checkpoint the last call made due, once.
   std::optional<std::int64_t> take_checkpoint_due() { return std::exchange(checkpoint_due_, std::nullopt); }
@@ -369,7 +371,10 @@ class shard_core {
 
   // Note [Checkpoint steps]: what every live member has finished (the parts' rounds in
   // sync, the slowest pusher's pushes in async and ssp), and a checkpoint due at it.
-  std::int64_t reached() const;
+  // The step every part that holds checkpoints back has reached; none when no part does
+  // (a key-value shard whose keys nobody pushed, or that holds no key).
+  std::optional<std::int64_t> reached_by_parts() const;
+  std::int64_t reached() const { return reached_by_parts().value_or(0); }
   void note_reached();
 
   shard_config cfg_;

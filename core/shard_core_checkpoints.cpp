@@ -129,7 +129,7 @@ std::optional<std::string> shard_core::restore_parts(const kv_shard_image& s) {
   return std::nullopt;
 }
 
-std::int64_t shard_core::reached() const {
+std::optional<std::int64_t> shard_core::reached_by_parts() const {
   std::int64_t r = 0;
   bool any = false;
   for (const auto& [id, p] : parts_) {
@@ -142,11 +142,18 @@ std::int64_t shard_core::reached() const {
     r = any ? std::min(r, here) : here;
     any = true;
   }
+  if (!any) return std::nullopt;
   return r;
 }
 
 void shard_core::request_checkpoint(std::int64_t step) {
-  if (step > last_checkpoint_ && (!started_ || step > reached())) requested_checkpoints_.insert(step);
+  if (step <= last_checkpoint_) return;
+  if (started_ && !training_ && !reached_by_parts()) {  // nothing here to wait for
+    last_checkpoint_ = step;
+    checkpoint_due_ = step;
+    return;
+  }
+  if (!started_ || step > reached()) requested_checkpoints_.insert(step);
 }
 
 void shard_core::note_reached() {

@@ -16,8 +16,11 @@ void add_checkpoint_options(CLI::App& app, checkpoint_plan& plan, std::string& r
            if (!p) throw CLI::ValidationError(p.error().message);
            plan.on_shard_loss = *p;
          },
-         "When a shard server dies: recover (the job restarts in place from its newest checkpoint once a replacement "
-         "has joined; launch starts one), fail (the job ends), or auto (default: recover with --checkpoint-dir)")
+         "When a shard server dies: recover (a replacement restores its state from the newest checkpoint once it "
+         "has joined, launch starting one; a training job restarts in place, a key-value job's loops go on), fail "
+         "(the job ends; under launch with --max-restarts every process starts again from the newest checkpoint: an "
+         "exact rollback, users' loops going on from kv.resumed_step), or auto (default: recover with "
+         "--checkpoint-dir)")
       ->group(group);
   app.add_option("--checkpoint-dir", plan.dir,
                  "Write checkpoints to DIR at every epoch's end (and every --checkpoint-every steps): each shard "

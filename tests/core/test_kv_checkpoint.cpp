@@ -5,7 +5,8 @@
 // files hold; a registry restored from them finds its keys by name and id, places new
 // keys after the highest id, and refuses a part on a shard the job does not have. Through
 // shard_core: a key-value shard's image restores into a fresh shard that then goes on as
-// the first would, and a key nobody pushed does not hold checkpoints back.
+// the first would, a key nobody pushed does not hold checkpoints back, and a shard with
+// nothing to wait for takes a step the coordinator asks for at once.
 #define BOOST_TEST_MODULE kv_checkpoint
 #include <boost/test/unit_test.hpp>
 
@@ -166,4 +167,26 @@ BOOST_AUTO_TEST_CASE(a_parts_image_restores_into_a_shard_that_goes_on_as_the_fir
   BOOST_TEST(same_bits(first.value(a), second.value(a)));
   BOOST_TEST(same_bits(second.value(b), test::vec({9})));
   BOOST_TEST(second.version(a) == 4);
+}
+
+// Note [Key-value checkpoints]: a shard with no key that holds checkpoints back (here one
+// whose only key nobody pushed, and one with none) takes a step the coordinator asks for
+// at once; a shard whose pushed key is behind the step waits for it.
+BOOST_AUTO_TEST_CASE(a_shard_with_nothing_to_wait_for_takes_an_asked_step_at_once) {
+  shard_core idle(kv_sync_config(5)), empty(kv_sync_config(5)), busy(kv_sync_config(5));
+  const kv_part_id a = make_part_id(0, 0);
+  for (shard_core* s : {&idle, &empty, &busy}) s->start({0});
+  BOOST_REQUIRE(!idle.define(a, "s:a", test::vec({1, 2})));
+  BOOST_REQUIRE(!busy.define(a, "s:a", test::vec({1, 2})));
+  busy.push_part(0, a, 0, test::vec({1, 1}));  // version 1, behind 5
+  for (shard_core* s : {&idle, &empty, &busy}) s->request_checkpoint(5);
+  BOOST_TEST((idle.take_checkpoint_due() == std::optional<std::int64_t>(5)));
+  BOOST_TEST((empty.take_checkpoint_due() == std::optional<std::int64_t>(5)));
+  BOOST_TEST(!busy.take_checkpoint_due());
+  BOOST_TEST(idle.parts_image(5).parts.size() == 1u);
+  BOOST_TEST(empty.parts_image(5).parts.empty());
+  for (shard_core* s : {&idle, &empty}) {
+    s->request_checkpoint(5);  // asked again: taken already
+    BOOST_TEST(!s->take_checkpoint_due());
+  }
 }
