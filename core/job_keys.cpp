@@ -93,16 +93,21 @@ void job_core::maybe_finish_keys(job_actions_list& out, time_point now) {
   }
   phase_ = job_phase::finishing;
   finishing_since_ = now;
+  // Note [The last checkpoints of a key-value job]: a shard with no member left takes the
+  // step at once.
+  for (const auto& [step, c] : checkpoints_) out.push_back(request_checkpoint{step, {}});
   finish_keys(out, now);
 }
 
 // Note [The last checkpoints of a key-value job]
 // A checkpoint's commit may be under way, or (in sync, where every shard closes the same
 // rounds) a shard's file of it on its way, when the last member leaves; the result waits
-// for them, so the job's newest checkpoint is not lost with its end. One a shard never
-// writes is given up on after --request-timeout. In async and ssp the shards reach a step
-// at their own pace, and a shard whose members left before it got there never will: the
-// result does not wait for those.
+// for them, so the job's newest checkpoint is not lost with its end. A shard may never
+// get to a step the others wrote (one replaced from an older checkpoint counts its rounds
+// from there; in async and ssp the shards reach a step at their own pace): once the last
+// member left, the coordinator asks every shard for each step written in part, and a shard
+// with no member left takes its state, final now, as that step. One a shard never writes
+// is given up on after --request-timeout; in async and ssp the result does not wait.
 void job_core::finish_keys(job_actions_list& out, time_point now) {
   if (phase_ != job_phase::finishing || commits_pending_ > 0) return;
   if (job_.mode == sync_mode::sync && !checkpoints_.empty()) return;

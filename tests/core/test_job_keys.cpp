@@ -360,7 +360,9 @@ BOOST_AUTO_TEST_CASE(the_result_waits_for_the_checkpoints_under_way_when_the_las
              2);
   BOOST_TEST(all_of<commit_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""})).empty());
   core.on_done(worker_done{0}, t0);
-  BOOST_TEST(all_of<finish>(core.on_done(worker_done{1}, t0)).empty());  // checkpoint 2 is being committed
+  const auto last = core.on_done(worker_done{1}, t0);
+  BOOST_TEST(all_of<finish>(last).empty());                    // checkpoint 2 is being committed
+  BOOST_TEST(only<request_checkpoint>(last).step == 4);        // a shard with no member left takes it at once
   BOOST_TEST(all_of<finish>(core.on_checkpoint_committed(2, std::nullopt)).empty());
   const auto overdue = t0 + std::chrono::milliseconds(job.request_timeout_ms) + std::chrono::seconds(1);
   BOOST_TEST(all_of<finish>(core.on_tick(t0 + std::chrono::seconds(1))).empty());
