@@ -17,6 +17,8 @@ import sys
 import textwrap
 import time
 
+from process_tree import child_with
+
 TROUPE = os.environ.get("TROUPE_BIN", "troupe")
 
 # Two keys, momentum SGD on the shards; each step pushes seeded gradients of every key and
@@ -87,21 +89,6 @@ def test_checkpoints_of_a_key_value_job_need_checkpoint_every(tmp_path):
     p = launch(tmp_path, 2, "--checkpoint-dir", str(tmp_path / "ckpt"))
     assert p.returncode != 0
     assert "needs --checkpoint-every N" in p.stderr, p.stderr[-3000:]
-
-
-def child_with(parent, word):
-    """The pid of a child process of `parent` whose command line holds `word`, or None."""
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline") as f:
-                cmdline = f.read().replace("\0", " ")
-        except OSError:
-            continue
-        if ppid == parent and word in cmdline:
-            return int(pid)
-    return None
 
 
 # A loop that prints what the store says after a shard was replaced: each step pushes
