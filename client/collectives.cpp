@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "client/caller_memory.hpp"
+#include "tensor/ops.hpp"
 
 namespace troupe::kv {
 
@@ -135,12 +136,21 @@ or_fault<tensor> ring_call(kv_transport& t, const collective_call& call, std::ui
   return t.ring(std::move(r));
 }
 
+// A reduction whose result holds NaN or infinity fails on every member with not_finite,
+// as on the shards; it is found in the result, so every member finishes the call first and
+// the ring stays in step.
 std::optional<fault> ring_elementwise(kv_transport& t, const collective_call& call, std::uint8_t kind, const float* in,
                                       float* out, std::int64_t n, reduce_op op, std::uint32_t root) {
   auto r = ring_call(t, call, kind, in, n, op, root);
   if (auto* f = std::get_if<fault>(&r)) return *f;
   const tensor& v = std::get<tensor>(r);
   if (v.numel() != n) return wrong_answer(call, 0, "does not hold " + std::to_string(n) + " elements");
+  if (kind == 0 && !all_finite(v.view())) {
+    const bool mine = in && !all_finite(floats(in, n));
+    return fault{errc::not_finite, "collective \"" + call.name + "\": " +
+                                       (mine ? std::string("this worker's tensor holds") : "another worker's tensor holds") +
+                                       " NaN or infinite values, so the reduction does; nothing was written"};
+  }
   if (out && n) std::copy_n(v.data<float>(), n, out);
   return std::nullopt;
 }

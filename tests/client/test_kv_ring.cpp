@@ -2,7 +2,8 @@
 // members of a key-value job in --mode allreduce, in one process (tests/support/kv_job.hpp,
 // no shard servers). Their collectives go round their ring: allreduce (sum, avg, max) of a
 // tensor of many pieces, broadcast and allgather end bitwise alike on every member and
-// exact; calls named otherwise on two members fail on both, and so does every later call;
+// exact; a reduction holding NaN fails on every member, saying whose, and the next call
+// goes round; calls named otherwise on two members fail on both, and so does every later call;
 // a member that leaves fails the others' calls at once; keys are refused saying why, and
 // a member past the ring's is refused.
 #define BOOST_TEST_MODULE kv_ring
@@ -10,6 +11,7 @@
 
 #include <chrono>
 #include <future>
+#include <limits>
 #include <string>
 
 #include "tests/support/kv_job.hpp"
@@ -121,4 +123,26 @@ BOOST_AUTO_TEST_CASE(keys_are_refused_in_a_ring_and_so_is_a_member_past_its_work
   auto extra = kv::join_in_process(*job.sys, o, "kv-test");
   BOOST_REQUIRE(std::holds_alternative<fault>(extra));
   BOOST_TEST((std::get<fault>(extra).code == errc::cluster_full), to_string(std::get<fault>(extra)));
+}
+
+BOOST_AUTO_TEST_CASE(a_reduction_holding_nan_fails_everywhere_and_the_ring_stays_in_step) {
+  job_fixture job(sync_mode::allreduce, 2, 0);
+  auto results = on_every_member(job, [](kvstore& s, std::uint32_t r) {
+    std::vector<float> v(4, 1.f), out(4, -1.f);
+    if (r == 1) v[2] = std::numeric_limits<float>::quiet_NaN();
+    std::string said;
+    try {
+      s.allreduce({v.data(), {4}}, {out.data(), {4}}, kvstore::reduction::sum);
+    } catch (const kv::error& e) {
+      said = e.code() + (std::string(e.what()).find(r ? "this worker's" : "another worker's") != std::string::npos
+                             ? " named"
+                             : " unnamed");
+    }
+    const bool untouched = out == std::vector<float>(4, -1.f);
+    std::vector<float> next(4, 2.f);
+    s.allreduce({next.data(), {4}}, {next.data(), {4}}, kvstore::reduction::sum);  // the next call goes round
+    return said + (untouched ? " untouched " : " written ") + std::to_string(next[0]);
+  });
+  BOOST_TEST(results[0] == "not_finite named untouched 4.000000");
+  BOOST_TEST(results[1] == "not_finite named untouched 4.000000");
 }
