@@ -15,7 +15,10 @@
 //     joins with it, and the pair is wired as the built-in ring's is (Note [Ring
 //     connections] in actors/ring_wiring.cpp): the lower rank dials, the other takes the
 //     hello of the actor the welcome names, and the join answers once the ring is wired
-//     (or fails with stage_lost within --request-timeout);
+//     (or fails with stage_lost within --request-timeout). A member's next neighbour may
+//     get its welcome later than the member does, so a member that dialled its next waits
+//     for its answer (a hello marked hello_ack: "I know you now") before its join answers,
+//     and its first pieces never reach a neighbour that would drop them;
 //   - every member makes the same calls in the same order (Horovod's and MPI's rule; the
 //     store names unnamed calls by their order). Calls are numbered as they come, one runs
 //     at a time, and each piece carries the call's number with its name's CRC, so a piece
@@ -40,6 +43,9 @@ namespace troupe::kv::member_shell {
 namespace {
 
 std::string worker_name(std::uint32_t r) { return "worker " + std::to_string(r); }
+
+// stage_hello's stage field between key-value members: a hello, or the answer to one.
+constexpr std::uint32_t hello = 0, hello_ack = 1;
 
 std::uint32_t prev_rank(const member_state& st) {
   const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
@@ -150,6 +156,7 @@ void take_hello(member_pointer self, const stage_actor& sender, const stage_hell
   if (as_prev) {
     r.prev = sender;
     if (n == 2) r.next = sender;
+    self->send(sender, ring_atom::value, stage_hello{self->state.place.rank, hello_ack});
     std::exchange(r.on_prev_hello, nullptr)();
   } else {
     r.next = sender;
@@ -165,12 +172,13 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
   const auto n = static_cast<std::uint32_t>(place.ring.size()), rank = place.rank;
   const bool dial_next = rank + 1 < n, dial_prev = rank == 0 && n > 2;
   const bool await_prev = rank >= 1, await_next = rank == n - 1 && n > 2;
-  auto pending = std::make_shared<int>(dial_next + dial_prev + await_prev + await_next);
+  auto pending = std::make_shared<int>(2 * dial_next + dial_prev + await_prev + await_next);
   auto one_done = [self, pending, wired] {
     if (--*pending == 0 && !self->state.lost) wired(std::nullopt);
   };
   if (await_prev) st.ring.on_prev_hello = one_done;
   if (await_next) st.ring.on_next_hello = one_done;
+  if (dial_next) st.ring.on_next_ack = one_done;
   const auto deadline = std::chrono::steady_clock::now() + request_timeout(self);
   auto dial = [&](bool next, const std::string& host, std::uint16_t port) {
     const std::uint32_t other = next ? (rank + 1) % n : (rank + n - 1) % n;
@@ -181,17 +189,17 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
                    auto peer = caf::actor_cast<stage_actor>(std::get<caf::strong_actor_ptr>(std::move(p)));
                    (next ? r.next : r.prev) = peer;
                    if (n == 2) r.prev = r.next = peer;
-                   self->send(peer, ring_atom::value, stage_hello{self->state.place.rank, 0});
+                   self->send(peer, ring_atom::value, stage_hello{self->state.place.rank, hello});
                    one_done();
                  });
   };
   if (dial_next) dial(true, place.ring_next_host, place.ring_next_port);
   if (dial_prev) dial(false, place.ring_prev_host, place.ring_prev_port);
   for (auto& [sender, h] : std::exchange(st.ring.early_hellos, {})) take_hello(self, sender, h);
-  if (st.ring.on_prev_hello || st.ring.on_next_hello)
+  if (st.ring.on_prev_hello || st.ring.on_next_hello || st.ring.on_next_ack)
     self->delayed_send(self, request_timeout(self), member_call_retry{[self, wired, rank, n] {
                          auto& r = self->state.ring;
-                         if (!r.on_prev_hello && !r.on_next_hello) return;
+                         if (!r.on_prev_hello && !r.on_next_hello && !r.on_next_ack) return;
                          const std::uint32_t other = r.on_prev_hello ? (rank + n - 1) % n : (rank + 1) % n;
                          wired(fault{errc::stage_lost, worker_name(rank) + " never heard from its ring neighbour " +
                                                            worker_name(other) +
@@ -229,6 +237,12 @@ void wire_kv_ring(member_pointer self, const worker_welcome& w, std::function<vo
 void on_ring_hello(member_pointer self, const stage_hello& h) {
   auto& r = self->state.ring;
   auto sender = caf::actor_cast<stage_actor>(self->current_sender());
+  if (h.stage == hello_ack) {  // the dialled next neighbour takes this member's pieces now
+    if (r.on_next_ack && sender && r.next && sender.address() == r.next.address())
+      return std::exchange(r.on_next_ack, nullptr)();
+    spdlog::warn("troupe.kv: ignored a ring answer from {}, which this worker did not dial", caf::to_string(sender));
+    return;
+  }
   if (!r.on_prev_hello && !r.on_next_hello) {  // before the welcome (or a stranger: take_hello says so)
     if (!r.on && r.early_hellos.size() < 2) {
       r.early_hellos.emplace_back(std::move(sender), h);

@@ -43,6 +43,7 @@ struct ring_state {
   stage_actor prev, next;
   member_identity prev_identity, next_identity;  // across nodes: whose hellos wire prev and next
   std::function<void()> on_prev_hello, on_next_hello;  // set while that hello is awaited
+  std::function<void()> on_next_ack;  // set while the dialled next has not said it takes pieces
   std::vector<std::pair<stage_actor, stage_hello>> early_hellos;  // came before the welcome
   std::uint64_t calls = 0;        // calls taken so far; the next one's number
   std::deque<ring_turn> turns;    // the call in progress (front, started) and those waiting
