@@ -131,7 +131,8 @@ void join(member_pointer self, member_call_join& c) {
       .then(
           [=](worker_welcome& w) {
             // Joined once the shards are reached and the ring (if any) is wired.
-            auto welcome = std::make_shared<worker_welcome>(w);
+            self->state.place = std::move(w.place);
+            auto welcome = std::make_shared<worker_welcome>(std::move(w));  // its place moved out
             auto done = [self, welcome, answer](or_fault<member_assignment> r) {
               if (std::holds_alternative<fault>(r)) return answer(std::move(r));
               wire_kv_ring(self, *welcome, [self, answer](std::optional<fault> f) {
@@ -139,9 +140,8 @@ void join(member_pointer self, member_call_join& c) {
                 answer(self->state.place);
               });
             };
-            self->state.place = std::move(w.place);
-            if (!w.shards.empty() || self->state.place.shard_hosts.empty()) {
-              self->state.shards = std::move(w.shards);
+            if (!welcome->shards.empty() || self->state.place.shard_hosts.empty()) {
+              self->state.shards = std::move(welcome->shards);
               return joined(self, done);
             }
             if (!self->state.opts.connector)

@@ -59,7 +59,7 @@ std::uint64_t collective_id(const ring_turn& t) {
 
 std::uint64_t number_of(const ring_piece& p) { return p.collective >> 32; }
 
-void finish_turn(member_pointer self, or_fault<tensor> result);
+void finish_turn(member_pointer self);
 void start_front(member_pointer self);
 
 // The ring is broken: the calls taken fail with `f`, and so does every later one.
@@ -89,7 +89,7 @@ void apply_piece(member_pointer self, ring_piece p) {
   auto o = t.ring->receive(std::move(p));
   if (o.refused) return break_ring(self, std::move(*o.refused));
   send_pieces(self, std::move(o.send));
-  if (t.ring->done()) finish_turn(self, t.call.kind == ring_kind::gather ? std::move(t.call.out) : std::move(t.call.values));
+  if (t.ring->done()) finish_turn(self);
 }
 
 std::optional<fault> build(ring_turn& t, std::uint32_t world, std::uint32_t rank, std::int64_t piece_elems) {
@@ -127,16 +127,16 @@ void start_front(member_pointer self) {
     if (r.broken || r.turns.empty() || !r.turns.front().ring) return;
     apply_piece(self, std::move(p));
   }
-  if (!r.turns.empty() && r.turns.front().ring && r.turns.front().ring->done())
-    finish_turn(self, r.turns.front().call.kind == ring_kind::gather ? std::move(r.turns.front().call.out)
-                                                                      : std::move(r.turns.front().call.values));
+  if (!r.turns.empty() && r.turns.front().ring && r.turns.front().ring->done()) finish_turn(self);
 }
 
-void finish_turn(member_pointer self, or_fault<tensor> result) {
+// The call at the front is done: its result (the gathered tensor, or the values reduced
+// or broadcast in place) to its caller, and the next call starts.
+void finish_turn(member_pointer self) {
   auto& r = self->state.ring;
-  auto done = std::move(r.turns.front().call.done);
+  member_call_ring call = std::move(r.turns.front().call);
   r.turns.pop_front();
-  done(std::move(result));
+  call.done(call.kind == ring_kind::gather ? std::move(call.out) : std::move(call.values));
   start_front(self);
 }
 
@@ -243,11 +243,9 @@ void on_ring_hello(member_pointer self, const stage_hello& h) {
     spdlog::warn("troupe.kv: ignored a ring answer from {}, which this worker did not dial", caf::to_string(sender));
     return;
   }
-  if (!r.on_prev_hello && !r.on_next_hello) {  // before the welcome (or a stranger: take_hello says so)
-    if (!r.on && r.early_hellos.size() < 2) {
-      r.early_hellos.emplace_back(std::move(sender), h);
-      return;
-    }
+  if (!r.on && r.early_hellos.size() < 2) {  // before the welcome; past two, take_hello refuses it
+    r.early_hellos.emplace_back(std::move(sender), h);
+    return;
   }
   take_hello(self, sender, h);
 }
