@@ -1,5 +1,5 @@
 // bell_records: a member's push or pull and the shard's answer as doorbell records (Note
-// [Doorbells] in core/doorbell.hpp): the record's kind, the call's id, and the message in
+// [Doorbells] in transport/doorbell.hpp): the record's kind, the call's id, and the message in
 // CAF's binary format, the same bytes it would cross the network in; and the waiter that
 // nudges an end's actor when records are posted. Shared by the two ends,
 // actors/shard_bells.cpp and actors/stage_bells.cpp.
@@ -18,8 +18,8 @@
 
 #include "actors/inline_nudge.hpp"
 #include "actors/protocol.hpp"
-#include "base/word_waiter.hpp"
-#include "core/doorbell.hpp"
+#include "transport/doorbell.hpp"
+#include "transport/word_waiter.hpp"
 
 namespace troupe::bells {
 

@@ -9,6 +9,7 @@
 
 #include "actors/coordinator_state.hpp"
 #include "monitoring/refusals.hpp"
+#include "transport/frame_bound.hpp"
 
 namespace troupe::coordinator_shell {
 
@@ -127,6 +128,7 @@ void set_up(coord_pointer self, job_spec job, const model& m, std::shared_ptr<co
   st.layout = m;
   st.obs = obs;
   st.core = std::make_unique<job_core>(std::move(job), m, std::move(obs), job_clock::now());
+  if (const auto bytes = st.core->frame_bytes()) set_frame_bound(bytes);
   if (resume) st.core->resume_from(*resume);
   self->set_down_handler([=](caf::down_msg& dm) { on_down(self, dm); });
   self->delayed_send(self, job_core::watch_interval, watchdog_tick{});

@@ -11,6 +11,7 @@
 #include "core/checkpoint_store.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/loss_record.hpp"
+#include "transport/frame_bound.hpp"
 
 namespace troupe::coordinator_shell {
 
@@ -107,6 +108,7 @@ void on_restart_ready(coord_pointer self, restart_ready& r) {
     return;
   }
   st.core = std::make_unique<job_core>(st.job, *st.layout, st.obs, job_clock::now());
+  if (const auto bytes = st.core->frame_bytes()) set_frame_bound(bytes);
   if (r.from) {
     st.core->resume_from(*r.from);
     spdlog::info("coordinator: restarting from checkpoint {} (the workers go on from step {}{})", r.from->step,

@@ -3,7 +3,7 @@
 // of CAF's scheduler threads for it (Note [Nudging inline]).
 //
 // Note [Nudging inline]
-// A doorbell's waiter thread (Note [Doorbells] in core/doorbell.hpp) wakes when a peer
+// A doorbell's waiter thread (Note [Doorbells] in transport/doorbell.hpp) wakes when a peer
 // posts, and used to send its actor a message: that woke a scheduler thread, which then
 // served the records. On the two cores that also compute, each wake-up is a trip through
 // the kernel's run queue; a shard's round trip took three (its waiter, its actor's thread,

@@ -1,11 +1,11 @@
-// lane_mail: how the threads of a bulk lane end (Note [Bulk lanes] in core/lane.hpp) tell
+// lane_mail: how the threads of a bulk lane end (Note [Bulk lanes] in transport/lane.hpp) tell
 // the actor that owns it what happened: lane_payload and lane_event, by thread_mail, with
 // the side of the lane they come from.
 #pragma once
 
 #include "actors/protocol.hpp"
 #include "actors/thread_mail.hpp"
-#include "core/lane.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe {
 

@@ -1,5 +1,5 @@
 // member_lanes: a member's bulk lanes to its shards as its actor drives them (Note [Bulk
-// lanes] in core/lane.hpp), one implementation for every kind of member: the training
+// lanes] in transport/lane.hpp), one implementation for every kind of member: the training
 // stage (actors/stage_lane.cpp) and the key-value client (client/kv_member.cpp). It asks a
 // shard for a lane when a call is first large enough, moves a push's (or a collective
 // piece's) tensor onto an open lane, names the ticket a pull's (or a collective's) answer
@@ -24,7 +24,7 @@
 #include "actors/lane_mail.hpp"
 #include "actors/protocol.hpp"
 #include "base/errc.hpp"
-#include "core/lane_book.hpp"
+#include "transport/lane_book.hpp"
 
 namespace troupe::lane {
 

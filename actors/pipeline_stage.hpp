@@ -16,8 +16,8 @@
 #include <string>
 
 #include "actors/protocol.hpp"
-#include "core/lane.hpp"
 #include "core/member_core.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe {
 
@@ -42,13 +42,13 @@ struct stage_options {
   // (Note [Certificate roles] in net/tls_handshake_guard.cpp). Optional.
   std::function<void(const std::string& host, std::uint16_t port, const char* role)> expect_peer;
   // The job's tag for the same-host fast path to remote shards (Note [Same-host fast path]
-  // in core/shared_slots.hpp); empty: every tensor travels in its message.
+  // in transport/shared_slots.hpp); empty: every tensor travels in its message.
   std::string fast_path_tag;
   // Pushes and pulls to those shards through the channels' doorbells once they listen
-  // (Note [Doorbells] in core/doorbell.hpp); false: as actor messages.
+  // (Note [Doorbells] in transport/doorbell.hpp); false: as actor messages.
   bool doorbells = true;
   // This node's end of the bulk lanes to shards on other hosts (Note [Bulk lanes] in
-  // core/lane.hpp); none: tensors go in the messages.
+  // transport/lane.hpp); none: tensors go in the messages.
   std::shared_ptr<lane::member_end> lanes;
   // --mode allreduce between hosts: this node's ends of the bulk lanes between ring
   // neighbours (Note [Ring lanes] in actors/stage_ring_lane.cpp), made when first needed:

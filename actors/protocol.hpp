@@ -111,7 +111,7 @@ struct connect_retry {       // a member, to itself: try connecting to `peer` ag
 struct hello_deadline {};    // a member, to itself: its previous stage should have said hello
 struct group_deadline {};    // a member, to itself: its local group's id should have come
 struct ring_drain {};        // a member, to itself: try again to pass the ring pieces that wait for mailbox room
-// Bulk lanes (Note [Bulk lanes] in core/lane.hpp), from the lane's threads to the actor
+// Bulk lanes (Note [Bulk lanes] in transport/lane.hpp), from the lane's threads to the actor
 // whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member,
 // a replica on a member's ring lanes (Note [Ring lanes] in actors/stage_ring_lane.cpp).
 enum class lane_side : std::uint8_t {
@@ -123,7 +123,7 @@ struct lane_payload {        // a payload read off the lane
   std::uint32_t peer = 0;
   std::uint64_t ticket = 0;
   tensor data;
-  bool finite = false;       // scanned free of NaN and Inf (Note [Scanned on arrival] in core/lane.hpp)
+  bool finite = false;       // scanned free of NaN and Inf (Note [Scanned on arrival] in transport/lane.hpp)
   lane_side side = lane_side::shards;
 };
 struct lane_event {          // the lane to `peer` opened, or closed (why: what happened)
@@ -157,7 +157,7 @@ struct replacement_found {
   std::string error;
 };
 struct park_deadline {};  // a parked member, to itself: the coordinator has not restarted the job
-// Doorbells (Note [Doorbells] in core/doorbell.hpp), from the word waiter's thread to its
+// Doorbells (Note [Doorbells] in transport/doorbell.hpp), from the word waiter's thread to its
 // actor: requests were posted to a shard's bell blocks, answers to a member's; and a
 // member, to itself: look for calls through the doorbell past their deadline.
 struct bells_rung {};

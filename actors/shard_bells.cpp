@@ -1,5 +1,5 @@
 // shard_bells: a shard's end of its members' doorbells (Note [Doorbells] in
-// core/doorbell.hpp): watching the bell block of each channel it answered into, taking the
+// transport/doorbell.hpp): watching the bell block of each channel it answered into, taking the
 // pushes and pulls posted there in order as the member whose segment it is, and answering
 // each through the same block.
 #include <spdlog/spdlog.h>

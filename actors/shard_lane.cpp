@@ -1,5 +1,5 @@
 // shard_lane: a shard server's side of its members' bulk lanes (Note [Bulk lanes] in
-// core/lane.hpp): offers, payloads that come before or after their messages, each
+// transport/lane.hpp): offers, payloads that come before or after their messages, each
 // member's calls kept in order while one of its pushes waits for its payload, answers sent
 // on the lane, and what happens when a lane closes or a payload is overdue.
 #include <spdlog/spdlog.h>

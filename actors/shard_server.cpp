@@ -9,6 +9,7 @@
 #include "actors/lane_mail.hpp"
 #include "actors/shard_state.hpp"
 #include "monitoring/refusals.hpp"
+#include "transport/frame_bound.hpp"
 
 namespace troupe {
 
@@ -61,8 +62,9 @@ void init_from_welcome(shard_pointer self, shard_welcome& w) {
     self->quit(make_error(errc::bad_job, core.error().message));
     return;
   }
+  set_frame_bound(core->frame_bytes);
   self->state.index = w.index;
-  self->state.core = std::move(*core);
+  self->state.core = std::move(core->core);
   if (auto why = plan_checkpoints(self, w)) {
     spdlog::error("shard {}: {}", w.index, *why);
     self->quit(make_error(errc::bad_job, *why));

@@ -9,16 +9,16 @@
 #include <string>
 
 #include "actors/protocol.hpp"
-#include "core/lane.hpp"
 #include "monitoring/observability.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe {
 
 // Spawns a shard that joins `coordinator` once told where workers can reach it. The
 // handle is the local one; publish it as a shard_actor. fast_path_tag: the job's tag for
-// the same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp); empty:
+// the same-host fast path (Note [Same-host fast path] in transport/shared_slots.hpp); empty:
 // every tensor travels in its message. lanes: this node's end of the bulk lanes to members
-// on other hosts (Note [Bulk lanes] in core/lane.hpp); none: tensors go in the messages.
+// on other hosts (Note [Bulk lanes] in transport/lane.hpp); none: tensors go in the messages.
 local_shard_actor spawn_shard_server(caf::actor_system& sys, coordinator_actor coordinator, std::string job_id,
                                      std::chrono::milliseconds join_timeout, observability obs = {},
                                      std::string fast_path_tag = {},

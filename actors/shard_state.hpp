@@ -26,21 +26,21 @@
 #include "actors/protocol.hpp"
 #include "actors/shard_server.hpp"
 #include "base/serial_worker.hpp"
-#include "base/word_waiter.hpp"
 #include "core/collective_rounds.hpp"
-#include "core/lane.hpp"
 #include "core/pull_views.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/shard_core.hpp"
 #include "core/shard_for.hpp"
-#include "core/shared_slots.hpp"
+#include "transport/lane.hpp"
+#include "transport/shared_slots.hpp"
+#include "transport/word_waiter.hpp"
 
 namespace troupe::shard_shell {
 
 using wall = std::chrono::system_clock;
 
 // Where a member's push or pull is answered: its actor message's response promise, or the
-// channel's doorbell it came through (Note [Doorbells] in core/doorbell.hpp).
+// channel's doorbell it came through (Note [Doorbells] in transport/doorbell.hpp).
 template <class T>
 class answer_to {
  public:

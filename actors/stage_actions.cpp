@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/stage_state.hpp"
+#include "transport/frame_bound.hpp"
 
 namespace troupe::stage_shell {
 
@@ -140,6 +141,10 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             });
           } else if constexpr (std::is_same_v<A, member_actions::stop>) {
             fail(self, a.why);
+          } else if constexpr (std::is_same_v<A, bound_frames>) {
+            set_frame_bound(a.bytes);
+          } else {
+            static_assert(sizeof(A) == 0, "a member action the stage's shell does not carry out");
           }
         },
         action);

@@ -1,5 +1,5 @@
 // stage_bells: a member's end of its channels' doorbells (Note [Doorbells] in
-// core/doorbell.hpp): posting a push or a pull whose tensor lies in a slot of the channel,
+// transport/doorbell.hpp): posting a push or a pull whose tensor lies in a slot of the channel,
 // watching the answers, handing each to its call's handler, and failing calls past the
 // request timeout (which closes the channel, as a timed-out request does).
 //
@@ -8,7 +8,7 @@
 // the shard's answer would then wake the waiter's thread, which nudges the actor, which
 // wakes the actor's thread: two wake-ups where one would do. A detached member (its
 // thread is its own) instead waits on its own thread for up to answer_wait, on the
-// answer queues' counts (base/word_waiter::await_change), and takes the answers as soon
+// answer queues' counts (transport/word_waiter::await_change), and takes the answers as soon
 // as they are posted; their handlers run the next step, whose calls it waits for in turn.
 // It stops waiting when nothing is in flight, when anything is in its mailbox (a message
 // waits at most answer_wait), and when no answer came for answer_wait (the wait starts

@@ -1,6 +1,6 @@
 // stage_fast_path: a member's ends of the same-host fast path to its shards (Note
-// [Same-host fast path] in core/shared_slots.hpp), through the channel pool every kind of
-// member uses (core/channel_pool.hpp): which channel a pull or push may use, giving its
+// [Same-host fast path] in transport/shared_slots.hpp), through the channel pool every kind of
+// member uses (transport/channel_pool.hpp): which channel a pull or push may use, giving its
 // slots back when the request is answered, and what of that the log hears.
 #include <spdlog/spdlog.h>
 

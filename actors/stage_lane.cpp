@@ -1,5 +1,5 @@
 // stage_lane: a training member's bulk lanes to the shards it reaches over the network
-// (Note [Bulk lanes] in core/lane.hpp), through the member_lanes that every kind of member
+// (Note [Bulk lanes] in transport/lane.hpp), through the member_lanes that every kind of member
 // uses (actors/member_lanes.hpp): which shards may have one (shards in this process or
 // reached through shared memory never do), and how an answer reaches the core.
 #include "actors/stage_state.hpp"

@@ -13,7 +13,7 @@ namespace troupe::stage_shell {
 
 // Note [Ring lanes]
 // Between hosts, ring pieces in CAF's messages pay what a shard's tensors did before bulk
-// lanes (Note [Bulk lanes] in core/lane.hpp): a middleman thread per process copies every
+// lanes (Note [Bulk lanes] in transport/lane.hpp): a middleman thread per process copies every
 // byte into and out of the connection's buffers, and TLS costs a system call per 16 KB
 // record. So the pieces a member sends its next replica go on a lane of their own, as a
 // member's pushes go to a shard:

@@ -1,5 +1,5 @@
 // stage_ring_mailbox: a member's ends of the ring mailboxes in --mode allreduce (Note
-// [Ring mailboxes] in core/ring_mailbox.hpp): the outbox to its next replica, made and
+// [Ring mailboxes] in transport/ring_mailbox.hpp): the outbox to its next replica, made and
 // offered with its first piece when that replica lives in another process and the
 // same-host fast path is on, and the inbox of its previous replica's outbox, mapped when
 // offered. Pieces that cannot go through a mailbox go on a ring lane (Note [Ring lanes] in

@@ -18,18 +18,18 @@
 #include <variant>
 #include <vector>
 
+#include "actors/member_lanes.hpp"
 #include "actors/pipeline_stage.hpp"
 #include "actors/protocol.hpp"
 #include "base/serial_worker.hpp"
-#include "base/word_waiter.hpp"
-#include "core/channel_pool.hpp"
-#include "actors/member_lanes.hpp"
 #include "core/member_core.hpp"
-#include "core/ring_mailbox.hpp"
+#include "transport/channel_pool.hpp"
+#include "transport/ring_mailbox.hpp"
+#include "transport/word_waiter.hpp"
 
 namespace troupe::stage_shell {
 
-// The member's ends of the same-host fast path to its shards (core/channel_pool.hpp, as
+// The member's ends of the same-host fast path to its shards (transport/channel_pool.hpp, as
 // for a key-value member, with one channel per shard: a member has one pull and one push
 // in flight to each): made when the first pull goes out; none when the fast path is off.
 // Shards in this process are skipped (the message shares the tensor already).
@@ -74,7 +74,7 @@ struct stage_bells {
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
-// core/ring_mailbox.hpp): the outbox this member writes its pieces for ring_next into
+// transport/ring_mailbox.hpp): the outbox this member writes its pieces for ring_next into
 // (made and offered with its first piece), the pieces that wait for room in it, in the
 // order they go; and the inbox it maps of ring_prev's; an offer that came before the
 // member trained waits here with its sender.

@@ -18,8 +18,8 @@
 
 #include "actors/protocol.hpp"
 #include "client/kv_transport.hpp"
-#include "core/lane.hpp"
 #include "core/kv_messages.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe::kv {
 
@@ -42,7 +42,7 @@ struct member_call_lookup {
 };
 // A push's data goes on the member's bulk lane to the shard when `lane` allows it (the
 // shard is not reached through shared memory), the lane is open and the data large enough
-// (Note [Bulk lanes] in core/lane.hpp); a pull asks its answer there when its `bytes` are.
+// (Note [Bulk lanes] in transport/lane.hpp); a pull asks its answer there when its `bytes` are.
 // The completion sees the answer's data in the reply either way.
 struct member_call_push {
   std::uint32_t shard = 0;

@@ -13,9 +13,9 @@
 
 #include "client/kv_transport.hpp"
 #include "client/pulled_views.hpp"
-#include "core/channel_pool.hpp"
 #include "core/kv_messages.hpp"
 #include "tensor/grad_codec.hpp"
+#include "transport/channel_pool.hpp"
 
 namespace troupe::kv {
 

@@ -12,11 +12,11 @@
 #include "client/borrowed_push.hpp"
 #include "client/heap_returner.hpp"
 #include "client/pull_answer.hpp"
-#include "client/transport_waits.hpp"
 #include "client/pulled_views.hpp"
 #include "client/push_compressor.hpp"
-#include "core/channel_pool.hpp"
+#include "client/transport_waits.hpp"
 #include "tensor/grad_codec.hpp"
+#include "transport/channel_pool.hpp"
 
 namespace troupe::kv {
 

@@ -3,7 +3,7 @@
 // from the TROUPE_* environment that `troupe launch` sets: client/environment_join.hpp),
 // or joins a coordinator in an actor system the caller owns (one process: tests and
 // embedding). A push copies the caller's floats into one message per
-// shard, or into a slot of the same-host fast path (core/channel_pool.hpp) when the
+// shard, or into a slot of the same-host fast path (transport/channel_pool.hpp) when the
 // shard is a process on this host; a pull's reply is copied into the caller's arrays from
 // the message or the slot.
 #pragma once

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <limits>
 
-#include "core/frame_bound.hpp"
+#include "core/job_frames.hpp"
 #include "core/local_groups.hpp"
 #include "core/residual_checkpoint.hpp"
 #include "core/ring_seats.hpp"
@@ -32,7 +32,7 @@ job_core::job_core(job_spec job, const model& m, observability obs, time_point n
     registry_.emplace(job_.servers, job_.big_array_bound);  // Note [Jobs of keys]
   } else {
     if (job_.servers > 0) table_ = partition_parameters(m, job_.servers, job_.big_array_bound);
-    set_frame_bound(max_frame_bytes(job_, m));
+    frame_bytes_ = max_frame_bytes(job_, m);
   }
   if (obs.metrics) m_ = obs.metrics->coordinator();
   // Sync gradients are never stale. Under ssp with bound s, a worker may read parameters

@@ -215,6 +215,9 @@ class job_core {
   // A key-value job's keys (nullptr in a training job).
   const kv_registry* registry() const { return registry_ ? &*registry_ : nullptr; }
   std::int64_t num_params() const { return num_params_; }
+  // A training job's largest message (core/job_frames.hpp), which the shell makes the
+  // process's frame bound; 0 for a job of keys, whose members define them as it runs.
+  std::uint64_t frame_bytes() const { return frame_bytes_; }
   std::uint32_t shard_count() const { return static_cast<std::uint32_t>(shard_hosts_.size()); }
   // Who writes the files of a checkpoint: the shards, or with no shard servers the stages
   // of replica 0 (Note [Members' checkpoints] in core/member_checkpoint.cpp), by index.
@@ -348,6 +351,7 @@ class job_core {
   key_table table_;
   model layout_;
   std::int64_t num_params_ = 0;
+  std::uint64_t frame_bytes_ = 0;
   std::optional<monitoring::coordinator_metrics> m_;
   job_phase phase_ = job_phase::admitting;
   std::vector<std::string> shard_hosts_;

@@ -66,7 +66,7 @@ struct kv_push {
   std::vector<std::int64_t> base_versions;  // per part: the version this member last pulled
   tensor data;                               // f32, the parts' numel summed; empty when shared is set
   shared_tensor shared;                      // the same-host fast path: where data lies instead
-  lane_tensor lane{};                        // or data's ticket on the bulk lane (core/lane.hpp)
+  lane_tensor lane{};                        // or data's ticket on the bulk lane (transport/lane.hpp)
 };
 
 struct kv_push_ack {
@@ -116,7 +116,7 @@ struct kv_collective {
   tensor data;                     // f32, n elements; a broadcast's non-roots and sizes: empty
   shared_tensor shared;            // the same-host fast path: where data lies instead
   shared_tensor reply_to;          // the same-host fast path: a slot for the answer's data
-  lane_tensor lane{};              // or data's ticket on the bulk lane (core/lane.hpp)
+  lane_tensor lane{};              // or data's ticket on the bulk lane (transport/lane.hpp)
   std::uint64_t lane_reply = 0;    // or the ticket to answer under on the bulk lane
 };
 

@@ -8,7 +8,7 @@
 #include <algorithm>
 
 #include "base/compute_fault.hpp"
-#include "core/frame_bound.hpp"
+#include "core/job_frames.hpp"
 #include "core/job.hpp"
 #include "core/job_checkpoint.hpp"
 #include "core/pipeline_layout.hpp"
@@ -61,6 +61,7 @@ member_actions_list member_core::on_welcome(const member_assignment& a) {
     stop(std::move(*f), out);
     return out;
   }
+  out.push_back(member_actions::bound_frames{frame_bytes_});
   restore_residuals(out);
   phase_ = member_phase::wiring;
   return out;
@@ -88,7 +89,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
                                                  : "worker " + std::to_string(a.rank));
   auto full = build_model(job);
   if (!full) return fault{errc::bad_job, full.error().message};
-  set_frame_bound(max_frame_bytes(job, *full));
+  frame_bytes_ = max_frame_bytes(job, *full);
   const auto spans = job_stage_spans(job, *full);
   if (spans.size() != job.pipeline_stages)
     return fault{errc::bad_job, "the job's cut points do not make " + std::to_string(job.pipeline_stages) + " stages"};

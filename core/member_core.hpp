@@ -80,6 +80,8 @@ struct save_checkpoint {
 };
 struct finish { worker_done r; };  // send it to the coordinator, then stop normally
 struct stop { fault why; };        // stop with this error
+// The job's largest message (core/job_frames.hpp): make it the process's frame bound.
+struct bound_frames { std::uint64_t bytes; };
 }  // namespace member_actions
 
 using member_action =
@@ -87,7 +89,8 @@ using member_action =
                  member_actions::send_activation_grad, member_actions::send_ring_piece, member_actions::report_step, member_actions::report_epoch,
                  member_actions::send_group_id, member_actions::await_group_id, member_actions::schedule_step,
                  member_actions::resume, member_actions::warn, member_actions::answer_rows,
-                 member_actions::save_checkpoint, member_actions::finish, member_actions::stop>;
+                 member_actions::save_checkpoint, member_actions::finish, member_actions::stop,
+                 member_actions::bound_frames>;
 using member_actions_list = std::vector<member_action>;
 
 enum class member_phase : std::uint8_t { joining, wiring, grouping, training, finishing, stopped };
@@ -305,6 +308,7 @@ class member_core {
   std::optional<optimizer_state> local_opt_;    // --servers 0
   std::int64_t param_offset_ = 0;               // this stage's first float in the model's flat vector
   checkpoint_identity checkpoint_id_;           // what this job's checkpoint files carry
+  std::uint64_t frame_bytes_ = 0;               // the job's largest message (core/job_frames.hpp)
   // Note [Members' checkpoints]: the last step checkpointed (or resumed from), and the
   // steps the coordinator asked for.
   std::int64_t last_checkpoint_ = 0;

@@ -52,7 +52,7 @@ struct member_setup {
   std::function<bool(std::uint32_t shard)> whole_slices;
   // --mode allreduce: where an outgoing ring piece of `numel` floats is computed, such as
   // a buffer in the ring mailbox to the next replica (Note [Ring mailboxes] in
-  // core/ring_mailbox.hpp); unset or an empty tensor: a fresh one.
+  // transport/ring_mailbox.hpp); unset or an empty tensor: a fresh one.
   std::function<tensor(std::int64_t numel)> ring_buffer;
 };
 

@@ -9,19 +9,13 @@
 
 #include "core/job.hpp"
 #include "core/key_table.hpp"
-#include "core/lane_tensor.hpp"
-#include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
+#include "transport/lane_offer.hpp"
+#include "transport/lane_tensor.hpp"
+#include "transport/shared_tensor.hpp"
 
 namespace troupe {
 
-
-// Shard -> member, asked with lane_open_atom: where the shard's lane listens and the
-// one-time token (32 bytes) that binds the member's two lane connections to its rank.
-struct lane_offer {
-  std::uint16_t port = 0;
-  std::string token;
-};
 
 // Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
 struct push_grads {
@@ -173,7 +167,7 @@ struct stage_hello {
 };
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
-// core/ring_mailbox.hpp): a replica offers its next replica in the ring the mailbox it
+// transport/ring_mailbox.hpp): a replica offers its next replica in the ring the mailbox it
 // writes its pieces into (`answer` false), and that one answers whether it mapped it
 // (`why`: the reason it did not).
 struct ring_mailbox_offer {

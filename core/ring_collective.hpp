@@ -36,9 +36,9 @@
 
 #include "base/errc.hpp"
 #include "base/expected.hpp"
-#include "core/lane_tensor.hpp"
-#include "core/shared_tensor.hpp"
 #include "tensor/tensor.hpp"
+#include "transport/lane_tensor.hpp"
+#include "transport/shared_tensor.hpp"
 
 namespace troupe {
 
@@ -56,7 +56,7 @@ struct ring_piece {
   std::int64_t offset = 0;  // the piece's first element in the whole tensor
   tensor values;            // f32
   // Between processes of one host: where in the sender's ring mailbox the values lie
-  // (Note [Ring mailboxes] in core/ring_mailbox.hpp), `values` empty; the receiving
+  // (Note [Ring mailboxes] in transport/ring_mailbox.hpp), `values` empty; the receiving
   // shell fills `values` from it before the collective sees the piece.
   shared_tensor shared;
   // Between hosts, once a bulk lane is open: the ticket its values come under on the lane
@@ -84,7 +84,7 @@ class ring_collective {
                                               const std::vector<std::int64_t>& counts);
 
   // Where the pieces this rank sends are computed: a (numel) f32 tensor, such as one in a
-  // ring mailbox (Note [Ring mailboxes] in core/ring_mailbox.hpp), or an empty tensor
+  // ring mailbox (Note [Ring mailboxes] in transport/ring_mailbox.hpp), or an empty tensor
   // for a fresh one. Unset: fresh tensors, and a piece passed on is the one that came,
   // summed into in place; set: a piece passed on is computed into a new buffer, and the
   // one that came is dropped.

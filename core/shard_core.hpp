@@ -106,7 +106,7 @@ struct gradient_receipt {
   std::int64_t piece_offset = 0;
   std::int64_t piece_numel = 0;
   // The transport scanned it and found no NaN or Inf (Note [Scanned on arrival] in
-  // core/lane.hpp), so the core does not scan it again.
+  // transport/lane.hpp), so the core does not scan it again.
   bool finite = false;
 };
 
@@ -190,7 +190,7 @@ class shard_core {
   // One message's pushes of several parts, all or none: every part is checked (membership,
   // shape, finiteness, rounds ahead; each part named once) before any is applied, so a
   // refused push leaves every part as it was. `finite`: the transport found every
-  // gradient free of NaN and Inf (Note [Scanned on arrival] in core/lane.hpp), so they are
+  // gradient free of NaN and Inf (Note [Scanned on arrival] in transport/lane.hpp), so they are
   // not scanned again.
   struct push_outcome_all {
     std::optional<fault> error;

@@ -3,7 +3,7 @@
 // plan; or a key-value job's, empty until the coordinator defines its keys' parts.
 #include "core/shard_for.hpp"
 
-#include "core/frame_bound.hpp"
+#include "core/job_frames.hpp"
 
 namespace troupe {
 
@@ -22,10 +22,10 @@ shard_config kv_shard_config(const shard_welcome& w) {
   return cfg;
 }
 
-expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
+expected<built_shard> shard_for(const shard_welcome& w) {
   auto m = build_model(w.job);
   if (!m) return m.error();
-  set_frame_bound(max_frame_bytes(w.job, *m));
+  const std::uint64_t frame_bytes = max_frame_bytes(w.job, *m);
   tensor full({m->num_params()});
   m->init_params(full, w.job.train.seed, w.job.train.init);
   std::int64_t numel = 0;
@@ -48,7 +48,7 @@ expected<std::unique_ptr<shard_core>> shard_for(const shard_welcome& w) {
     cfg.checkpoint_every = w.job.checkpoints.every;
     cfg.checkpoint_epoch_steps = steps_per_epoch(w.job);
   }
-  return std::make_unique<shard_core>(cfg, std::move(mine));
+  return built_shard{std::make_unique<shard_core>(cfg, std::move(mine)), frame_bytes};
 }
 
 }  // namespace troupe

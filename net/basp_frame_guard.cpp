@@ -9,7 +9,7 @@
 // stalled its network I/O meanwhile. libcaf_io calls basp::valid through its PLT right
 // after reading a header and before that resize, so the executable's definition below
 // runs instead: a frame longer than frame_bound() (the job's largest message plus
-// headroom, core/frame_bound.hpp) is invalid, and CAF closes the connection as it does
+// headroom, transport/frame_bound.hpp) is invalid, and CAF closes the connection as it does
 // for any invalid header, having allocated nothing. Refusals are counted
 // (troupe_refusals_total{reason="oversized_frame"}) and, since a header does not say
 // which connection it came on, logged at most once a minute.
@@ -19,8 +19,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "core/frame_bound.hpp"
 #include "monitoring/refusals.hpp"
+#include "transport/frame_bound.hpp"
 
 namespace caf::io::basp {
 

@@ -33,7 +33,7 @@ expected<std::string> load_job_secret(const std::string& path);
 std::string join_proof(std::string_view secret, std::string_view job_id, std::string_view role,
                        std::string_view joining_node, std::string_view coordinator_node);
 // The job's tag for its shared-memory segments (Note [Same-host fast path] in
-// core/shared_slots.hpp): the first 16 hex digits of HMAC-SHA256(secret,
+// transport/shared_slots.hpp): the first 16 hex digits of HMAC-SHA256(secret,
 // "troupe-shm-v1" | job id). It tells one job's segments from another's; it reveals
 // nothing of the secret, since segment names are visible to every user of the host.
 std::string shared_memory_tag(std::string_view secret, std::string_view job_id);

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "net/job_secret.hpp"
-#include "net/tls.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe {
 

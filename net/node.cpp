@@ -11,14 +11,14 @@
 #include "actors/pipeline_stage.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "core/shm_segment.hpp"
 #include "net/job_secret.hpp"
-#include "net/lane_transport.hpp"
 #include "net/node_runtime.hpp"
 #include "net/node_system.hpp"
 #include "net/peer_certificates.hpp"
 #include "net/peer_expectations.hpp"
-#include "net/tls.hpp"
+#include "transport/lane_transport.hpp"
+#include "transport/shm_segment.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe {
 

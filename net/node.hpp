@@ -8,12 +8,12 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
-#include "core/lane.hpp"
 #include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
 #include "net/node_system.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/model.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe {
 
@@ -44,7 +44,7 @@ int run_coordinator_node(const node_plan& plan, const job_spec& job, const model
 // removing the segments a crashed process of the job left behind.
 std::string fast_path_tag(const node_plan& plan);
 
-// This node's end of the bulk lanes (Note [Bulk lanes] in core/lane.hpp), from its plan:
+// This node's end of the bulk lanes (Note [Bulk lanes] in transport/lane.hpp), from its plan:
 // TLS with its files when it has them, its handshake and connection timeouts. None when the
 // plan turns lanes off; a shard that cannot listen on any port runs without (a warning).
 expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);

@@ -13,7 +13,7 @@
 
 #include "base/expected.hpp"
 #include "net/endpoint.hpp"
-#include "net/tls.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe {
 
@@ -76,7 +76,7 @@ struct node_plan {
   tls_files tls;                 // empty: plain transport
   std::string secret;            // the job's secret (64 hex digits); a resolved plan always has one
   bool shared_memory = true;     // shards and workers on one host exchange tensors in shared memory
-  bool doorbells = true;         // and a worker's pushes and pulls with them (Note [Doorbells] in core/doorbell.hpp)
+  bool doorbells = true;         // and a worker's pushes and pulls with them (Note [Doorbells] in transport/doorbell.hpp)
   bool bulk_lanes = true;        // shards and members on different hosts: large tensors on lanes (Note [Bulk lanes])
   std::uint16_t lane_port = 0;   // a shard's lane listener (0: any free port)
   std::int32_t wanted_rank = -1; // a worker's: the rank it asks for (worker_join::wanted_rank), -1: any

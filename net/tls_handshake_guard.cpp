@@ -72,7 +72,7 @@
 #include "net/handshake_ledger.hpp"
 #include "net/peer_certificates.hpp"
 #include "net/peer_expectations.hpp"
-#include "net/tls.hpp"
+#include "transport/tls.hpp"
 
 namespace {
 

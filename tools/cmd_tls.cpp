@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "net/job_secret.hpp"
-#include "net/tls.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe::cli {
 

@@ -1,4 +1,4 @@
-// Tests for actors/bell_records.cpp (Note [Doorbells] in core/doorbell.hpp): every kind of
+// Tests for actors/bell_records.cpp (Note [Doorbells] in transport/doorbell.hpp): every kind of
 // record carries its id and its message unchanged; a message too long for a record is
 // refused, and an error's long detail is cut to fit; a record too short or of no known
 // kind has no head, and bytes of another message do not decode as it.

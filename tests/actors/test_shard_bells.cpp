@@ -1,4 +1,4 @@
-// Tests for actors/shard_bells.cpp (Note [Doorbells] in core/doorbell.hpp), with a real
+// Tests for actors/shard_bells.cpp (Note [Doorbells] in transport/doorbell.hpp), with a real
 // scheduler and the shard's waiter thread: once a shard has answered a member's pull in
 // its channel's reply slot it listens at the channel's bell block; a push and a pull posted
 // there are served in order, as that member, and answered there (the pull's parameters in
@@ -18,14 +18,14 @@
 #include "actors/lone_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "base/word_waiter.hpp"
-#include "core/shared_slots.hpp"
 #include "monitoring/metrics.hpp"
 #include "monitoring/observability.hpp"
 #include "monitoring/refusals.hpp"
 #include "tests/support/numeric.hpp"
 #include "tests/support/shm_tag.hpp"
 #include "tests/support/tiny_job.hpp"
+#include "transport/shared_slots.hpp"
+#include "transport/word_waiter.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;

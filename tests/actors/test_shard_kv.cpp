@@ -22,11 +22,11 @@
 #include "actors/coordinator.hpp"
 #include "actors/runtime.hpp"
 #include "actors/shard_server.hpp"
-#include "core/shared_slots.hpp"
 #include "tensor/grad_codec.hpp"
 #include "tests/support/hand_lanes.hpp"
 #include "tests/support/numeric.hpp"
 #include "tests/support/shm_tag.hpp"
+#include "transport/shared_slots.hpp"
 
 using namespace troupe;
 

@@ -3,15 +3,18 @@
 // job of two stages is bitwise train-local; data that does not match the job, and bf16
 // products asked of a device, stop the member at its welcome; a replacement resumes at
 // its clock; a lost neighbour stops the stage, but one that owes it nothing more in the
-// job's last step is only warned about.
+// job's last step is only warned about; the welcome returns the job's frame bound as an
+// action and leaves the process's own alone.
 #define BOOST_TEST_MODULE member_core
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
 
+#include "core/job_frames.hpp"
 #include "tensor/trainer.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
+#include "transport/frame_bound.hpp"
 
 using namespace troupe;
 using test::same_bits;
@@ -40,6 +43,16 @@ BOOST_AUTO_TEST_CASE(one_microbatch_through_two_stages_is_bitwise_train_local) {
       if (bucket_bytes == 1)  // the stages pulled in pieces
         BOOST_TEST(std::any_of(bench.pulls.begin(), bench.pulls.end(), [](auto& p) { return p.piece_numel > 0; }));
     }
+}
+
+// Cores set no process-wide state (docs/DESIGN.md, "Bounded frames"): the shell does.
+BOOST_AUTO_TEST_CASE(the_welcome_returns_the_frame_bound_and_leaves_the_process_alone) {
+  job_spec job = member_job(2, 1);
+  member_bench bench(job, synthetic(400));
+  bench.start();
+  BOOST_TEST(bench.frame_bytes == max_frame_bytes(bench.job, bench.m));
+  BOOST_TEST(bench.frame_bytes > frame_headroom);
+  BOOST_TEST(frame_bound() == frame_bound_before_the_job);
 }
 
 BOOST_AUTO_TEST_CASE(data_that_does_not_match_the_job_stops_at_the_welcome) {

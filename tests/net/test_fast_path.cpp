@@ -1,4 +1,4 @@
-// The same-host fast path (Note [Same-host fast path] in core/shared_slots.hpp) with real
+// The same-host fast path (Note [Same-host fast path] in transport/shared_slots.hpp) with real
 // `troupe node` processes over mutual TLS on loopback: a job gives the same bits with the
 // fast path on, off, and refused by its shard (which then answers over the network), and
 // so does a job with 2-bit pushes (copied into the slot) on and off, a job whose
@@ -7,7 +7,7 @@
 // segment a crashed process of the job left behind is removed by the next node of the job
 // to start; a worker killed while it trains leaves no segment behind. Once the channel is
 // confirmed the worker's pushes and pulls go through its doorbell (Note [Doorbells] in
-// core/doorbell.hpp) with the same bits as without (--no-doorbells), and a call through it
+// transport/doorbell.hpp) with the same bits as without (--no-doorbells), and a call through it
 // that a stopped shard never answers fails within the request timeout, closing the
 // doorbell, instead of hanging the worker.
 #define BOOST_TEST_MODULE fast_path

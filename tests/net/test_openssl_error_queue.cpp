@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "net/tls.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "transport/tls.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;

@@ -1,4 +1,4 @@
-// Test helpers: a shard's and a member's bulk lane ends (core/lane.hpp) without sockets.
+// Test helpers: a shard's and a member's bulk lane ends (transport/lane.hpp) without sockets.
 // What the shell sends, drops and opens is recorded, and a test delivers payloads and
 // closures through `h` as the transport's threads would. Offers name port 4242 and a
 // token of 32 'k's.
@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/lane.hpp"
+#include "transport/lane.hpp"
 
 namespace troupe::test {
 

@@ -15,9 +15,9 @@
 #include <optional>
 #include <string>
 
-#include "net/lane_transport.hpp"
-#include "net/tls.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "transport/lane_transport.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe::test {
 

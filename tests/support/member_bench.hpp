@@ -66,6 +66,7 @@ struct member_bench {
   std::map<std::uint32_t, worker_done> done;
   std::map<std::uint32_t, fault> stopped;
   std::vector<std::string> warnings;
+  std::uint64_t frame_bytes = 0;  // what the last welcome bound frames to
   std::vector<rows_answer> answers;  // to grants of rows
   std::vector<pull_request> pulls;
   int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
@@ -91,7 +92,7 @@ struct member_bench {
       table = partition_parameters(m, 1, job.big_array_bound);
       auto built = shard_for(shard_welcome{0, job, table.ranges_of(0), {}});
       BOOST_REQUIRE(built.has_value());
-      shard = std::move(*built);
+      shard = std::move(built->core);
       std::vector<std::uint32_t> ranks, stages;
       for (std::uint32_t r = 0; r < troupe::members(job); ++r) {
         ranks.push_back(r);
@@ -248,6 +249,7 @@ struct member_bench {
   void handle(std::uint32_t r, member_actions::save_checkpoint& a) { checkpoints.emplace_back(r, std::move(a)); }
   void handle(std::uint32_t r, member_actions::finish& a) { done[r] = a.r; }
   void handle(std::uint32_t r, member_actions::stop& a) { stopped[r] = a.why; }
+  void handle(std::uint32_t, member_actions::bound_frames& a) { frame_bytes = a.bytes; }
 };
 
 }  // namespace troupe::test

@@ -17,11 +17,11 @@
 #include <vector>
 
 #include "net/job_secret.hpp"
-#include "net/tls.hpp"
 #include "tests/support/background.hpp"
 #include "tests/support/http.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "transport/tls.hpp"
 
 namespace troupe::test {
 

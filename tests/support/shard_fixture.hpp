@@ -2,7 +2,7 @@
 // with no correction for asynchrony: every push moves by its own gradient)
 // under CAF's deterministic scheduler, with a stand-in coordinator and member stand-in
 // actors that push and pull as a rank (or as strangers), recording the answers. Optionally
-// the shard has a bulk lane end (core/lane.hpp) that the test drives by hand.
+// the shard has a bulk lane end (transport/lane.hpp) that the test drives by hand.
 #pragma once
 
 #include <functional>

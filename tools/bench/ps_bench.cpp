@@ -4,10 +4,10 @@
 // `client` joins it as the job's one member, times REPS pushes and pulls against the shard
 // it is given, and prints one JSON line with the medians. With --shm-tag (the same 16 hex
 // digits on both sides) they use the same-host fast path as a worker does (Note [Same-host
-// fast path] in core/shared_slots.hpp): the client packs each gradient into its push slot
+// fast path] in transport/shared_slots.hpp): the client packs each gradient into its push slot
 // and copies each answer out of its reply slot, so each tensor still crosses memory once.
 // With --lane (both sides) they move the tensors on a bulk lane (Note [Bulk lanes] in
-// core/lane.hpp), as a worker does with a shard on another host: the client moves each
+// transport/lane.hpp), as a worker does with a shard on another host: the client moves each
 // gradient onto the lane and takes each answer off it; the messages carry tickets.
 // Without --tls-dir both sides run with --insecure-network and need --secret-file.
 //   bench_ps serve  --listen 127.0.0.1:P [--floats N] [--tls-dir DIR | --secret-file F] [--shm-tag HEX] [--lane]
@@ -26,9 +26,9 @@
 
 #include "actors/lone_shard.hpp"
 #include "actors/shard_server.hpp"
-#include "core/shared_slots.hpp"
 #include "net/node.hpp"
 #include "net/node_runtime.hpp"
+#include "transport/shared_slots.hpp"
 
 using namespace troupe;
 
