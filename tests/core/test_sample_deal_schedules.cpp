@@ -41,39 +41,133 @@ struct exercised {
                raises = 0;
 };
 
-void run_schedule(std::uint32_t seed, exercised& seen) {
-  std::mt19937 rnd(seed);
-  const std::int64_t workers = 2 + rnd() % 4, batch = 1 + rnd() % 4, per_worker = 3 + rnd() % 20,
-                     epochs = 1 + rnd() % 4;
-  const deal_shape d = small_shape(workers, batch, per_worker, epochs);
-  sample_dealer dealer(d, static_cast<std::uint32_t>(workers), 0);
-  std::vector<sim_member> members(static_cast<std::size_t>(workers), sim_member{});
-  for (auto& m : members) {
-    m.grants = member_grants(d.steps_per_epoch);
-    m.kept = kept_rows(batch);
+// One random schedule: the dealer, its members, and what each position was trained.
+class schedule {
+ public:
+  schedule(std::uint32_t seed, exercised& seen)
+      : seed_(seed), rnd_(seed), workers_(2 + rnd_() % 4), batch_(1 + rnd_() % 4), per_worker_(3 + rnd_() % 20),
+        epochs_(1 + rnd_() % 4), d_(small_shape(workers_, batch_, per_worker_, epochs_)),
+        dealer_(d_, static_cast<std::uint32_t>(workers_), 0), members_(static_cast<std::size_t>(workers_)), seen_(seen) {
+    for (auto& m : members_) fresh(m);
   }
-  std::map<std::pair<std::int64_t, std::int64_t>, int> trained;  // (epoch, position) -> times
-  std::map<std::uint64_t, std::uint32_t> holder;
 
-  auto flush = [&](std::uint32_t r) {  // the member's messages reach the dealer, in order
-    auto& m = members[r];
+  // 4000 random events, then everyone still alive runs to the end, hearing everything.
+  void run() {
+    for (int event = 0; event < 4000; ++event) one_event();
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (std::uint32_t r = 0; r < members_.size(); ++r) {
+        sim_member& m = members_[r];
+        if (!m.live || m.done) continue;
+        while (!m.inbox.empty()) receive(m);
+        train(r, m);
+        if (m.clock == d_.total_steps) m.done = true;
+        flush(r);
+        if (m.done) dealer_.done(r);
+        deal();
+        moved = true;
+      }
+    }
+    deal();
+  }
+
+  void check() const {
+    std::int64_t twice = 0, once = 0;
+    for (const auto& [where, times] : trained_) {
+      twice += times > 1;
+      once += times == 1;
+    }
+    const std::int64_t all = epochs_ * workers_ * per_worker_;
+    BOOST_TEST(twice == 0, "seed " << seed_);
+    BOOST_TEST(once + dealer_.lost_positions() + dealer_.never_dealt() == all,
+               "seed " << seed_ << ": trained " << once << ", lost " << dealer_.lost_positions() << ", never dealt "
+                       << dealer_.never_dealt() << " of " << all);
+  }
+
+ private:
+  void fresh(sim_member& m) const {
+    m = sim_member{};
+    m.grants = member_grants(d_.steps_per_epoch);
+    m.kept = kept_rows(batch_);
+  }
+
+  void one_event() {
+    const std::uint32_t r = rnd_() % static_cast<std::uint32_t>(workers_);
+    sim_member& m = members_[r];
+    const int what = static_cast<int>(rnd_() % 100);
+    if (!m.live) {
+      if (what < 3) replace(r, m);
+      return;
+    }
+    if (m.done) return;
+    if (what < 55) {  // a step
+      train(r, m);
+      if (m.clock == d_.total_steps) {
+        m.done = true;
+        flush(r);
+        dealer_.done(r);
+        deal();
+      }
+    } else if (what < 80 && !m.inbox.empty()) {  // a grant or shed arrives
+      receive(m);
+    } else if (what < 97) {  // the coordinator hears from the member, may shed, and deals
+      flush(r);
+      if (what >= 85 && batch_ > 1) maybe_shed(r, m);
+      deal();
+    } else if (what < 99 || rnd_() % 4 == 0) {  // the member is lost
+      flush(r);
+      ++seen_.losses;
+      m.live = false;
+      m.inbox.clear();
+      dealer_.lost(r);
+      deal();
+    }
+  }
+
+  // A replacement, wanting a clock near the others'.
+  void replace(std::uint32_t r, sim_member& m) {
+    std::int64_t want = 0;
+    for (auto& o : members_)
+      if (o.live) want = std::max(want, o.clock);
+    ++seen_.replacements;
+    fresh(m);
+    m.clock = dealer_.replace(r, want);
+    m.done = m.clock >= d_.total_steps;
+    if (m.done) dealer_.done(r);
+    deal();
+  }
+
+  void maybe_shed(std::uint32_t r, sim_member& m) {
+    const std::int64_t keep = 1 + static_cast<std::int64_t>(rnd_() % static_cast<std::uint32_t>(batch_));
+    const std::int64_t before = dealer_.keeps(r);
+    if (auto shed = dealer_.shed(r, keep)) {
+      ++(keep < before ? seen_.sheds : seen_.raises);
+      m.inbox.push_back(*shed);
+    }
+  }
+
+  // The member's messages reach the dealer, in order.
+  void flush(std::uint32_t r) {
+    auto& m = members_[r];
     while (!m.outbox.empty()) {
       auto [kind, value, from] = m.outbox.front();
       m.outbox.pop_front();
       if (kind == report) {
-        dealer.reported(r, value);
+        dealer_.reported(r, value);
       } else {
-        dealer.answered(r, static_cast<std::uint64_t>(value), kind == took, from);
-        ++(kind == took ? seen.grants_taken : seen.grants_returned);
+        dealer_.answered(r, static_cast<std::uint64_t>(value), kind == took, from);
+        ++(kind == took ? seen_.grants_taken : seen_.grants_returned);
       }
     }
-  };
-  auto deal = [&] {
-    for (auto& [rank, g] : dealer.deal()) members[rank].inbox.push_back(std::move(g));
-  };
+  }
+
+  void deal() {
+    for (auto& [rank, g] : dealer_.deal()) members_[rank].inbox.push_back(std::move(g));
+  }
+
   // A message reaches member m: a grant is taken or returned, a shed applies from its
   // next step (as member_core does).
-  auto receive = [&](sim_member& m) {
+  void receive(sim_member& m) {
     auto msg = std::move(m.inbox.front());
     m.inbox.pop_front();
     if (auto* g = std::get_if<rows_grant>(&msg)) {
@@ -85,97 +179,35 @@ void run_schedule(std::uint32_t seed, exercised& seen) {
       m.kept.set(from, shed.keep);
       m.outbox.push_back({took, static_cast<std::int64_t>(shed.id), from});
     }
-  };
+  }
+
   // Member m trains its step: its kept rows and its granted ones.
-  auto train = [&](std::uint32_t r, sim_member& m) {
+  void train(std::uint32_t r, sim_member& m) {
     std::vector<std::int64_t> rows;
-    static_positions(d, r, m.clock, rows, 0, m.kept.at(m.clock));
+    static_positions(d_, r, m.clock, rows, 0, m.kept.at(m.clock));
     const auto extra = m.grants.rows_at(m.clock);
     rows.insert(rows.end(), extra.begin(), extra.end());
-    BOOST_TEST_REQUIRE(static_cast<std::int64_t>(extra.size()) <= d.max_extra_rows);
-    seen.trained_extra += static_cast<std::int64_t>(extra.size());
-    for (std::int64_t p : rows) ++trained[{m.clock / d.steps_per_epoch, p}];
+    BOOST_TEST_REQUIRE(static_cast<std::int64_t>(extra.size()) <= d_.max_extra_rows);
+    seen_.trained_extra += static_cast<std::int64_t>(extra.size());
+    for (std::int64_t p : rows) ++trained_[{m.clock / d_.steps_per_epoch, p}];
     ++m.clock;
     m.outbox.push_back({report, m.clock});
-  };
+  }
 
-  for (int event = 0; event < 4000; ++event) {
-    const std::uint32_t r = rnd() % static_cast<std::uint32_t>(workers);
-    sim_member& m = members[r];
-    const int what = static_cast<int>(rnd() % 100);
-    if (!m.live) {
-      if (what < 3) {  // a replacement, wanting a clock near the others'
-        std::int64_t want = 0;
-        for (auto& o : members)
-          if (o.live) want = std::max(want, o.clock);
-        ++seen.replacements;
-        m = sim_member{};
-        m.grants = member_grants(d.steps_per_epoch);
-        m.kept = kept_rows(batch);
-        m.clock = dealer.replace(r, want);
-        m.done = m.clock >= d.total_steps;
-        if (m.done) dealer.done(r);
-        deal();
-      }
-      continue;
-    }
-    if (m.done) continue;
-    if (what < 55) {  // a step
-      train(r, m);
-      if (m.clock == d.total_steps) {
-        m.done = true;
-        flush(r);
-        dealer.done(r);
-        deal();
-      }
-    } else if (what < 80 && !m.inbox.empty()) {  // a grant or shed arrives
-      receive(m);
-    } else if (what < 97) {  // the coordinator hears from the member, may shed, and deals
-      flush(r);
-      if (what >= 85 && batch > 1) {
-        const std::int64_t keep = 1 + static_cast<std::int64_t>(rnd() % static_cast<std::uint32_t>(batch));
-        const std::int64_t before = dealer.keeps(r);
-        if (auto shed = dealer.shed(r, keep)) {
-          ++(keep < before ? seen.sheds : seen.raises);
-          m.inbox.push_back(*shed);
-        }
-      }
-      deal();
-    } else if (what < 99 || rnd() % 4 == 0) {  // the member is lost
-      flush(r);
-      ++seen.losses;
-      m.live = false;
-      m.inbox.clear();
-      dealer.lost(r);
-      deal();
-    }
-  }
-  // Everyone still alive runs to the end, hearing everything.
-  for (bool moved = true; moved;) {
-    moved = false;
-    for (std::uint32_t r = 0; r < members.size(); ++r) {
-      sim_member& m = members[r];
-      if (!m.live || m.done) continue;
-      while (!m.inbox.empty()) receive(m);
-      train(r, m);
-      if (m.clock == d.total_steps) m.done = true;
-      flush(r);
-      if (m.done) dealer.done(r);
-      deal();
-      moved = true;
-    }
-  }
-  deal();
-  std::int64_t twice = 0, once = 0;
-  for (const auto& [where, times] : trained) {
-    twice += times > 1;
-    once += times == 1;
-  }
-  const std::int64_t all = epochs * workers * per_worker;
-  BOOST_TEST(twice == 0, "seed " << seed);
-  BOOST_TEST(once + dealer.lost_positions() + dealer.never_dealt() == all,
-             "seed " << seed << ": trained " << once << ", lost " << dealer.lost_positions() << ", never dealt "
-                     << dealer.never_dealt() << " of " << all);
+  std::uint32_t seed_;
+  std::mt19937 rnd_;
+  std::int64_t workers_, batch_, per_worker_, epochs_;
+  deal_shape d_;
+  sample_dealer dealer_;
+  std::vector<sim_member> members_;
+  exercised& seen_;
+  std::map<std::pair<std::int64_t, std::int64_t>, int> trained_;  // (epoch, position) -> times
+};
+
+void run_schedule(std::uint32_t seed, exercised& seen) {
+  schedule s(seed, seen);
+  s.run();
+  s.check();
 }
 
 }  // namespace

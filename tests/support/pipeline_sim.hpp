@@ -61,6 +61,25 @@ struct pipeline_outcome {
   std::vector<int> peak;  // per stage
 };
 
+// One stage_replica per stage, with `slots[i]` slots of `rows` rows, its parameters
+// copied from its span of `params`, its gradients zero.
+inline std::vector<std::unique_ptr<stage_replica>> stage_replicas(const std::vector<model>& stages, std::int64_t rows,
+                                                                  const std::vector<int>& slots, const tensor& params,
+                                                                  const compute& c) {
+  const int k = static_cast<int>(stages.size());
+  std::vector<std::unique_ptr<stage_replica>> reps;
+  std::int64_t offset = 0;
+  for (int i = 0; i < k; ++i) {
+    reps.push_back(std::make_unique<stage_replica>(stages[i], i == 0, i == k - 1, rows, slots[i], c));
+    auto& p = reps.back()->params();
+    copy(p, params.view().flat(offset, p.numel()));
+    reps.back()->commit_params();
+    offset += p.numel();
+    reps.back()->zero_grads();
+  }
+  return reps;
+}
+
 // Runs mb through m cut at `cuts` in `micro` microbatches; stage i follows orders[i] and
 // has slots[i] slots. Stages take turns; one whose next action lacks its input waits.
 inline pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cuts, int micro,
@@ -73,17 +92,7 @@ inline pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cut
   const std::int64_t b = mb.x.size(0);
   auto rows_of = [&](int i) { return b * (i + 1) / micro - b * i / micro; };
   auto first_row = [&](int i) { return b * i / micro; };
-  std::vector<std::unique_ptr<stage_replica>> reps;
-  std::int64_t offset = 0;
-  for (int i = 0; i < k; ++i) {
-    reps.push_back(std::make_unique<stage_replica>((*stages)[i], i == 0, i == k - 1, (b + micro - 1) / micro,
-                                                   slots[i], c));
-    auto& p = reps.back()->params();
-    copy(p, params.view().flat(offset, p.numel()));
-    reps.back()->commit_params();
-    offset += p.numel();
-    reps.back()->zero_grads();
-  }
+  auto reps = stage_replicas(*stages, (b + micro - 1) / micro, slots, params, c);
   std::map<std::pair<int, int>, tensor> acts, grads;  // (stage, microbatch) -> message into that stage
   std::vector<std::map<int, int>> slot_of(k);
   std::vector<std::size_t> pos(k, 0);
@@ -137,7 +146,7 @@ inline pipeline_outcome run_pipeline(const model& m, const std::vector<int>& cut
   }
   for (int i = 0; i < k; ++i) BOOST_REQUIRE_EQUAL(pos[i], orders[i].size());
   out.grads = tensor({m.num_params()});
-  offset = 0;
+  std::int64_t offset = 0;
   for (int i = 0; i < k; ++i) {
     copy(out.grads.view().flat(offset, reps[i]->grads().numel()), reps[i]->fetch_grads());
     offset += reps[i]->grads().numel();

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <iostream>
 #include <optional>
+#include <utility>
 
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
@@ -16,6 +17,34 @@
 #include "tensor/gemm.hpp"
 #include "tensor/sampler.hpp"
 #include "tensor/trainer.hpp"
+
+namespace {
+
+// Runs `warmup` untimed steps, then `steps` timed ones, on batches of `data` in order;
+// returns the last loss and the timed seconds.
+std::pair<double, double> time_steps(const troupe::model& m, const troupe::dataset_split& data, std::int64_t batch,
+                                     std::int64_t warmup, std::int64_t steps, const troupe::compute& exec) {
+  using namespace troupe;
+  // The peers run SGD with Nesterov momentum 0.9 and weight decay 5e-4 at a fixed lr.
+  local_stepper stepper(m, optimizer_config{optimizer_kind::sgd, 0.9f, true, 5e-4f}, batch, 1, exec);
+  tensor x(data.train.sample_shape().prepend(batch)), y(data.train.labels.sizes().drop_front().prepend(batch), dtype::i32);
+  const auto order = epoch_indices(data.train.size(), 1, 0, 0, 1);
+  const std::int64_t batches = data.train.size() / batch;
+  auto run = [&](std::int64_t n) {
+    double loss = 0.0;
+    for (std::int64_t s = 0; s < n; ++s) {
+      gather_batch(x, y, data.train, std::span<const std::int64_t>(order).subspan((s % batches) * batch, batch));
+      loss = stepper.step(x, y, 0.01f);
+    }
+    return loss;
+  };
+  run(warmup);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double loss = run(steps);
+  return {loss, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace troupe;
@@ -78,23 +107,7 @@ int main(int argc, char** argv) {
     std::cerr << m.error().message << "\n";
     return 2;
   }
-  // The peers run SGD with Nesterov momentum 0.9 and weight decay 5e-4 at a fixed lr.
-  local_stepper stepper(*m, optimizer_config{optimizer_kind::sgd, 0.9f, true, 5e-4f}, batch, 1, exec);
-  tensor x(data.train.sample_shape().prepend(batch)), y(data.train.labels.sizes().drop_front().prepend(batch), dtype::i32);
-  const auto order = epoch_indices(data.train.size(), 1, 0, 0, 1);
-  const std::int64_t batches = data.train.size() / batch;
-  auto run = [&](std::int64_t n) {
-    double loss = 0.0;
-    for (std::int64_t s = 0; s < n; ++s) {
-      gather_batch(x, y, data.train, std::span<const std::int64_t>(order).subspan((s % batches) * batch, batch));
-      loss = stepper.step(x, y, 0.01f);
-    }
-    return loss;
-  };
-  run(warmup);
-  const auto t0 = std::chrono::steady_clock::now();
-  const double loss = run(steps);
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto [loss, secs] = time_steps(*m, data, batch, warmup, steps, exec);
   nlohmann::ordered_json out;
   out["model"] = m->name();
   out["batch_size"] = batch;

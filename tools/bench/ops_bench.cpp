@@ -42,6 +42,93 @@ double time_ms(const backend_context& b, int reps, const std::function<void()>& 
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
 }
 
+// Prints one op's line (achieved rate, and its share of the device's peak) and keeps it
+// for the JSON line.
+struct reporter {
+  const troupe_device_info& info;
+  nlohmann::ordered_json& out;
+
+  void operator()(const std::string& op, double ms, double flops, double bytes) {
+    nlohmann::ordered_json j;
+    j["op"] = op;
+    j["ms"] = ms;
+    char achieved[32], share[32] = "-";
+    if (flops > 0) {
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      j["tflops"] = tflops;
+      std::snprintf(achieved, sizeof achieved, "%.2f TFLOP/s", tflops);
+      if (info.peak_fp32_tflops > 0) std::snprintf(share, sizeof share, "%.0f%%", 100 * tflops / info.peak_fp32_tflops);
+    } else {
+      const double gbs = bytes / (ms * 1e-3) / 1e9;
+      j["gbs"] = gbs;
+      std::snprintf(achieved, sizeof achieved, "%.1f GB/s", gbs);
+      if (info.peak_bandwidth_gbs > 0) std::snprintf(share, sizeof share, "%.0f%%", 100 * gbs / info.peak_bandwidth_gbs);
+    }
+    std::printf("  %-34s %10.3f %12s %10s\n", op.c_str(), ms, achieved, share);
+    out["ops"].push_back(j);
+  }
+};
+
+// The products: a square gemm and the CNN's second convolution, forward and backward.
+void time_products(const backend_context& b, int reps, bool gpu, reporter& report) {
+  {  // gemm, square
+    const std::int64_t n = gpu ? 4096 : 1024;
+    buffer a(b, n * n * 4, 1), bb(b, n * n * 4, 2), c(b, n * n * 4, 3);
+    const double ms = time_ms(b, reps, [&] {
+      b.call("gemm", &troupe_backend_v1::gemm, 0, 1, n, n, n, 1.f, a.f(), n, bb.f(), n, 0.f, c.f(), n);
+    });
+    report("gemm " + std::to_string(n) + "^3 (A B^T)", ms, 2.0 * n * n * n, 0);
+  }
+  {  // the CNN's second convolution, batch 128 (forward, then both backward products)
+    const troupe_conv_geom g{32, 14, 14, 64, 3, 3, 1, 1};
+    const std::int64_t batch = gpu ? 128 : 32, out_n = batch * 64 * 14 * 14, in_n = batch * 32 * 14 * 14;
+    buffer x(b, in_n * 4, 4), w(b, 64 * 32 * 9 * 4, 5), bias(b, 64 * 4, 6), y(b, out_n * 4, 7);
+    buffer gx(b, in_n * 4, 8), gw(b, 64 * 32 * 9 * 4, 9), gb(b, 64 * 4, 10);
+    const double flops = 2.0 * batch * 64 * 32 * 9 * 14 * 14;
+    const std::string shape = "conv 32->64 3x3 14x14 b" + std::to_string(batch);
+    report(shape + " fwd", time_ms(b, reps, [&] {
+             b.call("conv2d_forward", &troupe_backend_v1::conv2d_forward, y.f(), x.f(), w.f(), bias.f(), batch, &g);
+           }), flops, 0);
+    report(shape + " bwd", time_ms(b, reps, [&] {
+             b.call("conv2d_backward", &troupe_backend_v1::conv2d_backward, gx.f(), gw.f(), gb.f(), y.f(), x.f(), w.f(),
+                    batch, &g);
+           }), 2 * flops, 0);
+  }
+}
+
+// The streaming ops: elementwise, the optimizers' steps and max pooling.
+void time_streams(const backend_context& b, int reps, bool gpu, reporter& report) {
+  const std::int64_t n = gpu ? (64 << 20) : (4 << 20);
+  {
+    buffer x(b, n * 4, 11), y(b, n * 4, 12);
+    report("relu " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
+             b.call("relu_forward", &troupe_backend_v1::relu_forward, y.f(), x.f(), n);
+           }), 0, 8.0 * n);
+    report("axpy " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
+             b.call("axpy", &troupe_backend_v1::axpy, y.f(), 0.5f, x.f(), n);
+           }), 0, 12.0 * n);
+  }
+  {
+    buffer p(b, n * 4, 13), g(b, n * 4, 14), v(b, n * 4, 15), m(b, n * 4, 16);
+    const troupe_sgd_args s{0.01f, 0.9f, 5e-4f, 1};
+    report("sgd_step " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
+             b.call("sgd_step", &troupe_backend_v1::sgd_step, p.f(), g.f(), v.f(), n, &s);
+           }), 0, 20.0 * n);
+    const troupe_adam_args a{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 0.1f, 0.03f};
+    report("adam_step " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
+             b.call("adam_step", &troupe_backend_v1::adam_step, p.f(), g.f(), m.f(), v.f(), n, &a);
+           }), 0, 28.0 * n);
+  }
+  {
+    const troupe_pool_geom g{64, 14, 14, 2, 2};
+    const std::int64_t batch = gpu ? 128 : 32, in_n = batch * 64 * 14 * 14, out_n = batch * 64 * 7 * 7;
+    buffer x(b, in_n * 4, 17), y(b, out_n * 4, 18), arg(b, out_n * 4, 19);
+    report("maxpool 2x2 64x14x14 b" + std::to_string(batch) + " fwd", time_ms(b, reps, [&] {
+             b.call("maxpool2d_forward", &troupe_backend_v1::maxpool2d_forward, y.f(), arg.i(), x.f(), batch, &g);
+           }), 0, 4.0 * in_n + 8.0 * out_n);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -80,78 +167,9 @@ int main(int argc, char** argv) {
   out["peak_bandwidth_gbs"] = info.peak_bandwidth_gbs;
   out["tf32"] = tf32;
   out["ops"] = nlohmann::json::array();
-  auto report = [&](const std::string& op, double ms, double flops, double bytes) {
-    nlohmann::ordered_json j;
-    j["op"] = op;
-    j["ms"] = ms;
-    char achieved[32], share[32] = "-";
-    if (flops > 0) {
-      const double tflops = flops / (ms * 1e-3) / 1e12;
-      j["tflops"] = tflops;
-      std::snprintf(achieved, sizeof achieved, "%.2f TFLOP/s", tflops);
-      if (info.peak_fp32_tflops > 0) std::snprintf(share, sizeof share, "%.0f%%", 100 * tflops / info.peak_fp32_tflops);
-    } else {
-      const double gbs = bytes / (ms * 1e-3) / 1e9;
-      j["gbs"] = gbs;
-      std::snprintf(achieved, sizeof achieved, "%.1f GB/s", gbs);
-      if (info.peak_bandwidth_gbs > 0) std::snprintf(share, sizeof share, "%.0f%%", 100 * gbs / info.peak_bandwidth_gbs);
-    }
-    std::printf("  %-34s %10.3f %12s %10s\n", op.c_str(), ms, achieved, share);
-    out["ops"].push_back(j);
-  };
-
-  {  // gemm, square
-    const std::int64_t n = gpu ? 4096 : 1024;
-    buffer a(b, n * n * 4, 1), bb(b, n * n * 4, 2), c(b, n * n * 4, 3);
-    const double ms = time_ms(b, reps, [&] {
-      b.call("gemm", &troupe_backend_v1::gemm, 0, 1, n, n, n, 1.f, a.f(), n, bb.f(), n, 0.f, c.f(), n);
-    });
-    report("gemm " + std::to_string(n) + "^3 (A B^T)", ms, 2.0 * n * n * n, 0);
-  }
-  {  // the CNN's second convolution, batch 128 (forward, then both backward products)
-    const troupe_conv_geom g{32, 14, 14, 64, 3, 3, 1, 1};
-    const std::int64_t batch = gpu ? 128 : 32, out_n = batch * 64 * 14 * 14, in_n = batch * 32 * 14 * 14;
-    buffer x(b, in_n * 4, 4), w(b, 64 * 32 * 9 * 4, 5), bias(b, 64 * 4, 6), y(b, out_n * 4, 7);
-    buffer gx(b, in_n * 4, 8), gw(b, 64 * 32 * 9 * 4, 9), gb(b, 64 * 4, 10);
-    const double flops = 2.0 * batch * 64 * 32 * 9 * 14 * 14;
-    const std::string shape = "conv 32->64 3x3 14x14 b" + std::to_string(batch);
-    report(shape + " fwd", time_ms(b, reps, [&] {
-             b.call("conv2d_forward", &troupe_backend_v1::conv2d_forward, y.f(), x.f(), w.f(), bias.f(), batch, &g);
-           }), flops, 0);
-    report(shape + " bwd", time_ms(b, reps, [&] {
-             b.call("conv2d_backward", &troupe_backend_v1::conv2d_backward, gx.f(), gw.f(), gb.f(), y.f(), x.f(), w.f(),
-                    batch, &g);
-           }), 2 * flops, 0);
-  }
-  const std::int64_t n = gpu ? (64 << 20) : (4 << 20);
-  {
-    buffer x(b, n * 4, 11), y(b, n * 4, 12);
-    report("relu " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
-             b.call("relu_forward", &troupe_backend_v1::relu_forward, y.f(), x.f(), n);
-           }), 0, 8.0 * n);
-    report("axpy " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
-             b.call("axpy", &troupe_backend_v1::axpy, y.f(), 0.5f, x.f(), n);
-           }), 0, 12.0 * n);
-  }
-  {
-    buffer p(b, n * 4, 13), g(b, n * 4, 14), v(b, n * 4, 15), m(b, n * 4, 16);
-    const troupe_sgd_args s{0.01f, 0.9f, 5e-4f, 1};
-    report("sgd_step " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
-             b.call("sgd_step", &troupe_backend_v1::sgd_step, p.f(), g.f(), v.f(), n, &s);
-           }), 0, 20.0 * n);
-    const troupe_adam_args a{1e-3f, 0.9f, 0.999f, 1e-8f, 0.f, 0.1f, 0.03f};
-    report("adam_step " + std::to_string(n >> 20) + "M", time_ms(b, reps, [&] {
-             b.call("adam_step", &troupe_backend_v1::adam_step, p.f(), g.f(), m.f(), v.f(), n, &a);
-           }), 0, 28.0 * n);
-  }
-  {
-    const troupe_pool_geom g{64, 14, 14, 2, 2};
-    const std::int64_t batch = gpu ? 128 : 32, in_n = batch * 64 * 14 * 14, out_n = batch * 64 * 7 * 7;
-    buffer x(b, in_n * 4, 17), y(b, out_n * 4, 18), arg(b, out_n * 4, 19);
-    report("maxpool 2x2 64x14x14 b" + std::to_string(batch) + " fwd", time_ms(b, reps, [&] {
-             b.call("maxpool2d_forward", &troupe_backend_v1::maxpool2d_forward, y.f(), arg.i(), x.f(), batch, &g);
-           }), 0, 4.0 * in_n + 8.0 * out_n);
-  }
+  reporter report{info, out};
+  time_products(b, reps, gpu, report);
+  time_streams(b, reps, gpu, report);
   std::cout << out.dump() << std::endl;
   return 0;
 }

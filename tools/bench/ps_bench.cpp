@@ -133,122 +133,136 @@ struct lane_inbox {
   }
 };
 
-int client(const std::string& join, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
-           int reps, const std::string& shm_tag, bool lane) {
-  node_plan plan = plan_for(join, tls_dir, secret_file, false);
-  plan.bulk_lanes = lane;
-  auto lanes = member_lanes_for(plan);
-  if (!lanes) {
-    std::cerr << lanes.error().message << "\n";
-    std::_Exit(1);
-  }
-  caf::actor_system_config cfg;
-  configure_node(cfg, plan);
-  caf::actor_system sys{cfg};
-  std::set<std::string> sigs;
-  auto ptr = connect_to(sys, plan.tls.any(), *plan.join, std::chrono::seconds(30), sigs);
-  if (!ptr) {
-    std::cerr << "cannot reach the shard: " << describe(ptr.error()) << "\n";
-    std::_Exit(1);
-  }
-  auto coord = caf::actor_cast<coordinator_actor>(*ptr);
-  const std::int64_t numel = build_model(block_job(floats))->num_params();
-  caf::scoped_actor self{sys};
-  const auto timeout = std::chrono::seconds(60);
-  bool ok = true;
-  // Joins as the job's one member; the stand-in starts the shard with this actor as rank 0.
+[[noreturn]] void die(const std::string& why) {
+  std::cerr << why << "\n";
+  std::_Exit(1);
+}
+
+// The job's one member, with what it moves tensors through: the same-host channel, a bulk
+// lane, or neither (the messages).
+struct bench_client {
+  bench_client(node_plan p, std::int64_t n, caf::scoped_actor& s) : plan(std::move(p)), numel(n), self(s) {}
+
+  node_plan plan;
+  std::int64_t numel = 0;
+  caf::scoped_actor& self;
+  std::chrono::seconds timeout{60};
   shard_actor shard;
-  self->request(coord, timeout, join_atom::value, worker_join{"bench", {}, 0, {}, {}, -1})
-      .receive([&](worker_welcome& w) { if (!w.shards.empty()) shard = w.shards[0]; }, [&](caf::error& e) {
-        std::cerr << "join failed: " << describe(e) << "\n";
-        ok = false;
-      });
-  if (!ok || !shard) {
-    std::cerr << "the stand-in coordinator named no shard\n";
-    std::_Exit(1);
-  }
-  tensor grad({numel});
-  for (std::int64_t i = 0; i < numel; ++i) grad.data<float>()[i] = 1e-6f * static_cast<float>(i % 7);
   std::optional<shm::shard_channel> channel;
-  if (!shm_tag.empty()) {
+  std::shared_ptr<lane::member_end> lanes;
+  lane_inbox inbox;
+  std::uint64_t next_ticket = 1;
+  std::int64_t version = 0;
+
+  // Joins as the job's one member; the stand-in starts the shard with this actor as rank 0.
+  void join(const coordinator_actor& coord) {
+    bool ok = true;
+    self->request(coord, timeout, join_atom::value, worker_join{"bench", {}, 0, {}, {}, -1})
+        .receive([&](worker_welcome& w) { if (!w.shards.empty()) shard = w.shards[0]; }, [&](caf::error& e) {
+          std::cerr << "join failed: " << describe(e) << "\n";
+          ok = false;
+        });
+    if (!ok || !shard) die("the stand-in coordinator named no shard");
+  }
+
+  void open_channel(const std::string& shm_tag) {
+    if (shm_tag.empty()) return;
     auto made = shm::shard_channel::create(shm_tag, shm::slot_bytes_for(numel), 0);
-    if (!made) {
-      std::cerr << made.error().message << "\n";
-      std::_Exit(1);
-    }
+    if (!made) die(made.error().message);
     channel = std::move(*made);
   }
-  lane_inbox inbox;
-  if (*lanes) {  // opened before the timing, as a worker's first pulls open it
-    (*lanes)->start({[&](std::uint32_t) { inbox.update([&] { inbox.opened = true; }); },
-                     [&](std::uint32_t, std::uint64_t t, tensor x) {
-                       inbox.update([&] { inbox.payloads.emplace(t, std::move(x)); });
-                     },
-                     [&](std::uint32_t, const std::string& why) { inbox.update([&] { inbox.closed = why; }); }});
+
+  // Opened before the timing, as a worker's first pulls open it.
+  void open_lane() {
+    if (!lanes) return;
+    lanes->start({[&](std::uint32_t) { inbox.update([&] { inbox.opened = true; }); },
+                  [&](std::uint32_t, std::uint64_t t, tensor x) {
+                    inbox.update([&] { inbox.payloads.emplace(t, std::move(x)); });
+                  },
+                  [&](std::uint32_t, const std::string& why) { inbox.update([&] { inbox.closed = why; }); }});
     self->request(shard, timeout, lane_open_atom::value, std::uint32_t{0})
-        .receive([&](const lane_offer& o) { (*lanes)->open(0, plan.join->host, o); },
-                 [&](caf::error& e) {
-                   std::cerr << "the shard offered no lane: " << describe(e) << "\n";
-                   std::_Exit(1);
-                 });
+        .receive([&](const lane_offer& o) { lanes->open(0, plan.join->host, o); },
+                 [&](caf::error& e) { die("the shard offered no lane: " + describe(e)); });
     std::unique_lock l(inbox.mu);
     inbox.cv.wait_for(l, std::chrono::seconds(30), [&] { return inbox.opened || !inbox.closed.empty(); });
-    if (!inbox.opened) {
-      std::cerr << "the lane did not open: " << inbox.closed << "\n";
-      std::_Exit(1);
-    }
+    if (!inbox.opened) die("the lane did not open: " + inbox.closed);
   }
-  std::uint64_t next_ticket = 1;
-  tensor params({numel});  // where a worker would unpack the answer
-  std::vector<double> push_ms, pull_ms;
-  std::int64_t version = 0;
-  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up (and confirms the channel) and is not counted
-    const auto t0 = std::chrono::steady_clock::now();
+
+  // Pushes `grad` as a worker does at clock r: packed into the channel's slot, moved onto
+  // the lane, or in the message.
+  void push(const tensor& grad, int r) {
     push_grads p{0, 0, r, version, tensor(), {}};
     if (auto buffer = channel ? channel->lend_push_buffer(numel) : std::nullopt) {
       copy(*buffer, grad);  // a worker packs its gradient here
       p.shared = *channel->put_push(*buffer);
-    } else if (*lanes) {
+    } else if (lanes) {
       tensor packed(grad);  // as p.grad = grad below: a worker packs its gradient
       const std::uint64_t ticket = next_ticket++;
       p.lane = lane::describe(ticket, packed);
-      if (!(*lanes)->send(0, ticket, std::move(packed))) {
-        std::cerr << "the lane closed: " << inbox.closed << "\n";
-        std::_Exit(1);
-      }
+      if (!lanes->send(0, ticket, std::move(packed))) die("the lane closed: " + inbox.closed);
     } else {
       p.grad = grad;
     }
     self->request(shard, timeout, push_atom::value, std::move(p))
-        .receive([&](const push_ack& a) { version = a.version; }, [&](caf::error& e) {
-          std::cerr << "push failed: " << describe(e) << "\n";
-          ok = false;
-        });
+        .receive([&](const push_ack& a) { version = a.version; },
+                 [&](caf::error& e) { die("push failed: " + describe(e)); });
     if (channel) channel->push_settled(false);
-    const auto t1 = std::chrono::steady_clock::now();
+  }
+
+  // Pulls at clock r and unpacks the answer into `params`, as a worker does.
+  void pull(tensor& params, int r) {
     pull_request q{0, 0, r + 1, {}};
     if (auto slot = channel ? channel->lend_reply_slot() : std::nullopt) q.reply_to = *slot;
-    if (*lanes) q.lane_reply = next_ticket++;
+    if (lanes) q.lane_reply = next_ticket++;
+    bool ok = true;
     self->request(shard, timeout, pull_atom::value, q)
         .receive(
             [&](params_reply& a) {
               if (!a.shared.empty() && channel) {
                 auto got = channel->take_reply(a.shared);
-                ok = ok && got.has_value() && got->numel() == numel;
+                ok = got.has_value() && got->numel() == numel;
                 if (ok) copy(params, *got);  // a worker unpacks the answer
               } else if (!a.lane.empty()) {
-                ok = ok && a.lane.ticket == q.lane_reply && inbox.take(a.lane.ticket).numel() == numel;
+                ok = a.lane.ticket == q.lane_reply && inbox.take(a.lane.ticket).numel() == numel;
               } else {
                 if (channel) channel->reply_failed(false);
-                ok = ok && a.params.numel() == numel;
+                ok = a.params.numel() == numel;
               }
             },
-            [&](caf::error& e) {
-              std::cerr << "pull failed: " << describe(e) << "\n";
-              ok = false;
-            });
+            [&](caf::error& e) { die("pull failed: " + describe(e)); });
+    if (!ok) die("the pull's answer was not the shard's " + std::to_string(numel) + " floats");
+  }
+};
+
+int client(const std::string& join, const std::string& tls_dir, const std::string& secret_file, std::int64_t floats,
+           int reps, const std::string& shm_tag, bool lane) {
+  node_plan plan = plan_for(join, tls_dir, secret_file, false);
+  plan.bulk_lanes = lane;
+  auto lanes = member_lanes_for(plan);
+  if (!lanes) die(lanes.error().message);
+  caf::actor_system_config cfg;
+  configure_node(cfg, plan);
+  caf::actor_system sys{cfg};
+  std::set<std::string> sigs;
+  auto ptr = connect_to(sys, plan.tls.any(), *plan.join, std::chrono::seconds(30), sigs);
+  if (!ptr) die("cannot reach the shard: " + describe(ptr.error()));
+  caf::scoped_actor self{sys};
+  bench_client c(plan, build_model(block_job(floats))->num_params(), self);
+  c.lanes = *lanes;
+  c.join(caf::actor_cast<coordinator_actor>(*ptr));
+  c.open_channel(shm_tag);
+  c.open_lane();
+  const std::int64_t numel = c.numel;
+  tensor grad({numel});
+  for (std::int64_t i = 0; i < numel; ++i) grad.data<float>()[i] = 1e-6f * static_cast<float>(i % 7);
+  tensor params({numel});  // where a worker would unpack the answer
+  std::vector<double> push_ms, pull_ms;
+  for (int r = 0; r < reps + 1; ++r) {  // the first round warms up (and confirms the channel) and is not counted
+    const auto t0 = std::chrono::steady_clock::now();
+    c.push(grad, r);
+    const auto t1 = std::chrono::steady_clock::now();
+    c.pull(params, r);
     const auto t2 = std::chrono::steady_clock::now();
-    if (!ok) std::_Exit(1);
     if (r == 0) continue;
     push_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     pull_ms.push_back(std::chrono::duration<double, std::milli>(t2 - t1).count());
@@ -258,8 +272,8 @@ int client(const std::string& join, const std::string& tls_dir, const std::strin
   nlohmann::ordered_json out;
   out["floats"] = numel;
   out["tls"] = plan.tls.any();
-  out["shared_memory"] = channel && channel->confirmed();
-  out["lane"] = static_cast<bool>(*lanes);
+  out["shared_memory"] = c.channel && c.channel->confirmed();
+  out["lane"] = static_cast<bool>(c.lanes);
   out["reps"] = reps;
   out["push_ms"] = push;
   out["pull_ms"] = pull;

@@ -1,0 +1,106 @@
+// The pipeline_stage actor's ends of its links to peers, held in its state
+// (actors/stage_state.hpp): the same-host fast path's channels and doorbells to its
+// shards, its bulk lanes, and its ring's mailboxes and lanes to its neighbours.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/member_lanes.hpp"
+#include "actors/protocol.hpp"
+#include "transport/channel_pool.hpp"
+#include "transport/ring_mailbox.hpp"
+#include "transport/word_waiter.hpp"
+
+namespace troupe::stage_shell {
+
+// The member's ends of the same-host fast path to its shards (transport/channel_pool.hpp, as
+// for a key-value member, with one channel per shard: a member has one pull and one push
+// in flight to each): made when the first pull goes out; none when the fast path is off.
+// Shards in this process are skipped (the message shares the tensor already).
+struct stage_fast_path {
+  std::unique_ptr<shm::channel_pool> pool;
+  // By shard: the channel lent to the pull and to the push in flight, and the push buffer
+  // lent to the core (member_setup::push_buffer) until the push goes out.
+  std::vector<std::optional<std::size_t>> pull_channel, push_channel;
+  struct lent_push {
+    std::size_t channel = 0;
+    const std::byte* at = nullptr;  // where the lent buffer lies
+  };
+  std::vector<std::optional<lent_push>> push_lease;
+};
+
+// Note [Doorbells] (stage_bells.cpp): the member's pushes and pulls in flight through its
+// channels' bell blocks, by call id; the blocks whose answers it watches, by shard; the
+// shards whose doorbell closed; and the thread that watches (declared after the fast
+// path's pool, so it stops before the segments go).
+struct stage_bells {
+  struct call {
+    std::uint32_t shard = 0;
+    std::function<void(params_reply&)> on_params;  // a pull's
+    std::function<void(push_ack&)> on_ack;         // a push's
+    std::function<void(caf::error&)> on_error;
+    std::chrono::steady_clock::time_point sent;
+  };
+  std::map<std::uint64_t, call> calls;
+  std::uint64_t next_id = 1;
+  std::map<std::uint32_t, shm::bell_block> watched;
+  std::set<std::uint32_t> closed;
+  bool deadline_due = false;  // a bell_deadline is on its way
+  std::shared_ptr<std::atomic<bool>> answered_due = std::make_shared<std::atomic<bool>>(false);
+  std::unique_ptr<word_waiter> waiter;
+  std::set<std::uint32_t> to_ring;  // shards posted to since the last ring_bells
+  bool awaiting = false;            // await_answers is waiting on this thread
+  // Answers taken; of them, taken by await_answers; the waiter's nudges that found none
+  // (logged at the member's end: Note [Waiting for the answers]).
+  std::uint64_t answers = 0, answers_awaited = 0, empty_nudges = 0;
+};
+
+using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
+
+// --mode allreduce between processes of one host (Note [Ring mailboxes] in
+// transport/ring_mailbox.hpp): the outbox this member writes its pieces for ring_next into
+// (made and offered with its first piece), the pieces that wait for room in it, in the
+// order they go; and the inbox it maps of ring_prev's; an offer that came before the
+// member trained waits here with its sender.
+struct stage_ring_mailboxes {
+  std::optional<shm::ring_outbox> out;
+  bool offered = false;
+  std::deque<ring_piece> waiting;
+  bool drain_due = false;  // a ring_drain is on its way
+  std::function<void()> once_drained;  // what waits for `waiting` to empty (the member's finish)
+  bool next_gone = false;              // ring_next is gone: its pieces are dropped
+  std::optional<shm::ring_inbox> in;
+  std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
+};
+
+// --mode allreduce between hosts (Note [Ring lanes] in actors/stage_ring_lane.cpp): the
+// lane to ring_next (asked for, open or closed) and the tickets of the pieces sent on it;
+// the lane end that takes ring_prev's pieces, the pieces from ring_prev in the order their
+// messages came (the first waits for its payload), and payloads not yet named.
+struct stage_ring_lanes {
+  enum class state { unasked, asked, open, closed };
+  std::shared_ptr<lane::member_end> out;
+  state out_state = state::unasked;
+  std::uint64_t tickets = 0;
+  std::shared_ptr<lane::shard_end> in;
+  bool in_closed = false;
+  std::string in_why;
+  std::deque<ring_piece> arrivals;
+  std::map<std::uint64_t, tensor> payloads;
+  // An ask of ring_prev's that came before this member trained, answered once it does.
+  std::optional<caf::typed_response_promise<lane_offer>> early_ask;
+  caf::actor_addr early_asker;
+};
+
+}  // namespace troupe::stage_shell
