@@ -1,6 +1,6 @@
 // pipeline_stage: decodes messages for member_core (stage_actions.cpp carries out what it
-// decides). Two behaviours: joining (the welcome, wiring and the local group; stage
-// tensors wait) and training (stage tensors go to the core).
+// decides). One behaviour: before the member trains (the welcome, wiring and the local
+// group) stage tensors wait; once it trains they go to the core.
 #include "actors/pipeline_stage.hpp"
 
 #include <spdlog/spdlog.h>
@@ -28,7 +28,7 @@ bool from(stage_pointer self, const caf::actor_addr& sender, bool forward) {
   return n && sender == n.address();
 }
 
-// A ring piece in the training behaviour (or replayed from before it): the core drops
+// A ring piece once the member trains (or replayed from before it): the core drops
 // one that did not come from the previous replica.
 void take_ring_piece(stage_pointer self, const caf::actor_addr& sender, ring_piece p) {
   const bool neighbour = self->state.ring_prev && sender == self->state.ring_prev.address();
@@ -42,7 +42,7 @@ void take_ring_piece(stage_pointer self, const caf::actor_addr& sender, ring_pie
   drain_ring_pieces(self);
 }
 
-// A stage tensor in the training behaviour (or replayed from before it).
+// A stage tensor once the member trains (or replayed from before it).
 void take_tensor(stage_pointer self, const caf::actor_addr& sender,
                  std::variant<activation, activation_grad, ring_piece> msg) {
   if (auto* p = std::get_if<ring_piece>(&msg)) return take_ring_piece(self, sender, std::move(*p));
@@ -77,29 +77,62 @@ void on_shed(stage_pointer self, const rows_shed& s) {
   drive(self, [&](member_core& c) { return c.on_rows_shed(s); });
 }
 
-local_stage_actor::behavior_type training(stage_pointer self);
+// Until the member trains, stage tensors wait in arrival order (replayed by
+// start_training); no stage sends more than 4096 before it is answered.
+void hold_early(stage_pointer self, std::variant<activation, activation_grad, ring_piece> msg) {
+  auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
+  if (self->state.early.size() >= 4096) {
+    spdlog::warn("{}: dropped a stage tensor from {}: too many before the job started", who(self),
+                 caf::to_string(sender));
+    return;
+  }
+  self->state.early.emplace_back(std::move(sender), std::move(msg));
+}
 
+void join(stage_pointer self, const join_trigger& where) {
+  auto& st = self->state;
+  const std::string locality = st.opts.locality.empty() ? member_locality(st.opts.compute.where) : st.opts.locality;
+  self->request(st.coordinator, st.opts.join_timeout, join_atom::value,
+                worker_join{st.opts.job_id, where.host, where.port, locality, where.proof, st.opts.wanted_rank})
+      .then(
+          [=](worker_welcome& w) {
+            drive(self, [&](member_core& c) { return c.on_welcome(w.place); });
+            if (self->state.core->phase() == member_phase::wiring) connect_peers(self, w);
+          },
+          [=](caf::error& e) {
+            spdlog::error("{}: the coordinator refused or did not answer the join: {}{}", who(self), describe(e),
+                          troupe_code(e) == errc::not_member ? " (does this node hold the job's secret? pass --secret-file)"
+                                                             : "");
+            self->quit(e);
+          });
+}
 
-local_stage_actor::behavior_type training(stage_pointer self) {
+// A stage tensor: held until the member trains, then the core's.
+void on_stage_tensor(stage_pointer self, std::variant<activation, activation_grad, ring_piece> msg) {
+  if (!self->state.training) return hold_early(self, std::move(msg));
+  take_tensor(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(msg));
+}
+
+// A neighbour's hello (ring: a ring neighbour's) wires it while the member joins; once it
+// trains, the member is wired and says so.
+void on_hello(stage_pointer self, const stage_hello& h, bool ring) {
+  if (!self->state.training) return ring ? on_ring_hello(self, h) : on_stage_hello(self, h);
+  spdlog::warn("{}: ignored a {}hello from {} claiming stage {} of replica {}: already wired", who(self),
+               ring ? "ring " : "", caf::to_string(self->current_sender()), h.stage, h.replica);
+}
+
+// One behaviour from the join to the end: what differs before the member trains (the
+// join, wiring, early stage tensors) asks state.training.
+local_stage_actor::behavior_type member(stage_pointer self) {
   return {
-      [=](const join_trigger&) {},
-      [=](activation_atom, activation& a) {
-        take_tensor(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(a));
+      [=](const join_trigger& where) {
+        if (!self->state.training) join(self, where);
       },
-      [=](act_grad_atom, activation_grad& g) {
-        take_tensor(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(g));
-      },
-      [=](ring_atom, ring_piece& p) {
-        take_ring_piece(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), std::move(p));
-      },
-      [=](hello_atom, const stage_hello& h) {
-        spdlog::warn("{}: ignored a hello from {} claiming stage {} of replica {}: already wired", who(self),
-                     caf::to_string(self->current_sender()), h.stage, h.replica);
-      },
-      [=](ring_atom, const stage_hello& h) {
-        spdlog::warn("{}: ignored a ring hello from {} claiming stage {} of replica {}: already wired", who(self),
-                     caf::to_string(self->current_sender()), h.stage, h.replica);
-      },
+      [=](activation_atom, activation& a) { on_stage_tensor(self, std::move(a)); },
+      [=](act_grad_atom, activation_grad& g) { on_stage_tensor(self, std::move(g)); },
+      [=](ring_atom, ring_piece& p) { on_stage_tensor(self, std::move(p)); },
+      [=](hello_atom, const stage_hello& h) { on_hello(self, h, false); },
+      [=](ring_atom, const stage_hello& h) { on_hello(self, h, true); },
       [=](ring_atom, const ring_mailbox_offer& m) {
         on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
       },
@@ -112,74 +145,20 @@ local_stage_actor::behavior_type training(stage_pointer self) {
       [=](checkpoint_atom, std::int64_t step) { on_checkpoint_request(self, step); },
       [=](checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
       [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
-      [=](const connect_retry&) {},
-      [=](hello_deadline) {},
+      [=](const connect_retry& r) {
+        if (!self->state.training) on_connect_retry(self, r.peer);
+      },
+      [=](hello_deadline) {
+        if (!self->state.training) on_hello_deadline(self);
+      },
       [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
       [=](lane_payload& p) { on_lane_payload(self, p); },
       [=](const lane_event& e) { on_lane_event(self, e); },
       [=](ring_drain) {
+        if (!self->state.training) return;
         self->state.mailboxes.drain_due = false;
         drain_ring_pieces(self);
       },
-      [=](park_deadline) { on_park_deadline(self); },
-      [=](bells_answered) { on_bells_answered(self); },
-      [=](bell_deadline) { on_bell_deadline(self); },
-  };
-}
-
-local_stage_actor::behavior_type joining(stage_pointer self) {
-  auto hold = [=](std::variant<activation, activation_grad, ring_piece> msg) {
-    auto sender = caf::actor_cast<caf::actor_addr>(self->current_sender());
-    if (self->state.early.size() >= 4096) {  // no stage sends more before it is answered
-      spdlog::warn("{}: dropped a stage tensor from {}: too many before the job started", who(self),
-                   caf::to_string(sender));
-      return;
-    }
-    self->state.early.emplace_back(std::move(sender), std::move(msg));
-  };
-  return {
-      [=](const join_trigger& where) {
-        auto& st = self->state;
-        const std::string locality =
-            st.opts.locality.empty() ? member_locality(st.opts.compute.where) : st.opts.locality;
-        self->request(st.coordinator, st.opts.join_timeout, join_atom::value,
-                      worker_join{st.opts.job_id, where.host, where.port, locality, where.proof, st.opts.wanted_rank})
-            .then(
-                [=](worker_welcome& w) {
-                  drive(self, [&](member_core& c) { return c.on_welcome(w.place); });
-                  if (self->state.core->phase() == member_phase::wiring) connect_peers(self, w);
-                },
-                [=](caf::error& e) {
-                  spdlog::error("{}: the coordinator refused or did not answer the join: {}{}", who(self), describe(e),
-                                troupe_code(e) == errc::not_member
-                                    ? " (does this node hold the job's secret? pass --secret-file)"
-                                    : "");
-                  self->quit(e);
-                });
-      },
-      [=](activation_atom, activation& a) { hold(std::move(a)); },
-      [=](act_grad_atom, activation_grad& g) { hold(std::move(g)); },
-      [=](ring_atom, ring_piece& p) { hold(std::move(p)); },
-      [=](hello_atom, const stage_hello& h) { on_stage_hello(self, h); },
-      [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
-      [=](ring_atom, const ring_mailbox_offer& m) {
-        on_ring_mailbox(self, caf::actor_cast<caf::actor_addr>(self->current_sender()), m);
-      },
-      [=](ring_atom, lane_open_atom) {
-        return on_ring_lane_ask(self, caf::actor_cast<caf::actor_addr>(self->current_sender()));
-      },
-      [=](group_atom, group_id& g) { on_group(self, g); },
-      [=](rows_atom, rows_grant& g) { on_rows(self, g); },
-      [=](rows_atom, const rows_shed& s) { on_shed(self, s); },
-      [=](checkpoint_atom, std::int64_t step) { on_checkpoint_request(self, step); },
-      [=](checkpoint_written& w) { on_checkpoint_written(self, w.saved); },
-      [=](next_step) { drive(self, [&](member_core& c) { return c.on_next_step(); }); },
-      [=](const connect_retry& r) { on_connect_retry(self, r.peer); },
-      [=](hello_deadline) { on_hello_deadline(self); },
-      [=](group_deadline) { drive(self, [&](member_core& c) { return c.on_group_deadline(); }); },
-      [=](lane_payload& p) { on_lane_payload(self, p); },
-      [=](const lane_event& e) { on_lane_event(self, e); },
-      [=](ring_drain) {},
       [=](park_deadline) { on_park_deadline(self); },
       [=](bells_answered) { on_bells_answered(self); },
       [=](bell_deadline) { on_bell_deadline(self); },
@@ -194,7 +173,6 @@ void start_training(stage_pointer self) {
   spdlog::info("{} ({} of {} members): training {} samples per epoch against {} shards{}", who(self), place.rank,
                members(place.job), samples_per_worker(place.job), st.core->active_shards().size(),
                place.resume_clock > 0 ? ", resuming at clock " + std::to_string(place.resume_clock) : std::string());
-  self->become(training(self));
   if (auto offer = std::exchange(st.mailboxes.early_offer, std::nullopt)) on_ring_mailbox(self, offer->first, offer->second);
   answer_early_ring_lane_ask(self);
   for (auto& [sender, msg] : std::exchange(st.early, {})) {
@@ -253,7 +231,7 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
     if (!prev && !next) return;
     drive(self, [&](member_core& c) { return c.on_neighbour_down(prev, describe(dm.reason)); });
   });
-  return joining(self);
+  return member(self);
 }
 
 }  // namespace

@@ -57,7 +57,7 @@ struct stage_state {
   // tensors and ring pieces wait here with their senders, and are checked when training
   // starts.
   std::vector<std::pair<caf::actor_addr, std::variant<activation, activation_grad, ring_piece>>> early;
-  bool training = false;  // the training behaviour is in place
+  bool training = false;  // the member trains: stage tensors go to the core, not to `early`
   // Note [Parked members] (stage_parking.cpp): the shard's loss this member waits with
   // for the coordinator's restart; while set, nothing reaches the core.
   std::optional<fault> parked;
@@ -85,12 +85,10 @@ void fail(stage_pointer self, const fault& e);
 // it stops with the shard's loss.
 bool park(stage_pointer self, const fault& e);
 void on_park_deadline(stage_pointer self);
-// Carries out the core's actions; once the core trains, switches to the training
-// behaviour and replays the early stage tensors.
-// (stage_actions.cpp)
+// Carries out the core's actions; once the core trains, sets `training` and replays the
+// early stage tensors (stage_actions.cpp).
 void carry_out(stage_pointer self, member_actions_list actions);
-// pipeline_stage.cpp: the core trains now; switches to the training behaviour and replays
-// what came early.
+// pipeline_stage.cpp: the core trains now; replays what came early.
 void start_training(stage_pointer self);
 
 // Group ids, grants or sheds of rows and checkpoint requests come only from the

@@ -35,8 +35,7 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
       keeps_residuals(job) ? residual_files_in(*dir, members(job)) : std::vector<std::string>{};
   names.insert(names.end(), residuals.begin(), residuals.end());
   const std::int64_t spe = steps_per_epoch(job);
-  const nlohmann::json state = {{"identity", identity_of(job, num_params).to_json()},
-                                {"step", step},
+  nlohmann::json state = {{"step", step},
                                 {"epoch", step / std::max<std::int64_t>(1, spe)},
                                 {"workers", job.workers},
                                 {"batch_size", job.train.batch_size},
@@ -50,9 +49,9 @@ std::optional<std::string> commit_job_checkpoint(const checkpoint_store& store, 
                                 {"shard_files", files},
                                 {"shard_versions", versions},
                                 {"member_files", residuals}};
-  nlohmann::json with_keys = state;
-  if (job.kv) with_keys["keys"] = keys_to_json(keys);  // Note [Key-value checkpoints]
-  if (auto why = write_tensor_file(*dir / job_state_file, job_state_kind, with_keys, {})) return why;
+  if (job.kv) state["keys"] = keys_to_json(keys);  // Note [Key-value checkpoints]
+  if (auto why = write_checkpoint_file(*dir / job_state_file, job_state_kind, identity_of(job, num_params), state, {}))
+    return why;
   return store.commit(step, names, {{"job_id", job.job_id}, {"model", job.train.model}, {"shard_versions", versions}});
 }
 
@@ -81,9 +80,8 @@ namespace {
 std::optional<std::string> check_file(const std::filesystem::path& file, const checkpoint_identity& id) {
   const std::string name = file.filename().string();
   if (name == job_state_file) {
-    auto f = read_tensor_file(file, job_state_kind);
+    auto f = read_checkpoint_file(file, job_state_kind, id);
     if (!f) return f.error().message;
-    if (auto wrong = id.mismatch(f->meta.value("identity", nlohmann::json()))) return file.string() + ": " + *wrong;
     return std::nullopt;
   }
   if (name.rfind("kv-shard-", 0) == 0) {  // Note [Key-value checkpoints]

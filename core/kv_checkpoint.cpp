@@ -65,36 +65,31 @@ std::optional<std::string> write_kv_shard_image(const std::filesystem::path& pat
     if (!p.slot1.empty()) sections.emplace_back(section("slot1", p.id), p.slot1);
     if (!p.slot2.empty()) sections.emplace_back(section("slot2", p.id), p.slot2);
   }
-  const nlohmann::json meta = {{"identity", id.to_json()},
-                               {"shard", s.shard},
-                               {"step", s.step},
-                               {"optimizer", optimizer_json(s)},
-                               {"parts", parts}};
-  return write_tensor_file(path, kv_shard_state_kind, meta, sections);
+  const nlohmann::json meta = {
+      {"shard", s.shard}, {"step", s.step}, {"optimizer", optimizer_json(s)}, {"parts", parts}};
+  return write_checkpoint_file(path, kv_shard_state_kind, id, meta, sections);
 }
 
 expected<kv_shard_image> read_kv_shard_image(const std::filesystem::path& path, const checkpoint_identity& id) {
-  auto file = read_tensor_file(path, kv_shard_state_kind);
+  auto file = read_checkpoint_file(path, kv_shard_state_kind, id);
   if (!file) return file.error();
   const std::string what = path.string() + ": ";
   const auto& m = file->meta;
-  if (auto wrong = id.mismatch(m.value("identity", nlohmann::json()))) return failure{what + *wrong};
   kv_shard_image s;
-  try {
-    s.shard = m.at("shard").get<std::uint32_t>();
-    s.step = m.at("step").get<std::int64_t>();
-    read_optimizer(m.at("optimizer"), s);
-    for (const auto& p : m.at("parts")) {
-      kv_part_image part;
-      part.id = p.at("id").get<kv_part_id>();
-      part.key = p.at("key").get<std::string>();
-      part.version = p.at("version").get<std::int64_t>();
-      part.optimizer_steps = p.at("steps").get<std::int64_t>();
-      s.parts.push_back(std::move(part));
-    }
-  } catch (const nlohmann::json::exception&) {
-    return failure{what + "its description is not a key-value shard's state"};
-  }
+  if (auto bad = read_description(path, "a key-value shard's state", [&] {
+        s.shard = m.at("shard").get<std::uint32_t>();
+        s.step = m.at("step").get<std::int64_t>();
+        read_optimizer(m.at("optimizer"), s);
+        for (const auto& p : m.at("parts")) {
+          kv_part_image part;
+          part.id = p.at("id").get<kv_part_id>();
+          part.key = p.at("key").get<std::string>();
+          part.version = p.at("version").get<std::int64_t>();
+          part.optimizer_steps = p.at("steps").get<std::int64_t>();
+          s.parts.push_back(std::move(part));
+        }
+      }))
+    return failure{*bad};
   for (auto& p : s.parts) {
     const tensor* value = file->find(section("value", p.id));
     if (!value || value->type() != dtype::f32 || value->rank() != 1)

@@ -14,25 +14,22 @@ std::string residual_file_name(std::uint32_t rank) { return "member-" + std::to_
 
 std::optional<std::string> write_residual_image(const std::filesystem::path& path, const residual_image& r,
                                                 const checkpoint_identity& id) {
-  const nlohmann::json meta = {
-      {"identity", id.to_json()}, {"rank", r.rank}, {"step", r.step}, {"members", r.members}};
-  return write_tensor_file(path, residuals_kind, meta, {{"residual", r.residual}});
+  const nlohmann::json meta = {{"rank", r.rank}, {"step", r.step}, {"members", r.members}};
+  return write_checkpoint_file(path, residuals_kind, id, meta, {{"residual", r.residual}});
 }
 
 expected<residual_image> read_residual_image(const std::filesystem::path& path, const checkpoint_identity& id) {
-  auto file = read_tensor_file(path, residuals_kind);
+  auto file = read_checkpoint_file(path, residuals_kind, id);
   if (!file) return file.error();
   const std::string what = path.string() + ": ";
   const auto& m = file->meta;
-  if (auto wrong = id.mismatch(m.value("identity", nlohmann::json()))) return failure{what + *wrong};
   residual_image r;
-  try {
-    r.rank = m.at("rank").get<std::uint32_t>();
-    r.step = m.at("step").get<std::int64_t>();
-    r.members = m.at("members").get<std::uint32_t>();
-  } catch (const nlohmann::json::exception&) {
-    return failure{what + "its description is not a member's residuals"};
-  }
+  if (auto bad = read_description(path, "a member's residuals", [&] {
+        r.rank = m.at("rank").get<std::uint32_t>();
+        r.step = m.at("step").get<std::int64_t>();
+        r.members = m.at("members").get<std::uint32_t>();
+      }))
+    return failure{*bad};
   const tensor* t = file->find("residual");
   if (!t || t->type() != dtype::f32 || t->rank() != 1) return failure{what + "it holds no f32 vector \"residual\""};
   r.residual = *t;

@@ -7,23 +7,6 @@
 
 namespace troupe {
 
-nlohmann::json checkpoint_identity::to_json() const {
-  return {{"job_id", job_id}, {"model", model}, {"num_params", num_params}, {"optimizer", optimizer}};
-}
-
-std::optional<std::string> checkpoint_identity::mismatch(const nlohmann::json& other) const {
-  if (!other.is_object()) return "it does not say which job and model it belongs to";
-  const auto field = [&](const char* key) { return other.contains(key) ? other[key].dump() : std::string("nothing"); };
-  if (other.value("model", std::string()) != model || other.value("num_params", std::int64_t{-1}) != num_params)
-    return "it holds model " + field("model") + " of " + field("num_params") + " parameters, not '" + model +
-           "' of " + std::to_string(num_params);
-  if (other.value("optimizer", std::string()) != optimizer)
-    return "it holds the state of optimizer " + field("optimizer") + ", not " + optimizer;
-  if (other.value("job_id", std::string()) != job_id)
-    return "it belongs to job " + field("job_id") + ", not '" + job_id + "'";
-  return std::nullopt;
-}
-
 std::string shard_file_name(std::uint32_t shard) { return "shard-" + std::to_string(shard) + ".tf"; }
 
 std::optional<std::string> write_shard_image(const std::filesystem::path& path, const shard_image& s,
@@ -31,32 +14,34 @@ std::optional<std::string> write_shard_image(const std::filesystem::path& path, 
   nlohmann::json ranges = nlohmann::json::array(), stages = nlohmann::json::array();
   for (const auto& [off, len] : s.ranges) ranges.push_back({off, len});
   for (const auto& [stage, steps] : s.stage_steps) stages.push_back({stage, steps});
-  const nlohmann::json meta = {{"identity", id.to_json()},   {"shard", s.shard},
-                               {"step", s.step},             {"version", s.version},
-                               {"ranges", ranges},           {"optimizer_steps", s.optimizer_steps},
+  const nlohmann::json meta = {{"shard", s.shard},
+                               {"step", s.step},
+                               {"version", s.version},
+                               {"ranges", ranges},
+                               {"optimizer_steps", s.optimizer_steps},
                                {"stage_steps", stages}};
   std::vector<std::pair<std::string, const_tensor_view>> sections{{"params", s.params}, {"slot1", s.slot1}};
   if (!s.slot2.empty()) sections.emplace_back("slot2", s.slot2);
-  return write_tensor_file(path, shard_state_kind, meta, sections);
+  return write_checkpoint_file(path, shard_state_kind, id, meta, sections);
 }
 
 expected<shard_image> read_shard_image(const std::filesystem::path& path, const checkpoint_identity& id) {
-  auto file = read_tensor_file(path, shard_state_kind);
+  auto file = read_checkpoint_file(path, shard_state_kind, id);
   if (!file) return file.error();
   const std::string what = path.string() + ": ";
   const auto& m = file->meta;
-  if (auto wrong = id.mismatch(m.value("identity", nlohmann::json()))) return failure{what + *wrong};
   shard_image s;
-  try {
-    s.shard = m.at("shard").get<std::uint32_t>();
-    s.step = m.at("step").get<std::int64_t>();
-    s.version = m.at("version").get<std::int64_t>();
-    s.optimizer_steps = m.at("optimizer_steps").get<std::int64_t>();
-    for (const auto& r : m.at("ranges")) s.ranges.emplace_back(r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>());
-    for (const auto& r : m.at("stage_steps")) s.stage_steps[r.at(0).get<std::uint32_t>()] = r.at(1).get<std::int64_t>();
-  } catch (const nlohmann::json::exception&) {
-    return failure{what + "its description is not a shard's state"};
-  }
+  if (auto bad = read_description(path, "a shard's state", [&] {
+        s.shard = m.at("shard").get<std::uint32_t>();
+        s.step = m.at("step").get<std::int64_t>();
+        s.version = m.at("version").get<std::int64_t>();
+        s.optimizer_steps = m.at("optimizer_steps").get<std::int64_t>();
+        for (const auto& r : m.at("ranges"))
+          s.ranges.emplace_back(r.at(0).get<std::int64_t>(), r.at(1).get<std::int64_t>());
+        for (const auto& r : m.at("stage_steps"))
+          s.stage_steps[r.at(0).get<std::uint32_t>()] = r.at(1).get<std::int64_t>();
+      }))
+    return failure{*bad};
   std::int64_t numel = 0;
   for (const auto& [off, len] : s.ranges) {
     if (off < 0 || len < 0 || off > id.num_params - len) return failure{what + "a range reaches outside the model"};
@@ -102,8 +87,9 @@ expected<shard_image> reshard(const std::vector<shard_image>& old, const std::ve
   std::sort(covered.begin(), covered.end());
   std::int64_t end = 0;
   for (const auto& [off, len] : covered) {
-    if (off != end) return failure{"the shards' states do not cover the model exactly once (at float " +
-                                   std::to_string(std::min(off, end)) + ")"};
+    if (off != end)
+      return failure{"the shards' states do not cover the model exactly once (at float " +
+                     std::to_string(std::min(off, end)) + ")"};
     end = off + len;
   }
   if (end != num_params)

@@ -10,8 +10,7 @@
 // "ranges": [[offset, length], ...] of the flat parameter vector in buffer order,
 // "optimizer_steps", "stage_steps": [[stage, steps], ...]} and whose sections are
 // "params", "slot1" and, for Adam, "slot2", each the shard's numel f32 values.
-// A file is read back only for the identity it was written under: a checkpoint of
-// another model, optimizer or job is refused by name.
+// A file is read back only for the identity it was written under (core/checkpoint_file.hpp).
 // Resharding assembles the whole flat vectors from every old shard's ranges, which must
 // tile [0, num_params) exactly once, and packs the new shard's ranges out of them; the
 // version and the step counts of the result are the largest of the old shards' (equal in
@@ -29,21 +28,11 @@
 #include <vector>
 
 #include "base/expected.hpp"
+#include "core/checkpoint_file.hpp"
 #include "core/key_table.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
-
-// What a checkpoint's files must agree on with the job that reads them.
-struct checkpoint_identity {
-  std::string job_id;
-  std::string model;          // the model spec
-  std::int64_t num_params = 0;
-  std::string optimizer;      // sgd, adam or adamw
-  nlohmann::json to_json() const;
-  // Why `other`, read from a file, is not this identity; nullopt when it is.
-  std::optional<std::string> mismatch(const nlohmann::json& other) const;
-};
 
 struct shard_image {
   std::uint32_t shard = 0;
