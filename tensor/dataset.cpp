@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/enum_names.hpp"
 #include "tensor/elementwise.hpp"
 #include "tensor/idx.hpp"
 #include "tensor/random.hpp"
@@ -13,23 +14,24 @@
 
 namespace troupe {
 
+namespace {
+
+// The names a dataset is chosen by; text is chosen as text:FILE.
+constexpr std::array<enum_name<dataset_kind>, 4> dataset_kinds{{{dataset_kind::fashion_mnist, "fashion-mnist"},
+                                                                {dataset_kind::synthetic, "synthetic"},
+                                                                {dataset_kind::fortunes, "fortunes"},
+                                                                {dataset_kind::text, "text"}}};
+
+}  // namespace
+
 expected<dataset_kind> parse_dataset_kind(std::string_view name) {
-  if (name == "fashion-mnist") return dataset_kind::fashion_mnist;
-  if (name == "synthetic") return dataset_kind::synthetic;
-  if (name == "fortunes") return dataset_kind::fortunes;
   if (name.starts_with("text:") && name.size() > 5) return dataset_kind::text;
+  if (name != "text")
+    if (auto k = parse_in(dataset_kinds, name, "dataset")) return k;
   return failure{"unknown dataset '" + std::string(name) + "'; use fashion-mnist, synthetic, fortunes or text:FILE"};
 }
 
-std::string_view name_of(dataset_kind k) {
-  switch (k) {
-    case dataset_kind::fashion_mnist: return "fashion-mnist";
-    case dataset_kind::synthetic: return "synthetic";
-    case dataset_kind::fortunes: return "fortunes";
-    case dataset_kind::text: return "text";
-  }
-  return "?";
-}
+std::string_view name_of(dataset_kind k) { return name_in(dataset_kinds, k); }
 
 namespace {
 

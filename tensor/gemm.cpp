@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include "base/enum_names.hpp"
 #include "tensor/gemm_bf16.hpp"
 #include "tensor/onednn_matmul.hpp"
 
@@ -40,12 +41,18 @@ void sgemm(transpose ta, transpose tb, std::int64_t m, std::int64_t n, std::int6
               static_cast<blasint>(ldb), beta, c, static_cast<blasint>(ldc));
 }
 
-std::string_view name_of(precision p) { return p == precision::bf16 ? "bf16" : "fp32"; }
+namespace {
+
+constexpr std::array<enum_name<precision>, 2> precisions{{{precision::fp32, "fp32"}, {precision::bf16, "bf16"}}};
+
+}  // namespace
+
+std::string_view name_of(precision p) { return name_in(precisions, p); }
 
 std::optional<precision> precision_from_name(std::string_view s) {
-  if (s == "fp32") return precision::fp32;
-  if (s == "bf16") return precision::bf16;
-  return std::nullopt;
+  auto p = parse_in(precisions, s, "precision");
+  if (!p) return std::nullopt;
+  return *p;
 }
 
 void gemm(tensor_view out, const_tensor_view a, transpose ta, const_tensor_view b, transpose tb, float alpha,
