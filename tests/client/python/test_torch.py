@@ -292,3 +292,28 @@ def test_an_async_push_is_a_workers_share_and_warms_up(warmup):
     with pytest.raises(troupe.Error, match="async_warmup_steps must be a whole number"):
         tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.4), model.named_parameters(), w0,
                                 async_warmup_steps=-1)
+
+
+@pytest.mark.parametrize("mode", ["async", "sync"])
+def test_weight_decay_is_a_workers_share_too(mode):
+    # Note [Asynchrony in a user's loop]: an async push carries 1/N of the whole update,
+    # weight decay included, so N pushes decay the parameters as much as one sync round.
+    # Alone in a job of 2 (sync would wait for the other), one async step at lr 0.5 with
+    # decay 0.2 on a zero gradient moves weight 1 by 0.5 * 0.2 / 2; in sync the decay goes
+    # to the shards whole (the round applies it once).
+    kvs = troupe.kv.create_local_group(2, mode=mode)
+    w0 = kvs[0]
+    model = torch.nn.Linear(1, 1, bias=False)
+    with torch.no_grad():
+        model.weight.fill_(1.0)
+    for name, p in model.named_parameters():
+        w0.init(name, p.data)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.5, weight_decay=0.2),
+                                  model.named_parameters(), w0, async_warmup_steps=0)
+    assert opt._sent["weight_decay"] == pytest.approx(0.1 if mode == "async" else 0.2)
+    if mode == "sync":
+        return
+    opt.zero_grad()
+    model(torch.zeros((1, 1))).sum().backward()  # gradient 0: only the decay moves it
+    opt.step()
+    assert model.weight.item() == pytest.approx(1.0 - 0.5 * 0.2 / 2, rel=1e-6)
