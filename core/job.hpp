@@ -185,7 +185,7 @@ std::int64_t batch_rows(const job_spec& job, std::int64_t step_in_epoch);
 // one worker; in async each of N workers' pushes lands on parameters about N - 1 updates
 // old, and the job takes N times the samples per update of staleness. Measured, the MLP on
 // Fashion-MNIST, 5 epochs, 4/8/16 workers of 128: sync 88.40/87.82/86.90%, async
-// 87.56/86.20/84.76% (README, "Distributed accuracy at the defaults"). So `--batch-size
+// 87.56/86.20/84.76% (docs/benchmarks.md, "Distributed accuracy at the defaults"). So `--batch-size
 // auto`, the default, keeps the job's batch as workers are added: one worker trains the
 // reference batch (128, what the lr is tuned for); in sync each worker trains
 // ceil(C / N) of the critical batch C (256) at lr * B / 128, so a round's sum steps as two

@@ -11,7 +11,7 @@
 // Measured here with the defaults (batch 128, lr 0.05, momentum 0.9): the MLP diverged in
 // its first epoch at 8 workers (an lr of 0.4 on the mean); the CNN at 4 workers (0.2 on
 // the mean) ended at 39.6%, or at chance with a 2-epoch warm-up, and trained at 0.1 on the
-// mean with the warm-up doubled (README, "Distributed accuracy at the defaults"). So
+// mean with the warm-up doubled (docs/benchmarks.md, "Distributed accuracy at the defaults"). So
 // once N*B passes --critical-batch C (256), the lr is scaled by max(C, B) / (N*B): the
 // mean's lr stays where it was at C (never below what one worker uses), and the warm-up
 // is lengthened by N*B / max(C, B), so it covers as many samples as it would at C. C = 0
