@@ -83,9 +83,10 @@ struct job_spec {
   reduce_op ring_op = reduce_op::sum;
   std::int64_t ring_piece_elems = std::int64_t{1} << 16;  // allreduce: floats per ring piece
   bool staleness_lr = false;          // async/ssp: lr / max(1, staleness)
-  // async/ssp: how shards correct for staleness (Note [Momentum of asynchrony], Note [Delay
-  // compensation] in core/update_rules.hpp), and DC-ASGD's lambda.
-  async_rule async_correction = async_rule::momentum;
+  // async/ssp: how shards correct for staleness (Note [Momentum per member] in
+  // core/member_momenta.hpp; Note [Momentum of asynchrony], Note [Delay compensation] in
+  // core/update_rules.hpp), and DC-ASGD's lambda.
+  async_rule async_correction = async_rule::dana;
   float dc_lambda = 0.04f;
   // sync: the workers' total batch beyond which the lr stops growing (Note [Critical
   // batch]); 0: linear scaling without a cap.

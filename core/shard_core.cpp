@@ -100,6 +100,7 @@ void shard_core::member_joined(std::uint32_t member, std::optional<std::int64_t>
     for (auto& [round, subs] : p.rounds) subs.erase(member);
     p.partial.erase(member);
     p.pulled.erase(member);
+    p.momenta.forget(p.opt ? &*p.opt : nullptr, member);
   }
   members_[member].live = true;
   voided_.erase(member);
@@ -114,6 +115,7 @@ void shard_core::member_left(std::uint32_t member) {
   for (auto& [id, p] : parts_) {
     p.partial.erase(member);
     p.pulled.erase(member);
+    p.momenta.forget(p.opt ? &*p.opt : nullptr, member);
   }
   auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.member != member; });
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);
@@ -160,6 +162,7 @@ void shard_core::set_optimizer(std::optional<kv_optimizer> opt) {
   if (same_rule) return;
   for (auto& [id, p] : parts_) {
     p.opt.reset();
+    p.momenta.clear();
     if (cfg_.has_optimizer) p.opt.emplace(cfg_.optimizer, p.numel());
   }
 }

@@ -56,6 +56,7 @@
 #include "core/lendable_tensor.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/shard_counters.hpp"
+#include "core/member_momenta.hpp"
 #include "core/update_rules.hpp"
 #include "tensor/optimizer.hpp"
 #include "tensor/tensor.hpp"
@@ -74,11 +75,13 @@ struct shard_config {
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 0;  // ssp bound
   bool staleness_lr = false;
-  // async/ssp: Note [Momentum of asynchrony], Note [Delay compensation] (core/update_rules.hpp).
+  // async/ssp: Note [Momentum of asynchrony], Note [Delay compensation] (core/update_rules.hpp),
+  // Note [Momentum per member] (core/member_momenta.hpp).
   async_rule rule = async_rule::none;
   float dc_lambda = 0.04f;
-  // Key-value jobs: where the momentum rule would scale the lr (momentum below 0), the lr
-  // stays what the user's program set; only the momentum is corrected.
+  // Key-value jobs: the lr stays what the user's program set. Where the momentum rule would
+  // scale it (momentum below 0) only the momentum is corrected; under dana a push already
+  // carries its share (troupe.torch divides it by the workers), so no 1 / N is applied.
   bool rule_keeps_lr = false;
   // sync: Note [Backup workers].
   std::int32_t backup_workers = 0;
@@ -299,6 +302,7 @@ class shard_core {
     std::map<std::int64_t, std::map<std::uint32_t, tensor>> rounds;
     // Note [Delay compensation]: each member's copy of the part as its pulls were answered.
     std::map<std::uint32_t, tensor> pulled;
+    member_momenta momenta;  // --async-rule dana (Note [Momentum per member])
     std::map<std::uint32_t, partial_gradient> partial;
     std::int64_t numel() const { return value.get().numel(); }
   };

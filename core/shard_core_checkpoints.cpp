@@ -60,6 +60,7 @@ std::optional<std::string> shard_core::restore(const shard_image& s, std::int64_
       const tensor slot1 = s.slot1.empty() ? tensor() : pack(s.slot1, p.slice, n);
       const tensor slot2 = s.slot2.empty() ? tensor() : pack(s.slot2, p.slice, n);
       if (auto wrong = p.opt->restore(part_steps, slot1, slot2)) return *wrong;
+      p.momenta.start_from_slot();
     }
     copy(p.value.for_update(), pack(s.params, p.slice, n));
     if (cfg_.mode == sync_mode::sync)
@@ -121,9 +122,11 @@ std::optional<std::string> shard_core::restore_parts(const kv_shard_image& s) {
     if (auto e = define(image.id, image.key, image.value)) return "part " + std::to_string(image.id) + ": " + e->detail;
     part_state& p = parts_.at(image.id);
     p.version = image.version;
-    if (p.opt)
+    if (p.opt) {
       if (auto wrong = p.opt->restore(image.optimizer_steps, image.slot1, image.slot2))
         return "part " + std::to_string(image.id) + " of key " + kv_key_display(image.key) + ": " + *wrong;
+      p.momenta.start_from_slot();
+    }
   }
   last_checkpoint_ = s.step;
   return std::nullopt;

@@ -230,6 +230,20 @@ void shard_core::apply_on_arrival(part_state& p, std::uint32_t member, std::opti
   const shard_core::member& m = members_.at(member);
   float lr = cfg_.has_optimizer ? cfg_.schedule.at(clock.value_or(p.version)) : 0.f;
   if (cfg_.staleness_lr || m.outside_bound) lr /= static_cast<float>(std::max<std::int64_t>(1, staleness));
+  if (cfg_.rule == async_rule::dana && p.opt && cfg_.optimizer.kind == optimizer_kind::sgd &&
+      cfg_.optimizer.momentum > 0.f) {
+    // Note [Momentum per member]: a push's step is its member's share of the round's; one
+    // pusher alone steps plain SGD below.
+    const std::uint32_t n = live_pushers(m.stage);
+    if (n > 1) {
+      if (!cfg_.rule_keeps_lr) lr /= static_cast<float>(n);
+      p.momenta.step(*p.opt, member, p.value.for_update(), grad, lr, n);
+      ++counters_.updates;
+      ++p.version;
+      return;
+    }
+    p.momenta.alone();
+  }
   std::optional<float> momentum;
   if (cfg_.rule != async_rule::none && cfg_.has_optimizer && cfg_.optimizer.kind == optimizer_kind::sgd) {
     const momentum_correction c = correct_for_asynchrony(cfg_.optimizer.momentum, live_pushers(m.stage));

@@ -11,10 +11,11 @@
 namespace troupe {
 
 // async_rule's names, for its parse and name_of.
-constexpr std::array<enum_name<async_rule>, 3> async_rules{{
+constexpr std::array<enum_name<async_rule>, 4> async_rules{{
     {async_rule::none, "none"},
     {async_rule::momentum, "momentum"},
     {async_rule::dcasgd, "dcasgd"},
+    {async_rule::dana, "dana"},
 }};
 
 expected<async_rule> parse_async_rule(std::string_view name) { return parse_in(async_rules, name, "async rule"); }

@@ -36,7 +36,7 @@
 // warm-up is lengthened by N / 8, as the sync rule lengthens it past the critical batch
 // (Note [Critical batch]). Measured with the MLP, full Fashion-MNIST, 5 epochs, 16 async
 // workers of 8 samples, 6 seeds: 88.55% on average with the 0.5-epoch warm-up, 88.74%
-// with 1 epoch (ssp: 88.57%, 88.62%). It comes with the `momentum` and `dcasgd` rules.
+// with 1 epoch (ssp: 88.57%, 88.62%). It comes with every rule but `none`.
 //
 // Note [Delay compensation]
 // DC-ASGD (Zheng et al. 2017, MXNet's DCASGD optimizer) adds to a gradient g computed on
@@ -56,7 +56,8 @@
 
 namespace troupe {
 
-enum class async_rule : std::uint8_t { none = 0, momentum = 1, dcasgd = 2 };
+// dana: Note [Momentum per member] in core/member_momenta.hpp, the default.
+enum class async_rule : std::uint8_t { none = 0, momentum = 1, dcasgd = 2, dana = 3 };
 expected<async_rule> parse_async_rule(std::string_view name);
 std::string_view name_of(async_rule r);
 

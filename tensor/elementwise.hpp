@@ -79,6 +79,21 @@ struct sgd_momentum {
   }
 };
 
+// SGD with one member's own velocity v, the parameters stored one velocity ahead, and the
+// sum of every member's velocity kept beside them (Note [Momentum per member] in
+// core/member_momenta.hpp):
+//   g += wd * p;  v' = mu * v + g;  p -= lr * (2 v' - v);  sum += v' - v;  v = v'
+struct sgd_member_momentum {
+  float lr, momentum, weight_decay;
+  TROUPE_HD void operator()(float& p, float g, float& v, float& sum) const {
+    g += weight_decay * p;
+    const float next = momentum * v + g;
+    p -= lr * (2.f * next - v);
+    sum += next - v;
+    v = next;
+  }
+};
+
 // Adam with L2 weight decay, PyTorch semantics. bias1 = 1 - beta1^t, bias2_sqrt = sqrt(1 - beta2^t)
 // are computed once per step by the caller.
 struct adam {

@@ -7,6 +7,8 @@
 #include <numbers>
 
 #include "base/enum_names.hpp"
+#include "tensor/ops.hpp"
+#include "tensor/update_ops.hpp"
 
 namespace troupe {
 
@@ -51,6 +53,19 @@ optimizer_state::optimizer_state(const optimizer_config& cfg, std::int64_t numel
 void optimizer_state::step(tensor_view params, const_tensor_view grads, float lr, std::optional<float> momentum) {
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step: params size");
   step_range(params, grads, 0, lr, ++steps_, momentum);
+}
+
+void optimizer_state::step_member(tensor_view params, const_tensor_view grads, tensor_view velocity, float lr) {
+  TROUPE_CHECK(cfg_.kind == optimizer_kind::sgd && slot1_.where() == cpu_device,
+               "optimizer_state::step_member: SGD on the host only");
+  TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step_member: params size");
+  sgd_member_step(params, grads, velocity, slot1_.view(), fn::sgd_member_momentum{lr, cfg_.momentum, cfg_.weight_decay});
+  ++steps_;
+}
+
+void optimizer_state::forget_member(const_tensor_view velocity) {
+  TROUPE_CHECK(slot1_.where() == cpu_device && velocity.numel() == numel_, "optimizer_state::forget_member");
+  axpy(slot1_.view(), -1.f, velocity);
 }
 
 std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_tensor_view slot1,

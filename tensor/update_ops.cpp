@@ -1,4 +1,4 @@
-// SGD and Adam loops over the shared functors.
+// SGD (shared and per-member velocities) and Adam loops over the shared functors.
 #include "tensor/update_ops.hpp"
 
 namespace troupe {
@@ -20,6 +20,18 @@ void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, c
   const float* g = grad.data<float>();
   float* v = velocity.data<float>();
   for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], v[i]);
+}
+
+void sgd_member_step(tensor_view param, const_tensor_view grad, tensor_view velocity, tensor_view sum,
+                     const fn::sgd_member_momentum& f) {
+  check_same(param, grad, "sgd_member_step");
+  check_same(param, velocity, "sgd_member_step");
+  check_same(param, sum, "sgd_member_step");
+  float* p = param.data<float>();
+  const float* g = grad.data<float>();
+  float* v = velocity.data<float>();
+  float* s = sum.data<float>();
+  for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], v[i], s[i]);
 }
 
 void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) {

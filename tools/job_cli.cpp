@@ -130,10 +130,12 @@ void add_rule_options(CLI::App& app, job_cli_options& o) {
   app.add_flag("--staleness-lr", o.job.staleness_lr, "async/ssp: scale the learning rate by 1 / max(1, staleness)")
       ->group(group_job);
   app.add_option("--async-rule", o.async_rule,
-                 "async/ssp: how shards correct for staleness: momentum (SGD's momentum lowered for the momentum "
-                 "that N asynchronous workers add, and the lr where that is not enough), dcasgd (that, and "
-                 "DC-ASGD's delay compensation of each gradient), or none")
-      ->check(CLI::IsMember({"none", "momentum", "dcasgd"}))
+                 "async/ssp: how shards correct for staleness: dana (each worker's own SGD momentum on the shards, "
+                 "the parameters kept where the others' next pushes will take them, each push a 1/N share), "
+                 "momentum (one shared momentum lowered for the momentum that N asynchronous workers add, and the "
+                 "lr where that is not enough), dcasgd (that, and DC-ASGD's delay compensation of each gradient), "
+                 "or none")
+      ->check(CLI::IsMember({"dana", "momentum", "dcasgd", "none"}))
       ->capture_default_str()
       ->group(group_job);
   app.add_option("--dc-lambda", o.job.dc_lambda, "--async-rule dcasgd: the compensation's weight lambda (MXNet's 0.04)")
@@ -295,12 +297,17 @@ std::string describe_update_rules(const job_spec& job) {
     return s.str();
   }
   if (job.async_correction != async_rule::none && job.train.optimizer.kind == optimizer_kind::sgd && job.workers >= 2) {
-    const momentum_correction c = correct_for_asynchrony(job.train.optimizer.momentum, job.workers);
     s << "; --async-rule " << name_of(job.async_correction);
-    if (job.async_correction == async_rule::dcasgd) s << " (lambda " << job.dc_lambda << ")";
-    s << ": the shards use momentum " << c.momentum;
-    if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
-    s << " for " << job.workers << " asynchronous workers";
+    if (job.async_correction == async_rule::dana) {
+      s << ": the shards keep each worker's own momentum " << job.train.optimizer.momentum
+        << " and the parameters a step ahead, each push stepping 1/" << job.workers << " of the lr";
+    } else {
+      const momentum_correction c = correct_for_asynchrony(job.train.optimizer.momentum, job.workers);
+      if (job.async_correction == async_rule::dcasgd) s << " (lambda " << job.dc_lambda << ")";
+      s << ": the shards use momentum " << c.momentum;
+      if (c.lr_scale != 1.f) s << " and " << c.lr_scale << " x the lr";
+      s << " for " << job.workers << " asynchronous workers";
+    }
     if (job.workers > async_warmup_workers)
       s << ", warmed up over " << job_schedule(job).warmup_steps << " steps";
   }

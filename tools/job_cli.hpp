@@ -25,7 +25,7 @@ struct job_cli_options {
   std::string mode = "async";
   std::string allreduce_op;  // empty: not given (sum)
   const CLI::Option* servers_option = nullptr;  // whether --servers was given (allreduce: 0 unless it was)
-  std::string async_rule = "momentum";
+  std::string async_rule = "dana";
   std::string share_balance = "auto";
   std::string schedule = "1f1b";
   std::string balance = "time";

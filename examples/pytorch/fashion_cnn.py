@@ -60,8 +60,7 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--momentum", type=float, default=None,
-                    help="SGD momentum (default 0.9; 0.8 in async and ssp, whose staleness adds momentum of its own)")
+    ap.add_argument("--momentum", type=float, default=0.9, help="SGD momentum")
     ap.add_argument("--schedule", choices=["cosine", "constant"], default="cosine",
                     help="the learning rate over the epochs: cosine decay to zero by the last, or constant")
     ap.add_argument("--warmup-epochs", type=float, default=0.5,
@@ -83,10 +82,9 @@ def main():
     model = Net()
     tt.broadcast_parameters(model, kv)
     # BatchNorm's running statistics are buffers, not parameters: each worker keeps its own.
-    # Asynchrony acts like extra momentum (Mitliagkas et al., "Asynchrony begets momentum"):
-    # with stale gradients the explicit momentum is lowered so that the sum stays near sync's.
-    momentum = args.momentum if args.momentum is not None else (0.9 if kv.mode == "sync" else 0.8)
-    sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=momentum, weight_decay=5e-4)
+    # The same optimizer in every mode: in async and ssp the shards keep each worker's own
+    # momentum (--async-rule dana), so 0.9 means what it means in sync.
+    sgd = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum, weight_decay=5e-4)
     opt = tt.DistributedOptimizer(sgd, model.named_parameters(), kv)
     g = torch.Generator().manual_seed(args.seed + index)
     steps = len(xs) // args.batch_size

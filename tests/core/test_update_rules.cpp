@@ -25,11 +25,11 @@ tensor vec(std::initializer_list<float> v) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(names_round_trip_and_an_unknown_one_lists_the_choices) {
-  for (auto r : {async_rule::none, async_rule::momentum, async_rule::dcasgd})
+  for (auto r : {async_rule::none, async_rule::momentum, async_rule::dcasgd, async_rule::dana})
     BOOST_TEST((*parse_async_rule(name_of(r)) == r));
   auto bad = parse_async_rule("adagrad");
   BOOST_REQUIRE(!bad);
-  BOOST_TEST(bad.error().message.find("none, momentum or dcasgd") != std::string::npos);
+  BOOST_TEST(bad.error().message.find("none, momentum, dcasgd or dana") != std::string::npos);
 }
 
 BOOST_AUTO_TEST_CASE(up_to_the_critical_batch_the_schedule_is_untouched) {

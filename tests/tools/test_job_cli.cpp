@@ -53,6 +53,11 @@ BOOST_AUTO_TEST_CASE(ssp_says_when_a_straggler_leaves_the_bound) {
 
 BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
   BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::async)),
+                  "--async-rule dana: the shards keep each worker's own momentum 0.9 and the parameters a step "
+                  "ahead, each push stepping 1/4 of the lr"));
+  job_spec shared = four_workers(sync_mode::async);
+  shared.async_correction = async_rule::momentum;
+  BOOST_TEST(says(describe_update_rules(shared),
                   "--async-rule momentum: the shards use momentum 0.6 for 4 asynchronous workers"));
   job_spec many = four_workers(sync_mode::ssp);
   many.workers = 16;

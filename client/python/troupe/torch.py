@@ -166,8 +166,12 @@ def _buckets(named, bucket_bytes):
 #     sync round; the decay sent to the shards is divided by N too (at 4 workers, 2
 #     epochs, weight decay 5e-4, after a final pull: 87.6-87.8% against 86.7-87.4% for
 #     seed 1, 87.1-87.2% against 87.0-87.2% for seed 2; sync 89.3-89.5%).
-# The shards' momentum rule (Note [Momentum of asynchrony] in core/update_rules.hpp) still
-# lowers their momentum by the live workers.
+#   - momentum of each worker's own. One velocity on the shards, shared by every push,
+#     spans pushes of different workers computed on parameters N - 1 updates old; lowering
+#     its momentum by the workers (--async-rule momentum) left 4 workers 1.5-2 points short
+#     of sync. The default rule, dana (Note [Momentum per member] in core/member_momenta.hpp),
+#     keeps one velocity per worker and the parameters a step ahead; with it the script's
+#     own momentum is right in every mode (docs/benchmarks.md, pytorch_through_troupe).
 class DistributedOptimizer:
     def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=None, prefix="", bucket_bytes=1 << 20,
                  async_warmup_steps=200):
