@@ -1,5 +1,5 @@
 // member_momenta: the `dana` async rule's state for one part of a shard: each member's own
-// SGD velocity, and the share of a restored sum that a member takes on its first push.
+// SGD velocity, and the equal shares of a summed velocity that members start from.
 //
 // Note [Momentum per member]
 // In sync, one velocity sums the round's gradients, so momentum spans rounds. Async and ssp
@@ -64,7 +64,6 @@ class member_momenta {
   void alone();
   // A new optimizer: every velocity starts at zero.
   void clear();
-  std::size_t members() const { return velocity_.size(); }
 
  private:
   std::map<std::uint32_t, tensor> velocity_;

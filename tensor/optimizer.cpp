@@ -59,7 +59,8 @@ void optimizer_state::step_member(tensor_view params, const_tensor_view grads, t
   TROUPE_CHECK(cfg_.kind == optimizer_kind::sgd && slot1_.where() == cpu_device,
                "optimizer_state::step_member: SGD on the host only");
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step_member: params size");
-  sgd_member_step(params, grads, velocity, slot1_.view(), fn::sgd_member_momentum{lr, cfg_.momentum, cfg_.weight_decay});
+  sgd_member_step(params, grads, velocity, slot1_.view(),
+                  fn::sgd_member_momentum{lr, cfg_.momentum, cfg_.weight_decay});
   ++steps_;
 }
 

@@ -298,7 +298,7 @@ std::string describe_update_rules(const job_spec& job) {
   }
   if (job.async_correction != async_rule::none && job.train.optimizer.kind == optimizer_kind::sgd && job.workers >= 2) {
     s << "; --async-rule " << name_of(job.async_correction);
-    if (job.async_correction == async_rule::dana) {
+    if (job.async_correction == async_rule::dana && job.train.optimizer.momentum > 0.f) {
       s << ": the shards keep each worker's own momentum " << job.train.optimizer.momentum
         << " and the parameters a step ahead, each push stepping 1/" << job.workers << " of the lr";
     } else {

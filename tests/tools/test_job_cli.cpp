@@ -55,6 +55,9 @@ BOOST_AUTO_TEST_CASE(async_names_the_rule_and_the_momentum_it_uses) {
   BOOST_TEST(says(describe_update_rules(four_workers(sync_mode::async)),
                   "--async-rule dana: the shards keep each worker's own momentum 0.9 and the parameters a step "
                   "ahead, each push stepping 1/4 of the lr"));
+  job_spec plain = four_workers(sync_mode::async);
+  plain.train.optimizer.momentum = 0.f;  // dana steps as the momentum rule does then
+  BOOST_TEST(says(describe_update_rules(plain), "--async-rule dana: the shards use momentum 0 and 0.25 x the lr"));
   job_spec shared = four_workers(sync_mode::async);
   shared.async_correction = async_rule::momentum;
   BOOST_TEST(says(describe_update_rules(shared),
