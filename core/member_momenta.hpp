@@ -33,11 +33,13 @@
 //   the velocity, so one worker trains as one PyTorch process does (and a key-value job's
 //   plain SGD, momentum 0, is left as the program set it). When more pushers come, they
 //   start from equal shares of that velocity.
-// The shard's optimizer slot 0 holds the sum of the velocities, so checkpoints keep it as
-// they keep a shared velocity. After a restore each member's first push takes an equal
-// share of that sum, 1 / (live pushers), as its own velocity. A member that leaves takes
-// its velocity out of the sum. The cost: one copy of the part per member, as DC-ASGD's.
-// SGD only; Adam is left alone.
+// A checkpoint keeps the sum of the velocities in the optimizer's slot 0, as it keeps a
+// shared velocity, so the files do not change. The sum is formed when it is read (a
+// checkpoint image, or one pusher left alone), not kept on each push: keeping it cost a
+// fourth stream over the part on every update. After a restore each member's first push
+// takes an equal share of that sum, 1 / (live pushers), as its own velocity. A member that
+// leaves takes its velocity with it. The cost: one copy of the part per member, as
+// DC-ASGD's. SGD only; Adam is left alone.
 #pragma once
 
 #include <cstdint>
@@ -55,20 +57,25 @@ class member_momenta {
   void step(optimizer_state& opt, std::uint32_t member, tensor_view params, const_tensor_view grad, float lr,
             std::uint32_t pushers);
   // The member left or joined afresh: its velocity leaves the sum.
-  void forget(optimizer_state* opt, std::uint32_t member);
-  // The members' velocities start afresh from equal shares of slot 0, as it is at the next
-  // first push of a member: after a restore, and after one member pushed alone.
+  void forget(std::uint32_t member);
+  // Slot 0 is the sum (a restore wrote it): the members' velocities start afresh from
+  // equal shares of it at their next first pushes.
   void start_from_slot();
   // The part has one live pusher: the shard applies plain SGD with slot 0 as its velocity
-  // (the sum of one), so the copies here are dropped once, until more pushers come.
-  void alone();
+  // (the sum of one), so the sum is written there once and the copies here are dropped,
+  // until more pushers come and take shares of it.
+  void alone(optimizer_state& opt);
   // A new optimizer: every velocity starts at zero.
   void clear();
+  // The sum of the velocities, as a checkpoint keeps it in slot 0 of `opt`.
+  tensor sum(const optimizer_state& opt) const;
 
  private:
   std::map<std::uint32_t, tensor> velocity_;
+  bool slot_is_sum_ = true;         // no member has stepped its own velocity since slot 0 was the sum
   bool sharing_ = false;            // the next first pushes take shares of slot 0
   tensor shared_sum_;               // slot 0 as the first of them found it; else empty
+  tensor unclaimed_;                // what of shared_sum_ the members have not taken yet
   std::uint32_t shares_taken_ = 0;  // members that took their share of it
 };
 

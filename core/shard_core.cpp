@@ -100,7 +100,7 @@ void shard_core::member_joined(std::uint32_t member, std::optional<std::int64_t>
     for (auto& [round, subs] : p.rounds) subs.erase(member);
     p.partial.erase(member);
     p.pulled.erase(member);
-    p.momenta.forget(p.opt ? &*p.opt : nullptr, member);
+    p.momenta.forget(member);
   }
   members_[member].live = true;
   voided_.erase(member);
@@ -115,7 +115,7 @@ void shard_core::member_left(std::uint32_t member) {
   for (auto& [id, p] : parts_) {
     p.partial.erase(member);
     p.pulled.erase(member);
-    p.momenta.forget(p.opt ? &*p.opt : nullptr, member);
+    p.momenta.forget(member);
   }
   auto gone = std::stable_partition(held_.begin(), held_.end(), [&](const held_pull& h) { return h.member != member; });
   for (auto i = gone; i != held_.end(); ++i) dropped_.push_back(i->t);

@@ -75,8 +75,7 @@ struct shard_config {
   sync_mode mode = sync_mode::async;
   std::int32_t staleness = 0;  // ssp bound
   bool staleness_lr = false;
-  // async/ssp: Note [Momentum of asynchrony], Note [Delay compensation] (core/update_rules.hpp),
-  // Note [Momentum per member] (core/member_momenta.hpp).
+  // async/ssp: Notes [Momentum of asynchrony], [Delay compensation], [Momentum per member].
   async_rule rule = async_rule::none;
   float dc_lambda = 0.04f;
   // Key-value jobs: the lr stays what the user's program set. Where the momentum rule would

@@ -86,7 +86,7 @@ shard_image shard_core::image(std::int64_t step) const {
   for (const auto& [id, p] : parts_) {
     unpack_slice(s.params, p.slice, p.value.get());
     if (!p.opt) continue;
-    unpack_slice(s.slot1, p.slice, p.opt->slot(0));
+    unpack_slice(s.slot1, p.slice, p.momenta.sum(*p.opt));
     if (adam) unpack_slice(s.slot2, p.slice, p.opt->slot(1));
     s.optimizer_steps = std::max(s.optimizer_steps, p.opt->steps());
     // Async and ssp with pipeline stages: each stage's part counts its own updates.
@@ -107,7 +107,7 @@ kv_shard_image shard_core::parts_image(std::int64_t step) const {
     kv_part_image part{id, p.key, p.version, 0, p.value.get(), {}, {}};
     if (p.opt) {
       part.optimizer_steps = p.opt->steps();
-      part.slot1 = p.opt->slot(0);
+      part.slot1 = p.momenta.sum(*p.opt);
       if (!p.opt->slot(1).empty()) part.slot2 = p.opt->slot(1);
     }
     s.parts.push_back(std::move(part));

@@ -242,7 +242,7 @@ void shard_core::apply_on_arrival(part_state& p, std::uint32_t member, std::opti
       ++p.version;
       return;
     }
-    p.momenta.alone();
+    p.momenta.alone(*p.opt);
   }
   std::optional<float> momentum;
   if (cfg_.rule != async_rule::none && cfg_.has_optimizer && cfg_.optimizer.kind == optimizer_kind::sgd) {

@@ -79,17 +79,15 @@ struct sgd_momentum {
   }
 };
 
-// SGD with one member's own velocity v, the parameters stored one velocity ahead, and the
-// sum of every member's velocity kept beside them (Note [Momentum per member] in
-// core/member_momenta.hpp):
-//   g += wd * p;  v' = mu * v + g;  p -= lr * (2 v' - v);  sum += v' - v;  v = v'
+// SGD with one member's own velocity v and the parameters stored one velocity ahead (Note
+// [Momentum per member] in core/member_momenta.hpp):
+//   g += wd * p;  v' = mu * v + g;  p -= lr * (2 v' - v);  v = v'
 struct sgd_member_momentum {
   float lr, momentum, weight_decay;
-  TROUPE_HD void operator()(float& p, float g, float& v, float& sum) const {
+  TROUPE_HD void operator()(float& p, float g, float& v) const {
     g += weight_decay * p;
     const float next = momentum * v + g;
     p -= lr * (2.f * next - v);
-    sum += next - v;
     v = next;
   }
 };

@@ -59,14 +59,8 @@ void optimizer_state::step_member(tensor_view params, const_tensor_view grads, t
   TROUPE_CHECK(cfg_.kind == optimizer_kind::sgd && slot1_.where() == cpu_device,
                "optimizer_state::step_member: SGD on the host only");
   TROUPE_CHECK(params.numel() == numel_, "optimizer_state::step_member: params size");
-  sgd_member_step(params, grads, velocity, slot1_.view(),
-                  fn::sgd_member_momentum{lr, cfg_.momentum, cfg_.weight_decay});
+  sgd_member_step(params, grads, velocity, fn::sgd_member_momentum{lr, cfg_.momentum, cfg_.weight_decay});
   ++steps_;
-}
-
-void optimizer_state::forget_member(const_tensor_view velocity) {
-  TROUPE_CHECK(slot1_.where() == cpu_device && velocity.numel() == numel_, "optimizer_state::forget_member");
-  axpy(slot1_.view(), -1.f, velocity);
 }
 
 std::optional<std::string> optimizer_state::restore(std::int64_t steps, const_tensor_view slot1,

@@ -51,11 +51,9 @@ class optimizer_state {
   void step_range(tensor_view params, const_tensor_view grads, std::int64_t offset, float lr, std::int64_t t,
                   std::optional<float> momentum = std::nullopt);
   // SGD on the host only (Note [Momentum per member] in core/member_momenta.hpp): one
-  // member's update with its own velocity (the member's buffer, zero at its start), which
-  // keeps slot 0 as the sum of every member's velocity; counts a step.
+  // member's update with its own velocity (the member's buffer, zero at its start); slot 0
+  // is left as it is (member_momenta owns the velocities then); counts a step.
   void step_member(tensor_view params, const_tensor_view grads, tensor_view velocity, float lr);
-  // Takes a member's velocity out of slot 0's sum (the member left).
-  void forget_member(const_tensor_view velocity);
   std::int64_t steps() const { return steps_; }
   std::int64_t numel() const { return numel_; }
   // The state a checkpoint keeps: slot 0 (SGD's velocity, Adam's first moment) and slot 1

@@ -11,27 +11,26 @@ void check_same(const_tensor_view a, const_tensor_view b, const char* what) {
                std::string(what) + ": views must be contiguous f32 of equal size");
 }
 
-}  // namespace
-
-void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) {
-  check_same(param, grad, "sgd_step");
-  check_same(param, velocity, "sgd_step");
+// One pass of an SGD functor over parameters, gradients and one velocity.
+template <class F>
+void sgd_loop(tensor_view param, const_tensor_view grad, tensor_view velocity, const F& f, const char* what) {
+  check_same(param, grad, what);
+  check_same(param, velocity, what);
   float* p = param.data<float>();
   const float* g = grad.data<float>();
   float* v = velocity.data<float>();
   for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], v[i]);
 }
 
-void sgd_member_step(tensor_view param, const_tensor_view grad, tensor_view velocity, tensor_view sum,
+}  // namespace
+
+void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f) {
+  sgd_loop(param, grad, velocity, f, "sgd_step");
+}
+
+void sgd_member_step(tensor_view param, const_tensor_view grad, tensor_view velocity,
                      const fn::sgd_member_momentum& f) {
-  check_same(param, grad, "sgd_member_step");
-  check_same(param, velocity, "sgd_member_step");
-  check_same(param, sum, "sgd_member_step");
-  float* p = param.data<float>();
-  const float* g = grad.data<float>();
-  float* v = velocity.data<float>();
-  float* s = sum.data<float>();
-  for (std::int64_t i = 0, n = param.numel(); i < n; ++i) f(p[i], g[i], v[i], s[i]);
+  sgd_loop(param, grad, velocity, f, "sgd_member_step");
 }
 
 void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f) {

@@ -12,9 +12,9 @@ namespace troupe {
 // param -= SGD-with-momentum update; velocity is the momentum buffer (zero at start).
 // All views contiguous f32 host, same numel.
 void sgd_step(tensor_view param, const_tensor_view grad, tensor_view velocity, const fn::sgd_momentum& f);
-// param -= one member's SGD update with its own velocity; sum is every member's velocity
-// summed (fn::sgd_member_momentum). All views contiguous f32 host, same numel.
-void sgd_member_step(tensor_view param, const_tensor_view grad, tensor_view velocity, tensor_view sum,
+// param -= one member's SGD update with its own velocity (fn::sgd_member_momentum). All
+// views contiguous f32 host, same numel.
+void sgd_member_step(tensor_view param, const_tensor_view grad, tensor_view velocity,
                      const fn::sgd_member_momentum& f);
 // Adam update with moment buffers m and v (zero at start); f carries the step's bias corrections.
 void adam_step(tensor_view param, const_tensor_view grad, tensor_view m, tensor_view v, const fn::adam& f);

@@ -97,6 +97,7 @@ BOOST_AUTO_TEST_CASE(after_a_restore_each_member_starts_from_an_equal_share_of_t
   BOOST_TEST(before == at(c), tt::tolerance(1e-6f));
   resumed.push(0, 1, 2, filled(0.f));  // v = 4 / 2, v' = 1: -0.5 * (2 - 2)
   BOOST_TEST(at(resumed) == before, tt::tolerance(1e-6f));
+  BOOST_TEST(velocity_sum(resumed) == 3.f, tt::tolerance(1e-6f));  // 1 + the unclaimed share 2
   resumed.push(1, 1, 3, filled(0.f));  // the same share for the second member
   BOOST_TEST(at(resumed) == before, tt::tolerance(1e-6f));
   BOOST_TEST(velocity_sum(resumed) == 2.f, tt::tolerance(1e-6f));  // 1 + 1
@@ -143,4 +144,18 @@ BOOST_AUTO_TEST_CASE(sync_rounds_and_adam_are_left_alone) {
     c->push(1, 0, 1, filled(-0.5f));
   }
   for (std::int64_t i = 0; i < n; ++i) BOOST_TEST(at(a, i) == at(b, i));
+}
+
+// Two own velocities, then one member leaves: the other steps plain SGD from its own
+// velocity alone, the sum of the velocities left.
+BOOST_AUTO_TEST_CASE(a_pusher_left_alone_steps_plain_sgd_from_the_velocities_left) {
+  auto c = started(dana_config(0.5f), 2);
+  c.push(0, 0, 0, filled(1.f));  // v0 = 1
+  c.push(1, 0, 1, filled(3.f));  // v1 = 3
+  c.member_left(1);
+  BOOST_TEST(velocity_sum(c) == 1.f, tt::tolerance(1e-6f));
+  const float before = at(c);
+  c.push(0, 1, 2, filled(1.f));  // PyTorch's SGD from v = 1: v = 1.5, -1.5
+  BOOST_TEST(at(c) == before - 1.5f, tt::tolerance(1e-6f));
+  BOOST_TEST(velocity_sum(c) == 1.5f, tt::tolerance(1e-6f));
 }
