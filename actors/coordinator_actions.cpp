@@ -244,7 +244,7 @@ void carry(coord_pointer self, job_actions::record_loss& a) {
     spdlog::warn("coordinator: {}; a run resumed from {} will not know how many steps it repeats", *why, dir);
 }
 
-void carry(coord_pointer self, job_actions::restart& a) { restart_in_place(self, a.why); }
+void carry(coord_pointer self, job_actions::restart& a) { restart_in_place(self, a.why, a.finished); }
 
 void carry(coord_pointer self, job_actions::finish& a) { finish(self, a.outcome); }
 

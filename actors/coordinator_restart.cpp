@@ -43,7 +43,7 @@ namespace troupe::coordinator_shell {
 // The coordinator's own loss is the one this cannot handle: launch starts it again with
 // --resume, and the nodes that waited for it join it (Note [Joining again] in
 // net/node.cpp).
-void restart_in_place(coord_pointer self, const fault& why) {
+void restart_in_place(coord_pointer self, const fault& why, const std::vector<std::uint32_t>& finished) {
   auto& st = self->state;
   const std::string dir = st.job.checkpoints.dir;
   ++st.restarts;
@@ -76,20 +76,39 @@ void restart_in_place(coord_pointer self, const fault& why) {
   st.shard_joins.clear();
   if (!st.committer) st.committer = std::make_unique<serial_worker>(std::numeric_limits<std::size_t>::max());
   auto tell = thread_mail(caf::actor_cast<caf::actor_addr>(self));
-  st.committer->post([tell, dir, job = st.job, params = st.core->num_params()] {
+  std::string who;  // "worker 1", "workers 0, 1"
+  for (std::uint32_t r : finished) who += (who.empty() ? "" : ", ") + std::to_string(r);
+  if (!finished.empty()) who = (finished.size() == 1 ? "worker " : "workers ") + who;
+  st.committer->post([tell, dir, job = st.job, params = st.core->num_params(), who, lost = why.detail] {
     restart_ready r;
+    // Note [A shard lost after training] (core/job_epochs.cpp): only the end checkpoint
+    // needs no member that has finished to train again.
+    const bool training_over = !who.empty();
+    const auto unfinished = [&](std::optional<std::int64_t> newest) {
+      const std::string then = lost + " after " + who + " had finished, before the job's end checkpoint was complete";
+      const std::string stop = ": a worker that has finished does not join again to train the steps after it, so the job "
+                               "stops; ";
+      r.error = fault{errc::shard_lost,
+                      newest ? then + " (the newest is " + std::to_string(*newest) + ")" + stop + "go on with --resume " +
+                                   dir + " (launch does, starting every process again)"
+                             : then + " (none is)" + stop + "run it again"};
+      tell(std::move(r));
+    };
     if (checkpoint_store(dir, 1).complete().empty()) {
+      if (training_over) return unfinished(std::nullopt);
       spdlog::warn("coordinator: {} holds no complete checkpoint yet; the job starts again from its beginning", dir);
       if (auto why = forget_loss_record(dir)) spdlog::warn("coordinator: {}", *why);
       tell(std::move(r));
       return;
     }
-    auto found = find_resume(dir, job, params);
+    auto found = find_resume(dir, job, params, resume_at_end::taken);
     if (!found) {
-      r.error = "cannot restart in place from " + dir + ": " + found.error().message;
+      r.error = fault{errc::checkpoint_failed, "cannot restart in place from " + dir + ": " + found.error().message};
       tell(std::move(r));
       return;
     }
+    if (training_over && found->clock < steps_per_epoch(job) * job.train.epochs)
+      return unfinished(found->step);
     for (const auto& skipped : found->skipped) spdlog::warn("coordinator: the restart passed over {}", skipped);
     auto taken = take_loss_record(dir, job.job_id, found->step);
     found->steps_replayed = taken.steps_replayed;
@@ -103,7 +122,7 @@ void on_restart_ready(coord_pointer self, restart_ready& r) {
   auto& st = self->state;
   if (!st.restarting) return;
   if (r.error) {
-    std::variant<job_result, fault> failed = fault{errc::checkpoint_failed, *r.error};
+    std::variant<job_result, fault> failed = *r.error;
     finish(self, failed);
     return;
   }
@@ -111,9 +130,13 @@ void on_restart_ready(coord_pointer self, restart_ready& r) {
   if (const auto bytes = st.core->frame_bytes()) set_frame_bound(bytes);
   if (r.from) {
     st.core->resume_from(*r.from);
-    spdlog::info("coordinator: restarting from checkpoint {} (the workers go on from step {}{})", r.from->step,
-                 r.from->clock,
-                 r.from->steps_replayed ? "; it repeats " + std::to_string(*r.from->steps_replayed) + " steps" : "");
+    if (r.from->clock >= steps_per_epoch(st.job) * st.job.train.epochs)  // Note [A shard lost after training]
+      spdlog::info("coordinator: restarting from the end checkpoint {}: only the shard servers join again",
+                   r.from->step);
+    else
+      spdlog::info("coordinator: restarting from checkpoint {} (the workers go on from step {}{})", r.from->step,
+                   r.from->clock,
+                   r.from->steps_replayed ? "; it repeats " + std::to_string(*r.from->steps_replayed) + " steps" : "");
   }
   st.core->restarted_in_place(st.restarts);
   st.restarting = false;

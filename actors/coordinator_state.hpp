@@ -110,7 +110,7 @@ void finish(coord_pointer self, std::variant<job_result, fault>& outcome);
 // coordinator_restart.cpp (Note [Restarting in place]): stops every node of the job with
 // `restarting` and finds the checkpoint the next core starts from; the next core, once it
 // is found; a join that comes meanwhile waits (`join` runs once the next core is there).
-void restart_in_place(coord_pointer self, const fault& why);
+void restart_in_place(coord_pointer self, const fault& why, const std::vector<std::uint32_t>& finished);
 void on_restart_ready(coord_pointer self, restart_ready& r);
 bool hold_join(coord_pointer self, std::function<void()> join);
 // There too, a key-value job's lost shard replaced while its members go on (Note

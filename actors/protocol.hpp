@@ -147,7 +147,7 @@ struct checkpoint_committed {  // the coordinator, to itself: this checkpoint is
 // the job restarts from (none: from its beginning), or why it cannot.
 struct restart_ready {
   std::optional<resume_point> from;
-  std::optional<std::string> error;
+  std::optional<fault> error;
 };
 // The coordinator, to itself (Note [Replacing a key-value shard] in
 // core/job_shard_replacement.cpp): the checkpoint a lost shard's replacement restores, or

@@ -71,7 +71,10 @@ struct record_loss { loss_record record; };
 // newest checkpoint (Note [Restarting in place] in actors/coordinator_restart.cpp). Every member
 // and shard stops with `restarting` and joins again; this core is finished, and the shell
 // makes the next from the checkpoint.
-struct restart { fault why; };
+// finished: the ranks that had finished, whose nodes have ended and will not join again
+// (Note [A shard lost after training] in core/job_epochs.cpp): with any, only the job's
+// end checkpoint can be restarted from.
+struct restart { fault why; std::vector<std::uint32_t> finished; };
 // A key-value job (core/job_keys.cpp). The shards named in `layout`: define the key's
 // parts with their rows of `value`; once all acknowledged, defined(id), or
 // define_failed(id, why).

@@ -189,7 +189,8 @@ expected<resume_point> resume_keys(const job_spec& job, const checkpoint_store::
 
 }  // namespace
 
-expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params) {
+expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params,
+                                   resume_at_end at_end) {
   auto good = newest_good(dir, identity_of(job, num_params));
   if (!good) return good.error();
   const auto& [found, state] = *good;
@@ -217,7 +218,7 @@ expected<resume_point> find_resume(const std::filesystem::path& dir, const job_s
   for (const auto& f : r.shards.files)
     if (std::find(found.files.begin(), found.files.end(), f) == found.files.end())
       return failure{where + "it names " + f + ", which the checkpoint's manifest does not"};
-  if (r.clock >= steps_per_epoch(job) * job.train.epochs)
+  if (r.clock >= steps_per_epoch(job) * job.train.epochs && at_end == resume_at_end::refused)
     return failure{"checkpoint " + std::to_string(r.step) + " in " + dir.string() + " is the end of the job's " +
                    std::to_string(job.train.epochs) + " epochs: nothing is left to train; raise --epochs to train on"};
   r.shards.dir = found.dir.string();

@@ -76,10 +76,16 @@ struct resume_point {
   std::vector<kv_key_layout> keys;
 };
 
+// Whether a checkpoint at the end of the job's epochs may be resumed from: not for
+// --resume (nothing is left to train), but for a restart in place after training ended
+// (Note [A shard lost after training] in core/job_epochs.cpp).
+enum class resume_at_end : std::uint8_t { refused, taken };
+
 // Where `job` (prepared, its id the checkpoint's) resumes from the newest good checkpoint
-// in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end;
-// a key-value job's taken on another number of shard servers.
-expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params);
+// in dir. Why not: no good checkpoint, another job's or model's, or one at the job's end
+// (unless `at_end` takes it); a key-value job's taken on another number of shard servers.
+expected<resume_point> find_resume(const std::filesystem::path& dir, const job_spec& job, std::int64_t num_params,
+                                   resume_at_end at_end = resume_at_end::refused);
 
 // The whole model of the newest good checkpoint in dir (`troupe export`): its parameters
 // assembled from every shard's file, with what the job's state says of it.

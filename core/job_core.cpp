@@ -87,6 +87,9 @@ job_actions_list job_core::on_shard_join(ticket t, const shard_join& j, time_poi
 job_actions_list job_core::on_member_join(ticket t, const worker_join& j, time_point now) {
   if (phase_ == job_phase::finished) return {refuse{t, {errc::cluster_full, "the job has ended"}}};
   if (j.job_id != job_.job_id) return {refuse{t, wrong_job(j.job_id)}};
+  if (at_end_)  // Note [A shard lost after training]
+    return {refuse{t, {errc::cluster_full, "the job's training is over: it restarted from its end checkpoint only to "
+                                           "evaluate it and end"}}};
   job_actions_list out;
   if (phase_ == job_phase::training) {
     if (rings_kv_members(job_))
@@ -139,10 +142,11 @@ std::uint32_t job_core::rank_for_join(std::int32_t wanted) const {
 }
 
 void job_core::maybe_start(job_actions_list& out) {
-  if (phase_ != job_phase::admitting || shard_hosts_.size() < job_.servers || pending_joins_.size() < members(job_))
+  if (phase_ != job_phase::admitting || shard_hosts_.size() < job_.servers ||
+      (!at_end_ && pending_joins_.size() < members(job_)))
     return;
   phase_ = job_phase::starting;
-  if (deals_samples(job_)) dealer_.emplace(deal_shape_of(job_), members(job_), start_clock_);
+  if (deals_samples(job_) && !at_end_) dealer_.emplace(deal_shape_of(job_), members(job_), start_clock_);
   form_local_groups(out);
   membership m;
   m.clock = start_clock_;
@@ -150,7 +154,7 @@ void job_core::maybe_start(job_actions_list& out) {
     for (const auto& [r, t] : pending_joins_) m.workers.push_back(r);
     started_members_ = static_cast<std::uint32_t>(members_.size());
   }
-  for (std::uint32_t r = 0; !job_.kv && r < members(job_); ++r) {
+  for (std::uint32_t r = 0; !job_.kv && !at_end_ && r < members(job_); ++r) {
     if (!pushes_to_shards(members_[r].group, r)) continue;
     m.workers.push_back(r);
     m.stages.push_back(r % job_.pipeline_stages);
@@ -197,6 +201,10 @@ job_actions_list job_core::shards_started(time_point now) {
   ledger_.start(now);
   last_progress_ = last_checkpoint_request_ = started_at_ = now;
   job_actions_list out;
+  if (at_end_) {
+    evaluate_end(out, now);
+    return out;
+  }
   for (const auto& [rank, t] : pending_joins_) {
     if (!members_[rank].live) continue;
     if (job_.kv && rank >= started_members_) {  // joined while the shards started: they do not know it yet

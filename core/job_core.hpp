@@ -295,6 +295,10 @@ class job_core {
   // Note [Resuming a job]: where the members start, and where the shards' state comes from.
   std::int64_t start_clock_ = 0;
   std::optional<resume_point> resume_;
+  // Note [A shard lost after training] (job_epochs.cpp): resumed from the job's end
+  // checkpoint, so no member joins; the shards' values are evaluated and the job ends.
+  bool at_end_ = false;
+  void evaluate_end(job_actions_list& out, time_point now);
   std::int64_t restarts_in_place_ = 0;
   struct pending_checkpoint {
     std::vector<checkpoint_saved> saved;  // the shards' files written so far

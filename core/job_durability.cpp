@@ -23,6 +23,11 @@ void job_core::resume_from(const resume_point& r) {
   }
   const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch(job_));
   epochs_closed_ = static_cast<std::int32_t>(std::min<std::int64_t>(job_.train.epochs, r.clock / spe));
+  at_end_ = !job_.kv && r.clock >= spe * job_.train.epochs;
+  if (at_end_) {  // Note [A shard lost after training]: the last epoch is evaluated again
+    epochs_closed_ = job_.train.epochs - 1;
+    checkpoint_settled_ = spe * job_.train.epochs;
+  }
   ledger_.resumed(r.step, r.clock, r.steps_replayed);
   if (m_ && r.steps_replayed) m_->steps_replayed()->Set(static_cast<double>(*r.steps_replayed));
 }

@@ -118,7 +118,7 @@ void job_core::report_epoch(std::int32_t e, job_actions_list& out) {
   summaries_.erase(e);
   if (m_) {
     m_->epoch->Set(s.epoch + 1);
-    m_->train_loss->Set(s.train_loss);
+    if (s.trained) m_->train_loss->Set(s.train_loss);
     if (s.evaluated) m_->test_accuracy->Set(s.test_accuracy);
   }
   out.push_back(epoch_closed{s});
@@ -145,6 +145,34 @@ void job_core::check_training_done(job_actions_list& out, time_point now) {
   finishing_since_ = now;
   ledger_.training_over(now);
   check_epochs(out, now);
+  maybe_finalize(out);
+}
+
+// Note [A shard lost after training]
+// A member that has finished its last step leaves, and its node ends. The job still needs
+// its shards: the last epoch's evaluation gathers their parameters, the end checkpoint
+// is theirs, and the result gathers their statistics. A shard server lost then is
+// restarted in place as during training (Note [Restarting in place] in
+// actors/coordinator_restart.cpp), but the finished members will not join again. So
+// the restart names them (job_actions::restart::finished), and:
+//   - when the end checkpoint is complete, the next core resumes from it (find_resume's
+//     resume_at_end::taken) and admits only the shards: they restore the trained values,
+//     the last epoch is evaluated again from them (its line says so: nothing trained
+//     since), and the job ends with that result, as it would have without the loss;
+//   - when it is not, the steps after the newest checkpoint are lost with the shard and a
+//     finished member would not train its share of them again, so the job stops at once,
+//     saying to go on with --resume (launch does, starting every process again), instead
+//     of waiting for that member until --stall-timeout.
+// A member that joins the resumed core is refused: there is nothing left to train.
+void job_core::evaluate_end(job_actions_list& out, time_point now) {
+  phase_ = job_phase::finishing;
+  finishing_since_ = now;
+  ledger_.training_over(now);
+  const std::int32_t e = epochs_closed_++;
+  out.push_back(note{"training had ended when the shard was lost: the job evaluates its end checkpoint " +
+                     std::to_string(resume_->step) + " and ends"});
+  close_epoch(e, out, now);
+  summaries_[e].trained = false;
   maybe_finalize(out);
 }
 

@@ -28,6 +28,9 @@ struct epoch_summary {
   double mean_staleness = 0.0;      // of the gradients applied in this epoch
   std::int64_t max_staleness = 0;   // since the start
   bool evaluated = false;
+  // false: the epoch was only evaluated again, from the job's end checkpoint (Note [A
+  // shard lost after training] in core/job_epochs.cpp); its samples and loss are not known.
+  bool trained = true;
   double test_accuracy = 0.0, test_loss = 0.0;
   std::uint32_t live_workers = 0;  // members: workers, or stages of all replicas
   // Pipelines (pipeline_stages > 1): the bubble measured over this epoch's steps and the

@@ -170,9 +170,12 @@ job_actions_list job_core::on_shard_down(std::uint32_t shard, const std::string&
   if (restarts_on_shard_loss(job_)) {  // Note [Restarting in place] in actors/coordinator_restart.cpp
     job_actions_list out;
     const fault f{errc::shard_lost, lost};
+    std::vector<std::uint32_t> finished;  // Note [A shard lost after training]
+    for (std::uint32_t r = 0; r < members_.size(); ++r)
+      if (members_[r].done) finished.push_back(r);
     phase_ = job_phase::finished;
     note_loss(f, out);
-    out.push_back(job_actions::restart{f});
+    out.push_back(job_actions::restart{f, std::move(finished)});
     return out;
   }
   return fail({errc::shard_lost,

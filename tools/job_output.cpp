@@ -11,9 +11,12 @@
 namespace troupe::cli {
 
 void print_epoch(const epoch_summary& s, bool per_character) {
-  std::fprintf(stderr, "epoch %d/%d: %.0f samples/s, train loss %.4f, staleness %.2f (max %lld)", s.epoch + 1,
-               s.epochs, s.samples_per_second, s.train_loss, s.mean_staleness,
-               static_cast<long long>(s.max_staleness));
+  if (s.trained)
+    std::fprintf(stderr, "epoch %d/%d: %.0f samples/s, train loss %.4f, staleness %.2f (max %lld)", s.epoch + 1,
+                 s.epochs, s.samples_per_second, s.train_loss, s.mean_staleness,
+                 static_cast<long long>(s.max_staleness));
+  else  // Note [A shard lost after training] (core/job_epochs.cpp)
+    std::fprintf(stderr, "epoch %d/%d: evaluated again from the end checkpoint", s.epoch + 1, s.epochs);
   if (s.evaluated) std::fprintf(stderr, ", test accuracy %.2f%% (loss %.4f)", 100.0 * s.test_accuracy, s.test_loss);
   if (s.evaluated && per_character)
     std::fprintf(stderr, ", validation %.3f bits per character", bits_per_char(s.test_loss));

@@ -4,7 +4,9 @@
 // `restarting`, takes the nodes that join again into a fresh core, and ends well with the
 // restart counted; a restart with no complete checkpoint starts from the beginning; one
 // whose newest complete checkpoint cannot be read ends the job with checkpoint_failed,
-// naming it. The committer's thread answers, so the tests step the scheduler until a
+// naming it; a shard lost after every worker finished, before the end checkpoint was
+// complete, ends the job at once saying what to do (Note [A shard lost after
+// training] in core/job_epochs.cpp). The committer's thread answers, so the tests step the scheduler until a
 // bounded deadline.
 #define BOOST_TEST_MODULE coordinator_restart
 #include <boost/test/unit_test.hpp>
@@ -162,4 +164,24 @@ BOOST_FIXTURE_TEST_CASE(a_restart_whose_newest_checkpoint_cannot_be_read_ends_th
   BOOST_TEST(describe(outcome->error()).find("cannot restart in place from " + job.checkpoints.dir) !=
                  std::string::npos,
              describe(outcome->error()));
+}
+
+BOOST_FIXTURE_TEST_CASE(a_shard_lost_after_training_before_the_end_checkpoint_ends_the_job_at_once, fixture) {
+  boot();
+  BOOST_REQUIRE(until([&] { return welcomed(0); }));
+  for (std::size_t w = 0; w < 2; ++w) {
+    caf::anon_send(workers[w], epoch_atom::value, std::int32_t{0});
+    caf::anon_send(workers[w], epoch_atom::value, std::int32_t{1});
+    caf::anon_send(workers[w], done_atom::value, std::int64_t{2});
+  }
+  sched->run();  // training is over; the end checkpoint is still awaited (no time passes)
+  BOOST_REQUIRE(!outcome.has_value());
+  caf::anon_send_exit(shards[1], caf::exit_reason::kill);
+  BOOST_REQUIRE(until([&] { return outcome.has_value(); }));
+  BOOST_REQUIRE(!static_cast<bool>(*outcome));
+  const std::string why = describe(outcome->error());
+  BOOST_TEST((troupe_code(outcome->error()) == errc::shard_lost), why);
+  BOOST_TEST(why.find("after workers 0, 1 had finished") != std::string::npos, why);
+  BOOST_TEST(why.find("(none is)") != std::string::npos, why);  // so no --resume to suggest
+  BOOST_TEST(why.find("run it again") != std::string::npos, why);
 }

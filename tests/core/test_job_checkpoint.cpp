@@ -1,7 +1,7 @@
 // Tests for core/job_checkpoint.cpp (Note [Resuming a job]): a committed checkpoint is
 // found again with the shards' files and the clock to go on from, and its whole model
 // assembled from them; a damaged newer one is passed over, saying why; another job's or model's checkpoints, an empty directory and
-// a checkpoint at the job's end are refused by name; the resumed clock is the step itself
+// a checkpoint at the job's end are refused by name (but a restart in place takes the end); the resumed clock is the step itself
 // on the same shape, and re-deals the interrupted epoch on another one; a job that keeps
 // residuals has the members' files named and checked with the rest.
 #define BOOST_TEST_MODULE job_checkpoint
@@ -143,6 +143,10 @@ BOOST_AUTO_TEST_CASE(an_empty_directory_and_a_checkpoint_at_the_jobs_end_are_ref
   r = find_resume(dir.path, job_of(), params);
   BOOST_REQUIRE(!r.has_value());
   BOOST_TEST(has(r.error().message, "raise --epochs"));
+  // A restart in place after training ended takes it (Note [A shard lost after training]).
+  r = find_resume(dir.path, job_of(), params, resume_at_end::taken);
+  BOOST_REQUIRE(r.has_value());
+  BOOST_TEST(r->clock == 10);
   job_spec longer = job_of();
   longer.train.epochs = 3;
   r = find_resume(dir.path, longer, params);
