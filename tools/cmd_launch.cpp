@@ -254,8 +254,8 @@ int run_nodes(const launch_cli& o, const job_spec& job, launch_plan& plan, const
   if (g.interrupted) return 130;
   if (outcome.coordinator_code != 0) return outcome.coordinator_code;
   // An elastic key-value job that ended well went on without its lost workers by design.
-  const bool tolerated = job.kv && job.min_workers > 0;
-  return (outcome.others_failed > 0 && !tolerated) || !traced ? exit_failed : exit_ok;
+  const bool tolerated = (job.kv && job.min_workers > 0) || outcome.others_ended_well();
+  return !tolerated || !traced ? exit_failed : exit_ok;
 }
 
 int run_launch(launch_cli& o) {

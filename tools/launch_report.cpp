@@ -30,6 +30,9 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
   launch_outcome r;
+  auto out = nlohmann::ordered_json::parse(json.empty() ? "null" : json, nullptr, false);
+  if (!out.is_discarded() && out.is_object() && out.contains("workers_lost") && out["workers_lost"].is_number_integer())
+    r.workers_lost = out["workers_lost"].get<std::int64_t>();
   for (const auto& c : g.children) {
     if (c.name == "coordinator" && c.signal != 0 && !g.interrupted)
       print_error("the coordinator did not end after the job's other processes had (it hung or was stopped); "
@@ -37,12 +40,15 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
     if (c.name == "coordinator") r.coordinator_code = c.exit_code < 0 ? exit_failed : c.exit_code;
     else if (c.exit_code != 0) {
       ++r.others_failed;
+      if (c.name.rfind("worker", 0) == 0) ++r.workers_failed;
       std::cerr << "launch: " << c.name << " failed ("
                 << (c.signal ? "signal " + std::to_string(c.signal) : "exit code " + std::to_string(c.exit_code)) << ")\n";
     }
   }
+  if (r.others_failed > 0 && r.others_ended_well())
+    std::cerr << "launch: the job went on without " << (r.workers_failed == 1 ? "that worker" : "those workers")
+              << " (workers_lost " << r.workers_lost << ")\n";
   if (!json.empty()) {
-    auto out = nlohmann::ordered_json::parse(json, nullptr, false);
     if (!out.is_discarded() && out.is_object()) {
       out["restarts"] = restarts;  // Note [Restarting a job]
       // Note [Restarting in place] (a key-value job's: Note [Replacing a key-value shard]):

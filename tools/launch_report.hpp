@@ -3,6 +3,7 @@
 // exit code.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,15 @@ void print_dry_run(const launch_plan& plan, const launch_request& req, bool keep
 struct launch_outcome {
   int coordinator_code = exit_failed;
   int others_failed = 0;
+  // Of those, the workers; and the workers the job's result says it lost and went on
+  // without (its JSON line's workers_lost).
+  int workers_failed = 0;
+  std::int64_t workers_lost = 0;
+  // Whether the launch succeeds as far as the other processes go: none failed, or only
+  // workers that the job counted lost and trained on without (a training job deals a lost
+  // worker's samples to the others), so the coordinator's success is the job's.
+  bool others_ended_well() const { return others_failed == 0 || (others_failed == workers_failed &&
+                                                                  workers_failed <= workers_lost); }
 };
 
 // The job's JSON line on stdout (with the restarts and the processes started again alone,

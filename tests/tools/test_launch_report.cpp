@@ -1,7 +1,8 @@
 // Tests for tools/launch_report.cpp: a dry run prints its commands (and the teardown only
 // when the job directory is not kept); after a job, the JSON line gains "restarts" for a
 // training job and not for a key-value one, each failed process gets a line, and the
-// coordinator's exit code is what launch returns.
+// coordinator's exit code is what launch returns; a worker that the job counted lost and
+// went on without does not fail the launch.
 #define BOOST_TEST_MODULE launch_report
 #include <boost/test/unit_test.hpp>
 
@@ -65,6 +66,7 @@ BOOST_AUTO_TEST_CASE(the_outcome_is_the_json_line_the_failed_processes_and_the_c
   BOOST_TEST(err == "launch: worker 1 failed (signal 9)\n");
   BOOST_TEST(r.coordinator_code == 0);
   BOOST_TEST(r.others_failed == 1);
+  BOOST_TEST(!r.others_ended_well());  // the job did not say it went on without worker 1
   // The workers' --precision, which launch passed them, is added when given.
   const auto [with_precision, ignored] = captured([&] { r = report_outcome(g, 0, false, nullptr, "bf16"); });
   BOOST_TEST(with_precision ==
@@ -77,6 +79,26 @@ BOOST_AUTO_TEST_CASE(the_outcome_is_the_json_line_the_failed_processes_and_the_c
   BOOST_TEST(kv_err.empty());
   BOOST_TEST(r.coordinator_code == 4);
   BOOST_TEST(r.others_failed == 0);
+}
+
+// A training job that lost a worker deals its samples to the others and says so in
+// workers_lost: that worker's failure does not fail the launch, a server's does.
+BOOST_AUTO_TEST_CASE(a_worker_the_job_went_on_without_does_not_fail_the_launch) {
+  group_result g;
+  g.collected = {"{\"test_accuracy\":0.88,\"workers_lost\":1}"};
+  g.children = {{"coordinator", 0, 0, false}, {"worker 1", -1, 15, false}, {"worker 0", 0, 0, false}};
+  launch_outcome r;
+  const auto [out, err] = captured([&] { r = report_outcome(g, 0, false); });
+  BOOST_TEST(r.workers_failed == 1);
+  BOOST_TEST(r.workers_lost == 1);
+  BOOST_TEST(r.others_ended_well());
+  BOOST_TEST(err == "launch: worker 1 failed (signal 15)\nlaunch: the job went on without that worker (workers_lost 1)\n");
+  g.children.push_back({"server 0", 1, 0, false});
+  const auto [out2, err2] = captured([&] { r = report_outcome(g, 0, false); });
+  BOOST_TEST(!r.others_ended_well());
+  g.children = {{"coordinator", 0, 0, false}, {"worker 0", -1, 15, false}, {"worker 1", -1, 15, false}};
+  const auto [out3, err3] = captured([&] { r = report_outcome(g, 0, false); });
+  BOOST_TEST(!r.others_ended_well());  // two failed, one counted lost
 }
 
 BOOST_AUTO_TEST_CASE(a_coordinator_that_had_to_be_stopped_is_named_and_fails_the_launch) {
