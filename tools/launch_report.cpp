@@ -30,6 +30,7 @@ launch_outcome report_outcome(const group_result& g, int restarts, bool kv, cons
   for (const auto& line : g.collected)
     if (!line.empty() && line.front() == '{') json = line;
   launch_outcome r;
+  r.kv = kv;
   auto out = nlohmann::ordered_json::parse(json.empty() ? "null" : json, nullptr, false);
   if (!out.is_discarded() && out.is_object() && out.contains("workers_lost") && out["workers_lost"].is_number_integer())
     r.workers_lost = out["workers_lost"].get<std::int64_t>();

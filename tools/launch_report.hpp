@@ -24,11 +24,15 @@ struct launch_outcome {
   // without (its JSON line's workers_lost).
   int workers_failed = 0;
   std::int64_t workers_lost = 0;
-  // Whether the launch succeeds as far as the other processes go: none failed, or only
-  // workers that the job counted lost and trained on without (a training job deals a lost
-  // worker's samples to the others), so the coordinator's success is the job's.
-  bool others_ended_well() const { return others_failed == 0 || (others_failed == workers_failed &&
-                                                                  workers_failed <= workers_lost); }
+  // Whether the launch succeeds as far as the other processes go: none failed, or, in a
+  // training job, only workers that the job counted lost and trained on without (it
+  // deals a lost worker's samples to the others), so the coordinator's success is the
+  // job's. A key-value job's workers are users' programs: one that died did not finish
+  // its own work, so it fails the launch (unless the job is elastic, --min-workers).
+  bool kv = false;
+  bool others_ended_well() const {
+    return others_failed == 0 || (!kv && others_failed == workers_failed && workers_failed <= workers_lost);
+  }
 };
 
 // The job's JSON line on stdout (with the restarts and the processes started again alone,

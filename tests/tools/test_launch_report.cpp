@@ -82,7 +82,8 @@ BOOST_AUTO_TEST_CASE(the_outcome_is_the_json_line_the_failed_processes_and_the_c
 }
 
 // A training job that lost a worker deals its samples to the others and says so in
-// workers_lost: that worker's failure does not fail the launch, a server's does.
+// workers_lost: that worker's failure does not fail the launch, a server's does, and so
+// does a key-value job's worker (the user's own program).
 BOOST_AUTO_TEST_CASE(a_worker_the_job_went_on_without_does_not_fail_the_launch) {
   group_result g;
   g.collected = {"{\"test_accuracy\":0.88,\"workers_lost\":1}"};
@@ -99,6 +100,10 @@ BOOST_AUTO_TEST_CASE(a_worker_the_job_went_on_without_does_not_fail_the_launch) 
   g.children = {{"coordinator", 0, 0, false}, {"worker 0", -1, 15, false}, {"worker 1", -1, 15, false}};
   const auto [out3, err3] = captured([&] { r = report_outcome(g, 0, false); });
   BOOST_TEST(!r.others_ended_well());  // two failed, one counted lost
+  // A key-value job's worker is the user's program: its death fails the launch.
+  g.children = {{"coordinator", 0, 0, false}, {"worker 1", -1, 9, false}};
+  const auto [out4, err4] = captured([&] { r = report_outcome(g, 0, true); });
+  BOOST_TEST(!r.others_ended_well());
 }
 
 BOOST_AUTO_TEST_CASE(a_coordinator_that_had_to_be_stopped_is_named_and_fails_the_launch) {
