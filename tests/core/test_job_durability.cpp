@@ -45,18 +45,7 @@ resume_point checkpoint_seven() {
 
 // Trains the harness's job to its end up to the final gather, which the caller answers.
 job_actions_list train_to_the_end(harness& h) {
-  h.start();
-  h.step(0, 1, 0);
-  h.step(1, 1, 0);
-  h.epoch(0, 0);
-  only<evaluate>(h.answer(only<gather>(h.epoch(1, 0))));
-  h.core->on_evaluated(eval_reply{0, 0.5, 1.0});
-  h.step(0, 2, 1);
-  h.step(1, 2, 1);
-  h.epoch(0, 1);
-  h.epoch(1, 1);
-  h.done(0, 2);
-  const auto eval = only<evaluate>(h.answer(only<gather>(h.done(1, 2))));
+  const auto eval = only<evaluate>(h.answer(only<gather>(h.train_until_done())));
   return h.core->on_evaluated(eval_reply{eval.epoch, 0.75, 0.5});
 }
 

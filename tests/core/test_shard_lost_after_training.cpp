@@ -32,27 +32,11 @@ resume_point the_end() {
   return r;
 }
 
-// Trains the harness's job until every member is done (both epochs closed and evaluated).
-void train_until_done(harness& h) {
-  h.start();
-  h.step(0, 1, 0);
-  h.step(1, 1, 0);
-  h.epoch(0, 0);
-  only<evaluate>(h.answer(only<gather>(h.epoch(1, 0))));
-  h.core->on_evaluated(eval_reply{0, 0.5, 1.0});
-  h.step(0, 2, 1);
-  h.step(1, 2, 1);
-  h.epoch(0, 1);
-  h.epoch(1, 1);
-  h.done(0, 2);
-  h.done(1, 2);
-}
-
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_shard_lost_after_members_finished_restarts_naming_them) {
   harness over(checkpointed());
-  train_until_done(over);
+  over.train_until_done();
   BOOST_REQUIRE((over.core->phase() == job_phase::finishing));
   BOOST_TEST(only<restart>(over.core->on_shard_down(1, "gone")).finished == (std::vector<std::uint32_t>{0, 1}),
              boost::test_tools::per_element());

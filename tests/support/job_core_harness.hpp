@@ -72,6 +72,23 @@ struct harness {
   job_actions_list done(std::uint32_t rank, std::int64_t clock) {
     return core->on_done(worker_done{rank, clock, 0, 1}, now);
   }
+  // The tiny job (2 members, 2 epochs of 1 step) from its start until both members are
+  // done, its first epoch evaluated; returns what the last done gave (the last epoch's
+  // gather).
+  job_actions_list train_until_done() {
+    start();
+    step(0, 1, 0);
+    step(1, 1, 0);
+    epoch(0, 0);
+    only<evaluate>(answer(only<gather>(epoch(1, 0))));
+    core->on_evaluated(eval_reply{0, 0.5, 1.0});
+    step(0, 2, 1);
+    step(1, 2, 1);
+    epoch(0, 1);
+    epoch(1, 1);
+    done(0, 2);
+    return done(1, 2);
+  }
   // Answers a gather as the shards would: statistics, and snapshots of the right size.
   job_actions_list answer(const gather& g, std::int64_t staleness_sum = 0, std::int64_t count = 0) {
     job_actions_list out;
