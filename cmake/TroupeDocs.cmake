@@ -11,7 +11,7 @@ set(see_also "[SEE ALSO]\n")
 foreach(sub ${troupe_subcommands})
   string(APPEND see_also ".BR troupe-${sub} (1)\n")
 endforeach()
-string(APPEND see_also "\nThe README, the manual (cli, client-library, operations, troubleshooting, benchmarks, layout) and DESIGN in /usr/share/doc/troupe.\n")
+string(APPEND see_also "\nThe README, the manual (cli, client-library, operations, troubleshooting, benchmarks, layout) and DESIGN in /usr/share/doc/troupe/docs.\n")
 file(WRITE ${TROUPE_MAN_DIR}/see-also.h2m "${see_also}")
 
 set(pages)

@@ -13,7 +13,7 @@ prefix="$work/prefix"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 for f in bin/troupe include/troupe/kvstore.hpp share/troupe/grafana/troupe-dashboard.json \
          share/troupe/prometheus/alerts.yml share/troupe/prometheus/prometheus.yml share/doc/troupe/README.md \
-         share/doc/troupe/DESIGN.md share/doc/troupe/examples/job.toml lib/python3/dist-packages/troupe/__init__.py \
+         share/doc/troupe/docs/DESIGN.md share/doc/troupe/docs/troubleshooting.md share/doc/troupe/examples/job.toml lib/python3/dist-packages/troupe/__init__.py \
          lib/python3/dist-packages/troupe/torch.py share/man/man1/troupe.1 share/man/man1/troupe-train.1 \
          share/man/man1/troupe-launch.1 share/bash-completion/completions/troupe; do
   [ -e "$prefix/$f" ] || fail "cmake --install did not install $f"
