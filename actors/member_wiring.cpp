@@ -63,6 +63,7 @@ void wired(stage_pointer self) {
   if (st.next) self->monitor(st.next);
   if (st.ring_prev) self->monitor(st.ring_prev);
   if (st.ring_next && st.ring_next != st.ring_prev) self->monitor(st.ring_next);
+  wire_links(self);
   drive(self, [&](member_core& c) { return c.on_wired(); });
 }
 

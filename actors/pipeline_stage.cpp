@@ -198,9 +198,7 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
   auto& st = self->state;
   st.coordinator = coordinator;
   st.core = std::make_unique<member_core>(member_setup{
-      opts.data, opts.compute, opts.obs,
-      [self](std::uint32_t s, std::int64_t numel) { return stage_shell::push_buffer(self, s, numel); },
-      [self](std::uint32_t s) { return stage_shell::whole_slices(self, s); },
+      opts.data, opts.compute, opts.obs, st.links,
       [self](std::int64_t numel) { return stage_shell::ring_buffer(self, numel); }});
   st.opts = std::move(opts);
   self->monitor(coordinator);

@@ -74,8 +74,8 @@ void close_bell(stage_pointer self, std::uint32_t s, const std::string& why) {
 std::optional<shm::bell_block> usable_bell(stage_pointer self, std::uint32_t s, std::size_t channel) {
   auto& st = self->state;
   auto& b = st.bells;
-  if (!st.opts.doorbells || !st.fast.pool || b.closed.contains(s)) return std::nullopt;
-  auto bell = st.fast.pool->bell(s, channel);
+  if (!st.opts.doorbells || b.closed.contains(s)) return std::nullopt;
+  auto bell = st.links->bell(s, channel);
   if (!bell || !bell->listening()) return std::nullopt;
   if (auto it = b.watched.find(s); it != b.watched.end())
     return it->second.base() == bell->base() ? bell : std::nullopt;
@@ -193,15 +193,15 @@ std::uint64_t take_posted_answers(stage_pointer self) {
 
 bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
                std::function<void(caf::error&)> failed) {
-  const auto& fp = self->state.fast;
-  const auto channel = s < fp.pull_channel.size() ? fp.pull_channel[s] : std::nullopt;
+  const auto& slots = self->state.slots;
+  const auto channel = s < slots.pull_channel.size() ? slots.pull_channel[s] : std::nullopt;
   return ring(self, s, channel, bells::kind::pull, r, {0, std::move(ok), nullptr, std::move(failed), {}});
 }
 
 bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::function<void(push_ack&)> ok,
                std::function<void(caf::error&)> failed) {
-  const auto& fp = self->state.fast;
-  const auto channel = s < fp.push_channel.size() ? fp.push_channel[s] : std::nullopt;
+  const auto& slots = self->state.slots;
+  const auto channel = s < slots.push_channel.size() ? slots.push_channel[s] : std::nullopt;
   return ring(self, s, channel, bells::kind::push, g, {0, nullptr, std::move(ok), std::move(failed), {}});
 }
 

@@ -1,7 +1,7 @@
 // stage_lane: a training member's bulk lanes to the shards it reaches over the network
 // (Note [Bulk lanes] in transport/lane.hpp), through the member_lanes that every kind of member
-// uses (actors/member_lanes.hpp): which shards may have one (shards in this process or
-// reached through shared memory never do), and how an answer reaches the core.
+// uses (actors/member_lanes.hpp): which shards may have one (those its links send over the
+// network: transport/shard_links.hpp), and how an answer reaches the core.
 #include "actors/stage_state.hpp"
 
 namespace troupe::stage_shell {
@@ -20,12 +20,11 @@ stage_lanes* lanes_of(stage_pointer self) {
   return &*st.lanes;
 }
 
-// Whether shard s is on another node and not reached through shared memory.
+// Whether shard s is reached by its address (a lane needs its host), and its link says
+// its calls go over the network.
 bool over_the_network(stage_pointer self, std::uint32_t s) {
   auto& st = self->state;
-  if (s >= st.shards.size() || !st.shards[s] || st.shards[s].node() == self->node()) return false;
-  if (st.core->place().shard_hosts.size() <= s) return false;
-  return !st.fast.pool || st.fast.pool->declined(s);
+  return st.core->place().shard_hosts.size() > s && st.links->over_the_network(s);
 }
 
 }  // namespace

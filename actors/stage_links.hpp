@@ -1,6 +1,6 @@
 // The pipeline_stage actor's ends of its links to peers, held in its state
-// (actors/stage_state.hpp): the same-host fast path's channels and doorbells to its
-// shards, its bulk lanes, and its ring's mailboxes and lanes to its neighbours.
+// (actors/stage_state.hpp): the slots and doorbells of its calls in flight to its shards,
+// its bulk lanes, and its ring's mailboxes and lanes to its neighbours.
 #pragma once
 
 #include <caf/all.hpp>
@@ -19,25 +19,17 @@
 #include "actors/member_lanes.hpp"
 #include "actors/protocol.hpp"
 #include "transport/channel_pool.hpp"
+#include "transport/shard_links.hpp"
 #include "transport/ring_mailbox.hpp"
 #include "transport/word_waiter.hpp"
 
 namespace troupe::stage_shell {
 
-// The member's ends of the same-host fast path to its shards (transport/channel_pool.hpp, as
-// for a key-value member, with one channel per shard: a member has one pull and one push
-// in flight to each): made when the first pull goes out; none when the fast path is off.
-// Shards in this process are skipped (the message shares the tensor already).
-struct stage_fast_path {
-  std::unique_ptr<shm::channel_pool> pool;
-  // By shard: the channel lent to the pull and to the push in flight, and the push buffer
-  // lent to the core (member_setup::push_buffer) until the push goes out.
+// The slots of the member's calls in flight through the same-host fast path, by shard (its
+// links, transport/shard_links.hpp, choose and lend them; a member has one pull and one
+// push in flight to each shard): the channel each holds until it is settled.
+struct stage_slot_calls {
   std::vector<std::optional<std::size_t>> pull_channel, push_channel;
-  struct lent_push {
-    std::size_t channel = 0;
-    const std::byte* at = nullptr;  // where the lent buffer lies
-  };
-  std::vector<std::optional<lent_push>> push_lease;
 };
 
 // Note [Doorbells] (stage_bells.cpp): the member's pushes and pulls in flight through its

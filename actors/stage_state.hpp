@@ -31,7 +31,10 @@ struct stage_state {
   coordinator_actor coordinator;
   stage_options opts;
   std::vector<shard_actor> shards;  // by index
-  stage_fast_path fast;
+  // Its links to them (transport/shard_links.hpp), shared with the core, which asks them
+  // where to pack its pushes: wired with the shards, before the first call.
+  std::shared_ptr<shard_links> links = std::make_shared<shard_links>();
+  stage_slot_calls slots;
   stage_bells bells;
   // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
   // when the node has a lane end; replies wait here for their payloads.
@@ -112,22 +115,19 @@ void drive(stage_pointer self, F&& call) {
   carry_out(self, std::move(actions));
 }
 
-// stage_fast_path.cpp (Note [Same-host fast path]): a pull offers the reply slot of the
-// channel to shard s, if any; a push leaves its gradient in the push slot once the channel
-// is confirmed. Each returns whether it lent a slot, which settle_* then gives back:
-// `answered` in the message (the shard declined), or `timed_out` (the channel closes).
+// stage_fast_path.cpp (Note [Same-host fast path]): a pull offers the reply slot its links
+// lend for shard s, if any; a push leaves its gradient in a push slot when its links route
+// it there. Each returns whether it lent a slot, which settle_* then gives back: `answered`
+// in the message (the shard declined), or `timed_out` (the channel closes).
 bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r);
 // The parameters the shard left in the lent slot, moved into p.params.
 expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p);
 void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline, bool timed_out);
 bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
-// member_setup::push_buffer: the push slot of the confirmed channel to shard s, if free.
-tensor push_buffer(stage_pointer self, std::uint32_t s, std::int64_t numel);
-// member_setup::whole_slices: shard s shares this process (the message shares the tensor)
-// or is reached (or still to be tried) through shared memory (one slot per call), so
-// pieces per gradient bucket would gain nothing.
-bool whole_slices(stage_pointer self, std::uint32_t s);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
+// member_wiring.cpp: the links to the shards the welcome named (in this process, in
+// another, or not called by this member).
+void wire_links(stage_pointer self);
 // stage_bells.cpp (Note [Doorbells]): sends a pull or a push to shard s through the bell
 // block of the channel whose slot it lent, when the shard listens there; false: send it
 // as an actor message. The answer, or the request timeout, goes to the handlers. Then the

@@ -43,14 +43,14 @@ or_fault<std::vector<part_result>> unpack_encoded(const tensor& from, const std:
 }  // namespace
 
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
-                                               std::int64_t total, shm::channel_pool* fast, std::uint32_t shard,
+                                               std::int64_t total, shard_links* links, std::uint32_t shard,
                                                std::optional<std::size_t> channel, const grad_codec& precision,
                                                pulled_views* views) {
   const std::string who = "shard " + std::to_string(shard);
   tensor from = std::move(reply.data);
   if (!reply.shared.empty()) {
     if (!channel) return fault{errc::malformed, who + " answered a pull in shared memory this member did not offer"};
-    auto t = fast->take_reply(shard, *channel, reply.shared);
+    auto t = links->take_reply(shard, *channel, reply.shared);
     if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
     if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
     from = std::move(t->values);

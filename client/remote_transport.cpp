@@ -16,7 +16,7 @@
 #include "client/push_compressor.hpp"
 #include "client/transport_waits.hpp"
 #include "tensor/grad_codec.hpp"
-#include "transport/channel_pool.hpp"
+#include "transport/shard_links.hpp"
 
 namespace troupe::kv {
 
@@ -64,8 +64,8 @@ class remote_transport final : public kv_transport {
     if (place_.job.compression.kind != codec_kind::none) compressor_.emplace(place_.job.compression);
     if (place_.job.pull_precision.kind == codec_kind::two_bit)
       views_ = std::make_shared<pulled_views>(place_.job.pull_precision);
-    if (!fast_path_tag_.empty())
-      fast_ = std::make_shared<shm::channel_pool>(fast_path_tag_, place_.rank, place_.job.servers, kv_channel_limits);
+    links_->wire(std::vector<shard_links::reach>(place_.job.servers, shard_links::reach::other_process),
+                 {fast_path_tag_, place_.rank, kv_channel_limits});
     return std::nullopt;
   }
 
@@ -113,7 +113,8 @@ class remote_transport final : public kv_transport {
       msg.parts.push_back(p.part);
       msg.base_versions.push_back(p.base_version);
     }
-    auto lease = fast_ ? fast_->lend_push(shard, total) : std::nullopt;
+    tensor slot = links_->push_buffer(shard, total);
+    const bool lease = !slot.empty();
     const bool plain = place_.job.compression.kind == codec_kind::none;
     const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr;
     if (lent && memory->enter()) {  // left when the message lets go of the floats
@@ -124,7 +125,7 @@ class remote_transport final : public kv_transport {
       };
     } else if (lease || plain) {
       if (!lease) msg.data = tensor::uninitialized({total});
-      const tensor_view into = lease ? lease->buffer.view() : msg.data.view();
+      const tensor_view into = lease ? slot.view() : msg.data.view();
       std::int64_t pos = 0;
       for (const auto& p : parts) {
         copy(into.flat(pos, p.numel), floats(p.data, p.numel));
@@ -135,15 +136,19 @@ class remote_transport final : public kv_transport {
     }
     std::optional<std::size_t> channel;
     if (lease) {
-      msg.shared = fast_->seal_push(shard, lease->channel, lease->buffer);
-      channel = lease->channel;
+      if (auto call = links_->route_push(shard, slot, false)) {
+        msg.shared = std::move(call->where);
+        channel = call->channel;
+      } else {
+        msg.data = std::move(slot);  // the slot could not take it: a copy goes in the message
+      }
     }
-    stats_->add(channel.has_value(), lease ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
+    stats_->add(channel.has_value(), channel ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
     auto ids = msg.parts;
-    auto fast = fast_;
+    auto links = links_;
     caf::anon_send(member_,
-                   member_call_push{shard, std::move(msg), [done, ids, fast, shard, channel](or_fault<kv_push_ack> r) {
-                                      if (channel) fast->push_settled(shard, *channel, timed_out(r));
+                   member_call_push{shard, std::move(msg), [done, ids, links, shard, channel](or_fault<kv_push_ack> r) {
+                                      if (channel) links->push_settled(shard, *channel, timed_out(r));
                                       if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
                                       const auto& ack = std::get<kv_push_ack>(r);
                                       std::vector<part_result> out;
@@ -167,7 +172,7 @@ class remote_transport final : public kv_transport {
       total += p.numel;
     }
     std::string problem;
-    auto lease = fast_ ? fast_->lend_reply(shard, total, &problem) : std::nullopt;
+    auto lease = links_->route_pull(shard, total, &problem);
     if (!problem.empty())
       spdlog::warn("troupe.kv: no shared-memory channel to shard {} ({}); its tensors go over the network", shard,
                    problem);
@@ -176,7 +181,7 @@ class remote_transport final : public kv_transport {
       msg.reply_to = std::move(lease->where);
       channel = lease->channel;
     }
-    auto fast = fast_;
+    auto links = links_;
     auto stats = stats_;
     auto views = views_;
     if (views) msg.full = views->needs_full(parts);
@@ -185,9 +190,9 @@ class remote_transport final : public kv_transport {
         member_,
         member_call_pull{
             shard, std::move(msg),
-            [done, parts, fast, shard, channel, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) {
+            [done, parts, links, shard, channel, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) {
               if (auto* f = std::get_if<fault>(&r)) {
-                if (channel) fast->reply_settled(shard, *channel, false, timed_out(r));
+                if (channel) links->reply_settled(shard, *channel, false, timed_out(r));
                 if (views) views->forget(parts);  // Note [2-bit key-value pulls]
                 return done(*f, {});
               }
@@ -196,11 +201,11 @@ class remote_transport final : public kv_transport {
               const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
               or_fault<std::vector<part_result>> got = abandoned();
               if (const caller_memory_use use(memory); use)
-                got = unpack_pull(reply, parts, total, fast.get(), shard, channel, precision, views.get());
+                got = unpack_pull(reply, parts, total, links.get(), shard, channel, precision, views.get());
               if (views && std::holds_alternative<fault>(got)) views->forget(parts);
                        // Copied out, or dropped: the slot is free again.
                        if (channel &&
-                           fast->reply_settled(shard, *channel, !shared, false) == shm::channel_pool::settled::declined)
+                           links->reply_settled(shard, *channel, !shared, false) == shm::channel_pool::settled::declined)
                          spdlog::info(
                              "troupe.kv: shard {} cannot map this host's shared memory (another host, "
                              "or it is off there); its tensors go over the network",
@@ -216,7 +221,7 @@ class remote_transport final : public kv_transport {
 
   // Whether calls to shard s go over the network (no same-host fast path to it), where a
   // bulk lane may carry them (Note [Bulk lanes]).
-  bool over_the_network(std::uint32_t s) const { return !fast_ || fast_->declined(s); }
+  bool over_the_network(std::uint32_t s) const { return links_->over_the_network(s); }
 
   std::optional<fault> set_optimizer(const std::optional<kv_optimizer>& opt) override {
     kv_set_optimizer msg;
@@ -250,35 +255,39 @@ class remote_transport final : public kv_transport {
   void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
                   std::chrono::milliseconds timeout, std::function<void(or_fault<kv_collective_reply>)> done) override {
     const std::int64_t given = data && !piece.dims.empty() ? piece.dims[0] : 0;
-    auto lease = fast_ && given > 0 ? fast_->lend_push(shard, given) : std::nullopt;
+    tensor slot = given > 0 ? links_->push_buffer(shard, given) : tensor();
     std::optional<std::size_t> push_channel, reply_channel;
-    if (lease) {  // the caller's floats go once, into the slot
-      copy(lease->buffer.view(), floats(data, given));
-      piece.shared = fast_->seal_push(shard, lease->channel, lease->buffer);
-      push_channel = lease->channel;
+    if (!slot.empty()) {  // the caller's floats go once, into the slot
+      copy(slot.view(), floats(data, given));
+      if (auto call = links_->route_push(shard, slot, false)) {
+        piece.shared = std::move(call->where);
+        push_channel = call->channel;
+      } else {
+        piece.data = std::move(slot);  // the slot could not take it: a copy goes in the message
+      }
     } else if (given > 0) {  // or into the message
       piece.data = tensor::uninitialized({given});
       copy(piece.data.view(), floats(data, given));
     }
     stats_->add(push_channel.has_value(), static_cast<std::size_t>(given) * 4);
-    if (fast_ && answer_numel > 0)
-      if (auto r = fast_->lend_reply(shard, answer_numel)) {
+    if (answer_numel > 0)
+      if (auto r = links_->route_pull(shard, answer_numel)) {
         piece.reply_to = std::move(r->where);
         reply_channel = r->channel;
       }
-    auto fast = fast_;
+    auto links = links_;
     auto stats = stats_;
     caf::anon_send(
         member_, member_call_collective{
                      shard, std::move(piece), timeout,
-                     [fast, stats, shard, push_channel, reply_channel, done](or_fault<kv_collective_reply> r) {
-                       if (push_channel) fast->push_settled(shard, *push_channel, timed_out(r));
+                     [links, stats, shard, push_channel, reply_channel, done](or_fault<kv_collective_reply> r) {
+                       if (push_channel) links->push_settled(shard, *push_channel, timed_out(r));
                        auto* reply = std::get_if<kv_collective_reply>(&r);
                        const bool shared = reply && !reply->shared.empty();
                        if (reply && shared) {
                          if (!reply_channel) {
                            r = fault{errc::malformed, "a collective's answer in a slot this member did not offer"};
-                         } else if (auto got = fast->take_reply(shard, *reply_channel, reply->shared)) {
+                         } else if (auto got = links->take_reply(shard, *reply_channel, reply->shared)) {
                            reply->data = std::move(got->values);  // borrowed from the slot until it is settled
                            reply->shared = {};
                          } else {
@@ -289,7 +298,7 @@ class remote_transport final : public kv_transport {
                          stats->add(shared, ok->data.empty() ? 0 : ok->data.nbytes());
                        const bool late = timed_out(r);
                        done(std::move(r));  // copies the answer out of the slot
-                       if (reply_channel) fast->reply_settled(shard, *reply_channel, !shared, late);
+                       if (reply_channel) links->reply_settled(shard, *reply_channel, !shared, late);
                      },
                      static_cast<std::size_t>(std::max<std::int64_t>(answer_numel, 0)) * sizeof(float),
                      over_the_network(shard)});
@@ -353,7 +362,9 @@ class remote_transport final : public kv_transport {
   bool closed_ = false;
   heap_returner heap_;
   std::string fast_path_tag_;
-  std::shared_ptr<shm::channel_pool> fast_;  // null: the fast path is off (or one process)
+  // Its links to the shards (transport/shard_links.hpp), wired at the join: through the
+  // same-host fast path's slots, or over the network when the fast path is off.
+  std::shared_ptr<shard_links> links_ = std::make_shared<shard_links>();
   std::shared_ptr<transfer_counters> stats_ = std::make_shared<transfer_counters>();
   std::shared_ptr<borrow_ledger> borrows_ = std::make_shared<borrow_ledger>();  // Note [Borrowed pushes]
   std::optional<push_compressor> compressor_;  // with the job's --compression (Note [Compressed key-value pushes])

@@ -231,7 +231,7 @@ class member_core {
   action_result try_backward_in_buckets(int mb, member_actions_list& out);
   action_result backward_done(int mb, wall::time_point begin, tensor grad_in, member_actions_list& out);
   bool in_pieces(std::uint32_t shard) const {
-    return buckets_on() && !(setup_.whole_slices && setup_.whole_slices(shard));
+    return buckets_on() && !(setup_.links && setup_.links->whole_slices(shard));
   }
   bool loss_is_finite(member_actions_list& out);
   void end_step(member_actions_list& out);

@@ -1,6 +1,6 @@
 // member_setup: what a member of a job (core/member_core.hpp) needs besides its welcome:
-// where and how it computes, its data, its observability, and where its shell wants
-// pushes and ring pieces computed.
+// where and how it computes, its data, its observability, its links to the shards, and
+// where its shell wants ring pieces computed.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +14,7 @@
 #include "tensor/dtype.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
+#include "transport/shard_links.hpp"
 
 namespace troupe {
 
@@ -41,15 +42,14 @@ struct member_setup {
   std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
   compute_options compute;
   observability obs;
-  // Where the gradient for a shard is packed: a (numel) f32 tensor, such as one lying in
-  // the same-host fast path's push slot (Note [Same-host fast path]); unset or an empty
-  // tensor: a fresh one.
-  std::function<tensor(std::uint32_t shard, std::int64_t numel)> push_buffer;
-  // Whether a shard's slice is pulled whole and pushed whole after backward rather than
-  // in one piece per gradient bucket (Note [Gradient buckets] in
-  // core/gradient_buckets.hpp): true for a shard in this process or reached through
-  // shared memory; unset: pieces to every shard when the job has buckets.
-  std::function<bool(std::uint32_t shard)> whole_slices;
+  // Its links to the job's shards (transport/shard_links.hpp), which its shell wires once
+  // it knows them and routes its calls through: where the gradient for a shard is packed
+  // (a buffer in a push slot of the same-host fast path, Note [Same-host fast path]; else
+  // a fresh tensor), and whether a shard's slice is pulled whole and pushed whole after
+  // backward rather than in one piece per gradient bucket (Note [Gradient buckets] in
+  // core/gradient_buckets.hpp). Null: fresh tensors, and pieces to every shard when the
+  // job has buckets.
+  std::shared_ptr<shard_links> links;
   // --mode allreduce: where an outgoing ring piece of `numel` floats is computed, such as
   // a buffer in the ring mailbox to the next replica (Note [Ring mailboxes] in
   // transport/ring_mailbox.hpp); unset or an empty tensor: a fresh one.

@@ -39,7 +39,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
     const slice_piece piece = pieces ? pieces_[s][k] : slice_piece{0, slice_numel_[s]};
     if (piece.numel == 0) continue;
     const bool whole = piece.numel == slice_numel_[s];
-    tensor g = plain && whole && setup_.push_buffer ? setup_.push_buffer(s, piece.numel) : tensor();
+    tensor g = plain && whole && setup_.links ? setup_.links->push_buffer(s, piece.numel) : tensor();
     if (g.empty()) g = tensor::uninitialized({piece.numel});
     if (whole)
       pack_shard(g, *grads, ranges_[s]);
