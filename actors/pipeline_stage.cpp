@@ -198,8 +198,7 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
   auto& st = self->state;
   st.coordinator = coordinator;
   st.core = std::make_unique<member_core>(member_setup{
-      opts.data, opts.compute, opts.obs, st.links,
-      [self](std::int64_t numel) { return stage_shell::ring_buffer(self, numel); }});
+      opts.data, opts.compute, opts.obs, st.links, st.mailboxes.link});
   st.opts = std::move(opts);
   self->monitor(coordinator);
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -213,13 +212,13 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
     const bool ring_prev = s.ring_prev && dm.source == s.ring_prev.address();
     if (ring_prev || (s.ring_next && dm.source == s.ring_next.address())) {
       if (s.mailboxes.once_drained) {  // finished, its last pieces waiting for a replica that is gone
-        s.mailboxes.waiting.clear();
+        s.mailboxes.link->waiting.clear();
         std::exchange(s.mailboxes.once_drained, nullptr)();
         return;
       }
       if (!ring_prev) {  // nothing more goes to it (Note [A next replica gone in the last step])
         s.mailboxes.next_gone = true;
-        s.mailboxes.waiting.clear();
+        s.mailboxes.link->waiting.clear();
       }
       drive(self, [&](member_core& c) { return c.on_ring_neighbour_down(ring_prev, describe(dm.reason)); });
       return;

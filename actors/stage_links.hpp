@@ -18,6 +18,7 @@
 
 #include "actors/member_lanes.hpp"
 #include "actors/protocol.hpp"
+#include "core/ring_link.hpp"
 #include "transport/channel_pool.hpp"
 #include "transport/shard_links.hpp"
 #include "transport/ring_mailbox.hpp"
@@ -61,14 +62,13 @@ struct stage_bells {
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
-// transport/ring_mailbox.hpp): the outbox this member writes its pieces for ring_next into
-// (made and offered with its first piece), the pieces that wait for room in it, in the
-// order they go; and the inbox it maps of ring_prev's; an offer that came before the
-// member trained waits here with its sender.
+// transport/ring_mailbox.hpp): the link to ring_next (core/ring_link.hpp, shared with the
+// core): the outbox this member writes its pieces for ring_next into (made and offered
+// with its first piece) and the pieces that wait for room in it; and the inbox it maps of
+// ring_prev's; an offer that came before the member trained waits here with its sender.
 struct stage_ring_mailboxes {
-  std::optional<shm::ring_outbox> out;
+  std::shared_ptr<ring_link> link = std::make_shared<ring_link>();
   bool offered = false;
-  std::deque<ring_piece> waiting;
   bool drain_due = false;  // a ring_drain is on its way
   std::function<void()> once_drained;  // what waits for `waiting` to empty (the member's finish)
   bool next_gone = false;              // ring_next is gone: its pieces are dropped

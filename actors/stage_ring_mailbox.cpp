@@ -68,8 +68,8 @@ void offer_outbox(stage_pointer self) {
                  out.error().message);
     return ask_ring_lane(self);
   }
-  st.mailboxes.out.emplace(std::move(*out));
-  self->send(st.ring_next, ring_atom::value, ring_mailbox_offer{false, st.mailboxes.out->name(), false, {}});
+  st.mailboxes.link->out.emplace(std::move(*out));
+  self->send(st.ring_next, ring_atom::value, ring_mailbox_offer{false, st.mailboxes.link->out->name(), false, {}});
 }
 
 void take_offer(stage_pointer self, const ring_mailbox_offer& m) {
@@ -94,7 +94,7 @@ void take_offer(stage_pointer self, const ring_mailbox_offer& m) {
 }
 
 void take_answer(stage_pointer self, const ring_mailbox_offer& m) {
-  auto& out = self->state.mailboxes.out;
+  auto& out = self->state.mailboxes.link->out;
   if (!out || m.segment != out->name() || out->usable() || out->closed()) {
     spdlog::warn("{}: ignored an answer about ring mailbox {}, which it has not offered", who(self), m.segment);
     return;
@@ -118,44 +118,41 @@ void send_piece(stage_pointer self, ring_piece& p) {
 
 }  // namespace
 
-tensor ring_buffer(stage_pointer self, std::int64_t numel) {
-  auto& mb = self->state.mailboxes;
-  return mb.out && mb.out->usable() && mb.waiting.empty() ? mb.out->lend(numel) : tensor{};
-}
-
 void pass_ring_piece(stage_pointer self, ring_piece p) {
   auto& st = self->state;
   auto& mb = st.mailboxes;
+  auto& link = *mb.link;
   if (mb.next_gone) return;  // Note [A next replica gone in the last step]
   if (!mb.offered) offer_outbox(self);
-  if (!mb.out || !mb.out->usable()) {
-    if (mb.out && !p.values.empty() && mb.out->holds(p.values.bytes())) {
-      mb.out->abandon(p.values.bytes());
+  if (!link.out || !link.out->usable()) {
+    if (link.out && !p.values.empty() && link.out->holds(p.values.bytes())) {
+      link.out->abandon(p.values.bytes());
       p.values = tensor(p.values);  // a copy: the outbox may be gone before the message is serialized
     }
-    if (mb.waiting.empty()) return send_piece(self, p);
-  } else if (mb.waiting.empty() && into_outbox(*mb.out, p)) {
+    if (link.waiting.empty()) return send_piece(self, p);
+  } else if (link.waiting.empty() && into_outbox(*link.out, p)) {
     return send_piece(self, p);
-  } else if (!p.values.empty() && mb.out->holds(p.values.bytes())) {
+  } else if (!p.values.empty() && link.out->holds(p.values.bytes())) {
     // Pieces before it wait: it may not overtake them, so it waits too, out of the outbox.
-    mb.out->abandon(p.values.bytes());
+    link.out->abandon(p.values.bytes());
     p.values = tensor(p.values);
   }
-  mb.waiting.push_back(std::move(p));
+  link.waiting.push_back(std::move(p));
   drain_ring_pieces(self);
 }
 
 void drain_ring_pieces(stage_pointer self) {
   auto& st = self->state;
   auto& mb = st.mailboxes;
-  while (!mb.waiting.empty()) {
-    ring_piece& p = mb.waiting.front();
+  auto& link = *mb.link;
+  while (!link.waiting.empty()) {
+    ring_piece& p = link.waiting.front();
     // A closed outbox takes nothing more: what waits goes in the messages.
-    if (mb.out && mb.out->usable() && !into_outbox(*mb.out, p)) break;
+    if (link.out && link.out->usable() && !into_outbox(*link.out, p)) break;
     send_piece(self, p);
-    mb.waiting.pop_front();
+    link.waiting.pop_front();
   }
-  if (mb.waiting.empty()) {
+  if (link.waiting.empty()) {
     if (!mb.once_drained) return;
     if (ring_lane_flushed(self)) return std::exchange(mb.once_drained, nullptr)();
   }
@@ -166,7 +163,8 @@ void drain_ring_pieces(stage_pointer self) {
 
 void after_ring_pieces(stage_pointer self, std::function<void()> then) {
   auto& mb = self->state.mailboxes;
-  if (mb.next_gone || (mb.waiting.empty() && ring_lane_flushed(self))) return then();
+  auto& link = *mb.link;
+  if (mb.next_gone || (link.waiting.empty() && ring_lane_flushed(self))) return then();
   mb.once_drained = std::move(then);
   drain_ring_pieces(self);
 }

@@ -158,11 +158,10 @@ void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticke
 void on_lane_payload(stage_pointer self, lane_payload& p);
 void on_lane_event(stage_pointer self, const lane_event& e);
 
-// stage_ring_mailbox.cpp (Note [Ring mailboxes]): member_setup::ring_buffer, a buffer
-// in the outbox once ring_next accepted it; sends a ring piece to ring_next, through the
-// outbox when it can (offering it first); takes an offer or its answer; and fills a
-// piece from ring_prev that names the inbox (false: the member failed, naming why).
-tensor ring_buffer(stage_pointer self, std::int64_t numel);
+// stage_ring_mailbox.cpp (Note [Ring mailboxes]): sends a ring piece to ring_next,
+// through the outbox of its ring link when it can (offering it first); takes an offer or
+// its answer; and fills a piece from ring_prev that names the inbox (false: the member
+// failed, naming why).
 void pass_ring_piece(stage_pointer self, ring_piece p);
 // Passes on the pieces that waited for room, while there is room (ring_drain, and after
 // every piece that comes).

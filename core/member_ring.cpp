@@ -65,7 +65,8 @@ void member_core::start_ring(member_actions_list& out) {
     return;
   }
   ring_.emplace(std::move(*ring));
-  if (setup_.ring_buffer) ring_->set_piece_buffers(setup_.ring_buffer);
+  if (setup_.ring)
+    ring_->set_piece_buffers([link = setup_.ring](std::int64_t numel) { return link->piece_buffer(numel); });
   ring_begin_ = wall::now();
   ring_scattered_ = false;
   for (ring_piece& p : ring_->start()) send_piece(std::move(p), out);

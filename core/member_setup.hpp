@@ -1,6 +1,6 @@
 // member_setup: what a member of a job (core/member_core.hpp) needs besides its welcome:
-// where and how it computes, its data, its observability, its links to the shards, and
-// where its shell wants ring pieces computed.
+// where and how it computes, its data, its observability, and its links to the shards and
+// to the next replica of its ring, which its shell wires and sends through.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 
 #include "base/expected.hpp"
 #include "core/job.hpp"
+#include "core/ring_link.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/dataset.hpp"
 #include "tensor/dtype.hpp"
@@ -50,10 +51,11 @@ struct member_setup {
   // core/gradient_buckets.hpp). Null: fresh tensors, and pieces to every shard when the
   // job has buckets.
   std::shared_ptr<shard_links> links;
-  // --mode allreduce: where an outgoing ring piece of `numel` floats is computed, such as
-  // a buffer in the ring mailbox to the next replica (Note [Ring mailboxes] in
-  // transport/ring_mailbox.hpp); unset or an empty tensor: a fresh one.
-  std::function<tensor(std::int64_t numel)> ring_buffer;
+  // --mode allreduce: its link to the next replica of its ring (core/ring_link.hpp), which
+  // its shell fills and passes pieces through: where an outgoing ring piece is computed
+  // (a buffer in the ring mailbox to the next replica, Note [Ring mailboxes]). Null:
+  // fresh tensors.
+  std::shared_ptr<ring_link> ring;
 };
 
 }  // namespace troupe
