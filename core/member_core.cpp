@@ -75,9 +75,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   if (job.mode == sync_mode::allreduce) seat_ = seat_in(a.ring, replica_);
   clock_ = a.resume_clock;
   steps_per_epoch_ = steps_per_epoch(job);
-  const deal_shape deal = deal_shape_of(job);
-  grants_ = member_grants(steps_per_epoch_, deal.max_extra_rows, deal.workers * deal.samples_per_worker);
-  kept_ = kept_rows(job.train.batch_size);
+  samples_ = member_samples(job, replica_, a.world);
   schedule_ = job_schedule(job);
   if (setup_.obs.metrics) {
     m_ = setup_.obs.metrics->worker(a.rank);

@@ -39,6 +39,7 @@
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
 #include "core/ring_seats.hpp"
+#include "core/member_samples.hpp"
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
@@ -324,14 +325,7 @@ class member_core {
   wall::time_point ring_begin_, ring_mid_;  // its start, and the end of its reduce-scatter
   bool ring_scattered_ = false;
   tensor xb_, yb_;                              // one microbatch of data
-  std::vector<std::int64_t> order_;
-  // Note [Dealing a lost worker's samples]: the rows granted, the epoch's whole
-  // permutation (jobs that deal), the step's sample indices, and the rows that scale its
-  // gradient (its own share's: granted rows add to the sum as the lost worker's would have).
-  member_grants grants_;
-  kept_rows kept_;
-  std::vector<std::int64_t> perm_, step_idx_;
-  std::int64_t scale_rows_ = 1;
+  member_samples samples_;                      // the rows each step trains
   lr_schedule schedule_;
   std::int64_t steps_per_epoch_ = 0, step_in_epoch_ = 0, clock_ = 0;
   std::int32_t epoch_ = 0;

@@ -20,13 +20,7 @@ void member_core::trace_span(const char* name, wall::time_point begin, wall::tim
 }
 
 void member_core::begin_epoch(std::int64_t first_step) {
-  if (data_) {
-    order_ = epoch_indices(data_->train.size(), place_.job.train.seed, epoch_, static_cast<int>(replica_),
-                           static_cast<int>(place_.world));
-    // Note [Dealing a lost worker's samples]: granted rows are positions of the whole permutation.
-    if (deals_samples(place_.job)) perm_ = epoch_permutation(data_->train.size(), place_.job.train.seed, epoch_);
-  }
-  grants_.drop_before(clock_);
+  samples_.begin_epoch(data_ ? data_->train.size() : 0, epoch_, clock_);
   step_in_epoch_ = first_step;
   epoch_loss_ = 0.0;
   epoch_samples_ = 0;
@@ -64,8 +58,7 @@ void member_core::note_stored(int delta) {
 
 // Gathers rows [begin, begin + rows) of the step's minibatch into xb_/yb_.
 void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
-  const auto idx =
-      std::span<const std::int64_t>(step_idx_).subspan(static_cast<std::size_t>(begin), static_cast<std::size_t>(rows));
+  const auto idx = samples_.indices(begin, rows);
   gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
   if (first_stage())
     augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, epoch_,
@@ -80,7 +73,7 @@ member_actions_list member_core::on_rows_granted(rows_grant g) {
   const bool open =
       (phase_ == member_phase::training || phase_ == member_phase::wiring || phase_ == member_phase::grouping) &&
       deals_samples(place_.job) && g.epoch < place_.job.train.epochs;
-  const bool taken = open && grants_.take(std::move(g), clock_);
+  const bool taken = open && samples_.take_grant(std::move(g), clock_);
   return {answer_rows{rows_answer{place_.rank, id, taken}}};
 }
 
@@ -91,7 +84,7 @@ member_actions_list member_core::on_rows_shed(const rows_shed& s) {
   if (!open) return {answer_rows{rows_answer{place_.rank, s.id, false}}};
   // The step at clock_ may have begun (its rows are chosen): from the one after.
   const std::int64_t from = std::max(clock_ + 1, s.not_before);
-  kept_.set(from, s.keep);
+  samples_.keep_from(from, s.keep);
   return {answer_rows{rows_answer{place_.rank, s.id, true, from}}};
 }
 
@@ -115,14 +108,7 @@ void member_core::begin_step(member_actions_list& out) {
   const job_spec& job = place_.job;
   in_step_ = true;
   step_begun_ = clock_;
-  scale_rows_ = batch_rows(job, step_in_epoch_);
-  const std::int64_t kept = std::min(scale_rows_, kept_.at(clock_));
-  batch_ = kept + grants_.count_at(clock_);
-  if (data_) {
-    const auto own = order_.begin() + step_in_epoch_ * job.train.batch_size;
-    step_idx_.assign(own, own + kept);
-    for (std::int64_t p : grants_.rows_at(clock_)) step_idx_.push_back(perm_[static_cast<std::size_t>(p)]);
-  }
+  batch_ = samples_.plan_step(step_in_epoch_, clock_);
   parts_ = microbatches_for(job, batch_);
   actions_ = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_), parts_);
   next_action_ = 0;
@@ -206,7 +192,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                forward_open_ = false;
                const int slot = slot_of_[mb];
                if (last_stage())
-                 step_loss_ += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(scale_rows_)) *
+                 step_loss_ += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(samples_.scale_rows())) *
                                static_cast<double>(rows) / static_cast<double>(batch_);
                else
                  out_msg = rep_->output_on_host(slot);

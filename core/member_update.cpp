@@ -209,9 +209,7 @@ member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, 
   if (ack.late) {
     open_round_ = std::max(open_round_, ack.version);
     if (dropped_clocks_.insert(clock).second && last_stage()) {
-      const std::int64_t spe = std::max<std::int64_t>(1, steps_per_epoch_);
-      samples_dropped_unreported_ +=
-          std::min(batch_rows(place_.job, clock % spe), kept_.at(clock)) + grants_.count_at(clock);
+      samples_dropped_unreported_ += samples_.rows_at(clock);
     }
     while (dropped_clocks_.size() > 64) dropped_clocks_.erase(dropped_clocks_.begin());
   }
