@@ -212,13 +212,13 @@ local_stage_actor::behavior_type stage(stage_pointer self, coordinator_actor coo
     const bool ring_prev = s.ring_prev && dm.source == s.ring_prev.address();
     if (ring_prev || (s.ring_next && dm.source == s.ring_next.address())) {
       if (s.mailboxes.once_drained) {  // finished, its last pieces waiting for a replica that is gone
-        s.mailboxes.link->waiting.clear();
+        s.mailboxes.link->drop_waiting();
         std::exchange(s.mailboxes.once_drained, nullptr)();
         return;
       }
       if (!ring_prev) {  // nothing more goes to it (Note [A next replica gone in the last step])
         s.mailboxes.next_gone = true;
-        s.mailboxes.link->waiting.clear();
+        s.mailboxes.link->drop_waiting();
       }
       drive(self, [&](member_core& c) { return c.on_ring_neighbour_down(ring_prev, describe(dm.reason)); });
       return;

@@ -62,17 +62,17 @@ struct stage_bells {
 using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
-// transport/ring_mailbox.hpp): the link to ring_next (core/ring_link.hpp, shared with the
-// core): the outbox this member writes its pieces for ring_next into (made and offered
-// with its first piece) and the pieces that wait for room in it; and the inbox it maps of
-// ring_prev's; an offer that came before the member trained waits here with its sender.
+// transport/ring_mailbox.hpp): the member's ring link (core/ring_link.hpp, shared with the
+// core), with the outbox it writes its pieces for ring_next into, the pieces that wait for
+// room in it, and the inbox it maps of ring_prev's; whether the outbox was offered (with
+// the first piece); an offer that came before the member trained waits here with its
+// sender.
 struct stage_ring_mailboxes {
   std::shared_ptr<ring_link> link = std::make_shared<ring_link>();
   bool offered = false;
   bool drain_due = false;  // a ring_drain is on its way
-  std::function<void()> once_drained;  // what waits for `waiting` to empty (the member's finish)
+  std::function<void()> once_drained;  // what waits for the link to have no piece waiting (the member's finish)
   bool next_gone = false;              // ring_next is gone: its pieces are dropped
-  std::optional<shm::ring_inbox> in;
   std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
 };
 

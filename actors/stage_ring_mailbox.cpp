@@ -37,18 +37,6 @@ std::size_t outbox_bytes(const member_core& c) {
   return std::max(2 * one_piece, std::min(max_outbox_bytes, 2 * one + one_piece));
 }
 
-// Moves the piece's values into the outbox when there is room: sealed where the core
-// computed them, or copied in. False: no room (or the outbox is closed).
-bool into_outbox(shm::ring_outbox& out, ring_piece& p) {
-  if (p.values.empty()) return true;
-  const bool lent = out.holds(p.values.bytes());
-  auto where = lent ? out.seal(p.values) : out.put(p.values);
-  if (!where) return false;
-  p.shared = std::move(*where);
-  p.values = tensor{};
-  return true;
-}
-
 std::string next_name(stage_pointer self) {
   return "replica " + std::to_string(self->state.core->next_replica());
 }
@@ -62,51 +50,44 @@ void offer_outbox(stage_pointer self) {
   st.mailboxes.offered = true;
   if (!st.ring_next || st.ring_next.node() == self->node()) return;
   if (st.opts.fast_path_tag.empty()) return ask_ring_lane(self);
-  auto out = shm::ring_outbox::create(st.opts.fast_path_tag, outbox_bytes(*st.core), st.core->replica());
-  if (!out) {
+  auto segment = st.mailboxes.link->make_outbox(st.opts.fast_path_tag, outbox_bytes(*st.core), st.core->replica());
+  if (!segment) {
     spdlog::warn("{}: no ring mailbox to {} ({}); its ring pieces go over the network", who(self), next_name(self),
-                 out.error().message);
+                 segment.error().message);
     return ask_ring_lane(self);
   }
-  st.mailboxes.link->out.emplace(std::move(*out));
-  self->send(st.ring_next, ring_atom::value, ring_mailbox_offer{false, st.mailboxes.link->out->name(), false, {}});
+  self->send(st.ring_next, ring_atom::value, ring_mailbox_offer{false, *segment, false, {}});
 }
 
 void take_offer(stage_pointer self, const ring_mailbox_offer& m) {
   auto& st = self->state;
   ring_mailbox_offer answer{true, m.segment, false, {}};
-  if (st.opts.fast_path_tag.empty()) {
-    answer.why = "the same-host fast path is off here";
-  } else if (st.mailboxes.in) {
-    answer.why = "it maps a mailbox of " + prev_name(self) + " already";
-  } else if (auto in = shm::ring_inbox::open(m.segment, st.opts.fast_path_tag, st.core->previous_replica())) {
-    st.mailboxes.in.emplace(std::move(*in));
-    answer.accepted = true;
-  } else {
-    answer.why = in.error().message;
-  }
-  if (answer.accepted)
+  const auto why = st.mailboxes.link->take_offer(m.segment, st.opts.fast_path_tag, st.core->previous_replica());
+  answer.accepted = !why;
+  if (answer.accepted) {
     spdlog::info("{}: takes its ring pieces from {} through shared memory", who(self), prev_name(self));
-  else
+  } else {
+    answer.why = *why;
     spdlog::info("{}: declined the ring mailbox of {} ({}); its pieces come over the network", who(self),
                  prev_name(self), answer.why);
+  }
   self->send(st.ring_prev, ring_atom::value, std::move(answer));
 }
 
 void take_answer(stage_pointer self, const ring_mailbox_offer& m) {
-  auto& out = self->state.mailboxes.link->out;
-  if (!out || m.segment != out->name() || out->usable() || out->closed()) {
-    spdlog::warn("{}: ignored an answer about ring mailbox {}, which it has not offered", who(self), m.segment);
-    return;
+  auto& link = *self->state.mailboxes.link;
+  switch (link.take_answer(m.segment, m.accepted)) {
+    case ring_link::answer::ignored:
+      spdlog::warn("{}: ignored an answer about ring mailbox {}, which it has not offered", who(self), m.segment);
+      return;
+    case ring_link::answer::refused:
+      spdlog::info("{}: its ring pieces to {} go over the network ({})", who(self), next_name(self), m.why);
+      return ask_ring_lane(self);
+    case ring_link::answer::accepted:
+      spdlog::info("{}: passes its ring pieces to {} through shared memory ({} MB mailbox)", who(self),
+                   next_name(self), link.outbox_bytes() >> 20);
+      return;
   }
-  if (!m.accepted) {
-    spdlog::info("{}: its ring pieces to {} go over the network ({})", who(self), next_name(self), m.why);
-    out.reset();
-    return ask_ring_lane(self);
-  }
-  out->accepted();
-  spdlog::info("{}: passes its ring pieces to {} through shared memory ({} MB mailbox)", who(self), next_name(self),
-               out->capacity() >> 20);
 }
 
 // Sends a piece to ring_next: on the ring lane when it is open and the values are not in
@@ -119,40 +100,15 @@ void send_piece(stage_pointer self, ring_piece& p) {
 }  // namespace
 
 void pass_ring_piece(stage_pointer self, ring_piece p) {
-  auto& st = self->state;
-  auto& mb = st.mailboxes;
-  auto& link = *mb.link;
+  auto& mb = self->state.mailboxes;
   if (mb.next_gone) return;  // Note [A next replica gone in the last step]
   if (!mb.offered) offer_outbox(self);
-  if (!link.out || !link.out->usable()) {
-    if (link.out && !p.values.empty() && link.out->holds(p.values.bytes())) {
-      link.out->abandon(p.values.bytes());
-      p.values = tensor(p.values);  // a copy: the outbox may be gone before the message is serialized
-    }
-    if (link.waiting.empty()) return send_piece(self, p);
-  } else if (link.waiting.empty() && into_outbox(*link.out, p)) {
-    return send_piece(self, p);
-  } else if (!p.values.empty() && link.out->holds(p.values.bytes())) {
-    // Pieces before it wait: it may not overtake them, so it waits too, out of the outbox.
-    link.out->abandon(p.values.bytes());
-    p.values = tensor(p.values);
-  }
-  link.waiting.push_back(std::move(p));
-  drain_ring_pieces(self);
+  if (mb.link->pass(std::move(p), [self](ring_piece& q) { send_piece(self, q); })) drain_ring_pieces(self);
 }
 
 void drain_ring_pieces(stage_pointer self) {
-  auto& st = self->state;
-  auto& mb = st.mailboxes;
-  auto& link = *mb.link;
-  while (!link.waiting.empty()) {
-    ring_piece& p = link.waiting.front();
-    // A closed outbox takes nothing more: what waits goes in the messages.
-    if (link.out && link.out->usable() && !into_outbox(*link.out, p)) break;
-    send_piece(self, p);
-    link.waiting.pop_front();
-  }
-  if (link.waiting.empty()) {
+  auto& mb = self->state.mailboxes;
+  if (!mb.link->drain([self](ring_piece& q) { send_piece(self, q); })) {
     if (!mb.once_drained) return;
     if (ring_lane_flushed(self)) return std::exchange(mb.once_drained, nullptr)();
   }
@@ -163,8 +119,7 @@ void drain_ring_pieces(stage_pointer self) {
 
 void after_ring_pieces(stage_pointer self, std::function<void()> then) {
   auto& mb = self->state.mailboxes;
-  auto& link = *mb.link;
-  if (mb.next_gone || (link.waiting.empty() && ring_lane_flushed(self))) return then();
+  if (mb.next_gone || (!mb.link->waiting() && ring_lane_flushed(self))) return then();
   mb.once_drained = std::move(then);
   drain_ring_pieces(self);
 }
@@ -191,21 +146,9 @@ void on_ring_mailbox(stage_pointer self, const caf::actor_addr& sender, const ri
 }
 
 bool fill_ring_piece(stage_pointer self, ring_piece& p) {
-  if (p.shared.empty()) return true;
-  auto& in = self->state.mailboxes.in;
-  std::string problem;
-  if (!p.values.empty())
-    problem = "carries its values both in the message and in a mailbox";
-  else if (!in)
-    problem = "lies in a mailbox this member never mapped";
-  else if (auto t = in->take(p.shared)) {
-    p.values = std::move(*t);
-    p.shared = {};
-    return true;
-  } else {
-    problem = t.error().message;
-  }
-  fail(self, {errc::malformed, who(self) + ": a ring piece from " + prev_name(self) + " " + problem +
+  const auto problem = self->state.mailboxes.link->fill(p);
+  if (!problem) return true;
+  fail(self, {errc::malformed, who(self) + ": a ring piece from " + prev_name(self) + " " + *problem +
                                    "; run one troupe build on every node"});
   return false;
 }
