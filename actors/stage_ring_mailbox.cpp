@@ -17,11 +17,6 @@ namespace troupe::stage_shell {
 
 namespace {
 
-// The most shared memory one outbox takes. Pieces that find no room wait for it, and are
-// copied twice (computed aside, then copied in); 64 MiB holds the first burst of a step
-// (a replica's own chunk) for gradients up to 128 MB between two replicas. Measured with
-// 2 replicas and a 105 MB gradient: 8 MiB 80 ms a step, 64 MiB 55 ms, 256 MiB 56-59 ms.
-constexpr std::size_t max_outbox_bytes = std::size_t{64} << 20;
 // How soon a member looks again for room for the pieces that wait.
 constexpr std::chrono::microseconds drain_pause{100};
 
@@ -34,7 +29,7 @@ std::size_t outbox_bytes(const member_core& c) {
   const std::int64_t pieces_per_chunk = (chunk + pe - 1) / pe;
   const std::size_t one_piece = shm::ring_outbox::bytes_for(piece);
   const std::size_t one = static_cast<std::size_t>(2 * (n - 1) * pieces_per_chunk) * one_piece;
-  return std::max(2 * one_piece, std::min(max_outbox_bytes, 2 * one + one_piece));
+  return std::max(2 * one_piece, std::min(ring_link::max_outbox_bytes, 2 * one + one_piece));
 }
 
 std::string next_name(stage_pointer self) {

@@ -261,6 +261,7 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](const member_ring_overdue& o) { on_ring_overdue(self, o); },
       [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
       [=](ring_atom, ring_piece& p) { on_ring_piece(self, p); },
+      [=](ring_atom, const ring_mailbox_offer& m) { on_ring_mailbox(self, m); },
   };
 }
 

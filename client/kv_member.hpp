@@ -150,6 +150,10 @@ struct member_options {
   // giving the host and port it joins with (Note [A ring of users' loops] in
   // client/kv_member_ring.cpp); unset in one process.
   std::function<or_fault<std::pair<std::string, std::uint16_t>>(const caf::actor&)> publish;
+  // The job's tag for the same-host fast path: in a ring of users' loops, the pieces to a
+  // neighbour in another process of this host go through a ring mailbox (Note [A ring of
+  // users' loops]); empty: in the messages.
+  std::string fast_path_tag;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);

@@ -30,9 +30,11 @@
 //     its timeout (whose pieces may still come), or a refused piece breaks it, and that
 //     call and every later one fail with the reason. The coordinator ends the job when a
 //     member dies (Note [Jobs of keys] in core/job_keys.cpp), so no loop waits for pieces
-//     that will never come. Keys (init, push, pull) need shard servers and are refused.
-// A piece goes in a message: the same-host mailboxes and bulk lanes of the built-in ring
-// are not wired for users' loops yet.
+//     that will never come. Keys (init, push, pull) need shard servers and are refused;
+//   - between processes of one host a piece's values go through the same ring mailboxes as
+//     the built-in ring's (Note [Ring mailboxes], core/ring_link.hpp: kv_ring_mailbox.cpp),
+//     and otherwise in the message. Bulk lanes between hosts are not wired for users'
+//     loops yet.
 #include <spdlog/spdlog.h>
 
 #include "base/crc32c.hpp"
@@ -69,13 +71,11 @@ void break_ring(member_pointer self, fault f) {
   r.broken = f;
   r.early.clear();
   r.early_pieces = 0;
+  r.link->drop_waiting();
   for (auto& t : std::exchange(r.turns, {})) t.call.done(f);
 }
 
-void send_pieces(member_pointer self, std::vector<ring_piece> pieces) {
-  auto& r = self->state.ring;
-  for (ring_piece& p : pieces) self->send(r.next, ring_atom::value, std::move(p));
-}
+void send_pieces(member_pointer self, std::vector<ring_piece> pieces) { pass_ring_pieces(self, std::move(pieces)); }
 
 // A piece of the call in progress: applied, and the pieces it lets this member pass on sent.
 void apply_piece(member_pointer self, ring_piece p) {
@@ -120,6 +120,9 @@ void start_front(member_pointer self) {
     done(*f);  // this member's own bad call: the ring is untouched
     return start_front(self);
   }
+  // Once the ring mailbox to the next worker exists, pieces passed on are computed in it.
+  if (r.link->outbox_bytes() > 0)
+    t.ring->set_piece_buffers([link = r.link](std::int64_t numel) { return link->piece_buffer(numel); });
   send_pieces(self, t.ring->start());
   auto came = r.early.extract(t.number);
   if (came) r.early_pieces -= came.mapped().size();
@@ -260,6 +263,8 @@ void on_ring_piece(member_pointer self, ring_piece& p) {
     return;
   }
   if (r.broken) return;
+  const bool in_mailbox = !p.shared.empty();
+  if (auto f = fill_ring_piece(self, p)) return break_ring(self, std::move(*f));
   const bool running = !r.turns.empty() && r.turns.front().ring;
   const std::uint64_t current = running ? r.turns.front().number : r.calls;
   if (running && number_of(p) == current) return apply_piece(self, std::move(p));
@@ -277,6 +282,8 @@ void on_ring_piece(member_pointer self, ring_piece& p) {
                                                   "; every worker must make the same collective calls in the same "
                                                   "order"});
   ++r.early_pieces;
+  // Out of the mailbox: a piece held there would keep the next ones' space from its sender.
+  if (in_mailbox) p.values = tensor(p.values);
   r.early[number_of(p)].push_back(std::move(p));
 }
 

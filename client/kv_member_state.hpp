@@ -13,6 +13,7 @@
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
 #include "core/ring_collective.hpp"
+#include "core/ring_link.hpp"
 
 namespace troupe::kv::member_shell {
 
@@ -50,6 +51,11 @@ struct ring_state {
   std::map<std::uint64_t, std::vector<ring_piece>> early;  // pieces of later calls, by number
   std::size_t early_pieces = 0;
   std::optional<fault> broken;    // once set, every ring call fails with it
+  // Between processes of one host (Note [Ring mailboxes] in transport/ring_mailbox.hpp):
+  // the link with the outbox to `next` and the inbox from `prev` (core/ring_link.hpp);
+  // whether the outbox was offered (with the first piece), and a drain is on its way.
+  std::shared_ptr<ring_link> link = std::make_shared<ring_link>();
+  bool offered = false, drain_due = false;
 };
 
 struct member_state {
@@ -138,6 +144,12 @@ void on_ring_overdue(member_pointer self, const member_ring_overdue& o);
 bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm);
 // The job is lost: every ring call fails with it.
 void fail_ring_calls(member_pointer self, const fault& f);
+// kv_ring_mailbox.cpp (Note [Ring mailboxes]): passes pieces on to the next worker,
+// through the ring mailbox when it can (offering it with the first); takes an offer or its
+// answer; and fills a piece that names the inbox (the fault that breaks the ring, if not).
+void pass_ring_pieces(member_pointer self, std::vector<ring_piece> pieces);
+void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m);
+std::optional<fault> fill_ring_piece(member_pointer self, ring_piece& p);
 
 // Connects to the actor published at host:port (`peer` names it, with the certificate role
 // it must present), retrying with a growing pause until `deadline`.

@@ -38,6 +38,7 @@ class remote_transport final : public kv_transport {
       : cfg_(std::move(cfg)), owned_(std::move(owned)), sys_(sys), fast_path_tag_(std::move(fast_path_tag)) {
     connect_timeout_ = opts.connect_timeout;
     opts.restores = restores_;
+    opts.fast_path_tag = fast_path_tag_;
     publish_ = opts.publish;
     member_ = spawn_kv_member(sys_, std::move(opts));
   }

@@ -118,7 +118,12 @@ expected<segment> segment::create(std::string_view tag, std::size_t bytes, std::
   }
   if (fd < 0) return failure{"cannot create the shared-memory segment " + s.name_ + ": " + errno_text()};
   // The umask cannot widen 0600, but a restrictive one could narrow it to unusable.
-  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+  // Reserved, not only sized: a tmpfs without room for the pages would otherwise raise
+  // SIGBUS at the first write past it, where this says why and the caller goes another way.
+  int reserved = 0;
+  if (fchmod(fd, 0600) != 0 || ftruncate(fd, static_cast<off_t>(bytes)) != 0 ||
+      (reserved = posix_fallocate(fd, 0, static_cast<off_t>(bytes))) != 0) {
+    if (reserved != 0) errno = reserved;
     const std::string why = errno_text();
     close(fd);
     shm_unlink(s.name_.c_str());

@@ -1,6 +1,8 @@
 // shm_segment: a created segment is private (0600) and seen by a peer that opens it; a
 // peer refuses a segment of another job, another user, a wider mode or a forged header;
-// the creator's name goes with it; the sweep removes what a killed process left behind.
+// the creator's name goes with it; a segment /dev/shm has no room for is refused saying so,
+// not left to raise SIGBUS at its first write; the sweep removes what a killed process
+// left behind.
 #define BOOST_TEST_MODULE shm_segment
 #include <boost/test/unit_test.hpp>
 
@@ -80,6 +82,17 @@ BOOST_AUTO_TEST_CASE(unlink_removes_the_name_and_keeps_the_mapping) {
   seg->data()[200] = std::byte{42};
   BOOST_TEST(static_cast<int>(peer->data()[200]) == 42);
   BOOST_TEST(!shm::segment::open(seg->name(), tag).has_value());  // nobody new can open it
+}
+
+BOOST_AUTO_TEST_CASE(a_segment_without_room_is_refused_at_creation) {
+  const std::string tag = test::fresh_shm_tag();
+  // Far past any tmpfs here: ftruncate alone would take it, and the first write past the
+  // room would raise SIGBUS.
+  auto s = shm::segment::create(tag, std::size_t{1} << 50, 1);
+  BOOST_REQUIRE(!s.has_value());
+  BOOST_TEST(s.error().message.find("/dev/shm full") != std::string::npos);
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm"))
+    BOOST_TEST(e.path().filename().string().find(tag) == std::string::npos);  // nothing left behind
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_refuses_what_is_not_the_jobs) {

@@ -2,7 +2,8 @@
 SCRIPT`, Note [A ring of users' loops] in client/kv_member_ring.cpp): three launched
 workers over TLS reduce round their own ring. A Horovod script's broadcast_parameters,
 DistributedOptimizer, allreduce and allgather, and troupe.torch's DistributedOptimizer,
-keep the workers bitwise equal through training on different data; keys are refused
+keep the workers bitwise equal through training on different data, with the pieces in
+shared-memory ring mailboxes and in the messages alike; keys are refused
 saying why; a worker that dies ends the job at once, naming it; the flags a ring cannot
 take are refused before anything starts."""
 import os
@@ -27,8 +28,7 @@ def launch(tmp_path, script, *flags, workers=3, timeout=240):
                           capture_output=True, text=True, timeout=timeout, env=os.environ)
 
 
-def test_a_horovod_script_and_troupe_torch_train_round_the_ring(tmp_path):
-    p = launch(tmp_path, """
+HOROVOD_AND_TORCH = """
         import hashlib, numpy as np, torch, troupe, troupe.horovod as hvd, troupe.torch as tt
         hvd.init()
         kv = hvd._kv_store()
@@ -58,7 +58,10 @@ def test_a_horovod_script_and_troupe_torch_train_round_the_ring(tmp_path):
         print('RESULT', hvd.rank(), kv.mode, tuple(ranks.shape), float(ranks.sum()), float(total), refused,
               hashlib.sha256(bits).hexdigest(), flush=True)
         hvd.shutdown()
-    """)
+    """
+
+
+def ring_results(p):
     assert p.returncode == 0, p.stderr[-3000:]
     rows = sorted(re.findall(r"RESULT (\d) (\w+) (\(\d+, \d+\)) (\S+) (\S+) (\w+) (\w+)", p.stderr))
     assert [r[0] for r in rows] == ["0", "1", "2"], p.stderr[-3000:]
@@ -67,6 +70,21 @@ def test_a_horovod_script_and_troupe_torch_train_round_the_ring(tmp_path):
         assert r[1:6] == ("allreduce", "(6, 2)", "16.0", "3.0", "bad_job"), r
     assert rows[0][6] == rows[1][6] == rows[2][6]  # bitwise the same parameters everywhere
     assert "0 shards" in p.stderr
+    return rows[0][6]
+
+
+def test_a_horovod_script_and_troupe_torch_train_round_the_ring(tmp_path):
+    # On one host the pieces go through ring mailboxes in shared memory; without it, in
+    # the messages; both give the same bits.
+    p = launch(tmp_path, HOROVOD_AND_TORCH)
+    in_mailboxes = ring_results(p)
+    assert len(re.findall(r"passes the ring's pieces to worker \d through shared memory", p.stderr)) == 3, \
+        p.stderr[-3000:]
+    assert len(re.findall(r"takes the ring's pieces from worker \d through shared memory", p.stderr)) == 3
+    (tmp_path / "messages").mkdir()
+    q = launch(tmp_path / "messages", HOROVOD_AND_TORCH, "--no-shared-memory")
+    assert "through shared memory" not in q.stderr
+    assert ring_results(q) == in_mailboxes
 
 
 def test_a_worker_that_dies_ends_the_ring_job_at_once_naming_it(tmp_path):
