@@ -77,14 +77,11 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   steps_per_epoch_ = steps_per_epoch(job);
   samples_ = member_samples(job, replica_, a.world);
   schedule_ = job_schedule(job);
-  if (setup_.obs.metrics) {
-    m_ = setup_.obs.metrics->worker(a.rank);
-    if (pipelined()) sm_ = setup_.obs.metrics->stage(replica_, stage_);
-  }
-  if (setup_.obs.trace)
-    track_ = setup_.obs.trace->track(pipelined() ? "replica " + std::to_string(replica_) + " stage " +
-                                                       std::to_string(stage_)
-                                                 : "worker " + std::to_string(a.rank));
+  meters_ = member_meters(
+      setup_.obs, a.rank,
+      pipelined() ? "replica " + std::to_string(replica_) + " stage " + std::to_string(stage_)
+                  : "worker " + std::to_string(a.rank),
+      pipelined() ? std::optional<member_meters::stage_place>({replica_, stage_}) : std::nullopt);
   auto full = build_model(job);
   if (!full) return fault{errc::bad_job, full.error().message};
   frame_bytes_ = max_frame_bytes(job, *full);
@@ -182,7 +179,7 @@ std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) 
     if (!b) return fault{errc::bad_job, who() + ": " + b.error().message};
     backend_ = std::make_unique<backend_context>(std::move(b).value());
     exec_ = compute(*backend_);
-    if (setup_.obs.metrics) dm_ = setup_.obs.metrics->device(place_.rank, to_string(c.where));
+    meters_.on_device(setup_.obs, place_.rank, to_string(c.where));
   } else if (grouped()) {  // the CPU backend, for its collectives; the math is the host's
     backend_ = std::make_unique<backend_context>(backend_context::open(cpu_device).value());
     exec_ = compute(*backend_);

@@ -39,6 +39,7 @@
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
 #include "core/ring_seats.hpp"
+#include "core/member_meters.hpp"
 #include "core/member_samples.hpp"
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
@@ -266,7 +267,6 @@ class member_core {
   bool skip_to_open_round(member_actions_list& out);
   void simulate(bool forward) const;
   void slow_down(steady::duration took) const;
-  void note_stored(int delta);
   void gather_microbatch(std::int64_t begin, std::int64_t rows);
   void trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch = -1);
   template <class Message>
@@ -351,14 +351,9 @@ class member_core {
   std::size_t next_action_ = 0;
   std::vector<int> slot_of_;                    // per microbatch
   double step_loss_ = 0.0, busy_ = 0.0, forward_s_ = 0.0, backward_s_ = 0.0;
-  int stored_ = 0, peak_ = 0;
   wall::time_point step_begin_, params_ready_, window_end_;
   std::optional<wall::time_point> first_action_;  // the step's first forward began
-  // Observability: metric handles (if metrics are on), the trace track (if tracing).
-  std::optional<monitoring::worker_metrics> m_;
-  std::optional<monitoring::stage_metrics> sm_;
-  std::optional<monitoring::device_metrics> dm_;  // on a backend
-  std::uint32_t track_ = 0;
+  member_meters meters_;  // its metrics, trace spans and stored activations
 };
 
 template <class F>

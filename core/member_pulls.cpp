@@ -85,7 +85,7 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   const grad_codec& precision = place_.job.pull_precision;
   if (precision.kind == codec_kind::two_bit && s < slice_numel_.size()) {
     // Note [2-bit pulls]: the answer updates the view this member holds, which is used.
-    if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+    meters_.bytes_received(r.params.nbytes());
     if (auto e = apply_pull(precision, pulled_[s], r.params, slice_numel_[s])) {
       stop({errc::bad_dtype, from + " answered with " + *e}, out);
       return out;
@@ -97,10 +97,10 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
       stop({errc::bad_dtype, from + " answered with " + decoded.error().message}, out);
       return out;
     }
-    if (m_) m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+    meters_.bytes_received(r.params.nbytes());
     r.params = std::move(*decoded);
-  } else if (m_) {
-    m_->bytes_received->Increment(static_cast<double>(r.params.nbytes()));
+  } else {
+    meters_.bytes_received(r.params.nbytes());
   }
   if (r.shard != s || s >= slice_numel_.size() || held_numel(r.params) != expect || r.params.type() != dtype::f32) {
     stop({errc::bad_shape, from + " answered with " + std::to_string(held_numel(r.params)) + " " +
@@ -135,7 +135,7 @@ void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket
   if (pulls_pending_ == 0) {
     if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return;
     trace_span("pull", step_begin_, wall::now());
-    if (m_) m_->pull_seconds->Observe(seconds_between(step_begin_, wall::now()));
+    meters_.pull_took(seconds_between(step_begin_, wall::now()));
   }
   if (in_step_)
     run_actions(out);  // the first forward goes on with the layers just completed

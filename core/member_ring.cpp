@@ -78,7 +78,7 @@ void member_core::start_ring(member_actions_list& out) {
 }
 
 void member_core::send_piece(ring_piece p, member_actions_list& out) {
-  if (m_) m_->ring_bytes_sent->Increment(static_cast<double>(p.values.nbytes()));
+  meters_.ring_bytes_sent(p.values.nbytes());
   out.push_back(send_ring_piece{std::move(p)});
 }
 
@@ -104,13 +104,13 @@ member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour
 void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
   const std::uint64_t current = static_cast<std::uint64_t>(clock_);
   if (ring_ && p.collective == current) {
-    const auto bytes = static_cast<double>(p.values.nbytes());
+    const auto bytes = p.values.nbytes();
     auto o = ring_->receive(std::move(p));
     if (o.refused) {
       stop(std::move(*o.refused), out);
       return;
     }
-    if (m_) m_->ring_bytes_received->Increment(bytes);
+    meters_.ring_bytes_received(bytes);
     for (ring_piece& q : o.send) send_piece(std::move(q), out);
     return;
   }
@@ -138,7 +138,7 @@ void member_core::ring_progress(member_actions_list& out) {
   if (!ring_->done()) return;
   const auto end = wall::now();
   trace_span("all-gather", ring_mid_, end);
-  if (m_) m_->allreduce_seconds->Observe(seconds_between(ring_begin_, end));
+  meters_.allreduce_took(seconds_between(ring_begin_, end));
   ring_.reset();
   if (!take_leaders_sum(out)) return;
   update_and_report(out);

@@ -16,7 +16,7 @@ using namespace member_actions;
 
 // name: a literal. Forward and backward spans carry their step and microbatch.
 void member_core::trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch) {
-  if (setup_.obs.trace) setup_.obs.trace->span(track_, name, begin, end, microbatch >= 0 ? clock_ : -1, microbatch);
+  meters_.span(name, begin, end, microbatch >= 0 ? clock_ : -1, microbatch);
 }
 
 void member_core::begin_epoch(std::int64_t first_step) {
@@ -45,15 +45,6 @@ void member_core::slow_down(steady::duration took) const {
   const job_spec& job = place_.job;
   if (static_cast<std::int32_t>(place_.rank) != job.slow_worker || job.slow_factor <= 1.0) return;
   std::this_thread::sleep_for(took * (job.slow_factor - 1.0));
-}
-
-void member_core::note_stored(int delta) {
-  stored_ += delta;
-  peak_ = std::max(peak_, stored_);
-  if (sm_) {
-    sm_->stored_activations->Set(stored_);
-    sm_->peak_stored_activations->Set(peak_);
-  }
 }
 
 // Gathers rows [begin, begin + rows) of the step's minibatch into xb_/yb_.
@@ -205,7 +196,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   busy_ += seconds_between(t0, t1);
   forward_s_ += seconds_between(t0, t1);
   if (!finished) return action_result::waiting;  // goes on when more parameters arrive
-  note_stored(+1);
+  meters_.stored(+1);
   trace_span("forward", forward_begin_, t1, mb);
   if (last_stage()) return action_result::done;
   out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
@@ -250,8 +241,8 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
 // activation gradient `grad_in` goes to the previous stage.
 member_core::action_result member_core::backward_done(int mb, wall::time_point begin, tensor grad_in,
                                                       member_actions_list& out) {
-  note_stored(-1);
-  if (sm_) sm_->microbatches->Increment();
+  meters_.stored(-1);
+  meters_.microbatch_done();
   trace_span("backward", begin, wall::now(), mb);
   if (first_stage()) return action_result::done;
   out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(grad_in)}});

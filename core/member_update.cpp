@@ -51,7 +51,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
       g = encode_for_push(codec, std::move(g),
                           residual_[s].empty() ? tensor_view() : residual_[s].view().flat(piece.offset, piece.numel));
     bytes_pushed_ += static_cast<std::int64_t>(g.nbytes());
-    if (m_) m_->bytes_sent->Increment(static_cast<double>(g.nbytes()));
+    meters_.bytes_sent(g.nbytes());
     ++acks_pending_;
     push_grads p{s, place_.rank, clock_, base_version_[s], std::move(g), {}};
     if (!whole) {
@@ -79,10 +79,8 @@ bool member_core::loss_is_finite(member_actions_list& out) {
 // (through the shards or locally), report.
 void member_core::end_step(member_actions_list& out) {
   in_step_ = false;
-  if (dm_ && !guarded("reading its device memory", out, [&] {
-        const troupe_memory_stats mem = backend_->memory();
-        dm_->record(mem.bytes_in_use, mem.bytes_cached, mem.cache_hits, mem.device_mallocs);
-      }))
+  if (meters_.watches_device() &&
+      !guarded("reading its device memory", out, [&] { meters_.device_memory(backend_->memory()); }))
     return;
   window_end_ = wall::now();
   if (!loss_is_finite(out)) return;
@@ -145,20 +143,9 @@ void member_core::update_and_report(member_actions_list& out) {
   const double waited = seconds_between(params_ready_, window_end) - busy_;
   trace_span("step", step_begin_, wall::now());
   const std::int64_t samples = reports_loss ? batch_ : 0;
-  if (m_) {
-    m_->step_seconds->Observe(seconds_between(step_begin_, wall::now()));
-    m_->forward_seconds->Observe(forward_s_);
-    m_->backward_seconds->Observe(backward_s_);
-    m_->samples->Increment(static_cast<double>(samples));
-    if (reports_loss) m_->loss->Set(loss);
-    m_->epoch->Set(epoch_);
-    m_->learning_rate->Set(schedule_.at(clock_));
-    m_->clock->Set(static_cast<double>(clock_ + 1));
-  }
-  if (sm_) {
-    sm_->busy_seconds->Increment(busy_);
-    sm_->bubble_seconds->Increment(std::max(0.0, waited));
-  }
+  meters_.step_done({seconds_between(step_begin_, wall::now()), forward_s_, backward_s_, samples,
+                     reports_loss ? std::optional<double>(loss) : std::nullopt, epoch_, schedule_.at(clock_),
+                     clock_ + 1, busy_, std::max(0.0, waited)});
   epoch_loss_ += loss;
   epoch_samples_ += samples;
   ++epoch_steps_;
@@ -205,7 +192,7 @@ bool member_core::skip_to_open_round(member_actions_list& out) {
 
 member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, const push_ack& ack, double seconds) {
   member_actions_list out;
-  if (m_) m_->push_seconds->Observe(seconds);
+  meters_.push_took(seconds);
   if (ack.late) {
     open_round_ = std::max(open_round_, ack.version);
     if (dropped_clocks_.insert(clock).second && last_stage()) {
@@ -226,7 +213,7 @@ member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t c
     out.push_back(warn{who() + ": shard " + std::to_string(s) + " refused the gradient of clock " +
                        std::to_string(clock) + ": " + why});
     ++rejected_;
-    if (m_) m_->rejected->Increment();
+    meters_.push_refused();
     if (s < refused_clock_.size()) refused_clock_[s] = clock;
   }
   --acks_pending_;
@@ -237,7 +224,7 @@ member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t c
 void member_core::maybe_finish(member_actions_list& out) {
   if (phase_ != member_phase::finishing || acks_pending_ > 0) return;
   phase_ = member_phase::stopped;
-  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, peak_, bytes_pushed_,
+  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, meters_.peak_stored(), bytes_pushed_,
                                    std::exchange(samples_dropped_unreported_, 0)}});
 }
 
