@@ -32,9 +32,7 @@ std::size_t outbox_bytes(const member_core& c) {
   return std::max(2 * one_piece, std::min(ring_link::max_outbox_bytes, 2 * one + one_piece));
 }
 
-std::string next_name(stage_pointer self) {
-  return "replica " + std::to_string(self->state.core->next_replica());
-}
+std::string next_name(stage_pointer self) { return "replica " + std::to_string(self->state.core->next_replica()); }
 
 std::string prev_name(stage_pointer self) { return "replica " + std::to_string(self->state.core->previous_replica()); }
 
@@ -79,8 +77,8 @@ void take_answer(stage_pointer self, const ring_mailbox_offer& m) {
       spdlog::info("{}: its ring pieces to {} go over the network ({})", who(self), next_name(self), m.why);
       return ask_ring_lane(self);
     case ring_link::answer::accepted:
-      spdlog::info("{}: passes its ring pieces to {} through shared memory ({} MB mailbox)", who(self),
-                   next_name(self), link.outbox_bytes() >> 20);
+      spdlog::info("{}: passes its ring pieces to {} through shared memory ({} MB mailbox)", who(self), next_name(self),
+                   link.outbox_bytes() >> 20);
       return;
   }
 }

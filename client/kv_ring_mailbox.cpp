@@ -22,7 +22,9 @@ constexpr std::chrono::microseconds drain_pause{100};
 std::uint32_t ring_size(const member_state& st) {
   return static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
 }
-std::string next_name(const member_state& st) { return "worker " + std::to_string((st.place.rank + 1) % ring_size(st)); }
+std::string next_name(const member_state& st) {
+  return "worker " + std::to_string((st.place.rank + 1) % ring_size(st));
+}
 std::string prev_name(const member_state& st) {
   return "worker " + std::to_string((st.place.rank + ring_size(st) - 1) % ring_size(st));
 }
@@ -86,8 +88,8 @@ void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m) {
         spdlog::info("troupe.kv: the ring's pieces to {} go in the messages ({})", next_name(st), m.why);
         return;
       case ring_link::answer::accepted:
-        spdlog::info("troupe.kv: passes the ring's pieces to {} through shared memory ({} MB mailbox)",
-                     next_name(st), r.link->outbox_bytes() >> 20);
+        spdlog::info("troupe.kv: passes the ring's pieces to {} through shared memory ({} MB mailbox)", next_name(st),
+                     r.link->outbox_bytes() >> 20);
         return;
     }
   }
@@ -107,8 +109,8 @@ void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m) {
 std::optional<fault> fill_ring_piece(member_pointer self, ring_piece& p) {
   const auto problem = self->state.ring.link->fill(p);
   if (!problem) return std::nullopt;
-  return fault{errc::malformed, "a ring piece from " + prev_name(self->state) + " " + *problem +
-                                    "; run one troupe build on every node"};
+  return fault{errc::malformed,
+               "a ring piece from " + prev_name(self->state) + " " + *problem + "; run one troupe build on every node"};
 }
 
 }  // namespace troupe::kv::member_shell

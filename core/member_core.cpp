@@ -119,24 +119,16 @@ std::optional<fault> member_core::build(const member_assignment& a) {
 // order), the shards it talks to, its 2-bit residuals, and its gradient buckets' pieces.
 void member_core::lay_out_shards(const key_table& table, const stage_span& span) {
   const job_spec& job = place_.job;
+  // Buckets need real backward layers and pushes of this member's own gradient; a local
+  // group's leader talks to the shards for the group.
+  const bool bucketable = !simulated() && !grouped() && job.servers > 0;
+  slices_ = member_slices(table, span, *net_, bucketable ? job.bucket_bytes : 0, !grouped() || group_leader());
+  // 2-bit pushes keep what they did not send (Note [2-bit gradients]).
   for (std::uint32_t s = 0; s < table.shards(); ++s) {
-    ranges_.push_back(stage_ranges(table.ranges_of(s), span));
-    std::int64_t n = 0;
-    for (const auto& r : ranges_.back()) n += r.length;
-    slice_numel_.push_back(n);
-    if (n > 0) active_.push_back(s);
-    // 2-bit pushes keep what they did not send (Note [2-bit gradients]).
+    const std::int64_t n = slices_.numel(s);
     residual_.push_back(job.compression.kind == codec_kind::two_bit && n > 0 ? tensor({n}) : tensor());
   }
-  if (grouped() && !group_leader()) active_.clear();  // its leader talks to the shards
-  // Buckets need real backward layers and pushes of this member's own gradient.
-  const bool bucketable = !simulated() && !grouped() && job.servers > 0;
-  buckets_ = plan_buckets(*net_, bucketable ? job.bucket_bytes : 0);
   piece_asked_.assign(table.shards(), {});
-  for (std::uint32_t s = 0; s < table.shards(); ++s) {
-    pieces_.emplace_back();
-    for (const gradient_bucket& b : buckets_) pieces_.back().push_back(piece_of(ranges_[s], b.lo, b.hi));
-  }
   base_version_.assign(table.shards(), 0);
   refused_clock_.assign(table.shards(), -1);
   pulled_.assign(table.shards(), tensor());

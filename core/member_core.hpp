@@ -41,6 +41,7 @@
 #include "core/ring_seats.hpp"
 #include "core/member_meters.hpp"
 #include "core/member_samples.hpp"
+#include "core/member_slices.hpp"
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
@@ -169,9 +170,9 @@ class member_core {
   bool in_step() const { return in_step_; }
   const member_assignment& place() const { return place_; }
   // The shards this member pushes to and pulls from.
-  const std::vector<std::uint32_t>& active_shards() const { return active_; }
+  const std::vector<std::uint32_t>& active_shards() const { return slices_.active(); }
   // The elements this member pushes to and pulls from `shard` (0 for a shard it does not use).
-  std::int64_t slice_numel(std::uint32_t shard) const { return shard < slice_numel_.size() ? slice_numel_[shard] : 0; }
+  std::int64_t slice_numel(std::uint32_t shard) const { return slices_.numel(shard); }
   // The parameters this member holds when it applies the optimizer itself (--servers 0,
   // --mode allreduce); null otherwise.
   const tensor* local_params() const { return local_opt_ && rep_ ? &rep_->params() : nullptr; }
@@ -254,7 +255,7 @@ class member_core {
   void send_piece(ring_piece p, member_actions_list& out);  // counted in the metrics
   bool take_leaders_sum(member_actions_list& out);           // member_update.cpp
   std::string replica_name(std::uint32_t replica) const;
-  bool buckets_on() const { return buckets_.size() > 1; }
+  bool buckets_on() const { return slices_.bucketed(); }
   // Pushes what bucket k completes: its piece of each shard that takes pieces, and with
   // the last bucket every other shard's whole slice (Note [Gradient buckets]).
   void push_bucket(std::size_t k, member_actions_list& out);
@@ -279,12 +280,8 @@ class member_core {
   std::uint32_t replica_ = 0, stage_ = 0;
   std::shared_ptr<const dataset_split> data_;  // the first and the last stage
   augmentation augment_;                        // of the first stage's images (--augment)
-  std::vector<std::uint32_t> active_;           // shards that hold part of this stage
-  std::vector<std::vector<key_range>> ranges_;  // per shard: this stage's, stage-local offsets
-  std::vector<std::int64_t> slice_numel_;       // per shard
+  member_slices slices_;                        // its slices of the shards, and its buckets' pieces
   std::vector<tensor> residual_;                // per shard: what 2-bit pushes have not sent yet
-  std::vector<gradient_bucket> buckets_;        // one: pushes after backward (Note [Gradient buckets])
-  std::vector<std::vector<slice_piece>> pieces_;  // per shard, per bucket
   std::size_t bucket_next_ = 0;                 // the step's last backward: buckets done so far
   tensor backward_in_;                          // its activation gradient, kept across buckets
   wall::time_point backward_begin_;

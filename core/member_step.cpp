@@ -270,7 +270,7 @@ member_core::action_result member_core::try_backward_in_buckets(int mb, member_a
   }
   const auto t0 = wall::now();
   const auto c0 = steady::now();
-  if (!guarded(op, out, [&] { rep_->backward_down_to(buckets_[bucket_next_].bottom_layer); }))
+  if (!guarded(op, out, [&] { rep_->backward_down_to(slices_.buckets()[bucket_next_].bottom_layer); }))
     return action_result::waiting;
   slow_down(steady::now() - c0);
   const auto t1 = wall::now();
@@ -278,7 +278,7 @@ member_core::action_result member_core::try_backward_in_buckets(int mb, member_a
   backward_s_ += seconds_between(t0, t1);
   push_bucket(bucket_next_, out);
   if (phase_ == member_phase::stopped) return action_result::waiting;
-  if (++bucket_next_ < buckets_.size()) return action_result::paused;
+  if (++bucket_next_ < slices_.buckets().size()) return action_result::paused;
   bucket_next_ = 0;
   pushed_ = true;
   tensor out_msg;

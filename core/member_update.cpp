@@ -15,16 +15,17 @@ namespace troupe {
 using namespace member_actions;
 
 void member_core::push_all(member_actions_list& out) {
-  for (std::size_t k = 0; k < buckets_.size() && phase_ != member_phase::stopped; ++k) push_bucket(k, out);
+  for (std::size_t k = 0; k < slices_.buckets().size() && phase_ != member_phase::stopped; ++k) push_bucket(k, out);
 }
 
 void member_core::push_bucket(std::size_t k, member_actions_list& out) {
   const auto p0 = wall::now();
-  const bool last = k + 1 == buckets_.size();
-  const gradient_bucket& bucket = buckets_[k];
+  const bool last = k + 1 == slices_.buckets().size();
+  const gradient_bucket& bucket = slices_.buckets()[k];
   const grad_codec& codec = place_.job.compression;
   const bool plain = codec.kind == codec_kind::none;
-  if (!last && std::none_of(active_.begin(), active_.end(), [&](std::uint32_t s) { return in_pieces(s); })) return;
+  const auto& active = slices_.active();
+  if (!last && std::none_of(active.begin(), active.end(), [&](std::uint32_t s) { return in_pieces(s); })) return;
   const tensor* grads = &synthetic_grad_;
   // The last bucket brings every gradient down (whole slices need them all); the others
   // only their own.
@@ -33,18 +34,18 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
       }))
     return;
   bool pushed = false;
-  for (std::uint32_t s : active_) {
+  for (std::uint32_t s : active) {
     const bool pieces = in_pieces(s);
     if (!pieces && !last) continue;
-    const slice_piece piece = pieces ? pieces_[s][k] : slice_piece{0, slice_numel_[s]};
+    const slice_piece piece = pieces ? slices_.piece(s, k) : slice_piece{0, slices_.numel(s)};
     if (piece.numel == 0) continue;
-    const bool whole = piece.numel == slice_numel_[s];
+    const bool whole = piece.numel == slices_.numel(s);
     tensor g = plain && whole && setup_.links ? setup_.links->push_buffer(s, piece.numel) : tensor();
     if (g.empty()) g = tensor::uninitialized({piece.numel});
     if (whole)
-      pack_shard(g, *grads, ranges_[s]);
+      pack_shard(g, *grads, slices_.ranges(s));
     else
-      pack_piece(g, *grads, ranges_[s], bucket.lo, bucket.hi);
+      pack_piece(g, *grads, slices_.ranges(s), bucket.lo, bucket.hi);
     // NaN or Inf goes as f32: the shard refuses it as not_finite and counts it (in sync as
     // a submission that adds nothing, so the round closes).
     if (!plain)

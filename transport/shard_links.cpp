@@ -80,7 +80,8 @@ std::optional<shard_links::slot_call> shard_links::route_pull(std::uint32_t s, s
 
 expected<shm::channel_pool::reply> shard_links::take_reply(std::uint32_t s, std::size_t channel,
                                                            const shared_tensor& where) {
-  if (!pool_) return failure{"shard " + std::to_string(s) + " answered in shared memory that this member did not offer"};
+  if (!pool_)
+    return failure{"shard " + std::to_string(s) + " answered in shared memory that this member did not offer"};
   return pool_->take_reply(s, channel, where);
 }
 
