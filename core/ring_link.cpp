@@ -23,7 +23,7 @@ ring_link::answer ring_link::take_answer(const std::string& segment, bool accept
 }
 
 tensor ring_link::piece_buffer(std::int64_t numel) {
-  return out_ && out_->usable() && waiting_.empty() ? out_->lend(numel) : tensor{};
+  return out_ && out_->usable() && waiting_.empty() && numel >= min_mailbox_numel ? out_->lend(numel) : tensor{};
 }
 
 bool ring_link::into_outbox(ring_piece& p) {
@@ -49,7 +49,7 @@ bool ring_link::pass(ring_piece p, const sender& send) {
       send(p);
       return false;
     }
-  } else if (waiting_.empty() && into_outbox(p)) {
+  } else if (waiting_.empty() && (small(p) || into_outbox(p))) {
     send(p);
     return false;
   } else {
@@ -62,7 +62,7 @@ bool ring_link::pass(ring_piece p, const sender& send) {
 bool ring_link::drain(const sender& send) {
   while (!waiting_.empty()) {
     ring_piece& p = waiting_.front();
-    if (out_ && out_->usable() && !into_outbox(p)) break;
+    if (out_ && out_->usable() && !small(p) && !into_outbox(p)) break;
     send(p);
     waiting_.pop_front();
   }

@@ -1,8 +1,9 @@
 // ring_link: two ring members' links on real mailboxes in this process. Before an outbox
 // is accepted every piece goes in the message and the core computes in fresh tensors;
 // once accepted, a piece computed where the link said crosses bit-exactly through the
-// outbox; a piece that finds no room waits, later ones wait behind it (and are not
-// computed in the outbox), and drain sends them in order once the receiver lets go; a
+// outbox, and a piece too small for a slot goes in the message; a piece that finds no room
+// waits, later ones wait behind it (small ones too, and none is computed in the outbox),
+// and drain sends them in order once the receiver lets go; a
 // refused outbox sends pieces in the messages; an answer about a mailbox never offered is
 // ignored; the receiver refuses a second offer, an offer without the fast path, and a piece
 // naming a mailbox it never mapped or carrying its values twice; the pieces waiting for a
@@ -22,7 +23,7 @@ using test::same_bits;
 namespace {
 
 constexpr std::uint64_t sender_label = 3;
-constexpr std::int64_t n = 256;
+constexpr std::int64_t n = ring_link::min_mailbox_numel;  // the smallest piece a mailbox takes
 
 tensor ramp(std::int64_t numel, float start) {
   tensor t({numel});
@@ -88,12 +89,16 @@ BOOST_AUTO_TEST_CASE(a_piece_computed_where_the_link_said_crosses_the_outbox_bit
   for (std::int64_t i = 0; i < n; ++i) buffer.data<float>()[i] = want.data<float>()[i];
   BOOST_TEST(!p.sender.pass(piece_of(std::move(buffer), 64), p.send));
   BOOST_TEST(!p.sender.pass(piece_of(ramp(n, 7.f), 320), p.send));  // computed aside: copied in
-  BOOST_REQUIRE(p.sent.size() == 2u);
+  BOOST_TEST(p.sender.piece_buffer(n - 1).empty());  // too small for a slot
+  BOOST_TEST(!p.sender.pass(piece_of(ramp(n - 1, 2.f), 0), p.send));
+  BOOST_REQUIRE(p.sent.size() == 3u);
   BOOST_TEST(!p.sent[0].shared.empty());
   BOOST_TEST(p.sent[0].values.empty());
   BOOST_TEST(p.sent[0].offset == 64);
+  BOOST_TEST(p.sent[2].shared.empty());  // in the message
   BOOST_TEST(same_bits(p.received(0), want));
   BOOST_TEST(same_bits(p.received(1), ramp(n, 7.f)));
+  BOOST_TEST(same_bits(p.received(2), ramp(n - 1, 2.f)));
 }
 
 BOOST_AUTO_TEST_CASE(pieces_without_room_wait_in_order_and_drain_once_the_receiver_lets_go) {
@@ -105,17 +110,21 @@ BOOST_AUTO_TEST_CASE(pieces_without_room_wait_in_order_and_drain_once_the_receiv
   BOOST_TEST(p.sender.waiting());
   BOOST_TEST(p.sender.piece_buffer(n).empty());  // a piece computed now would overtake it
   BOOST_TEST(p.sender.pass(piece_of(ramp(n, 3.f), 3 * n), p.send));  // behind it
+  BOOST_TEST(p.sender.pass(piece_of(ramp(8, 4.f), 4 * n), p.send));  // small, and behind them too
   BOOST_TEST(p.sent.size() == 2u);
   BOOST_TEST(p.sender.drain(p.send));  // still no room
   tensor second = p.received(1);
   first = tensor();
   second = tensor();  // the receiver lets go of both
   BOOST_TEST(!p.sender.drain(p.send));
-  BOOST_REQUIRE(p.sent.size() == 4u);
+  BOOST_REQUIRE(p.sent.size() == 5u);
   BOOST_TEST(p.sent[2].offset == 2 * n);
   BOOST_TEST(p.sent[3].offset == 3 * n);
+  BOOST_TEST(p.sent[4].offset == 4 * n);
+  BOOST_TEST(p.sent[4].shared.empty());
   BOOST_TEST(same_bits(p.received(2), ramp(n, 2.f)));
   BOOST_TEST(same_bits(p.received(3), ramp(n, 3.f)));
+  BOOST_TEST(same_bits(p.received(4), ramp(8, 4.f)));
 }
 
 BOOST_AUTO_TEST_CASE(a_refused_outbox_sends_pieces_in_the_messages) {
