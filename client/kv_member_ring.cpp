@@ -44,15 +44,8 @@ namespace troupe::kv::member_shell {
 
 namespace {
 
-std::string worker_name(std::uint32_t r) { return "worker " + std::to_string(r); }
-
 // stage_hello's stage field between key-value members: a hello, or the answer to one.
 constexpr std::uint32_t hello = 0, hello_ack = 1;
-
-std::uint32_t prev_rank(const member_state& st) {
-  const auto n = static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
-  return (st.place.rank + n - 1) % n;
-}
 
 // A call's number and its name's CRC: what every piece of it carries.
 std::uint64_t collective_id(const ring_turn& t) {
@@ -75,8 +68,6 @@ void break_ring(member_pointer self, fault f) {
   for (auto& t : std::exchange(r.turns, {})) t.call.done(f);
 }
 
-void send_pieces(member_pointer self, std::vector<ring_piece> pieces) { pass_ring_pieces(self, std::move(pieces)); }
-
 // A piece of the call in progress: applied, and the pieces it lets this member pass on sent.
 void apply_piece(member_pointer self, ring_piece p) {
   auto& r = self->state.ring;
@@ -88,7 +79,7 @@ void apply_piece(member_pointer self, ring_piece p) {
                                                   "the same collective calls in the same order"});
   auto o = t.ring->receive(std::move(p));
   if (o.refused) return break_ring(self, std::move(*o.refused));
-  send_pieces(self, std::move(o.send));
+  pass_ring_pieces(self, std::move(o.send));
   if (t.ring->done()) finish_turn(self);
 }
 
@@ -123,7 +114,7 @@ void start_front(member_pointer self) {
   // Once the ring mailbox to the next worker exists, pieces passed on are computed in it.
   if (r.link->outbox_bytes() > 0)
     t.ring->set_piece_buffers([link = r.link](std::int64_t numel) { return link->piece_buffer(numel); });
-  send_pieces(self, t.ring->start());
+  pass_ring_pieces(self, t.ring->start());
   auto came = r.early.extract(t.number);
   if (came) r.early_pieces -= came.mapped().size();
   for (ring_piece& p : came ? came.mapped() : std::vector<ring_piece>{}) {
@@ -315,8 +306,7 @@ bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm) {
   if (!r.on) return false;
   const bool prev = r.prev && dm.source == r.prev.address(), next = r.next && dm.source == r.next.address();
   if (!prev && !next) return false;
-  const auto n = static_cast<std::uint32_t>(st.place.ring.size());
-  const std::uint32_t other = prev ? prev_rank(st) : (st.place.rank + 1) % n;
+  const std::uint32_t other = prev ? prev_rank(st) : next_rank(st);
   const bool left = dm.reason == caf::exit_reason::normal;
   break_ring(self, {errc::stage_lost, worker_name(other) + (left ? " left the job" : " is gone (" + describe(dm.reason) + ")") +
                                           "; the ring's collectives pass through every worker, so they cannot "

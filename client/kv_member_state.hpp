@@ -5,9 +5,11 @@
 // kv_member_away.cpp.
 #pragma once
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "actors/member_lanes.hpp"
@@ -133,6 +135,13 @@ void shard_back(member_pointer self, const kv_shard_back& b);
 // The pull (kv_member.cpp), which asked_again sends once more.
 void pull(member_pointer self, member_call_pull& c);
 // kv_member_ring.cpp (Note [A ring of users' loops]).
+// "worker R", and the ranks of this member's ring neighbours.
+inline std::string worker_name(std::uint32_t r) { return "worker " + std::to_string(r); }
+inline std::uint32_t ring_size(const member_state& st) {
+  return static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
+}
+inline std::uint32_t prev_rank(const member_state& st) { return (st.place.rank + ring_size(st) - 1) % ring_size(st); }
+inline std::uint32_t next_rank(const member_state& st) { return (st.place.rank + 1) % ring_size(st); }
 // After the welcome: reaches the ring neighbours it names, then calls `done` (with why
 // not); at once when the job does not ring.
 void wire_kv_ring(member_pointer self, const worker_welcome& w, std::function<void(std::optional<fault>)> done);

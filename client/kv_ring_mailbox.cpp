@@ -19,16 +19,6 @@ namespace {
 // How soon a member looks again for room for the pieces that wait.
 constexpr std::chrono::microseconds drain_pause{100};
 
-std::uint32_t ring_size(const member_state& st) {
-  return static_cast<std::uint32_t>(std::max<std::size_t>(1, st.place.ring.size()));
-}
-std::string next_name(const member_state& st) {
-  return "worker " + std::to_string((st.place.rank + 1) % ring_size(st));
-}
-std::string prev_name(const member_state& st) {
-  return "worker " + std::to_string((st.place.rank + ring_size(st) - 1) % ring_size(st));
-}
-
 ring_link::sender to_next(member_pointer self) {
   return [self](ring_piece& p) { self->send(self->state.ring.next, ring_atom::value, std::move(p)); };
 }
@@ -41,7 +31,7 @@ void offer_outbox(member_pointer self) {
   if (st.opts.fast_path_tag.empty() || !r.next || r.next.node() == self->node()) return;
   auto segment = r.link->make_outbox(st.opts.fast_path_tag, ring_link::max_outbox_bytes, st.place.rank);
   if (!segment) {
-    spdlog::warn("troupe.kv: no ring mailbox to {} ({}); the ring's pieces go in the messages", next_name(st),
+    spdlog::warn("troupe.kv: no ring mailbox to {} ({}); the ring's pieces go in the messages", worker_name(next_rank(st)),
                  segment.error().message);
     return;
   }
@@ -85,23 +75,22 @@ void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m) {
                      m.segment);
         return;
       case ring_link::answer::refused:
-        spdlog::info("troupe.kv: the ring's pieces to {} go in the messages ({})", next_name(st), m.why);
+        spdlog::info("troupe.kv: the ring's pieces to {} go in the messages ({})", worker_name(next_rank(st)), m.why);
         return;
       case ring_link::answer::accepted:
-        spdlog::info("troupe.kv: passes the ring's pieces to {} through shared memory ({} MB mailbox)", next_name(st),
+        spdlog::info("troupe.kv: passes the ring's pieces to {} through shared memory ({} MB mailbox)", worker_name(next_rank(st)),
                      r.link->outbox_bytes() >> 20);
         return;
     }
   }
   ring_mailbox_offer answer{true, m.segment, false, {}};
-  const auto prev = (st.place.rank + ring_size(st) - 1) % ring_size(st);
-  if (const auto why = r.link->take_offer(m.segment, st.opts.fast_path_tag, prev)) {
+  if (const auto why = r.link->take_offer(m.segment, st.opts.fast_path_tag, prev_rank(st))) {
     answer.why = *why;
-    spdlog::info("troupe.kv: declined the ring mailbox of {} ({}); its pieces come in the messages", prev_name(st),
+    spdlog::info("troupe.kv: declined the ring mailbox of {} ({}); its pieces come in the messages", worker_name(prev_rank(st)),
                  answer.why);
   } else {
     answer.accepted = true;
-    spdlog::info("troupe.kv: takes the ring's pieces from {} through shared memory", prev_name(st));
+    spdlog::info("troupe.kv: takes the ring's pieces from {} through shared memory", worker_name(prev_rank(st)));
   }
   self->send(r.prev, ring_atom::value, std::move(answer));
 }
@@ -110,7 +99,7 @@ std::optional<fault> fill_ring_piece(member_pointer self, ring_piece& p) {
   const auto problem = self->state.ring.link->fill(p);
   if (!problem) return std::nullopt;
   return fault{errc::malformed,
-               "a ring piece from " + prev_name(self->state) + " " + *problem + "; run one troupe build on every node"};
+               "a ring piece from " + worker_name(prev_rank(self->state)) + " " + *problem + "; run one troupe build on every node"};
 }
 
 }  // namespace troupe::kv::member_shell
