@@ -105,7 +105,7 @@ void member_core::save_residuals_if_due(member_actions_list& out) {
   if (!writes_residuals() || !checkpoint_due(step)) return;
   const job_spec& job = place_.job;
   residual_image image{place_.rank, step, members(job), tensor({net_->num_params()})};
-  for (std::uint32_t s : slices_.active()) unpack_shard(image.residual, residual_[s], slices_.ranges(s));
+  for (std::uint32_t s : slices_.active()) unpack_shard(image.residual, pushes_.residual(s), slices_.ranges(s));
   const checkpoint_store store(job.checkpoints.dir, job.checkpoints.keep);
   auto dir = store.begin(step);
   auto why = dir ? write_residual_image(*dir / residual_file_name(place_.rank), image, checkpoint_id_)
@@ -145,7 +145,7 @@ void member_core::restore_residuals(member_actions_list& out) {
                        " floats, and this member's stage has " + std::to_string(net_->num_params())});
     return;
   }
-  for (std::uint32_t s : slices_.active()) pack_shard(residual_[s], image->residual, slices_.ranges(s));
+  for (std::uint32_t s : slices_.active()) pack_shard(pushes_.residual(s), image->residual, slices_.ranges(s));
 }
 
 }  // namespace troupe

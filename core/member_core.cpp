@@ -124,14 +124,11 @@ void member_core::lay_out_shards(const key_table& table, const stage_span& span)
   const bool bucketable = !simulated() && !grouped() && job.servers > 0;
   slices_ = member_slices(table, span, *net_, bucketable ? job.bucket_bytes : 0, !grouped() || group_leader());
   // 2-bit pushes keep what they did not send (Note [2-bit gradients]).
-  for (std::uint32_t s = 0; s < table.shards(); ++s) {
-    const std::int64_t n = slices_.numel(s);
-    residual_.push_back(job.compression.kind == codec_kind::two_bit && n > 0 ? tensor({n}) : tensor());
-  }
-  piece_asked_.assign(table.shards(), {});
-  base_version_.assign(table.shards(), 0);
-  refused_clock_.assign(table.shards(), -1);
-  pulled_.assign(table.shards(), tensor());
+  std::vector<std::int64_t> residual_numel(table.shards(), 0);
+  if (job.compression.kind == codec_kind::two_bit)
+    for (std::uint32_t s = 0; s < table.shards(); ++s) residual_numel[s] = slices_.numel(s);
+  pushes_ = push_ledger(residual_numel);
+  pulls_ = pull_round(slices_, job.pull_precision.kind == codec_kind::two_bit);
 }
 
 // The first and last stages read the data (inputs, labels): it must be the job's, and fit

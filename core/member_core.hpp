@@ -37,6 +37,8 @@
 #include "core/member_setup.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
+#include "core/pull_round.hpp"
+#include "core/push_ledger.hpp"
 #include "core/ring_collective.hpp"
 #include "core/ring_seats.hpp"
 #include "core/member_meters.hpp"
@@ -218,9 +220,8 @@ class member_core {
   }
   // member_pulls.cpp: the step's pulls.
   void start_pulls(member_actions_list& out);
-  // Layers [0, n) whose parameters are all here this step (layer-by-layer pulls).
-  int layers_with_params() const;
-  void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, member_actions_list& out);
+  void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, std::int64_t version,
+                   member_actions_list& out);
   // member_step.cpp: the training loop.
   void begin_epoch(std::int64_t first_step = 0);
   void begin_step(member_actions_list& out);
@@ -281,22 +282,16 @@ class member_core {
   std::shared_ptr<const dataset_split> data_;  // the first and the last stage
   augmentation augment_;                        // of the first stage's images (--augment)
   member_slices slices_;                        // its slices of the shards, and its buckets' pieces
-  std::vector<tensor> residual_;                // per shard: what 2-bit pushes have not sent yet
+  // The step's pulls (the step's first forward runs on the layers whose parameters are
+  // here and goes on as the rest arrive), and what its pushes owe it.
+  pull_round pulls_;
+  push_ledger pushes_;
   std::size_t bucket_next_ = 0;                 // the step's last backward: buckets done so far
   tensor backward_in_;                          // its activation gradient, kept across buckets
   wall::time_point backward_begin_;
   bool pushed_ = false;                         // this step's gradient went out with its buckets
-  // Layer-by-layer pulls: per bucket, the answers still to come this step; per shard and
-  // bucket, whether its piece was asked for; the step's first forward runs on the layers
-  // whose parameters are here and goes on as the rest arrive.
-  std::vector<int> bucket_missing_;
-  std::vector<std::vector<bool>> piece_asked_;
   bool forward_open_ = false;
   wall::time_point forward_begin_;
-  std::vector<std::int64_t> refused_clock_;     // per shard: the last clock whose gradient it refused
-  std::vector<tensor> pulled_;                  // per shard, --pull-precision 2bit: the view held (Note [2-bit pulls])
-  std::int64_t bytes_pushed_ = 0;               // as encoded
-  std::vector<std::int64_t> base_version_;      // per shard, of the params in use
   std::optional<model> net_;                    // this stage's layers
   std::unique_ptr<backend_context> backend_;    // off the host, or for a local group
   compute exec_;                                // the host, or backend_
@@ -326,14 +321,6 @@ class member_core {
   lr_schedule schedule_;
   std::int64_t steps_per_epoch_ = 0, step_in_epoch_ = 0, clock_ = 0;
   std::int32_t epoch_ = 0;
-  std::size_t pulls_pending_ = 0;
-  std::int64_t acks_pending_ = 0, rejected_ = 0;
-  // Note [Backup workers]: the open round a late answer named; the clocks whose gradient a
-  // shard dropped (each counted once, however many shards dropped it), and their samples
-  // not yet reported.
-  std::int64_t open_round_ = 0;
-  std::set<std::int64_t> dropped_clocks_;
-  std::int64_t samples_dropped_unreported_ = 0;
   std::int64_t epoch_steps_ = 0;  // computed in this epoch (rounds skipped are not)
   double epoch_loss_ = 0.0;
   std::int64_t epoch_samples_ = 0;

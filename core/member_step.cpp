@@ -145,7 +145,7 @@ member_actions_list member_core::on_resume() {
 // still arriving only the step's first forward runs, on the layers whose parameters are
 // here, and it goes on as the others arrive.
 member_core::action_result member_core::try_forward(int mb, member_actions_list& out) {
-  const int ready = layers_with_params();
+  const int ready = pulls_.layers_ready(slices_, net_->num_layers());
   const int layers = net_->num_layers();
   if (ready < layers && next_action_ > 0) return action_result::waiting;
   tensor received;

@@ -50,11 +50,11 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
     // a submission that adds nothing, so the round closes).
     if (!plain)
       g = encode_for_push(codec, std::move(g),
-                          residual_[s].empty() ? tensor_view() : residual_[s].view().flat(piece.offset, piece.numel));
-    bytes_pushed_ += static_cast<std::int64_t>(g.nbytes());
+                          pushes_.residual(s).empty() ? tensor_view()
+                                                     : pushes_.residual(s).view().flat(piece.offset, piece.numel));
+    pushes_.sent(g.nbytes());
     meters_.bytes_sent(g.nbytes());
-    ++acks_pending_;
-    push_grads p{s, place_.rank, clock_, base_version_[s], std::move(g), {}};
+    push_grads p{s, place_.rank, clock_, pulls_.base_version(s), std::move(g), {}};
     if (!whole) {
       p.piece_offset = piece.offset;
       p.piece_numel = piece.numel;
@@ -155,7 +155,7 @@ void member_core::update_and_report(member_actions_list& out) {
   maybe_checkpoint(out);
   step_report report{place_.rank, clock_, epoch_, loss, samples, busy_, micros(first_action_.value_or(window_end)),
                      micros(window_end)};
-  report.samples_dropped = std::exchange(samples_dropped_unreported_, 0);
+  report.samples_dropped = pushes_.take_dropped();
   out.push_back(report_step{report});
   if (!close_epoch_if_done(out) || !skip_to_open_round(out)) return;
   start_pulls(out);
@@ -183,7 +183,7 @@ bool member_core::close_epoch_if_done(member_actions_list& out) {
 // Note [Backup workers]: the rounds before the open one closed without this member, so
 // their batches are skipped (untrained) and the next pull is for the open round.
 bool member_core::skip_to_open_round(member_actions_list& out) {
-  while (clock_ < open_round_) {
+  while (clock_ < pushes_.open_round()) {
     ++clock_;
     ++step_in_epoch_;
     if (!close_epoch_if_done(out)) return false;
@@ -194,14 +194,7 @@ bool member_core::skip_to_open_round(member_actions_list& out) {
 member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, const push_ack& ack, double seconds) {
   member_actions_list out;
   meters_.push_took(seconds);
-  if (ack.late) {
-    open_round_ = std::max(open_round_, ack.version);
-    if (dropped_clocks_.insert(clock).second && last_stage()) {
-      samples_dropped_unreported_ += samples_.rows_at(clock);
-    }
-    while (dropped_clocks_.size() > 64) dropped_clocks_.erase(dropped_clocks_.begin());
-  }
-  --acks_pending_;
+  if (pushes_.answered(clock, ack) && last_stage()) pushes_.dropped(samples_.rows_at(clock));
   maybe_finish(out);
   return out;
 }
@@ -210,23 +203,20 @@ member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, 
 // loop goes on.
 member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t clock, const std::string& why) {
   member_actions_list out;
-  if (s >= refused_clock_.size() || refused_clock_[s] != clock) {
+  if (pushes_.refused(s, clock)) {
     out.push_back(warn{who() + ": shard " + std::to_string(s) + " refused the gradient of clock " +
                        std::to_string(clock) + ": " + why});
-    ++rejected_;
     meters_.push_refused();
-    if (s < refused_clock_.size()) refused_clock_[s] = clock;
   }
-  --acks_pending_;
   maybe_finish(out);
   return out;
 }
 
 void member_core::maybe_finish(member_actions_list& out) {
-  if (phase_ != member_phase::finishing || acks_pending_ > 0) return;
+  if (phase_ != member_phase::finishing || pushes_.pending() > 0) return;
   phase_ = member_phase::stopped;
-  out.push_back(finish{worker_done{place_.rank, clock_, rejected_, meters_.peak_stored(), bytes_pushed_,
-                                   std::exchange(samples_dropped_unreported_, 0)}});
+  out.push_back(finish{worker_done{place_.rank, clock_, pushes_.rejected(), meters_.peak_stored(), pushes_.bytes(),
+                                   pushes_.take_dropped()}});
 }
 
 }  // namespace troupe
