@@ -26,7 +26,7 @@ inline lane::member_end::handlers member_lane_handlers(caf::actor_addr addr) {
           [tell](std::uint32_t s, const std::string& why) { tell(lane_event{s, false, why}); }};
 }
 
-// A member's ring lanes (Note [Ring lanes] in actors/stage_ring_lane.cpp): payloads and
+// A member's ring lanes (Note [Ring lanes] in core/ring_lanes.cpp): payloads and
 // the closing of the lane from its previous replica, and the opening and closing of the
 // lane to its next one, by replica.
 inline lane::shard_end::handlers ring_in_handlers(caf::actor_addr addr) {

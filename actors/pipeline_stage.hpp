@@ -17,6 +17,7 @@
 
 #include "actors/protocol.hpp"
 #include "core/member_core.hpp"
+#include "core/ring_lanes.hpp"
 #include "transport/lane.hpp"
 
 namespace troupe {
@@ -51,11 +52,9 @@ struct stage_options {
   // transport/lane.hpp); none: tensors go in the messages.
   std::shared_ptr<lane::member_end> lanes;
   // --mode allreduce between hosts: this node's ends of the bulk lanes between ring
-  // neighbours (Note [Ring lanes] in actors/stage_ring_lane.cpp), made when first needed:
-  // the listener that takes the previous replica's pieces, and the dialler that sends the
-  // next replica's. None: ring pieces go in the messages.
-  std::function<expected<std::shared_ptr<lane::shard_end>>()> ring_lane_listener;
-  std::function<std::shared_ptr<lane::member_end>()> ring_lane_dialler;
+  // neighbours (Note [Ring lanes] in core/ring_lanes.cpp); unset: ring pieces go in the
+  // messages.
+  ring_lane_ends ring_lanes;
   // On its own thread (compute blocks). Off only for tests under CAF's deterministic
   // scheduler with simulated compute.
   bool detached = true;

@@ -113,7 +113,7 @@ struct group_deadline {};    // a member, to itself: its local group's id should
 struct ring_drain {};        // a member, to itself: try again to pass the ring pieces that wait for mailbox room
 // Bulk lanes (Note [Bulk lanes] in transport/lane.hpp), from the lane's threads to the actor
 // whose lane it is; `peer` is the member's rank on a shard, the shard's index on a member,
-// a replica on a member's ring lanes (Note [Ring lanes] in actors/stage_ring_lane.cpp).
+// a replica on a member's ring lanes (Note [Ring lanes] in core/ring_lanes.cpp).
 enum class lane_side : std::uint8_t {
   shards,    // a shard's lanes from its members, or a member's to its shards
   ring_in,   // a member's lane from its previous replica in the ring

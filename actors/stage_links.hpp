@@ -18,6 +18,7 @@
 
 #include "actors/member_lanes.hpp"
 #include "actors/protocol.hpp"
+#include "core/ring_lanes.hpp"
 #include "core/ring_link.hpp"
 #include "transport/channel_pool.hpp"
 #include "transport/shard_links.hpp"
@@ -76,21 +77,11 @@ struct stage_ring_mailboxes {
   std::optional<std::pair<caf::actor_addr, ring_mailbox_offer>> early_offer;
 };
 
-// --mode allreduce between hosts (Note [Ring lanes] in actors/stage_ring_lane.cpp): the
-// lane to ring_next (asked for, open or closed) and the tickets of the pieces sent on it;
-// the lane end that takes ring_prev's pieces, the pieces from ring_prev in the order their
-// messages came (the first waits for its payload), and payloads not yet named.
+// --mode allreduce between hosts (Note [Ring lanes] in core/ring_lanes.cpp): the lanes
+// to ring_next and from ring_prev, and an ask of ring_prev's that came before this member
+// trained, answered once it does.
 struct stage_ring_lanes {
-  enum class state { unasked, asked, open, closed };
-  std::shared_ptr<lane::member_end> out;
-  state out_state = state::unasked;
-  std::uint64_t tickets = 0;
-  std::shared_ptr<lane::shard_end> in;
-  bool in_closed = false;
-  std::string in_why;
-  std::deque<ring_piece> arrivals;
-  std::map<std::uint64_t, tensor> payloads;
-  // An ask of ring_prev's that came before this member trained, answered once it does.
+  ring_lanes link;
   std::optional<caf::typed_response_promise<lane_offer>> early_ask;
   caf::actor_addr early_asker;
 };

@@ -37,7 +37,7 @@ std::string next_name(stage_pointer self) { return "replica " + std::to_string(s
 std::string prev_name(stage_pointer self) { return "replica " + std::to_string(self->state.core->previous_replica()); }
 
 // With the first piece: an outbox for a next replica in another process, offered to it;
-// without one, a bulk lane is asked for (Note [Ring lanes] in actors/stage_ring_lane.cpp).
+// without one, a bulk lane is asked for (Note [Ring lanes] in core/ring_lanes.cpp).
 void offer_outbox(stage_pointer self) {
   auto& st = self->state;
   st.mailboxes.offered = true;

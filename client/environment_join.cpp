@@ -67,6 +67,9 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
   auto lanes = member_lanes_for(*plan);
   if (!lanes) return fault{errc::bad_job, lanes.error().message};
   opts.lanes = *lanes;
+  auto ring_lanes = ring_lanes_for(*plan);
+  if (!ring_lanes) return fault{errc::bad_job, ring_lanes.error().message};
+  opts.ring_lanes = std::move(*ring_lanes);
   const std::string proof = proof_for(*sys, *plan, "worker", *coordinator);
   const std::string tag = fast_path_tag(*plan);
   auto t = join_owning(std::move(cfg), std::move(sys), std::move(opts), tag, plan->job_id, proof);

@@ -24,7 +24,7 @@ void lose(member_pointer self, fault f) {
   for (auto& [s, calls] : std::exchange(st.held, {}))
     for (auto& call : calls) call.fail(f);
   if (st.lanes) st.lanes->fail_all(f);
-  fail_ring_calls(self, f);
+  break_ring(self, f);
 }
 
 namespace {
@@ -212,12 +212,25 @@ void report_step(member_pointer self, const member_call_step& c) {
   if (!st.lost) self->send(st.opts.coordinator, progress_atom::value, r);
 }
 
-void leave(member_pointer self, member_call_close& c) {
+// Closes the store once the ring pieces it passed on have left this process (Note [A ring
+// of users' loops]), or `deadline` has passed; looks again every millisecond until then.
+void leave_once_flushed(member_pointer self, std::shared_ptr<member_call_close> c,
+                        std::chrono::steady_clock::time_point deadline) {
+  if (!ring_flushed(self) && std::chrono::steady_clock::now() < deadline) {
+    self->delayed_send(self, std::chrono::milliseconds(1),
+                       member_call_retry{[self, c, deadline] { leave_once_flushed(self, c, deadline); }});
+    return;
+  }
   auto& st = self->state;
   if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
   lose(self, {errc::closed, "the store was closed"});
-  c.done();
+  c->done();
   self->quit();
+}
+
+void leave(member_pointer self, member_call_close& c) {
+  leave_once_flushed(self, std::make_shared<member_call_close>(std::move(c)),
+                     std::chrono::steady_clock::now() + request_timeout(self));
 }
 
 caf::behavior kv_member(member_pointer self, member_options opts) {
@@ -238,9 +251,11 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](member_call_push& c) { push(self, c); },
       [=](member_call_pull& c) { pull(self, c); },
       [=](lane_payload& p) {
+        if (p.side != lane_side::shards) return on_ring_lane_payload(self, p);
         if (self->state.lanes) self->state.lanes->on_payload(p);
       },
       [=](const lane_event& e) {
+        if (e.side != lane_side::shards) return on_ring_lane_event(self, e);
         if (self->state.lanes) self->state.lanes->on_event(e);
       },
       [=](member_call_optimizer& c) {
@@ -262,6 +277,7 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](ring_atom, const stage_hello& h) { on_ring_hello(self, h); },
       [=](ring_atom, ring_piece& p) { on_ring_piece(self, p); },
       [=](ring_atom, const ring_mailbox_offer& m) { on_ring_mailbox(self, m); },
+      [=](ring_atom, lane_open_atom) -> caf::result<lane_offer> { return on_ring_lane_ask(self); },
   };
 }
 

@@ -19,6 +19,7 @@
 #include "actors/protocol.hpp"
 #include "client/kv_transport.hpp"
 #include "core/kv_messages.hpp"
+#include "core/ring_lanes.hpp"
 #include "transport/lane.hpp"
 
 namespace troupe::kv {
@@ -154,6 +155,10 @@ struct member_options {
   // neighbour in another process of this host go through a ring mailbox (Note [A ring of
   // users' loops]); empty: in the messages.
   std::string fast_path_tag;
+  // Across nodes, in a ring of users' loops: this node's ends of the bulk lanes between
+  // ring neighbours (Note [Ring lanes] in core/ring_lanes.cpp); unset: the pieces that no
+  // mailbox carries go in the messages.
+  ring_lane_ends ring_lanes;
 };
 
 caf::actor spawn_kv_member(caf::actor_system& sys, member_options opts);

@@ -33,8 +33,11 @@
 //     that will never come. Keys (init, push, pull) need shard servers and are refused;
 //   - between processes of one host a piece's values go through the same ring mailboxes as
 //     the built-in ring's (Note [Ring mailboxes], core/ring_link.hpp: kv_ring_mailbox.cpp),
-//     and otherwise in the message. Bulk lanes between hosts are not wired for users'
-//     loops yet.
+//     and otherwise on the same bulk lanes (Note [Ring lanes], core/ring_lanes.hpp:
+//     kv_ring_lane.cpp) once the next worker's is open, or in the message;
+//   - a store closes only once the pieces it passed on have left this process (none waits
+//     for mailbox room or for the lane's socket), within --request-timeout, so a worker
+//     that finishes first does not take its last pieces with it.
 #include <spdlog/spdlog.h>
 
 #include "base/crc32c.hpp"
@@ -57,6 +60,8 @@ std::uint64_t number_of(const ring_piece& p) { return p.collective >> 32; }
 void finish_turn(member_pointer self);
 void start_front(member_pointer self);
 
+}  // namespace
+
 // The ring is broken: the calls taken fail with `f`, and so does every later one.
 void break_ring(member_pointer self, fault f) {
   auto& r = self->state.ring;
@@ -67,6 +72,8 @@ void break_ring(member_pointer self, fault f) {
   r.link->drop_waiting();
   for (auto& t : std::exchange(r.turns, {})) t.call.done(f);
 }
+
+namespace {
 
 // A piece of the call in progress: applied, and the pieces it lets this member pass on sent.
 void apply_piece(member_pointer self, ring_piece p) {
@@ -254,8 +261,17 @@ void on_ring_piece(member_pointer self, ring_piece& p) {
     return;
   }
   if (r.broken) return;
-  const bool in_mailbox = !p.shared.empty();
+  // A worker's pieces come through its mailbox or else in the messages and on its lane
+  // (Note [Ring lanes]), never both, so mailbox pieces need no place in the lane's order.
+  if (p.shared.empty()) return take_ring_piece_in_order(self, std::move(p));
   if (auto f = fill_ring_piece(self, p)) return break_ring(self, std::move(*f));
+  take_ring_piece(self, std::move(p), true);
+}
+
+void take_ring_piece(member_pointer self, ring_piece p, bool in_mailbox) {
+  auto& st = self->state;
+  auto& r = st.ring;
+  if (r.broken) return;
   const bool running = !r.turns.empty() && r.turns.front().ring;
   const std::uint64_t current = running ? r.turns.front().number : r.calls;
   if (running && number_of(p) == current) return apply_piece(self, std::move(p));
@@ -313,7 +329,5 @@ bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm) {
                                           "finish without it"});
   return true;
 }
-
-void fail_ring_calls(member_pointer self, const fault& f) { break_ring(self, f); }
 
 }  // namespace troupe::kv::member_shell

@@ -15,6 +15,7 @@
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
 #include "core/ring_collective.hpp"
+#include "core/ring_lanes.hpp"
 #include "core/ring_link.hpp"
 
 namespace troupe::kv::member_shell {
@@ -58,6 +59,9 @@ struct ring_state {
   // whether the outbox was offered (with the first piece), and a drain is on its way.
   std::shared_ptr<ring_link> link = std::make_shared<ring_link>();
   bool offered = false, drain_due = false;
+  // Between hosts, or with shared memory off (Note [Ring lanes] in core/ring_lanes.cpp):
+  // the lane to `next` and the one from `prev`, and the pieces waiting for payloads.
+  ring_lanes lanes;
 };
 
 struct member_state {
@@ -146,19 +150,36 @@ inline std::uint32_t next_rank(const member_state& st) { return (st.place.rank +
 // not); at once when the job does not ring.
 void wire_kv_ring(member_pointer self, const worker_welcome& w, std::function<void(std::optional<fault>)> done);
 void on_ring_hello(member_pointer self, const stage_hello& h);
+// A piece from the previous worker (its sender checked): filled from the mailbox, or put in
+// the lane's order; take_ring_piece then applies it to the call in progress, or keeps it
+// for a later call (copied out of the mailbox, `in_mailbox`).
 void on_ring_piece(member_pointer self, ring_piece& p);
+void take_ring_piece(member_pointer self, ring_piece p, bool in_mailbox);
 void take_ring_call(member_pointer self, member_call_ring& c);
 void on_ring_overdue(member_pointer self, const member_ring_overdue& o);
 // Whether `source` was a ring neighbour, whose going away broke the ring.
 bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm);
-// The job is lost: every ring call fails with it.
-void fail_ring_calls(member_pointer self, const fault& f);
+// The ring is broken (or the job lost): the calls taken fail with `f`, and so does every
+// later one.
+void break_ring(member_pointer self, fault f);
 // kv_ring_mailbox.cpp (Note [Ring mailboxes]): passes pieces on to the next worker,
 // through the ring mailbox when it can (offering it with the first); takes an offer or its
 // answer; and fills a piece that names the inbox (the fault that breaks the ring, if not).
 void pass_ring_pieces(member_pointer self, std::vector<ring_piece> pieces);
 void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m);
 std::optional<fault> fill_ring_piece(member_pointer self, ring_piece& p);
+// kv_ring_lane.cpp (Note [Ring lanes] in core/ring_lanes.cpp): asks the next worker for a
+// lane (when it is on another node and no mailbox carries the pieces); moves a piece onto
+// it when it is open; whether every piece passed on has left this process (a store closes
+// only then); answers the previous worker's ask with an offer; takes a piece in the order
+// its message came, once its payload is here; and the ring lanes' payloads and events.
+void ask_ring_lane(member_pointer self);
+void onto_ring_lane(member_pointer self, ring_piece& p);
+bool ring_flushed(member_pointer self);
+caf::result<lane_offer> on_ring_lane_ask(member_pointer self);
+void take_ring_piece_in_order(member_pointer self, ring_piece p);
+void on_ring_lane_payload(member_pointer self, lane_payload& p);
+void on_ring_lane_event(member_pointer self, const lane_event& e);
 
 // Connects to the actor published at host:port (`peer` names it, with the certificate role
 // it must present), retrying with a growing pause until `deadline`.

@@ -2,8 +2,9 @@
 // loops (Note [A ring of users' loops] in client/kv_member_ring.cpp), through the ring link
 // every kind of ring member uses (core/ring_link.hpp): the outbox to the next worker, made
 // and offered with this member's first piece when that worker lives in another process of
-// this host and the fast path is on; the inbox of the previous worker's outbox, mapped when
-// it offers one; pieces passed on through the outbox, or waiting for room and drained
+// this host and the fast path is on (else the bulk lane to it is asked for: kv_ring_lane.cpp);
+// the inbox of the previous worker's outbox, mapped when it offers one; pieces passed on
+// through the outbox (or on the lane, or in the message), or waiting for room and drained
 // after a pause; and a piece from the inbox filled before the collective sees it.
 #include <spdlog/spdlog.h>
 
@@ -20,20 +21,26 @@ namespace {
 constexpr std::chrono::microseconds drain_pause{100};
 
 ring_link::sender to_next(member_pointer self) {
-  return [self](ring_piece& p) { self->send(self->state.ring.next, ring_atom::value, std::move(p)); };
+  return [self](ring_piece& p) {
+    onto_ring_lane(self, p);
+    self->send(self->state.ring.next, ring_atom::value, std::move(p));
+  };
 }
 
-// With the first piece: an outbox for a next worker in another process of this host.
+// With the first piece: an outbox for a next worker in another process of this host;
+// without the fast path, or once it is declined (the next worker is on another host), a
+// bulk lane (Note [Ring lanes]).
 void offer_outbox(member_pointer self) {
   auto& st = self->state;
   auto& r = st.ring;
   r.offered = true;
-  if (st.opts.fast_path_tag.empty() || !r.next || r.next.node() == self->node()) return;
+  if (!r.next || r.next.node() == self->node()) return;
+  if (st.opts.fast_path_tag.empty()) return ask_ring_lane(self);
   auto segment = r.link->make_outbox(st.opts.fast_path_tag, ring_link::max_outbox_bytes, st.place.rank);
   if (!segment) {
-    spdlog::warn("troupe.kv: no ring mailbox to {} ({}); the ring's pieces go in the messages", worker_name(next_rank(st)),
+    spdlog::warn("troupe.kv: no ring mailbox to {} ({}); the ring's pieces go another way", worker_name(next_rank(st)),
                  segment.error().message);
-    return;
+    return ask_ring_lane(self);
   }
   self->send(r.next, ring_atom::value, ring_mailbox_offer{false, *segment, false, {}});
 }
@@ -75,8 +82,8 @@ void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m) {
                      m.segment);
         return;
       case ring_link::answer::refused:
-        spdlog::info("troupe.kv: the ring's pieces to {} go in the messages ({})", worker_name(next_rank(st)), m.why);
-        return;
+        spdlog::info("troupe.kv: the ring's pieces to {} go another way ({})", worker_name(next_rank(st)), m.why);
+        return ask_ring_lane(self);
       case ring_link::answer::accepted:
         spdlog::info("troupe.kv: passes the ring's pieces to {} through shared memory ({} MB mailbox)", worker_name(next_rank(st)),
                      r.link->outbox_bytes() >> 20);

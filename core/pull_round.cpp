@@ -45,8 +45,8 @@ std::vector<pull_request> pull_round::start(const member_slices& slices, std::ui
   return out;
 }
 
-pull_round::answer_place pull_round::place_of(const member_slices& slices, std::uint32_t s,
-                                              std::int64_t piece_offset, std::int64_t piece_numel) const {
+pull_round::answer_place pull_round::place_of(const member_slices& slices, std::uint32_t s, std::int64_t piece_offset,
+                                              std::int64_t piece_numel) const {
   if (s >= slices.shards()) return {true, std::nullopt, 0};  // the caller refuses its shape
   const auto& asked = piece_asked_[s];
   if (std::find(asked.begin(), asked.end(), true) == asked.end())
@@ -78,7 +78,8 @@ std::vector<std::size_t> pull_round::took(const member_slices& slices, std::uint
 int pull_round::layers_ready(const member_slices& slices, int layers) const {
   if (bucket_missing_.empty()) return layers;  // nothing is pulled
   int top = 0;
-  for (std::size_t k = slices.buckets().size(); k-- > 0 && bucket_missing_[k] == 0;) top = slices.buckets()[k].top_layer;
+  for (std::size_t k = slices.buckets().size(); k-- > 0 && bucket_missing_[k] == 0;)
+    top = slices.buckets()[k].top_layer;
   return top;
 }
 

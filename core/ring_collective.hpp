@@ -60,7 +60,7 @@ struct ring_piece {
   // shell fills `values` from it before the collective sees the piece.
   shared_tensor shared;
   // Between hosts, once a bulk lane is open: the ticket its values come under on the lane
-  // (Note [Ring lanes] in actors/stage_ring_lane.cpp), `values` empty; filled by the
+  // (Note [Ring lanes] in core/ring_lanes.cpp), `values` empty; filled by the
   // receiving shell too.
   lane_tensor lane;
 };

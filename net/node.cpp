@@ -185,26 +185,26 @@ expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& pl
   return lane::dial_shards(std::move(*o));
 }
 
-// --mode allreduce between hosts (Note [Ring lanes] in actors/stage_ring_lane.cpp): a worker
-// node's ring lane ends, made when its member first needs them: a listener on its listen
-// host (--lane-port, else any free port) for its previous replica, and a dialler that
-// wants a worker's certificate for its next one.
-void give_ring_lanes(stage_options& opts, const node_plan& plan, const lane::transport_options& o) {
-  lane::transport_options from_neighbour = o;
+expected<ring_lane_ends> ring_lanes_for(const node_plan& plan) {
+  if (!plan.bulk_lanes) return ring_lane_ends{};
+  auto o = lane_options_for(plan);
+  if (!o) return o.error();
+  lane::transport_options from_neighbour = *o;
   from_neighbour.scan_finite = false;  // ring pieces are sums, not gradients a shard must check
   from_neighbour.listener_name = "ring lane";
-  from_neighbour.peer_name = "replica";
-  opts.ring_lane_listener = [host = plan.listen.host, port = plan.lane_port,
-                             from_neighbour]() -> expected<std::shared_ptr<lane::shard_end>> {
+  from_neighbour.peer_name = "ring neighbour";
+  ring_lane_ends ends;
+  ends.listener = [host = plan.listen.host, port = plan.lane_port,
+                   from_neighbour]() -> expected<std::shared_ptr<lane::shard_end>> {
     auto end = lane::listen_for_members(host, port, from_neighbour);
     if (!end) return end.error();
-    spdlog::info("bulk lanes: the previous replica in the ring may open its lane at {}",
-                 endpoint{host, (*end)->port()}.str());
+    spdlog::info("bulk lanes: the previous member of the ring may open its lane at {}", endpoint{host, (*end)->port()}.str());
     return std::shared_ptr<lane::shard_end>(*end);
   };
-  lane::transport_options to_neighbour = o;
+  lane::transport_options to_neighbour = *o;
   to_neighbour.dialled_role = "worker";
-  opts.ring_lane_dialler = [to_neighbour] { return lane::dial_shards(to_neighbour); };
+  ends.dialler = [to_neighbour] { return lane::dial_shards(to_neighbour); };
+  return ends;
 }
 
 namespace {
@@ -304,11 +304,9 @@ caf::error work_once(const node_plan& plan, const std::string& data_dir, const o
   opts.fast_path_tag = fast_path_tag(plan);
   opts.doorbells = plan.doorbells;
   opts.lanes = *lanes;
-  if (plan.bulk_lanes) {
-    auto o = lane_options_for(plan);
-    if (!o) return node.ended(make_error(errc::bad_job, o.error().message));
-    give_ring_lanes(opts, plan, *o);
-  }
+  auto ring_lanes = ring_lanes_for(plan);
+  if (!ring_lanes) return node.ended(make_error(errc::bad_job, ring_lanes.error().message));
+  opts.ring_lanes = std::move(*ring_lanes);
   opts.data = [data_dir, &data](const job_spec& job) -> expected<std::shared_ptr<const dataset_split>> {
     return data.load(job, data_dir.empty() ? job.data_dir : data_dir);
   };

@@ -8,6 +8,7 @@
 
 #include "actors/coordinator.hpp"
 #include "actors/pipeline_stage.hpp"
+#include "core/ring_lanes.hpp"
 #include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
 #include "net/node_system.hpp"
@@ -49,6 +50,11 @@ std::string fast_path_tag(const node_plan& plan);
 // plan turns lanes off; a shard that cannot listen on any port runs without (a warning).
 expected<std::shared_ptr<lane::shard_end>> shard_lanes_for(const node_plan& plan);
 expected<std::shared_ptr<lane::member_end>> member_lanes_for(const node_plan& plan);
+// A worker's ends of the bulk lanes between ring neighbours (Note [Ring lanes] in
+// core/ring_lanes.cpp), made when its member first needs them: a listener on its listen
+// host (--lane-port, else any free port) for its previous neighbour, and a dialler that
+// wants a worker's certificate for its next one. Unset when the plan turns lanes off.
+expected<ring_lane_ends> ring_lanes_for(const node_plan& plan);
 
 // A server or a worker joins its job again each time the coordinator restarts it in place,
 // and, with plan.coordinator_timeout_s, when its coordinator is lost and comes back (Note

@@ -23,7 +23,7 @@ struct transport_options {
   // A payload that makes no progress this long means the peer is gone (--connection-timeout).
   std::chrono::milliseconds idle_timeout{5000};
   // With TLS, the role a dialled listener's certificate must hold: "server" for a shard,
-  // "worker" for a ring neighbour (Note [Ring lanes] in actors/stage_ring_lane.cpp). A
+  // "worker" for a ring neighbour (Note [Ring lanes] in core/ring_lanes.cpp). A
   // listener always takes workers' connections only.
   std::string dialled_role = "server";
   // A listener's readers scan each f32 payload for NaN and Inf (a shard's gradients: Note

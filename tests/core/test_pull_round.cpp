@@ -78,9 +78,9 @@ BOOST_FIXTURE_TEST_CASE(an_answer_nobody_asked_for_is_told_apart, two_shards) {
   round.start(slices, 0, 0, pieces(true));
   const slice_piece& p = slices.piece(0, 0);
   BOOST_REQUIRE(p.numel > 1);
-  BOOST_TEST(!round.place_of(slices, 0, p.offset, p.numel - 1).asked);   // another size
-  BOOST_TEST(!round.place_of(slices, 0, p.offset + 1, p.numel).asked);   // another place
-  BOOST_TEST(!round.place_of(slices, 0, 0, 0).asked);                    // a whole slice, asked in pieces
+  BOOST_TEST(!round.place_of(slices, 0, p.offset, p.numel - 1).asked);  // another size
+  BOOST_TEST(!round.place_of(slices, 0, p.offset + 1, p.numel).asked);  // another place
+  BOOST_TEST(!round.place_of(slices, 0, 0, 0).asked);                   // a whole slice, asked in pieces
   const auto past = round.place_of(slices, 9, 0, 0);  // no such shard: its shape is refused by the caller
   BOOST_TEST(past.asked);
   BOOST_TEST(past.numel == 0);

@@ -44,7 +44,7 @@ BOOST_AUTO_TEST_CASE(a_late_answer_drops_its_clock_once_and_names_the_open_round
   BOOST_TEST(l.answered(4, push_ack{6, 0, true}));
   l.dropped(32);
   BOOST_TEST(!l.answered(4, push_ack{5, 0, true}));  // the other shard's late answer of clock 4
-  BOOST_TEST(l.open_round() == 6);                    // never moves back
+  BOOST_TEST(l.open_round() == 6);                   // never moves back
   BOOST_TEST(l.answered(5, push_ack{7, 0, true}));
   l.dropped(16);
   BOOST_TEST(l.open_round() == 7);

@@ -3,7 +3,8 @@ SCRIPT`, Note [A ring of users' loops] in client/kv_member_ring.cpp): three laun
 workers over TLS reduce round their own ring. A Horovod script's broadcast_parameters,
 DistributedOptimizer, allreduce and allgather, and troupe.torch's DistributedOptimizer,
 keep the workers bitwise equal through training on different data, with the pieces in
-shared-memory ring mailboxes and in the messages alike; keys are refused
+shared-memory ring mailboxes, on bulk lanes (as between hosts) and in the messages alike;
+keys are refused
 saying why; a worker that dies ends the job at once, naming it; the flags a ring cannot
 take are refused before anything starts."""
 import os
@@ -74,17 +75,24 @@ def ring_results(p):
 
 
 def test_a_horovod_script_and_troupe_torch_train_round_the_ring(tmp_path):
-    # On one host the pieces go through ring mailboxes in shared memory; without it, in
-    # the messages; both give the same bits.
+    # On one host the pieces go through ring mailboxes in shared memory; without it, on
+    # bulk lanes as between hosts (Note [Ring lanes]), and without those in the messages;
+    # all give the same bits.
     p = launch(tmp_path, HOROVOD_AND_TORCH)
     in_mailboxes = ring_results(p)
     assert len(re.findall(r"passes the ring's pieces to worker \d through shared memory", p.stderr)) == 3, \
         p.stderr[-3000:]
     assert len(re.findall(r"takes the ring's pieces from worker \d through shared memory", p.stderr)) == 3
-    (tmp_path / "messages").mkdir()
-    q = launch(tmp_path / "messages", HOROVOD_AND_TORCH, "--no-shared-memory")
+    (tmp_path / "lanes").mkdir()
+    q = launch(tmp_path / "lanes", HOROVOD_AND_TORCH, "--no-shared-memory")
     assert "through shared memory" not in q.stderr
+    assert len(re.findall(r"worker \d: sends its ring pieces to worker \d over a bulk lane", q.stderr)) == 3, \
+        q.stderr[-3000:]
     assert ring_results(q) == in_mailboxes
+    (tmp_path / "messages").mkdir()
+    m = launch(tmp_path / "messages", HOROVOD_AND_TORCH, "--no-shared-memory", "--no-bulk-lanes")
+    assert "bulk lane" not in m.stderr
+    assert ring_results(m) == in_mailboxes
 
 
 def test_a_worker_that_dies_ends_the_ring_job_at_once_naming_it(tmp_path):
