@@ -1,8 +1,8 @@
 // member_core, part 2 (with member_step.cpp): the training loop's pulls: whole slices
 // or, with gradient buckets, a piece per bucket (Note [Gradient buckets]); checking,
 // decoding and unpacking each answer; starting or continuing the step as they arrive.
-#include <algorithm>
-#include <limits>
+// Which pulls a step makes and which of them are answered is pull_round's
+// (core/pull_round.hpp).
 #include <optional>
 
 #include "core/key_table.hpp"
