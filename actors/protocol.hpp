@@ -235,7 +235,8 @@ typename Inspector::result_type inspect(Inspector& f, shard_admit& x) {
 
 using shard_actor = caf::typed_actor<
     caf::replies_to<start_atom, shard_start>::with<caf::ok_atom>,
-    caf::replies_to<push_atom, push_grads>::with<push_ack>,
+    // every job's push (a training member's states its clock)
+    caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
     caf::replies_to<pull_atom, pull_request>::with<params_reply>,
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
@@ -246,7 +247,6 @@ using shard_actor = caf::typed_actor<
     // key-value jobs
     caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
-    caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
     caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
     // a member's piece of a collective (Note [Collectives on the shards])
     caf::replies_to<kv_coll_atom, kv_collective>::with<kv_collective_reply>,
@@ -344,8 +344,6 @@ void add_protocol_types(caf::actor_system_config& cfg);
 }  // namespace troupe
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
-  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::push_grads))
-  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::push_ack))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::pull_request))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::params_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::membership))

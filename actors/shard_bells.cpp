@@ -87,7 +87,7 @@ void serve_as(shard_pointer self, std::uint32_t rank, std::byte* base, const std
     return post_answer(self, rank, base, bells::error_record(sys, id, make_error(*wrong)));
   }
   std::uint64_t ticket = 0;  // a push's payload on the bulk lane, which a same-host member never uses
-  if constexpr (std::is_same_v<Msg, push_grads>) ticket = m.lane.ticket;
+  if constexpr (std::is_same_v<Msg, kv_push>) ticket = m.lane.ticket;
   in_member_order_to(self, rank, ticket, std::move(m), through_bell<Reply>(self, rank, base, id, answer), serve);
 }
 
@@ -97,7 +97,7 @@ void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const
   auto h = bells::head_of(rec);
   if (!h) return refuse(self, rank, errc::malformed, "a record of no known kind");
   if (h->kind == bells::kind::push)
-    return serve_as<push_grads, push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
+    return serve_as<kv_push, kv_push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
   if (h->kind == bells::kind::pull)
     return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params, serve_pull);
   refuse(self, rank, errc::malformed, "an answer where a call belongs");

@@ -1,7 +1,7 @@
 // shard_server: the CAF side of a shard (its join and welcome, who may send what); the
 // rules are in shard_core, the coordinator's word about members in shard_membership.cpp,
-// a training job's pushes and pulls in shard_train.cpp, a key-value job's in
-// shard_kv.cpp, and the bulk lanes in shard_lane.cpp.
+// every job's pushes in shard_push.cpp, a training job's pulls in shard_train.cpp, a
+// key-value job's in shard_kv*.cpp, and the bulk lanes in shard_lane.cpp.
 #include "actors/shard_server.hpp"
 
 #include <spdlog/spdlog.h>
@@ -134,9 +134,9 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_coordinator(self, coordinator, "a start")) return refused();
         return on_start(self, s);
       },
-      [=](push_atom, push_grads& p) -> caf::result<push_ack> {
+      [=](push_atom, kv_push& p) -> caf::result<kv_push_ack> {
         if (!from_member(self, p.worker, "a push")) return refused();
-        return in_member_order<push_ack>(self, p.worker, p.lane.ticket, std::move(p), serve_push);
+        return in_member_order<kv_push_ack>(self, p.worker, p.lane.ticket, std::move(p), serve_push);
       },
       [=](pull_atom, pull_request& r) -> caf::result<params_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
@@ -169,10 +169,6 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       [=](kv_opt_atom, const kv_set_optimizer& o) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "an optimizer")) return refused();
         return kv_set_optimizer_on(self, o);
-      },
-      [=](push_atom, kv_push& p) -> caf::result<kv_push_ack> {
-        if (!from_member(self, p.worker, "a push")) return refused();
-        return in_member_order<kv_push_ack>(self, p.worker, p.lane.ticket, std::move(p), kv_push_on);
       },
       [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();

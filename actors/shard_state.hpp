@@ -1,8 +1,8 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
 // shard_server.cpp is the actor (the join, the welcome) and checks who sent each message;
-// shard_membership.cpp takes the coordinator's word about members; shard_train.cpp serves
-// a training member's pushes and pulls of its slice through shard_core, shard_kv*.cpp a
-// user's loop's pushes, pulls and collectives of key parts through the same core,
+// shard_membership.cpp takes the coordinator's word about members; shard_push.cpp serves
+// every job's pushes through shard_core, shard_train.cpp a training member's pulls of its
+// slice, shard_kv*.cpp a user's loop's pulls and collectives of key parts,
 // shard_lane.cpp the bulk lanes, and shard_checkpoints.cpp the checkpoints of either kind
 // of job. Private to those files.
 #pragma once
@@ -176,10 +176,14 @@ caf::result<params_reply> snapshot(shard_pointer self);
 caf::error not_started(shard_pointer self);
 caf::error wrong_shard(shard_pointer self, std::uint32_t asked);
 
-// A training job's side (shard_train.cpp), called once the shell checked that the member
-// the message names sent it. A push: false while its lane payload is on its way (nothing
-// answered yet). A pull is answered now or held until the core releases it.
-bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp);
+// Every job's push (shard_push.cpp), called once the shell checked that the member the
+// message names sent it: false while its lane payload is on its way (nothing answered yet).
+bool serve_push(shard_pointer self, kv_push& p, answer_to<kv_push_ack>& rp);
+
+// A training job's side (shard_train.cpp), called likewise. A pull is answered now or
+// held until the core releases it; what a training member's message hears from a shard
+// that is not a training job's.
+caf::error not_training(shard_pointer self);
 void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_reply>& rp);
 // Answers the pulls the core released, and fails the ones it dropped.
 void settle_held(shard_pointer self);
@@ -209,8 +213,6 @@ void kv_member_left(shard_pointer self, std::uint32_t rank);
 bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
-// A key-value push: false while its lane payload is on its way (nothing answered yet).
-bool kv_push_on(shard_pointer self, kv_push& p, caf::typed_response_promise<kv_push_ack>& rp);
 void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp);
 
 // Checkpoints (shard_checkpoints.cpp). At the welcome: the job's plan, and what a resumed

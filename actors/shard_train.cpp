@@ -1,21 +1,19 @@
-// shard_train: a training job's side of a shard server (shard_core's pushes and pulls):
-// gradients from the message, shared memory or the member's bulk lane, decoded and handed
-// to the core; pulls answered now or when the core releases them, in the slot, on the
-// lane or in the message; and the gauges that follow the core. The sender is checked by
+// shard_train: a training job's pulls on a shard server (its pushes are every job's, in
+// shard_push.cpp): answered now or when the core releases them, in the slot, on the lane
+// or in the message; and the gauges that follow the core. The sender is checked by
 // shard_server.cpp.
 #include <spdlog/spdlog.h>
 
 #include "actors/shard_state.hpp"
-#include "base/compute_fault.hpp"
 
 namespace troupe::shard_shell {
-
-namespace {
 
 caf::error not_training(shard_pointer self) {
   return serves_kv(self) ? make_error(errc::bad_job, "a training member's message reached a shard of a key-value job")
                          : not_started(self);
 }
+
+namespace {
 
 // A pull answered with the member's slice, in the slot it offered when the fast path can
 // take it (Note [Same-host fast path]), in the message otherwise, in the job's
@@ -91,87 +89,6 @@ void settle_held(shard_pointer self) {
     it->second.promise.deliver(make_error(errc::not_member, "the worker left the job"));
     st.held.erase(it);
   }
-}
-
-// A push, answered through rp (Note [Bulk lanes]: false, with nothing answered, while its
-// lane payload is on its way).
-bool serve_push(shard_pointer self, push_grads& p, answer_to<push_ack>& rp) {
-  auto& st = self->state;
-  // A gradient that cannot be read (a bad shared-memory slot or lane payload, a malformed
-  // encoding) still reaches the core, which refuses it as malformed: the worker's clock
-  // moves on and a sync round counts the push, as for any refused gradient, instead of
-  // refusing every later push of the worker or holding the round.
-  gradient_receipt how{{}, p.piece_offset, p.piece_numel, false};
-  std::string& malformed = how.unreadable;
-  if (!p.lane.empty()) {
-    auto got = claim_payload(self, p.worker, p.lane);
-    if (got.missing()) return false;
-    if (got.payload)
-      p.grad = std::move(*got.payload);
-    else
-      malformed = got.problem;
-    how.finite = got.finite;
-  }
-  if (!serves_training(self)) {
-    rp.deliver(not_training(self));
-    return true;
-  }
-  if (p.shard != st.index) {
-    rp.deliver(wrong_shard(self, p.shard));
-    return true;
-  }
-  if (!p.shared.empty()) {
-    // Borrowed from the worker's slot when the core does not keep it: the worker
-    // writes that slot again only after this push is answered.
-    auto grad = st.channels ? st.channels->take_push(p.worker, p.shared,
-                                                     !st.core->keeps_gradient(p.worker, p.piece_numel))
-                            : expected<tensor>(failure{"this shard's same-host fast path is off"});
-    if (grad)
-      p.grad = std::move(*grad);
-    else
-      malformed = "the gradient's shared-memory slot: " + grad.error().message;
-  }
-  if (st.m && p.lane.empty()) st.m->bytes_received->Increment(static_cast<double>(p.grad.nbytes()));
-  // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
-  // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
-  if (malformed.empty() && st.compression.kind != codec_kind::none && p.grad.type() != dtype::f32) {
-    // A piece longer than the slice decodes as the slice, fails, and is refused.
-    const std::int64_t slice = st.core->slice_numel(p.worker);
-    auto grad = decode(st.compression, p.grad, p.piece_numel > 0 && p.piece_numel <= slice ? p.piece_numel : slice);
-    if (grad)
-      p.grad = std::move(*grad);  // how.finite stays false: the lane reader scans only f32
-    else
-      malformed = grad.error().message;
-  }
-  const auto t0 = wall::now();
-  shard_core::push_outcome out;
-  if (auto f = catch_compute(
-          "shard " + std::to_string(st.index) + ": applying a gradient of worker " + std::to_string(p.worker), [&] {
-            out = st.core->push(p.worker, p.clock, p.base_version, std::move(p.grad), how);
-          })) {
-    spdlog::error("{}", to_string(*f));
-    rp.deliver(make_error(*f));
-    return true;
-  }
-  if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
-  settle_held(self);
-  observe(self);
-  maybe_checkpoint(self);
-  if (out.error) {
-    if (st.m) st.m->rejected(to_string(out.error->code))->Increment();
-    spdlog::warn("shard {}: rejected a gradient from worker {} (clock {}): {}", st.index, p.worker, p.clock,
-                 to_string(*out.error));
-    rp.deliver(make_error(*out.error));
-    return true;
-  }
-  if (out.late) {  // Note [Backup workers]: dropped, and the sender moves to the open round
-    if (st.m) st.m->late_gradients->Increment();
-    rp.deliver(push_ack{out.version, 0, true});
-    return true;
-  }
-  if (st.m) st.m->staleness->Observe(static_cast<double>(out.staleness));
-  rp.deliver(push_ack{out.version, out.staleness});
-  return true;
 }
 
 // A pull: answered through rp now, or held by the core and answered when it releases it.

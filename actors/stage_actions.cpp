@@ -42,7 +42,7 @@ void pull(stage_pointer self, std::uint32_t s, pull_request r) {
   self->request(self->state.shards[s], request_timeout(self), pull_atom::value, std::move(r)).then(answered, failed);
 }
 
-void push(stage_pointer self, std::uint32_t s, push_grads g) {
+void push(stage_pointer self, std::uint32_t s, kv_push g) {
   const auto sent = wall::now();
   const std::int64_t clock = g.clock;
   if (g.piece_numel > 0 && self->state.pushes_pieces.insert(s).second)
@@ -50,7 +50,7 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
                  who(self), s);
   const bool lent = share_push(self, s, g);
   if (!lent) push_on_lane(self, s, g);
-  auto acked = [=](const push_ack& ack) {
+  auto acked = [=](const kv_push_ack& ack) {
     if (lent) settle_push_slot(self, s, false);
     const double secs = std::chrono::duration<double>(wall::now() - sent).count();
     drive(self, [&](member_core& c) { return c.on_push_ack(s, clock, ack, secs); });
@@ -59,7 +59,7 @@ void push(stage_pointer self, std::uint32_t s, push_grads g) {
     if (lent) settle_push_slot(self, s, timed_out(e));
     drive(self, [&](member_core& c) { return c.on_push_refused(s, clock, describe(e)); });
   };
-  if (lent && ring_push(self, s, g, [acked](push_ack& a) { acked(a); }, failed)) return;
+  if (lent && ring_push(self, s, g, [acked](kv_push_ack& a) { acked(a); }, failed)) return;
   self->request(self->state.shards[s], request_timeout(self), push_atom::value, std::move(g)).then(acked, failed);
 }
 

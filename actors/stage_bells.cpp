@@ -132,7 +132,7 @@ void take_answer(stage_pointer self, std::uint32_t s, const std::vector<std::byt
   };
   switch (h->kind) {
     case bells::kind::ack: {
-      push_ack a;
+      kv_push_ack a;
       if (!c.on_ack || !bells::body_of(sys, rec, a)) return bad("push answer");
       return c.on_ack(a);
     }
@@ -198,7 +198,7 @@ bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::
   return ring(self, s, channel, bells::kind::pull, r, {0, std::move(ok), nullptr, std::move(failed), {}});
 }
 
-bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::function<void(push_ack&)> ok,
+bool ring_push(stage_pointer self, std::uint32_t s, const kv_push& g, std::function<void(kv_push_ack&)> ok,
                std::function<void(caf::error&)> failed) {
   const auto& slots = self->state.slots;
   const auto channel = s < slots.push_channel.size() ? slots.push_channel[s] : std::nullopt;

@@ -83,10 +83,10 @@ void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline
   }
 }
 
-bool share_push(stage_pointer self, std::uint32_t s, push_grads& g) {
+bool share_push(stage_pointer self, std::uint32_t s, kv_push& g) {
   auto& st = self->state;
   if (s >= st.slots.push_channel.size()) return false;
-  auto call = st.links->route_push(s, g.grad);
+  auto call = st.links->route_push(s, g.data);
   if (!call) return false;
   g.shared = std::move(call->where);
   st.slots.push_channel[s] = call->channel;

@@ -40,10 +40,10 @@ std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const pull_
   return lanes->reply_ticket(s, bytes);
 }
 
-void push_on_lane(stage_pointer self, std::uint32_t s, push_grads& g) {
+void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) {
   auto* lanes = lanes_of(self);
   if (!lanes || !g.shared.empty()) return;
-  if (auto d = lanes->send(s, g.grad)) g.lane = std::move(*d);
+  if (auto d = lanes->send(s, g.data)) g.lane = std::move(*d);
 }
 
 void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, params_reply p) {

@@ -42,7 +42,7 @@ struct stage_bells {
   struct call {
     std::uint32_t shard = 0;
     std::function<void(params_reply&)> on_params;  // a pull's
-    std::function<void(push_ack&)> on_ack;         // a push's
+    std::function<void(kv_push_ack&)> on_ack;         // a push's
     std::function<void(caf::error&)> on_error;
     std::chrono::steady_clock::time_point sent;
   };

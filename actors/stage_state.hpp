@@ -123,7 +123,7 @@ bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r);
 // The parameters the shard left in the lent slot, moved into p.params.
 expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p);
 void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline, bool timed_out);
-bool share_push(stage_pointer self, std::uint32_t s, push_grads& g);
+bool share_push(stage_pointer self, std::uint32_t s, kv_push& g);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
 // member_wiring.cpp: the links to the shards the welcome named (in this process, in
 // another, or not called by this member).
@@ -134,7 +134,7 @@ void wire_links(stage_pointer self);
 // answers the waiter saw, and the calls past their deadline.
 bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
                std::function<void(caf::error&)> failed);
-bool ring_push(stage_pointer self, std::uint32_t s, const push_grads& g, std::function<void(push_ack&)> ok,
+bool ring_push(stage_pointer self, std::uint32_t s, const kv_push& g, std::function<void(kv_push_ack&)> ok,
                std::function<void(caf::error&)> failed);
 void on_bells_answered(stage_pointer self);
 void on_bell_deadline(stage_pointer self);
@@ -151,7 +151,7 @@ void await_answers(stage_pointer self);
 // a push's gradient moved onto the lane; a reply that names a lane payload, handed to the
 // core once the payload is here; and the lane's events.
 std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const pull_request& r);
-void push_on_lane(stage_pointer self, std::uint32_t s, push_grads& g);
+void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g);
 // `asked`: the ticket the pull named (0: none), which the reply must name.
 void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, params_reply p);
 void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticket);

@@ -43,6 +43,9 @@ inline constexpr int kv_max_parts = 1 << 16;
 inline kv_part_id make_part_id(std::uint32_t key, std::uint32_t part) {
   return (static_cast<kv_part_id>(key) << 16) | part;
 }
+// The part that holds a training job's stage `stage` on its shard (Note [Slices] in
+// core/shard_core_slices.cpp); no key of a key-value job has this key id.
+inline kv_part_id stage_part(std::uint32_t stage) { return make_part_id(0xFFFFFFFFu, stage); }
 
 struct kv_part {
   kv_part_id id = 0;

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/kv_layout.hpp"
@@ -59,18 +60,46 @@ struct kv_barrier {
   std::uint32_t worker = 0;
 };
 
-// Member -> shard: gradients of some parts, concatenated in the order of `parts`.
+// Member -> shard: the one push of every job (Note [Rounds per part] in
+// core/shard_core.hpp), gradients of some parts concatenated in the order of `parts`.
+// A user's loop pushes its keys' parts, each the member's next push of it. A training
+// member pushes the one part of its stage (stage_part) with its step as the stated clock,
+// whole or a piece of it (Note [Gradient pieces] in core/shard_core_pieces.cpp); such a
+// push counts as that clock's submission even when it is refused.
 struct kv_push {
+  static constexpr std::int64_t no_clock = -1;
   std::uint32_t shard = 0, worker = 0;
   std::vector<kv_part_id> parts;
   std::vector<std::int64_t> base_versions;  // per part: the version this member last pulled
   tensor data;                               // f32, the parts' numel summed; empty when shared is set
   shared_tensor shared;                      // the same-host fast path: where data lies instead
   lane_tensor lane{};                        // or data's ticket on the bulk lane (transport/lane.hpp)
+  std::int64_t clock = no_clock;             // a training member's step; no_clock: a user's loop's push
+  // A training member's piece of its part: where it starts and its element count; 0: whole.
+  std::int64_t piece_offset = 0;
+  std::int64_t piece_numel = 0;
+  bool states_clock() const { return clock != no_clock; }
 };
+
+// A training member's push of `grad` (encoded or not) for its stage's part at `clock`.
+inline kv_push step_push(std::uint32_t shard, std::uint32_t worker, std::uint32_t stage, std::int64_t clock,
+                         std::int64_t base_version, tensor grad) {
+  kv_push p;
+  p.shard = shard;
+  p.worker = worker;
+  p.parts = {stage_part(stage)};
+  p.base_versions = {base_version};
+  p.data = std::move(grad);
+  p.clock = clock;
+  return p;
+}
 
 struct kv_push_ack {
   std::vector<std::int64_t> versions, staleness;  // per part
+  // sync with backup workers: the round closed without it, so it was dropped; versions
+  // holds the open round, where the sender goes on (Note [Backup workers] in
+  // core/shard_core_rules.cpp)
+  bool late = false;
 };
 
 // Member -> shard: the values of some parts (rows[i] empty: all of part i; else those

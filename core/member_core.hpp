@@ -35,6 +35,7 @@
 #include "base/expected.hpp"
 #include "core/gradient_buckets.hpp"
 #include "core/member_setup.hpp"
+#include "core/kv_messages.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/pull_round.hpp"
@@ -64,7 +65,7 @@ std::string member_locality(device d);
 
 namespace member_actions {
 struct pull { std::uint32_t shard; pull_request request; };  // answer: on_params / on_pull_failed
-struct push { std::uint32_t shard; push_grads grads; };      // answer: on_push_ack / on_push_refused
+struct push { std::uint32_t shard; kv_push grads; };      // answer: on_push_ack / on_push_refused
 struct send_activation { activation a; };                   // to the next stage
 struct send_activation_grad { activation_grad g; };         // to the previous stage
 struct send_ring_piece { ring_piece p; };                   // to the ring's next replica (--mode allreduce)
@@ -126,7 +127,7 @@ class member_core {
   // The push of `clock` to `shard` was answered after `seconds`; a late answer (Note
   // [Backup workers] in core/shard_core.hpp) counts its samples as dropped and moves this
   // member to the open round at its next step.
-  member_actions_list on_push_ack(std::uint32_t shard, std::int64_t clock, const push_ack& ack, double seconds);
+  member_actions_list on_push_ack(std::uint32_t shard, std::int64_t clock, const kv_push_ack& ack, double seconds);
   member_actions_list on_push_refused(std::uint32_t shard, std::int64_t clock, const std::string& why);
   // A pipeline neighbour died (a normal exit is no loss: it sent everything needed). One
   // that owes this stage nothing more in the job's last step is only warned about (Note

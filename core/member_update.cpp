@@ -54,7 +54,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
                                                      : pushes_.residual(s).view().flat(piece.offset, piece.numel));
     pushes_.sent(g.nbytes());
     meters_.bytes_sent(g.nbytes());
-    push_grads p{s, place_.rank, clock_, pulls_.base_version(s), std::move(g), {}};
+    kv_push p = step_push(s, place_.rank, stage_, clock_, pulls_.base_version(s), std::move(g));
     if (!whole) {
       p.piece_offset = piece.offset;
       p.piece_numel = piece.numel;
@@ -191,7 +191,7 @@ bool member_core::skip_to_open_round(member_actions_list& out) {
   return true;
 }
 
-member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, const push_ack& ack, double seconds) {
+member_actions_list member_core::on_push_ack(std::uint32_t, std::int64_t clock, const kv_push_ack& ack, double seconds) {
   member_actions_list out;
   meters_.push_took(seconds);
   if (pushes_.answered(clock, ack) && last_stage()) pushes_.dropped(samples_.rows_at(clock));

@@ -16,30 +16,9 @@
 
 namespace troupe {
 
-
-// Worker -> shard: the gradient of the shard's whole buffer (its key ranges in table order).
-struct push_grads {
-  std::uint32_t shard = 0;
-  std::uint32_t worker = 0;       // rank
-  std::int64_t clock = 0;         // the worker's iteration
-  std::int64_t base_version = 0;  // shard version the gradient was computed on
-  tensor grad;                    // (shard_numel) f32, or (piece_numel) for a piece
-  shared_tensor shared;           // or, on the same host, where the gradient lies (grad empty)
-  // A piece of the gradient (Note [Gradient pieces] in core/shard_core_pieces.cpp): where it
-  // starts in the sender's slice and its element count; 0: the whole slice.
-  std::int64_t piece_offset = 0;
-  std::int64_t piece_numel = 0;
-  lane_tensor lane{};             // or the gradient's ticket on the bulk lane (grad empty)
-};
-
-struct push_ack {
-  std::int64_t version = 0;       // shard version after the push
-  std::int64_t staleness = 0;
-  // sync with backup workers: the round closed without it, so it was dropped; `version`
-  // is the open round, where the sender goes on (Note [Backup workers] in core/shard_core_rules.cpp)
-  bool late = false;
-};
-
+// Worker -> shard: a training member's pull of its stage's part (its slice of the
+// shard's buffer, Note [Slices] in core/shard_core_slices.cpp). Its push is a kv_push
+// (core/kv_messages.hpp) that states its clock.
 struct pull_request {
   std::uint32_t shard = 0;
   std::uint32_t worker = 0;

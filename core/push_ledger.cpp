@@ -15,10 +15,10 @@ void push_ledger::sent(std::size_t bytes) {
   bytes_ += static_cast<std::int64_t>(bytes);
 }
 
-bool push_ledger::answered(std::int64_t clock, const push_ack& ack) {
+bool push_ledger::answered(std::int64_t clock, const kv_push_ack& ack) {
   if (pending_ > 0) --pending_;
   if (!ack.late) return false;
-  open_round_ = std::max(open_round_, ack.version);
+  open_round_ = std::max(open_round_, ack.versions.empty() ? 0 : ack.versions.front());
   const bool first = dropped_clocks_.insert(clock).second;
   while (dropped_clocks_.size() > 64) dropped_clocks_.erase(dropped_clocks_.begin());
   return first;

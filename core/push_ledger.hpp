@@ -11,7 +11,7 @@
 #include <set>
 #include <vector>
 
-#include "core/messages.hpp"
+#include "core/kv_messages.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -27,7 +27,7 @@ class push_ledger {
   // The answer to a push of `clock`. A late one moves the open round to the version it
   // names; true when it is the first to drop that clock, whose samples the caller then
   // counts with dropped().
-  bool answered(std::int64_t clock, const push_ack& ack);
+  bool answered(std::int64_t clock, const kv_push_ack& ack);
   // A refusal by shard s of the push of `clock` (its answer); true when it is the first of
   // that shard for that clock, to be warned about and counted as rejected.
   bool refused(std::uint32_t s, std::int64_t clock);

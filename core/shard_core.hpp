@@ -112,10 +112,6 @@ struct gradient_receipt {
   bool finite = false;
 };
 
-// The part that holds a training job's stage `stage` on its shard (Note [Slices]); no
-// key of a key-value job has this key id.
-inline kv_part_id stage_part(std::uint32_t stage) { return make_part_id(0xFFFFFFFFu, stage); }
-
 class shard_core {
  public:
   using token = std::uint64_t;
@@ -244,6 +240,8 @@ class shard_core {
   std::string check_piece(std::uint32_t member, std::int64_t offset, std::int64_t numel) const;
   // Those elements of the member's slice, copied (a layer-by-layer pull); the piece must check.
   tensor piece_for(std::uint32_t member, std::int64_t offset, std::int64_t numel) const;
+  // The part a training member pushes and pulls: its stage's (stage_part).
+  kv_part_id part_of(std::uint32_t member) const;
   // The version of the member's part: what its pulls carry and its staleness is measured in.
   std::int64_t version_for(std::uint32_t member) const;
   // A training job's version: in sync the rounds every part has closed, in async and ssp
@@ -320,7 +318,6 @@ class shard_core {
   };
 
   part_state& new_part(kv_part_id id, tensor value, std::uint32_t stage);
-  kv_part_id part_of(std::uint32_t member) const;
   const part_state* find_part(std::uint32_t member) const;
   std::string part_label(const part_state& p, kv_part_id id) const;
   std::int64_t next_of(const part_state& p, std::uint32_t member) const;

@@ -46,12 +46,12 @@ BOOST_AUTO_TEST_CASE(each_kind_carries_its_id_and_message) {
   BOOST_TEST(back.reply_to.segment == r.reply_to.segment);
   BOOST_TEST(back.reply_to.ticket == 9u);
 
-  auto ack = bells::record(*sys, bells::kind::ack, 5, push_ack{11, 2, true});
+  auto ack = bells::record(*sys, bells::kind::ack, 5, kv_push_ack{{11}, {2}, true});
   BOOST_REQUIRE(ack.has_value());
-  push_ack a;
+  kv_push_ack a;
   BOOST_REQUIRE(bells::body_of(*sys, *ack, a));
-  BOOST_TEST(a.version == 11);
-  BOOST_TEST(a.staleness == 2);
+  BOOST_TEST(a.versions == std::vector<std::int64_t>{11});
+  BOOST_TEST(a.staleness == std::vector<std::int64_t>{2});
   BOOST_TEST(a.late);
 
   auto err = bells::error_record(*sys, 6, make_error(fault{errc::not_finite, "gradient holds NaN"}));
@@ -62,7 +62,7 @@ BOOST_AUTO_TEST_CASE(each_kind_carries_its_id_and_message) {
 }
 
 BOOST_AUTO_TEST_CASE(too_long_a_message_is_refused_and_a_long_error_is_cut) {
-  push_grads g{0, 1, 2, 3, tensor({1000}), {}};  // the tensor inline: far more than a record
+  kv_push g = step_push(0, 1, 0, 2, 3, tensor({1000}));  // the tensor inline: far more than a record
   BOOST_TEST(!bells::record(*sys, bells::kind::push, 1, g).has_value());
   auto err = bells::error_record(*sys, 2, make_error(fault{errc::bad_shape, std::string(5000, 'x')}));
   BOOST_TEST(err.size() <= shm::bell_record_payload);
@@ -79,7 +79,7 @@ BOOST_AUTO_TEST_CASE(short_unknown_and_mismatched_records_are_refused) {
   BOOST_TEST(!bells::head_of(no_kind).has_value());
   no_kind[0] = std::byte{6};
   BOOST_TEST(!bells::head_of(no_kind).has_value());
-  auto ack = bells::record(*sys, bells::kind::ack, 5, push_ack{11, 2, false});
+  auto ack = bells::record(*sys, bells::kind::ack, 5, kv_push_ack{{11}, {2}, false});
   BOOST_REQUIRE(ack.has_value());
   params_reply p;
   BOOST_TEST(!bells::body_of(*sys, *ack, p));

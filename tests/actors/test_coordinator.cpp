@@ -29,7 +29,7 @@ struct worker_log {
   std::optional<worker_welcome> welcome;
   caf::error join_error;
   std::vector<params_reply> params;
-  std::vector<push_ack> acks;
+  std::vector<kv_push_ack> acks;
   std::vector<caf::error> errors;
 };
 
@@ -53,8 +53,8 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
           self->request(w.shards[s], caf::infinite, push_atom::value,
-                        push_grads{s, w.place.rank, clock, clock, tensor({w.place.table.shard_numel[s]}), {}})
-              .then([=](const push_ack& a) { log->acks.push_back(a); },
+                        step_push(s, w.place.rank, 0, clock, clock, tensor({w.place.table.shard_numel[s]})))
+              .then([=](const kv_push_ack& a) { log->acks.push_back(a); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },
       [=](epoch_atom, std::int32_t epoch) {

@@ -29,7 +29,7 @@ BOOST_AUTO_TEST_CASE(errors_carry_code_and_detail) {
 }
 
 BOOST_AUTO_TEST_CASE(every_message_is_registered_under_its_name_and_no_local_trigger_is) {
-  for (const char* name : {"troupe::push_grads", "troupe::params_reply", "troupe::worker_welcome",
+  for (const char* name : {"troupe::kv_push", "troupe::params_reply", "troupe::worker_welcome",
                            "troupe::member_joined", "troupe::stage_hello", "troupe::activation", "troupe::job_result",
                            "troupe::lane_offer", "troupe::checkpoint_saved", "troupe::ring_piece",
                            "troupe::ring_mailbox_offer", "troupe::kv_shard_back"})

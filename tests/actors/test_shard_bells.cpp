@@ -127,7 +127,7 @@ struct bell_job {
   std::uint64_t post_push(std::uint32_t worker, float value, std::int64_t version) {
     auto put = channel.put_push(filled(value));
     BOOST_REQUIRE(put.has_value());
-    push_grads g{0, worker, 0, version, tensor(), {}};
+    kv_push g = step_push(0, worker, 0, 0, version, tensor());
     g.shared = *put;
     return post(bells::kind::push, g);
   }
@@ -198,9 +198,10 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
   BOOST_REQUIRE(h.has_value());
   BOOST_TEST(h->id == push_id);
   BOOST_REQUIRE((h->kind == bells::kind::ack));
-  push_ack ack;
+  kv_push_ack ack;
   BOOST_REQUIRE(bells::body_of(*job.sys, *first, ack));
-  BOOST_TEST(ack.version == before.version + 1);
+  BOOST_REQUIRE(ack.versions.size() == 1u);
+  BOOST_TEST(ack.versions[0] == before.version + 1);
   job.channel.push_settled(false);
 
   auto second = job.answer();
@@ -251,7 +252,7 @@ BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_ref
   // A record of no kind, and an answer where a call belongs, get no answer at all.
   std::vector<std::byte> nothing(bells::head_bytes, std::byte{0});
   job.post_raw(nothing);
-  auto ack_rec = bells::record(*job.sys, bells::kind::ack, 9, push_ack{});
+  auto ack_rec = bells::record(*job.sys, bells::kind::ack, 9, kv_push_ack{});
   job.post_raw(*ack_rec);
   BOOST_TEST(!job.answer(300ms).has_value());
   // The three broken records are the shard's rejected messages, and none an impostor's.

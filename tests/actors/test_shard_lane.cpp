@@ -33,7 +33,7 @@ struct fixture : test::shard_fixture {
   }
   // Worker's push at `clock` whose gradient travels on the lane under `ticket`.
   void push_on_lane(std::uint32_t worker, std::int64_t clock, std::uint64_t ticket) {
-    push_grads p{0, worker, clock, clock, tensor(), {}};
+    kv_push p = step_push(0, worker, 0, clock, clock, tensor());
     p.lane = lane_tensor{ticket, 0, {numel}};
     send_push(as(worker), p);
   }

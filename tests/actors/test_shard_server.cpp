@@ -109,6 +109,29 @@ BOOST_FIXTURE_TEST_CASE(bad_gradients_get_typed_errors_and_change_nothing, shard
   BOOST_TEST(std::memcmp(after.params.bytes(), before.params.bytes(), before.params.nbytes()) == 0);
 }
 
+// Every job's push is one message (Note [Rounds per part]): a training shard takes the
+// pushes that state a clock and name the pushing member's stage.
+BOOST_FIXTURE_TEST_CASE(a_push_of_another_stage_s_part_or_with_no_clock_is_refused, shard_fixture) {
+  boot(sync_mode::async);
+  start();
+  const params_reply before = snapshot();
+  send_push(as(0), step_push(0, 0, 1, 0, 0, filled(1.f)));  // stage 1's part, from a stage-0 member
+  kv_push loops = step_push(0, 0, 0, 1, 0, filled(1.f));
+  loops.clock = kv_push::no_clock;  // as a user's loop pushes
+  send_push(as(0), loops);
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 2u);
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::malformed));
+  BOOST_TEST(describe(rec.errors[0]).find("the part of the member's stage") != std::string::npos);
+  BOOST_TEST((troupe_code(rec.errors[1]) == errc::bad_job));
+  // The refused push still counted as clock 0's submission, so clock 1 is the member's next.
+  push(0, 1, filled(1.f));
+  sched->run();
+  BOOST_TEST(rec.errors.size() == 2u);
+  BOOST_REQUIRE(rec.acks.size() == 1u);
+  BOOST_TEST(snapshot().version == before.version + 1);
+}
+
 BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_nothing, shard_fixture) {
   boot(sync_mode::async, [](job_spec& j) {
     j.compression = *parse_grad_codec("2bit:0.5");
@@ -181,9 +204,10 @@ BOOST_FIXTURE_TEST_CASE(a_shared_memory_push_to_a_shard_without_the_fast_path_ch
   auto s = shard;
   auto* r = &rec;
   run_as(members[0], [=](caf::event_based_actor* self) {
-    push_grads p{0, 0, 0, 0, tensor(), {"/troupe-0123456789abcdef-1-0-0badcafe", 64, 64, 1, 0, {numel}}};
+    kv_push p = step_push(0, 0, 0, 0, 0, tensor());
+    p.shared = {"/troupe-0123456789abcdef-1-0-0badcafe", 64, 64, 1, 0, {numel}};
     self->request(s, caf::infinite, push_atom::value, std::move(p))
-        .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
+        .then([=](const kv_push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
   });
   sched->run();
   BOOST_REQUIRE(rec.errors.size() == 1u);

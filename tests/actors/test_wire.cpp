@@ -99,18 +99,27 @@ BOOST_AUTO_TEST_CASE(lying_headers_are_decode_errors) {
 }
 
 BOOST_AUTO_TEST_CASE(messages_round_trip) {
-  const push_grads p{3, 7, 11, 9, test::random_tensor({16}, 3), {}};
-  const push_grads q = round_trip(*sys, p);
+  kv_push p = step_push(3, 7, 2, 11, 9, test::random_tensor({16}, 3));
+  p.piece_offset = 5;
+  p.piece_numel = 16;
+  const kv_push q = round_trip(*sys, p);
   BOOST_TEST(q.shard == 3u);
   BOOST_TEST(q.worker == 7u);
   BOOST_TEST(q.clock == 11);
-  BOOST_TEST(q.base_version == 9);
-  BOOST_TEST(std::memcmp(q.grad.bytes(), p.grad.bytes(), p.grad.nbytes()) == 0);
+  BOOST_TEST(q.states_clock());
+  BOOST_TEST((q.parts == std::vector<kv_part_id>{stage_part(2)}));
+  BOOST_TEST((q.base_versions == std::vector<std::int64_t>{9}));
+  BOOST_TEST(q.piece_offset == 5);
+  BOOST_TEST(q.piece_numel == 16);
+  BOOST_TEST(std::memcmp(q.data.bytes(), p.data.bytes(), p.data.nbytes()) == 0);
   BOOST_TEST(q.shared.empty());
+  // A user's loop's push states no clock.
+  BOOST_TEST(!round_trip(*sys, kv_push{}).states_clock());
   // A gradient left in shared memory travels as its descriptor alone.
-  const push_grads shared{1, 2, 3, 4, tensor(), {"/troupe-0123456789abcdef-1-2-deadbeef", 128, 4096, 17, 0, {32, 8}}};
-  const push_grads r = round_trip(*sys, shared);
-  BOOST_TEST(r.grad.empty());
+  kv_push shared = step_push(1, 2, 0, 3, 4, tensor());
+  shared.shared = {"/troupe-0123456789abcdef-1-2-deadbeef", 128, 4096, 17, 0, {32, 8}};
+  const kv_push r = round_trip(*sys, shared);
+  BOOST_TEST(r.data.empty());
   BOOST_TEST(r.shared.segment == shared.shared.segment);
   BOOST_TEST(r.shared.offset == 128u);
   BOOST_TEST(r.shared.capacity == 4096u);

@@ -17,12 +17,12 @@ BOOST_AUTO_TEST_CASE(answers_due_follow_pushes_answers_and_refusals) {
   l.sent(4);
   BOOST_TEST(l.pending() == 3);
   BOOST_TEST(l.bytes() == 132);
-  BOOST_TEST(!l.answered(0, push_ack{1, 0, false}));
+  BOOST_TEST(!l.answered(0, kv_push_ack{{1}, {0}, false}));
   BOOST_TEST(l.refused(1, 0));
   BOOST_TEST(!l.refused(1, 0));  // a second piece of the same gradient
   BOOST_TEST(l.pending() == 0);
   BOOST_TEST(l.rejected() == 1);
-  BOOST_TEST(!l.answered(1, push_ack{}));  // an answer with none due leaves nothing negative
+  BOOST_TEST(!l.answered(1, kv_push_ack{}));  // an answer with none due leaves nothing negative
   BOOST_TEST(l.pending() == 0);
 }
 
@@ -41,11 +41,11 @@ BOOST_AUTO_TEST_CASE(refusals_count_per_shard_and_clock) {
 BOOST_AUTO_TEST_CASE(a_late_answer_drops_its_clock_once_and_names_the_open_round) {
   push_ledger l({0, 0});
   for (int i = 0; i < 3; ++i) l.sent(1);
-  BOOST_TEST(l.answered(4, push_ack{6, 0, true}));
+  BOOST_TEST(l.answered(4, kv_push_ack{{6}, {0}, true}));
   l.dropped(32);
-  BOOST_TEST(!l.answered(4, push_ack{5, 0, true}));  // the other shard's late answer of clock 4
+  BOOST_TEST(!l.answered(4, kv_push_ack{{5}, {0}, true}));  // the other shard's late answer of clock 4
   BOOST_TEST(l.open_round() == 6);                   // never moves back
-  BOOST_TEST(l.answered(5, push_ack{7, 0, true}));
+  BOOST_TEST(l.answered(5, kv_push_ack{{7}, {0}, true}));
   l.dropped(16);
   BOOST_TEST(l.open_round() == 7);
   BOOST_TEST(l.take_dropped() == 48);

@@ -123,8 +123,8 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   self->request(shard, wait, pull_atom::value, pull_request{0, 0, 0, {}, false})
       .receive([&](const params_reply&) { answers.push_back("a pull was served"); }, refused);
   for (std::int64_t clock = 0; clock < 50; clock += 10) {
-    self->request(shard, wait, push_atom::value, push_grads{0, 0, clock, clock, forged, {}})
-        .receive([&](const push_ack&) { answers.push_back("a push was applied"); }, refused);
+    self->request(shard, wait, push_atom::value, step_push(0, 0, 0, clock, clock, forged))
+        .receive([&](const kv_push_ack&) { answers.push_back("a push was applied"); }, refused);
     std::smatch size;
     if (std::regex_search(answers.back(), size, std::regex("has ([0-9]+) floats"))) {
       forged = tensor({std::stoll(size[1].str())});

@@ -193,21 +193,21 @@ struct member_bench {
   }
   void handle(std::uint32_t r, member_actions::push& a) {
     const std::int64_t clock = a.grads.clock;
-    if (job.compression.kind != codec_kind::none && a.grads.grad.type() != dtype::f32) {  // as the shard's shell does
-      auto decoded = decode(job.compression, a.grads.grad,
+    if (job.compression.kind != codec_kind::none && a.grads.data.type() != dtype::f32) {  // as the shard's shell does
+      auto decoded = decode(job.compression, a.grads.data,
                             a.grads.piece_numel > 0 ? a.grads.piece_numel : at(r).slice_numel(0));
       BOOST_REQUIRE_MESSAGE(decoded.has_value(), (decoded ? "" : decoded.error().message));
-      a.grads.grad = std::move(*decoded);
+      a.grads.data = std::move(*decoded);
     }
-    if (poison_pushes > 0 && poison_pushes--) a.grads.grad.data<float>()[0] = std::nanf("");
-    const auto out = shard->push(r, clock, a.grads.base_version, std::move(a.grads.grad),
+    if (poison_pushes > 0 && poison_pushes--) a.grads.data.data<float>()[0] = std::nanf("");
+    const auto out = shard->push(r, clock, a.grads.base_versions.at(0), std::move(a.grads.data),
                                  {{}, a.grads.piece_offset, a.grads.piece_numel});
     if (out.error)
       later(r, [clock, why = to_string(*out.error)](member_core& c) {
         return c.on_push_refused(0, clock, why);
       });
     else
-      later(r, [clock, ack = push_ack{out.version, out.staleness, out.late}](member_core& c) {
+      later(r, [clock, ack = kv_push_ack{{out.version}, {out.staleness}, out.late}](member_core& c) {
         return c.on_push_ack(0, clock, ack, 0.0);
       });
     for (auto token : shard->take_released()) {

@@ -30,7 +30,7 @@ inline job_spec shard_job(sync_mode mode) {
 inline constexpr std::int64_t numel = 15;
 
 struct recorder {
-  std::vector<push_ack> acks;
+  std::vector<kv_push_ack> acks;
   std::vector<params_reply> params;
   std::vector<caf::error> errors;
 };
@@ -90,19 +90,22 @@ struct shard_fixture : deterministic_system {
     push_from(as(worker), worker, clock, std::move(g), to_shard);
   }
   void push_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, tensor g, std::uint32_t to_shard = 0) {
-    send_push(who, push_grads{to_shard, worker, clock, clock, g, {}});
+    send_push(who, step_push(to_shard, worker, 0, clock, clock, g));
   }
   // A piece [offset, offset + g.numel()) of worker's gradient (Note [Gradient pieces]).
   void push_piece(std::uint32_t worker, std::int64_t clock, tensor g, std::int64_t offset) {
-    send_push(as(worker), push_grads{0, worker, clock, clock, g, {}, offset, g.numel()});
+    kv_push p = step_push(0, worker, 0, clock, clock, g);
+    p.piece_offset = offset;
+    p.piece_numel = g.numel();
+    send_push(as(worker), p);
   }
   // Any push message, from `who`; its answer is recorded.
-  void send_push(const caf::actor& who, push_grads p) {
+  void send_push(const caf::actor& who, kv_push p) {
     auto s = shard;
     auto* r = &rec;
     run_as(who, [=](caf::event_based_actor* self) {
       self->request(s, caf::infinite, push_atom::value, p)
-          .then([=](const push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
+          .then([=](const kv_push_ack& a) { r->acks.push_back(a); }, [=](caf::error& e) { r->errors.push_back(e); });
     });
   }
   void pull(std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0, std::int64_t piece_numel = 0) {

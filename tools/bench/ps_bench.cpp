@@ -191,20 +191,20 @@ struct bench_client {
   // Pushes `grad` as a worker does at clock r: packed into the channel's slot, moved onto
   // the lane, or in the message.
   void push(const tensor& grad, int r) {
-    push_grads p{0, 0, r, version, tensor(), {}};
+    kv_push p = step_push(0, 0, 0, r, version, tensor());
     if (auto buffer = channel ? channel->lend_push_buffer(numel) : std::nullopt) {
       copy(*buffer, grad);  // a worker packs its gradient here
       p.shared = *channel->put_push(*buffer);
     } else if (lanes) {
-      tensor packed(grad);  // as p.grad = grad below: a worker packs its gradient
+      tensor packed(grad);  // as p.data = grad below: a worker packs its gradient
       const std::uint64_t ticket = next_ticket++;
       p.lane = lane::describe(ticket, packed);
       if (!lanes->send(0, ticket, std::move(packed))) die("the lane closed: " + inbox.closed);
     } else {
-      p.grad = grad;
+      p.data = grad;
     }
     self->request(shard, timeout, push_atom::value, std::move(p))
-        .receive([&](const push_ack& a) { version = a.version; },
+        .receive([&](const kv_push_ack& a) { version = a.versions.at(0); },
                  [&](caf::error& e) { die("push failed: " + describe(e)); });
     if (channel) channel->push_settled(false);
   }
