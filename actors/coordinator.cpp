@@ -156,6 +156,9 @@ local_coordinator_actor::behavior_type coordinator(coord_pointer self, job_spec 
       [=](checkpoint_atom, const checkpoint_saved& s) {
         if (from_checkpoint_writer(self, s.shard)) drive(self, [&](job_core& c) { return c.on_checkpoint_saved(s); });
       },
+      [=](checkpoint_atom, const checkpoint_begun& b) {
+        if (from_checkpoint_writer(self, b.shard)) drive(self, [&](job_core& c) { return c.on_checkpoint_begun(b); });
+      },
       [=](const checkpoint_committed& c) {
         drive(self, [&](job_core& core) { return core.on_checkpoint_committed(c.step, c.error); });
       },

@@ -80,6 +80,7 @@ lone_coordinator_actor::behavior_type lone(lone_pointer self, job_spec job, std:
       [](done_atom, const worker_done&) {},
       [](group_atom, const group_id&) {},
       [](checkpoint_atom, const checkpoint_saved&) {},
+      [](checkpoint_atom, const checkpoint_begun&) {},
       [](rows_atom, const rows_answer&) {},
       [](kv_init_atom, const kv_init&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },
       [](kv_lookup_atom, const kv_lookup&) -> caf::result<kv_key_layout> { return not_a_kv_job(); },

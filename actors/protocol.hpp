@@ -323,6 +323,7 @@ using coordinator_actor = caf::typed_actor<
     caf::reacts_to<done_atom, worker_done>,
     caf::reacts_to<group_atom, group_id>,
     caf::reacts_to<checkpoint_atom, checkpoint_saved>,
+    caf::reacts_to<checkpoint_atom, checkpoint_begun>,  // a key-value shard writes its file of that step
     caf::reacts_to<rows_atom, rows_answer>,  // a member took or returned a grant of rows
     // key-value jobs (a training job refuses them)
     caf::replies_to<kv_init_atom, kv_init>::with<kv_key_layout>,
@@ -379,6 +380,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::kv_collective_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::lane_offer))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_saved))
+  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::checkpoint_begun))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_grant))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_shed))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::rows_answer))

@@ -75,6 +75,9 @@ void maybe_checkpoint(shard_pointer self) {
   const checkpoint_store store(st.checkpoints.dir, st.checkpoints.keep);
   const auto owner = caf::actor_cast<caf::actor_addr>(self);
   if (!st.core->training()) {  // Note [Key-value checkpoints]
+    // Note [The last checkpoints of a key-value job]: said before the file is written, so
+    // a job whose last member leaves meanwhile waits for it.
+    self->send(st.coordinator, checkpoint_atom::value, checkpoint_begun{st.index, *step});
     auto parts = std::make_shared<const kv_shard_image>(st.core->parts_image(*step));
     checkpoint_saved saved{st.index, *step, *step, kv_shard_file_name(st.index), {}};
     auto write = [parts, id = st.checkpoint_id](const std::filesystem::path& at) {

@@ -73,8 +73,8 @@ void kv_member_joined(shard_pointer self, std::uint32_t rank) {
 void kv_member_left(shard_pointer self, std::uint32_t rank) {
   self->state.core->member_left(rank);
   self->state.collectives.member_left(rank);
+  maybe_checkpoint(self);  // begun before the pulls the leave released are answered
   settle_kv(self);
-  maybe_checkpoint(self);
 }
 
 }  // namespace troupe::shard_shell

@@ -85,8 +85,8 @@ void on_left(shard_pointer self, std::uint32_t rank) {
   if (serves_kv(self)) return kv_member_left(self, rank);
   if (self->state.channels) self->state.channels->forget(rank);
   self->state.core->member_left(rank);
-  settle_held(self);
   maybe_checkpoint(self);
+  settle_held(self);
 }
 
 void on_straggler(shard_pointer self, std::uint32_t rank, bool slow) {

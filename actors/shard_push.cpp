@@ -145,16 +145,17 @@ std::string take_shared(shard_pointer self, kv_push& p) {
   return {};
 }
 
-// After the core took a push: the held pulls it released, the gauges, a checkpoint due,
-// and the answer.
+// After the core took a push: a checkpoint due (begun before the pulls it released are
+// answered: Note [The last checkpoints of a key-value job] in core/job_keys.cpp), those
+// pulls, the gauges, and the answer.
 void answer_push(shard_pointer self, const kv_push& p, applied& done, answer_to<kv_push_ack>& rp) {
   auto& st = self->state;
+  maybe_checkpoint(self);
   if (st.core->training())
     settle_held(self);
   else
     settle_kv(self);
   observe(self);
-  maybe_checkpoint(self);
   if (done.error) {
     if (st.m) st.m->rejected(to_string(done.error->code))->Increment();
     const std::string clock = p.states_clock() ? " (clock " + std::to_string(p.clock) + ")" : "";

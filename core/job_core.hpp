@@ -105,6 +105,9 @@ class job_core {
   // Checkpoints (job_durability.cpp): a shard's file of one is written, or not; the
   // shell's commit of one is done (error: why it failed).
   job_actions_list on_checkpoint_saved(const checkpoint_saved& s);
+  // A key-value job's shard writes its file of a step (Note [The last checkpoints of a
+  // key-value job]): the job's result waits for it.
+  job_actions_list on_checkpoint_begun(const checkpoint_begun& b);
   job_actions_list on_checkpoint_committed(std::int64_t step, const std::optional<std::string>& error);
 
   // A member or shard monitored by the shell went away. reason: the Troupe error it died
@@ -303,6 +306,9 @@ class job_core {
   struct pending_checkpoint {
     std::vector<checkpoint_saved> saved;  // the shards' files written so far
     std::size_t failed = 0;               // shards that could not write theirs
+    std::size_t begun = 0;                // key-value shards that began theirs
+    // Every shard that began its file has written it, or said it could not.
+    bool begun_settled() const { return saved.size() + failed >= begun; }
   };
   std::map<std::int64_t, pending_checkpoint> checkpoints_;  // by step
   std::int64_t checkpoints_written_ = 0, checkpoints_failed_ = 0;

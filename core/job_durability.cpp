@@ -53,13 +53,23 @@ job_actions_list job_core::on_checkpoint_saved(const checkpoint_saved& s) {
     c.saved.push_back(s);
   else if (c.failed++ == 0)  // its other shards' files stay without a manifest: removed by a later commit
     checkpoint_failed(s.step, (job_.servers > 0 ? "shard " : "stage ") + std::to_string(s.shard) + ": " + s.error, out);
-  if (c.saved.size() + c.failed < checkpoint_writers()) return out;
-  if (c.failed == 0) {
-    ++commits_pending_;
-    out.push_back(commit_checkpoint{s.step, std::move(c.saved), registry_ ? registry_->keys() : std::vector<kv_key_layout>{}});
+  if (c.saved.size() + c.failed >= checkpoint_writers()) {
+    if (c.failed == 0) {
+      ++commits_pending_;
+      out.push_back(
+          commit_checkpoint{s.step, std::move(c.saved), registry_ ? registry_->keys() : std::vector<kv_key_layout>{}});
+    }
+    checkpoints_.erase(s.step);
   }
-  checkpoints_.erase(s.step);
+  // A file the result waited for (Note [The last checkpoints of a key-value job]).
+  if (job_.kv) finish_keys(out, finishing_since_);
   return out;
+}
+
+job_actions_list job_core::on_checkpoint_begun(const checkpoint_begun& b) {
+  if (phase_ == job_phase::finished || !job_.kv || b.shard >= checkpoint_writers()) return {};
+  ++checkpoints_[b.step].begun;
+  return {};
 }
 
 job_actions_list job_core::on_checkpoint_committed(std::int64_t step, const std::optional<std::string>& error) {

@@ -100,17 +100,24 @@ void job_core::maybe_finish_keys(job_actions_list& out, time_point now) {
 }
 
 // Note [The last checkpoints of a key-value job]
-// A checkpoint's commit may be under way, or (in sync, where every shard closes the same
-// rounds) a shard's file of it on its way, when the last member leaves; the result waits
-// for them, so the job's newest checkpoint is not lost with its end. A shard may never
+// A checkpoint's commit may be under way, or a shard's file of it on its way, when the
+// last member leaves; the result waits for them, so the job's newest checkpoint is not
+// lost with its end. A shard says when it begins a file (checkpoint_begun, sent before
+// it answers anything the step's push released), so the coordinator knows of a file
+// under way even before any file of that step is written: in every mode the result
+// waits for each file begun, and in sync (where every shard closes the same rounds) for
+// every shard's file of each step begun or written in part. A shard may never
 // get to a step the others wrote (one replaced from an older checkpoint counts its rounds
 // from there; in async and ssp the shards reach a step at their own pace): once the last
 // member left, the coordinator asks every shard for each step written in part, and a shard
 // with no member left takes its state, final now, as that step. One a shard never writes
-// is given up on after --request-timeout; in async and ssp the result does not wait.
+// is given up on after --request-timeout; in async and ssp the result waits only for the
+// files begun.
 void job_core::finish_keys(job_actions_list& out, time_point now) {
   if (phase_ != job_phase::finishing || commits_pending_ > 0) return;
   if (job_.mode == sync_mode::sync && !checkpoints_.empty()) return;
+  for (const auto& [step, c] : checkpoints_)
+    if (!c.begun_settled()) return;
   job_result r;
   r.mode = std::string(name_of(job_.mode));
   r.workers = static_cast<std::uint32_t>(members_.size());

@@ -92,6 +92,14 @@ struct checkpoint_saved {
   std::string error;         // empty: written
 };
 
+// Shard -> coordinator: a key-value job's shard took its image of checkpoint `step` and
+// writes it now; its checkpoint_saved follows (Note [The last checkpoints of a key-value
+// job] in core/job_keys.cpp).
+struct checkpoint_begun {
+  std::uint32_t shard = 0;
+  std::int64_t step = 0;
+};
+
 // A member (worker, or pipeline stage) -> coordinator. host/port: where its pipeline
 // neighbours reach it directly (empty in one process).
 struct worker_join {
