@@ -217,8 +217,12 @@ def test_collectives_cross_processes_and_a_killed_worker_fails_the_others_call(t
     got = sorted(line.split()[-5:] for line in p.stderr.splitlines() if "RESULT" in line)
     assert got == [["0", "3.0", "3.0", "3", "4.0"], ["1", "3.0", "3.0", "3", "4.0"]], p.stderr[-3000:]
     lost = [line.split()[-2:] for line in p.stderr.splitlines() if "LOST" in line]
-    assert len(lost) == 1 and lost[0][0] == "member_lost", p.stderr[-3000:]
-    assert float(lost[0][1]) < 20  # the store would wait 60 s
+    # Worker 0's call ends well within the store's 60 s either way: with member_lost when
+    # worker 1 died while the call waited for its piece, or as the survivor's own round when
+    # the shards heard of the loss before the call began (which one depends on the
+    # machine's load; test_collective_rounds pins both orders down).
+    assert len(lost) == 1 and lost[0][0] in ("member_lost", "none"), p.stderr[-3000:]
+    assert float(lost[0][1]) < 20
     assert p.returncode != 0 and "worker 1 failed (signal 9)" in p.stderr
 
 
