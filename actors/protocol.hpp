@@ -237,7 +237,8 @@ using shard_actor = caf::typed_actor<
     caf::replies_to<start_atom, shard_start>::with<caf::ok_atom>,
     // every job's push (a training member's states its clock)
     caf::replies_to<push_atom, kv_push>::with<kv_push_ack>,
-    caf::replies_to<pull_atom, pull_request>::with<params_reply>,
+    // every job's pull (a training member's states its clock)
+    caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
     caf::replies_to<snapshot_atom>::with<params_reply>,
     caf::replies_to<stats_atom>::with<shard_stats>,
     caf::reacts_to<left_atom, std::uint32_t>,
@@ -247,7 +248,6 @@ using shard_actor = caf::typed_actor<
     // key-value jobs
     caf::replies_to<kv_define_atom, kv_define>::with<caf::ok_atom>,
     caf::replies_to<kv_opt_atom, kv_set_optimizer>::with<caf::ok_atom>,
-    caf::replies_to<pull_atom, kv_pull>::with<kv_pull_reply>,
     // a member's piece of a collective (Note [Collectives on the shards])
     caf::replies_to<kv_coll_atom, kv_collective>::with<kv_collective_reply>,
     // a member's bulk lane (Note [Bulk lanes]): the member's rank -> an offer
@@ -345,7 +345,6 @@ void add_protocol_types(caf::actor_system_config& cfg);
 }  // namespace troupe
 
 CAF_BEGIN_TYPE_ID_BLOCK(troupe_protocol, caf::first_custom_type_id)
-  CAF_ADD_TYPE_ID(troupe_protocol, (troupe::pull_request))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::params_reply))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::membership))
   CAF_ADD_TYPE_ID(troupe_protocol, (troupe::shard_stats))

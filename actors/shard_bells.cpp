@@ -99,7 +99,7 @@ void serve_record(shard_pointer self, std::uint32_t rank, std::byte* base, const
   if (h->kind == bells::kind::push)
     return serve_as<kv_push, kv_push_ack>(self, rank, base, rec, h->id, "push", bells::kind::ack, serve_push);
   if (h->kind == bells::kind::pull)
-    return serve_as<pull_request, params_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params, serve_pull);
+    return serve_as<kv_pull, kv_pull_reply>(self, rank, base, rec, h->id, "pull", bells::kind::params, serve_pull);
   refuse(self, rank, errc::malformed, "an answer where a call belongs");
 }
 

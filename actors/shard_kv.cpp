@@ -25,7 +25,7 @@ std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_p
 
 void settle_kv(shard_pointer self) {
   settle_collectives(self);
-  settle_kv_pulls(self);
+  settle_pulls(self);
 }
 
 void init_kv_from_welcome(shard_pointer self, const shard_welcome& w) {

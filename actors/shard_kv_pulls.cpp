@@ -1,8 +1,7 @@
-// shard_kv_pulls: a key-value job's pulls on a shard server: checked, answered now or held
-// per part by the core and answered once its last held part is released (in the slot the
-// member offered, on its bulk lane, or in the message, in the job's --pull-precision; 2-bit
-// against the member's views, Note [2-bit key-value pulls] in client/pulled_views.hpp). The
-// sender is checked by shard_server.cpp.
+// shard_kv_pulls: a user's loop's pulls on a shard server (served and held by
+// shard_pulls.cpp): checked, and answered in the slot the member offered, on its bulk
+// lane, or in the message, in the job's --pull-precision (2-bit against the member's
+// views, Note [2-bit key-value pulls] in client/pulled_views.hpp).
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -59,6 +58,8 @@ tensor two_bit_answer(shard_pointer self, const kv_pull& r, std::int64_t total) 
   return out;
 }
 
+}  // namespace
+
 // The reply to a key-value pull whose parts are all answerable now: in the slot it offered
 // when the fast path can take it (Note [Same-host fast path]), as f32; otherwise in the
 // job's --pull-precision, on the member's bulk lane when it asked and has one (Note [Bulk
@@ -101,68 +102,15 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
   return out;
 }
 
-}  // namespace
-
-void settle_kv_pulls(shard_pointer self) {
-  auto& st = self->state;
-  auto finish_token = [&](shard_core::token t) -> held_kv_pull* {
-    auto tok = st.kv_tokens.find(t);
-    if (tok == st.kv_tokens.end()) return nullptr;
-    auto it = st.kv_held.find(tok->second);
-    st.kv_tokens.erase(tok);
-    return it == st.kv_held.end() ? nullptr : &it->second;
-  };
-  for (auto t : st.core->take_released()) {
-    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
-    held_kv_pull* h = finish_token(t);
-    if (h && --h->waiting == 0) {
-      h->promise.deliver(kv_answer(self, h->request));
-      st.kv_held.erase(id);
-    }
-  }
-  for (auto t : st.core->take_dropped()) {
-    const auto id = st.kv_tokens.count(t) ? st.kv_tokens.at(t) : 0;
-    if (held_kv_pull* h = finish_token(t)) {
-      h->promise.deliver(make_error(errc::not_member, "the worker left the job"));
-      st.kv_held.erase(id);
-    }
-  }
-}
-
-void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp) {
-  auto& st = self->state;
-  if (!serves_kv(self)) return rp.deliver(not_kv(self)), void();
-  if (r.shard != st.index) return rp.deliver(wrong_shard(self, r.shard)), void();
-  auto& kv = *st.core;
-  if (auto e = check_kv_parts(kv, r.parts)) return rp.deliver(make_error(*e)), void();
+std::optional<fault> check_kv_pull(const shard_core& kv, const kv_pull& r) {
+  if (auto e = check_kv_parts(kv, r.parts)) return e;
   if (r.rows.size() != r.parts.size() || r.row_numel.size() != r.parts.size())
-    return rp.deliver(make_error(errc::malformed, "a pull whose rows do not match its parts")), void();
+    return fault{errc::malformed, "a pull whose rows do not match its parts"};
   for (std::size_t i = 0; i < r.parts.size(); ++i)
     for (auto row : r.rows[i])
       if (row < 0 || r.row_numel[i] <= 0 || (row + 1) * r.row_numel[i] > kv.value(r.parts[i]).numel())
-        return rp.deliver(make_error(errc::bad_shape,
-                                     "a pull asks for row " + std::to_string(row) + ", outside its part of the key")),
-               void();
-  const std::uint64_t id = st.next_kv_pull++;
-  held_kv_pull h;
-  std::vector<shard_core::token> held;
-  for (auto part : r.parts) {
-    const auto t = st.next_token++;
-    auto o = kv.pull_part(r.worker, part, t);
-    if (o.decision == shard_core::pull_decision::reject) {
-      for (auto ht : held) st.kv_tokens.erase(ht);
-      return rp.deliver(make_error(*o.error)), void();
-    }
-    if (o.decision == shard_core::pull_decision::hold) {
-      st.kv_tokens[t] = id;
-      held.push_back(t);
-      ++h.waiting;
-    }
-  }
-  if (h.waiting == 0) return rp.deliver(kv_answer(self, r)), void();
-  h.promise = rp;
-  h.request = std::move(r);
-  st.kv_held.emplace(id, std::move(h));
+        return fault{errc::bad_shape, "a pull asks for row " + std::to_string(row) + ", outside its part of the key"};
+  return std::nullopt;
 }
 
 }  // namespace troupe::shard_shell

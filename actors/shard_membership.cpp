@@ -22,7 +22,7 @@ caf::result<caf::ok_atom> on_admit(shard_pointer self, shard_admit& a) {
     return caf::ok_atom::value;
   }
   self->state.core->member_joined(a.joined.rank, a.joined.clock);
-  settle_held(self);
+  settle_pulls(self);
   return caf::ok_atom::value;
 }
 
@@ -75,7 +75,7 @@ caf::result<shard_stats> stats_of(shard_pointer self) {
 caf::result<params_reply> snapshot(shard_pointer self) {
   if (!serves_training(self)) return not_started(self);
   const auto& core = *self->state.core;
-  return params_reply{self->state.index, core.version(), core.params(), {}};
+  return params_reply{self->state.index, core.version(), core.params()};
 }
 
 void on_left(shard_pointer self, std::uint32_t rank) {
@@ -86,7 +86,7 @@ void on_left(shard_pointer self, std::uint32_t rank) {
   if (self->state.channels) self->state.channels->forget(rank);
   self->state.core->member_left(rank);
   maybe_checkpoint(self);
-  settle_held(self);
+  settle_pulls(self);
 }
 
 void on_straggler(shard_pointer self, std::uint32_t rank, bool slow) {
@@ -95,7 +95,7 @@ void on_straggler(shard_pointer self, std::uint32_t rank, bool slow) {
   if (serves_kv(self))
     settle_kv(self);
   else
-    settle_held(self);
+    settle_pulls(self);
 }
 
 }  // namespace troupe::shard_shell

@@ -152,7 +152,7 @@ void answer_push(shard_pointer self, const kv_push& p, applied& done, answer_to<
   auto& st = self->state;
   maybe_checkpoint(self);
   if (st.core->training())
-    settle_held(self);
+    settle_pulls(self);
   else
     settle_kv(self);
   observe(self);

@@ -1,7 +1,8 @@
 // shard_server: the CAF side of a shard (its join and welcome, who may send what); the
 // rules are in shard_core, the coordinator's word about members in shard_membership.cpp,
-// every job's pushes in shard_push.cpp, a training job's pulls in shard_train.cpp, a
-// key-value job's in shard_kv*.cpp, and the bulk lanes in shard_lane.cpp.
+// every job's pushes and pulls in shard_push.cpp and shard_pulls.cpp (a training member's
+// answered in shard_train.cpp, a user's loop's in shard_kv_pulls.cpp), the rest of a
+// key-value job's calls in shard_kv*.cpp, and the bulk lanes in shard_lane.cpp.
 #include "actors/shard_server.hpp"
 
 #include <spdlog/spdlog.h>
@@ -138,9 +139,9 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
         if (!from_member(self, p.worker, "a push")) return refused();
         return in_member_order<kv_push_ack>(self, p.worker, p.lane.ticket, std::move(p), serve_push);
       },
-      [=](pull_atom, pull_request& r) -> caf::result<params_reply> {
+      [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
         if (!from_member(self, r.worker, "a pull")) return refused();
-        return in_member_order<params_reply>(self, r.worker, 0, std::move(r), serve_pull);
+        return in_member_order<kv_pull_reply>(self, r.worker, 0, std::move(r), serve_pull);
       },
       [=](snapshot_atom) -> caf::result<params_reply> {
         if (!from_coordinator(self, coordinator, "a snapshot request")) return refused();
@@ -169,10 +170,6 @@ local_shard_actor::behavior_type shard_server(shard_pointer self, coordinator_ac
       [=](kv_opt_atom, const kv_set_optimizer& o) -> caf::result<caf::ok_atom> {
         if (!from_coordinator(self, coordinator, "an optimizer")) return refused();
         return kv_set_optimizer_on(self, o);
-      },
-      [=](pull_atom, kv_pull& r) -> caf::result<kv_pull_reply> {
-        if (!from_member(self, r.worker, "a pull")) return refused();
-        return in_member_order<kv_pull_reply>(self, r.worker, 0, std::move(r), kv_pull_on);
       },
       [=](kv_coll_atom, kv_collective& c) -> caf::result<kv_collective_reply> {
         if (!from_member(self, c.worker, "a collective piece")) return refused();

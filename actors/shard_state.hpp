@@ -1,10 +1,10 @@
 // shard_state: what one shard server actor keeps, and what its source files share:
 // shard_server.cpp is the actor (the join, the welcome) and checks who sent each message;
-// shard_membership.cpp takes the coordinator's word about members; shard_push.cpp serves
-// every job's pushes through shard_core, shard_train.cpp a training member's pulls of its
-// slice, shard_kv*.cpp a user's loop's pulls and collectives of key parts,
-// shard_lane.cpp the bulk lanes, and shard_checkpoints.cpp the checkpoints of either kind
-// of job. Private to those files.
+// shard_membership.cpp takes the coordinator's word about members; shard_push.cpp and
+// shard_pulls.cpp serve every job's pushes and pulls through shard_core, shard_train.cpp
+// answers a training member's pulls with its slice, shard_kv*.cpp a user's loop's pulls
+// of key parts and its collectives, shard_lane.cpp the bulk lanes, and
+// shard_checkpoints.cpp the checkpoints of either kind of job. Private to those files.
 #pragma once
 
 #include <caf/all.hpp>
@@ -64,21 +64,12 @@ class answer_to {
   std::function<void(caf::expected<T>)> bell_;
 };
 
+// A pull waiting for the parts its shard core held (shard_pulls.cpp).
 struct held_pull {
-  answer_to<params_reply> promise;
+  std::size_t waiting = 0;  // its parts still held
   wall::time_point since;
-  std::uint32_t member = 0;
-  shared_tensor reply_to;
-  bool full = false;  // Note [2-bit pulls]
-  std::int64_t piece_offset = 0, piece_numel = 0;  // a piece of the slice; 0: all of it
-  std::uint64_t lane_reply = 0;  // Note [Bulk lanes]
-};
-
-// A key-value job's pull waiting for the parts its shard core held.
-struct held_kv_pull {
-  caf::typed_response_promise<kv_pull_reply> promise;
   kv_pull request;
-  std::size_t waiting = 0;
+  answer_to<kv_pull_reply> promise;
 };
 
 // A member's push, pull or key-value call, kept in the order it came while an earlier
@@ -105,8 +96,10 @@ struct shard_lanes {
 struct shard_state {
   std::unique_ptr<shard_core> core;  // a training job's (its stages' parts) or a key-value job's (key parts)
   std::uint32_t index = 0;
-  std::unordered_map<shard_core::token, held_pull> held;
   shard_core::token next_token = 1;
+  std::map<shard_core::token, std::uint64_t> held_tokens;  // a part the core holds -> its pull
+  std::map<std::uint64_t, held_pull> held;
+  std::uint64_t next_pull = 1;
   observability obs;
   std::optional<monitoring::shard_metrics> m;
   std::uint32_t track = 0;
@@ -127,9 +120,6 @@ struct shard_state {
   std::set<std::uint32_t> bells_malformed_logged;  // members whose broken records were logged
   grad_codec compression, pull_precision;         // the job's, for pushes and for answers over the network
   std::optional<pull_views> views;                // --pull-precision 2bit: what each member holds
-  std::map<shard_core::token, std::uint64_t> kv_tokens;  // a held part -> its pull
-  std::map<std::uint64_t, held_kv_pull> kv_held;
-  std::uint64_t next_kv_pull = 1;
   // Collectives of a key-value job's members (Note [Collectives on the shards]).
   collective_rounds collectives;
   struct waiting_piece {
@@ -179,14 +169,18 @@ caf::error wrong_shard(shard_pointer self, std::uint32_t asked);
 // Every job's push (shard_push.cpp), called once the shell checked that the member the
 // message names sent it: false while its lane payload is on its way (nothing answered yet).
 bool serve_push(shard_pointer self, kv_push& p, answer_to<kv_push_ack>& rp);
+// Every job's pull (shard_pulls.cpp), called likewise: answered now, or held until the
+// core has released every part it holds. settle_pulls answers the held pulls the core
+// released and fails those it dropped (their member left), after each call into the core.
+void serve_pull(shard_pointer self, kv_pull& r, answer_to<kv_pull_reply>& rp);
+void settle_pulls(shard_pointer self);
 
-// A training job's side (shard_train.cpp), called likewise. A pull is answered now or
-// held until the core releases it; what a training member's message hears from a shard
-// that is not a training job's.
+// A training job's side (shard_train.cpp): what a training member's message hears from a
+// shard that is not a training job's; what is wrong with a training member's pull (its
+// part, its piece); its answer, the member's slice or a piece of it as it is now.
 caf::error not_training(shard_pointer self);
-void serve_pull(shard_pointer self, const pull_request& r, answer_to<params_reply>& rp);
-// Answers the pulls the core released, and fails the ones it dropped.
-void settle_held(shard_pointer self);
+std::optional<fault> check_step_pull(shard_pointer self, const kv_pull& r);
+kv_pull_reply slice_answer(shard_pointer self, const kv_pull& r);
 // Brings the gauges and counters in line with the core after a message.
 void observe(shard_pointer self);
 
@@ -198,11 +192,9 @@ void init_kv_from_welcome(shard_pointer self, const shard_welcome& w);
 // or a pull's parts are not all on this shard.
 caf::error not_kv(shard_pointer self);
 std::optional<fault> check_kv_parts(const shard_core& kv, const std::vector<kv_part_id>& parts);
-// Answers the pulls whose last held part the core released and fails those it dropped
-// (settle_kv_pulls), and answers the collective pieces whose rounds closed or failed
-// (settle_collectives); settle_kv does both.
+// Answers the held pulls (settle_pulls) and the collective pieces whose rounds closed or
+// failed (settle_collectives).
 void settle_kv(shard_pointer self);
-void settle_kv_pulls(shard_pointer self);
 void settle_collectives(shard_pointer self);
 // Key-value members: the job's start, a joiner, a leaver (the kv core and the collectives).
 void kv_members_start(shard_pointer self, const std::vector<std::uint32_t>& members);
@@ -213,7 +205,10 @@ void kv_member_left(shard_pointer self, std::uint32_t rank);
 bool kv_collective_on(shard_pointer self, kv_collective& c, caf::typed_response_promise<kv_collective_reply>& rp);
 caf::result<caf::ok_atom> kv_define_parts(shard_pointer self, const kv_define& d);
 caf::result<caf::ok_atom> kv_set_optimizer_on(shard_pointer self, const kv_set_optimizer& o);
-void kv_pull_on(shard_pointer self, kv_pull& r, caf::typed_response_promise<kv_pull_reply>& rp);
+// A user's loop's pull (shard_kv_pulls.cpp): what is wrong with it (its parts, its rows);
+// its answer, the parts and rows it names as they are now.
+std::optional<fault> check_kv_pull(const shard_core& kv, const kv_pull& r);
+kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r);
 
 // Checkpoints (shard_checkpoints.cpp). At the welcome: the job's plan, and what a resumed
 // job's shard restores at its start; why the job cannot keep checkpoints.

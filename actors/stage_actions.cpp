@@ -17,11 +17,11 @@ bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
 
 // Pulls and pushes use the same-host fast path where the shard has one (stage_fast_path.cpp).
 // Over the network, large tensors take the member's bulk lane to the shard (stage_lane.cpp).
-void pull(stage_pointer self, std::uint32_t s, pull_request r) {
+void pull(stage_pointer self, std::uint32_t s, kv_pull r) {
   const bool lent = offer_reply_slot(self, s, r);
   if (!lent) r.lane_reply = lane_reply_ticket(self, s, r);
   const std::uint64_t ticket = r.lane_reply;
-  auto answered = [=](params_reply& p) {
+  auto answered = [=](kv_pull_reply& p) {
     if (!p.shared.empty()) {
       if (auto taken = take_shared_reply(self, s, p); !taken) {
         drive(self, [&](member_core& c) { return c.on_pull_failed(s, taken.error().message); });

@@ -137,7 +137,7 @@ void take_answer(stage_pointer self, std::uint32_t s, const std::vector<std::byt
       return c.on_ack(a);
     }
     case bells::kind::params: {
-      params_reply p;
+      kv_pull_reply p;
       if (!c.on_params || !bells::body_of(sys, rec, p)) return bad("pull answer");
       return c.on_params(p);
     }
@@ -191,7 +191,7 @@ std::uint64_t take_posted_answers(stage_pointer self) {
 
 }  // namespace
 
-bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
+bool ring_pull(stage_pointer self, std::uint32_t s, const kv_pull& r, std::function<void(kv_pull_reply&)> ok,
                std::function<void(caf::error&)> failed) {
   const auto& slots = self->state.slots;
   const auto channel = s < slots.pull_channel.size() ? slots.pull_channel[s] : std::nullopt;

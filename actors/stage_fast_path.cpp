@@ -39,7 +39,7 @@ void wire_links(stage_pointer self) {
   st.slots.push_channel.assign(st.shards.size(), std::nullopt);
 }
 
-bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r) {
+bool offer_reply_slot(stage_pointer self, std::uint32_t s, kv_pull& r) {
   auto& st = self->state;
   if (s >= st.slots.pull_channel.size()) return false;
   std::string problem;
@@ -53,7 +53,7 @@ bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r) {
   return true;
 }
 
-expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p) {
+expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, kv_pull_reply& p) {
   auto& links = *self->state.links;
   const auto c = take_channel(self->state.slots.pull_channel, s);
   if (!c) return failure{"shard " + std::to_string(s) + " answered in shared memory that this member did not offer"};
@@ -63,7 +63,7 @@ expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_rep
   if (t->first)
     spdlog::info("{}: exchanges tensors with shard {} through shared memory ({})", who(self), s,
                  links.channel_name(s, *c));
-  p.params = std::move(t->values);
+  p.data = std::move(t->values);
   p.shared = {};
   return true;
 }

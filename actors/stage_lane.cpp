@@ -29,7 +29,7 @@ bool over_the_network(stage_pointer self, std::uint32_t s) {
 
 }  // namespace
 
-std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const pull_request& r) {
+std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const kv_pull& r) {
   auto* lanes = lanes_of(self);
   if (!lanes || !over_the_network(self, s)) return 0;
   const auto numel = r.piece_numel > 0 ? r.piece_numel : self->state.core->slice_numel(s);
@@ -46,8 +46,8 @@ void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) {
   if (auto d = lanes->send(s, g.data)) g.lane = std::move(*d);
 }
 
-void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, params_reply p) {
-  auto done = [self, s](std::variant<params_reply, fault> r) {
+void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_pull_reply p) {
+  auto done = [self, s](std::variant<kv_pull_reply, fault> r) {
     // A closed lane fails its waiting answers one after another; the first may stop the member.
     if (self->state.core->phase() == member_phase::stopped) return;
     if (auto* f = std::get_if<fault>(&r)) {
@@ -55,7 +55,7 @@ void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, par
       drive(self, [&](member_core& c) { return c.on_pull_failed(s, why); });
       return;
     }
-    drive(self, [&](member_core& c) { return c.on_params(s, std::move(std::get<params_reply>(r))); });
+    drive(self, [&](member_core& c) { return c.on_params(s, std::move(std::get<kv_pull_reply>(r))); });
   };
   auto* lanes = lanes_of(self);
   if (!lanes) return done(stage_lanes::unasked(s));

@@ -41,7 +41,7 @@ struct stage_slot_calls {
 struct stage_bells {
   struct call {
     std::uint32_t shard = 0;
-    std::function<void(params_reply&)> on_params;  // a pull's
+    std::function<void(kv_pull_reply&)> on_params;  // a pull's
     std::function<void(kv_push_ack&)> on_ack;         // a push's
     std::function<void(caf::error&)> on_error;
     std::chrono::steady_clock::time_point sent;
@@ -60,7 +60,7 @@ struct stage_bells {
   std::uint64_t answers = 0, answers_awaited = 0, empty_nudges = 0;
 };
 
-using stage_lanes = lane::member_lanes<params_reply, &params_reply::params>;
+using stage_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
 // transport/ring_mailbox.hpp): the member's ring link (core/ring_link.hpp, shared with the

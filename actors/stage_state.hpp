@@ -119,9 +119,9 @@ void drive(stage_pointer self, F&& call) {
 // lend for shard s, if any; a push leaves its gradient in a push slot when its links route
 // it there. Each returns whether it lent a slot, which settle_* then gives back: `answered`
 // in the message (the shard declined), or `timed_out` (the channel closes).
-bool offer_reply_slot(stage_pointer self, std::uint32_t s, pull_request& r);
+bool offer_reply_slot(stage_pointer self, std::uint32_t s, kv_pull& r);
 // The parameters the shard left in the lent slot, moved into p.params.
-expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, params_reply& p);
+expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, kv_pull_reply& p);
 void settle_reply_slot(stage_pointer self, std::uint32_t s, bool answered_inline, bool timed_out);
 bool share_push(stage_pointer self, std::uint32_t s, kv_push& g);
 void settle_push_slot(stage_pointer self, std::uint32_t s, bool timed_out);
@@ -132,7 +132,7 @@ void wire_links(stage_pointer self);
 // block of the channel whose slot it lent, when the shard listens there; false: send it
 // as an actor message. The answer, or the request timeout, goes to the handlers. Then the
 // answers the waiter saw, and the calls past their deadline.
-bool ring_pull(stage_pointer self, std::uint32_t s, const pull_request& r, std::function<void(params_reply&)> ok,
+bool ring_pull(stage_pointer self, std::uint32_t s, const kv_pull& r, std::function<void(kv_pull_reply&)> ok,
                std::function<void(caf::error&)> failed);
 bool ring_push(stage_pointer self, std::uint32_t s, const kv_push& g, std::function<void(kv_push_ack&)> ok,
                std::function<void(caf::error&)> failed);
@@ -150,10 +150,10 @@ void await_answers(stage_pointer self);
 // a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);
 // a push's gradient moved onto the lane; a reply that names a lane payload, handed to the
 // core once the payload is here; and the lane's events.
-std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const pull_request& r);
+std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const kv_pull& r);
 void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g);
 // `asked`: the ticket the pull named (0: none), which the reply must name.
-void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, params_reply p);
+void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_pull_reply p);
 void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticket);
 void on_lane_payload(stage_pointer self, lane_payload& p);
 void on_lane_event(stage_pointer self, const lane_event& e);

@@ -94,9 +94,7 @@ typename Inspector::result_type inspect(Inspector& f, key_table& x) {
 TROUPE_INSPECT(shared_tensor, x.segment, x.offset, x.capacity, x.ticket, x.dtype, x.dims)
 TROUPE_INSPECT(lane_tensor, x.ticket, x.dtype, x.dims)
 TROUPE_INSPECT(lane_offer, x.port, x.token)
-TROUPE_INSPECT(pull_request, x.shard, x.worker, x.clock, x.reply_to, x.full, x.piece_offset, x.piece_numel,
-               x.lane_reply)
-TROUPE_INSPECT(params_reply, x.shard, x.version, x.params, x.shared, x.piece_offset, x.piece_numel, x.lane)
+TROUPE_INSPECT(params_reply, x.shard, x.version, x.params)
 TROUPE_INSPECT(membership, x.workers, x.stages, x.clock)
 TROUPE_INSPECT(shard_stats, x.shard, x.version, x.updates, x.gradients, x.rejected, x.pulls, x.pulls_held, x.held_now,
                x.staleness_sum, x.staleness_count, x.staleness_max, x.staleness_hist)
@@ -141,8 +139,9 @@ TROUPE_INSPECT(kv_barrier, x.worker)
 TROUPE_INSPECT(kv_push, x.shard, x.worker, x.parts, x.base_versions, x.data, x.shared, x.lane, x.clock,
                x.piece_offset, x.piece_numel)
 TROUPE_INSPECT(kv_push_ack, x.versions, x.staleness, x.late)
-TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to, x.lane_reply, x.full)
-TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data, x.shared, x.lane)
+TROUPE_INSPECT(kv_pull, x.shard, x.worker, x.parts, x.rows, x.row_numel, x.reply_to, x.lane_reply, x.full, x.clock,
+               x.piece_offset, x.piece_numel)
+TROUPE_INSPECT(kv_pull_reply, x.shard, x.versions, x.data, x.shared, x.lane, x.piece_offset, x.piece_numel)
 TROUPE_INSPECT(kv_collective, x.shard, x.worker, x.name, x.kind, x.op, x.root, x.dims, x.data, x.shared,
                x.reply_to, x.lane, x.lane_reply)
 TROUPE_INSPECT(kv_collective_reply, x.ranks, x.dims, x.data, x.shared, x.lane)

@@ -102,24 +102,52 @@ struct kv_push_ack {
   bool late = false;
 };
 
-// Member -> shard: the values of some parts (rows[i] empty: all of part i; else those
-// rows of it, relative to the part), concatenated in the reply.
+// Member -> shard: the one pull of every job, the values of some parts (rows[i] empty:
+// all of part i; else those rows of it, relative to the part), concatenated in the reply.
+// A user's loop's pull is answered after the pushes it made of each part (Note [Rounds
+// per part] in core/shard_core.hpp). A training member pulls the one part of its stage
+// (stage_part) with its step as the stated clock, whole or a piece of it (layer-by-layer
+// pulls, Note [Gradient buckets] in core/gradient_buckets.hpp).
 struct kv_pull {
+  static constexpr std::int64_t no_clock = -1;
   std::uint32_t shard = 0, worker = 0;
   std::vector<kv_part_id> parts;
   std::vector<std::vector<std::int64_t>> rows;
   std::vector<std::int64_t> row_numel;       // per part: elements per row
   shared_tensor reply_to;                    // the same-host fast path: a slot for the answer
   std::uint64_t lane_reply = 0;              // or the ticket to answer under on the bulk lane
-  bool full = false;  // --pull-precision 2bit: answer in f32 (Note [2-bit key-value pulls] in client/pulled_views.hpp)
+  // --pull-precision 2bit: answer in f32, as the member holds no view (Note [2-bit
+  // key-value pulls] in client/pulled_views.hpp, Note [2-bit pulls] in core/pull_views.hpp)
+  bool full = false;
+  std::int64_t clock = no_clock;             // a training member's step; no_clock: a user's loop's pull
+  // A training member's piece of its part: where it starts and its element count; 0: whole.
+  std::int64_t piece_offset = 0;
+  std::int64_t piece_numel = 0;
+  bool states_clock() const { return clock != no_clock; }
 };
+
+// A training member's pull of its stage's part at `clock`; `full`: in 2 bits, it holds no view.
+inline kv_pull step_pull(std::uint32_t shard, std::uint32_t worker, std::uint32_t stage, std::int64_t clock,
+                         bool full = false) {
+  kv_pull r;
+  r.shard = shard;
+  r.worker = worker;
+  r.parts = {stage_part(stage)};
+  r.rows.resize(1);  // the whole part
+  r.row_numel = {0};
+  r.full = full;
+  r.clock = clock;
+  return r;
+}
 
 struct kv_pull_reply {
   std::uint32_t shard = 0;
   std::vector<std::int64_t> versions;        // per part
-  tensor data;                               // empty when shared is set
+  tensor data;                               // empty when shared or lane is set
   shared_tensor shared;                      // the slot reply_to offered, now holding the answer
   lane_tensor lane{};                        // or the answer's ticket on the bulk lane
+  std::int64_t piece_offset = 0;             // the pull's piece (data holds piece_numel elements)
+  std::int64_t piece_numel = 0;
 };
 
 // What a collective does with its members' pieces (Note [Collectives on the shards] in

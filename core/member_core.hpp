@@ -64,7 +64,7 @@ namespace troupe {
 std::string member_locality(device d);
 
 namespace member_actions {
-struct pull { std::uint32_t shard; pull_request request; };  // answer: on_params / on_pull_failed
+struct pull { std::uint32_t shard; kv_pull request; };  // answer: on_params / on_pull_failed
 struct push { std::uint32_t shard; kv_push grads; };      // answer: on_push_ack / on_push_refused
 struct send_activation { activation a; };                   // to the next stage
 struct send_activation_grad { activation_grad g; };         // to the previous stage
@@ -113,7 +113,7 @@ class member_core {
   member_actions_list on_wired();
   member_actions_list on_group_id(std::vector<std::uint8_t> id);  // relayed by the coordinator
   member_actions_list on_group_deadline();
-  member_actions_list on_params(std::uint32_t shard, params_reply r);
+  member_actions_list on_params(std::uint32_t shard, kv_pull_reply r);
   member_actions_list on_pull_failed(std::uint32_t shard, const std::string& why);
   // What comes next with nothing to wait for: the next step, or opening the local group.
   member_actions_list on_next_step();

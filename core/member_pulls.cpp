@@ -18,17 +18,17 @@ using namespace member_actions;
 // soon as they are here; the others are asked for their whole slice.
 void member_core::start_pulls(member_actions_list& out) {
   step_begin_ = wall::now();
-  auto asks = pulls_.start(slices_, place_.rank, clock_, [this](std::uint32_t s) { return in_pieces(s); });
+  auto asks = pulls_.start(slices_, place_.rank, stage_, clock_, [this](std::uint32_t s) { return in_pieces(s); });
   if (asks.empty()) {
     // Nothing to pull (--servers 0, or a local group's member): the step starts from the
     // mailbox, so the loop never recurses and exits and deaths are seen every step.
     out.push_back(schedule_step{});
     return;
   }
-  for (pull_request& r : asks) out.push_back(pull{r.shard, std::move(r)});
+  for (kv_pull& r : asks) out.push_back(pull{r.shard, std::move(r)});
 }
 
-member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
+member_actions_list member_core::on_params(std::uint32_t s, kv_pull_reply r) {
   member_actions_list out;
   if (phase_ != member_phase::training || !pulls_.open()) return out;
   const std::string from = "shard " + std::to_string(s);
@@ -48,39 +48,40 @@ member_actions_list member_core::on_params(std::uint32_t s, params_reply r) {
   const grad_codec& precision = place_.job.pull_precision;
   if (precision.kind == codec_kind::two_bit && s < slices_.shards()) {
     // Note [2-bit pulls]: the answer updates the view this member holds, which is used.
-    meters_.bytes_received(r.params.nbytes());
-    if (auto e = apply_pull(precision, pulls_.view(s), r.params, slices_.numel(s))) {
+    meters_.bytes_received(r.data.nbytes());
+    if (auto e = apply_pull(precision, pulls_.view(s), r.data, slices_.numel(s))) {
       stop({errc::bad_dtype, from + " answered with " + *e}, out);
       return out;
     }
-    r.params = tensor(pulls_.view(s));
-  } else if (precision.kind != codec_kind::none && r.params.type() != dtype::f32 && s < slices_.shards()) {
-    auto decoded = decode(precision, r.params, expect);
+    r.data = tensor(pulls_.view(s));
+  } else if (precision.kind != codec_kind::none && r.data.type() != dtype::f32 && s < slices_.shards()) {
+    auto decoded = decode(precision, r.data, expect);
     if (!decoded) {
       stop({errc::bad_dtype, from + " answered with " + decoded.error().message}, out);
       return out;
     }
-    meters_.bytes_received(r.params.nbytes());
-    r.params = std::move(*decoded);
+    meters_.bytes_received(r.data.nbytes());
+    r.data = std::move(*decoded);
   } else {
-    meters_.bytes_received(r.params.nbytes());
+    meters_.bytes_received(r.data.nbytes());
   }
-  if (r.shard != s || s >= slices_.shards() || held_numel(r.params) != expect || r.params.type() != dtype::f32) {
-    stop({errc::bad_shape, from + " answered with " + std::to_string(held_numel(r.params)) + " " +
-                               std::string(name_of(r.params.type())) + " parameters, expected " +
+  if (r.shard != s || s >= slices_.shards() || r.versions.size() != 1 || held_numel(r.data) != expect ||
+      r.data.type() != dtype::f32) {
+    stop({errc::bad_shape, from + " answered with " + std::to_string(held_numel(r.data)) + " " +
+                               std::string(name_of(r.data.type())) + " parameters, expected " +
                                std::to_string(expect) + " f32; run the same troupe build on every node"},
          out);
     return out;
   }
   if (!simulated() && !guarded("taking the parameters of shard " + std::to_string(s), out, [&] {
         if (bucket && expect < slices_.numel(s))
-          unpack_piece(rep_->params(), r.params, slices_.ranges(s), slices_.buckets()[*bucket].lo,
+          unpack_piece(rep_->params(), r.data, slices_.ranges(s), slices_.buckets()[*bucket].lo,
                        slices_.buckets()[*bucket].hi);
         else
-          unpack_shard(rep_->params(), r.params, slices_.ranges(s));
+          unpack_shard(rep_->params(), r.data, slices_.ranges(s));
       }))
     return out;
-  took_params(s, bucket, r.version, out);
+  took_params(s, bucket, r.versions.front(), out);
   return out;
 }
 

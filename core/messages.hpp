@@ -16,30 +16,13 @@
 
 namespace troupe {
 
-// Worker -> shard: a training member's pull of its stage's part (its slice of the
-// shard's buffer, Note [Slices] in core/shard_core_slices.cpp). Its push is a kv_push
-// (core/kv_messages.hpp) that states its clock.
-struct pull_request {
-  std::uint32_t shard = 0;
-  std::uint32_t worker = 0;
-  std::int64_t clock = 0;
-  shared_tensor reply_to;         // on the same host, a slot the shard may answer into
-  bool full = false;              // --pull-precision 2bit: the member holds no view (Note [2-bit pulls])
-  // A piece of the slice (layer-by-layer pulls, Note [Gradient buckets]): where it starts
-  // and its element count; 0: the whole slice.
-  std::int64_t piece_offset = 0;
-  std::int64_t piece_numel = 0;
-  std::uint64_t lane_reply = 0;   // over the network: the ticket to answer under on the bulk lane
-};
-
+// Shard -> coordinator: the shard's whole buffer, its key ranges in table order (a
+// snapshot for an evaluation or the job's result). A member's pushes and pulls are
+// kv_push and kv_pull (core/kv_messages.hpp).
 struct params_reply {
   std::uint32_t shard = 0;
   std::int64_t version = 0;
-  tensor params;                  // (shard_numel) f32, or in the job's --pull-precision
-  shared_tensor shared;           // or where the shard wrote them (the pull's reply_to; params empty)
-  std::int64_t piece_offset = 0;  // the pull's piece (params holds piece_numel elements)
-  std::int64_t piece_numel = 0;
-  lane_tensor lane{};             // or their ticket on the bulk lane (the pull's lane_reply; params empty)
+  tensor params;  // (shard_numel) f32
 };
 
 struct membership {

@@ -13,9 +13,9 @@ pull_round::pull_round(const member_slices& slices, bool two_bit)
       base_version_(slices.shards(), 0),
       view_(slices.shards()) {}
 
-std::vector<pull_request> pull_round::start(const member_slices& slices, std::uint32_t rank, std::int64_t clock,
-                                            const std::function<bool(std::uint32_t)>& in_pieces) {
-  std::vector<pull_request> out;
+std::vector<kv_pull> pull_round::start(const member_slices& slices, std::uint32_t rank, std::uint32_t stage,
+                                       std::int64_t clock, const std::function<bool(std::uint32_t)>& in_pieces) {
+  std::vector<kv_pull> out;
   pending_ = 0;
   if (slices.active().empty()) return out;
   const std::size_t buckets = slices.buckets().size();
@@ -25,7 +25,7 @@ std::vector<pull_request> pull_round::start(const member_slices& slices, std::ui
     for (std::size_t k = 0; k < buckets; ++k) bucket_missing_[k] += slices.piece(s, k).numel > 0;
     if (two_bit_ || !in_pieces(s)) {
       whole_asked_[s] = true;
-      out.push_back(pull_request{s, rank, clock, {}, two_bit_ && view_[s].empty()});
+      out.push_back(step_pull(s, rank, stage, clock, two_bit_ && view_[s].empty()));
       continue;
     }
     base_version_[s] = std::numeric_limits<std::int64_t>::max();  // the oldest piece's, once in
@@ -33,7 +33,7 @@ std::vector<pull_request> pull_round::start(const member_slices& slices, std::ui
       const slice_piece& p = slices.piece(s, k);
       if (p.numel == 0) continue;
       piece_asked_[s][k] = true;
-      pull_request r{s, rank, clock, {}, false};
+      kv_pull r = step_pull(s, rank, stage, clock);
       if (p.numel < slices.numel(s)) {
         r.piece_offset = p.offset;
         r.piece_numel = p.numel;

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/member_slices.hpp"
-#include "core/messages.hpp"
+#include "core/kv_messages.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {
@@ -25,12 +25,12 @@ class pull_round {
   // ask for whole slices (answered as changes to the view held).
   pull_round(const member_slices& slices, bool two_bit);
 
-  // The pulls of step `clock` by member `rank`, one round at a time (the previous one
-  // answered). A shard for which `in_pieces` says so (and not in 2 bits) is asked for its
+  // The pulls of step `clock` by member `rank` of pipeline stage `stage`, one round at a
+  // time (the previous one answered). A shard for which `in_pieces` says so (and not in 2 bits) is asked for its
   // piece of each bucket, the last bucket (the lowest layers) first; any other for its
   // whole slice, and in 2 bits for the full values when no view is held.
-  std::vector<pull_request> start(const member_slices& slices, std::uint32_t rank, std::int64_t clock,
-                                  const std::function<bool(std::uint32_t)>& in_pieces);
+  std::vector<kv_pull> start(const member_slices& slices, std::uint32_t rank, std::uint32_t stage, std::int64_t clock,
+                             const std::function<bool(std::uint32_t)>& in_pieces);
 
   // Where an answer of shard s for [piece_offset, +piece_numel) belongs. `asked` false: it
   // answers no pull of this round (a piece not asked for, or a slice answered twice);

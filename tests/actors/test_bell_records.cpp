@@ -26,7 +26,7 @@ struct system_fixture {
 BOOST_FIXTURE_TEST_SUITE(bell_records, system_fixture)
 
 BOOST_AUTO_TEST_CASE(each_kind_carries_its_id_and_message) {
-  pull_request r{3, 7, 42, {}, true};
+  kv_pull r = step_pull(3, 7, 0, 42, true);
   r.reply_to.segment = "/troupe-0123456789abcdef-1-0-00000000";
   r.reply_to.offset = 128;
   r.reply_to.capacity = 4096;
@@ -37,12 +37,13 @@ BOOST_AUTO_TEST_CASE(each_kind_carries_its_id_and_message) {
   BOOST_REQUIRE(h.has_value());
   BOOST_TEST((h->kind == bells::kind::pull));
   BOOST_TEST(h->id == 1234567890123ull);
-  pull_request back;
+  kv_pull back;
   BOOST_REQUIRE(bells::body_of(*sys, *rec, back));
   BOOST_TEST(back.shard == 3u);
   BOOST_TEST(back.worker == 7u);
   BOOST_TEST(back.clock == 42);
   BOOST_TEST(back.full);
+  BOOST_TEST((back.parts == std::vector<kv_part_id>{stage_part(0)}));
   BOOST_TEST(back.reply_to.segment == r.reply_to.segment);
   BOOST_TEST(back.reply_to.ticket == 9u);
 
@@ -81,7 +82,7 @@ BOOST_AUTO_TEST_CASE(short_unknown_and_mismatched_records_are_refused) {
   BOOST_TEST(!bells::head_of(no_kind).has_value());
   auto ack = bells::record(*sys, bells::kind::ack, 5, kv_push_ack{{11}, {2}, false});
   BOOST_REQUIRE(ack.has_value());
-  params_reply p;
+  kv_pull_reply p;
   BOOST_TEST(!bells::body_of(*sys, *ack, p));
 }
 

@@ -28,7 +28,7 @@ job_spec tiny_job(sync_mode mode) {
 struct worker_log {
   std::optional<worker_welcome> welcome;
   caf::error join_error;
-  std::vector<params_reply> params;
+  std::vector<kv_pull_reply> params;
   std::vector<kv_push_ack> acks;
   std::vector<caf::error> errors;
 };
@@ -45,8 +45,8 @@ caf::behavior scripted_worker(caf::event_based_actor* self, coordinator_actor c,
       [=](pull_atom, std::int64_t clock) {
         const auto& w = *log->welcome;
         for (std::uint32_t s = 0; s < w.shards.size(); ++s)
-          self->request(w.shards[s], caf::infinite, pull_atom::value, pull_request{s, w.place.rank, clock, {}, false})
-              .then([=](params_reply& p) { log->params.push_back(std::move(p)); },
+          self->request(w.shards[s], caf::infinite, pull_atom::value, step_pull(s, w.place.rank, 0, clock))
+              .then([=](kv_pull_reply& p) { log->params.push_back(std::move(p)); },
                     [=](caf::error& e) { log->errors.push_back(e); });
       },
       [=](push_atom, std::int64_t clock) {
@@ -156,8 +156,8 @@ BOOST_FIXTURE_TEST_CASE(a_worker_dying_mid_round_does_not_stall_sync, fixture) {
   caf::anon_send_exit(workers[1], caf::exit_reason::kill);
   sched->run();
   BOOST_REQUIRE(logs[0]->params.size() == 4u);  // released on both shards
-  BOOST_TEST(logs[0]->params[2].version == 1);
-  BOOST_TEST(logs[0]->params[3].version == 1);
+  BOOST_TEST(logs[0]->params[2].versions == std::vector<std::int64_t>{1});
+  BOOST_TEST(logs[0]->params[3].versions == std::vector<std::int64_t>{1});
   // The survivor finishes the job alone.
   tell(0, epoch_atom::value, std::int32_t{0});
   tell(0, epoch_atom::value, std::int32_t{1});

@@ -22,8 +22,8 @@ using test::numel;
 
 namespace {
 
-using lanes_t = lane::member_lanes<params_reply, &params_reply::params>;
-using answer = std::variant<params_reply, fault>;
+using lanes_t = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
+using answer = std::variant<kv_pull_reply, fault>;
 
 constexpr std::size_t big = lane::min_bytes;  // the smallest call a lane carries
 constexpr std::size_t small = lane::min_bytes - 4;
@@ -59,8 +59,8 @@ struct fixture : test::shard_fixture {
     return [this](answer a) { answers.push_back(std::move(a)); };
   }
   // A reply of shard 0 that names `ticket`'s payload of n floats.
-  static params_reply on_lane(std::uint64_t ticket, std::int64_t n = numel) {
-    params_reply r;
+  static kv_pull_reply on_lane(std::uint64_t ticket, std::int64_t n = numel) {
+    kv_pull_reply r;
     r.lane = lane_tensor{ticket, 0, {n}};
     return r;
   }
@@ -73,10 +73,10 @@ struct fixture : test::shard_fixture {
     BOOST_REQUIRE(std::holds_alternative<fault>(answers[i]));
     return std::get<fault>(answers[i]);
   }
-  const params_reply& reply_at(std::size_t i) const {
+  const kv_pull_reply& reply_at(std::size_t i) const {
     BOOST_REQUIRE(i < answers.size());
-    BOOST_REQUIRE(std::holds_alternative<params_reply>(answers[i]));
-    return std::get<params_reply>(answers[i]);
+    BOOST_REQUIRE(std::holds_alternative<kv_pull_reply>(answers[i]));
+    return std::get<kv_pull_reply>(answers[i]);
   }
 };
 
@@ -129,11 +129,11 @@ BOOST_FIXTURE_TEST_CASE(an_answer_meets_its_payload_whichever_comes_first, fixtu
   lanes.on_reply(0, t1, on_lane(t1), record());
   BOOST_TEST(answers.empty());  // waits for its payload
   payload(t1, filled(2.f));
-  BOOST_TEST(reply_at(0).params.data<float>()[numel - 1] == 2.f);
+  BOOST_TEST(reply_at(0).data.data<float>()[numel - 1] == 2.f);
   BOOST_TEST(reply_at(0).lane.empty());
   payload(t2, filled(3.f));  // before its reply
   lanes.on_reply(0, t2, on_lane(t2), record());
-  BOOST_TEST(reply_at(1).params.data<float>()[0] == 3.f);
+  BOOST_TEST(reply_at(1).data.data<float>()[0] == 3.f);
 }
 
 // A collective's answer (another kind of reply) meets its payload on the same lane and
@@ -168,10 +168,10 @@ BOOST_FIXTURE_TEST_CASE(a_collective_s_answer_meets_its_payload_on_the_same_lane
 
 BOOST_FIXTURE_TEST_CASE(an_answer_in_the_message_passes_through, fixture) {
   open();
-  params_reply r;
-  r.params = filled(4.f);
+  kv_pull_reply r;
+  r.data = filled(4.f);
   lanes.on_reply(0, lanes.reply_ticket(0, big), std::move(r), record());  // the shard's lane closed meanwhile
-  BOOST_TEST(reply_at(0).params.data<float>()[0] == 4.f);
+  BOOST_TEST(reply_at(0).data.data<float>()[0] == 4.f);
 }
 
 BOOST_FIXTURE_TEST_CASE(an_answer_naming_a_payload_nobody_asked_for_fails, fixture) {

@@ -37,6 +37,13 @@ constexpr auto timeout = std::chrono::seconds(5);
 
 tensor filled(float v) { return test::filled(n, v); }
 
+// Worker's pull of step `clock` from shard 0, offering `reply_to`.
+kv_pull pull_of(std::uint32_t worker, std::int64_t clock, shared_tensor reply_to) {
+  kv_pull r = step_pull(0, worker, 0, clock);
+  r.reply_to = std::move(reply_to);
+  return r;
+}
+
 // One shard with the fast path on, two members joined (async SGD at lr 1, no correction,
 // so a push of g moves every parameter by -g), and member 0's channel confirmed by a pull
 // answered in its reply slot.
@@ -96,12 +103,12 @@ struct bell_job {
     // The first pull, as a message, offers the reply slot; its answer confirms the channel.
     auto where = channel.lend_reply_slot();
     BOOST_REQUIRE(where.has_value());
-    pull_request r{0, 0, 0, *where, false};
-    std::optional<params_reply> first;
+    kv_pull r = pull_of(0, 0, *where);
+    std::optional<kv_pull_reply> first;
     std::string why;
     (*members[rank0])
         ->request(shard, timeout, pull_atom::value, r)
-        .receive([&](params_reply& p) { first = std::move(p); }, [&](caf::error& e) { why = describe(e); });
+        .receive([&](kv_pull_reply& p) { first = std::move(p); }, [&](caf::error& e) { why = describe(e); });
     BOOST_REQUIRE_MESSAGE(first.has_value(), "the first pull failed: " << why);
     BOOST_REQUIRE(channel.take_reply(first->shared).has_value());
   }
@@ -190,7 +197,7 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
   const auto push_id = job.post_push(0, 2.f, before.version);
   auto where = job.channel.lend_reply_slot();
   BOOST_REQUIRE(where.has_value());
-  const auto pull_id = job.post(bells::kind::pull, pull_request{0, 0, 1, *where, false});
+  const auto pull_id = job.post(bells::kind::pull, pull_of(0, 1, *where));
 
   auto first = job.answer();
   BOOST_REQUIRE(first.has_value());
@@ -210,9 +217,9 @@ BOOST_AUTO_TEST_CASE(a_push_and_a_pull_through_the_bell_are_served_in_order_and_
   BOOST_REQUIRE(h.has_value());
   BOOST_TEST(h->id == pull_id);
   BOOST_REQUIRE((h->kind == bells::kind::params));
-  params_reply p;
+  kv_pull_reply p;
   BOOST_REQUIRE(bells::body_of(*job.sys, *second, p));
-  BOOST_TEST(p.version == before.version + 1);  // the push before it was applied first
+  BOOST_TEST(p.versions == std::vector<std::int64_t>{before.version + 1});  // the push before it was applied first
   BOOST_REQUIRE(!p.shared.empty());             // the values lie in the reply slot
   auto values = job.channel.take_reply(p.shared);
   BOOST_REQUIRE(values.has_value());
@@ -232,7 +239,7 @@ BOOST_AUTO_TEST_CASE(calls_in_another_members_name_or_that_do_not_decode_are_ref
   BOOST_REQUIRE(a.has_value());
   BOOST_TEST((troupe_code(job.error_of(*a, id)) == errc::not_member));
   job.channel.push_settled(false);
-  const auto pull_id = job.post(bells::kind::pull, pull_request{0, 1, 0, {}, false});
+  const auto pull_id = job.post(bells::kind::pull, pull_of(1, 0, {}));
   a = job.answer();
   BOOST_REQUIRE(a.has_value());
   BOOST_TEST((troupe_code(job.error_of(*a, pull_id)) == errc::not_member));
@@ -272,7 +279,7 @@ BOOST_AUTO_TEST_CASE(corrupt_counts_make_the_shard_stop_reading_the_block) {
   // A well-formed pull after it gets no answer: the block is no longer read.
   auto where = job.channel.lend_reply_slot();
   BOOST_REQUIRE(where.has_value());
-  auto rec = bells::record(*job.sys, bells::kind::pull, 1, pull_request{0, 0, 1, *where, false});
+  auto rec = bells::record(*job.sys, bells::kind::pull, 1, pull_of(0, 1, *where));
   *job.bell().requests().posted_word() -= 1000;
   BOOST_REQUIRE(job.bell().requests().post(*rec));
   job.bell().requests().ring();
@@ -287,6 +294,6 @@ BOOST_AUTO_TEST_CASE(a_member_that_left_is_no_longer_watched) {
   std::this_thread::sleep_for(100ms);
   auto where = job.channel.lend_reply_slot();
   BOOST_REQUIRE(where.has_value());
-  job.post(bells::kind::pull, pull_request{0, 0, 1, *where, false});
+  job.post(bells::kind::pull, pull_of(0, 1, *where));
   BOOST_TEST(!job.answer(300ms).has_value());
 }

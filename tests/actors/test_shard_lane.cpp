@@ -43,10 +43,10 @@ struct fixture : test::shard_fixture {
   }
 };
 
-// The parameters the shard holds now.
-std::vector<float> values(const params_reply& r) {
-  return {r.params.data<float>(), r.params.data<float>() + r.params.numel()};
-}
+// The parameters a snapshot or a pull's answer carries.
+std::vector<float> values(const tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> values(const params_reply& r) { return values(r.params); }
+std::vector<float> values(const kv_pull_reply& r) { return values(r.data); }
 
 }  // namespace
 
@@ -164,7 +164,7 @@ BOOST_FIXTURE_TEST_CASE(a_closed_lane_fails_what_waits_for_it_and_later_lane_pus
 BOOST_FIXTURE_TEST_CASE(a_pull_that_asks_is_answered_on_the_open_lane, fixture) {
   boot_with_lanes(sync_mode::async);
   const auto initial = values(snapshot());
-  pull_request q{0, 0, 0, {}, false};
+  kv_pull q = step_pull(0, 0, 0, 0);
   q.lane_reply = 11;
   send_pull(as(0), q);  // no lane open yet: answered in the message
   sched->run();
@@ -175,7 +175,7 @@ BOOST_FIXTURE_TEST_CASE(a_pull_that_asks_is_answered_on_the_open_lane, fixture) 
   BOOST_REQUIRE(rec.params.size() == 2u);
   BOOST_TEST(rec.params[0].lane.empty());
   BOOST_TEST(values(rec.params[0]) == initial);
-  BOOST_TEST(rec.params[1].params.empty());
+  BOOST_TEST(rec.params[1].data.empty());
   BOOST_TEST(rec.params[1].lane.ticket == 12u);
   BOOST_TEST((rec.params[1].lane.dims == std::vector<std::int64_t>{numel}));
   BOOST_REQUIRE(lanes->sent.size() == 1u);

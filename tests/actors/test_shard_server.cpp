@@ -48,10 +48,10 @@ BOOST_FIXTURE_TEST_CASE(sync_pull_is_held_until_the_round_closes, shard_fixture)
   push(1, 0, filled(4.f));
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 2u);  // released by the round's close
-  const params_reply& after = rec.params[1];
-  BOOST_TEST(after.version == 1);
+  const kv_pull_reply& after = rec.params[1];
+  BOOST_TEST(after.versions == std::vector<std::int64_t>{1});
   for (std::int64_t i = 0; i < numel; ++i)
-    BOOST_TEST(after.params.data<float>()[i] == initial.params.data<float>()[i] - 6.f);
+    BOOST_TEST(after.data.data<float>()[i] == initial.params.data<float>()[i] - 6.f);
 }
 
 // Gradient buckets (Note [Gradient pieces]): a gradient pushed in pieces closes the round
@@ -76,12 +76,12 @@ BOOST_FIXTURE_TEST_CASE(gradients_and_pulls_in_pieces_and_a_piece_outside_the_sl
   pull(1, 1, 10, 10);  // reaches past the 15 floats
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 1u);
-  const params_reply& piece = rec.params[0];
-  BOOST_TEST(piece.version == 1);
+  const kv_pull_reply& piece = rec.params[0];
+  BOOST_TEST(piece.versions == std::vector<std::int64_t>{1});
   BOOST_TEST(piece.piece_offset == 5);
-  BOOST_REQUIRE(piece.params.numel() == 5);
+  BOOST_REQUIRE(piece.data.numel() == 5);
   for (std::int64_t i = 0; i < 5; ++i)
-    BOOST_TEST(piece.params.data<float>()[i] == initial.params.data<float>()[5 + i] - 6.f);
+    BOOST_TEST(piece.data.data<float>()[i] == initial.params.data<float>()[5 + i] - 6.f);
   BOOST_REQUIRE(rec.errors.size() == 1u);
   BOOST_TEST((troupe_code(rec.errors[0]) == errc::bad_shape));
 }
@@ -132,6 +132,25 @@ BOOST_FIXTURE_TEST_CASE(a_push_of_another_stage_s_part_or_with_no_clock_is_refus
   BOOST_TEST(snapshot().version == before.version + 1);
 }
 
+// Every job's pull is one message too: a training shard answers the pulls that state a
+// clock and name the pulling member's stage.
+BOOST_FIXTURE_TEST_CASE(a_pull_of_another_stage_s_part_or_with_no_clock_is_refused, shard_fixture) {
+  boot(sync_mode::async);
+  start();
+  send_pull(as(0), step_pull(0, 0, 1, 0));  // stage 1's part, from a stage-0 member
+  kv_pull loops = step_pull(0, 0, 0, 0);
+  loops.clock = kv_pull::no_clock;  // as a user's loop pulls
+  send_pull(as(0), loops);
+  pull(0, 0);
+  sched->run();
+  BOOST_REQUIRE(rec.errors.size() == 2u);
+  BOOST_TEST((troupe_code(rec.errors[0]) == errc::bad_shape));
+  BOOST_TEST(describe(rec.errors[0]).find("the part of the member's stage") != std::string::npos);
+  BOOST_TEST((troupe_code(rec.errors[1]) == errc::bad_job));
+  BOOST_REQUIRE(rec.params.size() == 1u);  // its own part's pull is answered
+  BOOST_TEST(rec.params[0].data.numel() == numel);
+}
+
 BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_nothing, shard_fixture) {
   boot(sync_mode::async, [](job_spec& j) {
     j.compression = *parse_grad_codec("2bit:0.5");
@@ -164,8 +183,8 @@ BOOST_FIXTURE_TEST_CASE(compressed_pushes_are_decoded_and_malformed_ones_change_
   pull(0, 4);
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 1u);
-  BOOST_TEST((rec.params[0].params.type() == dtype::f16));
-  auto decoded = decode(*parse_grad_codec("fp16"), rec.params[0].params, numel);
+  BOOST_TEST((rec.params[0].data.type() == dtype::f16));
+  auto decoded = decode(*parse_grad_codec("fp16"), rec.params[0].data, numel);
   BOOST_REQUIRE(decoded.has_value());
   for (std::int64_t i = 0; i < numel; ++i)
     BOOST_TEST(decoded->data<float>()[i] == f16_to_f32(f32_to_f16(after.params.data<float>()[i])));
@@ -229,7 +248,7 @@ BOOST_FIXTURE_TEST_CASE(a_leaver_releases_the_round_and_its_own_pull_fails, shar
   caf::anon_send(coord, lone_leave{1});
   sched->run();
   BOOST_REQUIRE(rec.params.size() == 1u);
-  BOOST_TEST(rec.params[0].version == 1);
+  BOOST_TEST(rec.params[0].versions == std::vector<std::int64_t>{1});
   BOOST_REQUIRE(rec.errors.size() == 1u);
   BOOST_TEST((troupe_code(rec.errors[0]) == errc::not_member));
 }

@@ -21,7 +21,7 @@ BOOST_AUTO_TEST_CASE(a_bad_snapshot_a_dead_shard_and_a_diverged_member_end_the_j
   h.start();
   h.epoch(0, 0);
   const auto g = only<gather>(h.epoch(1, 0));
-  const auto bad = h.core->on_snapshot(g.id, 1, params_reply{1, 1, tensor({2}), {}});
+  const auto bad = h.core->on_snapshot(g.id, 1, params_reply{1, 1, tensor({2})});
   BOOST_TEST(fault_of(bad) == "bad_shape: shard 1 sent a snapshot of the wrong size");
   harness d(tiny_job(sync_mode::async));
   d.start();

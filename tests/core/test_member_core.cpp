@@ -139,7 +139,7 @@ BOOST_AUTO_TEST_CASE(a_neighbour_that_owes_nothing_more_in_the_last_step_is_only
   early.start();
   const auto asked_last = [&] {
     return std::any_of(early.pulls.begin(), early.pulls.end(),
-                       [&](const pull_request& q) { return q.worker == 0 && q.clock == last_clock; });
+                       [&](const kv_pull& q) { return q.worker == 0 && q.clock == last_clock; });
   };
   while (!asked_last() && !early.queue.empty()) early.run(1);
   BOOST_REQUIRE(asked_last());
@@ -152,7 +152,7 @@ BOOST_AUTO_TEST_CASE(a_neighbour_that_owes_nothing_more_in_the_last_step_is_only
   waiting.start();
   const auto began_last = [&] {
     return std::any_of(waiting.pulls.begin(), waiting.pulls.end(),
-                       [&](const pull_request& q) { return q.worker == 0 && q.clock == last_clock; }) &&
+                       [&](const kv_pull& q) { return q.worker == 0 && q.clock == last_clock; }) &&
            waiting.members[0]->in_step();
   };
   while (!began_last() && !waiting.queue.empty()) waiting.run(1);

@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(a_piece_that_was_not_asked_for_stops_the_member) {
   w.on_welcome(bench.assignment(0));
   const auto pulls = w.on_wired();
   BOOST_REQUIRE(!pulls.empty());
-  pull_request q = std::get<member_actions::pull>(pulls.front()).request;
+  kv_pull q = std::get<member_actions::pull>(pulls.front()).request;
   q.piece_offset += 1;  // a piece one float off the one asked for
   const auto out = w.on_params(0, bench.answer(0, q));
   BOOST_TEST(stop_of(out).find("bad_shape: shard 0 answered with the piece [1, +") == 0u, stop_of(out));
@@ -104,9 +104,9 @@ BOOST_AUTO_TEST_CASE(an_answer_of_the_wrong_size_or_without_values_stops_the_mem
       w.on_welcome(bench.assignment(0));
       const auto pulls = w.on_wired();
       BOOST_REQUIRE(!pulls.empty());
-      params_reply r = bench.answer(0, std::get<member_actions::pull>(pulls.front()).request);
-      const std::int64_t n = r.params.numel();
-      r.params = without_values ? tensor() : tensor({n - 1});
+      kv_pull_reply r = bench.answer(0, std::get<member_actions::pull>(pulls.front()).request);
+      const std::int64_t n = r.data.numel();
+      r.data = without_values ? tensor() : tensor({n - 1});
       const auto out = w.on_params(0, r);
       const std::string want = "bad_shape: shard 0 answered with " + std::to_string(without_values ? 0 : n - 1) +
                                " f32 parameters, expected " + std::to_string(n) + " f32";
@@ -122,5 +122,5 @@ BOOST_AUTO_TEST_CASE(a_failed_pull_stops_the_member) {
   bench.start();
   BOOST_TEST(stop_of(bench.members[1]->on_pull_failed(0, "request_timeout")) ==
              "stalled: pull from shard 0 at clock 0 failed: request_timeout");
-  BOOST_TEST(bench.members[1]->on_params(0, params_reply{}).empty());  // a stopped member takes nothing
+  BOOST_TEST(bench.members[1]->on_params(0, kv_pull_reply{}).empty());  // a stopped member takes nothing
 }

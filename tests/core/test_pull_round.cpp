@@ -30,14 +30,15 @@ BOOST_FIXTURE_TEST_CASE(a_round_in_pieces_asks_each_bucket_lowest_layers_first, 
   BOOST_REQUIRE(slices.buckets().size() == 2u);
   pull_round round(slices, false);
   BOOST_TEST(round.layers_ready(slices, m.num_layers()) == m.num_layers());  // nothing pulled yet
-  const auto asks = round.start(slices, 3, 7, pieces(true));
+  const auto asks = round.start(slices, 3, 0, 7, pieces(true));
   std::size_t expected = 0;
   for (std::uint32_t s : slices.active())
     for (std::size_t k = 0; k < 2; ++k) expected += slices.piece(s, k).numel > 0;
   BOOST_REQUIRE(asks.size() == expected);
-  for (const pull_request& r : asks) {
+  for (const kv_pull& r : asks) {
     BOOST_TEST(r.worker == 3u);
     BOOST_TEST(r.clock == 7);
+    BOOST_TEST((r.parts == std::vector<kv_part_id>{stage_part(0)}));
     BOOST_TEST(!r.full);
   }
   // Per shard, the last bucket (layers nearest the input) is asked first.
@@ -50,11 +51,11 @@ BOOST_FIXTURE_TEST_CASE(a_round_in_pieces_asks_each_bucket_lowest_layers_first, 
 
 BOOST_FIXTURE_TEST_CASE(buckets_complete_as_their_pieces_arrive_and_the_oldest_version_counts, two_shards) {
   pull_round round(slices, false);
-  const auto asks = round.start(slices, 0, 0, pieces(true));
+  const auto asks = round.start(slices, 0, 0, 0, pieces(true));
   std::int64_t version = 10;
   std::vector<std::size_t> completed;
   int ready_before = round.layers_ready(slices, m.num_layers());
-  for (const pull_request& r : asks) {
+  for (const kv_pull& r : asks) {
     const auto at = round.place_of(slices, r.shard, r.piece_offset, r.piece_numel);
     BOOST_REQUIRE(at.asked);
     BOOST_REQUIRE(at.bucket.has_value());
@@ -75,7 +76,7 @@ BOOST_FIXTURE_TEST_CASE(buckets_complete_as_their_pieces_arrive_and_the_oldest_v
 
 BOOST_FIXTURE_TEST_CASE(an_answer_nobody_asked_for_is_told_apart, two_shards) {
   pull_round round(slices, false);
-  round.start(slices, 0, 0, pieces(true));
+  round.start(slices, 0, 0, 0, pieces(true));
   const slice_piece& p = slices.piece(0, 0);
   BOOST_REQUIRE(p.numel > 1);
   BOOST_TEST(!round.place_of(slices, 0, p.offset, p.numel - 1).asked);  // another size
@@ -88,9 +89,9 @@ BOOST_FIXTURE_TEST_CASE(an_answer_nobody_asked_for_is_told_apart, two_shards) {
 
 BOOST_FIXTURE_TEST_CASE(a_whole_slice_answered_twice_is_not_taken_twice, two_shards) {
   pull_round round(slices, false);
-  const auto asks = round.start(slices, 0, 0, pieces(false));
+  const auto asks = round.start(slices, 0, 0, 0, pieces(false));
   BOOST_REQUIRE(asks.size() == 2u);
-  for (const pull_request& r : asks) BOOST_TEST(r.piece_numel == 0);
+  for (const kv_pull& r : asks) BOOST_TEST(r.piece_numel == 0);
   auto at = round.place_of(slices, 0, 0, 0);
   BOOST_REQUIRE(at.asked);
   BOOST_TEST(!at.bucket.has_value());
@@ -105,15 +106,15 @@ BOOST_FIXTURE_TEST_CASE(a_whole_slice_answered_twice_is_not_taken_twice, two_sha
 
 BOOST_FIXTURE_TEST_CASE(two_bit_pulls_ask_whole_slices_and_full_values_only_without_a_view, two_shards) {
   pull_round round(slices, true);
-  auto asks = round.start(slices, 0, 0, pieces(true));  // pieces are not used in 2 bits
+  auto asks = round.start(slices, 0, 0, 0, pieces(true));  // pieces are not used in 2 bits
   BOOST_REQUIRE(asks.size() == 2u);
-  for (const pull_request& r : asks) {
+  for (const kv_pull& r : asks) {
     BOOST_TEST(r.piece_numel == 0);
     BOOST_TEST(r.full);
   }
   round.view(0) = tensor({slices.numel(0)});
-  for (const pull_request& r : asks) round.took(slices, r.shard, std::nullopt, 1);
-  asks = round.start(slices, 0, 1, pieces(true));
+  for (const kv_pull& r : asks) round.took(slices, r.shard, std::nullopt, 1);
+  asks = round.start(slices, 0, 0, 1, pieces(true));
   BOOST_TEST(!asks[0].full);  // shard 0's view is held
   BOOST_TEST(asks[1].full);
 }
@@ -122,7 +123,7 @@ BOOST_AUTO_TEST_CASE(a_member_without_shards_pulls_nothing) {
   const model m = build_model("mlp");
   const member_slices slices(partition_parameters(m, 2, 0), {0, m.num_layers(), 0, m.num_params()}, m, 0, false);
   pull_round round(slices, false);
-  BOOST_TEST(round.start(slices, 0, 0, pieces(false)).empty());
+  BOOST_TEST(round.start(slices, 0, 0, 0, pieces(false)).empty());
   BOOST_TEST(!round.open());
   BOOST_TEST(round.layers_ready(slices, m.num_layers()) == m.num_layers());
   BOOST_TEST(round.took(slices, 0, std::nullopt, 1).empty());  // an answer with none due changes nothing

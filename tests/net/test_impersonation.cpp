@@ -120,8 +120,8 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   // As worker 0, against the shard: a pull, then forged gradients, sized as a refusal
   // would reveal ("... has N floats") if the shard said more than "refused".
   tensor forged({1});
-  self->request(shard, wait, pull_atom::value, pull_request{0, 0, 0, {}, false})
-      .receive([&](const params_reply&) { answers.push_back("a pull was served"); }, refused);
+  self->request(shard, wait, pull_atom::value, step_pull(0, 0, 0, 0))
+      .receive([&](const kv_pull_reply&) { answers.push_back("a pull was served"); }, refused);
   for (std::int64_t clock = 0; clock < 50; clock += 10) {
     self->request(shard, wait, push_atom::value, step_push(0, 0, 0, clock, clock, forged))
         .receive([&](const kv_push_ack&) { answers.push_back("a push was applied"); }, refused);

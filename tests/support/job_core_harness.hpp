@@ -101,7 +101,7 @@ struct harness {
       auto a = core->on_stats(g.id, st);
       out.insert(out.end(), a.begin(), a.end());
       if (!g.with_params) continue;
-      auto b = core->on_snapshot(g.id, s, params_reply{s, 1, tensor({table.shard_numel[s]}), {}});
+      auto b = core->on_snapshot(g.id, s, params_reply{s, 1, tensor({table.shard_numel[s]})});
       out.insert(out.end(), b.begin(), b.end());
     }
     return out;

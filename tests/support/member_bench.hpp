@@ -68,7 +68,7 @@ struct member_bench {
   std::vector<std::string> warnings;
   std::uint64_t frame_bytes = 0;  // what the last welcome bound frames to
   std::vector<rows_answer> answers;  // to grants of rows
-  std::vector<pull_request> pulls;
+  std::vector<kv_pull> pulls;
   int poison_pushes = 0;  // put a NaN into this many pushes, which the shard refuses
   bool reverse_pieces = false;  // answer the pieces of one step's pulls last first
   // A slow member: the answers to its pulls go to the back of the queue this many times
@@ -144,10 +144,10 @@ struct member_bench {
   }
 
   // The answer to member r's pull: its slice, or the piece it asked for.
-  params_reply answer(std::uint32_t r, const pull_request& q) const {
-    params_reply p{0, shard->version_for(r), tensor(), {}, q.piece_offset, q.piece_numel};
-    p.params = q.piece_numel > 0 ? shard->piece_for(r, q.piece_offset, q.piece_numel)
-                                 : shard->pack_slice(r, shard->params());
+  kv_pull_reply answer(std::uint32_t r, const kv_pull& q) const {
+    kv_pull_reply p{0, {shard->version_for(r)}, tensor(), {}, {}, q.piece_offset, q.piece_numel};
+    p.data = q.piece_numel > 0 ? shard->piece_for(r, q.piece_offset, q.piece_numel)
+                               : shard->pack_slice(r, shard->params());
     return p;
   }
 
@@ -162,7 +162,7 @@ struct member_bench {
   }
   // An answer to a pull: queued last, or first for a piece when reverse_pieces (so the
   // pieces of one list of pulls arrive in reverse).
-  void answer_later(std::uint32_t r, const pull_request& q) {
+  void answer_later(std::uint32_t r, const kv_pull& q) {
     auto work = [this, r, p = answer(r, q)] { deliver(r, at(r).on_params(0, p)); };
     if (static_cast<std::int64_t>(r) == slow_member) {
       queue.push_back(requeued(std::move(work), slow_requeues));
@@ -177,7 +177,7 @@ struct member_bench {
     if (times == 0) return work;
     return [this, work = std::move(work), times] { queue.push_back(requeued(work, times - 1)); };
   }
-  std::map<shard_core::token, std::pair<std::uint32_t, pull_request>> held_;
+  std::map<shard_core::token, std::pair<std::uint32_t, kv_pull>> held_;
   shard_core::token next_token_ = 0;
 
   void handle(std::uint32_t r, member_actions::pull& a) {

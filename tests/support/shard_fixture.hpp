@@ -31,7 +31,7 @@ inline constexpr std::int64_t numel = 15;
 
 struct recorder {
   std::vector<kv_push_ack> acks;
-  std::vector<params_reply> params;
+  std::vector<kv_pull_reply> params;  // pulls' answers
   std::vector<caf::error> errors;
 };
 
@@ -113,15 +113,18 @@ struct shard_fixture : deterministic_system {
   }
   void pull_from(const caf::actor& who, std::uint32_t worker, std::int64_t clock, std::int64_t piece_offset = 0,
                  std::int64_t piece_numel = 0) {
-    send_pull(who, pull_request{0, worker, clock, {}, false, piece_offset, piece_numel});
+    kv_pull q = step_pull(0, worker, 0, clock);
+    q.piece_offset = piece_offset;
+    q.piece_numel = piece_numel;
+    send_pull(who, q);
   }
   // Any pull message, from `who`; its answer is recorded.
-  void send_pull(const caf::actor& who, pull_request q) {
+  void send_pull(const caf::actor& who, kv_pull q) {
     auto s = shard;
     auto* r = &rec;
     run_as(who, [=](caf::event_based_actor* self) {
       self->request(s, caf::infinite, pull_atom::value, q)
-          .then([=](params_reply& p) { r->params.push_back(std::move(p)); },
+          .then([=](kv_pull_reply& p) { r->params.push_back(std::move(p)); },
                 [=](caf::error& e) { r->errors.push_back(e); });
     });
   }

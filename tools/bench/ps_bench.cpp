@@ -211,13 +211,13 @@ struct bench_client {
 
   // Pulls at clock r and unpacks the answer into `params`, as a worker does.
   void pull(tensor& params, int r) {
-    pull_request q{0, 0, r + 1, {}};
+    kv_pull q = step_pull(0, 0, 0, r + 1);
     if (auto slot = channel ? channel->lend_reply_slot() : std::nullopt) q.reply_to = *slot;
     if (lanes) q.lane_reply = next_ticket++;
     bool ok = true;
     self->request(shard, timeout, pull_atom::value, q)
         .receive(
-            [&](params_reply& a) {
+            [&](kv_pull_reply& a) {
               if (!a.shared.empty() && channel) {
                 auto got = channel->take_reply(a.shared);
                 ok = got.has_value() && got->numel() == numel;
@@ -226,7 +226,7 @@ struct bench_client {
                 ok = a.lane.ticket == q.lane_reply && inbox.take(a.lane.ticket).numel() == numel;
               } else {
                 if (channel) channel->reply_failed(false);
-                ok = a.params.numel() == numel;
+                ok = a.data.numel() == numel;
               }
             },
             [&](caf::error& e) { die("pull failed: " + describe(e)); });
