@@ -92,10 +92,10 @@ applied apply_parts(shard_pointer self, const kv_push& p, const std::string& unr
 applied apply_step(shard_pointer self, kv_push& p, gradient_receipt how) {
   auto& st = self->state;
   const std::int64_t base = p.base_versions.empty() ? 0 : p.base_versions.front();
-  if (how.unreadable.empty() && (p.parts.size() != 1 || p.base_versions.size() != 1 ||
-                                 p.parts.front() != st.core->part_of(p.worker)))
-    how.unreadable = "a push of a step names " + std::to_string(p.parts.size()) +
-                     " parts; it names one, the part of the member's stage";
+  if (how.unreadable.empty()) how.unreadable = wrong_step_parts(*st.core, p.worker, p.parts);
+  if (how.unreadable.empty() && p.base_versions.size() != 1)
+    how.unreadable =
+        "a push of a step carries " + std::to_string(p.base_versions.size()) + " base versions for its one part";
   // No codec's wire dtype is f32, so an f32 gradient is one sent uncompressed, as a
   // member does when its gradient holds NaN or Inf; the core refuses it as not_finite.
   if (how.unreadable.empty() && st.compression.kind != codec_kind::none && p.data.type() != dtype::f32) {
@@ -192,7 +192,8 @@ bool serve_push(shard_pointer self, kv_push& p, answer_to<kv_push_ack>& rp) {
   if (!p.shared.empty() && how.unreadable.empty()) how.unreadable = take_shared(self, p);
   if (st.m && p.lane.empty()) st.m->bytes_received->Increment(static_cast<double>(p.data.nbytes()));
   const auto t0 = wall::now();
-  applied done = p.states_clock() ? apply_step(self, p, std::move(how)) : apply_parts(self, p, how.unreadable, how.finite);
+  applied done =
+      p.states_clock() ? apply_step(self, p, std::move(how)) : apply_parts(self, p, how.unreadable, how.finite);
   if (st.obs.trace) st.obs.trace->span(st.track, "apply", t0, wall::now());
   answer_push(self, p, done, rp);
   return true;

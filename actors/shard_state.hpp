@@ -179,6 +179,9 @@ void settle_pulls(shard_pointer self);
 // shard that is not a training job's; what is wrong with a training member's pull (its
 // part, its piece); its answer, the member's slice or a piece of it as it is now.
 caf::error not_training(shard_pointer self);
+// What is wrong with the parts a training member's push or pull names (it names one, the
+// part of its stage), or "".
+std::string wrong_step_parts(const shard_core& core, std::uint32_t worker, const std::vector<kv_part_id>& parts);
 std::optional<fault> check_step_pull(shard_pointer self, const kv_pull& r);
 kv_pull_reply slice_answer(shard_pointer self, const kv_pull& r);
 // Brings the gauges and counters in line with the core after a message.

@@ -66,16 +66,21 @@ void observe(shard_pointer self) {
   st.m->mailbox->Set(static_cast<double>(self->mailbox().size()));
 }
 
+std::string wrong_step_parts(const shard_core& core, std::uint32_t worker, const std::vector<kv_part_id>& parts) {
+  if (parts.size() == 1 && parts.front() == core.part_of(worker)) return "";
+  const std::string named = parts.size() == 1 ? "part " + std::to_string(parts.front() & 0xFFFF) + " of key id " +
+                                                    std::to_string(parts.front() >> 16)
+                                              : std::to_string(parts.size()) + " parts";
+  return "a training member's call names " + named +
+         "; it names one, the part of the member's stage (run the same troupe build on every node)";
+}
+
 std::optional<fault> check_step_pull(shard_pointer self, const kv_pull& r) {
   auto& st = self->state;
-  std::string wrong;
-  if (r.parts.size() != 1 || r.parts.front() != st.core->part_of(r.worker))
-    wrong = "a pull of a step names " + std::to_string(r.parts.size()) +
-            " parts; it names one, the part of the member's stage";
-  else if (r.piece_numel != 0 && st.views)
-    wrong = "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)";
-  else if (r.piece_numel != 0)
-    wrong = st.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
+  std::string wrong = wrong_step_parts(*st.core, r.worker, r.parts);
+  if (wrong.empty() && r.piece_numel != 0)
+    wrong = st.views ? "a pull in pieces does not go with --pull-precision 2bit (a member's view is of its whole slice)"
+                     : st.core->check_piece(r.worker, r.piece_offset, r.piece_numel);
   if (wrong.empty()) return std::nullopt;
   if (st.m) st.m->rejected(to_string(errc::bad_shape))->Increment();
   spdlog::warn("shard {}: refused a pull of worker {}: {}", st.index, r.worker, wrong);

@@ -373,14 +373,19 @@ BOOST_AUTO_TEST_CASE(the_result_waits_for_the_checkpoints_under_way_when_the_las
   BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_written == 1);
 }
 
-BOOST_AUTO_TEST_CASE(a_file_begun_before_the_last_member_leaves_holds_the_result_in_any_mode) {
-  // Note [The last checkpoints of a key-value job]: shard 0 took its image of step 4, and
-  // no file of it is written yet when the last member leaves.
+// An async job of 2 members and 2 shards that checkpoints every 2 steps, running.
+job_core async_with_checkpoints() {
   auto job = kv_job(2, 2);
   job.mode = sync_mode::async;
   job.checkpoints.dir = "ck";
   job.checkpoints.every = 2;
-  auto core = running(job);
+  return running(job);
+}
+
+BOOST_AUTO_TEST_CASE(a_file_begun_before_the_last_member_leaves_holds_the_result_in_any_mode) {
+  // Note [The last checkpoints of a key-value job]: shard 0 took its image of step 4, and
+  // no file of it is written yet when the last member leaves.
+  auto core = async_with_checkpoints();
   BOOST_TEST(core.on_checkpoint_begun(checkpoint_begun{0, 4}).empty());
   core.on_done(worker_done{0}, t0);
   const auto last = core.on_done(worker_done{1}, t0);
@@ -397,13 +402,10 @@ BOOST_AUTO_TEST_CASE(a_file_begun_before_the_last_member_leaves_holds_the_result
 }
 
 BOOST_AUTO_TEST_CASE(in_async_a_file_never_begun_does_not_hold_the_result) {
-  auto job = kv_job(2, 2);
-  job.mode = sync_mode::async;
-  job.checkpoints.dir = "ck";
-  job.checkpoints.every = 2;
-  auto core = running(job);
+  auto core = async_with_checkpoints();
   BOOST_TEST(core.on_checkpoint_begun(checkpoint_begun{0, 4}).empty());
-  BOOST_TEST(all_of<commit_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""})).empty());
+  const auto first = core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""});
+  BOOST_TEST(all_of<commit_checkpoint>(first).empty());
   core.on_done(worker_done{0}, t0);
   const auto last = core.on_done(worker_done{1}, t0);
   // Shard 1 may never reach step 4 in async: it is asked for it, and the result does not wait.
