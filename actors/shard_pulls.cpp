@@ -5,8 +5,6 @@
 // (shard_kv_pulls.cpp). The core holds each part the pull may not have yet under a token;
 // the pull is answered once the core released its last held part, and fails once it
 // dropped one (its member left). The sender is checked by shard_server.cpp.
-#include <spdlog/spdlog.h>
-
 #include "actors/shard_state.hpp"
 
 namespace troupe::shard_shell {
