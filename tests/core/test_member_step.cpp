@@ -45,7 +45,7 @@ BOOST_AUTO_TEST_CASE(each_stage_tensor_leaves_before_the_next_action_runs) {
   member_core& stage0 = *bench.members[0];
   stage0.on_welcome(bench.assignment(0));
   BOOST_REQUIRE_EQUAL(stage0.on_wired().size(), 1u);  // its pull
-  auto actions = stage0.on_params(0, kv_pull_reply{0, {0}, bench.shard->pack_slice(0, bench.shard->params())});
+  auto actions = stage0.on_params(0, kv_pull_reply{0, {0}, bench.shard->pack_slice(0, bench.shard->params()), {}, {}});
   for (int mb = 0; mb < 4; ++mb) {
     BOOST_TEST_CONTEXT("after forward " << mb) {
       BOOST_REQUIRE_EQUAL(actions.size(), 2u);
