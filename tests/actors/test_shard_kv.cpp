@@ -164,23 +164,16 @@ BOOST_FIXTURE_TEST_CASE(parts_it_does_not_hold_and_other_shards_messages_are_ref
   BOOST_TEST(all_equal(values(), 1.f));
 }
 
-BOOST_FIXTURE_TEST_CASE(a_push_that_states_a_clock_is_a_training_member_s_and_is_refused, kv_job) {
+BOOST_FIXTURE_TEST_CASE(a_push_or_pull_that_states_a_clock_is_a_training_member_s_and_is_refused, kv_job) {
   kv_push p{0, 0, {part}, {0}, filled(n, 3.f), {}};
-  p.clock = 0;
-  auto e = push(std::move(p));
-  BOOST_REQUIRE(e);
-  BOOST_TEST((e->first == errc::bad_job));
-  BOOST_TEST(e->second.find("a training member's message reached a shard of a key-value job") != std::string::npos);
-  BOOST_TEST(all_equal(values(), 1.f));
-}
-
-BOOST_FIXTURE_TEST_CASE(a_pull_that_states_a_clock_is_a_training_member_s_and_is_refused, kv_job) {
   kv_pull r{0, 0, {part}, {{}}, {0}, {}};
-  r.clock = 0;
-  auto e = pull(std::move(r));
-  BOOST_REQUIRE(e);
-  BOOST_TEST((e->first == errc::bad_job));
-  BOOST_TEST(e->second.find("a training member's message reached a shard of a key-value job") != std::string::npos);
+  p.clock = r.clock = 0;
+  for (auto e : {push(std::move(p)), pull(std::move(r))}) {
+    BOOST_REQUIRE(e);
+    BOOST_TEST((e->first == errc::bad_job));
+    BOOST_TEST(e->second.find("a training member's message reached a shard of a key-value job") != std::string::npos);
+  }
+  BOOST_TEST(all_equal(values(), 1.f));
 }
 
 BOOST_FIXTURE_TEST_CASE(rows_outside_the_part_are_refused, kv_job) {

@@ -9,7 +9,8 @@
 // the live members only; the job ends when every member has left, or when fewer than
 // --min-workers are left; with --checkpoint-dir a lost shard is replaced from the newest
 // checkpoint while the members go on (Note [Replacing a key-value shard]), or the job ends
-// saying why it cannot be; the result waits for the checkpoints under way.
+// saying why it cannot be. The checkpoints under way at the job's end:
+// test_job_key_checkpoints.
 #define BOOST_TEST_MODULE job_keys
 #include <boost/test/unit_test.hpp>
 
@@ -18,49 +19,19 @@
 
 #include "core/job_core.hpp"
 #include "tests/support/actions.hpp"
+#include "tests/support/kv_job_core.hpp"
 #include "tests/support/numeric.hpp"
 
 using namespace troupe;
 using namespace troupe::job_actions;
 using test::all_of;
+using test::kv_job;
+using test::make;
 using test::only;
+using test::running;
+using test::t0;
 
 namespace {
-
-const auto t0 = job_clock::time_point{};
-
-// A key-value job of `workers` members and `shards` shards; keys split above `bound` floats.
-job_spec kv_job(std::uint32_t workers, std::uint32_t shards, std::int64_t bound = 1000) {
-  job_spec job;
-  job.job_id = "job-kv";
-  job.kv = true;
-  job.workers = workers;
-  job.servers = shards;
-  job.big_array_bound = bound;
-  return job;
-}
-
-// Its core, running: every shard and member joined and the shards started.
-job_core make(const job_spec& job) { return job_core(job, model::none(), {}, t0); }
-
-job_core running(const job_spec& job) {
-  job_core core = make(job);
-  const std::uint32_t workers = job.workers, shards = job.servers;
-  ticket t = 1;
-  for (std::uint32_t s = 0; s < shards; ++s)
-    only<welcome_shard>(core.on_shard_join(t++, shard_join{"job-kv", "h", 1, ""}, t0));
-  job_actions_list last;
-  for (std::uint32_t w = 0; w < workers; ++w)
-    last = core.on_member_join(t++, worker_join{"job-kv", "h", 2, "", "", -1}, t0);
-  only<start_shards>(last);
-  BOOST_REQUIRE_EQUAL(all_of<welcome_member>(core.shards_started(t0)).size(), workers);
-  BOOST_REQUIRE(core.phase() == job_phase::training);
-  return core;
-}
-
-job_core running(std::uint32_t workers = 2, std::uint32_t shards = 2, std::int64_t bound = 1000) {
-  return running(kv_job(workers, shards, bound));
-}
 
 tensor iota(std::int64_t n, std::int64_t from = 0) {
   tensor t = tensor::uninitialized({n});
@@ -345,72 +316,6 @@ BOOST_AUTO_TEST_CASE(a_lost_shard_ends_the_job_when_nothing_takes_its_place_or_a
     auto core = running();
     BOOST_TEST((failure_of(core.on_shard_down(1, "killed")).code == errc::shard_lost));
   }
-}
-
-BOOST_AUTO_TEST_CASE(the_result_waits_for_the_checkpoints_under_way_when_the_last_member_leaves) {
-  // Note [The last checkpoints of a key-value job].
-  auto job = kv_job(2, 2);
-  job.mode = sync_mode::sync;  // its shards close the same rounds: shard 1's file of 4 may still come
-  job.checkpoints.dir = "ck";
-  job.checkpoints.every = 2;
-  auto core = running(job);
-  // The first file of a step asks every shard for it (one holding no pushed key takes it at once).
-  BOOST_TEST(only<request_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{0, 2, 2, "kv-shard-0.tf", ""})).step == 2);
-  BOOST_TEST(only<commit_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{1, 2, 2, "kv-shard-1.tf", ""})).step ==
-             2);
-  BOOST_TEST(all_of<commit_checkpoint>(core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""})).empty());
-  core.on_done(worker_done{0}, t0);
-  const auto last = core.on_done(worker_done{1}, t0);
-  BOOST_TEST(all_of<finish>(last).empty());                    // checkpoint 2 is being committed
-  BOOST_TEST(only<request_checkpoint>(last).step == 4);        // a shard with no member left takes it at once
-  BOOST_TEST(all_of<finish>(core.on_checkpoint_committed(2, std::nullopt)).empty());
-  const auto overdue = t0 + std::chrono::milliseconds(job.request_timeout_ms) + std::chrono::seconds(1);
-  BOOST_TEST(all_of<finish>(core.on_tick(t0 + std::chrono::seconds(1))).empty());
-  auto out = core.on_tick(overdue);
-  BOOST_TEST(only<note>(out).text.find("checkpoint 4 in ck was not written by every shard") != std::string::npos);
-  const auto end = only<finish>(out);
-  BOOST_REQUIRE(std::holds_alternative<job_result>(end.outcome));
-  BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_written == 1);
-}
-
-// An async job of 2 members and 2 shards that checkpoints every 2 steps, running.
-job_core async_with_checkpoints() {
-  auto job = kv_job(2, 2);
-  job.mode = sync_mode::async;
-  job.checkpoints.dir = "ck";
-  job.checkpoints.every = 2;
-  return running(job);
-}
-
-BOOST_AUTO_TEST_CASE(a_file_begun_before_the_last_member_leaves_holds_the_result_in_any_mode) {
-  // Note [The last checkpoints of a key-value job]: shard 0 took its image of step 4, and
-  // no file of it is written yet when the last member leaves.
-  auto core = async_with_checkpoints();
-  BOOST_TEST(core.on_checkpoint_begun(checkpoint_begun{0, 4}).empty());
-  core.on_done(worker_done{0}, t0);
-  const auto last = core.on_done(worker_done{1}, t0);
-  BOOST_TEST(all_of<finish>(last).empty());              // shard 0's file of 4 is under way
-  BOOST_TEST(only<request_checkpoint>(last).step == 4);  // shard 1, with no member left, takes it at once
-  BOOST_TEST(core.on_checkpoint_begun(checkpoint_begun{1, 4}).empty());
-  BOOST_TEST(all_of<finish>(core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""})).empty());
-  const auto both = core.on_checkpoint_saved(checkpoint_saved{1, 4, 4, "kv-shard-1.tf", ""});
-  BOOST_TEST(all_of<finish>(both).empty());
-  BOOST_TEST(only<commit_checkpoint>(both).step == 4);
-  const auto end = only<finish>(core.on_checkpoint_committed(4, std::nullopt));
-  BOOST_REQUIRE(std::holds_alternative<job_result>(end.outcome));
-  BOOST_TEST(std::get<job_result>(end.outcome).checkpoints_written == 1);
-}
-
-BOOST_AUTO_TEST_CASE(in_async_a_file_never_begun_does_not_hold_the_result) {
-  auto core = async_with_checkpoints();
-  BOOST_TEST(core.on_checkpoint_begun(checkpoint_begun{0, 4}).empty());
-  const auto first = core.on_checkpoint_saved(checkpoint_saved{0, 4, 4, "kv-shard-0.tf", ""});
-  BOOST_TEST(all_of<commit_checkpoint>(first).empty());
-  core.on_done(worker_done{0}, t0);
-  const auto last = core.on_done(worker_done{1}, t0);
-  // Shard 1 may never reach step 4 in async: it is asked for it, and the result does not wait.
-  BOOST_TEST(only<request_checkpoint>(last).step == 4);
-  BOOST_TEST(all_of<finish>(last).size() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_straggler_is_named_again_to_the_replacement_shard) {
