@@ -3,7 +3,7 @@
 // protocol and holding the job's worker certificate pushes forged gradients and pulls as
 // worker 0, asks the shard for snapshots and statistics, restarts it and removes worker 0
 // as if it were the coordinator, and sends the coordinator step, epoch, done and group
-// reports as rank 0. Every one is refused and counted, the job ends with its normal
+// reports as rank 0 and checkpoint reports as shard 0. Every one is refused and counted, the job ends with its normal
 // result, and its final parameters are bitwise those of the same job unattacked.
 #define BOOST_TEST_MODULE impersonation
 #include <boost/test/unit_test.hpp>
@@ -148,6 +148,9 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   self->send(coordinator, epoch_atom::value, worker_epoch{0, 1, 1.0, 1, 128, 0.1, {}});
   self->send(coordinator, done_atom::value, worker_done{0, 1000000, 0, 0});
   self->send(coordinator, group_atom::value, group_id{0, {1, 2, 3}});
+  // As shard 0, against the coordinator: its word about a checkpoint's files.
+  self->send(coordinator, checkpoint_atom::value, checkpoint_saved{0, 1, 1, "shard-0.tf", ""});
+  self->send(coordinator, checkpoint_atom::value, checkpoint_begun{0, 1});
 
   BOOST_TEST(answers.size() == 10u);
   for (const auto& answer : answers) BOOST_TEST(answer == "not_member: refused", "the shard answered: " << answer);
@@ -158,7 +161,7 @@ BOOST_FIXTURE_TEST_CASE(a_certificate_holder_cannot_act_as_another_member_or_rol
   };
   BOOST_TEST(counted(job.server_metrics, "not_a_member", 6) == 6);
   BOOST_TEST(counted(job.server_metrics, "not_the_coordinator", 5) == 5);
-  BOOST_TEST(counted(job.coord_metrics, "not_a_member", 5) == 5);
+  BOOST_TEST(counted(job.coord_metrics, "not_a_member", 7) == 7);
   BOOST_TEST(job.worker->running(), "the job should still be training after the attack; make it longer");
 
   const auto r = job.result();
