@@ -1,11 +1,11 @@
 // member_lanes: a member's bulk lanes to its shards as its actor drives them (Note [Bulk
 // lanes] in transport/lane.hpp), one implementation for every kind of member: the training
-// stage (actors/stage_lane.cpp) and the key-value client (client/kv_member.cpp). It asks a
-// shard for a lane when a call is first large enough, moves a push's (or a collective
-// piece's) tensor onto an open lane, names the ticket a pull's (or a collective's) answer
-// comes under, meets each answer with its payload, and fails the answers still waiting
-// when a lane closes. Which shards may have a lane at
-// all (another host, not reached through shared memory) is the caller's to say.
+// stage (actors/stage_lane.cpp) and the key-value client (client/kv_member.cpp). It routes
+// each call (route): asks a shard for a lane when a call is first large enough, moves a
+// push's (or a collective piece's) tensor onto an open lane, names the ticket a pull's (or
+// a collective's) answer comes under. It meets each answer with its payload, and fails the
+// answers still waiting when a lane closes. Which shards may have a lane at all (another
+// host, not reached through shared memory) is the caller's to say.
 // Not thread-safe: the member's actor owns it, in its state, for as long as it lives (the
 // answers to its lane requests find it there).
 #pragma once
@@ -13,6 +13,7 @@
 #include <caf/all.hpp>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -58,6 +59,28 @@ class member_lanes {
               book_.refused(s);
               spdlog::info("{}: no bulk lane to shard {} ({}); its tensors go in the messages", who_, s, troupe::describe(e));
             });
+  }
+
+  // Routes `msg` (a push, a pull or a collective piece) of member `rank` to shard s, which
+  // the caller says may have a lane, in one step for every kind of call: asks for the
+  // lane when the call's tensor or its answer (`answer_bytes`) is large enough, moves the
+  // tensor onto the open lane unless a slot holds it, and names the ticket the answer
+  // comes under unless the call offered a reply slot. Returns that ticket (also in
+  // msg.lane_reply); 0: the answer comes in the message.
+  template <class Self, class Msg>
+  std::uint64_t route(Self* self, const shard_actor& shard, std::uint32_t s, std::uint32_t rank,
+                      const std::string& host, std::chrono::milliseconds timeout, Msg& msg, std::size_t answer_bytes) {
+    std::size_t bytes = answer_bytes;
+    if constexpr (requires { msg.data; }) bytes = std::max(bytes, msg.data.nbytes());
+    maybe_ask(self, shard, s, rank, host, timeout, bytes);
+    if constexpr (requires { msg.shared; msg.lane; })
+      if (msg.shared.empty())
+        if (auto d = send(s, msg.data)) msg.lane = std::move(*d);
+    if constexpr (requires { msg.reply_to; msg.lane_reply; }) {
+      if (msg.reply_to.empty() && answer_bytes > 0) msg.lane_reply = reply_ticket(s, answer_bytes);
+      return msg.lane_reply;
+    }
+    return 0;
   }
 
   // Moves `payload` onto the lane to s when it is open and the payload large enough: the

@@ -19,8 +19,7 @@ bool timed_out(const caf::error& e) { return e == caf::sec::request_timeout; }
 // Over the network, large tensors take the member's bulk lane to the shard (stage_lane.cpp).
 void pull(stage_pointer self, std::uint32_t s, kv_pull r) {
   const bool lent = offer_reply_slot(self, s, r);
-  if (!lent) r.lane_reply = lane_reply_ticket(self, s, r);
-  const std::uint64_t ticket = r.lane_reply;
+  const std::uint64_t ticket = lent ? 0 : route_on_lane(self, s, r);
   auto answered = [=](kv_pull_reply& p) {
     if (!p.shared.empty()) {
       if (auto taken = take_shared_reply(self, s, p); !taken) {
@@ -49,7 +48,7 @@ void push(stage_pointer self, std::uint32_t s, kv_push g) {
     spdlog::info("{}: pushes its gradient to shard {} in pieces, each gradient bucket as backward produces it",
                  who(self), s);
   const bool lent = share_push(self, s, g);
-  if (!lent) push_on_lane(self, s, g);
+  if (!lent) route_on_lane(self, s, g);
   auto acked = [=](const kv_push_ack& ack) {
     if (lent) settle_push_slot(self, s, false);
     const double secs = std::chrono::duration<double>(wall::now() - sent).count();

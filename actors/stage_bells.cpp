@@ -193,15 +193,15 @@ std::uint64_t take_posted_answers(stage_pointer self) {
 
 bool ring_pull(stage_pointer self, std::uint32_t s, const kv_pull& r, std::function<void(kv_pull_reply&)> ok,
                std::function<void(caf::error&)> failed) {
-  const auto& slots = self->state.slots;
-  const auto channel = s < slots.pull_channel.size() ? slots.pull_channel[s] : std::nullopt;
+  const auto& pulls = self->state.slots.pulls;
+  const auto channel = s < pulls.size() ? pulls[s].reply_channel() : std::nullopt;
   return ring(self, s, channel, bells::kind::pull, r, {0, std::move(ok), nullptr, std::move(failed), {}});
 }
 
 bool ring_push(stage_pointer self, std::uint32_t s, const kv_push& g, std::function<void(kv_push_ack&)> ok,
                std::function<void(caf::error&)> failed) {
-  const auto& slots = self->state.slots;
-  const auto channel = s < slots.push_channel.size() ? slots.push_channel[s] : std::nullopt;
+  const auto& pushes = self->state.slots.pushes;
+  const auto channel = s < pushes.size() ? pushes[s].push_channel() : std::nullopt;
   return ring(self, s, channel, bells::kind::push, g, {0, nullptr, std::move(ok), std::move(failed), {}});
 }
 

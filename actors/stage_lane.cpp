@@ -29,21 +29,22 @@ bool over_the_network(stage_pointer self, std::uint32_t s) {
 
 }  // namespace
 
-std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const kv_pull& r) {
+std::uint64_t route_on_lane(stage_pointer self, std::uint32_t s, kv_pull& r) {
   auto* lanes = lanes_of(self);
   if (!lanes || !over_the_network(self, s)) return 0;
   const auto numel = r.piece_numel > 0 ? r.piece_numel : self->state.core->slice_numel(s);
-  const auto bytes = static_cast<std::size_t>(numel) * sizeof(float);
   const auto& place = self->state.core->place();
-  lanes->maybe_ask(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
-                   std::chrono::milliseconds(place.job.request_timeout_ms), bytes);
-  return lanes->reply_ticket(s, bytes);
+  return lanes->route(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
+                      std::chrono::milliseconds(place.job.request_timeout_ms), r,
+                      static_cast<std::size_t>(numel) * sizeof(float));
 }
 
-void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) {
+void route_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) {
   auto* lanes = lanes_of(self);
-  if (!lanes || !g.shared.empty()) return;
-  if (auto d = lanes->send(s, g.data)) g.lane = std::move(*d);
+  if (!lanes || !over_the_network(self, s)) return;
+  const auto& place = self->state.core->place();
+  lanes->route(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
+               std::chrono::milliseconds(place.job.request_timeout_ms), g, 0);
 }
 
 void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_pull_reply p) {

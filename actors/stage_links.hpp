@@ -21,17 +21,18 @@
 #include "core/ring_lanes.hpp"
 #include "core/ring_link.hpp"
 #include "transport/channel_pool.hpp"
+#include "transport/shard_call.hpp"
 #include "transport/shard_links.hpp"
 #include "transport/ring_mailbox.hpp"
 #include "transport/word_waiter.hpp"
 
 namespace troupe::stage_shell {
 
-// The slots of the member's calls in flight through the same-host fast path, by shard (its
-// links, transport/shard_links.hpp, choose and lend them; a member has one pull and one
-// push in flight to each shard): the channel each holds until it is settled.
+// The member's calls in flight to its shards, by shard (a member has one pull and one push
+// in flight to each): the slots each holds until it is settled (transport/shard_call.hpp,
+// through its links, which choose and lend them).
 struct stage_slot_calls {
-  std::vector<std::optional<std::size_t>> pull_channel, push_channel;
+  std::vector<shard_call> pulls, pushes;
 };
 
 // Note [Doorbells] (stage_bells.cpp): the member's pushes and pulls in flight through its

@@ -146,12 +146,13 @@ void ring_bells(stage_pointer self);
 // of their handlers returns at once.
 void await_answers(stage_pointer self);
 
-// stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first pull; the ticket
-// a pull of shard s asks its answer under (0: in the message; may first ask s for a lane);
-// a push's gradient moved onto the lane; a reply that names a lane payload, handed to the
-// core once the payload is here; and the lane's events.
-std::uint64_t lane_reply_ticket(stage_pointer self, std::uint32_t s, const kv_pull& r);
-void push_on_lane(stage_pointer self, std::uint32_t s, kv_push& g);
+// stage_lane.cpp (Note [Bulk lanes]): the book of lanes, made at the first call; a call to
+// shard s routed over its lane (member_lanes::route: it may first ask s for one): a pull
+// gets the ticket its answer comes under (0: in the message), a push's gradient moves onto
+// the open lane; a reply that names a lane payload, handed to the core once the payload is
+// here; and the lane's events.
+std::uint64_t route_on_lane(stage_pointer self, std::uint32_t s, kv_pull& r);
+void route_on_lane(stage_pointer self, std::uint32_t s, kv_push& g);
 // `asked`: the ticket the pull named (0: none), which the reply must name.
 void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_pull_reply p);
 void abandon_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t ticket);

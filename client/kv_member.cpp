@@ -81,11 +81,15 @@ bool remote(member_pointer self, std::uint32_t s) {
          s < st.place.shard_hosts.size();
 }
 
-// Asks shard s for a lane when a call of `bytes` would use one and none was asked for.
-void maybe_ask_for_lane(member_pointer self, std::uint32_t s, std::size_t bytes) {
+// Routes a call to shard s over its bulk lane when `lane` (the store says the shard is
+// reached over the network) and it is on another node (member_lanes::route); the ticket
+// its answer comes under (0: in the message).
+template <class Msg>
+std::uint64_t route_on_lane(member_pointer self, std::uint32_t s, bool lane, Msg& msg, std::size_t answer_bytes) {
   auto& st = self->state;
-  if (remote(self, s))
-    st.lanes->maybe_ask(self, st.shards[s], s, st.place.rank, st.place.shard_hosts[s], request_timeout(self), bytes);
+  if (!lane || !remote(self, s)) return 0;
+  return st.lanes->route(self, st.shards[s], s, st.place.rank, st.place.shard_hosts[s], request_timeout(self), msg,
+                         answer_bytes);
 }
 
 // Connects to shard i and the ones after it by address, then finishes the join.
@@ -161,10 +165,7 @@ void push(member_pointer self, member_call_push& c) {
   if (replaces_shards(self)) c.done = lost_with_the_shard(self, c.shard, std::move(c.done));
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
-  const std::size_t bytes = c.msg.data.nbytes();
-  if (c.lane) maybe_ask_for_lane(self, c.shard, bytes);
-  if (st.lanes && c.lane && c.msg.shared.empty())
-    if (auto d = st.lanes->send(c.shard, c.msg.data)) c.msg.lane = std::move(*d);
+  route_on_lane(self, c.shard, c.lane, c.msg, 0);
   ask_to<kv_push_ack>(self, c.shard, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
                       std::move(c.msg));
 }
@@ -177,9 +178,8 @@ void pull(member_pointer self, member_call_pull& c) {
   if (replaces_shards(self)) c.done = asked_again(self, c);
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
-  if (c.lane) maybe_ask_for_lane(self, c.shard, c.bytes);
   const std::uint32_t s = c.shard;
-  const std::uint64_t ticket = st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+  const std::uint64_t ticket = route_on_lane(self, s, c.lane, c.msg, c.bytes);
   ask_answered_on_lane<kv_pull_reply, &kv_pull_reply::data>(self, s, ticket, request_timeout(self), c.done,
                                                            pull_atom::value, std::move(c.msg));
 }
@@ -195,10 +195,7 @@ void collective(member_pointer self, member_call_collective& c) {
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
   const std::uint32_t s = c.shard;
-  if (c.lane) maybe_ask_for_lane(self, s, std::max(c.msg.data.nbytes(), c.bytes));
-  if (st.lanes && c.lane && c.msg.shared.empty())
-    if (auto d = st.lanes->send(s, c.msg.data)) c.msg.lane = std::move(*d);
-  const std::uint64_t ticket = st.lanes && c.lane && c.msg.reply_to.empty() ? st.lanes->reply_ticket(s, c.bytes) : 0;
+  const std::uint64_t ticket = route_on_lane(self, s, c.lane, c.msg, c.bytes);
   ask_answered_on_lane<kv_collective_reply, &kv_collective_reply::data>(self, s, ticket, c.timeout, c.done,
                                                                        kv_coll_atom::value, std::move(c.msg));
 }

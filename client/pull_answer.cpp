@@ -43,15 +43,14 @@ or_fault<std::vector<part_result>> unpack_encoded(const tensor& from, const std:
 }  // namespace
 
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
-                                               std::int64_t total, shard_links* links, std::uint32_t shard,
-                                               std::optional<std::size_t> channel, const grad_codec& precision,
+                                               std::int64_t total, shard_call& call, const grad_codec& precision,
                                                pulled_views* views) {
+  const std::uint32_t shard = call.shard();
   const std::string who = "shard " + std::to_string(shard);
   tensor from = std::move(reply.data);
   if (!reply.shared.empty()) {
-    if (!channel) return fault{errc::malformed, who + " answered a pull in shared memory this member did not offer"};
-    auto t = links->take_reply(shard, *channel, reply.shared);
-    if (!t) return fault{errc::malformed, who + "'s answer in shared memory: " + t.error().message};
+    auto t = call.take_reply(reply.shared);
+    if (!t) return fault{errc::malformed, t.error().message};
     if (t->first) spdlog::info("troupe.kv: exchanges tensors with shard {} through shared memory", shard);
     from = std::move(t->values);
   } else if (views && from.type() == dtype::u8) {  // Note [2-bit key-value pulls]

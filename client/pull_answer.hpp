@@ -15,18 +15,17 @@
 #include "client/pulled_views.hpp"
 #include "core/kv_messages.hpp"
 #include "tensor/grad_codec.hpp"
-#include "transport/shard_links.hpp"
+#include "transport/shard_call.hpp"
 
 namespace troupe::kv {
 
-// Copies shard `shard`'s answer `reply` to a pull of `parts` (`total` floats in all) into
-// the parts' arrays, from the fast path's reply slot `channel` of `links` (borrowed until
-// this returns; nullopt: none was offered) or from the message (in `precision`; with
+// Copies the answer `reply` of `call`'s shard to a pull of `parts` (`total` floats in all)
+// into the parts' arrays, from the fast path's reply slot the call offered (borrowed until
+// the caller settles it) or from the message (in `precision`; with
 // 2-bit pulls through `views`, Note [2-bit key-value pulls] in client/pulled_views.hpp);
 // each part's version, or why not.
 or_fault<std::vector<part_result>> unpack_pull(kv_pull_reply& reply, const std::vector<pull_part>& parts,
-                                               std::int64_t total, shard_links* links, std::uint32_t shard,
-                                               std::optional<std::size_t> channel, const grad_codec& precision,
+                                               std::int64_t total, shard_call& call, const grad_codec& precision,
                                                pulled_views* views = nullptr);
 
 }  // namespace troupe::kv

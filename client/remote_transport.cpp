@@ -16,6 +16,7 @@
 #include "client/push_compressor.hpp"
 #include "client/transport_waits.hpp"
 #include "tensor/grad_codec.hpp"
+#include "transport/shard_call.hpp"
 #include "transport/shard_links.hpp"
 
 namespace troupe::kv {
@@ -114,7 +115,8 @@ class remote_transport final : public kv_transport {
       msg.parts.push_back(p.part);
       msg.base_versions.push_back(p.base_version);
     }
-    tensor slot = links_->push_buffer(shard, total);
+    shard_call call(links_, shard);
+    tensor slot = call.push_buffer(total);
     const bool lease = !slot.empty();
     const bool plain = place_.job.compression.kind == codec_kind::none;
     const float* lent = plain && !lease ? contiguous_floats(parts) : nullptr;
@@ -135,29 +137,24 @@ class remote_transport final : public kv_transport {
     } else {
       msg.data = compressor_->encode_parts(parts);
     }
-    std::optional<std::size_t> channel;
     if (lease) {
-      if (auto call = links_->route_push(shard, slot, false)) {
-        msg.shared = std::move(call->where);
-        channel = call->channel;
-      } else {
-        msg.data = std::move(slot);  // the slot could not take it: a copy goes in the message
-      }
+      msg.shared = call.route_push(slot, false);
+      if (msg.shared.empty()) msg.data = std::move(slot);  // the slot could not take it: a copy goes in the message
     }
-    stats_->add(channel.has_value(), channel ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
+    const bool in_slot = call.holds_push_slot();
+    stats_->add(in_slot, in_slot ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
     auto ids = msg.parts;
-    auto links = links_;
-    caf::anon_send(member_,
-                   member_call_push{shard, std::move(msg), [done, ids, links, shard, channel](or_fault<kv_push_ack> r) {
-                                      if (channel) links->push_settled(shard, *channel, timed_out(r));
-                                      if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
-                                      const auto& ack = std::get<kv_push_ack>(r);
-                                      std::vector<part_result> out;
-                                      for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
-                                        out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
-                                      done(std::nullopt, std::move(out));
-                                    },
-                                    over_the_network(shard)});
+    caf::anon_send(member_, member_call_push{shard, std::move(msg),
+                                             [done, ids, call](or_fault<kv_push_ack> r) mutable {
+                                               call.settle_push(timed_out(r));
+                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+                                               const auto& ack = std::get<kv_push_ack>(r);
+                                               std::vector<part_result> out;
+                                               for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
+                                                 out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
+                                               done(std::nullopt, std::move(out));
+                                             },
+                                             over_the_network(shard)});
   }
 
   // A pull offers a reply slot of the same-host fast path when one is free; the answer is
@@ -172,50 +169,43 @@ class remote_transport final : public kv_transport {
       msg.row_numel.push_back(p.rows.empty() ? 0 : p.row_numel);
       total += p.numel;
     }
+    shard_call call(links_, shard);
     std::string problem;
-    auto lease = links_->route_pull(shard, total, &problem);
+    msg.reply_to = call.offer_reply(total, &problem);
     if (!problem.empty())
       spdlog::warn("troupe.kv: no shared-memory channel to shard {} ({}); its tensors go over the network", shard,
                    problem);
-    std::optional<std::size_t> channel;
-    if (lease) {
-      msg.reply_to = std::move(lease->where);
-      channel = lease->channel;
-    }
-    auto links = links_;
     auto stats = stats_;
     auto views = views_;
     if (views) msg.full = views->needs_full(parts);
     const grad_codec precision = place_.job.pull_precision;
     caf::anon_send(
         member_,
-        member_call_pull{
-            shard, std::move(msg),
-            [done, parts, links, shard, channel, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) {
-              if (auto* f = std::get_if<fault>(&r)) {
-                if (channel) links->reply_settled(shard, *channel, false, timed_out(r));
-                if (views) views->forget(parts);  // Note [2-bit key-value pulls]
-                return done(*f, {});
-              }
-              auto& reply = std::get<kv_pull_reply>(r);
-              const bool shared = !reply.shared.empty();
-              const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
-              or_fault<std::vector<part_result>> got = abandoned();
-              if (const caller_memory_use use(memory); use)
-                got = unpack_pull(reply, parts, total, links.get(), shard, channel, precision, views.get());
-              if (views && std::holds_alternative<fault>(got)) views->forget(parts);
-                       // Copied out, or dropped: the slot is free again.
-                       if (channel &&
-                           links->reply_settled(shard, *channel, !shared, false) == shm::channel_pool::settled::declined)
-                         spdlog::info(
-                             "troupe.kv: shard {} cannot map this host's shared memory (another host, "
-                             "or it is off there); its tensors go over the network",
-                             shard);
-                       if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
-                       stats->add(shared, bytes);
-                       done(std::nullopt, std::move(std::get<0>(got)));
-                     },
-                     static_cast<std::size_t>(total) * sizeof(float), over_the_network(shard)});
+        member_call_pull{shard, std::move(msg),
+                         [done, parts, call, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) mutable {
+                           if (auto* f = std::get_if<fault>(&r)) {
+                             call.settle_reply(false, timed_out(r));
+                             if (views) views->forget(parts);  // Note [2-bit key-value pulls]
+                             return done(*f, {});
+                           }
+                           auto& reply = std::get<kv_pull_reply>(r);
+                           const bool shared = !reply.shared.empty();
+                           const std::size_t bytes =
+                               shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+                           or_fault<std::vector<part_result>> got = abandoned();
+                           if (const caller_memory_use use(memory); use)
+                             got = unpack_pull(reply, parts, total, call, precision, views.get());
+                           if (views && std::holds_alternative<fault>(got)) views->forget(parts);
+                           // Copied out, or dropped: the slot is free again.
+                           if (const char* why = shard_call::why_closed(call.settle_reply(!shared, false)))
+                             spdlog::info("troupe.kv: closes its shared-memory channel to shard {} ({}); its tensors "
+                                          "go over the network",
+                                          call.shard(), why);
+                           if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+                           stats->add(shared, bytes);
+                           done(std::nullopt, std::move(std::get<0>(got)));
+                         },
+                         static_cast<std::size_t>(total) * sizeof(float), over_the_network(shard)});
   }
 
   transfer_stats transfers() const override { return stats_->get(); }
@@ -256,50 +246,39 @@ class remote_transport final : public kv_transport {
   void collective(std::uint32_t shard, kv_collective piece, const float* data, std::int64_t answer_numel,
                   std::chrono::milliseconds timeout, std::function<void(or_fault<kv_collective_reply>)> done) override {
     const std::int64_t given = data && !piece.dims.empty() ? piece.dims[0] : 0;
-    tensor slot = given > 0 ? links_->push_buffer(shard, given) : tensor();
-    std::optional<std::size_t> push_channel, reply_channel;
+    shard_call call(links_, shard);
+    tensor slot = given > 0 ? call.push_buffer(given) : tensor();
     if (!slot.empty()) {  // the caller's floats go once, into the slot
       copy(slot.view(), floats(data, given));
-      if (auto call = links_->route_push(shard, slot, false)) {
-        piece.shared = std::move(call->where);
-        push_channel = call->channel;
-      } else {
-        piece.data = std::move(slot);  // the slot could not take it: a copy goes in the message
-      }
+      piece.shared = call.route_push(slot, false);
+      if (piece.shared.empty()) piece.data = std::move(slot);  // the slot could not take it: a copy goes in the message
     } else if (given > 0) {  // or into the message
       piece.data = tensor::uninitialized({given});
       copy(piece.data.view(), floats(data, given));
     }
-    stats_->add(push_channel.has_value(), static_cast<std::size_t>(given) * 4);
-    if (answer_numel > 0)
-      if (auto r = links_->route_pull(shard, answer_numel)) {
-        piece.reply_to = std::move(r->where);
-        reply_channel = r->channel;
-      }
-    auto links = links_;
+    stats_->add(call.holds_push_slot(), static_cast<std::size_t>(given) * 4);
+    if (answer_numel > 0) piece.reply_to = call.offer_reply(answer_numel);
     auto stats = stats_;
     caf::anon_send(
         member_, member_call_collective{
                      shard, std::move(piece), timeout,
-                     [links, stats, shard, push_channel, reply_channel, done](or_fault<kv_collective_reply> r) {
-                       if (push_channel) links->push_settled(shard, *push_channel, timed_out(r));
+                     [stats, call, done](or_fault<kv_collective_reply> r) mutable {
+                       call.settle_push(timed_out(r));
                        auto* reply = std::get_if<kv_collective_reply>(&r);
                        const bool shared = reply && !reply->shared.empty();
                        if (reply && shared) {
-                         if (!reply_channel) {
-                           r = fault{errc::malformed, "a collective's answer in a slot this member did not offer"};
-                         } else if (auto got = links->take_reply(shard, *reply_channel, reply->shared)) {
+                         if (auto got = call.take_reply(reply->shared)) {
                            reply->data = std::move(got->values);  // borrowed from the slot until it is settled
                            reply->shared = {};
                          } else {
-                           r = fault{errc::malformed, "a collective's answer slot: " + got.error().message};
+                           r = fault{errc::malformed, "a collective's answer: " + got.error().message};
                          }
                        }
                        if (auto* ok = std::get_if<kv_collective_reply>(&r))
                          stats->add(shared, ok->data.empty() ? 0 : ok->data.nbytes());
                        const bool late = timed_out(r);
                        done(std::move(r));  // copies the answer out of the slot
-                       if (reply_channel) links->reply_settled(shard, *reply_channel, !shared, late);
+                       call.settle_reply(!shared, late);
                      },
                      static_cast<std::size_t>(std::max<std::int64_t>(answer_numel, 0)) * sizeof(float),
                      over_the_network(shard)});

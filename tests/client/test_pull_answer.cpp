@@ -45,6 +45,9 @@ kv_pull_reply reply_of(tensor data, std::vector<std::int64_t> versions) {
   return r;
 }
 
+// A pull of shard 3 that offered no reply slot (no links: every answer in the message).
+shard_call unoffered(nullptr, 3);
+
 // The fault's detail, or "" when the answer was taken.
 std::string malformed(const or_fault<std::vector<part_result>>& r) {
   const auto* f = std::get_if<fault>(&r);
@@ -59,7 +62,7 @@ BOOST_AUTO_TEST_CASE(an_answer_in_the_message_fills_each_part_with_its_version) 
   caller c;
   auto parts = c.parts();
   kv_pull_reply r = reply_of(values({1, 2, 3, 4, 5}), {7, 9});
-  const auto got = unpack_pull(r, parts, 5, nullptr, 3, std::nullopt, grad_codec{});
+  const auto got = unpack_pull(r, parts, 5, unoffered, grad_codec{});
   BOOST_REQUIRE(std::holds_alternative<std::vector<part_result>>(got));
   const auto& results = std::get<std::vector<part_result>>(got);
   BOOST_REQUIRE(results.size() == 2u);
@@ -78,7 +81,7 @@ BOOST_AUTO_TEST_CASE(an_answer_in_half_precision_is_decoded_into_the_parts) {
     auto parts = c.parts();
     // Values both formats hold exactly.
     kv_pull_reply r = reply_of(encode(precision, values({0.5f, -2.f, 1.f, 0.f, 3.f})), {1, 1});
-    const auto got = unpack_pull(r, parts, 5, nullptr, 3, std::nullopt, precision);
+    const auto got = unpack_pull(r, parts, 5, unoffered, precision);
     BOOST_TEST_CONTEXT(to_string(precision)) {
       BOOST_REQUIRE(std::holds_alternative<std::vector<part_result>>(got));
       BOOST_TEST(c.a == (std::vector<float>{0.5f, -2.f}), boost::test_tools::per_element());
@@ -113,7 +116,7 @@ BOOST_AUTO_TEST_CASE(a_malformed_answer_names_the_shard_and_writes_nothing) {
     BOOST_TEST_CONTEXT(b.what) {
       caller c;
       auto parts = c.parts();
-      const std::string why = malformed(unpack_pull(b.reply, parts, 5, nullptr, 3, std::nullopt, b.precision));
+      const std::string why = malformed(unpack_pull(b.reply, parts, 5, unoffered, b.precision));
       BOOST_TEST(why.find("shard 3") != std::string::npos, why);
       BOOST_TEST(why.find(b.says) != std::string::npos, why);
       BOOST_TEST(c.unchanged());
@@ -127,7 +130,7 @@ BOOST_AUTO_TEST_CASE(an_answer_without_values_is_refused_not_read) {
   float one = untouched;
   std::vector<pull_part> parts{{4, &one, 1, {}, 0}};
   kv_pull_reply r = reply_of(tensor{}, {1});
-  const std::string why = malformed(unpack_pull(r, parts, 1, nullptr, 3, std::nullopt, grad_codec{}));
+  const std::string why = malformed(unpack_pull(r, parts, 1, unoffered, grad_codec{}));
   BOOST_TEST(why.find("shard 3 answered a pull of 1 parts (1 f32 values) with 0 f32 values") != std::string::npos, why);
   BOOST_TEST(one == untouched);
 }
