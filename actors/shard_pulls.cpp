@@ -29,8 +29,6 @@ caf::error refused(shard_pointer self, const kv_pull& r) {
 void serve_pull(shard_pointer self, kv_pull& r, answer_to<kv_pull_reply>& rp) {
   auto& st = self->state;
   if (auto e = refused(self, r)) return rp.deliver(std::move(e));
-  // A part the core held and a later part refused: the held one's token is never looked
-  // up, as the pull is not held.
   std::vector<shard_core::token> held;
   auto ask = [&](std::optional<kv_part_id> part) {
     const auto t = st.next_token++;
@@ -43,7 +41,8 @@ void serve_pull(shard_pointer self, kv_pull& r, answer_to<kv_pull_reply>& rp) {
     rejected = ask(std::nullopt);
   else
     for (std::size_t i = 0; i < r.parts.size() && !rejected; ++i) rejected = ask(r.parts[i]);
-  if (rejected) {
+  if (rejected) {  // the parts held before the refused one are not answered either
+    for (auto t : held) st.core->cancel_pull(t);
     if (st.m) st.m->rejected(to_string(rejected->code))->Increment();
     return rp.deliver(make_error(*rejected));
   }

@@ -282,6 +282,10 @@ void shard_core::release_ready() {
   held_.erase(ready, held_.end());
 }
 
+void shard_core::cancel_pull(token t) {
+  std::erase_if(held_, [t](const held_pull& h) { return h.t == t; });
+}
+
 std::vector<shard_core::token> shard_core::take_released() { return std::exchange(released_, {}); }
 std::vector<shard_core::token> shard_core::take_dropped() { return std::exchange(dropped_, {}); }
 

@@ -207,6 +207,9 @@ class shard_core {
   pull_outcome pull(std::uint32_t member, std::int64_t clock, token t);
   // A user's loop's pull of one part, after the pushes it made of it.
   pull_outcome pull_part(std::uint32_t member, kv_part_id part, token t);
+  // The shell will not answer the pull it holds under t (a later part of the same pull
+  // was refused): the core forgets it, so it is neither released nor counted.
+  void cancel_pull(token t);
   // Held pulls that may be answered now / that never will be (their member left).
   std::vector<token> take_released();
   std::vector<token> take_dropped();

@@ -2,7 +2,7 @@
 // CAF (Note [Rounds per part]):
 // sync sums each part's round in rank order and holds a pull until the member's own
 // pushes are applied; a member may push a round ahead; async applies on arrival; ssp
-// holds exactly the pulls past the bound; without a server optimizer a part stores the
+// holds exactly the pulls past the bound; a held pull the shell cancels is forgotten; without a server optimizer a part stores the
 // round's sum (sync) or the latest gradient (async); a member that leaves closes rounds
 // and drops its held pulls; bad gradients and unknown parts are refused and change nothing,
 // and a push of several parts is applied whole or not at all;
@@ -87,6 +87,22 @@ BOOST_AUTO_TEST_CASE(sync_holds_a_pull_until_the_members_own_push_is_applied) {
   c.push_part(2, part_a, 0, filled(1.f));
   BOOST_TEST((c.take_released() == std::vector<shard_core::token>{11}));
   BOOST_TEST(at(c, part_a) == -3.f);
+}
+
+BOOST_AUTO_TEST_CASE(a_held_pull_cancelled_is_neither_released_nor_counted) {
+  auto c = make(sync_mode::sync);
+  c.push_part(0, part_a, 0, filled(1.f));
+  BOOST_TEST((c.pull_part(0, part_a, 11).decision == shard_core::pull_decision::hold));
+  BOOST_TEST((c.pull_part(0, part_b, 12).decision == shard_core::pull_decision::answer));
+  BOOST_TEST(c.held() == 1u);
+  c.cancel_pull(11);  // a later part of the same pull was refused
+  c.cancel_pull(99);  // a token the core never held: nothing happens
+  BOOST_TEST(c.held() == 0u);
+  const auto before = c.counters().pulls_held;
+  c.push_part(1, part_a, 0, filled(1.f)), c.push_part(2, part_a, 0, filled(1.f));
+  BOOST_TEST(c.version(part_a) == 1);
+  BOOST_TEST(c.take_released().empty());
+  BOOST_TEST(c.counters().pulls_held == before);
 }
 
 BOOST_AUTO_TEST_CASE(sync_lets_a_member_push_a_round_ahead) {
