@@ -23,6 +23,7 @@
 #include "actors/stage_links.hpp"
 #include "base/serial_worker.hpp"
 #include "core/member_core.hpp"
+#include "core/ring_handshake.hpp"
 
 namespace troupe::stage_shell {
 
@@ -54,7 +55,8 @@ struct stage_state {
   // The ring across nodes (ring_wiring.cpp): who the welcome says the ring neighbours
   // are, the waits for their hellos, and hellos that came before the welcome.
   member_identity ring_prev_identity, ring_next_identity;
-  std::function<void()> on_ring_prev_hello, on_ring_next_hello;
+  std::optional<ring_handshake> ring_wiring;  // Note [Ring connections] in core/ring_handshake.hpp
+  std::function<void()> ring_step_done;         // a step of it is done (the member's wiring counts them)
   std::vector<std::pair<stage_actor, stage_hello>> early_ring_hellos;
   // Until the member trains (a neighbour may start first and send at once), stage
   // tensors and ring pieces wait here with their senders, and are checked when training
@@ -208,8 +210,8 @@ void connect_peer(stage_pointer self, std::string peer, std::string host, std::u
                   std::chrono::steady_clock::time_point deadline,
                   std::function<void(caf::strong_actor_ptr)> on_connected,
                   std::chrono::milliseconds pause = std::chrono::milliseconds(100));
-// ring_wiring.cpp (Note [Ring connections]): adds the ring connections this member waits
-// for to `pending` and makes them, calling one_done for each.
+// ring_wiring.cpp (Note [Ring connections] in core/ring_handshake.hpp): adds the ring
+// connections this member waits for to `pending` and makes them, calling one_done for each.
 void wire_ring(stage_pointer self, const worker_welcome& w, std::chrono::steady_clock::time_point deadline,
                const std::shared_ptr<std::size_t>& pending, const std::function<void()>& one_done);
 void on_ring_hello(stage_pointer self, const stage_hello& h);

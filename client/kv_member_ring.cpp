@@ -13,7 +13,7 @@
 //     r - 1 and r + 1 (mod the workers). In one process the welcome carries their handles;
 //     across processes each member publishes this actor on its node's listen address and
 //     joins with it, and the pair is wired as the built-in ring's is (Note [Ring
-//     connections] in actors/ring_wiring.cpp): the lower rank dials, the other takes the
+//     connections] in core/ring_handshake.hpp): the lower rank dials, the other takes the
 //     hello of the actor the welcome names, and the join answers once the ring is wired
 //     (or fails with stage_lost within --request-timeout). A member's next neighbour may
 //     get its welcome later than the member does, so a member that dialled its next waits
@@ -141,28 +141,32 @@ void finish_turn(member_pointer self) {
   start_front(self);
 }
 
+// One step of the handshake is done: once it is the last, the ring is wired.
+void handshake_step(member_pointer self) {
+  auto& r = self->state.ring;
+  if (r.handshake && r.handshake->wired() && r.on_wired) std::exchange(r.on_wired, nullptr)();
+}
+
 // Takes a hello from a ring neighbour once the welcome said who the neighbours are.
 void take_hello(member_pointer self, const stage_actor& sender, const stage_hello& h) {
   auto& r = self->state.ring;
   const auto ptr = caf::actor_cast<caf::strong_actor_ptr>(sender);
-  const bool as_prev = r.on_prev_hello && sent_by(ptr, r.prev_identity);
-  const bool as_next = r.on_next_hello && sent_by(ptr, r.next_identity);
-  if (!as_prev && !as_next) {
+  std::optional<ring_handshake::side> took;
+  if (r.handshake) took = r.handshake->hello(sent_by(ptr, r.prev_identity), sent_by(ptr, r.next_identity));
+  if (!took) {
     spdlog::warn("troupe.kv: refused a ring hello from {} (claiming worker {}), which is not a ring neighbour this "
                  "worker waits for",
                  caf::to_string(sender), h.replica);
     return;
   }
-  const std::size_t n = self->state.place.ring.size();
-  if (as_prev) {
+  if (*took == ring_handshake::side::prev) {
     r.prev = sender;
-    if (n == 2) r.next = sender;
+    if (r.handshake->one_neighbour()) r.next = sender;
     self->send(sender, ring_atom::value, stage_hello{self->state.place.rank, hello_ack});
-    std::exchange(r.on_prev_hello, nullptr)();
   } else {
     r.next = sender;
-    std::exchange(r.on_next_hello, nullptr)();
   }
+  handshake_step(self);
 }
 
 // Across processes: dials and awaits the neighbours as Note [Ring connections] says, and
@@ -171,37 +175,41 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
   auto& st = self->state;
   const auto& place = st.place;
   const auto n = static_cast<std::uint32_t>(place.ring.size()), rank = place.rank;
-  const bool dial_next = rank + 1 < n, dial_prev = rank == 0 && n > 2;
-  const bool await_prev = rank >= 1, await_next = rank == n - 1 && n > 2;
-  auto pending = std::make_shared<int>(2 * dial_next + dial_prev + await_prev + await_next);
-  auto one_done = [self, pending, wired] {
-    if (--*pending == 0 && !self->state.lost) wired(std::nullopt);
+  auto& hs = st.ring.handshake.emplace(n, rank, true);
+  st.ring.on_wired = [self, wired] {
+    if (!self->state.lost) wired(std::nullopt);
   };
-  if (await_prev) st.ring.on_prev_hello = one_done;
-  if (await_next) st.ring.on_next_hello = one_done;
-  if (dial_next) st.ring.on_next_ack = one_done;
   const auto deadline = std::chrono::steady_clock::now() + request_timeout(self);
-  auto dial = [&](bool next, const std::string& host, std::uint16_t port) {
+  auto dial = [&](ring_handshake::side side, const std::string& host, std::uint16_t port) {
+    const bool next = side == ring_handshake::side::next;
     const std::uint32_t other = next ? (rank + 1) % n : (rank + n - 1) % n;
     connect_peer(self, worker_name(other), "worker", host, port, deadline, std::chrono::milliseconds(50),
-                 [self, next, n, one_done, wired](or_fault<caf::strong_actor_ptr> p) {
-                   if (auto* f = std::get_if<fault>(&p)) return wired(*f);
+                 [self, side, next, wired](or_fault<caf::strong_actor_ptr> p) {
                    auto& r = self->state.ring;
+                   if (auto* f = std::get_if<fault>(&p)) {
+                     r.handshake.reset();  // failed: the deadline has nothing more to say
+                     return wired(*f);
+                   }
                    auto peer = caf::actor_cast<stage_actor>(std::get<caf::strong_actor_ptr>(std::move(p)));
                    (next ? r.next : r.prev) = peer;
-                   if (n == 2) r.prev = r.next = peer;
+                   if (r.handshake->one_neighbour()) r.prev = r.next = peer;
+                   r.handshake->dialled(side);
                    self->send(peer, ring_atom::value, stage_hello{self->state.place.rank, hello});
-                   one_done();
+                   handshake_step(self);
                  });
   };
-  if (dial_next) dial(true, place.ring_next_host, place.ring_next_port);
-  if (dial_prev) dial(false, place.ring_prev_host, place.ring_prev_port);
+  const bool dial_next = hs.dial_next(), dial_prev = hs.dial_prev();  // a failed dial drops the handshake
+  if (dial_next) dial(ring_handshake::side::next, place.ring_next_host, place.ring_next_port);
+  if (dial_prev) dial(ring_handshake::side::prev, place.ring_prev_host, place.ring_prev_port);
   for (auto& [sender, h] : std::exchange(st.ring.early_hellos, {})) take_hello(self, sender, h);
-  if (st.ring.on_prev_hello || st.ring.on_next_hello || st.ring.on_next_ack)
+  if (st.ring.handshake && !st.ring.handshake->wired())
     self->delayed_send(self, request_timeout(self), member_call_retry{[self, wired, rank, n] {
                          auto& r = self->state.ring;
-                         if (!r.on_prev_hello && !r.on_next_hello && !r.on_next_ack) return;
-                         const std::uint32_t other = r.on_prev_hello ? (rank + n - 1) % n : (rank + 1) % n;
+                         const auto silent = r.handshake ? r.handshake->silent() : std::nullopt;
+                         if (!silent) return;
+                         r.on_wired = nullptr;
+                         const bool prev = *silent == ring_handshake::side::prev;
+                         const std::uint32_t other = prev ? (rank + n - 1) % n : (rank + 1) % n;
                          wired(fault{errc::stage_lost, worker_name(rank) + " never heard from its ring neighbour " +
                                                            worker_name(other) +
                                                            " within --request-timeout; is that process running?"});
@@ -239,8 +247,8 @@ void on_ring_hello(member_pointer self, const stage_hello& h) {
   auto& r = self->state.ring;
   auto sender = caf::actor_cast<stage_actor>(self->current_sender());
   if (h.stage == hello_ack) {  // the dialled next neighbour takes this member's pieces now
-    if (r.on_next_ack && sender && r.next && sender.address() == r.next.address())
-      return std::exchange(r.on_next_ack, nullptr)();
+    if (r.handshake && sender && r.next && sender.address() == r.next.address() && r.handshake->acked())
+      return handshake_step(self);
     spdlog::warn("troupe.kv: ignored a ring answer from {}, which this worker did not dial", caf::to_string(sender));
     return;
   }

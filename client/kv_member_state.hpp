@@ -15,6 +15,7 @@
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
 #include "core/ring_collective.hpp"
+#include "core/ring_handshake.hpp"
 #include "core/ring_lanes.hpp"
 #include "core/ring_link.hpp"
 
@@ -46,8 +47,10 @@ struct ring_state {
   bool on = false;  // this member is in a ring (set at the welcome)
   stage_actor prev, next;
   member_identity prev_identity, next_identity;  // across nodes: whose hellos wire prev and next
-  std::function<void()> on_prev_hello, on_next_hello;  // set while that hello is awaited
-  std::function<void()> on_next_ack;  // set while the dialled next has not said it takes pieces
+  // Across nodes: whom to dial and whose hellos (and ack) to await (Note [Ring
+  // connections] in core/ring_handshake.hpp), and what to do once wired (once).
+  std::optional<ring_handshake> handshake;
+  std::function<void()> on_wired;
   std::vector<std::pair<stage_actor, stage_hello>> early_hellos;  // came before the welcome
   std::uint64_t calls = 0;        // calls taken so far; the next one's number
   std::deque<ring_turn> turns;    // the call in progress (front, started) and those waiting

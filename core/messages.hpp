@@ -114,7 +114,7 @@ struct member_assignment {
   std::string prev_host, next_host;
   std::uint16_t prev_port = 0, next_port = 0;
   // --mode allreduce across nodes: the same stage of the previous and the next replica in
-  // the ring (Note [Ring connections] in actors/ring_wiring.cpp); empty in one process.
+  // the ring (Note [Ring connections] in core/ring_handshake.hpp); empty in one process.
   std::string ring_prev_host, ring_next_host;
   std::uint16_t ring_prev_port = 0, ring_next_port = 0;
   // --mode allreduce: the replicas whose same stage forms this member's ring, ascending
