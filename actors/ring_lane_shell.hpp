@@ -25,6 +25,7 @@ namespace troupe::ring_lane_shell {
 // How the log and the errors name a ring member and its neighbours.
 struct names {
   std::string who, next, prev_role;  // "worker 1", "worker 2", "previous worker"
+  std::string log_prefix;            // before `who` in the log only ("troupe.kv: "), never in errors
 };
 
 // Asks `next` (member `next_id` of the lane, at `host`) for a lane when `ends` can dial one,
@@ -40,8 +41,8 @@ void ask(Self* self, ring_lanes& rl, const ring_lane_ends& ends, const stage_act
       .then([&rl, next_id, host](const lane_offer& offer) { rl.out_end().open(next_id, host, offer); },
             [&rl, n](caf::error& e) {
               rl.out_closed();
-              spdlog::info("{}: no bulk lane to {} ({}); its ring pieces go in the messages", n.who, n.next,
-                           describe(e));
+              spdlog::info("{}{}: no bulk lane to {} ({}); its ring pieces go in the messages", n.log_prefix, n.who,
+                           n.next, describe(e));
             });
 }
 
@@ -53,7 +54,8 @@ caf::expected<lane_offer> offer(Self* self, ring_lanes& rl, const ring_lane_ends
   if (!prev || sender != prev.address()) {
     const std::string peer = caf::to_string(sender);
     if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, peer))
-      spdlog::warn("{}: refused a ring lane to {}, which is not its {} in the ring", n.who, peer, n.prev_role);
+      spdlog::warn("{}{}: refused a ring lane to {}, which is not its {} in the ring", n.log_prefix, n.who, peer,
+                   n.prev_role);
     return make_error(errc::not_member, "only the " + n.prev_role + " in the ring may open a ring lane to " + n.who);
   }
   if (!ends.listener) return make_error(errc::bad_job, n.who + " has no bulk lanes (--no-bulk-lanes)");
@@ -76,11 +78,12 @@ caf::expected<lane_offer> offer(Self* self, ring_lanes& rl, const ring_lane_ends
 inline void out_event(ring_lanes& rl, const lane_event& e, bool training, const names& n) {
   if (e.opened) {
     rl.out_opened();
-    spdlog::info("{}: sends its ring pieces to {} over a bulk lane", n.who, n.next);
+    spdlog::info("{}{}: sends its ring pieces to {} over a bulk lane", n.log_prefix, n.who, n.next);
     return;
   }
   if (rl.out_closed() && training)
-    spdlog::info("{}: the bulk lane to {} closed ({}); its ring pieces go in the messages", n.who, n.next, e.why);
+    spdlog::info("{}{}: the bulk lane to {} closed ({}); its ring pieces go in the messages", n.log_prefix, n.who,
+                 n.next, e.why);
 }
 
 }  // namespace troupe::ring_lane_shell

@@ -15,7 +15,7 @@ namespace {
 std::string replica_name(std::uint32_t r) { return "replica " + std::to_string(r); }
 
 ring_lane_shell::names names_of(stage_pointer self) {
-  return {who(self), replica_name(self->state.core->next_replica()), "previous replica"};
+  return {who(self), replica_name(self->state.core->next_replica()), "previous replica", ""};
 }
 
 // Hands what the lanes made ready to the core, in order, or fails the member.

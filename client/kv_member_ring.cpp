@@ -42,6 +42,7 @@
 
 #include "base/crc32c.hpp"
 #include "client/kv_member_state.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe::kv::member_shell {
 
@@ -154,9 +155,11 @@ void take_hello(member_pointer self, const stage_actor& sender, const stage_hell
   std::optional<ring_handshake::side> took;
   if (r.handshake) took = r.handshake->hello(sent_by(ptr, r.prev_identity), sent_by(ptr, r.next_identity));
   if (!took) {
-    spdlog::warn("troupe.kv: refused a ring hello from {} (claiming worker {}), which is not a ring neighbour this "
-                 "worker waits for",
-                 caf::to_string(sender), h.replica);
+    const std::string peer = caf::to_string(sender);
+    if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, peer))
+      spdlog::warn("troupe.kv: refused a ring hello from {} (claiming worker {}), which is not a ring neighbour this "
+                   "worker waits for",
+                   peer, h.replica);
     return;
   }
   if (*took == ring_handshake::side::prev) {

@@ -14,7 +14,7 @@ namespace troupe::kv::member_shell {
 namespace {
 
 ring_lane_shell::names names_of(const member_state& st) {
-  return {"troupe.kv: " + worker_name(st.place.rank), worker_name(next_rank(st)), "previous worker"};
+  return {worker_name(st.place.rank), worker_name(next_rank(st)), "previous worker", "troupe.kv: "};
 }
 
 void deliver(member_pointer self, ring_lanes::delivery d) {

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "client/kv_member_state.hpp"
+#include "monitoring/refusals.hpp"
 
 namespace troupe::kv::member_shell {
 
@@ -71,8 +72,10 @@ void on_ring_mailbox(member_pointer self, const ring_mailbox_offer& m) {
   const auto& sender = self->current_sender();
   const auto& from = m.answer ? r.next : r.prev;
   if (!r.on || !from || !sender || sender->address() != from.address()) {
-    spdlog::warn("troupe.kv: ignored a ring mailbox {} from {}, which is not this worker's {} ring neighbour",
-                 m.answer ? "answer" : "offer", caf::to_string(sender), m.answer ? "next" : "previous");
+    const std::string peer = caf::to_string(sender);
+    if (monitoring::count_refusal(monitoring::refusal::not_a_neighbour, peer))
+      spdlog::warn("troupe.kv: refused a ring mailbox {} from {}, which is not this worker's {} ring neighbour",
+                   m.answer ? "answer" : "offer", peer, m.answer ? "next" : "previous");
     return;
   }
   if (m.answer) {

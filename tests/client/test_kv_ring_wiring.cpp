@@ -3,7 +3,9 @@
 // by hand, in one process whose "network" is a stand-in connector: a next neighbour that
 // never answers the hello, and a previous one that never says hello while a stranger
 // does, each fail the real member's join with stage_lost naming the silent neighbour
-// within --request-timeout; the stranger's hello wires nothing.
+// within --request-timeout; the stranger's hello wires nothing. Once wired, a stranger's
+// ring lane ask, mailbox offer and hello are refused and counted (as the built-in ring's
+// are, test_pipeline_stage).
 #define BOOST_TEST_MODULE kv_ring_wiring
 #include <boost/test/unit_test.hpp>
 
@@ -14,6 +16,7 @@
 #include "actors/coordinator.hpp"
 #include "actors/runtime.hpp"
 #include "client/remote_transport.hpp"
+#include "monitoring/refusals.hpp"
 
 using namespace troupe;
 using steady = std::chrono::steady_clock;
@@ -53,8 +56,10 @@ struct ring_of_two {
     coordinator = spawn_coordinator(*sys, job, model::none(), nullptr, {});
     silent = sys->spawn(silent_peer);
     stand_in.emplace(*sys);
+    stand_in_handle = caf::actor_cast<caf::actor>(*stand_in);
   }
   ~ring_of_two() {
+    store.reset();
     caf::anon_send_exit(coordinator, caf::exit_reason::user_shutdown);
     caf::anon_send_exit(silent, caf::exit_reason::user_shutdown);
   }
@@ -78,6 +83,7 @@ struct ring_of_two {
                  [](caf::error& e) { BOOST_FAIL("the stand-in did not join: " << describe(e)); });
     auto r = joined.get();
     if (auto* f = std::get_if<fault>(&r)) return *f;
+    store = std::move(std::get<std::unique_ptr<kv::kv_transport>>(r));
     return std::nullopt;
   }
 
@@ -87,6 +93,8 @@ struct ring_of_two {
   local_coordinator_actor coordinator;
   caf::actor silent;
   std::optional<caf::scoped_actor> stand_in;
+  caf::actor stand_in_handle;
+  std::unique_ptr<kv::kv_transport> store;  // the real member's, once joined
 };
 
 }  // namespace
@@ -115,4 +123,25 @@ BOOST_AUTO_TEST_CASE(a_strangers_hello_wires_nothing_and_the_silent_previous_nei
   BOOST_TEST((f->code == errc::stage_lost));
   BOOST_TEST(f->detail.find("worker 1 never heard from its ring neighbour worker 0") != std::string::npos, f->detail);
   caf::anon_send_exit(stranger, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(a_wired_ring_refuses_a_strangers_lane_ask_mailbox_offer_and_hello) {
+  ring_of_two ring(1);
+  caf::actor member;
+  auto f = ring.join([&](const caf::actor& m) {
+    member = m;
+    caf::send_as(ring.stand_in_handle, m, ring_atom::value, stage_hello{0, 0});  // worker 0's hello
+  });
+  BOOST_REQUIRE_MESSAGE(!f, (f ? to_string(*f) : ""));
+  const auto before = monitoring::refusals(monitoring::refusal::not_a_neighbour);
+  caf::scoped_actor stranger(*ring.sys);
+  stranger->send(member, ring_atom::value, stage_hello{0, 0});
+  stranger->send(member, ring_atom::value, ring_mailbox_offer{false, "troupe-not-a-mailbox", false, {}});
+  std::string refused;  // answered after the two above: one sender's messages keep their order
+  stranger->request(member, std::chrono::seconds(5), ring_atom::value, lane_open_atom::value)
+      .receive([](lane_offer&) {}, [&](caf::error& e) { refused = describe(e); });
+  BOOST_TEST(refused.find("only the previous worker in the ring may open a ring lane to worker 1") !=
+                 std::string::npos,
+             refused);
+  BOOST_TEST(monitoring::refusals(monitoring::refusal::not_a_neighbour) == before + 3);
 }
