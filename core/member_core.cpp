@@ -279,10 +279,10 @@ bool member_core::neighbour_owes_more(bool previous) const {
   if (phase_ == member_phase::finishing) return false;
   const bool last_step = phase_ == member_phase::training && epoch_ + 1 >= place_.job.train.epochs &&
                          step_in_epoch_ + 1 >= steps_per_epoch_;
-  if (!last_step || step_begun_ != clock_) return true;
+  if (!last_step || step_.clock != clock_) return true;
   const std::optional<stage_inbox>& inbox = previous ? acts_in_ : grads_in_;
-  for (std::size_t i = next_action_; i < actions_.size(); ++i) {
-    const pipeline_action a = actions_[i];
+  for (std::size_t i = step_.next; i < step_.actions.size(); ++i) {
+    const pipeline_action a = step_.actions[i];
     if (a.forward != previous) continue;  // forwards take from the previous stage, backwards from the next
     if (!inbox || !inbox->holds(clock_, a.microbatch)) return true;
   }

@@ -39,6 +39,7 @@
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/pull_round.hpp"
+#include "core/step_plan.hpp"
 #include "core/push_ledger.hpp"
 #include "core/ring_collective.hpp"
 #include "core/ring_seats.hpp"
@@ -170,7 +171,7 @@ class member_core {
 
   member_phase phase() const { return phase_; }
   // Whether a minibatch's actions are under way (from its parameters to its last backward).
-  bool in_step() const { return in_step_; }
+  bool in_step() const { return step_.running; }
   const member_assignment& place() const { return place_; }
   // The shards this member pushes to and pulls from.
   const std::vector<std::uint32_t>& active_shards() const { return slices_.active(); }
@@ -287,12 +288,6 @@ class member_core {
   // here and goes on as the rest arrive), and what its pushes owe it.
   pull_round pulls_;
   push_ledger pushes_;
-  std::size_t bucket_next_ = 0;                 // the step's last backward: buckets done so far
-  tensor backward_in_;                          // its activation gradient, kept across buckets
-  wall::time_point backward_begin_;
-  bool pushed_ = false;                         // this step's gradient went out with its buckets
-  bool forward_open_ = false;
-  wall::time_point forward_begin_;
   std::optional<model> net_;                    // this stage's layers
   std::unique_ptr<backend_context> backend_;    // off the host, or for a local group
   compute exec_;                                // the host, or backend_
@@ -328,16 +323,7 @@ class member_core {
   steady::time_point epoch_start_;
   std::optional<stage_inbox> acts_in_, grads_in_;
   // The minibatch in progress: its schedule, where the stage is in it.
-  bool in_step_ = false;
-  std::int64_t step_begun_ = -1;  // the clock whose actions_ these are
-  std::int64_t batch_ = 0;
-  int parts_ = 0;
-  std::vector<pipeline_action> actions_;
-  std::size_t next_action_ = 0;
-  std::vector<int> slot_of_;                    // per microbatch
-  double step_loss_ = 0.0, busy_ = 0.0, forward_s_ = 0.0, backward_s_ = 0.0;
-  wall::time_point step_begin_, params_ready_, window_end_;
-  std::optional<wall::time_point> first_action_;  // the step's first forward began
+  step_plan step_;  // the step in progress: its actions, their progress, its timings
   member_meters meters_;  // its metrics, trace spans and stored activations
 };
 

@@ -17,7 +17,7 @@ using namespace member_actions;
 // one piece per bucket, the lowest layers' first, and the step's first forward starts as
 // soon as they are here; the others are asked for their whole slice.
 void member_core::start_pulls(member_actions_list& out) {
-  step_begin_ = wall::now();
+  step_.begin = wall::now();
   auto asks = pulls_.start(slices_, place_.rank, stage_, clock_, [this](std::uint32_t s) { return in_pieces(s); });
   if (asks.empty()) {
     // Nothing to pull (--servers 0, or a local group's member): the step starts from the
@@ -96,10 +96,10 @@ void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket
   }
   if (!pulls_.open()) {
     if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return;
-    trace_span("pull", step_begin_, wall::now());
-    meters_.pull_took(seconds_between(step_begin_, wall::now()));
+    trace_span("pull", step_.begin, wall::now());
+    meters_.pull_took(seconds_between(step_.begin, wall::now()));
   }
-  if (in_step_)
+  if (step_.running)
     run_actions(out);  // the first forward goes on with the layers just completed
   else if (!pulls_.open() || pulls_.layers_ready(slices_, net_->num_layers()) > 0)
     begin_step(out);

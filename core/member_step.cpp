@@ -35,8 +35,8 @@ void member_core::simulate(bool forward) const {
   const job_spec& job = place_.job;
   const double factor = static_cast<std::int32_t>(place_.rank) == job.slow_worker ? job.slow_factor : 1.0;
   const double rows =
-      static_cast<double>(batch_) / static_cast<double>(std::max<std::int64_t>(1, job.train.batch_size));
-  const double share = rows * (forward ? 1.0 : 2.0) / (3.0 * parts_);
+      static_cast<double>(step_.batch) / static_cast<double>(std::max<std::int64_t>(1, job.train.batch_size));
+  const double share = rows * (forward ? 1.0 : 2.0) / (3.0 * step_.parts);
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(job.simulate_compute_ms * share * factor));
 }
 
@@ -85,7 +85,7 @@ member_actions_list member_core::on_next_step() {
     open_group(out);
     return out;
   }
-  if (phase_ != member_phase::training || in_step_) return out;
+  if (phase_ != member_phase::training || step_.running) return out;
   // A local group's members take their leader's pull (in --mode allreduce each updates its own).
   if (grouped() && place_.job.mode != sync_mode::allreduce &&
       !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, false); }))
@@ -97,16 +97,11 @@ member_actions_list member_core::on_next_step() {
 // The parameters are fresh: plan the minibatch's actions and run what can run.
 void member_core::begin_step(member_actions_list& out) {
   const job_spec& job = place_.job;
-  in_step_ = true;
-  step_begun_ = clock_;
-  batch_ = samples_.plan_step(step_in_epoch_, clock_);
-  parts_ = microbatches_for(job, batch_);
-  actions_ = stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_), parts_);
-  next_action_ = 0;
-  slot_of_.assign(static_cast<std::size_t>(parts_), -1);
-  step_loss_ = busy_ = forward_s_ = backward_s_ = 0.0;
-  params_ready_ = wall::now();
-  first_action_.reset();
+  const std::int64_t batch = samples_.plan_step(step_in_epoch_, clock_);
+  const int parts = microbatches_for(job, batch);
+  step_.start(clock_, batch, parts,
+              stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_), parts),
+              wall::now());
   if (rep_ && !guarded("zeroing its gradients", out, [&] { rep_->zero_grads(); })) return;
   run_actions(out);
 }
@@ -118,21 +113,21 @@ void member_core::begin_step(member_actions_list& out) {
 // action that produced one, the core returns with `resume` last; the shell sends what
 // came before and calls on_resume() at once, and the core goes on where it stopped.
 void member_core::run_actions(member_actions_list& out) {
-  while (in_step_ && phase_ == member_phase::training && next_action_ < actions_.size()) {
-    const pipeline_action a = actions_[next_action_];
+  while (step_.has_action() && phase_ == member_phase::training) {
+    const pipeline_action a = step_.action();
     const action_result r = a.forward ? try_forward(a.microbatch, out) : try_backward(a.microbatch, out);
     if (r == action_result::waiting) return;
     if (r == action_result::paused) {
       out.push_back(resume{});
       return;
     }
-    ++next_action_;
-    if (r == action_result::sent && next_action_ < actions_.size()) {
+    ++step_.next;
+    if (r == action_result::sent && step_.has_action()) {
       out.push_back(resume{});
       return;
     }
   }
-  if (in_step_ && phase_ == member_phase::training) end_step(out);
+  if (step_.running && phase_ == member_phase::training) end_step(out);
 }
 
 member_actions_list member_core::on_resume() {
@@ -147,25 +142,25 @@ member_actions_list member_core::on_resume() {
 member_core::action_result member_core::try_forward(int mb, member_actions_list& out) {
   const int ready = pulls_.layers_ready(slices_, net_->num_layers());
   const int layers = net_->num_layers();
-  if (ready < layers && next_action_ > 0) return action_result::waiting;
+  if (ready < layers && step_.next > 0) return action_result::waiting;
   tensor received;
-  if (!first_stage() && !forward_open_) {
+  if (!first_stage() && !step_.forward_open) {
     auto t = acts_in_->take(clock_, mb);
     if (!t) return action_result::waiting;
     received = std::move(*t);
   }
-  const std::int64_t begin = microbatch_begin(batch_, parts_, mb), rows = microbatch_rows(batch_, parts_, mb);
+  const std::int64_t begin = microbatch_begin(step_.batch, step_.parts, mb), rows = microbatch_rows(step_.batch, step_.parts, mb);
   const auto t0 = wall::now();
   const auto c0 = steady::now();
-  if (!first_action_) first_action_ = t0;
-  if (!forward_open_) forward_begin_ = t0;
+  if (!step_.first_action) step_.first_action = t0;
+  if (!step_.forward_open) step_.forward_begin = t0;
   tensor out_msg;
   bool finished = true;
   if (simulated()) {
     simulate(true);
     if (!last_stage()) out_msg = tensor(net_->output_shape().prepend(rows));
   } else if (!guarded("forward of microbatch " + std::to_string(mb), out, [&] {
-               if (!forward_open_) {
+               if (!step_.forward_open) {
                  if (first_stage() || last_stage()) gather_microbatch(begin, rows);
                  const_tensor_view input =
                      first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
@@ -173,18 +168,18 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                  const std::uint64_t seed =
                      derive_seed(place_.job.train.seed,
                                  {static_cast<std::uint64_t>(clock_), replica_, static_cast<std::uint64_t>(mb)});
-                 slot_of_[mb] = rep_->begin_forward(input, seed);  // copies the input
-                 forward_open_ = true;
+                 step_.slot_of[mb] = rep_->begin_forward(input, seed);  // copies the input
+                 step_.forward_open = true;
                }
                rep_->forward_up_to(ready);
                finished = ready == layers;
                if (!finished) return;
                rep_->end_forward();
-               forward_open_ = false;
-               const int slot = slot_of_[mb];
+               step_.forward_open = false;
+               const int slot = step_.slot_of[mb];
                if (last_stage())
-                 step_loss_ += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(samples_.scale_rows())) *
-                               static_cast<double>(rows) / static_cast<double>(batch_);
+                 step_.loss += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(samples_.scale_rows())) *
+                               static_cast<double>(rows) / static_cast<double>(step_.batch);
                else
                  out_msg = rep_->output_on_host(slot);
              })) {
@@ -193,11 +188,10 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
     slow_down(steady::now() - c0);
   }
   const auto t1 = wall::now();
-  busy_ += seconds_between(t0, t1);
-  forward_s_ += seconds_between(t0, t1);
+  step_.computed(true, t0, t1);
   if (!finished) return action_result::waiting;  // goes on when more parameters arrive
   meters_.stored(+1);
-  trace_span("forward", forward_begin_, t1, mb);
+  trace_span("forward", step_.forward_begin, t1, mb);
   if (last_stage()) return action_result::done;
   out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
   return action_result::sent;
@@ -205,14 +199,14 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
 
 // Runs the backward of microbatch mb if its output gradient is here.
 member_core::action_result member_core::try_backward(int mb, member_actions_list& out) {
-  if (buckets_on() && next_action_ + 1 == actions_.size()) return try_backward_in_buckets(mb, out);
+  if (buckets_on() && step_.at_last_action()) return try_backward_in_buckets(mb, out);
   tensor received;
   if (!last_stage()) {
     auto t = grads_in_->take(clock_, mb);
     if (!t) return action_result::waiting;
     received = std::move(*t);
   }
-  const std::int64_t rows = microbatch_rows(batch_, parts_, mb);
+  const std::int64_t rows = microbatch_rows(step_.batch, step_.parts, mb);
   const auto t0 = wall::now();
   const auto c0 = steady::now();
   tensor out_msg;
@@ -221,7 +215,7 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
     if (!first_stage()) out_msg = tensor(net_->input_shape().prepend(rows));
   } else if (!guarded("backward of microbatch " + std::to_string(mb), out, [&] {
                const_tensor_view gin =
-                   rep_->backward(slot_of_[mb], received.empty() ? const_tensor_view() : received.view());
+                   rep_->backward(step_.slot_of[mb], received.empty() ? const_tensor_view() : received.view());
                if (!first_stage()) {
                  out_msg = tensor::uninitialized(gin.sizes());
                  copy(out_msg, gin);
@@ -232,8 +226,7 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
     slow_down(steady::now() - c0);
   }
   const auto t1 = wall::now();
-  busy_ += seconds_between(t0, t1);
-  backward_s_ += seconds_between(t0, t1);
+  step_.computed(false, t0, t1);
   return backward_done(mb, t0, std::move(out_msg), out);
 }
 
@@ -254,33 +247,32 @@ member_core::action_result member_core::backward_done(int mb, wall::time_point b
 // before the layers below are computed.
 member_core::action_result member_core::try_backward_in_buckets(int mb, member_actions_list& out) {
   const std::string op = "backward of microbatch " + std::to_string(mb);
-  if (bucket_next_ == 0) {
+  if (step_.bucket_next == 0) {
     if (!last_stage()) {
       auto t = grads_in_->take(clock_, mb);
       if (!t) return action_result::waiting;
-      backward_in_ = std::move(*t);
+      step_.backward_in = std::move(*t);
     }
     // Every forward has run: the loss is known before anything leaves.
     if (!loss_is_finite(out)) return action_result::waiting;
-    backward_begin_ = wall::now();
+    step_.backward_begin = wall::now();
     if (!guarded(op, out, [&] {
-          rep_->begin_backward(slot_of_[mb], backward_in_.empty() ? const_tensor_view() : backward_in_.view());
+          rep_->begin_backward(step_.slot_of[mb], step_.backward_in.empty() ? const_tensor_view() : step_.backward_in.view());
         }))
       return action_result::waiting;
   }
   const auto t0 = wall::now();
   const auto c0 = steady::now();
-  if (!guarded(op, out, [&] { rep_->backward_down_to(slices_.buckets()[bucket_next_].bottom_layer); }))
+  if (!guarded(op, out, [&] { rep_->backward_down_to(slices_.buckets()[step_.bucket_next].bottom_layer); }))
     return action_result::waiting;
   slow_down(steady::now() - c0);
   const auto t1 = wall::now();
-  busy_ += seconds_between(t0, t1);
-  backward_s_ += seconds_between(t0, t1);
-  push_bucket(bucket_next_, out);
+  step_.computed(false, t0, t1);
+  push_bucket(step_.bucket_next, out);
   if (phase_ == member_phase::stopped) return action_result::waiting;
-  if (++bucket_next_ < slices_.buckets().size()) return action_result::paused;
-  bucket_next_ = 0;
-  pushed_ = true;
+  if (++step_.bucket_next < slices_.buckets().size()) return action_result::paused;
+  step_.bucket_next = 0;
+  step_.pushed = true;
   tensor out_msg;
   if (!guarded(op, out, [&] {
         const_tensor_view gin = rep_->end_backward();
@@ -290,8 +282,8 @@ member_core::action_result member_core::try_backward_in_buckets(int mb, member_a
         }
       }))
     return action_result::waiting;
-  backward_in_ = tensor();
-  return backward_done(mb, backward_begin_, std::move(out_msg), out);
+  step_.backward_in = tensor();
+  return backward_done(mb, step_.backward_begin, std::move(out_msg), out);
 }
 
 // Files an activation or activation gradient for its action, or stops the member with

@@ -69,8 +69,8 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
 // Whether the step's loss (known to the last stage once every forward has run) is finite;
 // if not, the member stops with `diverged`.
 bool member_core::loss_is_finite(member_actions_list& out) {
-  if (!last_stage() || simulated() || std::isfinite(step_loss_)) return true;
-  stop({errc::diverged, "the training loss became " + std::to_string(step_loss_) + " on " + who() + " at epoch " +
+  if (!last_stage() || simulated() || std::isfinite(step_.loss)) return true;
+  stop({errc::diverged, "the training loss became " + std::to_string(step_.loss) + " on " + who() + " at epoch " +
                             std::to_string(epoch_ + 1) + "; lower --lr or lengthen --warmup-epochs"},
        out);
   return false;
@@ -79,11 +79,11 @@ bool member_core::loss_is_finite(member_actions_list& out) {
 // Every action of the minibatch is done: sum the gradient (local group, ring), update
 // (through the shards or locally), report.
 void member_core::end_step(member_actions_list& out) {
-  in_step_ = false;
+  step_.running = false;
   if (meters_.watches_device() &&
       !guarded("reading its device memory", out, [&] { meters_.device_memory(backend_->memory()); }))
     return;
-  window_end_ = wall::now();
+  step_.window_end = wall::now();
   if (!loss_is_finite(out)) return;
   if (grouped()) {
     const auto r0 = wall::now();
@@ -124,9 +124,9 @@ bool member_core::take_leaders_sum(member_actions_list& out) {
 }
 
 void member_core::update_and_report(member_actions_list& out) {
-  const auto window_end = window_end_;
+  const auto window_end = step_.window_end;
   const bool reports_loss = last_stage();
-  const double loss = reports_loss ? step_loss_ : 0.0;
+  const double loss = reports_loss ? step_.loss : 0.0;
   if (local_opt_) {
     const auto u0 = wall::now();
     if (!simulated() && !guarded("the optimizer step", out, [&] {
@@ -137,23 +137,23 @@ void member_core::update_and_report(member_actions_list& out) {
         }))
       return;
     trace_span("update", u0, wall::now());
-  } else if (!std::exchange(pushed_, false)) {
+  } else if (!std::exchange(step_.pushed, false)) {
     push_all(out);
     if (phase_ == member_phase::stopped) return;
   }
-  const double waited = seconds_between(params_ready_, window_end) - busy_;
-  trace_span("step", step_begin_, wall::now());
-  const std::int64_t samples = reports_loss ? batch_ : 0;
-  meters_.step_done({seconds_between(step_begin_, wall::now()), forward_s_, backward_s_, samples,
+  const double waited = seconds_between(step_.params_ready, window_end) - step_.busy;
+  trace_span("step", step_.begin, wall::now());
+  const std::int64_t samples = reports_loss ? step_.batch : 0;
+  meters_.step_done({seconds_between(step_.begin, wall::now()), step_.forward_s, step_.backward_s, samples,
                      reports_loss ? std::optional<double>(loss) : std::nullopt, epoch_, schedule_.at(clock_),
-                     clock_ + 1, busy_, std::max(0.0, waited)});
+                     clock_ + 1, step_.busy, std::max(0.0, waited)});
   epoch_loss_ += loss;
   epoch_samples_ += samples;
   ++epoch_steps_;
   ++clock_;
   ++step_in_epoch_;
   maybe_checkpoint(out);
-  step_report report{place_.rank, clock_, epoch_, loss, samples, busy_, micros(first_action_.value_or(window_end)),
+  step_report report{place_.rank, clock_, epoch_, loss, samples, step_.busy, micros(step_.first_action.value_or(window_end)),
                      micros(window_end)};
   report.samples_dropped = pushes_.take_dropped();
   out.push_back(report_step{report});
