@@ -69,7 +69,6 @@ void break_ring(member_pointer self, fault f) {
   if (r.broken) return;
   r.broken = f;
   r.early.clear();
-  r.early_pieces = 0;
   r.link->drop_waiting();
   for (auto& t : std::exchange(r.turns, {})) t.call.done(f);
 }
@@ -123,9 +122,7 @@ void start_front(member_pointer self) {
   if (r.link->outbox_bytes() > 0)
     t.ring->set_piece_buffers([link = r.link](std::int64_t numel) { return link->piece_buffer(numel); });
   pass_ring_pieces(self, t.ring->start());
-  auto came = r.early.extract(t.number);
-  if (came) r.early_pieces -= came.mapped().size();
-  for (ring_piece& p : came ? came.mapped() : std::vector<ring_piece>{}) {
+  for (ring_piece& p : r.early.take(t.number)) {
     if (r.broken || r.turns.empty() || !r.turns.front().ring) return;
     apply_piece(self, std::move(p));
   }
@@ -286,23 +283,21 @@ void take_ring_piece(member_pointer self, ring_piece p, bool in_mailbox) {
   const bool running = !r.turns.empty() && r.turns.front().ring;
   const std::uint64_t current = running ? r.turns.front().number : r.calls;
   if (running && number_of(p) == current) return apply_piece(self, std::move(p));
-  const std::uint64_t next = running ? current + 1 : current;
   // Pieces of later calls, of up to 2^30 floats in all: about two per piece, and one per chunk more.
   const std::size_t most = 2 * (static_cast<std::size_t>((std::int64_t{1} << 30) / st.place.job.ring_piece_elems) +
                                 st.place.ring.size() + 1);
-  if (number_of(p) < next || r.early_pieces >= most)
-    return break_ring(self, {errc::bad_clock, worker_name(prev_rank(st)) + " sent a piece of ring call " +
-                                                  std::to_string(number_of(p)) + " while this worker is at call " +
-                                                  std::to_string(current) +
-                                                  (r.early_pieces >= most ? ", past the " + std::to_string(most) +
-                                                                                " pieces of later calls held"
-                                                                          : std::string()) +
-                                                  "; every worker must make the same collective calls in the same "
-                                                  "order"});
-  ++r.early_pieces;
   // Out of the mailbox: a piece held there would keep the next ones' space from its sender.
   if (in_mailbox) p.values = tensor(p.values);
-  r.early[number_of(p)].push_back(std::move(p));
+  const std::uint64_t number = number_of(p);
+  const auto v = r.early.hold(std::move(p), number, running ? current + 1 : current, ring_early::any, most);
+  if (v == ring_early::verdict::held) return;
+  break_ring(self, {errc::bad_clock, worker_name(prev_rank(st)) + " sent a piece of ring call " +
+                                         std::to_string(number) + " while this worker is at call " +
+                                         std::to_string(current) +
+                                         (v == ring_early::verdict::too_many
+                                              ? ", past the " + std::to_string(most) + " pieces of later calls held"
+                                              : std::string()) +
+                                         "; every worker must make the same collective calls in the same order"});
 }
 
 void take_ring_call(member_pointer self, member_call_ring& c) {

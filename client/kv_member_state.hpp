@@ -15,6 +15,7 @@
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
 #include "core/ring_collective.hpp"
+#include "core/ring_early.hpp"
 #include "core/ring_handshake.hpp"
 #include "core/ring_lanes.hpp"
 #include "core/ring_link.hpp"
@@ -54,8 +55,7 @@ struct ring_state {
   std::vector<std::pair<stage_actor, stage_hello>> early_hellos;  // came before the welcome
   std::uint64_t calls = 0;        // calls taken so far; the next one's number
   std::deque<ring_turn> turns;    // the call in progress (front, started) and those waiting
-  std::map<std::uint64_t, std::vector<ring_piece>> early;  // pieces of later calls, by number
-  std::size_t early_pieces = 0;
+  ring_early early;  // pieces of later calls (core/ring_early.hpp)
   std::optional<fault> broken;    // once set, every ring call fails with it
   // Between processes of one host (Note [Ring mailboxes] in transport/ring_mailbox.hpp):
   // the link with the outbox to `next` and the inbox from `prev` (core/ring_link.hpp);

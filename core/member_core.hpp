@@ -39,6 +39,7 @@
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/pull_round.hpp"
+#include "core/ring_early.hpp"
 #include "core/step_plan.hpp"
 #include "core/push_ledger.hpp"
 #include "core/ring_collective.hpp"
@@ -309,7 +310,7 @@ class member_core {
   std::optional<ring_seat> seat_;               // where this replica sits in the ring, if it does
   std::optional<ring_collective> ring_;
   tensor ring_grads_;
-  std::vector<ring_piece> ring_early_;
+  ring_early ring_early_;  // the next step's pieces, come before its ring started
   wall::time_point ring_begin_, ring_mid_;  // its start, and the end of its reduce-scatter
   bool ring_scattered_ = false;
   tensor xb_, yb_;                              // one microbatch of data

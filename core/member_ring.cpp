@@ -70,7 +70,7 @@ void member_core::start_ring(member_actions_list& out) {
   ring_begin_ = wall::now();
   ring_scattered_ = false;
   for (ring_piece& p : ring_->start()) send_piece(std::move(p), out);
-  for (ring_piece& p : std::exchange(ring_early_, {})) {
+  for (ring_piece& p : ring_early_.take(static_cast<std::uint64_t>(clock_))) {
     take_ring_piece(std::move(p), out);
     if (phase_ == member_phase::stopped) return;
   }
@@ -114,18 +114,17 @@ void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
     for (ring_piece& q : o.send) send_piece(std::move(q), out);
     return;
   }
-  const bool next = p.collective == (ring_ ? current + 1 : current);
-  // Pieces of one collective at most: two per piece of the gradient, and one per chunk more.
+  // The next step's pieces only, and of one collective at most: two per piece of the
+  // gradient, and one per chunk more.
   const std::int64_t numel = net_ ? net_->num_params() : 0;
-  const std::int64_t most = 2 * (numel / place_.job.ring_piece_elems + place_.job.workers + 1);
-  if (!next || static_cast<std::int64_t>(ring_early_.size()) >= most) {
-    stop({errc::bad_clock, who() + ": " + replica_name(previous_replica()) +
-                               " sent a ring piece of step " + std::to_string(p.collective) + " at step " +
-                               std::to_string(clock_) + (next ? " (more pieces than a step has)" : "")},
-         out);
-    return;
-  }
-  ring_early_.push_back(std::move(p));
+  const auto most = static_cast<std::size_t>(2 * (numel / place_.job.ring_piece_elems + place_.job.workers + 1));
+  const std::uint64_t number = p.collective;
+  const auto v = ring_early_.hold(std::move(p), number, ring_ ? current + 1 : current, 1, most);
+  if (v == ring_early::verdict::held) return;
+  stop({errc::bad_clock, who() + ": " + replica_name(previous_replica()) + " sent a ring piece of step " +
+                             std::to_string(number) + " at step " + std::to_string(clock_) +
+                             (v == ring_early::verdict::too_many ? " (more pieces than a step has)" : "")},
+       out);
 }
 
 // Traces the ring's phases, and once it is done goes on with the step.
