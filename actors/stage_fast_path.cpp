@@ -16,8 +16,7 @@ namespace {
 constexpr shm::channel_pool::limits one_channel{1, 1, 0};
 
 void closes(stage_pointer self, std::uint32_t s, const char* why) {
-  spdlog::info("{}: closes its shared-memory channel to shard {} ({}); its tensors go over the network", who(self), s,
-               why);
+  spdlog::info("{}: {}", who(self), shard_call::closing_note(s, why));
 }
 
 // The call in flight to s of `calls` (null: no such shard).

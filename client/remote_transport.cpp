@@ -29,6 +29,17 @@ namespace {
 // at least, so small keys share channels.
 constexpr shm::channel_pool::limits kv_channel_limits{4096, 8, std::size_t{1} << 20};
 
+// What settling a call did to its channel, for the log, as a training member says it.
+void log_closed(std::uint32_t shard, const char* why) {
+  if (why) spdlog::info("troupe.kv: {}", shard_call::closing_note(shard, why));
+}
+void settle_push(shard_call& call, bool timed_out) {
+  if (call.settle_push(timed_out)) log_closed(call.shard(), shard_call::why_push_closed());
+}
+void settle_reply(shard_call& call, bool inline_answer, bool timed_out) {
+  log_closed(call.shard(), shard_call::why_closed(call.settle_reply(inline_answer, timed_out)));
+}
+
 class remote_transport final : public kv_transport {
  public:
   // owned: a node's actor system this transport keeps (null when the caller owns sys).
@@ -146,7 +157,7 @@ class remote_transport final : public kv_transport {
     auto ids = msg.parts;
     caf::anon_send(member_, member_call_push{shard, std::move(msg),
                                              [done, ids, call](or_fault<kv_push_ack> r) mutable {
-                                               call.settle_push(timed_out(r));
+                                               settle_push(call, timed_out(r));
                                                if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
                                                const auto& ack = std::get<kv_push_ack>(r);
                                                std::vector<part_result> out;
@@ -184,7 +195,7 @@ class remote_transport final : public kv_transport {
         member_call_pull{shard, std::move(msg),
                          [done, parts, call, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) mutable {
                            if (auto* f = std::get_if<fault>(&r)) {
-                             call.settle_reply(false, timed_out(r));
+                             settle_reply(call, false, timed_out(r));
                              if (views) views->forget(parts);  // Note [2-bit key-value pulls]
                              return done(*f, {});
                            }
@@ -196,11 +207,7 @@ class remote_transport final : public kv_transport {
                            if (const caller_memory_use use(memory); use)
                              got = unpack_pull(reply, parts, total, call, precision, views.get());
                            if (views && std::holds_alternative<fault>(got)) views->forget(parts);
-                           // Copied out, or dropped: the slot is free again.
-                           if (const char* why = shard_call::why_closed(call.settle_reply(!shared, false)))
-                             spdlog::info("troupe.kv: closes its shared-memory channel to shard {} ({}); its tensors "
-                                          "go over the network",
-                                          call.shard(), why);
+                           settle_reply(call, !shared, false);  // copied out, or dropped: the slot is free again
                            if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
                            stats->add(shared, bytes);
                            done(std::nullopt, std::move(std::get<0>(got)));
@@ -263,7 +270,7 @@ class remote_transport final : public kv_transport {
         member_, member_call_collective{
                      shard, std::move(piece), timeout,
                      [stats, call, done](or_fault<kv_collective_reply> r) mutable {
-                       call.settle_push(timed_out(r));
+                       settle_push(call, timed_out(r));
                        auto* reply = std::get_if<kv_collective_reply>(&r);
                        const bool shared = reply && !reply->shared.empty();
                        if (reply && shared) {
@@ -278,7 +285,7 @@ class remote_transport final : public kv_transport {
                          stats->add(shared, ok->data.empty() ? 0 : ok->data.nbytes());
                        const bool late = timed_out(r);
                        done(std::move(r));  // copies the answer out of the slot
-                       call.settle_reply(!shared, late);
+                       settle_reply(call, !shared, late);
                      },
                      static_cast<std::size_t>(std::max<std::int64_t>(answer_numel, 0)) * sizeof(float),
                      over_the_network(shard)});

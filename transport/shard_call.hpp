@@ -58,10 +58,14 @@ class shard_call {
   // The name of the channel the reply slot is on (for the log); empty when none.
   std::string reply_channel_name() const;
 
-  // Why a channel closed, for a log line: "closes its shared-memory channel to shard s
-  // (why); its tensors go over the network". Null for `settled::nothing`.
+  // Why settling closed a channel (null for `settled::nothing`), and the log line that
+  // says so after the member's name.
   static const char* why_closed(shm::channel_pool::settled s);
   static const char* why_push_closed() { return "a push timed out, so the shard may still read its slot"; }
+  static std::string closing_note(std::uint32_t shard, const char* why) {
+    return "closes its shared-memory channel to shard " + std::to_string(shard) + " (" + why +
+           "); its tensors go over the network";
+  }
 
  private:
   std::shared_ptr<shard_links> links_;

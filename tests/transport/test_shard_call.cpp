@@ -121,6 +121,9 @@ BOOST_AUTO_TEST_CASE(an_offered_slot_answered_in_the_message_says_the_shard_decl
   const settled s = call.settle_reply(true, false);
   BOOST_TEST((s == settled::declined));
   BOOST_TEST(std::string(shard_call::why_closed(s)).find("could not map") != std::string::npos);
+  BOOST_TEST(shard_call::closing_note(0, shard_call::why_closed(s)) ==
+             "closes its shared-memory channel to shard 0 (the shard could not map it: another host, or shared "
+             "memory unavailable there); its tensors go over the network");
   BOOST_TEST(shard_call::why_closed(settled::nothing) == nullptr);
   BOOST_TEST(std::string(shard_call::why_closed(settled::closed_by_timeout)).find("timed out") != std::string::npos);
   BOOST_TEST(p.links->over_the_network(0));
