@@ -175,4 +175,7 @@ class member_lanes {
   std::string who_;
 };
 
+// Every member's lanes to its shards: a pull's answer is a kv_pull_reply whatever the job.
+using lanes_to_shards = member_lanes<kv_pull_reply, &kv_pull_reply::data>;
+
 }  // namespace troupe::lane

@@ -10,7 +10,7 @@ namespace {
 
 // The lanes, made (and the lane end told where to report) at the first use; nullptr when
 // this node has no lane end.
-stage_lanes* lanes_of(stage_pointer self) {
+lane::lanes_to_shards* lanes_of(stage_pointer self) {
   auto& st = self->state;
   if (!st.opts.lanes) return nullptr;
   if (!st.lanes) {
@@ -59,7 +59,7 @@ void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_
     drive(self, [&](member_core& c) { return c.on_params(s, std::move(std::get<kv_pull_reply>(r))); });
   };
   auto* lanes = lanes_of(self);
-  if (!lanes) return done(stage_lanes::unasked(s));
+  if (!lanes) return done(lane::lanes_to_shards::unasked(s));
   lanes->on_reply(s, asked, std::move(p), std::move(done));
 }
 

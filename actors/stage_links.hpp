@@ -61,8 +61,6 @@ struct stage_bells {
   std::uint64_t answers = 0, answers_awaited = 0, empty_nudges = 0;
 };
 
-using stage_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
-
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in
 // transport/ring_mailbox.hpp): the member's ring link (core/ring_link.hpp, shared with the
 // core), with the outbox it writes its pieces for ring_next into, the pieces that wait for

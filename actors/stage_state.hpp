@@ -39,7 +39,7 @@ struct stage_state {
   stage_bells bells;
   // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
   // when the node has a lane end; replies wait here for their payloads.
-  std::optional<stage_lanes> lanes;
+  std::optional<lane::lanes_to_shards> lanes;
   stage_actor prev, next;           // pipeline neighbours (invalid at the ends)
   // --mode allreduce: the same stage of the previous and the next replica (invalid
   // without a ring); pieces come from ring_prev and go to ring_next.

@@ -22,8 +22,6 @@
 
 namespace troupe::kv::member_shell {
 
-using kv_lanes = lane::member_lanes<kv_pull_reply, &kv_pull_reply::data>;
-
 // A request waiting for its answer: how it fails, and the shard it went to (none: the
 // coordinator).
 struct in_flight {
@@ -74,7 +72,7 @@ struct member_state {
   std::optional<fault> lost;  // once set, every call fails with it
   std::uint64_t next = 1;
   std::map<std::uint64_t, in_flight> pending;
-  std::optional<kv_lanes> lanes;  // made at the join when opts.lanes
+  std::optional<lane::lanes_to_shards> lanes;  // made at the join when opts.lanes
   // Note [A shard away]: shards lost and not yet replaced, and the calls held for them.
   std::vector<bool> away;
   std::map<std::uint32_t, std::vector<held_call>> held;
