@@ -11,13 +11,11 @@ uninterrupted run does; a resume on another number of shard servers, and a key-v
 --checkpoint-every, are refused saying what to do."""
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 
-from process_tree import child_with
+from process_tree import Drained, kill_after_checkpoint
 
 TROUPE = os.environ.get("TROUPE_BIN", "troupe")
 
@@ -49,7 +47,7 @@ def launch(tmp_path, steps, *flags, pause="pass", servers=2, job="job", timeout=
     cmd = [TROUPE, "launch", "--local", "--workers", "2", "--servers", str(servers), "--metrics", "off", "--mode",
            "sync", "--job-dir", str(tmp_path / job), *flags, "--", sys.executable, str(path), str(steps)]
     if not wait:
-        return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+        return Drained(cmd, env=os.environ)
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=os.environ)
 
 
@@ -114,12 +112,7 @@ RESTORED = """
 
 def kill_a_server_after(proc, ckpt, step):
     """Kills a shard server of the launch `proc` once checkpoint `step` is complete."""
-    done = ckpt / f"ckpt-{step:012d}" / "MANIFEST.tf"
-    deadline, server = time.time() + 120, None
-    while time.time() < deadline and not (done.exists() and (server := child_with(proc.pid, "--role server"))):
-        time.sleep(0.01)
-    assert server, f"no checkpoint {step} and shard server to kill"
-    os.kill(server, signal.SIGKILL)
+    kill_after_checkpoint(proc, ckpt, step, "--role server")
 
 
 def test_a_lost_shard_server_is_replaced_while_the_loops_go_on(tmp_path):
@@ -130,11 +123,11 @@ def test_a_lost_shard_server_is_replaced_while_the_loops_go_on(tmp_path):
         ckpt = tmp_path / f"ckpt-{mode}"
         path = tmp_path / "restored.py"
         path.write_text(textwrap.dedent(RESTORED))
-        proc = subprocess.Popen(
+        proc = Drained(
             [TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off", "--mode",
              mode.removeprefix("dist_"), "--job-dir", str(tmp_path / f"job-{mode}"), "--checkpoint-dir", str(ckpt),
              "--checkpoint-every", "5", "--", sys.executable, str(path), "40", mode],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+            env=os.environ)
         kill_a_server_after(proc, ckpt, 10)
         stdout, stderr = proc.communicate(timeout=240)
         assert proc.returncode == 0, stderr[-3000:]
@@ -191,7 +184,7 @@ def test_one_key_on_two_shards_is_checkpointed_and_a_lost_server_rolls_back_exac
     def run(job, *flags, kill_after=None):
         cmd = [TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off", "--mode", "sync",
                "--job-dir", str(tmp_path / job), *flags, "--", sys.executable, str(path), "30"]
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+        proc = Drained(cmd, env=os.environ)
         if kill_after:
             kill_a_server_after(proc, tmp_path / (job + "-ckpt"), kill_after)
         out, err = proc.communicate(timeout=240)

@@ -12,14 +12,11 @@ compression, the ring (--mode allreduce, no shard servers), and a straggler in s
 left out: it is in the table, marked with why."""
 import json
 import os
-import signal
-import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-from process_tree import child_with
+from process_tree import Drained, kill_after_checkpoint
 
 torch = pytest.importorskip("torch")
 
@@ -93,15 +90,10 @@ def launch(tmp_path, client, name, flags, workers=2, slow=0.01, kill=None):
         path = tmp_path / "user.py"
         path.write_text(textwrap.dedent(USER_SCRIPT))
         cmd += ["--", sys.executable, str(path), "60", str(slow)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    proc = Drained(cmd, env=os.environ)
     if kill:
         word, step = kill
-        done = tmp_path / (name + "-ckpt") / f"ckpt-{step:012d}" / "MANIFEST.tf"
-        deadline, victim = time.time() + 120, None
-        while time.time() < deadline and not (done.exists() and (victim := child_with(proc.pid, word))):
-            time.sleep(0.01)
-        assert victim, f"no checkpoint {step} and {word} to kill"
-        os.kill(victim, signal.SIGKILL)
+        kill_after_checkpoint(proc, tmp_path / (name + "-ckpt"), step, word)
     out, err = proc.communicate(timeout=300)
     return Run(proc.returncode, out, err)
 
