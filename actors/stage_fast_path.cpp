@@ -56,11 +56,12 @@ expected<bool> take_shared_reply(stage_pointer self, std::uint32_t s, kv_pull_re
   shard_call unoffered(nullptr, s);
   auto* call = call_to(self->state.slots.pulls, s);
   if (!call) call = &unoffered;
-  const std::string channel = call->reply_channel_name();
   auto t = call->take_reply(p.shared);
+  if (t && t->first)
+    spdlog::info("{}: exchanges tensors with shard {} through shared memory ({})", who(self), s,
+                 call->reply_channel_name());
   call->settle_reply(false, false);  // taken (borrowed until the next pull) or refused: the slot is free
   if (!t) return t.error();
-  if (t->first) spdlog::info("{}: exchanges tensors with shard {} through shared memory ({})", who(self), s, channel);
   p.data = std::move(t->values);
   p.shared = {};
   return true;
