@@ -186,8 +186,9 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
     connect_peer(self, worker_name(other), "worker", host, port, deadline, std::chrono::milliseconds(50),
                  [self, side, next, wired](or_fault<caf::strong_actor_ptr> p) {
                    auto& r = self->state.ring;
+                   if (!r.handshake) return;  // the wiring failed already, and said so
                    if (auto* f = std::get_if<fault>(&p)) {
-                     r.handshake.reset();  // failed: the deadline has nothing more to say
+                     r.handshake.reset();  // failed: nothing more wires the ring, or fails it again
                      return wired(*f);
                    }
                    auto peer = caf::actor_cast<stage_actor>(std::get<caf::strong_actor_ptr>(std::move(p)));
@@ -198,7 +199,7 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
                    handshake_step(self);
                  });
   };
-  const bool dial_next = hs.dial_next(), dial_prev = hs.dial_prev();  // a failed dial drops the handshake
+  const bool dial_next = hs.dial_next(), dial_prev = hs.dial_prev();  // a failure drops the handshake
   if (dial_next) dial(ring_handshake::side::next, place.ring_next_host, place.ring_next_port);
   if (dial_prev) dial(ring_handshake::side::prev, place.ring_prev_host, place.ring_prev_port);
   for (auto& [sender, h] : std::exchange(st.ring.early_hellos, {})) take_hello(self, sender, h);
@@ -207,6 +208,7 @@ void wire_by_address(member_pointer self, std::function<void(std::optional<fault
                          auto& r = self->state.ring;
                          const auto silent = r.handshake ? r.handshake->silent() : std::nullopt;
                          if (!silent) return;
+                         r.handshake.reset();  // failed: nothing more wires the ring, or fails it again
                          r.on_wired = nullptr;
                          const bool prev = *silent == ring_handshake::side::prev;
                          const std::uint32_t other = prev ? (rank + n - 1) % n : (rank + 1) % n;

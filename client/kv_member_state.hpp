@@ -47,7 +47,8 @@ struct ring_state {
   stage_actor prev, next;
   member_identity prev_identity, next_identity;  // across nodes: whose hellos wire prev and next
   // Across nodes: whom to dial and whose hellos (and ack) to await (Note [Ring
-  // connections] in core/ring_handshake.hpp), and what to do once wired (once).
+  // connections] in core/ring_handshake.hpp; none once the wiring failed), and what to do
+  // once wired (once).
   std::optional<ring_handshake> handshake;
   std::function<void()> on_wired;
   std::vector<std::pair<stage_actor, stage_hello>> early_hellos;  // came before the welcome
