@@ -27,25 +27,25 @@ bool over_the_network(stage_pointer self, std::uint32_t s) {
   return st.core->place().shard_hosts.size() > s && st.links->over_the_network(s);
 }
 
+// Routes a call to shard s onto its bulk lane where it may take one (member_lanes::route),
+// with `answer_bytes` of answer to come; the answer's ticket (0: in the message).
+template <class Msg>
+std::uint64_t route(stage_pointer self, std::uint32_t s, Msg& msg, std::size_t answer_bytes) {
+  auto* lanes = lanes_of(self);
+  if (!lanes || !over_the_network(self, s)) return 0;
+  const auto& place = self->state.core->place();
+  return lanes->route(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
+                      std::chrono::milliseconds(place.job.request_timeout_ms), msg, answer_bytes);
+}
+
 }  // namespace
 
 std::uint64_t route_on_lane(stage_pointer self, std::uint32_t s, kv_pull& r) {
-  auto* lanes = lanes_of(self);
-  if (!lanes || !over_the_network(self, s)) return 0;
   const auto numel = r.piece_numel > 0 ? r.piece_numel : self->state.core->slice_numel(s);
-  const auto& place = self->state.core->place();
-  return lanes->route(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
-                      std::chrono::milliseconds(place.job.request_timeout_ms), r,
-                      static_cast<std::size_t>(numel) * sizeof(float));
+  return route(self, s, r, static_cast<std::size_t>(numel) * sizeof(float));
 }
 
-void route_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) {
-  auto* lanes = lanes_of(self);
-  if (!lanes || !over_the_network(self, s)) return;
-  const auto& place = self->state.core->place();
-  lanes->route(self, self->state.shards[s], s, place.rank, place.shard_hosts.at(s),
-               std::chrono::milliseconds(place.job.request_timeout_ms), g, 0);
-}
+void route_on_lane(stage_pointer self, std::uint32_t s, kv_push& g) { route(self, s, g, 0); }
 
 void on_lane_reply(stage_pointer self, std::uint32_t s, std::uint64_t asked, kv_pull_reply p) {
   auto done = [self, s](std::variant<kv_pull_reply, fault> r) {
