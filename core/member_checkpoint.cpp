@@ -42,7 +42,7 @@ bool member_core::writes_checkpoints() const {
 }
 
 void member_core::on_checkpoint_request(std::int64_t step) {
-  if ((writes_checkpoints() || writes_residuals()) && step > clock_ && step > last_checkpoint_)
+  if ((writes_checkpoints() || writes_residuals()) && step > time_.clock() && step > last_checkpoint_)
     requested_checkpoints_.insert(step);
 }
 
@@ -52,7 +52,7 @@ bool member_core::checkpoint_due(std::int64_t step) {
   while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() < step)
     requested_checkpoints_.erase(requested_checkpoints_.begin());
   const std::int64_t every = place_.job.checkpoints.every;
-  bool due = step % std::max<std::int64_t>(1, steps_per_epoch_) == 0 || (every > 0 && step % every == 0);
+  bool due = time_.ends_epoch(step) || (every > 0 && step % every == 0);
   if (requested_checkpoints_.erase(step) > 0) due = true;
   if (!due || step <= last_checkpoint_) return false;
   last_checkpoint_ = step;
@@ -76,10 +76,10 @@ std::optional<fault> member_core::restore_checkpoint() {
   return std::nullopt;  // last_checkpoint_ is the resumed clock already (build)
 }
 
-// Called once the step that brought the clock to clock_ is applied.
+// Called once the step that brought the clock to where it is is applied.
 void member_core::maybe_checkpoint(member_actions_list& out) {
   if (!writes_checkpoints()) return;
-  const std::int64_t step = clock_;
+  const std::int64_t step = time_.clock();
   if (!checkpoint_due(step)) return;
   auto image = std::make_shared<shard_image>();
   image->shard = stage_;
@@ -101,7 +101,7 @@ bool member_core::writes_residuals() const {
 // returns leave: that order is what puts it in the checkpoint (Note [Residuals in
 // checkpoints]). It costs one write of the stage's floats per checkpoint.
 void member_core::save_residuals_if_due(member_actions_list& out) {
-  const std::int64_t step = clock_ + 1;  // what this step's pushes complete
+  const std::int64_t step = time_.clock() + 1;  // what this step's pushes complete
   if (!writes_residuals() || !checkpoint_due(step)) return;
   const job_spec& job = place_.job;
   residual_image image{place_.rank, step, members(job), tensor({net_->num_params()})};
@@ -133,11 +133,11 @@ void member_core::restore_residuals(member_actions_list& out) {
     return;
   }
   const std::uint32_t n = members(place_.job);
-  if (image->rank != place_.rank || image->members != n || image->step != clock_) {
+  if (image->rank != place_.rank || image->members != n || image->step != time_.clock()) {
     out.push_back(warn{zero + path.string() + " was written by member " + std::to_string(image->rank) + " of " +
                        std::to_string(image->members) + " at step " + std::to_string(image->step) +
                        ", and this is member " + std::to_string(place_.rank) + " of " + std::to_string(n) +
-                       " resuming at step " + std::to_string(clock_)});
+                       " resuming at step " + std::to_string(time_.clock())});
     return;
   }
   if (image->residual.numel() != net_->num_params()) {

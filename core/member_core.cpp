@@ -73,8 +73,7 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   replica_ = a.rank / job.pipeline_stages;
   stage_ = a.rank % job.pipeline_stages;
   if (job.mode == sync_mode::allreduce) seat_ = seat_in(a.ring, replica_);
-  clock_ = a.resume_clock;
-  steps_per_epoch_ = steps_per_epoch(job);
+  time_ = epoch_clock(steps_per_epoch(job), job.train.epochs, a.resume_clock);
   samples_ = member_samples(job, replica_, a.world);
   schedule_ = job_schedule(job);
   meters_ = member_meters(
@@ -195,7 +194,7 @@ member_actions_list member_core::on_wired() {
   return out;
 }
 
-// Starts (or, for a member that replaces a dead one, resumes) the loop at clock_.
+// Starts (or, for a member that replaces a dead one, resumes) the loop at its clock.
 void member_core::start_training(member_actions_list& out) {
   if (grouped() && !comm_) {
     phase_ = member_phase::grouping;
@@ -203,13 +202,12 @@ void member_core::start_training(member_actions_list& out) {
     return;
   }
   phase_ = member_phase::training;
-  epoch_ = static_cast<std::int32_t>(clock_ / std::max<std::int64_t>(1, steps_per_epoch_));
-  if (epoch_ >= place_.job.train.epochs) {
+  if (!time_.start(steady::now())) {
     phase_ = member_phase::finishing;
     maybe_finish(out);
     return;
   }
-  begin_epoch(clock_ % steps_per_epoch_);
+  begin_epoch();
   start_pulls(out);
 }
 
@@ -277,14 +275,13 @@ member_actions_list member_core::on_group_deadline() {
 // next replica gone in the last step] in core/member_ring.cpp).
 bool member_core::neighbour_owes_more(bool previous) const {
   if (phase_ == member_phase::finishing) return false;
-  const bool last_step = phase_ == member_phase::training && epoch_ + 1 >= place_.job.train.epochs &&
-                         step_in_epoch_ + 1 >= steps_per_epoch_;
-  if (!last_step || step_.clock != clock_) return true;
+  const bool last_step = phase_ == member_phase::training && time_.in_last_step();
+  if (!last_step || step_.clock != time_.clock()) return true;
   const std::optional<stage_inbox>& inbox = previous ? acts_in_ : grads_in_;
   for (std::size_t i = step_.next; i < step_.actions.size(); ++i) {
     const pipeline_action a = step_.actions[i];
     if (a.forward != previous) continue;  // forwards take from the previous stage, backwards from the next
-    if (!inbox || !inbox->holds(clock_, a.microbatch)) return true;
+    if (!inbox || !inbox->holds(time_.clock(), a.microbatch)) return true;
   }
   return false;
 }

@@ -33,13 +33,14 @@
 #include "base/compute_fault.hpp"
 #include "base/errc.hpp"
 #include "base/expected.hpp"
+#include "core/epoch_clock.hpp"
 #include "core/gradient_buckets.hpp"
 #include "core/member_setup.hpp"
 #include "core/kv_messages.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/pull_round.hpp"
-#include "core/ring_early.hpp"
+#include "core/ring_step.hpp"
 #include "core/step_plan.hpp"
 #include "core/push_ledger.hpp"
 #include "core/ring_collective.hpp"
@@ -226,7 +227,7 @@ class member_core {
   void took_params(std::uint32_t shard, std::optional<std::size_t> bucket, std::int64_t version,
                    member_actions_list& out);
   // member_step.cpp: the training loop.
-  void begin_epoch(std::int64_t first_step = 0);
+  void begin_epoch();  // tells the samples that the clock's epoch began
   void begin_step(member_actions_list& out);
   void run_actions(member_actions_list& out);
   // Run the action if its input is here: done (and whether it produced a stage tensor
@@ -304,24 +305,14 @@ class member_core {
   std::int64_t last_checkpoint_ = 0;
   std::set<std::int64_t> requested_checkpoints_;
   tensor synthetic_grad_;                       // --simulate-compute
-  // --mode allreduce: the step's collective (numbered by its clock), the gradient it sums
-  // (the replica's own, or with simulated compute a buffer of its own), and pieces of the next collective
-  // that came before it began.
-  std::optional<ring_seat> seat_;               // where this replica sits in the ring, if it does
-  std::optional<ring_collective> ring_;
-  tensor ring_grads_;
-  ring_early ring_early_;  // the next step's pieces, come before its ring started
-  wall::time_point ring_begin_, ring_mid_;  // its start, and the end of its reduce-scatter
-  bool ring_scattered_ = false;
+  // --mode allreduce: where this replica sits in the ring, if it does, and the step's
+  // collective with the next one's early pieces.
+  std::optional<ring_seat> seat_;
+  ring_step ring_;
   tensor xb_, yb_;                              // one microbatch of data
   member_samples samples_;                      // the rows each step trains
   lr_schedule schedule_;
-  std::int64_t steps_per_epoch_ = 0, step_in_epoch_ = 0, clock_ = 0;
-  std::int32_t epoch_ = 0;
-  std::int64_t epoch_steps_ = 0;  // computed in this epoch (rounds skipped are not)
-  double epoch_loss_ = 0.0;
-  std::int64_t epoch_samples_ = 0;
-  steady::time_point epoch_start_;
+  epoch_clock time_;                            // its clock, epoch and the epoch's tally
   std::optional<stage_inbox> acts_in_, grads_in_;
   // The minibatch in progress: its schedule, where the stage is in it.
   step_plan step_;  // the step in progress: its actions, their progress, its timings

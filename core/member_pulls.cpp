@@ -18,7 +18,7 @@ using namespace member_actions;
 // soon as they are here; the others are asked for their whole slice.
 void member_core::start_pulls(member_actions_list& out) {
   step_.begin = wall::now();
-  auto asks = pulls_.start(slices_, place_.rank, stage_, clock_, [this](std::uint32_t s) { return in_pieces(s); });
+  auto asks = pulls_.start(slices_, place_.rank, stage_, time_.clock(), [this](std::uint32_t s) { return in_pieces(s); });
   if (asks.empty()) {
     // Nothing to pull (--servers 0, or a local group's member): the step starts from the
     // mailbox, so the loop never recurses and exits and deaths are seen every step.
@@ -108,7 +108,7 @@ void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket
 member_actions_list member_core::on_pull_failed(std::uint32_t s, const std::string& why) {
   member_actions_list out;
   stop({errc::stalled,
-        "pull from shard " + std::to_string(s) + " at clock " + std::to_string(clock_) + " failed: " + why},
+        "pull from shard " + std::to_string(s) + " at clock " + std::to_string(time_.clock()) + " failed: " + why},
        out);
   return out;
 }

@@ -48,29 +48,25 @@ void member_core::start_ring(member_actions_list& out) {
     // one rings the same buffer every step, which starts as the synthetic gradient and
     // then holds the last step's result (simulated compute applies no update, so no one
     // reads it; the ring costs the same whatever the values).
-    if (ring_grads_.empty()) ring_grads_ = tensor(synthetic_grad_);
-    grads = ring_grads_.view();
+    grads = ring_.simulated_grads(synthetic_grad_);
   } else if (!guarded("downloading its gradients", out, [&] {
                rep_->fetch_grads();
                grads = rep_->grads().view();
              })) {
     return;
   }
-  const ring_spec spec{seat_->size, seat_->index, static_cast<std::uint64_t>(clock_), place_.job.ring_piece_elems};
+  const ring_spec spec{seat_->size, seat_->index, static_cast<std::uint64_t>(time_.clock()), place_.job.ring_piece_elems};
   // A local group's leader rings the group's sum: the average is taken over every worker
   // once the ring is done (take_leaders_sum).
-  auto ring = ring_collective::all_reduce(spec, grads, grouped() ? reduce_op::sum : place_.job.ring_op);
-  if (!ring) {
-    stop({errc::bad_job, who() + ": " + ring.error().message}, out);
+  ring_collective::piece_buffers buffers;
+  if (setup_.ring) buffers = [link = setup_.ring](std::int64_t numel) { return link->piece_buffer(numel); };
+  auto first = ring_.start(spec, grads, grouped() ? reduce_op::sum : place_.job.ring_op, std::move(buffers));
+  if (!first) {
+    stop({errc::bad_job, who() + ": " + first.error().message}, out);
     return;
   }
-  ring_.emplace(std::move(*ring));
-  if (setup_.ring)
-    ring_->set_piece_buffers([link = setup_.ring](std::int64_t numel) { return link->piece_buffer(numel); });
-  ring_begin_ = wall::now();
-  ring_scattered_ = false;
-  for (ring_piece& p : ring_->start()) send_piece(std::move(p), out);
-  for (ring_piece& p : ring_early_.take(static_cast<std::uint64_t>(clock_))) {
+  for (ring_piece& p : *first) send_piece(std::move(p), out);
+  for (ring_piece& p : ring_.take_early()) {
     take_ring_piece(std::move(p), out);
     if (phase_ == member_phase::stopped) return;
   }
@@ -95,17 +91,17 @@ member_actions_list member_core::on_ring_piece(ring_piece p, bool from_neighbour
     return out;
   }
   take_ring_piece(std::move(p), out);
-  if (phase_ != member_phase::stopped && ring_) ring_progress(out);
+  if (phase_ != member_phase::stopped && ring_.running()) ring_progress(out);
   return out;
 }
 
 // A piece from the previous replica: applied to the collective in progress, or held for
 // the next one.
 void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
-  const std::uint64_t current = static_cast<std::uint64_t>(clock_);
-  if (ring_ && p.collective == current) {
+  const std::uint64_t current = static_cast<std::uint64_t>(time_.clock());
+  if (ring_.belongs(p)) {
     const auto bytes = p.values.nbytes();
-    auto o = ring_->receive(std::move(p));
+    auto o = ring_.receive(std::move(p));
     if (o.refused) {
       stop(std::move(*o.refused), out);
       return;
@@ -119,26 +115,21 @@ void member_core::take_ring_piece(ring_piece p, member_actions_list& out) {
   const std::int64_t numel = net_ ? net_->num_params() : 0;
   const auto most = static_cast<std::size_t>(2 * (numel / place_.job.ring_piece_elems + place_.job.workers + 1));
   const std::uint64_t number = p.collective;
-  const auto v = ring_early_.hold(std::move(p), number, ring_ ? current + 1 : current, 1, most);
+  const auto v = ring_.hold(std::move(p), ring_.running() ? current + 1 : current, most);
   if (v == ring_early::verdict::held) return;
   stop({errc::bad_clock, who() + ": " + replica_name(previous_replica()) + " sent a ring piece of step " +
-                             std::to_string(number) + " at step " + std::to_string(clock_) +
+                             std::to_string(number) + " at step " + std::to_string(time_.clock()) +
                              (v == ring_early::verdict::too_many ? " (more pieces than a step has)" : "")},
        out);
 }
 
 // Traces the ring's phases, and once it is done goes on with the step.
 void member_core::ring_progress(member_actions_list& out) {
-  if (!ring_scattered_ && ring_->scattered()) {
-    ring_scattered_ = true;
-    ring_mid_ = wall::now();
-    trace_span("reduce-scatter", ring_begin_, ring_mid_);
-  }
-  if (!ring_->done()) return;
-  const auto end = wall::now();
-  trace_span("all-gather", ring_mid_, end);
-  meters_.allreduce_took(seconds_between(ring_begin_, end));
-  ring_.reset();
+  const ring_step::progress p = ring_.advance();
+  if (p.scattered) trace_span("reduce-scatter", p.scattered->begin, p.scattered->end);
+  if (!p.gathered) return;
+  trace_span("all-gather", p.gathered->begin, p.gathered->end);
+  meters_.allreduce_took(p.seconds);
   if (!take_leaders_sum(out)) return;
   update_and_report(out);
 }
@@ -155,8 +146,7 @@ void member_core::ring_progress(member_actions_list& out) {
 member_actions_list member_core::on_ring_neighbour_down(bool previous, const std::string& why) {
   member_actions_list out;
   const std::uint32_t other = previous ? previous_replica() : next_replica();
-  const bool last_step = phase_ == member_phase::training && epoch_ + 1 >= place_.job.train.epochs &&
-                         step_in_epoch_ + 1 >= steps_per_epoch_;
+  const bool last_step = phase_ == member_phase::training && time_.in_last_step();
   if (!previous && last_step) {
     out.push_back(warn{replica_name(other) + " is gone (" + why + ") during the job's last step; " + who() +
                        " needs nothing more from it and finishes"});

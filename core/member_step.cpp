@@ -16,16 +16,11 @@ using namespace member_actions;
 
 // name: a literal. Forward and backward spans carry their step and microbatch.
 void member_core::trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch) {
-  meters_.span(name, begin, end, microbatch >= 0 ? clock_ : -1, microbatch);
+  meters_.span(name, begin, end, microbatch >= 0 ? time_.clock() : -1, microbatch);
 }
 
-void member_core::begin_epoch(std::int64_t first_step) {
-  samples_.begin_epoch(data_ ? data_->train.size() : 0, epoch_, clock_);
-  step_in_epoch_ = first_step;
-  epoch_loss_ = 0.0;
-  epoch_samples_ = 0;
-  epoch_steps_ = 0;
-  epoch_start_ = steady::now();
+void member_core::begin_epoch() {
+  samples_.begin_epoch(data_ ? data_->train.size() : 0, time_.epoch(), time_.clock());
 }
 
 // Sleeps for this stage's share of the simulated compute of the action (forward one
@@ -52,11 +47,11 @@ void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
   const auto idx = samples_.indices(begin, rows);
   gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
   if (first_stage())
-    augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, epoch_,
+    augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, time_.epoch(),
                    -data_->pixel_mean / data_->pixel_std);
   // Every stage shifts, so the last stage's labels follow the first stage's tokens.
   shift_windows(xb_.view().slice(0, rows), yb_.view().slice(0, rows), augment_, idx, data_->train,
-                place_.job.train.seed, epoch_);
+                place_.job.train.seed, time_.epoch());
 }
 
 member_actions_list member_core::on_rows_granted(rows_grant g) {
@@ -64,7 +59,7 @@ member_actions_list member_core::on_rows_granted(rows_grant g) {
   const bool open =
       (phase_ == member_phase::training || phase_ == member_phase::wiring || phase_ == member_phase::grouping) &&
       deals_samples(place_.job) && g.epoch < place_.job.train.epochs;
-  const bool taken = open && samples_.take_grant(std::move(g), clock_);
+  const bool taken = open && samples_.take_grant(std::move(g), time_.clock());
   return {answer_rows{rows_answer{place_.rank, id, taken}}};
 }
 
@@ -73,8 +68,8 @@ member_actions_list member_core::on_rows_shed(const rows_shed& s) {
       (phase_ == member_phase::training || phase_ == member_phase::wiring || phase_ == member_phase::grouping) &&
       deals_samples(place_.job) && s.keep >= 1 && s.keep <= place_.job.train.batch_size;
   if (!open) return {answer_rows{rows_answer{place_.rank, s.id, false}}};
-  // The step at clock_ may have begun (its rows are chosen): from the one after.
-  const std::int64_t from = std::max(clock_ + 1, s.not_before);
+  // The step at the clock may have begun (its rows are chosen): from the one after.
+  const std::int64_t from = std::max(time_.clock() + 1, s.not_before);
   samples_.keep_from(from, s.keep);
   return {answer_rows{rows_answer{place_.rank, s.id, true, from}}};
 }
@@ -97,9 +92,9 @@ member_actions_list member_core::on_next_step() {
 // The parameters are fresh: plan the minibatch's actions and run what can run.
 void member_core::begin_step(member_actions_list& out) {
   const job_spec& job = place_.job;
-  const std::int64_t batch = samples_.plan_step(step_in_epoch_, clock_);
+  const std::int64_t batch = samples_.plan_step(time_.step_in_epoch(), time_.clock());
   const int parts = microbatches_for(job, batch);
-  step_.start(clock_, batch, parts,
+  step_.start(time_.clock(), batch, parts,
               stage_actions(job.schedule, static_cast<int>(job.pipeline_stages), static_cast<int>(stage_), parts),
               wall::now());
   if (rep_ && !guarded("zeroing its gradients", out, [&] { rep_->zero_grads(); })) return;
@@ -145,7 +140,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   if (ready < layers && step_.next > 0) return action_result::waiting;
   tensor received;
   if (!first_stage() && !step_.forward_open) {
-    auto t = acts_in_->take(clock_, mb);
+    auto t = acts_in_->take(time_.clock(), mb);
     if (!t) return action_result::waiting;
     received = std::move(*t);
   }
@@ -167,7 +162,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                  // Note [Dropout seeds]: this step's microbatch of this replica.
                  const std::uint64_t seed =
                      derive_seed(place_.job.train.seed,
-                                 {static_cast<std::uint64_t>(clock_), replica_, static_cast<std::uint64_t>(mb)});
+                                 {static_cast<std::uint64_t>(time_.clock()), replica_, static_cast<std::uint64_t>(mb)});
                  step_.slot_of[mb] = rep_->begin_forward(input, seed);  // copies the input
                  step_.forward_open = true;
                }
@@ -193,7 +188,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
   meters_.stored(+1);
   trace_span("forward", step_.forward_begin, t1, mb);
   if (last_stage()) return action_result::done;
-  out.push_back(send_activation{activation{replica_, stage_, clock_, mb, std::move(out_msg)}});
+  out.push_back(send_activation{activation{replica_, stage_, time_.clock(), mb, std::move(out_msg)}});
   return action_result::sent;
 }
 
@@ -202,7 +197,7 @@ member_core::action_result member_core::try_backward(int mb, member_actions_list
   if (buckets_on() && step_.at_last_action()) return try_backward_in_buckets(mb, out);
   tensor received;
   if (!last_stage()) {
-    auto t = grads_in_->take(clock_, mb);
+    auto t = grads_in_->take(time_.clock(), mb);
     if (!t) return action_result::waiting;
     received = std::move(*t);
   }
@@ -238,7 +233,7 @@ member_core::action_result member_core::backward_done(int mb, wall::time_point b
   meters_.microbatch_done();
   trace_span("backward", begin, wall::now(), mb);
   if (first_stage()) return action_result::done;
-  out.push_back(send_activation_grad{activation_grad{replica_, stage_, clock_, mb, std::move(grad_in)}});
+  out.push_back(send_activation_grad{activation_grad{replica_, stage_, time_.clock(), mb, std::move(grad_in)}});
   return action_result::sent;
 }
 
@@ -249,7 +244,7 @@ member_core::action_result member_core::try_backward_in_buckets(int mb, member_a
   const std::string op = "backward of microbatch " + std::to_string(mb);
   if (step_.bucket_next == 0) {
     if (!last_stage()) {
-      auto t = grads_in_->take(clock_, mb);
+      auto t = grads_in_->take(time_.clock(), mb);
       if (!t) return action_result::waiting;
       step_.backward_in = std::move(*t);
     }
@@ -304,7 +299,7 @@ void member_core::on_stage_tensor(Message& msg, bool forward, bool from_neighbou
     return;
   }
   auto& box = forward ? *acts_in_ : *grads_in_;
-  if (auto refused = box.file(clock_, step_in_epoch_, msg.step, msg.microbatch, std::move(msg.data))) {
+  if (auto refused = box.file(time_.clock(), time_.step_in_epoch(), msg.step, msg.microbatch, std::move(msg.data))) {
     stop({refused->code, who() + " got " + refused->detail + " from stage " + std::to_string(msg.stage)}, out);
     return;
   }

@@ -54,7 +54,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
                                                      : pushes_.residual(s).view().flat(piece.offset, piece.numel));
     pushes_.sent(g.nbytes());
     meters_.bytes_sent(g.nbytes());
-    kv_push p = step_push(s, place_.rank, stage_, clock_, pulls_.base_version(s), std::move(g));
+    kv_push p = step_push(s, place_.rank, stage_, time_.clock(), pulls_.base_version(s), std::move(g));
     if (!whole) {
       p.piece_offset = piece.offset;
       p.piece_numel = piece.numel;
@@ -71,7 +71,7 @@ void member_core::push_bucket(std::size_t k, member_actions_list& out) {
 bool member_core::loss_is_finite(member_actions_list& out) {
   if (!last_stage() || simulated() || std::isfinite(step_.loss)) return true;
   stop({errc::diverged, "the training loss became " + std::to_string(step_.loss) + " on " + who() + " at epoch " +
-                            std::to_string(epoch_ + 1) + "; lower --lr or lengthen --warmup-epochs"},
+                            std::to_string(time_.epoch() + 1) + "; lower --lr or lengthen --warmup-epochs"},
        out);
   return false;
 }
@@ -132,7 +132,7 @@ void member_core::update_and_report(member_actions_list& out) {
     if (!simulated() && !guarded("the optimizer step", out, [&] {
           // In --mode allreduce the host gradients hold the sum (fetching again would undo it).
           const bool summed = place_.job.mode == sync_mode::allreduce;
-          local_opt_->step(rep_->params(), summed ? rep_->grads() : rep_->fetch_grads(), schedule_.at(clock_));
+          local_opt_->step(rep_->params(), summed ? rep_->grads() : rep_->fetch_grads(), schedule_.at(time_.clock()));
           rep_->commit_params();
         }))
       return;
@@ -145,15 +145,11 @@ void member_core::update_and_report(member_actions_list& out) {
   trace_span("step", step_.begin, wall::now());
   const std::int64_t samples = reports_loss ? step_.batch : 0;
   meters_.step_done({seconds_between(step_.begin, wall::now()), step_.forward_s, step_.backward_s, samples,
-                     reports_loss ? std::optional<double>(loss) : std::nullopt, epoch_, schedule_.at(clock_),
-                     clock_ + 1, step_.busy, std::max(0.0, waited)});
-  epoch_loss_ += loss;
-  epoch_samples_ += samples;
-  ++epoch_steps_;
-  ++clock_;
-  ++step_in_epoch_;
+                     reports_loss ? std::optional<double>(loss) : std::nullopt, time_.epoch(), schedule_.at(time_.clock()),
+                     time_.clock() + 1, step_.busy, std::max(0.0, waited)});
+  time_.step_done(loss, samples);
   maybe_checkpoint(out);
-  step_report report{place_.rank, clock_, epoch_, loss, samples, step_.busy, micros(step_.first_action.value_or(window_end)),
+  step_report report{place_.rank, time_.clock(), time_.epoch(), loss, samples, step_.busy, micros(step_.first_action.value_or(window_end)),
                      micros(window_end)};
   report.samples_dropped = pushes_.take_dropped();
   out.push_back(report_step{report});
@@ -162,16 +158,16 @@ void member_core::update_and_report(member_actions_list& out) {
 }
 
 bool member_core::close_epoch_if_done(member_actions_list& out) {
-  if (step_in_epoch_ < steps_per_epoch_) return true;
-  const double secs = std::chrono::duration<double>(steady::now() - epoch_start_).count();
-  worker_epoch report{place_.rank, epoch_, epoch_loss_, last_stage() ? epoch_steps_ : 0, epoch_samples_, secs, tensor()};
+  if (!time_.epoch_over()) return true;
+  const epoch_tally t = time_.close_epoch(steady::now());
+  worker_epoch report{place_.rank, t.epoch, t.loss, last_stage() ? t.steps : 0, t.samples, t.seconds, tensor()};
   // The replicas of a ring hold the same bits: replica 0 speaks for them, and every one
   // says which bits it holds (Note [Replicas agree] in core/job_watch.cpp).
   if (local_opt_ && rep_ && replica_ == 0) report.params = rep_->params();
   if (place_.job.mode == sync_mode::allreduce && rep_)
     report.params_fnv1a = fnv1a64(rep_->params().bytes(), rep_->params().nbytes());
   out.push_back(report_epoch{std::move(report)});
-  if (++epoch_ == place_.job.train.epochs) {
+  if (time_.job_over()) {
     phase_ = member_phase::finishing;
     maybe_finish(out);
     return false;
@@ -183,9 +179,8 @@ bool member_core::close_epoch_if_done(member_actions_list& out) {
 // Note [Backup workers]: the rounds before the open one closed without this member, so
 // their batches are skipped (untrained) and the next pull is for the open round.
 bool member_core::skip_to_open_round(member_actions_list& out) {
-  while (clock_ < pushes_.open_round()) {
-    ++clock_;
-    ++step_in_epoch_;
+  while (time_.clock() < pushes_.open_round()) {
+    time_.skip_step();
     if (!close_epoch_if_done(out)) return false;
   }
   return true;
@@ -215,7 +210,7 @@ member_actions_list member_core::on_push_refused(std::uint32_t s, std::int64_t c
 void member_core::maybe_finish(member_actions_list& out) {
   if (phase_ != member_phase::finishing || pushes_.pending() > 0) return;
   phase_ = member_phase::stopped;
-  out.push_back(finish{worker_done{place_.rank, clock_, pushes_.rejected(), meters_.peak_stored(), pushes_.bytes(),
+  out.push_back(finish{worker_done{place_.rank, time_.clock(), pushes_.rejected(), meters_.peak_stored(), pushes_.bytes(),
                                    pushes_.take_dropped()}});
 }
 
