@@ -42,21 +42,15 @@ bool member_core::writes_checkpoints() const {
 }
 
 void member_core::on_checkpoint_request(std::int64_t step) {
-  if ((writes_checkpoints() || writes_residuals()) && step > time_.clock() && step > last_checkpoint_)
-    requested_checkpoints_.insert(step);
+  if ((writes_checkpoints() || writes_residuals()) && step > time_.clock()) checkpoints_.request(step);
 }
 
-// The steps of Note [Checkpoint steps]: multiples of --checkpoint-every, every epoch's
-// end, and the steps the coordinator named; each once.
+// The steps of Note [Checkpoint steps], each once. A member asks at every step it
+// computes and writes the state it holds then, so only `step` itself will do: one due
+// earlier (a step skipped, Note [Backup workers]) is passed over.
 bool member_core::checkpoint_due(std::int64_t step) {
-  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() < step)
-    requested_checkpoints_.erase(requested_checkpoints_.begin());
-  const std::int64_t every = place_.job.checkpoints.every;
-  bool due = time_.ends_epoch(step) || (every > 0 && step % every == 0);
-  if (requested_checkpoints_.erase(step) > 0) due = true;
-  if (!due || step <= last_checkpoint_) return false;
-  last_checkpoint_ = step;
-  return true;
+  const auto due = checkpoints_.take_due(step);
+  return due && *due == step;
 }
 
 std::optional<fault> member_core::restore_checkpoint() {
@@ -73,7 +67,7 @@ std::optional<fault> member_core::restore_checkpoint() {
         rep_->commit_params();
       }))
     return f;
-  return std::nullopt;  // last_checkpoint_ is the resumed clock already (build)
+  return std::nullopt;  // the resumed clock counts as taken already (build)
 }
 
 // Called once the step that brought the clock to where it is is applied.

@@ -90,7 +90,8 @@ std::optional<fault> member_core::build(const member_assignment& a) {
   const stage_span& span = spans[stage_];
   param_offset_ = span.param_offset;
   checkpoint_id_ = identity_of(job, full->num_params());
-  last_checkpoint_ = a.resume_clock;
+  checkpoints_ = checkpoint_steps(job.checkpoints.every, steps_per_epoch(job));
+  checkpoints_.taken(a.resume_clock);
   net_ = pipelined() ? full->stage(span.first_layer, span.last_layer) : *full;
   acts_in_.emplace(job, net_->input_shape(), "activation");
   grads_in_.emplace(job, net_->output_shape(), "activation gradient");

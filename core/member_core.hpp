@@ -25,7 +25,6 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -33,6 +32,7 @@
 #include "base/compute_fault.hpp"
 #include "base/errc.hpp"
 #include "base/expected.hpp"
+#include "core/checkpoint_steps.hpp"
 #include "core/epoch_clock.hpp"
 #include "core/gradient_buckets.hpp"
 #include "core/member_setup.hpp"
@@ -250,7 +250,7 @@ class member_core {
   // (with shard servers, the 2-bit residuals: Note [Residuals in checkpoints]).
   std::optional<fault> restore_checkpoint();
   void maybe_checkpoint(member_actions_list& out);
-  bool checkpoint_due(std::int64_t step);  // at most once per step; forgets requests before it
+  bool checkpoint_due(std::int64_t step);  // at `step` itself, once
   void save_residuals_if_due(member_actions_list& out);  // once the step's last push is encoded
   void restore_residuals(member_actions_list& out);
   // member_ring.cpp: the step's ring all-reduce, and pieces that came before it began.
@@ -300,10 +300,9 @@ class member_core {
   std::int64_t param_offset_ = 0;               // this stage's first float in the model's flat vector
   checkpoint_identity checkpoint_id_;           // what this job's checkpoint files carry
   std::uint64_t frame_bytes_ = 0;               // the job's largest message (core/job_frames.hpp)
-  // Note [Members' checkpoints]: the last step checkpointed (or resumed from), and the
-  // steps the coordinator asked for.
-  std::int64_t last_checkpoint_ = 0;
-  std::set<std::int64_t> requested_checkpoints_;
+  // Note [Members' checkpoints]: the steps they are due at, the last one taken (or
+  // resumed from), and the steps the coordinator asked for.
+  checkpoint_steps checkpoints_;
   tensor synthetic_grad_;                       // --simulate-compute
   // --mode allreduce: where this replica sits in the ring, if it does, and the step's
   // collective with the next one's early pieces.

@@ -43,12 +43,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "base/errc.hpp"
+#include "core/checkpoint_steps.hpp"
 #include "core/job.hpp"
 #include "core/key_table.hpp"
 #include "core/kv_checkpoint.hpp"
@@ -389,9 +389,8 @@ class shard_core {
   std::vector<held_pull> held_;
   std::vector<token> released_, dropped_;
   shard_counters counters_;
-  std::int64_t last_checkpoint_ = 0;
+  checkpoint_steps checkpoints_{cfg_.checkpoint_every, cfg_.checkpoint_epoch_steps};  // Note [Checkpoint steps]
   std::optional<std::int64_t> checkpoint_due_;
-  std::set<std::int64_t> requested_checkpoints_;
   // Note [Gradient pieces]: per member, the clock whose gradient a refused piece refused (with why).
   std::map<std::uint32_t, std::pair<std::int64_t, fault>> voided_;
   tensor compensated_;  // Note [Delay compensation]: the compensated gradient's buffer

@@ -68,7 +68,7 @@ std::optional<std::string> shard_core::restore(const shard_image& s, std::int64_
     else
       p.version = per_stage && steps != s.stage_steps.end() ? steps->second : s.version;
   }
-  last_checkpoint_ = clock;
+  checkpoints_.taken(clock);
   return std::nullopt;
 }
 
@@ -128,7 +128,7 @@ std::optional<std::string> shard_core::restore_parts(const kv_shard_image& s) {
       p.momenta.start_from_slot();
     }
   }
-  last_checkpoint_ = s.step;
+  checkpoints_.taken(s.step);
   return std::nullopt;
 }
 
@@ -150,28 +150,18 @@ std::optional<std::int64_t> shard_core::reached_by_parts() const {
 }
 
 void shard_core::request_checkpoint(std::int64_t step) {
-  if (step <= last_checkpoint_) return;
+  if (step <= checkpoints_.last()) return;
   if (started_ && !training_ && !reached_by_parts()) {  // nothing here to wait for
-    last_checkpoint_ = step;
+    checkpoints_.taken(step);
     checkpoint_due_ = step;
     return;
   }
-  if (!started_ || step > reached()) requested_checkpoints_.insert(step);
+  if (!started_ || step > reached()) checkpoints_.request(step);
 }
 
 void shard_core::note_reached() {
-  if (cfg_.checkpoint_every <= 0 && cfg_.checkpoint_epoch_steps <= 0 && requested_checkpoints_.empty()) return;
-  const std::int64_t now = reached();
-  std::int64_t due = 0;
-  for (std::int64_t every : {cfg_.checkpoint_every, cfg_.checkpoint_epoch_steps})
-    if (every > 0) due = std::max(due, now / every * every);
-  while (!requested_checkpoints_.empty() && *requested_checkpoints_.begin() <= now) {
-    due = std::max(due, *requested_checkpoints_.begin());
-    requested_checkpoints_.erase(requested_checkpoints_.begin());
-  }
-  if (due <= last_checkpoint_) return;
-  last_checkpoint_ = due;
-  checkpoint_due_ = due;
+  if (!checkpoints_.any()) return;
+  if (auto due = checkpoints_.take_due(reached())) checkpoint_due_ = *due;
 }
 
 }  // namespace troupe
