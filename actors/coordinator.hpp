@@ -16,8 +16,8 @@
 #include "core/job_ledger.hpp"
 #include "monitoring/observability.hpp"
 #include "monitoring/refusals.hpp"
-#include "tensor/dataset.hpp"
-#include "tensor/model.hpp"
+#include "train/dataset.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

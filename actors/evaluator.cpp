@@ -2,7 +2,7 @@
 #include "actors/evaluator.hpp"
 
 #include "base/compute_fault.hpp"
-#include "tensor/evaluate.hpp"
+#include "train/evaluate.hpp"
 
 namespace troupe {
 

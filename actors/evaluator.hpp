@@ -6,8 +6,8 @@
 #include <memory>
 
 #include "actors/protocol.hpp"
-#include "tensor/dataset.hpp"
-#include "tensor/model.hpp"
+#include "train/dataset.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

@@ -12,7 +12,7 @@
 #include "actors/protocol.hpp"
 #include "base/expected.hpp"
 #include "core/job.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 
 namespace troupe {
 

@@ -5,7 +5,9 @@
 # tests/<layer> follows its layer's rule and may also use tests/support.
 #   base        expected, check, errc: plain C++ every layer uses
 #   monitoring  metrics and the trace writer
-#   tensor      numbers: tensors, ops, layers, models, optimizers, data, backends
+#   tensor      numbers: tensors, ops, optimizers, codecs, tensor files, backends, compute
+#   train       what trains a model: layers, models, data, stage replicas, evaluation, the
+#               local trainer
 #   transport   how tensors travel besides CAF's messages: shared-memory slots, doorbells,
 #               ring mailboxes, bulk lanes over TCP/TLS, the job's TLS material, the
 #               process's frame bound
@@ -16,16 +18,17 @@
 #   client      the client library (libtroupe: troupe::kv::kvstore) and its Python module
 #   tools       the troupe CLI and the benchmarks
 #   gpu         the CUDA module: it shares only header-only parts of tensor's backend interface
-set(TROUPE_LAYERS base monitoring tensor transport core actors net client tools gpu)
+set(TROUPE_LAYERS base monitoring tensor train transport core actors net client tools gpu)
 set(TROUPE_LAYER_base_USES "")
 set(TROUPE_LAYER_monitoring_USES base)
 set(TROUPE_LAYER_tensor_USES base)
+set(TROUPE_LAYER_train_USES base tensor)
 set(TROUPE_LAYER_transport_USES base monitoring tensor)
-set(TROUPE_LAYER_core_USES base monitoring tensor transport)
-set(TROUPE_LAYER_actors_USES base monitoring tensor transport core)
-set(TROUPE_LAYER_net_USES base monitoring tensor transport core actors)
-set(TROUPE_LAYER_client_USES base monitoring tensor transport core actors net)
-set(TROUPE_LAYER_tools_USES base monitoring tensor transport core actors net client)
+set(TROUPE_LAYER_core_USES base monitoring tensor train transport)
+set(TROUPE_LAYER_actors_USES base monitoring tensor train transport core)
+set(TROUPE_LAYER_net_USES base monitoring tensor train transport core actors)
+set(TROUPE_LAYER_client_USES base monitoring tensor train transport core actors net)
+set(TROUPE_LAYER_tools_USES base monitoring tensor train transport core actors net client)
 set(TROUPE_LAYER_gpu_USES tensor/backend_abi.h tensor/backend_guard.hpp tensor/elementwise.hpp)
 # A test folder may also use these: the gpu tests reach the module through tensor's loader
 # and check that a process which loaded it still serves metrics.

@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "core/key_table.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {

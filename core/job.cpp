@@ -7,9 +7,9 @@
 #include <sstream>
 
 #include "base/enum_names.hpp"
-#include "tensor/augment.hpp"
-#include "tensor/evaluate.hpp"
-#include "tensor/layer_profile.hpp"
+#include "train/augment.hpp"
+#include "train/evaluate.hpp"
+#include "train/layer_profile.hpp"
 
 namespace troupe {
 

@@ -15,9 +15,9 @@
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
 #include "core/update_rules.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 #include "tensor/grad_codec.hpp"
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace troupe {
 
@@ -65,7 +65,7 @@ struct job_spec {
   std::string dataset = "fashion-mnist";
   std::string data_dir;
   std::int64_t train_samples = 0;     // use only the first N training samples (0 = all)
-  std::int64_t context = 256;         // text datasets: characters a sample (tensor/text_dataset.hpp)
+  std::int64_t context = 256;         // text datasets: characters a sample (train/text_dataset.hpp)
   std::int64_t train_size = 0;        // training samples in use; set once the data is loaded
   std::vector<std::int64_t> input_shape;  // per sample, e.g. {1, 28, 28}; set with train_size
   std::int64_t num_classes = 0;           // set with train_size

@@ -17,7 +17,7 @@
 //   - otherwise the epoch S was in continues on the new partition: its first
 //     (S mod old steps per epoch) x old batch x old workers samples of the epoch's
 //     permutation were trained, and the members go on from the new step whose samples
-//     begin at or before that point (tensor/sampler.hpp deals the permutation out in
+//     begin at or before that point (train/sampler.hpp deals the permutation out in
 //     turn), so no sample of the epoch is skipped and fewer than one new round's samples
 //     are seen twice.
 // The shards restore their slices, resharded when the key table changed. In sync, each

@@ -41,7 +41,7 @@
 #include "core/messages.hpp"
 #include "core/sample_deal.hpp"
 #include "monitoring/observability.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

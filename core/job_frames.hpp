@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "core/job.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

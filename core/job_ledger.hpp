@@ -13,7 +13,7 @@
 
 #include "core/bubble_meter.hpp"
 #include "core/messages.hpp"
-#include "tensor/chance_watch.hpp"
+#include "train/chance_watch.hpp"
 
 namespace troupe {
 
@@ -75,7 +75,7 @@ class job_ledger {
   void add_staleness(epoch_summary& s, const staleness_totals& t);
   // The last epoch's evaluation, for the result.
   void record_final(const epoch_summary& s);
-  // Note [Accuracy at chance] (tensor/chance_watch.hpp): the operator's warning when an
+  // Note [Accuracy at chance] (train/chance_watch.hpp): the operator's warning when an
   // evaluated epoch is at chance for `classes` with a finite training loss; the first
   // such epoch goes in the result (accuracy_at_chance_epoch).
   std::optional<std::string> check_accuracy(const epoch_summary& s, std::int64_t classes);

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 #include "tensor/tensor.hpp"
 
 namespace troupe {

@@ -51,14 +51,14 @@
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
-#include "tensor/augment.hpp"
+#include "train/augment.hpp"
 #include "monitoring/observability.hpp"
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 #include "tensor/group_comm.hpp"
 #include "tensor/optimizer.hpp"
-#include "tensor/stage_replica.hpp"
+#include "train/stage_replica.hpp"
 
 namespace troupe {
 

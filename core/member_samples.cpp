@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "tensor/sampler.hpp"
+#include "train/sampler.hpp"
 
 namespace troupe {
 

@@ -11,7 +11,7 @@
 #include "core/job.hpp"
 #include "core/ring_link.hpp"
 #include "monitoring/observability.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"

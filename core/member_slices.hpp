@@ -13,7 +13,7 @@
 #include "core/gradient_buckets.hpp"
 #include "core/key_table.hpp"
 #include "core/pipeline_layout.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

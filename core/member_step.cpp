@@ -8,7 +8,7 @@
 #include "core/job.hpp"
 #include "core/member_core.hpp"
 #include "tensor/random.hpp"
-#include "tensor/sampler.hpp"
+#include "train/sampler.hpp"
 
 namespace troupe {
 

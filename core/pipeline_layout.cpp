@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "base/enum_names.hpp"
-#include "tensor/layer_profile.hpp"
+#include "train/layer_profile.hpp"
 
 namespace troupe {
 

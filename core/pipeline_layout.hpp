@@ -16,13 +16,13 @@
 
 #include "base/expected.hpp"
 #include "core/key_table.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 
 // What a pipeline's stages are balanced by: forward FLOPs per sample, parameter count, or
 // the time each layer's forward and backward take, measured on this process's host
-// (tensor/layer_profile.hpp).
+// (train/layer_profile.hpp).
 enum class stage_balance : std::uint8_t { flops = 0, params = 1, time = 2 };
 expected<stage_balance> parse_stage_balance(std::string_view name);
 std::string_view name_of(stage_balance b);

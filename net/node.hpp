@@ -12,8 +12,8 @@
 #include "monitoring/observability.hpp"
 #include "net/node_options.hpp"
 #include "net/node_system.hpp"
-#include "tensor/dataset.hpp"
-#include "tensor/model.hpp"
+#include "train/dataset.hpp"
+#include "train/model.hpp"
 #include "transport/lane.hpp"
 
 namespace troupe {

@@ -4,7 +4,7 @@
 // training each channel is shifted to mean 0 and scaled to variance 1 over the batch and
 // its positions (the biased variance, plus eps), then scaled by gamma and shifted by
 // beta; in evaluation the same with statistics given (Note [Population statistics] in
-// tensor/layer.hpp). Statistics are accumulated in double.
+// train/layer.hpp). Statistics are accumulated in double.
 #pragma once
 
 #include <cstdint>

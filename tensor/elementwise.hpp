@@ -46,7 +46,7 @@ struct gelu_grad {
 // counter-based hash of (key, i) (splitmix64's finaliser), with no generator state: an
 // element's draw does not depend on the order elements are computed in, the host and the
 // CUDA kernels draw the same mask bit for bit, and a microbatch's mask depends only on
-// its key (Note [Dropout seeds] in tensor/layer.hpp).
+// its key (Note [Dropout seeds] in train/layer.hpp).
 struct dropout_scale {
   std::uint64_t key;
   float p, keep_scale;  // keep_scale = 1 / (1 - p)

@@ -1,6 +1,6 @@
 // tensor_file: Troupe's file of named tensors with a JSON description, each section and
 // the description under CRC-32C, written durably (base/durable_file.hpp). Model files are
-// one kind (tensor/model_file.hpp).
+// one kind (train/model_file.hpp).
 //
 // Note [Tensor files]
 // Layout, little-endian:

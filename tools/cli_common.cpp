@@ -6,9 +6,9 @@
 #include <iostream>
 #include <sstream>
 
-#include "tensor/augment.hpp"
+#include "train/augment.hpp"
 #include "tensor/gemm_bf16.hpp"
-#include "tensor/model_spec.hpp"
+#include "train/model_spec.hpp"
 
 namespace troupe::cli {
 

@@ -12,10 +12,10 @@
 
 #include "base/expected.hpp"
 #include "tensor/backend.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 #include "tensor/gemm.hpp"
-#include "tensor/text_dataset.hpp"
-#include "tensor/trainer.hpp"
+#include "train/text_dataset.hpp"
+#include "train/trainer.hpp"
 
 namespace troupe::cli {
 
@@ -55,7 +55,7 @@ struct train_options {
   std::string optimizer = "sgd";
   std::string schedule = "cosine";
   std::string adam_betas = "0.9,0.999";
-  std::string init = "he";  // --init (Note [Initialisation schemes] in tensor/model.hpp)
+  std::string init = "he";  // --init (Note [Initialisation schemes] in train/model.hpp)
   std::string batch_size = "auto";  // --batch-size: N per worker, or auto (Note [The job's batch])
   std::string device = "cpu";  // --device: cpu, cuda, cuda:N
   bool tf32 = false;           // --tf32: tensor-core TF32 math for GEMMs and convolutions on CUDA

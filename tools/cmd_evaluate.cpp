@@ -8,8 +8,8 @@
 #include <iostream>
 #include <memory>
 
-#include "tensor/evaluate.hpp"
-#include "tensor/model_file.hpp"
+#include "train/evaluate.hpp"
+#include "train/model_file.hpp"
 #include "tools/text_report.hpp"
 
 namespace troupe::cli {

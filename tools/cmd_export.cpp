@@ -8,8 +8,8 @@
 #include <memory>
 
 #include "core/job_checkpoint.hpp"
-#include "tensor/model_file.hpp"
-#include "tensor/model_spec.hpp"
+#include "train/model_file.hpp"
+#include "train/model_spec.hpp"
 
 namespace troupe::cli {
 

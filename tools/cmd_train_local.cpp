@@ -6,10 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/backend.hpp"
-#include "tensor/chance_watch.hpp"
+#include "train/chance_watch.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 #include "tools/config_file.hpp"
 #include "tools/model_export.hpp"
 #include "tools/progress.hpp"

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "base/durable_file.hpp"
-#include "tensor/model_file.hpp"
+#include "train/model_file.hpp"
 #include "tools/cli_common.hpp"
 
 namespace troupe::cli {

@@ -1,5 +1,5 @@
 // model_export: what the commands that write and read model files share (Note [Model
-// files] in tensor/model_file.hpp): the --save-model flag, a path refused before training
+// files] in train/model_file.hpp): the --save-model flag, a path refused before training
 // when it cannot be written, writing the final parameters, and a model file's parameters
 // checked against the model the command builds for its data.
 #pragma once
@@ -13,7 +13,7 @@
 #include "base/expected.hpp"
 #include "core/job.hpp"
 #include "core/messages.hpp"
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe::cli {
 

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <string>
 
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 
 namespace troupe::cli {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "tensor/text_sampler.hpp"
+#include "train/text_sampler.hpp"
 #include "tools/cli_common.hpp"
 
 namespace troupe::cli {

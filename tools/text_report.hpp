@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe::cli {
 

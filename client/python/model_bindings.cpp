@@ -1,5 +1,5 @@
 // _troupe's model files: load_model_file reads a file that --save-model wrote (Note [Model
-// files] in tensor/model_file.hpp) with every check of the C++ reader, and hands Python
+// files] in train/model_file.hpp) with every check of the C++ reader, and hands Python
 // the spec, the input shape, the class count, the blocks, what made it (JSON) and the
 // parameters as a float32 NumPy array. A file that fails a check raises troupe.Error
 // ("malformed") naming the file and the fault. troupe/models.py is the Python face.
@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "client/kvstore.hpp"
-#include "tensor/model_file.hpp"
+#include "train/model_file.hpp"
 
 namespace py = pybind11;
 

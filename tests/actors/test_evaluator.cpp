@@ -5,7 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/evaluator.hpp"
-#include "tensor/evaluate.hpp"
+#include "train/evaluate.hpp"
 #include "tests/support/caf_fixture.hpp"
 
 using namespace troupe;

@@ -10,7 +10,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/pipeline_stage.hpp"
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/temp_dir.hpp"
 

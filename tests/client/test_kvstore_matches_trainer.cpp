@@ -12,8 +12,8 @@
 
 #include "client/kvstore.hpp"
 #include "core/job.hpp"
-#include "tensor/sampler.hpp"
-#include "tensor/stage_replica.hpp"
+#include "train/sampler.hpp"
+#include "train/stage_replica.hpp"
 #include "tests/support/jobs.hpp"
 
 using namespace troupe;

@@ -5,7 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/job.hpp"
-#include "tensor/text_dataset.hpp"
+#include "train/text_dataset.hpp"
 #include "tests/support/tiny_job.hpp"
 
 using namespace troupe;

@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(the_samples_planned_are_every_worker_s_share_of_every_epoch
   BOOST_TEST(job_ledger(j).result({}, 0, {}).samples_planned == 333 * 3 * 4);
 }
 
-// Note [Accuracy at chance] (tensor/chance_watch.hpp, whose tests cover the wording): the
+// Note [Accuracy at chance] (train/chance_watch.hpp, whose tests cover the wording): the
 // ledger checks only evaluated epochs, passes the warning on, and its result keeps the
 // first epoch at chance.
 BOOST_AUTO_TEST_CASE(an_accuracy_at_chance_with_a_finite_loss_is_reported) {

@@ -11,7 +11,7 @@
 #include <algorithm>
 
 #include "core/job_frames.hpp"
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
 #include "transport/frame_bound.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "core/member_samples.hpp"
-#include "tensor/sampler.hpp"
+#include "train/sampler.hpp"
 
 using namespace troupe;
 

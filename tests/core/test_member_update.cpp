@@ -9,7 +9,7 @@
 #include <map>
 #include <vector>
 
-#include "tensor/trainer.hpp"
+#include "train/trainer.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
 

@@ -10,7 +10,7 @@
 #include <span>
 #include <vector>
 
-#include "tensor/layer.hpp"
+#include "train/layer.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/numeric.hpp"
 

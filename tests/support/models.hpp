@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tensor/model.hpp"
+#include "train/model.hpp"
 
 namespace troupe::test {
 

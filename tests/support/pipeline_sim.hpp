@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "tensor/random.hpp"
-#include "tensor/stage_replica.hpp"
-#include "tensor/trainer.hpp"
+#include "train/stage_replica.hpp"
+#include "train/trainer.hpp"
 #include "tests/support/models.hpp"
 #include "tests/support/numeric.hpp"
 

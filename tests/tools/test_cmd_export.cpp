@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "tensor/model_file.hpp"
+#include "train/model_file.hpp"
 #include "tests/support/numeric.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"

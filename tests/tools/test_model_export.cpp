@@ -7,7 +7,7 @@
 
 #include <cstring>
 
-#include "tensor/model_file.hpp"
+#include "train/model_file.hpp"
 #include "tests/support/models.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tools/model_export.hpp"

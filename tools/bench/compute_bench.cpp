@@ -13,10 +13,10 @@
 
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
-#include "tensor/dataset.hpp"
+#include "train/dataset.hpp"
 #include "tensor/gemm.hpp"
-#include "tensor/sampler.hpp"
-#include "tensor/trainer.hpp"
+#include "train/sampler.hpp"
+#include "train/trainer.hpp"
 
 namespace {
 
