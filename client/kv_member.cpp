@@ -30,12 +30,12 @@ void lose(member_pointer self, fault f) {
 namespace {
 
 // Asks shard s with `msg`, whose answer (an R, its values at V) comes on the bulk lane
-// under `ticket` (0: in the message), and calls done once with the complete answer.
+// under `ticket` (0: in the message; route_on_lane named it in msg.lane_reply), and calls
+// done once with the complete answer.
 template <class R, tensor R::*V, class Atom, class Msg>
 void ask_answered_on_lane(member_pointer self, std::uint32_t s, std::uint64_t ticket, std::chrono::milliseconds timeout,
                           std::function<void(or_fault<R>)> done, Atom atom, Msg msg) {
   if (ticket == 0) return ask_to<R>(self, s, self->state.shards.at(s), timeout, std::move(done), atom, std::move(msg));
-  msg.lane_reply = ticket;
   auto complete = [self, s, ticket, done = std::move(done)](or_fault<R> r) {
     auto* reply = std::get_if<R>(&r);
     if (!reply) {  // no payload comes; one still on its way after a timeout is dropped

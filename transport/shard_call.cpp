@@ -29,10 +29,9 @@ shared_tensor shard_call::offer_reply(std::int64_t numel, std::string* problem) 
 }
 
 expected<shm::channel_pool::reply> shard_call::take_reply(const shared_tensor& where) {
-  const std::string who = "shard " + std::to_string(shard_);
-  if (!reply_channel_) return failure{who + " answered in shared memory that this member did not offer"};
+  if (!reply_channel_) return failure{shard_links::not_offered(shard_)};
   auto got = links_->take_reply(shard_, *reply_channel_, where);
-  if (!got) return failure{who + "'s answer in shared memory: " + got.error().message};
+  if (!got) return failure{"shard " + std::to_string(shard_) + "'s answer in shared memory: " + got.error().message};
   return got;
 }
 

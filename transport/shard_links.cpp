@@ -70,6 +70,12 @@ bool shard_links::push_settled(std::uint32_t s, std::size_t channel, bool timed_
   return timed_out;
 }
 
+std::string shard_links::not_offered(std::uint32_t s) {
+  return "shard " + std::to_string(s) +
+         " answered in shared memory that this member did not offer; the answer is refused. Every node of a job "
+         "must run the same troupe build: check `troupe --version` on the shard's host";
+}
+
 std::optional<shard_links::slot_call> shard_links::route_pull(std::uint32_t s, std::int64_t numel,
                                                               std::string* problem) {
   if (!pool_ || reach_of(s) != reach::other_process) return std::nullopt;
@@ -80,8 +86,7 @@ std::optional<shard_links::slot_call> shard_links::route_pull(std::uint32_t s, s
 
 expected<shm::channel_pool::reply> shard_links::take_reply(std::uint32_t s, std::size_t channel,
                                                            const shared_tensor& where) {
-  if (!pool_)
-    return failure{"shard " + std::to_string(s) + " answered in shared memory that this member did not offer"};
+  if (!pool_) return failure{not_offered(s)};
   return pool_->take_reply(s, channel, where);
 }
 

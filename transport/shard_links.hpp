@@ -84,6 +84,9 @@ class shard_links {
   std::optional<slot_call> route_pull(std::uint32_t s, std::int64_t numel, std::string* problem = nullptr);
   // What the shard wrote where `where` says, borrowed from the slot until reply_settled.
   expected<shm::channel_pool::reply> take_reply(std::uint32_t s, std::size_t channel, const shared_tensor& where);
+  // Why an answer from shard s in shared memory this member did not offer is refused, and
+  // what to do.
+  static std::string not_offered(std::uint32_t s);
   shm::channel_pool::settled reply_settled(std::uint32_t s, std::size_t channel, bool inline_answer, bool timed_out);
 
   // The bell block of a confirmed, open channel (Note [Doorbells]); its name for the log.

@@ -74,6 +74,7 @@ BOOST_AUTO_TEST_CASE(an_answer_in_shared_memory_not_offered_is_refused_naming_th
     const std::string why = got.error().message;
     BOOST_TEST(why.find("shard " + std::to_string(other.shard())) == 0, why);
     BOOST_TEST(why.find("did not offer") != std::string::npos, why);
+    BOOST_TEST(why.find("troupe --version") != std::string::npos, why);  // and what to do
     BOOST_TEST((other.settle_reply(false, false) == settled::nothing));
   }
   auto got = offered.take_reply(at);  // the call that offered it still takes it
