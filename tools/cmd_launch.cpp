@@ -17,7 +17,7 @@
 
 #include "core/job_checkpoint.hpp"
 #include "monitoring/trace.hpp"
-#include "net/launch_plan.hpp"
+#include "tools/launch_plan.hpp"
 #include "tools/config_file.hpp"
 #include "tools/job_cli.hpp"
 #include "tools/job_dirs.hpp"

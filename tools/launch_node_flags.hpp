@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "net/launch_plan.hpp"
+#include "tools/launch_plan.hpp"
 #include "tools/port_reservation.hpp"
 
 namespace troupe::cli {

@@ -1,5 +1,5 @@
 // launch_plan: host files, node command lines, the job directory.
-#include "net/launch_plan.hpp"
+#include "tools/launch_plan.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

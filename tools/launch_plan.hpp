@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "base/expected.hpp"
-#include "net/process_group.hpp"
+#include "tools/process_group.hpp"
 
 namespace troupe {
 

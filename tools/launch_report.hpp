@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "net/launch_plan.hpp"
-#include "net/process_group.hpp"
+#include "tools/launch_plan.hpp"
+#include "tools/process_group.hpp"
 #include "tools/cli_common.hpp"
 
 namespace troupe::cli {

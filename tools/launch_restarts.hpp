@@ -11,7 +11,7 @@
 
 #include "base/expected.hpp"
 #include "core/job.hpp"
-#include "net/process_group.hpp"
+#include "tools/process_group.hpp"
 
 namespace troupe::cli {
 

@@ -1,5 +1,5 @@
 // process_group: fork and exec, a poll loop over every child's pipes, and signal handling.
-#include "net/process_group.hpp"
+#include "tools/process_group.hpp"
 
 #include <fcntl.h>
 #include <poll.h>

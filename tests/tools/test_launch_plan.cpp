@@ -1,4 +1,4 @@
-// Tests for net/launch_plan.cpp: host files, the local and ssh plans (roles, ports,
+// Tests for tools/launch_plan.cpp: host files, the local and ssh plans (roles, ports,
 // TLS flags, job.toml, the copy steps), a launched script's environment, and shell quoting
 // for --dry-run.
 #define BOOST_TEST_MODULE launch_plan
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <map>
 
-#include "net/launch_plan.hpp"
+#include "tools/launch_plan.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace troupe;

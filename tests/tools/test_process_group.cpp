@@ -1,4 +1,4 @@
-// Tests for net/process_group.cpp: output streamed per child, the leader's stdout
+// Tests for tools/process_group.cpp: output streamed per child, the leader's stdout
 // collected, exit codes and signals reported, a program that cannot start reported,
 // children outliving the leader stopped, a lost child started again, children dying with a
 // killed launcher, and a held stdin that ends with the launcher.
@@ -14,7 +14,7 @@
 #include <fstream>
 #include <thread>
 
-#include "net/process_group.hpp"
+#include "tools/process_group.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
