@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "core/key_table.hpp"
-#include "train/model.hpp"
 #include "tensor/tensor.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

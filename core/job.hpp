@@ -15,8 +15,8 @@
 #include "core/pipeline_schedule.hpp"
 #include "core/ring_collective.hpp"
 #include "core/update_rules.hpp"
-#include "train/dataset.hpp"
 #include "tensor/grad_codec.hpp"
+#include "train/dataset.hpp"
 #include "train/trainer.hpp"
 
 namespace troupe {

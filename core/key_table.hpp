@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "train/model.hpp"
 #include "tensor/tensor.hpp"
+#include "train/model.hpp"
 
 namespace troupe {
 

@@ -11,10 +11,10 @@
 #include "core/job.hpp"
 #include "core/ring_link.hpp"
 #include "monitoring/observability.hpp"
-#include "train/dataset.hpp"
 #include "tensor/dtype.hpp"
 #include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
+#include "train/dataset.hpp"
 #include "transport/shard_links.hpp"
 
 namespace troupe {

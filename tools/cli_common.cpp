@@ -6,8 +6,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "train/augment.hpp"
 #include "tensor/gemm_bf16.hpp"
+#include "train/augment.hpp"
 #include "train/model_spec.hpp"
 
 namespace troupe::cli {

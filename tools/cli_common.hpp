@@ -12,8 +12,8 @@
 
 #include "base/expected.hpp"
 #include "tensor/backend.hpp"
-#include "train/dataset.hpp"
 #include "tensor/gemm.hpp"
+#include "train/dataset.hpp"
 #include "train/text_dataset.hpp"
 #include "train/trainer.hpp"
 

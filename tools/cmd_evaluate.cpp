@@ -8,9 +8,9 @@
 #include <iostream>
 #include <memory>
 
+#include "tools/text_report.hpp"
 #include "train/evaluate.hpp"
 #include "train/model_file.hpp"
-#include "tools/text_report.hpp"
 
 namespace troupe::cli {
 

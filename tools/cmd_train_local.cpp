@@ -6,14 +6,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tensor/backend.hpp"
-#include "train/chance_watch.hpp"
 #include "tensor/compute.hpp"
 #include "tensor/gemm.hpp"
-#include "train/trainer.hpp"
 #include "tools/config_file.hpp"
 #include "tools/model_export.hpp"
 #include "tools/progress.hpp"
 #include "tools/text_report.hpp"
+#include "train/chance_watch.hpp"
+#include "train/trainer.hpp"
 
 namespace troupe::cli {
 

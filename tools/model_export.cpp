@@ -4,8 +4,8 @@
 #include <iostream>
 
 #include "base/durable_file.hpp"
-#include "train/model_file.hpp"
 #include "tools/cli_common.hpp"
+#include "train/model_file.hpp"
 
 namespace troupe::cli {
 

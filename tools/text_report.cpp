@@ -4,8 +4,8 @@
 #include <cmath>
 #include <iostream>
 
-#include "train/text_sampler.hpp"
 #include "tools/cli_common.hpp"
+#include "train/text_sampler.hpp"
 
 namespace troupe::cli {
 

@@ -14,8 +14,8 @@
 #include <string_view>
 
 #include "base/expected.hpp"
-#include "train/dataset.hpp"
 #include "tensor/tensor.hpp"
+#include "train/dataset.hpp"
 
 namespace troupe {
 

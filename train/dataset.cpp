@@ -8,8 +8,8 @@
 
 #include "base/enum_names.hpp"
 #include "tensor/elementwise.hpp"
-#include "train/idx.hpp"
 #include "tensor/random.hpp"
+#include "train/idx.hpp"
 #include "train/text_dataset.hpp"
 
 namespace troupe {

@@ -7,8 +7,8 @@
 
 #include "base/expected.hpp"
 #include "tensor/conv.hpp"
-#include "train/layer.hpp"
 #include "tensor/pool.hpp"
+#include "train/layer.hpp"
 
 namespace troupe {
 

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "base/enum_names.hpp"
-#include "train/layers.hpp"
 #include "tensor/random.hpp"
+#include "train/layers.hpp"
 #include "train/residual_layer.hpp"
 #include "train/transformer_layers.hpp"
 

@@ -2,9 +2,9 @@
 // to .npz block by block.
 #include "train/model_file.hpp"
 
-#include "train/model_spec.hpp"
 #include "tensor/npz_file.hpp"
 #include "tensor/tensor_file.hpp"
+#include "train/model_spec.hpp"
 
 namespace troupe {
 

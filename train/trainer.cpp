@@ -4,10 +4,10 @@
 #include <chrono>
 #include <cmath>
 
-#include "train/augment.hpp"
-#include "train/evaluate.hpp"
 #include "tensor/loss.hpp"
 #include "tensor/random.hpp"
+#include "train/augment.hpp"
+#include "train/evaluate.hpp"
 #include "train/sampler.hpp"
 
 namespace troupe {

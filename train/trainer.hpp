@@ -9,9 +9,9 @@
 #include <string>
 
 #include "base/expected.hpp"
+#include "tensor/optimizer.hpp"
 #include "train/dataset.hpp"
 #include "train/model.hpp"
-#include "tensor/optimizer.hpp"
 #include "train/stage_replica.hpp"
 
 namespace troupe {

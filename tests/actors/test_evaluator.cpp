@@ -5,8 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/evaluator.hpp"
-#include "train/evaluate.hpp"
 #include "tests/support/caf_fixture.hpp"
+#include "train/evaluate.hpp"
 
 using namespace troupe;
 

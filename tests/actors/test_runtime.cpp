@@ -10,9 +10,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/pipeline_stage.hpp"
-#include "train/trainer.hpp"
 #include "tests/support/jobs.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "train/trainer.hpp"
 
 using namespace troupe;
 using namespace troupe::test;

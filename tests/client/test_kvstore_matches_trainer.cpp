@@ -12,9 +12,9 @@
 
 #include "client/kvstore.hpp"
 #include "core/job.hpp"
+#include "tests/support/jobs.hpp"
 #include "train/sampler.hpp"
 #include "train/stage_replica.hpp"
-#include "tests/support/jobs.hpp"
 
 using namespace troupe;
 

@@ -5,8 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/job.hpp"
-#include "train/text_dataset.hpp"
 #include "tests/support/tiny_job.hpp"
+#include "train/text_dataset.hpp"
 
 using namespace troupe;
 

@@ -11,9 +11,9 @@
 #include <algorithm>
 
 #include "core/job_frames.hpp"
-#include "train/trainer.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/trainer.hpp"
 #include "transport/frame_bound.hpp"
 
 using namespace troupe;

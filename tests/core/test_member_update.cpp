@@ -9,9 +9,9 @@
 #include <map>
 #include <vector>
 
-#include "train/trainer.hpp"
 #include "tests/support/member_bench.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/trainer.hpp"
 
 using namespace troupe;
 using test::same_bits;

@@ -10,9 +10,9 @@
 #include <span>
 #include <vector>
 
-#include "train/layer.hpp"
 #include "tensor/random.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/layer.hpp"
 
 namespace troupe::test {
 

@@ -12,10 +12,10 @@
 #include <vector>
 
 #include "tensor/random.hpp"
-#include "train/stage_replica.hpp"
-#include "train/trainer.hpp"
 #include "tests/support/models.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/stage_replica.hpp"
+#include "train/trainer.hpp"
 
 namespace troupe::test {
 

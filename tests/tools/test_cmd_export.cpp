@@ -10,10 +10,10 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/model_file.hpp"
 #include "tests/support/numeric.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "train/model_file.hpp"
 
 using namespace troupe;
 using namespace troupe::test;

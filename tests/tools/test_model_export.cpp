@@ -7,10 +7,10 @@
 
 #include <cstring>
 
-#include "train/model_file.hpp"
 #include "tests/support/models.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tools/model_export.hpp"
+#include "train/model_file.hpp"
 
 using namespace troupe;
 using namespace troupe::cli;

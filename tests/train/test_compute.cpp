@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "tensor/compute.hpp"
-#include "train/layer.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/layer.hpp"
 
 using namespace troupe;
 using troupe::test::random_tensor;

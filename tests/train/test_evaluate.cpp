@@ -7,8 +7,8 @@
 
 #include <cmath>
 
-#include "train/evaluate.hpp"
 #include "tensor/loss.hpp"
+#include "train/evaluate.hpp"
 #include "train/text_dataset.hpp"
 
 using namespace troupe;

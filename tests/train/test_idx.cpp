@@ -12,8 +12,8 @@
 #include <fstream>
 #include <vector>
 
-#include "train/idx.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "train/idx.hpp"
 
 using namespace troupe;
 namespace fs = std::filesystem;

@@ -6,8 +6,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tensor/backend.hpp"
-#include "train/layer_profile.hpp"
 #include "tests/support/models.hpp"
+#include "train/layer_profile.hpp"
 
 using namespace troupe;
 using test::build_model;

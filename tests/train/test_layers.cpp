@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "train/layers.hpp"
 #include "tests/support/layer_gradients.hpp"
+#include "train/layers.hpp"
 
 using namespace troupe;
 using test::check_layer;

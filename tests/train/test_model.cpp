@@ -9,9 +9,9 @@
 #include <cstring>
 
 #include "tensor/loss.hpp"
-#include "train/model.hpp"
 #include "tests/support/layer_gradients.hpp"
 #include "tests/support/numeric.hpp"
+#include "train/model.hpp"
 
 using namespace troupe;
 using test::same_bits;

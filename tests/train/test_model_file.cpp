@@ -11,10 +11,10 @@
 #include <fstream>
 #include <iterator>
 
-#include "train/model_file.hpp"
 #include "tensor/tensor_file.hpp"
 #include "tests/support/models.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "train/model_file.hpp"
 
 using namespace troupe;
 

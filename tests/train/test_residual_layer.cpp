@@ -3,9 +3,9 @@
 #define BOOST_TEST_MODULE residual_layer
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/layer_gradients.hpp"
 #include "train/layers.hpp"
 #include "train/residual_layer.hpp"
-#include "tests/support/layer_gradients.hpp"
 
 using namespace troupe;
 using test::check_layer;

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "train/text_dataset.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "train/text_dataset.hpp"
 
 using namespace troupe;
 

@@ -4,8 +4,8 @@
 #define BOOST_TEST_MODULE transformer_layers
 #include <boost/test/unit_test.hpp>
 
-#include "train/transformer_layers.hpp"
 #include "tests/support/layer_gradients.hpp"
+#include "train/transformer_layers.hpp"
 
 using namespace troupe;
 

@@ -13,8 +13,8 @@
 
 #include "tensor/backend.hpp"
 #include "tensor/compute.hpp"
-#include "train/dataset.hpp"
 #include "tensor/gemm.hpp"
+#include "train/dataset.hpp"
 #include "train/sampler.hpp"
 #include "train/trainer.hpp"
 
