@@ -30,7 +30,7 @@ def launch(tmp_path, script, *flags, workers=3, timeout=240):
 
 
 HOROVOD_AND_TORCH = """
-        import hashlib, numpy as np, torch, troupe, troupe.horovod as hvd, troupe.torch as tt
+        import hashlib, os, sys, numpy as np, torch, troupe, troupe.horovod as hvd, troupe.torch as tt
         hvd.init()
         kv = hvd._kv_store()
         torch.manual_seed(hvd.rank())                  # different on purpose
@@ -56,8 +56,11 @@ HOROVOD_AND_TORCH = """
         except troupe.Error as e:
             refused = e.code if '--mode allreduce' in str(e) else str(e)
         bits = b''.join(p.detach().numpy().tobytes() for m in (a, b) for p in m.parameters())
-        print('RESULT', hvd.rank(), kv.mode, tuple(ranks.shape), float(ranks.sum()), float(total), refused,
-              hashlib.sha256(bits).hexdigest(), flush=True)
+        # One write, so that the library's log lines on the same pipe cannot split it.
+        fields = ('RESULT', hvd.rank(), kv.mode, tuple(ranks.shape), float(ranks.sum()), float(total), refused,
+                  hashlib.sha256(bits).hexdigest())
+        sys.stdout.flush()
+        os.write(1, (' '.join(map(str, fields)) + '\\n').encode())
         hvd.shutdown()
     """
 
