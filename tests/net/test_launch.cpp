@@ -63,11 +63,13 @@ BOOST_AUTO_TEST_CASE(every_mode_learns_with_separate_processes) {
       // Each worker takes its shards' answers as they come, on its own thread; its waiter,
       // which watches the same counts, wakes it only when it does not wait (Note [Waiting
       // for the answers] in actors/stage_bells.cpp). A worker that took them while its
-      // waiter thought it idle found nothing at about every other nudge.
+      // waiter thought it idle found nothing at about every other nudge (44% of its
+      // answers). Kept, it is 1-2% on a quiet machine and up to 17% seen beside other
+      // tests on 2 cores, so the bound is 1 in 4: loose for load, tight for the defect.
       for (const char* k : {"0", "1"}) {
         const auto [answers, empty_nudges] = doorbell_counts(r.err, k);
         BOOST_TEST(answers > 0, k);
-        BOOST_TEST(empty_nudges * 10 <= answers, k << ": " << empty_nudges << " empty nudges, " << answers << " answers");
+        BOOST_TEST(empty_nudges * 4 <= answers, k << ": " << empty_nudges << " empty nudges, " << answers << " answers");
       }
     }
   }
