@@ -105,7 +105,8 @@ std::optional<fault> member_core::build(const member_assignment& a) {
     for (std::int64_t i = 0; i < net_->num_params(); ++i) g[i] = 1e-4f * r.normal();
     return std::nullopt;
   }
-  if (auto f = take_data()) return f;
+  if (first_stage() || last_stage())
+    if (auto f = data_.take(job, setup_.data, who())) return f;
   // Granted rows add up to max_extra_rows to a step (Note [Dealing a lost worker's samples]).
   const std::int64_t rows = job.train.batch_size + deal_shape_of(job).max_extra_rows;
   const std::int64_t max_rows = (rows + job.microbatches - 1) / job.microbatches;
@@ -131,60 +132,18 @@ void member_core::lay_out_shards(const key_table& table, const stage_span& span)
   pulls_ = pull_round(slices_, job.pull_precision.kind == codec_kind::two_bit);
 }
 
-// The first and last stages read the data (inputs, labels): it must be the job's, and fit
-// the job's augmentation.
-std::optional<fault> member_core::take_data() {
-  const job_spec& job = place_.job;
-  if (!first_stage() && !last_stage()) return std::nullopt;
-  auto data = setup_.data(job);
-  if (!data) return fault{errc::bad_job, data.error().message};
-  data_ = std::move(*data);
-  if (data_->train.size() != job.train_size)
-    return fault{errc::bad_job, who() + "'s training set has " + std::to_string(data_->train.size()) +
-                                    " samples but the job has " + std::to_string(job.train_size)};
-  auto aug = parse_augmentation(job.train.augment);
-  if (!aug) return fault{errc::bad_job, aug.error().message};
-  if (auto bad = augmentation_unfit(*aug, data_->train)) return fault{errc::bad_job, bad->message};
-  augment_ = *aug;
-  return std::nullopt;
-}
-
 // The stage's compute: its device (or the CPU backend, for a local group's collectives),
 // the replica with its buffers, the local optimizer's initial parameters, the data buffers.
 std::optional<fault> member_core::open_device(std::int64_t max_rows, int slots) {
-  compute_options& c = setup_.compute;
-  if (c.products != precision::fp32 && c.where.kind != device_kind::cpu)
-    return fault{errc::bad_job, who() + ": --precision " + std::string(name_of(c.products)) +
-                                    " computes on the CPU only, and this member computes on " + to_string(c.where) +
-                                    "; drop --precision there, or use --tf32 for faster products on CUDA"};
-  if (c.where.kind != device_kind::cpu) {
-    if (c.spread_over_devices) {
-      int count = 0;
-      auto table = backend_table(c.where.kind);
-      if (table && (*table)->device_count(&count) == 0 && count > 0)
-        c.where.index = static_cast<int>(place_.rank % static_cast<std::uint32_t>(count));
-    }
-    auto b = backend_context::open(c.where);
-    if (!b) return fault{errc::bad_job, who() + ": " + b.error().message};
-    backend_ = std::make_unique<backend_context>(std::move(b).value());
-    exec_ = compute(*backend_);
-    meters_.on_device(setup_.obs, place_.rank, to_string(c.where));
-  } else if (grouped()) {  // the CPU backend, for its collectives; the math is the host's
-    backend_ = std::make_unique<backend_context>(backend_context::open(cpu_device).value());
-    exec_ = compute(*backend_);
-  }
-  exec_.set_precision(c.products);
+  if (auto f = device_.open(setup_.compute, place_.rank, grouped(), who())) return f;
+  if (auto d = device_.off_host()) meters_.on_device(setup_.obs, place_.rank, to_string(*d));
   return catch_compute(who() + ": allocating its stage", [&] {
-    if (c.tf32 && c.where.kind != device_kind::cpu) backend_->call("set_tf32", &troupe_backend_v1::set_tf32, 1);
-    rep_ = std::make_unique<stage_replica>(*net_, first_stage(), last_stage(), max_rows, slots, exec_);
+    rep_ = std::make_unique<stage_replica>(*net_, first_stage(), last_stage(), max_rows, slots, device_.exec());
     if (local_opt_) {
       net_->init_params(rep_->params(), place_.job.train.seed, place_.job.train.init);
       rep_->commit_params();
     }
-    if (data_) {
-      xb_ = tensor(data_->train.sample_shape().prepend(max_rows));
-      yb_ = tensor(data_->train.labels.sizes().drop_front().prepend(max_rows), dtype::i32);
-    }
+    if (data_.taken()) data_.allocate(max_rows);
   });
 }
 
@@ -197,7 +156,7 @@ member_actions_list member_core::on_wired() {
 
 // Starts (or, for a member that replaces a dead one, resumes) the loop at its clock.
 void member_core::start_training(member_actions_list& out) {
-  if (grouped() && !comm_) {
+  if (grouped() && !device_.in_group()) {
     phase_ = member_phase::grouping;
     open_group(out);  // comes back here once the group's communicator is open
     return;
@@ -219,7 +178,7 @@ void member_core::start_training(member_actions_list& out) {
 void member_core::open_group(member_actions_list& out) {
   if (group_leader() && !group_id_) {
     try {
-      group_id_ = group_comm::new_id(*backend_);
+      group_id_ = device_.new_group_id();
     } catch (const std::exception& e) {
       stop({errc::stage_lost, who() + ": cannot make its local group's id: " + e.what()}, out);
       return;
@@ -234,8 +193,8 @@ void member_core::open_group(member_actions_list& out) {
   }
   const auto index = std::find(place_.group.begin(), place_.group.end(), place_.rank) - place_.group.begin();
   try {
-    comm_ = std::make_unique<group_comm>(*backend_, *group_id_, static_cast<int>(place_.group.size()),
-                                         static_cast<int>(index), std::chrono::milliseconds(place_.job.request_timeout_ms));
+    device_.join_group(*group_id_, static_cast<int>(place_.group.size()), static_cast<int>(index),
+                       std::chrono::milliseconds(place_.job.request_timeout_ms));
   } catch (const std::exception& e) {
     stop({errc::stage_lost, who() + ": its local group did not form: " + e.what()}, out);
     return;

@@ -35,29 +35,27 @@
 #include "core/checkpoint_steps.hpp"
 #include "core/epoch_clock.hpp"
 #include "core/gradient_buckets.hpp"
-#include "core/member_setup.hpp"
 #include "core/kv_messages.hpp"
+#include "core/member_data.hpp"
+#include "core/member_device.hpp"
+#include "core/member_meters.hpp"
+#include "core/member_samples.hpp"
+#include "core/member_setup.hpp"
+#include "core/member_slices.hpp"
 #include "core/messages.hpp"
 #include "core/pipeline_schedule.hpp"
 #include "core/pull_round.hpp"
-#include "core/ring_step.hpp"
-#include "core/step_plan.hpp"
 #include "core/push_ledger.hpp"
 #include "core/ring_collective.hpp"
 #include "core/ring_seats.hpp"
-#include "core/member_meters.hpp"
-#include "core/member_samples.hpp"
-#include "core/member_slices.hpp"
+#include "core/ring_step.hpp"
 #include "core/sample_deal.hpp"
 #include "core/shard_checkpoint.hpp"
 #include "core/stage_inbox.hpp"
-#include "train/augment.hpp"
+#include "core/step_plan.hpp"
 #include "monitoring/observability.hpp"
-#include "tensor/backend.hpp"
-#include "tensor/compute.hpp"
-#include "train/dataset.hpp"
-#include "tensor/group_comm.hpp"
 #include "tensor/optimizer.hpp"
+#include "train/dataset.hpp"
 #include "train/stage_replica.hpp"
 
 namespace troupe {
@@ -204,8 +202,7 @@ class member_core {
   // member_core.cpp: building the stage, starting, the local group.
   std::optional<fault> build(const member_assignment& a);
   void lay_out_shards(const key_table& table, const stage_span& span);
-  std::optional<fault> take_data();
-  std::optional<fault> open_device(std::int64_t max_rows, int slots);
+  std::optional<fault> open_device(std::int64_t max_rows, int slots);  // and allocates the replica
   void start_training(member_actions_list& out);
   void open_group(member_actions_list& out);
   void stop(fault why, member_actions_list& out);
@@ -273,7 +270,6 @@ class member_core {
   bool skip_to_open_round(member_actions_list& out);
   void simulate(bool forward) const;
   void slow_down(steady::duration took) const;
-  void gather_microbatch(std::int64_t begin, std::int64_t rows);
   void trace_span(const char* name, wall::time_point begin, wall::time_point end, std::int32_t microbatch = -1);
   template <class Message>
   void on_stage_tensor(Message& m, bool forward, bool from_neighbour, const std::string& sender,
@@ -283,19 +279,16 @@ class member_core {
   member_phase phase_ = member_phase::joining;
   member_assignment place_;
   std::uint32_t replica_ = 0, stage_ = 0;
-  std::shared_ptr<const dataset_split> data_;  // the first and the last stage
-  augmentation augment_;                        // of the first stage's images (--augment)
+  member_data data_;                            // what the first and the last stage read
   member_slices slices_;                        // its slices of the shards, and its buckets' pieces
   // The step's pulls (the step's first forward runs on the layers whose parameters are
   // here and goes on as the rest arrive), and what its pushes owe it.
   pull_round pulls_;
   push_ledger pushes_;
   std::optional<model> net_;                    // this stage's layers
-  std::unique_ptr<backend_context> backend_;    // off the host, or for a local group
-  compute exec_;                                // the host, or backend_
-  std::unique_ptr<group_comm> comm_;            // --local-reduce (Note [Local groups])
+  member_device device_;                        // where it computes, and its local group
   std::optional<std::vector<std::uint8_t>> group_id_;  // the leader's, once made or relayed
-  std::unique_ptr<stage_replica> rep_;          // real compute (declared after exec_: destroyed first)
+  std::unique_ptr<stage_replica> rep_;          // real compute (declared after device_: destroyed first)
   std::optional<optimizer_state> local_opt_;    // --servers 0
   std::int64_t param_offset_ = 0;               // this stage's first float in the model's flat vector
   checkpoint_identity checkpoint_id_;           // what this job's checkpoint files carry
@@ -308,7 +301,6 @@ class member_core {
   // collective with the next one's early pieces.
   std::optional<ring_seat> seat_;
   ring_step ring_;
-  tensor xb_, yb_;                              // one microbatch of data
   member_samples samples_;                      // the rows each step trains
   lr_schedule schedule_;
   epoch_clock time_;                            // its clock, epoch and the epoch's tally

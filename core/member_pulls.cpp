@@ -95,7 +95,7 @@ void member_core::took_params(std::uint32_t s, std::optional<std::size_t> bucket
     if (!guarded("uploading its parameters", out, [&] { rep_->commit_params(b.lo, b.hi - b.lo); })) return;
   }
   if (!pulls_.open()) {
-    if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, true); })) return;
+    if (grouped() && !in_group("parameter broadcast", out, [&] { rep_->share_params(device_.group(), true); })) return;
     trace_span("pull", step_.begin, wall::now());
     meters_.pull_took(seconds_between(step_.begin, wall::now()));
   }

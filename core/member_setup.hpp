@@ -9,30 +9,15 @@
 
 #include "base/expected.hpp"
 #include "core/job.hpp"
+#include "core/member_data.hpp"
+#include "core/member_device.hpp"
 #include "core/ring_link.hpp"
 #include "monitoring/observability.hpp"
-#include "tensor/dtype.hpp"
-#include "tensor/gemm.hpp"
 #include "tensor/tensor.hpp"
 #include "train/dataset.hpp"
 #include "transport/shard_links.hpp"
 
 namespace troupe {
-
-// Where and how a member computes.
-struct compute_options {
-  // Each member opens its own context on this device (a context is one stream and is not
-  // shared between threads); a device that cannot be opened fails the member with the
-  // backend's reason.
-  device where = cpu_device;
-  // `--device cuda` without an index in one process: member r takes cuda:(r mod the
-  // number of devices), so the workers of a job spread over the machine's GPUs.
-  bool spread_over_devices = false;
-  bool tf32 = false;  // TF32 tensor-core math on CUDA
-  // The products of weights and activations (`--precision`); bf16 needs the CPU, and a
-  // member on a device asked for it fails with bad_job.
-  precision products = precision::fp32;
-};
 
 // What a member needs besides its welcome.
 struct member_setup {
@@ -40,7 +25,7 @@ struct member_setup {
   // on a worker node: loaded from the job's dataset and data_dir). Its training set must
   // have the job's train_size samples. Only stages that read data call it (the first and
   // the last).
-  std::function<expected<std::shared_ptr<const dataset_split>>(const job_spec&)> data;
+  dataset_producer data;
   compute_options compute;
   observability obs;
   // Its links to the job's shards (transport/shard_links.hpp), which its shell wires once

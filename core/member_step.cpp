@@ -8,7 +8,6 @@
 #include "core/job.hpp"
 #include "core/member_core.hpp"
 #include "tensor/random.hpp"
-#include "train/sampler.hpp"
 
 namespace troupe {
 
@@ -20,7 +19,7 @@ void member_core::trace_span(const char* name, wall::time_point begin, wall::tim
 }
 
 void member_core::begin_epoch() {
-  samples_.begin_epoch(data_ ? data_->train.size() : 0, time_.epoch(), time_.clock());
+  samples_.begin_epoch(data_.train_size(), time_.epoch(), time_.clock());
 }
 
 // Sleeps for this stage's share of the simulated compute of the action (forward one
@@ -40,18 +39,6 @@ void member_core::slow_down(steady::duration took) const {
   const job_spec& job = place_.job;
   if (static_cast<std::int32_t>(place_.rank) != job.slow_worker || job.slow_factor <= 1.0) return;
   std::this_thread::sleep_for(took * (job.slow_factor - 1.0));
-}
-
-// Gathers rows [begin, begin + rows) of the step's minibatch into xb_/yb_.
-void member_core::gather_microbatch(std::int64_t begin, std::int64_t rows) {
-  const auto idx = samples_.indices(begin, rows);
-  gather_batch(xb_.view().slice(0, rows), yb_.view().slice(0, rows), data_->train, idx);
-  if (first_stage())
-    augment_images(xb_.view().slice(0, rows), augment_, idx, place_.job.train.seed, time_.epoch(),
-                   -data_->pixel_mean / data_->pixel_std);
-  // Every stage shifts, so the last stage's labels follow the first stage's tokens.
-  shift_windows(xb_.view().slice(0, rows), yb_.view().slice(0, rows), augment_, idx, data_->train,
-                place_.job.train.seed, time_.epoch());
 }
 
 member_actions_list member_core::on_rows_granted(rows_grant g) {
@@ -83,7 +70,7 @@ member_actions_list member_core::on_next_step() {
   if (phase_ != member_phase::training || step_.running) return out;
   // A local group's members take their leader's pull (in --mode allreduce each updates its own).
   if (grouped() && place_.job.mode != sync_mode::allreduce &&
-      !in_group("parameter broadcast", out, [&] { rep_->share_params(*comm_, false); }))
+      !in_group("parameter broadcast", out, [&] { rep_->share_params(device_.group(), false); }))
     return out;
   begin_step(out);
   return out;
@@ -156,9 +143,10 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
     if (!last_stage()) out_msg = tensor(net_->output_shape().prepend(rows));
   } else if (!guarded("forward of microbatch " + std::to_string(mb), out, [&] {
                if (!step_.forward_open) {
-                 if (first_stage() || last_stage()) gather_microbatch(begin, rows);
+                 if (data_.taken())
+                   data_.gather(samples_.indices(begin, rows), first_stage(), place_.job.train.seed, time_.epoch());
                  const_tensor_view input =
-                     first_stage() ? const_tensor_view(xb_.view().slice(0, rows)) : received.view();
+                     first_stage() ? const_tensor_view(data_.inputs(rows)) : received.view();
                  // Note [Dropout seeds]: this step's microbatch of this replica.
                  const std::uint64_t seed =
                      derive_seed(place_.job.train.seed,
@@ -173,7 +161,7 @@ member_core::action_result member_core::try_forward(int mb, member_actions_list&
                step_.forward_open = false;
                const int slot = step_.slot_of[mb];
                if (last_stage())
-                 step_.loss += rep_->loss(slot, yb_.view().slice(0, rows), 1.0f / static_cast<float>(samples_.scale_rows())) *
+                 step_.loss += rep_->loss(slot, data_.labels(rows), 1.0f / static_cast<float>(samples_.scale_rows())) *
                                static_cast<double>(rows) / static_cast<double>(step_.batch);
                else
                  out_msg = rep_->output_on_host(slot);

@@ -81,13 +81,13 @@ bool member_core::loss_is_finite(member_actions_list& out) {
 void member_core::end_step(member_actions_list& out) {
   step_.running = false;
   if (meters_.watches_device() &&
-      !guarded("reading its device memory", out, [&] { meters_.device_memory(backend_->memory()); }))
+      !guarded("reading its device memory", out, [&] { meters_.device_memory(device_.memory()); }))
     return;
   step_.window_end = wall::now();
   if (!loss_is_finite(out)) return;
   if (grouped()) {
     const auto r0 = wall::now();
-    if (!in_group("gradient all-reduce", out, [&] { rep_->all_reduce_grads(*comm_); })) return;
+    if (!in_group("gradient all-reduce", out, [&] { rep_->all_reduce_grads(device_.group()); })) return;
     trace_span("all-reduce", r0, wall::now());
   }
   if (ringed()) {
@@ -110,7 +110,7 @@ bool member_core::take_leaders_sum(member_actions_list& out) {
   const bool rang = place_.ring.size() >= 2;  // else the group's sum is every replica's
   const auto s0 = wall::now();
   if (!in_group("gradient broadcast", out, [&] {
-        if (rang) rep_->share_grads(*comm_, group_leader());
+        if (rang) rep_->share_grads(device_.group(), group_leader());
         else rep_->fetch_grads();
       }))
     return false;
