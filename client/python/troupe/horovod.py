@@ -40,6 +40,7 @@ round differently.
 """
 from . import _troupe
 from . import kv as _kv
+from ._accumulation import BackwardPasses as _BackwardPasses
 from ._ordered_calls import OrderedCalls as _OrderedCalls
 from .errors import Error
 
@@ -197,19 +198,25 @@ def broadcast_optimizer_state(optimizer, root_rank):
 class DistributedOptimizer:
     """Wraps a torch optimizer: backward starts the allreduce of each group of gradients
     (averaged by default, op= as allreduce's) once the group is complete, and step() waits
-    for them, puts the reduced gradients in .grad and steps the wrapped optimizer. Other
-    attributes are the wrapped optimizer's. Every worker's backward must produce the same
+    for them, puts the reduced gradients in .grad and steps the wrapped optimizer. With
+    backward_passes_per_step=N each gradient goes after its N-th backward pass, the sum
+    autograd accumulated (troupe._accumulation: no division by N; step() after fewer
+    passes, or zero_grad() between them, raises). Other attributes are the wrapped
+    optimizer's. Every worker's backward must produce the same
     gradients in the same order (Horovod's rule); a parameter that got no gradient counts
     as zeros, so every worker makes the same calls."""
 
-    def __init__(self, optimizer, named_parameters=None, op=None, fusion_bytes=64 << 20, num_groups=0):
+    def __init__(self, optimizer, named_parameters=None, op=None, fusion_bytes=64 << 20, num_groups=0,
+                 backward_passes_per_step=1):
         self._opt = optimizer
         self._op = op if op is not None else Average
+        self._passes = _BackwardPasses(backward_passes_per_step)
         if named_parameters is not None:
-            params = [p for _, p in named_parameters]
+            named = [(n, p) for n, p in named_parameters]
         else:
-            params = [p for g in optimizer.param_groups for p in g["params"]]
-        params = [p for p in params if p.requires_grad]
+            named = [(f"parameter {i}", p) for i, p in enumerate(p for g in optimizer.param_groups for p in g["params"])]
+        named = [(n, p) for n, p in named if p.requires_grad]
+        params = [p for _, p in named]
         for p in params:
             if p.dtype != _torch().float32:
                 raise Error("bad_dtype", f"a {p.dtype} parameter; Troupe reduces float32")
@@ -228,15 +235,14 @@ class DistributedOptimizer:
         self._ready = [0] * len(self._groups)  # per group: gradients there since the last step
         self._sent = []  # (group, handle) of the calls backward started, in their order
         self._hooks = []
-        for p in params:
+        for name, p in named:
             acc = p.expand_as(p).grad_fn.next_functions[0][0]  # the parameter's gradient accumulator
-            self._hooks.append((acc, acc.register_hook(self._make_hook(group_of[id(p)]))))
+            self._hooks.append((acc, acc.register_hook(self._make_hook(group_of[id(p)], id(p), name))))
 
-    def _make_hook(self, g):
+    def _make_hook(self, g, key, name):
         def hook(*_):
-            if self._ready[g] == len(self._groups[g]):
-                raise Error("duplicate", "a gradient arrived twice for one group before step(); call step() after "
-                                         "every backward")
+            if not self._passes.arrived(key, name):  # more passes to sum before it goes
+                return
             self._ready[g] += 1
             # The last group waits for step(), which runs it on this thread when the others
             # are done (no handoff); the others start now, overlapping the rest of backward.
@@ -255,7 +261,9 @@ class DistributedOptimizer:
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step(closure) is not supported; call backward() first")
+        self._passes.check_step()
         # A step that raises (a timeout, a lost worker) leaves nothing behind.
+        self._passes.reset()
         calls, self._sent = self._sent, []
         self._ready = [0] * len(self._groups)
         sent = {g for g, _ in calls}
@@ -275,6 +283,7 @@ class DistributedOptimizer:
         return self._opt.step()
 
     def zero_grad(self, *args, **kwargs):
+        self._passes.check_zero_grad()
         return self._opt.zero_grad(*args, **kwargs)
 
     def __getattr__(self, name):

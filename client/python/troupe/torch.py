@@ -40,11 +40,18 @@ servers; the workers reduce round a ring of their own) that is what DistributedO
 does: step() averages the gradients with allreduce_gradients and steps the wrapped
 optimizer on every worker, and broadcast_parameters broadcasts rank 0's values. For
 allreduces that overlap backward, use troupe.horovod's DistributedOptimizer.
+
+backward_passes_per_step=N accumulates as Horovod does: a gradient is pushed (or, in
+--mode allreduce, averaged) after its N-th backward pass, the sum autograd accumulated,
+with no division by N (scale the loss by 1/N for the mean); step() after fewer passes,
+or zero_grad() between them, raises troupe.Error and keeps what was accumulated
+(client/python/troupe/_accumulation.py).
 """
 import torch as _torch
 
 from . import _troupe
 from . import kv as _kv
+from ._accumulation import BackwardPasses as _BackwardPasses
 from .errors import Error
 
 
@@ -174,16 +181,20 @@ def _buckets(named, bucket_bytes):
 #     own momentum is right in every mode (docs/benchmarks.md, pytorch_through_troupe).
 class DistributedOptimizer:
     def __init__(self, optimizer, named_parameters, kv, update_on_kvstore=None, prefix="", bucket_bytes=1 << 20,
-                 async_warmup_steps=200):
+                 async_warmup_steps=200, backward_passes_per_step=1):
         self.optimizer = optimizer
         self.kv = kv
         self._named = [(prefix + n, p) for n, p in _named(named_parameters) if p.requires_grad]
+        self._passes = _BackwardPasses(backward_passes_per_step)
         self._ring = kv.mode == "allreduce"
         if self._ring and update_on_kvstore:
             raise Error("bad_job", "update_on_kvstore=True needs shard servers; a job in --mode allreduce has none, "
                                    "so every worker steps its own optimizer (leave update_on_kvstore out)")
-        if self._ring:  # Horovod's way: step() averages the gradients round the ring
-            self._hooks = []
+        self._hooks = []
+        if self._ring:  # Horovod's way: step() averages the gradients round the ring; the hooks count passes
+            for name, p in self._named:
+                acc = p.expand_as(p).grad_fn.next_functions[0][0]
+                self._hooks.append((acc, acc.register_hook(self._make_counter(name))))
             return
         if update_on_kvstore is None:
             update_on_kvstore = True
@@ -210,7 +221,6 @@ class DistributedOptimizer:
         self._pending = []  # push and pull handles of this step
         self._incoming = {}  # name -> the buffer its pull writes (copied into the parameter by step())
         self._pushed = set()
-        self._hooks = []
         for name, p in self._named:
             acc = p.expand_as(p).grad_fn.next_functions[0][0]  # the parameter's gradient accumulator
             self._hooks.append((acc, acc.register_hook(self._make_hook(name, p))))
@@ -232,14 +242,18 @@ class DistributedOptimizer:
             self.kv.set_optimizer(**wanted)
             self._sent = wanted
 
+    def _make_counter(self, name):
+        def hook(*_):  # returns nothing: a value would replace the gradient
+            self._passes.arrived(name, name)
+        return hook
+
     def _make_hook(self, name, p):
         # A bucket is pushed once backward has all its gradients, and its pull is asked for
         # right behind the push: the shard answers it once the push is applied (in sync, once
         # the round closes), so both overlap the rest of backward.
         def hook(*_):
-            if name in self._pushed:
-                raise Error("duplicate", f"the gradient of {name} was pushed twice before step(); "
-                                         "call step() after every backward")
+            if not self._passes.arrived(name, name):  # more passes to sum before it goes
+                return
             if not self._pushed and self._update_on_kvstore:
                 self._follow_optimizer()
             if self._scale != 1.0:
@@ -270,6 +284,8 @@ class DistributedOptimizer:
     def step(self, closure=None):
         if closure is not None:
             raise Error("bad_job", "DistributedOptimizer.step() takes no closure")
+        self._passes.check_step()
+        self._passes.reset()
         if self._ring:
             allreduce_gradients(self._named, self.kv)
             self.optimizer.step()
@@ -300,6 +316,7 @@ class DistributedOptimizer:
             self.optimizer._step_count = getattr(self.optimizer, "_step_count", 0) + 1
 
     def zero_grad(self, set_to_none=False):
+        self._passes.check_zero_grad()
         # Gradients stay allocated: the pushes read them in place.
         self.optimizer.zero_grad(set_to_none=False)
 

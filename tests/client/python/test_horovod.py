@@ -6,7 +6,9 @@ averages a metric; calls before init() and step(closure) are refused with troupe
 The *_async calls: handles synchronized in any order, errors raised by synchronize, a
 handle used twice refused; the DistributedOptimizer's groups start during backward and
 end bitwise where troupe.torch.allreduce_gradients does; bad groupings and dtypes are
-refused."""
+refused. backward_passes_per_step: alone it steps as plain PyTorch's accumulation, and two
+ringed workers (through troupe.horovod and troupe.torch) end where one process on all the
+data does; a step or zero_grad too early, a pass too many and a bad count are refused."""
 import os
 import re
 import subprocess
@@ -174,3 +176,97 @@ def test_distributed_optimizer_refuses_bad_groups_and_dtypes():
     with pytest.raises(troupe.Error) as e:
         hvd.DistributedOptimizer(torch.optim.SGD(double.parameters(), lr=0.1))
     assert e.value.code == "bad_dtype" and "float32" in str(e.value)
+
+
+def test_alone_backward_passes_per_step_steps_as_plain_pytorch_accumulation(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("TROUPE_")]:
+        monkeypatch.delenv(k)
+    hvd.init()
+    try:
+        torch.manual_seed(4)
+        a, b = torch.nn.Linear(4, 2), torch.nn.Linear(4, 2)
+        b.load_state_dict(a.state_dict())
+        plain = torch.optim.SGD(a.parameters(), lr=0.1, momentum=0.9)
+        wrapped = hvd.DistributedOptimizer(torch.optim.SGD(b.parameters(), lr=0.1, momentum=0.9),
+                                           named_parameters=b.named_parameters(), backward_passes_per_step=3,
+                                           fusion_bytes=0)  # each gradient's call starts from backward
+        g = torch.Generator().manual_seed(6)
+        for _ in range(2):
+            parts = [torch.randn(5, 4, generator=g) for _ in range(3)]
+            for model, opt in ((a, plain), (b, wrapped)):
+                opt.zero_grad()
+                for x in parts:  # autograd sums the three passes; nothing divides them
+                    model(x).square().mean().backward()
+                opt.step()
+        for p, q in zip(a.parameters(), b.parameters()):
+            assert torch.equal(p, q)
+        # A step after 2 of the 3 passes raises and keeps them: a third pass, then step, works.
+        before = [p.detach().clone() for p in b.parameters()]
+        wrapped.zero_grad()
+        for _ in range(2):
+            b(torch.ones(2, 4)).sum().backward()
+        with pytest.raises(troupe.Error) as e:
+            wrapped.step()
+        assert e.value.code == "bad_job" and "after 2 of backward_passes_per_step=3" in str(e.value), str(e.value)
+        assert all(torch.equal(p, q) for p, q in zip(b.parameters(), before))
+        with pytest.raises(troupe.Error) as e:  # zero_grad would drop the two passes
+            wrapped.zero_grad()
+        assert e.value.code == "bad_job" and "zero_grad()" in str(e.value)
+        b(torch.ones(2, 4)).sum().backward()
+        with pytest.raises(troupe.Error) as e:  # a fourth pass before step
+            b(torch.ones(2, 4)).sum().backward()
+        assert e.value.code == "duplicate" and "backward_passes_per_step=3" in str(e.value), str(e.value)
+    finally:
+        hvd.shutdown()
+
+
+def test_backward_passes_per_step_is_a_whole_number_of_at_least_one():
+    model = torch.nn.Linear(3, 2)
+    for bad in (0, -2, True, 1.5, "2"):
+        with pytest.raises(troupe.Error) as e:
+            hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), backward_passes_per_step=bad)
+        assert e.value.code == "bad_job" and "backward_passes_per_step" in str(e.value), str(e.value)
+
+
+def test_two_ringed_workers_accumulate_passes_as_one_process_on_all_the_data(tmp_path):
+    # Each worker runs 2 passes of 4 rows per step (its loss halved, as an accumulating loop
+    # scales it) through troupe.horovod and through troupe.torch; the ring averages the
+    # summed passes, so both end where one process on the step's 16 rows does.
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import copy, os, torch, troupe.horovod as hvd, troupe.kv, troupe.torch as tt
+        kv = troupe.kv.create("dist")
+        hvd.init(store=kv)
+        torch.manual_seed(0)
+        ref = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        a, b = copy.deepcopy(ref), copy.deepcopy(ref)
+        ring = hvd.DistributedOptimizer(torch.optim.SGD(a.parameters(), lr=0.1, momentum=0.9),
+                                        named_parameters=a.named_parameters(), backward_passes_per_step=2,
+                                        num_groups=2)  # the first group's call starts from backward
+        shards_free = tt.DistributedOptimizer(torch.optim.SGD(b.parameters(), lr=0.1, momentum=0.9),
+                                              b.named_parameters(), kv, backward_passes_per_step=2)
+        plain = torch.optim.SGD(ref.parameters(), lr=0.1, momentum=0.9)
+        gens = [torch.Generator().manual_seed(10 + r) for r in range(2)]
+        ce = torch.nn.functional.cross_entropy
+        for step in range(3):
+            data = [(torch.randn(8, 6, generator=g), torch.randint(0, 3, (8,), generator=g)) for g in gens]
+            x, y = data[hvd.rank()]
+            for model, opt in ((a, ring), (b, shards_free)):
+                opt.zero_grad()
+                for half in (slice(0, 4), slice(4, 8)):
+                    (ce(model(x[half]), y[half]) / 2).backward()
+                opt.step()
+            plain.zero_grad()
+            ce(ref(torch.cat([d[0] for d in data])), torch.cat([d[1] for d in data])).backward()
+            plain.step()
+        close = all(torch.allclose(p, q, rtol=1e-5, atol=1e-6) and torch.allclose(p, r, rtol=1e-5, atol=1e-6)
+                    for p, q, r in zip(ref.parameters(), a.parameters(), b.parameters()))
+        os.write(1, f"RESULT {hvd.rank()} {close}\\n".encode())
+        hvd.shutdown()
+    """))
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "0", "--mode", "allreduce",
+                        "--metrics", "off", "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300, env=os.environ)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = sorted(re.findall(r"RESULT (\d) (\w+)", p.stdout + p.stderr))
+    assert results == [("0", "True"), ("1", "True")], p.stdout[-2000:] + p.stderr[-2000:]

@@ -6,7 +6,10 @@ worker rank 0's values; every gradient bucket size gives bitwise the same sync r
 step() pushes a bucket that backward left incomplete; a step that times out leaves the
 next one clean; unsupported optimizers and bucket sizes are refused with a message.
 allreduce_gradients (Horovod's way) averages two workers' gradients as one process on the
-whole batch would, bitwise the same with and without tensor fusion, in fewer calls."""
+whole batch would, bitwise the same with and without tensor fusion, in fewer calls.
+backward_passes_per_step pushes the sum of a step's passes (two workers on two quarter
+passes each match one process on the whole batch), and refuses a step or zero_grad too
+early and a pass too many, keeping what was accumulated."""
 import threading
 
 import numpy as np
@@ -317,3 +320,61 @@ def test_weight_decay_is_a_workers_share_too(mode):
     model(torch.zeros((1, 1))).sum().backward()  # gradient 0: only the decay moves it
     opt.step()
     assert model.weight.item() == pytest.approx(1.0 - 0.5 * 0.2 / 2, rel=1e-6)
+
+
+def test_backward_passes_per_step_pushes_the_sum_of_the_passes():
+    # Two workers, each on half of every batch in two passes of a quarter (the loss halved,
+    # as an accumulating loop scales it), match one process on the whole batch: every
+    # bucket is pushed from backward, after its parameters' second pass.
+    make_opt = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    expect = reference(make_opt, 4)
+    stores = troupe.kv.create_local_group(2, mode="sync")
+    results = [None, None]
+    models = [make_model(1), make_model(1)]
+
+    def run(r):
+        model = models[r]
+        tt.broadcast_parameters(model, stores[r])
+        opt = tt.DistributedOptimizer(make_opt(model.parameters()), model.named_parameters(), stores[r],
+                                      bucket_bytes=0, backward_passes_per_step=2)
+        for x, y in batches(4):
+            opt.zero_grad()
+            for rows in (slice(6 * r, 6 * r + 3), slice(6 * r + 3, 6 * r + 6)):
+                (torch.nn.functional.cross_entropy(model(x[rows]), y[rows]) / 2).backward()
+            opt.step()
+        results[r] = [p.detach().clone() for p in model.parameters()]
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for r in range(2):
+        for e, g in zip(expect, results[r]):
+            torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
+
+
+def test_backward_passes_per_step_refuses_a_step_or_zero_grad_too_early_and_a_pass_too_many():
+    model = make_model(1)
+    kv = troupe.kv.create("local")
+    tt.broadcast_parameters(model, kv)
+    opt = tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), kv,
+                                  backward_passes_per_step=2)
+    x, y = batches(1)[0]
+    before = [p.detach().clone() for p in model.parameters()]
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(troupe.Error) as e:
+        opt.step()
+    assert e.value.code == "bad_job" and "after 1 of backward_passes_per_step=2" in str(e.value), str(e.value)
+    with pytest.raises(troupe.Error) as e:
+        opt.zero_grad()
+    assert e.value.code == "bad_job" and "would drop" in str(e.value)
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    with pytest.raises(troupe.Error) as e:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    assert e.value.code == "duplicate" and "backward_passes_per_step=2" in str(e.value), str(e.value)
+    with pytest.raises(troupe.Error) as e:
+        tt.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model.named_parameters(), kv,
+                                backward_passes_per_step=0)
+    assert e.value.code == "bad_job" and "whole number >= 1" in str(e.value)
