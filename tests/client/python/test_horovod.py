@@ -8,7 +8,9 @@ handle used twice refused; the DistributedOptimizer's groups start during backwa
 end bitwise where troupe.torch.allreduce_gradients does; bad groupings and dtypes are
 refused. backward_passes_per_step: alone it steps as plain PyTorch's accumulation, and two
 ringed workers (through troupe.horovod and troupe.torch) end where one process on all the
-data does; a step or zero_grad too early, a pass too many and a bad count are refused."""
+data does; a step or zero_grad too early, a pass too many and a bad count are refused.
+broadcast_optimizer_state: a fresh optimizer makes its state and moves no parameter, and
+a fresh worker with other options takes a trained one's options, moments and steps."""
 import os
 import re
 import subprocess
@@ -270,3 +272,68 @@ def test_two_ringed_workers_accumulate_passes_as_one_process_on_all_the_data(tmp
     assert p.returncode == 0, p.stderr[-3000:]
     results = sorted(re.findall(r"RESULT (\d) (\w+)", p.stdout + p.stderr))
     assert results == [("0", "True"), ("1", "True")], p.stdout[-2000:] + p.stderr[-2000:]
+
+
+def test_alone_broadcast_optimizer_state_makes_a_fresh_state_and_moves_nothing(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("TROUPE_")]:
+        monkeypatch.delenv(k)
+    hvd.init()
+    try:
+        torch.manual_seed(5)
+        model = torch.nn.Linear(4, 3)
+        before = [p.detach().clone() for p in model.parameters()]
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=0.01, nesterov=True)
+        hvd.broadcast_optimizer_state(hvd.DistributedOptimizer(opt), root_rank=0)
+        assert all(torch.equal(p, q) for p, q in zip(model.parameters(), before))
+        assert all(p.grad is None for p in model.parameters())
+        assert all("momentum_buffer" in opt.state[p] for p in model.parameters())
+        group = opt.param_groups[0]
+        assert (group["lr"], group["momentum"], group["weight_decay"], group["nesterov"]) == (0.1, 0.9, 0.01, True)
+        assert isinstance(group["nesterov"], bool)
+        with pytest.raises(troupe.Error) as e:
+            hvd.broadcast_optimizer_state(object(), root_rank=0)
+        assert e.value.code == "bad_job" and "torch optimizer" in str(e.value)
+    finally:
+        hvd.shutdown()
+
+
+def test_broadcast_optimizer_state_brings_a_fresh_worker_to_a_trained_ones_state_and_options(tmp_path):
+    # Worker 0 trained and changed its options (as one that loaded a checkpoint); worker 1
+    # is fresh, with other options. After the broadcast both hold worker 0's moments, step
+    # counts and options, bit for bit, and their next steps agree.
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import os, torch, troupe.horovod as hvd
+        hvd.init()
+        torch.manual_seed(0)
+        model = torch.nn.Linear(5, 2)
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        if hvd.rank() == 0:
+            opt = torch.optim.Adam(model.parameters(), lr=0.0123, betas=(0.85, 0.9991), amsgrad=True)
+            for step in range(3):
+                opt.zero_grad()
+                model(torch.randn(4, 5)).square().mean().backward()
+                opt.step()
+        else:
+            opt = torch.optim.Adam(model.parameters(), lr=0.5, betas=(0.9, 0.999), amsgrad=False)
+        hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+        hvd.broadcast_optimizer_state(opt, root_rank=0)
+        g = opt.param_groups[0]
+        options = (g["lr"].hex(), g["betas"][0].hex(), g["betas"][1].hex(), g["amsgrad"])
+        moments = sum(float(v.double().sum()) for s in opt.state.values() for v in s.values() if v.numel() > 1)
+        steps = [float(s["step"]) for s in opt.state.values()]
+        opt.zero_grad()
+        model(torch.ones(4, 5)).square().mean().backward()
+        opt.step()
+        checksum = sum(float(p.double().sum()) for p in model.parameters())
+        os.write(1, f"RESULT {hvd.rank()} {options} {moments:.12f} {steps} {checksum:.12f}\\n".encode())
+        hvd.shutdown()
+    """))
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "0", "--mode", "allreduce",
+                        "--metrics", "off", "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300, env=os.environ)
+    assert p.returncode == 0, p.stderr[-3000:]
+    rows = sorted(re.findall(r"RESULT (\d) (.*)", p.stdout + p.stderr))
+    assert [r[0] for r in rows] == ["0", "1"], p.stdout[-2000:] + p.stderr[-2000:]
+    assert rows[0][1] == rows[1][1], rows
+    assert "'0x1.930be0ded288dp-7'" in rows[0][1] and "True" in rows[0][1] and "[3.0, 3.0]" in rows[0][1], rows
