@@ -56,6 +56,10 @@ struct ring_state {
   std::deque<ring_turn> turns;    // the call in progress (front, started) and those waiting
   ring_early early;  // pieces of later calls (core/ring_early.hpp)
   std::optional<fault> broken;    // once set, every ring call fails with it
+  // Note [A ring neighbour that left]: what a call that needs more of the previous
+  // neighbour fails with, once it left; whether the next one left (its pieces are dropped).
+  std::optional<fault> prev_left;
+  bool next_left = false;
   // Between processes of one host (Note [Ring mailboxes] in transport/ring_mailbox.hpp):
   // the link with the outbox to `next` and the inbox from `prev` (core/ring_link.hpp);
   // whether the outbox was offered (with the first piece), and a drain is on its way.
@@ -159,8 +163,11 @@ void on_ring_piece(member_pointer self, ring_piece& p);
 void take_ring_piece(member_pointer self, ring_piece p, bool in_mailbox);
 void take_ring_call(member_pointer self, member_call_ring& c);
 void on_ring_overdue(member_pointer self, const member_ring_overdue& o);
-// Whether `source` was a ring neighbour, whose going away broke the ring.
+// Whether `source` was a ring neighbour; one gone breaks the ring, one that left the
+// calls it cannot finish (Note [A ring neighbour that left] in kv_member_ring.cpp).
 bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm);
+// Fails the call in progress if it needs more of a previous neighbour that left.
+void fail_if_stranded(member_pointer self);
 // The ring is broken (or the job lost): the calls taken fail with `f`, and so does every
 // later one.
 void break_ring(member_pointer self, fault f);

@@ -23,6 +23,7 @@ void deliver(member_pointer self, ring_lanes::delivery d) {
     if (self->state.ring.broken) return;
     take_ring_piece(self, std::move(p), false);
   }
+  fail_if_stranded(self);  // the last payload of a neighbour that left (Note [A ring neighbour that left])
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ void drain(member_pointer self) {
 
 void pass_ring_pieces(member_pointer self, std::vector<ring_piece> pieces) {
   auto& r = self->state.ring;
+  if (r.next_left) return;  // Note [A ring neighbour that left]: it needs none
   if (!r.offered && !pieces.empty()) offer_outbox(self);
   bool waits = false;
   for (ring_piece& p : pieces) waits = r.link->pass(std::move(p), to_next(self)) || waits;

@@ -73,6 +73,8 @@ class ring_lanes {
   delivery payload(std::uint64_t ticket, tensor data, const std::string& from);
   // The lane from the previous member closed: a piece that waits for its payload fails.
   delivery in_closed(std::string why, const std::string& from);
+  // Whether a piece's message came and its payload has not yet.
+  bool awaiting_payloads() const { return !arrivals_.empty(); }
 
  private:
   delivery deliver_ready(const std::string& from);

@@ -4,7 +4,8 @@
 // tensor of many pieces, broadcast and allgather end bitwise alike on every member and
 // exact; a reduction holding NaN fails on every member, saying whose, and the next call
 // goes round; calls named otherwise on two members fail on both, and so does every later call;
-// a member that leaves fails the others' calls at once; keys are refused saying why, and
+// a member that leaves fails the others' calls at once, but those it sent every piece of
+// before it left (a root's broadcasts) finish; keys are refused saying why, and
 // a member past the ring's is refused.
 #define BOOST_TEST_MODULE kv_ring
 #include <boost/test/unit_test.hpp>
@@ -103,6 +104,30 @@ BOOST_AUTO_TEST_CASE(a_member_that_leaves_fails_the_others_calls_at_once) {
   }
   BOOST_TEST((std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4)));  // not the 5 s timeout
   BOOST_TEST((v == std::vector<float>(8, 1.f)));  // the caller's array untouched
+}
+
+// Note [A ring neighbour that left]: a root that broadcasts and leaves at once has sent
+// everything its neighbour's calls need, though the neighbour had not begun them.
+BOOST_AUTO_TEST_CASE(a_member_that_left_after_broadcasting_leaves_its_pieces_to_the_others) {
+  job_fixture job(sync_mode::allreduce, 2, 0);
+  auto& w1 = *job.stores[1];
+  std::vector<float> a(6, 2.5f), b(3, -1.f);
+  job.stores[0]->broadcast({a.data(), {6}}, 0);
+  job.stores[0]->broadcast({b.data(), {3}}, 0);
+  job.stores[0]->close();
+  std::vector<float> got_a(6, 0.f), got_b(3, 0.f);
+  w1.broadcast({got_a.data(), {6}}, 0);
+  w1.broadcast({got_b.data(), {3}}, 0);
+  BOOST_TEST((got_a == a));
+  BOOST_TEST((got_b == b));
+  std::vector<float> v(4, 1.f);
+  try {  // a call that needs worker 0 fails at once
+    w1.allreduce({v.data(), {4}}, {v.data(), {4}});
+    BOOST_FAIL("an allreduce without the member that left finished");
+  } catch (const kv::error& e) {
+    BOOST_TEST(e.code() == "stage_lost");
+    BOOST_TEST(std::string(e.what()).find("worker 0 left the job") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_CASE(keys_are_refused_in_a_ring_and_so_is_a_member_past_its_workers) {
