@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "net/job_secret.hpp"
@@ -133,6 +134,36 @@ std::string prometheus_config(const std::string& job_id, const std::vector<scrap
   return y.str();
 }
 
+std::vector<std::string> worker_hosts(const launch_request& req) {
+  if (req.hosts.empty()) return std::vector<std::string>(req.workers, "127.0.0.1");
+  std::vector<std::string> slots;
+  for (const auto& h : req.hosts)
+    for (unsigned s = 0; s < h.slots; ++s) slots.push_back(h.host);
+  std::vector<std::string> hosts;
+  for (std::uint32_t i = 0; i < req.workers; ++i) hosts.push_back(slots[i % slots.size()]);
+  return hosts;
+}
+
+worker_locality locality_of(const std::vector<std::string>& hosts, std::uint32_t index) {
+  worker_locality w{.local_rank = 0, .local_size = 0, .cross_rank = 0, .cross_size = 0};
+  const std::string& mine = hosts.at(index);
+  std::map<std::string, std::uint32_t> seen;  // workers counted so far per host
+  std::vector<std::string> order;             // hosts in their first order
+  std::vector<std::uint32_t> local(hosts.size());
+  for (std::uint32_t i = 0; i < hosts.size(); ++i) {
+    if (!seen.contains(hosts[i])) order.push_back(hosts[i]);
+    local[i] = seen[hosts[i]]++;
+  }
+  w.local_rank = local[index];
+  w.local_size = seen[mine];
+  for (const auto& h : order)
+    if (seen[h] > w.local_rank) {  // that host has a worker of this local rank
+      if (h == mine) w.cross_rank = w.cross_size;
+      ++w.cross_size;
+    }
+  return w;
+}
+
 std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
                                                                     const std::string& coordinator, std::uint32_t index) {
   const auto in = [&](const std::string& f) { return (std::filesystem::path(dir) / f).string(); };
@@ -142,6 +173,11 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const launch
       {"TROUPE_SECRET_FILE", in("job.secret")},
       {"TROUPE_WORKER_INDEX", std::to_string(index)},
       {"TROUPE_WORKERS", std::to_string(req.workers)}};
+  const worker_locality w = locality_of(worker_hosts(req), index);
+  env.insert(env.end(), {{"TROUPE_LOCAL_RANK", std::to_string(w.local_rank)},
+                         {"TROUPE_LOCAL_SIZE", std::to_string(w.local_size)},
+                         {"TROUPE_CROSS_RANK", std::to_string(w.cross_rank)},
+                         {"TROUPE_CROSS_SIZE", std::to_string(w.cross_size)}});
   if (req.tls) {
     const std::string cert = in("worker-" + std::to_string(index) + ".pem");
     env.insert(env.end(), {{"TROUPE_TLS_CERT", cert}, {"TROUPE_TLS_KEY", cert}, {"TROUPE_TLS_CA", in("ca.pem")}});
@@ -196,9 +232,7 @@ struct placed_node {
 // The coordinator on the first host, server i on host i mod hosts, worker i in slot i mod
 // slots (each host's slots in order).
 std::vector<placed_node> place_nodes(const launch_request& req, const std::string& coord) {
-  std::vector<std::string> slots;
-  for (const auto& h : req.hosts)
-    for (unsigned s = 0; s < h.slots; ++s) slots.push_back(h.host);
+  const std::vector<std::string> on = worker_hosts(req);
   std::vector<placed_node> nodes;
   nodes.push_back({"coordinator", "coordinator", req.hosts.front().host,
                    {"--role", "coordinator", "--listen", "0.0.0.0:" + std::to_string(req.port), "--config",
@@ -210,7 +244,7 @@ std::vector<placed_node> place_nodes(const launch_request& req, const std::strin
                       "--join", coord}});
   }
   for (std::uint32_t i = 0; i < req.workers; ++i) {
-    const std::string host = slots[i % slots.size()];
+    const std::string& host = on[i];
     nodes.push_back({"worker " + std::to_string(i), "worker-" + std::to_string(i), host,
                      {"--role", "worker", "--listen", "0.0.0.0:0", "--advertise", host, "--join", coord,
                       "--worker-index", std::to_string(i)}});

@@ -46,10 +46,24 @@ struct launch_request {
   std::vector<std::string> worker_command;
 };
 
+// The host each launched worker runs on, by index: 127.0.0.1 for a local launch; with a
+// host file, the hosts' slots in turn.
+std::vector<std::string> worker_hosts(const launch_request& req);
+
+// Where a worker sits among the job's workers, as Horovod names it: its rank among the
+// workers on its host (local_rank) and how many they are (local_size); the index of its
+// host among the hosts that have a worker of the same local rank, in the hosts' first
+// order (cross_rank), and how many such hosts there are (cross_size).
+struct worker_locality {
+  std::uint32_t local_rank = 0, local_size = 1, cross_rank = 0, cross_size = 1;
+};
+worker_locality locality_of(const std::vector<std::string>& hosts, std::uint32_t index);
+
 // The environment a user's worker command joins the job with: the coordinator, the job
 // id, its certificate (or TROUPE_INSECURE_NETWORK) and the job's secret, all under `dir`
-// (the job directory on the worker's host), its index among the launched workers, and
-// TROUPE_SHARED_MEMORY=0 and TROUPE_BULK_LANES=0 when the request turns the same-host
+// (the job directory on the worker's host), its index among the launched workers, its
+// locality (TROUPE_LOCAL_RANK, TROUPE_LOCAL_SIZE, TROUPE_CROSS_RANK, TROUPE_CROSS_SIZE),
+// and TROUPE_SHARED_MEMORY=0 and TROUPE_BULK_LANES=0 when the request turns the same-host
 // fast path or the bulk lanes off.
 std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
                                                                     const std::string& coordinator, std::uint32_t index);

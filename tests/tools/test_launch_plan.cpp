@@ -147,3 +147,28 @@ BOOST_AUTO_TEST_CASE(a_launched_script_follows_the_fast_path_and_lane_flags) {
   BOOST_TEST(env().at("TROUPE_BULK_LANES") == "0");
   BOOST_TEST(env().at("TROUPE_WORKER_INDEX") == "1");
 }
+
+// Horovod's local and cross ranks: on one host every worker is local; over a host file
+// the slots deal the workers, and a host counts in the cross ranks of the local ranks it has.
+BOOST_AUTO_TEST_CASE(a_launched_script_knows_its_local_and_cross_ranks) {
+  test::temp_dir d{"plan-locality"};
+  launch_request req = request(d, "job-locality", 7070);
+  std::map<std::string, std::string> env;
+  for (auto& [k, v] : worker_environment(req, d.path.string(), "127.0.0.1:7070", 2)) env[k] = v;
+  BOOST_TEST(env.at("TROUPE_LOCAL_RANK") == "2");
+  BOOST_TEST(env.at("TROUPE_LOCAL_SIZE") == "3");
+  BOOST_TEST(env.at("TROUPE_CROSS_RANK") == "0");
+  BOOST_TEST(env.at("TROUPE_CROSS_SIZE") == "1");
+
+  req.workers = 6;
+  req.hosts = {{.host = "a", .slots = 2}, {.host = "b", .slots = 2}, {.host = "c", .slots = 1}};  // a a b b c, then a
+  BOOST_TEST((worker_hosts(req) == std::vector<std::string>{"a", "a", "b", "b", "c", "a"}));
+  const auto at = [&](std::uint32_t i) {
+    const worker_locality w = locality_of(worker_hosts(req), i);
+    return std::vector<std::uint32_t>{w.local_rank, w.local_size, w.cross_rank, w.cross_size};
+  };
+  BOOST_TEST((at(0) == std::vector<std::uint32_t>{0, 3, 0, 3}));  // local rank 0 on a, b and c
+  BOOST_TEST((at(3) == std::vector<std::uint32_t>{1, 2, 1, 2}));  // local rank 1 on a and b
+  BOOST_TEST((at(4) == std::vector<std::uint32_t>{0, 1, 2, 3}));
+  BOOST_TEST((at(5) == std::vector<std::uint32_t>{2, 3, 0, 1}));  // only a has a third worker
+}

@@ -15,8 +15,9 @@ every call with 'stage_lost' and ends the job. Or with `--servers S` (and no --m
 allreduce) the calls go through Troupe's shards (Note [Collectives on the shards]), and a
 lost worker's fails them as code 'member_lost'; or without launch: one worker, shards in
 this process. Each call is the store's (troupe.kv: allreduce, broadcast, allgather);
-failures raise troupe.Error. Horovod's local ranks, process sets and Adasum are not
-offered.
+failures raise troupe.Error. local_rank, local_size, cross_rank and cross_size are
+Horovod's, from the hosts `troupe launch` placed the workers on. Process sets and Adasum
+are not offered.
 
 The *_async calls (allreduce_async, allreduce_async_, broadcast_async, broadcast_async_,
 allgather_async) return a handle at once and run on a background thread, one call at a
@@ -82,6 +83,44 @@ def rank():
 
 def size():
     return _kv_store().num_workers
+
+
+def _locality(name, alone):
+    """Launch's TROUPE_<name> (tools/launch_plan.hpp, worker_locality); `alone`, the value
+    for a store outside a launch (every worker in this process, on this host)."""
+    import os
+
+    _kv_store()  # init() first, as in Horovod
+    value = os.environ.get("TROUPE_" + name)
+    if value is None:
+        if _launched():
+            raise Error("bad_job", f"TROUPE_{name} is not set, though TROUPE_COORDINATOR is: `troupe launch` sets "
+                                   "both; a worker started some other way sets TROUPE_LOCAL_RANK, TROUPE_LOCAL_SIZE, "
+                                   "TROUPE_CROSS_RANK and TROUPE_CROSS_SIZE itself")
+        return alone
+    if not value.isdigit():
+        raise Error("bad_job", f"TROUPE_{name} is {value!r}, not a whole number >= 0")
+    return int(value)
+
+
+def local_rank():
+    """This worker's rank among the workers on its host."""
+    return _locality("LOCAL_RANK", rank())
+
+
+def local_size():
+    """How many of the job's workers run on this worker's host."""
+    return _locality("LOCAL_SIZE", size())
+
+
+def cross_rank():
+    """The index of this worker's host among the hosts with a worker of its local rank."""
+    return _locality("CROSS_RANK", 0)
+
+
+def cross_size():
+    """How many hosts have a worker of this worker's local rank."""
+    return _locality("CROSS_SIZE", 1)
 
 
 def _op(average, op):

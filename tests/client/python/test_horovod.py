@@ -9,6 +9,7 @@ end bitwise where troupe.torch.allreduce_gradients does; bad groupings and dtype
 refused. backward_passes_per_step: alone it steps as plain PyTorch's accumulation, and two
 ringed workers (through troupe.horovod and troupe.torch) end where one process on all the
 data does; a step or zero_grad too early, a pass too many and a bad count are refused.
+local_rank, local_size, cross_rank and cross_size: alone and in a launch on one host.
 broadcast_optimizer_state: a fresh optimizer makes its state and moves no parameter, and
 a fresh worker with other options takes a trained one's options, moments and steps."""
 import os
@@ -35,6 +36,12 @@ def test_alone_the_calls_are_those_of_one_worker_and_steps_match_plain_pytorch(m
     hvd.init()
     try:
         assert hvd.is_initialized() and hvd.rank() == 0 and hvd.size() == 1
+        assert (hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size()) == (0, 1, 0, 1)
+        monkeypatch.setenv("TROUPE_LOCAL_RANK", "first")
+        with pytest.raises(troupe.Error) as e:
+            hvd.local_rank()
+        assert e.value.code == "bad_job" and "TROUPE_LOCAL_RANK is 'first'" in str(e.value)
+        monkeypatch.delenv("TROUPE_LOCAL_RANK")
         t = torch.arange(4, dtype=torch.float32)
         assert torch.equal(hvd.allreduce(t), t) and torch.equal(hvd.allreduce(t, op=hvd.Sum), t)
         assert torch.equal(hvd.allgather(t.reshape(2, 2)), t.reshape(2, 2))
@@ -81,6 +88,9 @@ def test_two_launched_workers_stay_equal_through_training_on_different_data(tmp_
         mean_loss = hvd.allreduce(loss.detach().reshape(1))
         checksum = sum(float(p.double().sum()) for p in model.parameters())
         print('RESULT', hvd.rank(), hvd.size(), f'{checksum:.9f}', f'{mean_loss.item():.6f}', flush=True)
+        where = (hvd.local_rank(), hvd.local_size(), hvd.cross_rank(), hvd.cross_size())
+        import os
+        os.write(1, f"LOCALITY {hvd.rank()} {where}\\n".encode())
         hvd.shutdown()
     """))
     p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off",
@@ -90,6 +100,9 @@ def test_two_launched_workers_stay_equal_through_training_on_different_data(tmp_
     rows = sorted(re.findall(r"RESULT (\d) (\d) (-?[0-9.]+) ([0-9.]+)", p.stderr))
     assert [r[:2] for r in rows] == [("0", "2"), ("1", "2")], p.stderr[-3000:]
     assert rows[0][2:] == rows[1][2:]  # the same parameters and the same averaged loss
+    # One host: every worker is local, and the host is the only one.
+    where = sorted(re.findall(r"LOCALITY (\d) (\(.*\))", p.stdout + p.stderr))
+    assert where == [("0", "(0, 2, 0, 1)"), ("1", "(1, 2, 0, 1)")], p.stderr[-3000:]
 
 
 def test_async_handles_synchronize_in_any_order_and_carry_their_errors(monkeypatch):
