@@ -161,7 +161,7 @@ class kvstore {
   // or dies before making a call fails it everywhere with member_lost; calls that disagree
   // (op, root, element count) fail with bad_shape, and a reduction of which one worker's
   // tensor holds NaN or infinity fails everywhere with not_finite.
-  enum class reduction { average, sum, max };
+  enum class reduction { average, sum, max, min, product };
   // `in` reduced over the workers into `out` (the same shape; may be `in`).
   void allreduce(const const_array& in, const array& out, reduction op = reduction::average,
                  const std::string& name = {});

@@ -23,7 +23,11 @@ void kvstore::allreduce(const const_array& in, const array& out, reduction op, c
   if (in.shape != out.shape)
     raise(fault{errc::bad_shape,
                 "allreduce: the input has shape " + dims_str(in.shape) + " but the output " + dims_str(out.shape)});
-  const reduce_op r = op == reduction::sum ? reduce_op::sum : op == reduction::max ? reduce_op::max : reduce_op::avg;
+  const reduce_op r = op == reduction::sum       ? reduce_op::sum
+                      : op == reduction::max     ? reduce_op::max
+                      : op == reduction::min     ? reduce_op::min
+                      : op == reduction::product ? reduce_op::product
+                                                 : reduce_op::avg;
   impl::blocked_scope blocked{*impl_};
   if (auto f = run_allreduce(*impl_->t, call, in.data, out.data, numel_of(in.shape), r)) raise(*f);
 }

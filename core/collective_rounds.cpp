@@ -65,7 +65,7 @@ std::optional<fault> collective_rounds::check(const kv_collective& c) const {
   if (!started_) return fault{errc::not_started, "this shard has no members yet"};
   if (!live_.count(c.worker))
     return fault{errc::not_member, "member " + std::to_string(c.worker) + " is not a live member of this job"};
-  if (c.kind > last_collective_kind || c.op > reduce_op::max)
+  if (c.kind > last_collective_kind || c.op > last_reduce_op)
     return fault{errc::malformed, "a collective piece of an unknown kind or reduction"};
   if (c.name.empty()) return fault{errc::bad_job, "a collective piece without a name"};
   if (!c.data.empty() && c.data.type() != dtype::f32)
@@ -187,8 +187,10 @@ void collective_rounds::close(const std::string& name) {
       bool first = true;
       for (const auto& [rank, p] : r.pieces) {  // ascending rank: the same bits every time
         const float* x = n ? p.data.data<float>() : nullptr;
-        for (std::int64_t i = 0; i < n; ++i)
-          o[i] = first ? x[i] : r.first.op == reduce_op::max ? std::max(o[i], x[i]) : o[i] + x[i];
+        if (first)
+          std::copy(x, x + n, o);
+        else
+          combine_values(r.first.op, o, o, x, n);
         first = false;
       }
       if (r.first.op == reduce_op::avg) {

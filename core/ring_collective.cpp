@@ -11,10 +11,12 @@
 namespace troupe {
 
 // reduce_op's names, for its parse and name_of.
-constexpr std::array<enum_name<reduce_op>, 3> reduce_ops{{
+constexpr std::array<enum_name<reduce_op>, 5> reduce_ops{{
     {reduce_op::sum, "sum"},
     {reduce_op::avg, "avg"},
     {reduce_op::max, "max"},
+    {reduce_op::min, "min"},
+    {reduce_op::product, "product"},
 }};
 
 expected<reduce_op> parse_reduce_op(std::string_view name) { return parse_in(reduce_ops, name, "reduction"); }
@@ -180,13 +182,27 @@ std::optional<fault> ring_collective::refusal(const ring_piece& p) const {
   return std::nullopt;
 }
 
-void ring_collective::combine(float* out, const float* in, const float* own, std::int64_t n) const {
-  if (op_ == reduce_op::max) {
-    for (std::int64_t i = 0; i < n; ++i) out[i] = (in[i] > own[i] || std::isnan(in[i])) ? in[i] : own[i];
-  } else {
-    // The running sum of the ranks before this one, then this rank's value: the order of Note [The ring].
-    for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] + own[i];
+void combine_values(reduce_op op, float* out, const float* a, const float* b, std::int64_t n) {
+  switch (op) {
+    case reduce_op::max:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = (a[i] > b[i] || std::isnan(a[i])) ? a[i] : b[i];
+      return;
+    case reduce_op::min:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = (a[i] < b[i] || std::isnan(a[i])) ? a[i] : b[i];
+      return;
+    case reduce_op::product:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] * b[i];
+      return;
+    case reduce_op::sum:
+    case reduce_op::avg:
+      for (std::int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
+      return;
   }
+}
+
+void ring_collective::combine(float* out, const float* in, const float* own, std::int64_t n) const {
+  // What the ranks before this one made of the chunk, then this rank's value: the order of Note [The ring].
+  combine_values(op_, out, in, own, n);
 }
 
 ring_collective::outcome ring_collective::receive(ring_piece p) {

@@ -42,9 +42,15 @@
 
 namespace troupe {
 
-enum class reduce_op : std::uint8_t { sum, avg, max };
+// How a reduction combines the ranks' values (on the wire: new ones go last). Max and min
+// carry a NaN through; avg is the sum divided by the ranks at the end.
+enum class reduce_op : std::uint8_t { sum, avg, max, min, product };
+inline constexpr reduce_op last_reduce_op = reduce_op::product;
 expected<reduce_op> parse_reduce_op(std::string_view name);
 std::string_view name_of(reduce_op op);
+// out[i] = a[i] combined with b[i] under op (out may be a or b), for the ring and the
+// shards alike: one rule, so both give the same bits.
+void combine_values(reduce_op op, float* out, const float* a, const float* b, std::int64_t n);
 
 enum class ring_phase : std::uint8_t { reduce_scatter = 0, all_gather = 1 };
 

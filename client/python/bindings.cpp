@@ -72,7 +72,9 @@ kv::kvstore::reduction reduction_of(const std::string& op) {
   if (op == "average" || op == "avg") return kv::kvstore::reduction::average;
   if (op == "sum") return kv::kvstore::reduction::sum;
   if (op == "max") return kv::kvstore::reduction::max;
-  throw kv::error("bad_job", "allreduce op \"" + op + "\" is not average, sum or max");
+  if (op == "min") return kv::kvstore::reduction::min;
+  if (op == "product") return kv::kvstore::reduction::product;
+  throw kv::error("bad_job", "allreduce op \"" + op + "\" is not average, sum, max, min or product");
 }
 
 template <class F>

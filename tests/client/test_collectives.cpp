@@ -58,12 +58,16 @@ collective_call call(std::string name, std::int64_t bound = kv_max_message_float
 BOOST_AUTO_TEST_CASE(allreduce_is_the_rank_ordered_reduction_bitwise_on_every_worker) {
   for (const std::uint32_t workers : {1u, 2u, 3u, 5u})
     for (const std::int64_t n : {std::int64_t{1}, std::int64_t{7}, std::int64_t{1000}})
-      for (const reduce_op op : {reduce_op::sum, reduce_op::avg, reduce_op::max}) {
+      for (const reduce_op op : {reduce_op::sum, reduce_op::avg, reduce_op::max, reduce_op::min, reduce_op::product}) {
         auto g = group(workers, 3);
         std::vector<float> want = input(0, n);
         for (std::uint32_t r = 1; r < workers; ++r) {
           const auto x = input(r, n);
-          for (std::int64_t i = 0; i < n; ++i) want[i] = op == reduce_op::max ? std::max(want[i], x[i]) : want[i] + x[i];
+          for (std::int64_t i = 0; i < n; ++i)
+            want[i] = op == reduce_op::max       ? std::max(want[i], x[i])
+                      : op == reduce_op::min     ? std::min(want[i], x[i])
+                      : op == reduce_op::product ? want[i] * x[i]
+                                                 : want[i] + x[i];
         }
         if (op == reduce_op::avg)
           for (auto& w : want) w /= static_cast<float>(workers);

@@ -1,5 +1,5 @@
-// Tests for core/collective_rounds.cpp (Note [Collectives on the shards]): sums, averages
-// and maxima against hand-computed values in rank order, broadcast, allgather of uneven
+// Tests for core/collective_rounds.cpp (Note [Collectives on the shards]): sums, averages,
+// maxima, minima and products against hand-computed values in rank order, broadcast, allgather of uneven
 // pieces, the size exchange; every giver gets the same answer only once all have given;
 // a member lost before its piece fails the round for all, naming it, and one lost after
 // does not; disagreeing pieces and reductions of NaN or infinity fail the round for all;
@@ -94,13 +94,19 @@ BOOST_FIXTURE_TEST_CASE(a_sum_waits_for_every_member_and_answers_each_the_same_r
   BOOST_TEST(rounds.open_rounds() == 0u);
 }
 
-BOOST_FIXTURE_TEST_CASE(average_divides_the_sum_by_the_members_and_max_takes_the_largest, rounds_fixture) {
+BOOST_FIXTURE_TEST_CASE(average_divides_the_sum_and_max_min_and_product_combine_in_rank_order, rounds_fixture) {
   give_all({reduce(0, {1.f, -4.f}, reduce_op::avg), reduce(1, {2.f, 5.f}, reduce_op::avg),
             reduce(2, {6.f, 2.f}, reduce_op::avg)});
   for (auto& [t, ans] : answers()) BOOST_TEST(values(reply_of(ans)) == (std::vector<float>{3.f, 1.f}));
   give_all({reduce(0, {1.f, -4.f}, reduce_op::max, "m/0"), reduce(1, {2.f, -5.f}, reduce_op::max, "m/0"),
             reduce(2, {-6.f, -4.5f}, reduce_op::max, "m/0")});
   for (auto& [t, ans] : answers()) BOOST_TEST(values(reply_of(ans)) == (std::vector<float>{2.f, -4.f}));
+  give_all({reduce(0, {1.f, -4.f}, reduce_op::min, "n/0"), reduce(1, {2.f, -5.f}, reduce_op::min, "n/0"),
+            reduce(2, {-6.f, -4.5f}, reduce_op::min, "n/0")});
+  for (auto& [t, ans] : answers()) BOOST_TEST(values(reply_of(ans)) == (std::vector<float>{-6.f, -5.f}));
+  give_all({reduce(0, {1.f, -4.f}, reduce_op::product, "p/0"), reduce(1, {2.f, -5.f}, reduce_op::product, "p/0"),
+            reduce(2, {-6.f, -4.5f}, reduce_op::product, "p/0")});
+  for (auto& [t, ans] : answers()) BOOST_TEST(values(reply_of(ans)) == (std::vector<float>{-12.f, -90.f}));
 }
 
 BOOST_FIXTURE_TEST_CASE(a_broadcast_answers_everyone_with_the_roots_piece, rounds_fixture) {
@@ -204,6 +210,10 @@ BOOST_FIXTURE_TEST_CASE(duplicates_strangers_late_joiners_and_bad_pieces_are_ref
   halves.data = tensor(shape{1}, dtype::f16);
   auto d = rounds.give(9, std::move(halves));
   BOOST_TEST((d && d->code == errc::bad_dtype));
+  auto unknown = reduce(1, {1.f});
+  unknown.op = static_cast<reduce_op>(static_cast<int>(last_reduce_op) + 1);  // a newer build's, or garbage
+  auto u = rounds.give(9, std::move(unknown));
+  BOOST_TEST((u && u->code == errc::malformed));
   auto nameless = reduce(1, {1.f}, reduce_op::sum, "");
   BOOST_TEST(static_cast<bool>(rounds.give(9, std::move(nameless))));
   auto huge = reduce(1, {});

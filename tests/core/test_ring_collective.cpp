@@ -96,7 +96,10 @@ tensor reduced_directly(const std::vector<tensor>& in, reduce_op op) {
       float acc = in[c].data<float>()[i];
       for (std::uint32_t k = 1; k < n; ++k) {
         const float x = in[(c + k) % n].data<float>()[i];
-        acc = op == reduce_op::max ? ((acc > x || std::isnan(acc)) ? acc : x) : acc + x;
+        acc = op == reduce_op::max       ? ((acc > x || std::isnan(acc)) ? acc : x)
+              : op == reduce_op::min     ? ((acc < x || std::isnan(acc)) ? acc : x)
+              : op == reduce_op::product ? acc * x
+                                         : acc + x;
       }
       out.data<float>()[i] = op == reduce_op::avg ? acc / static_cast<float>(n) : acc;
     }
@@ -194,6 +197,21 @@ BOOST_AUTO_TEST_CASE(avg_divides_once_at_the_owner_and_max_keeps_nan) {
       BOOST_TEST(std::isnan(t.data<float>()[50]));
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(min_and_product_end_as_reduced_directly_and_min_keeps_nan) {
+  for (std::uint32_t n : {2u, 3u, 5u}) {
+    auto in = random_inputs(n, 101, 3 * n);
+    const tensor want_product = reduced_directly(in, reduce_op::product);
+    for (const auto& t : all_reduce_in_ring(in, reduce_op::product, 8, 4)) BOOST_TEST(same_bits(t, want_product));
+    in[0].data<float>()[7] = std::numeric_limits<float>::quiet_NaN();
+    const tensor want_min = reduced_directly(in, reduce_op::min);
+    BOOST_TEST(std::isnan(want_min.data<float>()[7]));
+    BOOST_TEST(!std::isnan(want_min.data<float>()[8]));
+    for (const auto& t : all_reduce_in_ring(in, reduce_op::min, 8, 5)) BOOST_TEST(same_bits(t, want_min));
+  }
+  BOOST_TEST((parse_reduce_op("product").value() == reduce_op::product));
+  BOOST_TEST(name_of(reduce_op::min) == "min");
 }
 
 BOOST_AUTO_TEST_CASE(each_rank_sends_twice_the_tensor_but_two_chunks) {
@@ -358,6 +376,6 @@ BOOST_AUTO_TEST_CASE(bad_calls_are_refused_with_what_is_wrong) {
              std::string::npos);
   BOOST_TEST(message(ring_collective::all_gather(spec_of(2, 0, 1), block, out, {3, 1})).find("its count says 3") !=
              std::string::npos);
-  BOOST_TEST(message(parse_reduce_op("mean")).find("use sum, avg or max") != std::string::npos);
+  BOOST_TEST(message(parse_reduce_op("mean")).find("use sum, avg, max, min or product") != std::string::npos);
   BOOST_TEST(name_of(*parse_reduce_op("avg")) == "avg");
 }

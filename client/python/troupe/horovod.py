@@ -45,7 +45,7 @@ from ._accumulation import BackwardPasses as _BackwardPasses
 from ._ordered_calls import OrderedCalls as _OrderedCalls
 from .errors import Error
 
-Average, Sum, Max = _kv.Average, _kv.Sum, _kv.Max
+Average, Sum, Max, Min, Product = _kv.Average, _kv.Sum, _kv.Max, _kv.Min, _kv.Product
 
 _store = None
 _calls = None  # the background thread every call goes through
@@ -159,7 +159,7 @@ def _allgather_call(tensor, name):
 
 def allreduce_async(tensor, average=None, name=None, op=None):
     """A handle whose synchronize() gives a new tensor: `tensor` reduced over the workers
-    (op: Average by default, Sum, Max; Horovod's older average=False means Sum)."""
+    (op: Average by default, Sum, Max, Min, Product; Horovod's older average=False means Sum)."""
     return _submit(_allreduce_call(tensor, average, name, op, False))
 
 
@@ -193,8 +193,8 @@ def synchronize(handle):
 
 
 def allreduce(tensor, average=None, name=None, op=None):
-    """A new tensor: `tensor` reduced over the workers (op: Average by default, Sum, Max;
-    Horovod's older average=False means Sum)."""
+    """A new tensor: `tensor` reduced over the workers (op: Average by default, Sum, Max,
+    Min, Product; Horovod's older average=False means Sum)."""
     return _call(_allreduce_call(tensor, average, name, op, False))
 
 

@@ -25,7 +25,7 @@ from . import _troupe
 from .errors import Error
 
 # allreduce's reductions, by Horovod's names.
-Average, Sum, Max = "average", "sum", "max"
+Average, Sum, Max, Min, Product = "average", "sum", "max", "min", "product"
 
 _MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp",
           "dist_allreduce": "allreduce"}
@@ -177,7 +177,7 @@ class KVStore:
     # fails it everywhere with troupe.Error code 'member_lost'; calls that disagree raise
     # 'bad_shape', and a NaN or infinity in any worker's tensor of a reduction 'not_finite'.
     def allreduce(self, tensor, op=Average, name=None, out=None):
-        """The workers' tensors reduced by op (Average, Sum or Max), as a new array or tensor
+        """The workers' tensors reduced by op (Average, Sum, Max, Min or Product), as a new array or tensor
         of the input's kind, or written into `out` (which may be `tensor` itself)."""
         x = _array(None, tensor, False, "allreduce")
         result = np.empty_like(x) if out is None else _array(None, out, True, "allreduce's out")

@@ -89,7 +89,7 @@ def broadcast_parameters(model_or_params, kv, prefix=""):
 
 def allreduce_gradients(model_or_params, kv, op=_kv.Average, fusion_bytes=64 << 20):
     """Horovod's way, after backward and before your own optimizer's step(): every
-    parameter's .grad becomes its reduction (op: Average, Sum, Max) over the workers, with
+    parameter's .grad becomes its reduction (op: Average, Sum, Max, Min, Product) over the workers, with
     kv.allreduce. Gradients are packed, in parameter order, into buffers of at most
     fusion_bytes (Horovod's tensor fusion, with its 64 MiB default; a larger gradient goes
     alone), and each buffer is one call, so a model of many small tensors costs few calls.

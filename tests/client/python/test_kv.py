@@ -192,17 +192,20 @@ def test_horovod_style_collectives_give_every_worker_the_same_values():
         avg = s.allreduce(mine)                                   # a new tensor, averaged
         total = s.allreduce(mine.numpy(), op=troupe.kv.Sum)       # NumPy in, NumPy out
         biggest = s.allreduce(mine, op=troupe.kv.Max, name="m")
+        least = s.allreduce(mine, op=troupe.kv.Min)
+        product = s.allreduce(mine, op=troupe.kv.Product)
         root = s.broadcast(torch.full((2,), float(r)), root_rank=2)
         params = {"b": torch.full((2,), float(r)), "w": torch.full((3,), float(10 * r)),
                   "count": torch.tensor(2**40 + r)}                # int64: crosses bit for bit
         s.broadcast_parameters(params, root_rank=1)                # in place, as Horovod's
         gathered = s.allgather(torch.full((r, 2), float(r)))       # rank 0 gives no rows
-        return avg, total, biggest, root, params, gathered, mine
+        return avg, total, biggest, least, product, root, params, gathered, mine
 
-    for avg, total, biggest, root, params, gathered, mine in _on_every_store(stores, calls):
+    for avg, total, biggest, least, product, root, params, gathered, mine in _on_every_store(stores, calls):
         assert isinstance(avg, torch.Tensor) and isinstance(total, np.ndarray)
         assert torch.equal(avg, torch.full((2, 3), 2.0)) and (total == 6).all()
         assert torch.equal(biggest, torch.full((2, 3), 3.0))
+        assert torch.equal(least, torch.full((2, 3), 1.0)) and torch.equal(product, torch.full((2, 3), 6.0))
         assert torch.equal(root, torch.full((2,), 2.0))
         assert torch.equal(params["b"], torch.full((2,), 1.0)) and torch.equal(params["w"], torch.full((3,), 10.0))
         assert params["count"].item() == 2**40 + 1
