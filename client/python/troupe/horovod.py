@@ -14,8 +14,9 @@ the workers reduce round a ring of their own, with no shard servers, as Horovod'
 every call with 'stage_lost' and ends the job. Or with `--servers S` (and no --mode
 allreduce) the calls go through Troupe's shards (Note [Collectives on the shards]), and a
 lost worker's fails them as code 'member_lost'; or without launch: one worker, shards in
-this process. Each call is the store's (troupe.kv: allreduce, broadcast, allgather);
-failures raise troupe.Error. local_rank, local_size, cross_rank and cross_size are
+this process. Each call is the store's (troupe.kv: allreduce, broadcast, allgather;
+grouped_allreduce packs its tensors into one allreduce, and broadcast_object and
+allgather_object send pickles as words, troupe/_objects.py); failures raise troupe.Error. local_rank, local_size, cross_rank and cross_size are
 Horovod's, from the hosts `troupe launch` placed the workers on. Process sets and Adasum
 are not offered.
 
@@ -41,8 +42,9 @@ round differently.
 """
 from . import _troupe
 from . import kv as _kv
+from . import _objects
+from ._hvd_optimizer import DistributedOptimizer
 from . import _optimizer_state
-from ._accumulation import BackwardPasses as _BackwardPasses
 from ._ordered_calls import OrderedCalls as _OrderedCalls
 from .errors import Error
 
@@ -216,6 +218,68 @@ def allgather(tensor, name=None):
     return _call(_allgather_call(tensor, name))
 
 
+def _grouped_call(tensors, average, name, op, in_place):
+    """One allreduce of `tensors` (float32, any shapes) packed end to end; the call gives
+    each back reduced, new or (in_place) in the given tensors."""
+    store, op, torch = _kv_store(), _op(average, op), _torch()
+    tensors = list(tensors)
+    for t in tensors:
+        if not torch.is_tensor(t) or t.dtype != torch.float32:
+            raise Error("bad_dtype", "grouped_allreduce takes float32 torch tensors, not "
+                                     f"{getattr(t, 'dtype', type(t).__name__)}")
+
+    def run():
+        if not tensors:
+            return []
+        flat = store.allreduce(torch.cat([t.detach().reshape(-1) for t in tensors]), op=op, name=name)
+        out, at = [], 0
+        for t in tensors:
+            part = flat[at:at + t.numel()].view_as(t)
+            at += t.numel()
+            out.append(t.detach().copy_(part) if in_place else part.clone())
+        return tensors if in_place else out
+    return run
+
+
+def grouped_allreduce(tensors, average=None, name=None, op=None):
+    """New tensors: each of `tensors` reduced over the workers, all in one call."""
+    return _call(_grouped_call(tensors, average, name, op, False))
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None):
+    """grouped_allreduce, in place; returns `tensors`."""
+    return _call(_grouped_call(tensors, average, name, op, True))
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None):
+    return _submit(_grouped_call(tensors, average, name, op, False))
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None):
+    return _submit(_grouped_call(tensors, average, name, op, True))
+
+
+def barrier():
+    """Waits until every worker has called barrier() (in its turn after the calls queued)."""
+    store = _kv_store()
+    _call(store.barrier)
+
+
+def broadcast_object(obj, root_rank=0, name=None):
+    """Rank root_rank's picklable `obj`, on every worker (troupe/_objects.py)."""
+    store = _kv_store()
+    prefix = (name or "broadcast_object") + "."
+    send = lambda a, root, part: store.broadcast_(a, root, name=prefix + part)  # noqa: E731
+    return _call(lambda: _objects.broadcast_object(obj, root_rank, store.rank == root_rank, send))
+
+
+def allgather_object(obj, name=None):
+    """Every worker's picklable `obj`, as a list in rank order (troupe/_objects.py)."""
+    store = _kv_store()
+    prefix = (name or "allgather_object") + "."
+    return _call(lambda: _objects.allgather_object(obj, lambda a, part: store.allgather(a, name=prefix + part)))
+
+
 def broadcast_parameters(params, root_rank):
     """Every tensor of a state_dict or of (name, tensor) pairs takes rank root_rank's value."""
     store = _kv_store()
@@ -227,101 +291,6 @@ def broadcast_optimizer_state(optimizer, root_rank):
     param groups' options (lr, betas, momentum, amsgrad, ...) take rank root_rank's values
     (troupe/_optimizer_state.py says how, and what a fresh optimizer does)."""
     _optimizer_state.broadcast(optimizer, root_rank, broadcast_parameters)
-
-
-class DistributedOptimizer:
-    """Wraps a torch optimizer: backward starts the allreduce of each group of gradients
-    (averaged by default, op= as allreduce's) once the group is complete, and step() waits
-    for them, puts the reduced gradients in .grad and steps the wrapped optimizer. With
-    backward_passes_per_step=N each gradient goes after its N-th backward pass, the sum
-    autograd accumulated (troupe._accumulation: no division by N; step() after fewer
-    passes, or zero_grad() between them, raises). Other attributes are the wrapped
-    optimizer's. Every worker's backward must produce the same
-    gradients in the same order (Horovod's rule); a parameter that got no gradient counts
-    as zeros, so every worker makes the same calls."""
-
-    def __init__(self, optimizer, named_parameters=None, op=None, fusion_bytes=64 << 20, num_groups=0,
-                 backward_passes_per_step=1):
-        self._opt = optimizer
-        self._op = op if op is not None else Average
-        self._passes = _BackwardPasses(backward_passes_per_step)
-        if named_parameters is not None:
-            named = [(n, p) for n, p in named_parameters]
-        else:
-            named = [(f"parameter {i}", p) for i, p in enumerate(p for g in optimizer.param_groups for p in g["params"])]
-        named = [(n, p) for n, p in named if p.requires_grad]
-        params = [p for _, p in named]
-        for p in params:
-            if p.dtype != _torch().float32:
-                raise Error("bad_dtype", f"a {p.dtype} parameter; Troupe reduces float32")
-        order = list(reversed(params))
-        if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 0:
-            raise Error("bad_job", f"num_groups must be a whole number >= 0 (0: groups by fusion_bytes), "
-                                   f"not {num_groups!r}")
-        if num_groups:
-            n = min(num_groups, len(order))  # Horovod's split_list: as even as counts allow
-            cuts = [len(order) * i // n for i in range(n + 1)] if n else [0]
-            spans = list(zip(cuts, cuts[1:]))
-        else:
-            spans = _troupe.plan_fusion([p.numel() for p in order], fusion_bytes)
-        self._groups = [order[first:last] for first, last in spans]
-        group_of = {id(p): g for g, group in enumerate(self._groups) for p in group}
-        self._ready = [0] * len(self._groups)  # per group: gradients there since the last step
-        self._sent = []  # (group, handle) of the calls backward started, in their order
-        self._hooks = []
-        for name, p in named:
-            acc = p.expand_as(p).grad_fn.next_functions[0][0]  # the parameter's gradient accumulator
-            self._hooks.append((acc, acc.register_hook(self._make_hook(group_of[id(p)], id(p), name))))
-
-    def _make_hook(self, g, key, name):
-        def hook(*_):
-            if not self._passes.arrived(key, name):  # more passes to sum before it goes
-                return
-            self._ready[g] += 1
-            # The last group waits for step(), which runs it on this thread when the others
-            # are done (no handoff); the others start now, overlapping the rest of backward.
-            if self._ready[g] == len(self._groups[g]) and g != len(self._groups) - 1:
-                self._sent.append((g, allreduce_async_(self._fuse(g), op=self._op)))
-        return hook
-
-    def _fuse(self, g):
-        """Group g's gradients packed into a new fusion buffer (zeros for a missing one)."""
-        torch = _torch()
-        for p in self._groups[g]:
-            if p.grad is None:
-                p.grad = torch.zeros_like(p)
-        return torch.cat([p.grad.reshape(-1) for p in self._groups[g]])
-
-    def step(self, closure=None):
-        if closure is not None:
-            raise Error("bad_job", "DistributedOptimizer.step(closure) is not supported; call backward() first")
-        self._passes.check_step()
-        # A step that raises (a timeout, a lost worker) leaves nothing behind.
-        self._passes.reset()
-        calls, self._sent = self._sent, []
-        self._ready = [0] * len(self._groups)
-        sent = {g for g, _ in calls}
-        rest = [g for g in range(len(self._groups)) if g not in sent]  # in one order on every worker
-        for g in rest[:-1]:
-            calls.append((g, allreduce_async_(self._fuse(g), op=self._op)))
-        if rest:  # the last call on this thread: it waits its turn behind the others
-            flat = self._fuse(rest[-1])
-            _call(_allreduce_call(flat, None, None, self._op, True))
-        reduced = [(g, synchronize(handle)) for g, handle in calls] + ([(rest[-1], flat)] if rest else [])
-        for g, flat in reduced:
-            at = 0
-            for p in self._groups[g]:
-                n = p.numel()
-                p.grad.copy_(flat[at:at + n].view_as(p.grad))
-                at += n
-        return self._opt.step()
-
-    def zero_grad(self, *args, **kwargs):
-        self._passes.check_zero_grad()
-        return self._opt.zero_grad(*args, **kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._opt, name)
 
 
 def _torch():

@@ -11,7 +11,9 @@ ringed workers (through troupe.horovod and troupe.torch) end where one process o
 data does; a step or zero_grad too early, a pass too many and a bad count are refused.
 local_rank, local_size, cross_rank and cross_size: alone and in a launch on one host.
 broadcast_optimizer_state: a fresh optimizer makes its state and moves no parameter, and
-a fresh worker with other options takes a trained one's options, moments and steps."""
+a fresh worker with other options takes a trained one's options, moments and steps.
+grouped_allreduce (new, in place, async), broadcast_object, allgather_object and barrier
+alone and with two launched workers, round the ring and through a shard."""
 import os
 import re
 import subprocess
@@ -350,3 +352,58 @@ def test_broadcast_optimizer_state_brings_a_fresh_worker_to_a_trained_ones_state
     assert [r[0] for r in rows] == ["0", "1"], p.stdout[-2000:] + p.stderr[-2000:]
     assert rows[0][1] == rows[1][1], rows
     assert "'0x1.930be0ded288dp-7'" in rows[0][1] and "True" in rows[0][1] and "[3.0, 3.0]" in rows[0][1], rows
+
+
+def test_alone_grouped_allreduce_objects_and_barrier_are_one_workers(monkeypatch):
+    for k in [k for k in os.environ if k.startswith("TROUPE_")]:
+        monkeypatch.delenv(k)
+    hvd.init()
+    try:
+        a, b = torch.arange(6, dtype=torch.float32).reshape(2, 3), torch.tensor([-1.5, 2.0])
+        got = hvd.grouped_allreduce([a, b], op=hvd.Sum)
+        assert torch.equal(got[0], a) and torch.equal(got[1], b) and got[0] is not a
+        assert hvd.grouped_allreduce_([a, b])[0] is a
+        assert [torch.equal(x, y) for x, y in zip(hvd.synchronize(hvd.grouped_allreduce_async([a, b])), [a, b])] == \
+            [True, True]
+        assert hvd.grouped_allreduce([]) == []
+        with pytest.raises(troupe.Error) as e:
+            hvd.grouped_allreduce([a, torch.ones(2, dtype=torch.float64)])
+        assert e.value.code == "bad_dtype"
+        obj = {"step": 7, "bytes": b"\xff\xff\xff\x7f\x01\x00\x80\x7f", "nested": [1.5, None]}
+        assert hvd.broadcast_object(obj) == obj
+        assert hvd.allgather_object(obj) == [obj]
+        hvd.barrier()
+    finally:
+        hvd.shutdown()
+
+
+@pytest.mark.parametrize("flags", [["--mode", "allreduce", "--servers", "0"], ["--servers", "1"]],
+                         ids=["ring", "shards"])
+def test_two_launched_workers_share_objects_and_grouped_reductions(tmp_path, flags):
+    # Rank 1 broadcasts an object whose pickle holds NaN-shaped words; each rank gathers
+    # an object of its own size; a grouped Min and a grouped Sum in place; a barrier.
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent("""
+        import os, torch, troupe.horovod as hvd
+        hvd.init()
+        r = hvd.rank()
+        secret = {"words": b"\\xff\\xff\\xff\\x7f\\x01\\x00\\x80\\x7f" * 3, "from": r}
+        got = hvd.broadcast_object(secret if r == 1 else None, root_rank=1)
+        everyone = hvd.allgather_object("x" * (5 + 7 * r))
+        a, b = torch.full((2, 2), float(r + 1)), torch.tensor([float(10 * r), -1.0])
+        least = hvd.grouped_allreduce([a, b], op=hvd.Min)
+        hvd.grouped_allreduce_([a, b], op=hvd.Sum)
+        hvd.barrier()
+        ok = (got == {"words": b"\\xff\\xff\\xff\\x7f\\x01\\x00\\x80\\x7f" * 3, "from": 1}
+              and everyone == ["x" * 5, "x" * 12]
+              and torch.equal(least[0], torch.ones(2, 2)) and torch.equal(least[1], torch.tensor([0.0, -1.0]))
+              and torch.equal(a, torch.full((2, 2), 3.0)) and torch.equal(b, torch.tensor([10.0, -2.0])))
+        os.write(1, f"RESULT {r} {ok}\\n".encode())
+        hvd.shutdown()
+    """))
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", *flags, "--metrics", "off",
+                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300, env=os.environ)
+    assert p.returncode == 0, p.stderr[-3000:]
+    results = sorted(re.findall(r"RESULT (\d) (\w+)", p.stdout + p.stderr))
+    assert results == [("0", "True"), ("1", "True")], p.stdout[-2000:] + p.stderr[-2000:]
