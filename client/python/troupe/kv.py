@@ -105,6 +105,7 @@ class KVStore:
         self._s = store
         self._timeout = timeout
         self._keep = {}  # handle -> the arrays it reads or writes
+        self._after = {}  # a pushpull's pull handle -> its push's, waited for first
 
     def init(self, key, value):
         for k, v in zip(*_pairs(key, value, "init")):
@@ -130,6 +131,17 @@ class KVStore:
         self._keep[h] = arrays
         return h
 
+    def pushpull(self, key, value, out=None, priority=0):
+        """MXNet's pushpull: pushes `value` (as push does) and pulls the keys' new values into
+        `out`, or into `value` itself when out is None. Returns the pull's handle; wait() on
+        it waits for the push first and raises the push's error, if any, after both."""
+        if out is None and any(isinstance(v, (list, tuple)) for v in _pairs(key, value, "pushpull")[1]):
+            raise Error("bad_shape", "pushpull: a key given one array per device needs out= (the arrays to pull into)")
+        pushed = self.push(key, value, priority)
+        pulled = self.pull(key, value if out is None else out, priority)
+        self._after[pulled] = pushed
+        return pulled
+
     def row_sparse_pull(self, key, out, row_ids, priority=0):
         """Rows `row_ids` of a key of shape (R, ...) into out of shape (len(row_ids), ...)."""
         k = _key(key)
@@ -144,6 +156,16 @@ class KVStore:
     # short by Ctrl-C leaves the call in flight, so its arrays stay referenced until a
     # later wait() or close().
     def wait(self, handle):
+        first = self._after.pop(handle, None)
+        if first is not None:  # a pushpull: its push, then its pull whatever the push did
+            try:
+                self.wait(first)
+            except Error:
+                try:
+                    self.wait(handle)
+                except Error:
+                    pass
+                raise
         try:
             self._s.wait(handle, self._timeout)
         except Error:
@@ -152,6 +174,7 @@ class KVStore:
         self._keep.pop(handle, None)
 
     def wait_all(self):
+        self._after.clear()
         try:
             self._s.wait_all(self._timeout)
         except Error:

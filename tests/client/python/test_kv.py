@@ -4,7 +4,8 @@ everything else is refused naming the key, dtype and shape; errors of the job ar
 troupe.Error with their code; Ctrl-C interrupts a wait. Horovod-style collectives
 (allreduce, broadcast, broadcast_parameters, allgather) give every worker the same values,
 return what they were given (tensors or arrays), and raise troupe.Error when the workers'
-calls disagree, the input is wrong, or nobody else makes the call."""
+calls disagree, the input is wrong, or nobody else makes the call. MXNet's pushpull pushes
+and then pulls into out or the pushed arrays; a refused push pulls nothing."""
 import os
 import signal
 import subprocess
@@ -16,6 +17,25 @@ import numpy as np
 import pytest
 
 import troupe
+
+
+def test_pushpull_pushes_then_pulls_into_out_or_the_value_itself():
+    kv = troupe.kv.create("local")
+    kv.init(["a", "b"], [np.full(3, 1.0, np.float32), np.full(2, 5.0, np.float32)])
+    kv.set_optimizer(lr=0.5)
+    out = np.zeros(3, np.float32)
+    kv.wait(kv.pushpull("a", np.full(3, 2.0, np.float32), out=out))
+    assert (out == 0.0).all()  # 1 - 0.5 * 2
+    g = [np.full(3, 1.0, np.float32), np.full(2, -2.0, np.float32)]
+    kv.wait(kv.pushpull(["a", "b"], g))  # in place: g now holds the values
+    assert (g[0] == -0.5).all() and (g[1] == 6.0).all()
+    with pytest.raises(troupe.Error) as e:  # one array per device, nowhere to pull into
+        kv.pushpull("a", [np.ones(3, np.float32), np.ones(3, np.float32)])
+    assert e.value.code == "bad_shape" and "out=" in str(e.value)
+    untouched = np.full(3, 9.0, np.float32)
+    with pytest.raises(troupe.Error) as e:  # a push the store refuses: nothing is pulled
+        kv.wait(kv.pushpull("a", np.ones(4, np.float32), out=untouched))
+    assert e.value.code == "bad_shape" and (untouched == 9.0).all()
 
 
 def test_pull_writes_into_the_callers_array_and_push_reads_it_in_place():
