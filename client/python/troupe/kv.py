@@ -18,6 +18,7 @@ ring of their own, as Horovod's do, so only the collectives work there, and init
 and pull are refused saying so.
 """
 import numbers
+import sys
 
 import numpy as np
 
@@ -28,16 +29,24 @@ from .errors import Error
 Average, Sum, Max, Min, Product = "average", "sum", "max", "min", "product"
 
 _MODES = {"local": None, "device": None, "dist": "any", "dist_sync": "sync", "dist_async": "async", "dist_ssp": "ssp",
-          "dist_allreduce": "allreduce"}
+          "dist_allreduce": "allreduce", "dist_device_sync": "sync"}
+# MXNet's types that reduce on a GPU; Troupe's store reduces on the CPU (its shards or its
+# ring), so they are the CPU store's types, said once per process.
+_ON_THE_CPU = {"device": "local", "dist_device_sync": "dist_sync"}
+_said = set()
 
 
 def create(name="local", *, mode="sync", servers=1, staleness=2, big_array_bound=1_000_000, timeout=300.0):
     """A store. 'local' (or MXNet's 'device') keeps the shards in this process and trains
     in `mode`; 'dist_*' join the job `troupe launch` started, as TROUPE_* describes it
-    ('dist' in whatever mode that job runs)."""
+    ('dist' in whatever mode that job runs; MXNet's 'dist_device_sync' is 'dist_sync')."""
     if name not in _MODES:
         raise Error("bad_job", f"kvstore type {name!r} is not one of {', '.join(_MODES)}")
-    kind = "local" if _MODES[name] is None else name
+    if name in _ON_THE_CPU and name not in _said:
+        _said.add(name)
+        sys.stderr.write(f"troupe.kv: type {name!r} reduces on the CPU here, as {_ON_THE_CPU[name]!r}: Troupe's "
+                         "store takes CPU arrays and tensors\n")
+    kind = "local" if _MODES[name] is None else _ON_THE_CPU.get(name, name)
     return KVStore(_troupe.open(kind, mode, servers, staleness, big_array_bound, timeout), timeout)
 
 

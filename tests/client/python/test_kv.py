@@ -268,3 +268,20 @@ def test_ctrl_c_interrupts_a_wait():
     _, err = p.communicate(timeout=10)
     assert p.returncode != 0
     assert "KeyboardInterrupt" in err
+
+
+def test_mxnets_device_types_are_the_cpu_stores_and_say_so_once(monkeypatch, capsys):
+    for k in [k for k in os.environ if k.startswith("TROUPE_")]:
+        monkeypatch.delenv(k)
+    monkeypatch.setattr(troupe.kv, "_said", set())
+    kv = troupe.kv.create("device")
+    kv.init("w", np.ones(2, np.float32))
+    troupe.kv.create("device")
+    assert capsys.readouterr().err.count("type 'device' reduces on the CPU here, as 'local'") == 1
+    with pytest.raises(troupe.Error) as e:  # dist_sync's: it joins a launched job
+        troupe.kv.create("dist_device_sync")
+    assert e.value.code == "bad_job" and "TROUPE_COORDINATOR" in str(e.value)
+    assert "as 'dist_sync'" in capsys.readouterr().err
+    with pytest.raises(troupe.Error) as e:
+        troupe.kv.create("nccl")
+    assert e.value.code == "bad_job" and "dist_device_sync" in str(e.value)
