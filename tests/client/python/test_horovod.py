@@ -29,6 +29,18 @@ import troupe.horovod as hvd  # noqa: E402
 TROUPE = os.environ.get("TROUPE_BIN", "troupe")
 
 
+def launched(tmp_path, script_text, *flags):
+    """Runs `script_text` (dedented) as both workers of `troupe launch --local --workers 2
+    FLAGS`, and returns the finished launch, which must have succeeded."""
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(script_text))
+    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", *flags, "--metrics", "off",
+                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, timeout=300, env=os.environ)
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p
+
+
 def test_alone_the_calls_are_those_of_one_worker_and_steps_match_plain_pytorch(monkeypatch):
     for k in [k for k in os.environ if k.startswith("TROUPE_")]:
         monkeypatch.delenv(k)
@@ -70,8 +82,7 @@ def test_alone_the_calls_are_those_of_one_worker_and_steps_match_plain_pytorch(m
 
 
 def test_two_launched_workers_stay_equal_through_training_on_different_data(tmp_path):
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    p = launched(tmp_path, """
         import torch, troupe.horovod as hvd
         hvd.init()
         torch.manual_seed(hvd.rank())                  # different on purpose
@@ -94,11 +105,7 @@ def test_two_launched_workers_stay_equal_through_training_on_different_data(tmp_
         import os
         os.write(1, f"LOCALITY {hvd.rank()} {where}\\n".encode())
         hvd.shutdown()
-    """))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off",
-                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
+    """, "--servers", "2")
     rows = sorted(re.findall(r"RESULT (\d) (\d) (-?[0-9.]+) ([0-9.]+)", p.stderr))
     assert [r[:2] for r in rows] == [("0", "2"), ("1", "2")], p.stderr[-3000:]
     assert rows[0][2:] == rows[1][2:]  # the same parameters and the same averaged loss
@@ -136,8 +143,7 @@ def test_async_handles_synchronize_in_any_order_and_carry_their_errors(monkeypat
 
 
 def test_two_workers_overlap_backward_and_end_where_allreduce_gradients_does(tmp_path):
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    p = launched(tmp_path, """
         import copy, torch, troupe.horovod as hvd, troupe.torch as tt
         hvd.init()
         torch.manual_seed(0)
@@ -166,11 +172,7 @@ def test_two_workers_overlap_backward_and_end_where_allreduce_gradients_does(tmp
         checksum = sum(float(p.double().sum()) for p in a.parameters())
         print('RESULT', hvd.rank(), same, started, f'{checksum:.9f}', flush=True)
         hvd.shutdown()
-    """))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "2", "--metrics", "off",
-                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
+    """, "--servers", "2")
     results = sorted(re.findall(r"RESULT (\d) (\w+) (\[[^]]*\]) (\S+)", p.stdout + p.stderr))
     assert len(results) == 2, p.stdout[-2000:] + p.stderr[-2000:]
     for rank, same, started, _ in results:
@@ -249,8 +251,7 @@ def test_two_ringed_workers_accumulate_passes_as_one_process_on_all_the_data(tmp
     # Each worker runs 2 passes of 4 rows per step (its loss halved, as an accumulating loop
     # scales it) through troupe.horovod and through troupe.torch; the ring averages the
     # summed passes, so both end where one process on the step's 16 rows does.
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    p = launched(tmp_path, """
         import copy, os, torch, troupe.horovod as hvd, troupe.kv, troupe.torch as tt
         kv = troupe.kv.create("dist")
         hvd.init(store=kv)
@@ -280,11 +281,7 @@ def test_two_ringed_workers_accumulate_passes_as_one_process_on_all_the_data(tmp
                     for p, q, r in zip(ref.parameters(), a.parameters(), b.parameters()))
         os.write(1, f"RESULT {hvd.rank()} {close}\\n".encode())
         hvd.shutdown()
-    """))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "0", "--mode", "allreduce",
-                        "--metrics", "off", "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
+    """, "--servers", "0", "--mode", "allreduce")
     results = sorted(re.findall(r"RESULT (\d) (\w+)", p.stdout + p.stderr))
     assert results == [("0", "True"), ("1", "True")], p.stdout[-2000:] + p.stderr[-2000:]
 
@@ -316,8 +313,7 @@ def test_broadcast_optimizer_state_brings_a_fresh_worker_to_a_trained_ones_state
     # Worker 0 trained and changed its options (as one that loaded a checkpoint); worker 1
     # is fresh, with other options. After the broadcast both hold worker 0's moments, step
     # counts and options, bit for bit, and their next steps agree.
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    p = launched(tmp_path, """
         import os, torch, troupe.horovod as hvd
         hvd.init()
         torch.manual_seed(0)
@@ -343,11 +339,7 @@ def test_broadcast_optimizer_state_brings_a_fresh_worker_to_a_trained_ones_state
         checksum = sum(float(p.double().sum()) for p in model.parameters())
         os.write(1, f"RESULT {hvd.rank()} {options} {moments:.12f} {steps} {checksum:.12f}\\n".encode())
         hvd.shutdown()
-    """))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", "--servers", "0", "--mode", "allreduce",
-                        "--metrics", "off", "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
+    """, "--servers", "0", "--mode", "allreduce")
     rows = sorted(re.findall(r"RESULT (\d) (.*)", p.stdout + p.stderr))
     assert [r[0] for r in rows] == ["0", "1"], p.stdout[-2000:] + p.stderr[-2000:]
     assert rows[0][1] == rows[1][1], rows
@@ -382,8 +374,7 @@ def test_alone_grouped_allreduce_objects_and_barrier_are_one_workers(monkeypatch
 def test_two_launched_workers_share_objects_and_grouped_reductions(tmp_path, flags):
     # Rank 1 broadcasts an object whose pickle holds NaN-shaped words; each rank gathers
     # an object of its own size; a grouped Min and a grouped Sum in place; a barrier.
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent("""
+    p = launched(tmp_path, """
         import os, torch, troupe.horovod as hvd
         hvd.init()
         r = hvd.rank()
@@ -400,10 +391,6 @@ def test_two_launched_workers_share_objects_and_grouped_reductions(tmp_path, fla
               and torch.equal(a, torch.full((2, 2), 3.0)) and torch.equal(b, torch.tensor([10.0, -2.0])))
         os.write(1, f"RESULT {r} {ok}\\n".encode())
         hvd.shutdown()
-    """))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", *flags, "--metrics", "off",
-                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
+    """, *flags)
     results = sorted(re.findall(r"RESULT (\d) (\w+)", p.stdout + p.stderr))
     assert results == [("0", "True"), ("1", "True")], p.stdout[-2000:] + p.stderr[-2000:]

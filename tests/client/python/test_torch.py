@@ -30,6 +30,15 @@ def batches(steps, rows=12):
     return [(torch.randn(rows, 8, generator=g), torch.randint(0, 3, (rows,), generator=g)) for _ in range(steps)]
 
 
+def on_two_threads(run):
+    """run(0) and run(1), each on a thread of its own (two workers of a local group)."""
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+
+
 def reference(make_opt, steps):
     model = make_model(1)
     opt = make_opt(model.parameters())
@@ -101,11 +110,7 @@ def test_two_workers_on_half_batches_match_one_on_the_whole_batch():
     def run(r):
         results[r] = train(stores[r], make_opt, 5, part=slice(6 * r, 6 * r + 6), model=models[r])
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    on_two_threads(run)
     for r in range(2):
         for e, g in zip(expect, results[r]):
             torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
@@ -119,11 +124,7 @@ def two_workers(make_opt, steps, **wrap):
     def run(r):
         results[r] = train(stores[r], make_opt, steps, part=slice(6 * r, 6 * r + 6), model=models[r], **wrap)
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    on_two_threads(run)
     return results
 
 
@@ -344,11 +345,7 @@ def test_backward_passes_per_step_pushes_the_sum_of_the_passes():
             opt.step()
         results[r] = [p.detach().clone() for p in model.parameters()]
 
-    threads = [threading.Thread(target=run, args=(r,)) for r in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
+    on_two_threads(run)
     for r in range(2):
         for e, g in zip(expect, results[r]):
             torch.testing.assert_close(g, e, rtol=1e-5, atol=1e-6)
