@@ -191,8 +191,9 @@ class DistributedOptimizer:
             raise Error("bad_job", "update_on_kvstore=True needs shard servers; a job in --mode allreduce has none, "
                                    "so every worker steps its own optimizer (leave update_on_kvstore out)")
         self._hooks = []
-        if self._ring:  # Horovod's way: step() averages the gradients round the ring; the hooks count passes
-            for name, p in self._named:
+        if self._ring:  # Horovod's way: step() averages the gradients round the ring
+            # Hooks only to count passes: at one pass step() reduces whatever .grad holds, as before.
+            for name, p in self._named if self._passes.passes > 1 else []:
                 acc = p.expand_as(p).grad_fn.next_functions[0][0]
                 self._hooks.append((acc, acc.register_hook(self._make_counter(name))))
             return
