@@ -56,6 +56,11 @@ def test_alone_the_calls_are_those_of_one_worker_and_steps_match_plain_pytorch(m
             hvd.local_rank()
         assert e.value.code == "bad_job" and "TROUPE_LOCAL_RANK is 'first'" in str(e.value)
         monkeypatch.delenv("TROUPE_LOCAL_RANK")
+        monkeypatch.setenv("TROUPE_COORDINATOR", "127.0.0.1:9")  # as if launched, without launch's locality
+        with pytest.raises(troupe.Error) as e:
+            hvd.cross_size()
+        assert e.value.code == "bad_job" and "TROUPE_CROSS_SIZE is not set" in str(e.value)
+        monkeypatch.delenv("TROUPE_COORDINATOR")
         t = torch.arange(4, dtype=torch.float32)
         assert torch.equal(hvd.allreduce(t), t) and torch.equal(hvd.allreduce(t, op=hvd.Sum), t)
         assert torch.equal(hvd.allgather(t.reshape(2, 2)), t.reshape(2, 2))
@@ -305,6 +310,9 @@ def test_alone_broadcast_optimizer_state_makes_a_fresh_state_and_moves_nothing(m
         with pytest.raises(troupe.Error) as e:
             hvd.broadcast_optimizer_state(object(), root_rank=0)
         assert e.value.code == "bad_job" and "torch optimizer" in str(e.value)
+        with pytest.raises(troupe.Error) as e:
+            hvd.broadcast_optimizer_state(torch.optim.LBFGS(model.parameters()), root_rank=0)
+        assert e.value.code == "bad_job" and "LBFGS" in str(e.value) and "parameters only" in str(e.value)
     finally:
         hvd.shutdown()
 
