@@ -239,6 +239,9 @@ void lost_coordinator(bool restart) {
   auto& w1 = c.worker("w1");
   BOOST_REQUIRE_MESSAGE(checkpoint_written(ck, "ckpt-000000000020"), c.logs());
   first.signal(SIGKILL);
+  // The nodes' wait is counted from the coordinator's death, not from the signal: a
+  // process in an uninterruptible wait (a checkpoint's fsync on a busy disk) dies later.
+  BOOST_REQUIRE_MESSAGE(first.wait(60s).has_value(), "the coordinator outlived SIGKILL: " << c.logs());
   if (!restart) {
     for (auto* p : {&s, &w0, &w1}) {
       const auto code = p->wait(30s);
@@ -249,7 +252,7 @@ void lost_coordinator(bool restart) {
     }
     return;
   }
-  for (auto* p : {&s, &w0, &w1}) BOOST_REQUIRE_MESSAGE(p->wait_for_err("waiting up to 60 s", 30s), p->err());
+  for (auto* p : {&s, &w0, &w1}) BOOST_REQUIRE_MESSAGE(p->wait_for_err("waiting up to 60 s", 30s), c.logs());
   std::vector<std::string> again{"--role", "coordinator", "--listen", c.coord(), "--dataset", "synthetic",
                                  "--resume", ck};
   again.insert(again.end(), job.begin(), job.end());
