@@ -125,10 +125,11 @@ void carry_out_in_order(stage_pointer self, member_actions_list& actions) {
             stage_shell::save_checkpoint(self, a);
           } else if constexpr (std::is_same_v<A, member_actions::finish>) {
             spdlog::info("{}: done at clock {} ({} of its gradients refused)", who(self), a.r.clock, a.r.rejected);
-            if (const auto& b = st.bells; b.answers > 0)
+            if (st.bells && st.bells->taken().answers > 0)
               spdlog::info("{}: took {} answers through its doorbells, {} of them as it waited; its waiter's nudges "
                            "that found none: {}",
-                           who(self), b.answers, b.answers_awaited, b.empty_nudges);
+                           who(self), st.bells->taken().answers, st.bells->taken().answers_awaited,
+                           st.bells->taken().empty_nudges);
             // Its last ring pieces may still wait for mailbox room or for its ring lane to write
             // them (the next replica needs them), and its last checkpoint's file may still be
             // being written.

@@ -1,5 +1,5 @@
 // The pipeline_stage actor's ends of its links to peers, held in its state
-// (actors/stage_state.hpp): the slots and doorbells of its calls in flight to its shards,
+// (actors/stage_state.hpp): the slots of its calls in flight to its shards,
 // its bulk lanes, and its ring's mailboxes and lanes to its neighbours.
 #pragma once
 
@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/member_bells.hpp"
 #include "actors/member_lanes.hpp"
 #include "actors/protocol.hpp"
 #include "core/ring_lanes.hpp"
@@ -33,32 +34,6 @@ namespace troupe::stage_shell {
 // through its links, which choose and lend them).
 struct stage_slot_calls {
   std::vector<shard_call> pulls, pushes;
-};
-
-// Note [Doorbells] (stage_bells.cpp): the member's pushes and pulls in flight through its
-// channels' bell blocks, by call id; the blocks whose answers it watches, by shard; the
-// shards whose doorbell closed; and the thread that watches (declared after the fast
-// path's pool, so it stops before the segments go).
-struct stage_bells {
-  struct call {
-    std::uint32_t shard = 0;
-    std::function<void(kv_pull_reply&)> on_params;  // a pull's
-    std::function<void(kv_push_ack&)> on_ack;         // a push's
-    std::function<void(caf::error&)> on_error;
-    std::chrono::steady_clock::time_point sent;
-  };
-  std::map<std::uint64_t, call> calls;
-  std::uint64_t next_id = 1;
-  std::map<std::uint32_t, shm::bell_block> watched;
-  std::set<std::uint32_t> closed;
-  bool deadline_due = false;  // a bell_deadline is on its way
-  std::shared_ptr<std::atomic<bool>> answered_due = std::make_shared<std::atomic<bool>>(false);
-  std::unique_ptr<word_waiter> waiter;
-  std::set<std::uint32_t> to_ring;  // shards posted to since the last ring_bells
-  bool awaiting = false;            // await_answers is waiting on this thread
-  // Answers taken; of them, taken by await_answers; the waiter's nudges that found none
-  // (logged at the member's end: Note [Waiting for the answers]).
-  std::uint64_t answers = 0, answers_awaited = 0, empty_nudges = 0;
 };
 
 // --mode allreduce between processes of one host (Note [Ring mailboxes] in

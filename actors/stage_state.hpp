@@ -36,7 +36,9 @@ struct stage_state {
   // where to pack its pushes: wired with the shards, before the first call.
   std::shared_ptr<shard_links> links = std::make_shared<shard_links>();
   stage_slot_calls slots;
-  stage_bells bells;
+  // Its doorbells (Note [Doorbells]), made at its first call through one; declared after
+  // the links, so its waiter stops before their segments go.
+  std::unique_ptr<member_bells> bells;
   // The bulk lanes to shards on other hosts (Note [Bulk lanes]): made at the first pull
   // when the node has a lane end; replies wait here for their payloads.
   std::optional<lane::lanes_to_shards> lanes;
