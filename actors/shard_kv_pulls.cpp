@@ -83,6 +83,7 @@ kv_pull_reply kv_answer(shard_pointer self, const kv_pull& r) {
       if (st.m) st.m->bytes_sent->Increment(static_cast<double>(total * 4));
       if (st.views)  // the member holds the f32 values now
         for (auto part : r.parts) st.views->forget(r.worker, part);
+      watch_bell(self, r.worker, r.reply_to);  // the member may ring there now (Note [Doorbells])
       out.shared = std::move(*where);
       return out;
     }

@@ -54,6 +54,7 @@ or_fault<std::unique_ptr<kv_transport>> join_from_environment(const std::map<std
     };
   opts.connect_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(plan->connect_timeout_s * 1000));
   opts.wanted_rank = std::get<std::int32_t>(index);
+  opts.doorbells = plan->doorbells;
   // Where ring neighbours reach this member (Note [A ring of users' loops] in
   // client/kv_member_ring.cpp): published in every job, since the mode comes with the welcome.
   opts.publish = [sys = sys.get(), at = plan->listen, host = plan->advertise,

@@ -23,6 +23,7 @@ void lose(member_pointer self, fault f) {
   for (auto& [id, call] : std::exchange(st.pending, {})) call.fail(f);
   for (auto& [s, calls] : std::exchange(st.held, {}))
     for (auto& call : calls) call.fail(f);
+  close_bells(self, std::nullopt, to_string(f));  // their calls failed above
   if (st.lanes) st.lanes->fail_all(f);
   break_ring(self, f);
 }
@@ -165,6 +166,7 @@ void push(member_pointer self, member_call_push& c) {
   if (replaces_shards(self)) c.done = lost_with_the_shard(self, c.shard, std::move(c.done));
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
+  if (ring_push(self, c)) return;
   route_on_lane(self, c.shard, c.lane, c.msg, 0);
   ask_to<kv_push_ack>(self, c.shard, st.shards.at(c.shard), request_timeout(self), c.done, push_atom::value,
                       std::move(c.msg));
@@ -178,6 +180,7 @@ void pull(member_pointer self, member_call_pull& c) {
   if (replaces_shards(self)) c.done = asked_again(self, c);
   c.msg.worker = st.place.rank;
   c.msg.shard = c.shard;
+  if (ring_pull(self, c)) return;
   const std::uint32_t s = c.shard;
   const std::uint64_t ticket = route_on_lane(self, s, c.lane, c.msg, c.bytes);
   ask_answered_on_lane<kv_pull_reply, &kv_pull_reply::data>(self, s, ticket, request_timeout(self), c.done,
@@ -218,11 +221,13 @@ void leave_once_flushed(member_pointer self, std::shared_ptr<member_call_close> 
                        member_call_retry{[self, c, deadline] { leave_once_flushed(self, c, deadline); }});
     return;
   }
-  auto& st = self->state;
-  if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
-  lose(self, {errc::closed, "the store was closed"});
-  c->done();
-  self->quit();
+  say_goodbye_to_ring(self, [self, c] {  // Note [A ring neighbour that left]
+    auto& st = self->state;
+    if (!st.lost) self->send(st.opts.coordinator, done_atom::value, worker_done{st.place.rank, 0, 0, 0, 0});
+    lose(self, {errc::closed, "the store was closed"});
+    c->done();
+    self->quit();
+  });
 }
 
 void leave(member_pointer self, member_call_close& c) {
@@ -266,6 +271,8 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       },
       [=](member_call_collective& c) { collective(self, c); },
       [=](member_call_retry& r) { r.again(); },
+      [=](bells_answered) { on_bells_answered(self); },
+      [=](bell_deadline) { on_bell_deadline(self); },
       [=](const member_call_step& c) { report_step(self, c); },
       [=](member_call_close& c) { leave(self, c); },
       [=](kv_back_atom, const kv_shard_back& b) { shard_back(self, b); },
@@ -275,6 +282,7 @@ caf::behavior kv_member(member_pointer self, member_options opts) {
       [=](ring_atom, ring_piece& p) { on_ring_piece(self, p); },
       [=](ring_atom, const ring_mailbox_offer& m) { on_ring_mailbox(self, m); },
       [=](ring_atom, lane_open_atom) -> caf::result<lane_offer> { return on_ring_lane_ask(self); },
+      [=](ring_atom, done_atom) { return on_ring_goodbye(self); },
   };
 }
 

@@ -21,6 +21,7 @@
 #include "core/kv_messages.hpp"
 #include "core/ring_lanes.hpp"
 #include "transport/lane.hpp"
+#include "transport/shard_links.hpp"
 
 namespace troupe::kv {
 
@@ -45,11 +46,15 @@ struct member_call_lookup {
 // shard is not reached through shared memory), the lane is open and the data large enough
 // (Note [Bulk lanes] in transport/lane.hpp); a pull asks its answer there when its `bytes` are.
 // The completion sees the answer's data in the reply either way.
+// `channel`: the same-host channel whose push slot holds the push's data (its reply slot,
+// for a pull); the call rings that channel's doorbell when it can (Note [Doorbells] in
+// transport/doorbell.hpp), and goes as a message otherwise.
 struct member_call_push {
   std::uint32_t shard = 0;
   kv_push msg;
   std::function<void(or_fault<kv_push_ack>)> done;
   bool lane = true;
+  std::optional<std::size_t> channel;
 };
 struct member_call_pull {
   std::uint32_t shard = 0;
@@ -58,6 +63,7 @@ struct member_call_pull {
   std::size_t bytes = 0;  // the answer's f32 bytes
   bool lane = true;
   int asked_again = 0;    // times asked again of a shard not known to be gone (Note [A shard away])
+  std::optional<std::size_t> channel;
 };
 struct member_call_optimizer {
   kv_set_optimizer msg;
@@ -155,6 +161,12 @@ struct member_options {
   // neighbour in another process of this host go through a ring mailbox (Note [A ring of
   // users' loops]); empty: in the messages.
   std::string fast_path_tag;
+  // The store's links to the shards (transport/shard_links.hpp), wired at the join: the
+  // member rings the bell blocks of their channels (Note [Doorbells]) unless `doorbells`
+  // is off (launch --no-doorbells: TROUPE_DOORBELLS=0). Held here so that their memory
+  // outlives the member's watch on it.
+  std::shared_ptr<shard_links> links;
+  bool doorbells = true;
   // Across nodes, in a ring of users' loops: this node's ends of the bulk lanes between
   // ring neighbours (Note [Ring lanes] in core/ring_lanes.cpp); unset: the pieces that no
   // mailbox carries go in the messages.

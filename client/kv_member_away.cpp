@@ -82,6 +82,7 @@ void shard_down(member_pointer self, std::uint32_t s, const caf::error& reason) 
       ++it;
     }
   for (auto& fail : failed) fail(f);
+  close_bells(self, s, "the shard was lost");  // their calls failed above
 }
 
 namespace {

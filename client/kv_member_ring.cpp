@@ -325,41 +325,4 @@ void on_ring_overdue(member_pointer self, const member_ring_overdue& o) {
                                                     "finish, so later collectives fail too"});
 }
 
-// Note [A ring neighbour that left]
-// A worker leaves (closes its store) only after every call it made is done and every
-// piece it passed on has left its process, so a neighbour that left normally finished
-// the same calls: the next one needs nothing more (pieces for it are dropped), and
-// everything the previous one sent is here, its messages ahead of its down message (a
-// piece on a ring lane once its payload comes). This worker's calls go on while what it
-// holds finishes them: a root that broadcasts and leaves at once leaves its neighbour
-// the pieces of calls the neighbour has not begun. A call that would need more of the
-// previous neighbour fails with stage_lost, as does everything after it. A neighbour
-// gone any other way breaks the ring at once.
-bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm) {
-  auto& st = self->state;
-  auto& r = st.ring;
-  if (!r.on) return false;
-  const bool prev = r.prev && dm.source == r.prev.address(), next = r.next && dm.source == r.next.address();
-  if (!prev && !next) return false;
-  const std::uint32_t other = prev ? prev_rank(st) : next_rank(st);
-  const std::string cannot = "; the ring's collectives pass through every worker, so they cannot finish without it";
-  if (dm.reason != caf::exit_reason::normal) {
-    break_ring(self, {errc::stage_lost, worker_name(other) + " is gone (" + describe(dm.reason) + ")" + cannot});
-    return true;
-  }
-  if (next) {
-    r.next_left = true;
-    r.link->drop_waiting();
-  }
-  if (prev) r.prev_left = fault{errc::stage_lost, worker_name(other) + " left the job" + cannot};
-  fail_if_stranded(self);
-  return true;
-}
-
-void fail_if_stranded(member_pointer self) {
-  auto& r = self->state.ring;
-  if (!r.prev_left || r.broken || r.lanes.awaiting_payloads()) return;
-  if (!r.turns.empty() && r.turns.front().ring && !r.turns.front().ring->done()) break_ring(self, *r.prev_left);
-}
-
 }  // namespace troupe::kv::member_shell

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/member_bells.hpp"
 #include "actors/member_lanes.hpp"
 #include "client/kv_member.hpp"
 #include "core/ring_collective.hpp"
@@ -82,6 +83,9 @@ struct member_state {
   std::vector<bool> away;
   std::map<std::uint32_t, std::vector<held_call>> held;
   ring_state ring;
+  // Its doorbells (Note [Doorbells]), made at its first call through one; declared after
+  // opts, whose links hold the channels' memory it watches.
+  std::unique_ptr<member_bells> bells;
   static inline const char* name = "troupe.kv_member";
 };
 
@@ -119,6 +123,16 @@ template <class Reply, class Dest, class Done, class... Ts>
 void ask(member_pointer self, const Dest& dest, std::chrono::milliseconds timeout, Done done, Ts&&... xs) {
   ask_to<Reply>(self, std::nullopt, dest, timeout, std::move(done), std::forward<Ts>(xs)...);
 }
+
+// kv_member_bells.cpp (Note [Doorbells]): a push or a pull posted through the bell block
+// of its channel, as the store's call in flight; false: send it as a message. The
+// waiter's nudge and the deadline. Closing shard s's doorbells (none: every block, before
+// the member's channels may go), failing the calls in flight through them.
+bool ring_push(member_pointer self, const member_call_push& c);
+bool ring_pull(member_pointer self, const member_call_pull& c);
+void on_bells_answered(member_pointer self);
+void on_bell_deadline(member_pointer self);
+void close_bells(member_pointer self, std::optional<std::uint32_t> shard, const std::string& why);
 
 // kv_member_away.cpp (Note [A shard away]).
 // Whether the job replaces a lost shard while its members go on.
@@ -163,10 +177,14 @@ void on_ring_piece(member_pointer self, ring_piece& p);
 void take_ring_piece(member_pointer self, ring_piece p, bool in_mailbox);
 void take_ring_call(member_pointer self, member_call_ring& c);
 void on_ring_overdue(member_pointer self, const member_ring_overdue& o);
-// Whether `source` was a ring neighbour; one gone breaks the ring, one that left the
-// calls it cannot finish (Note [A ring neighbour that left] in kv_member_ring.cpp).
+// kv_ring_leaving.cpp (Note [A ring neighbour that left]): whether `source` was a ring
+// neighbour; one gone breaks the ring, one that left the calls it cannot finish. A
+// neighbour's goodbye, and this member's to its neighbours before it leaves (`then` once
+// they answered, or a second passed). Fails the call in progress if it needs more of a
+// previous neighbour that left.
 bool ring_neighbour_down(member_pointer self, const caf::down_msg& dm);
-// Fails the call in progress if it needs more of a previous neighbour that left.
+caf::ok_atom on_ring_goodbye(member_pointer self);
+void say_goodbye_to_ring(member_pointer self, std::function<void()> then);
 void fail_if_stranded(member_pointer self);
 // The ring is broken (or the job lost): the calls taken fail with `f`, and so does every
 // later one.

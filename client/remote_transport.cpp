@@ -51,6 +51,7 @@ class remote_transport final : public kv_transport {
     connect_timeout_ = opts.connect_timeout;
     opts.restores = restores_;
     opts.fast_path_tag = fast_path_tag_;
+    opts.links = links_;
     publish_ = opts.publish;
     member_ = spawn_kv_member(sys_, std::move(opts));
   }
@@ -154,18 +155,21 @@ class remote_transport final : public kv_transport {
     }
     const bool in_slot = call.holds_push_slot();
     stats_->add(in_slot, in_slot ? static_cast<std::size_t>(total) * 4 : msg.data.nbytes());
-    auto ids = msg.parts;
-    caf::anon_send(member_, member_call_push{shard, std::move(msg),
-                                             [done, ids, call](or_fault<kv_push_ack> r) mutable {
-                                               settle_push(call, timed_out(r));
-                                               if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
-                                               const auto& ack = std::get<kv_push_ack>(r);
-                                               std::vector<part_result> out;
-                                               for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
-                                                 out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
-                                               done(std::nullopt, std::move(out));
-                                             },
-                                             over_the_network(shard)});
+    member_call_push c;
+    c.shard = shard;
+    c.channel = call.push_channel();
+    c.lane = over_the_network(shard);
+    c.done = [done, ids = msg.parts, call](or_fault<kv_push_ack> r) mutable {
+      settle_push(call, timed_out(r));
+      if (auto* f = std::get_if<fault>(&r)) return done(*f, {});
+      const auto& ack = std::get<kv_push_ack>(r);
+      std::vector<part_result> out;
+      for (std::size_t i = 0; i < ids.size() && i < ack.versions.size(); ++i)
+        out.push_back({ids[i], ack.versions[i], ack.staleness[i]});
+      done(std::nullopt, std::move(out));
+    };
+    c.msg = std::move(msg);
+    caf::anon_send(member_, std::move(c));
   }
 
   // A pull offers a reply slot of the same-host fast path when one is free; the answer is
@@ -190,29 +194,30 @@ class remote_transport final : public kv_transport {
     auto views = views_;
     if (views) msg.full = views->needs_full(parts);
     const grad_codec precision = place_.job.pull_precision;
-    caf::anon_send(
-        member_,
-        member_call_pull{shard, std::move(msg),
-                         [done, parts, call, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) mutable {
-                           if (auto* f = std::get_if<fault>(&r)) {
-                             settle_reply(call, false, timed_out(r));
-                             if (views) views->forget(parts);  // Note [2-bit key-value pulls]
-                             return done(*f, {});
-                           }
-                           auto& reply = std::get<kv_pull_reply>(r);
-                           const bool shared = !reply.shared.empty();
-                           const std::size_t bytes =
-                               shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
-                           or_fault<std::vector<part_result>> got = abandoned();
-                           if (const caller_memory_use use(memory); use)
-                             got = unpack_pull(reply, parts, total, call, precision, views.get());
-                           if (views && std::holds_alternative<fault>(got)) views->forget(parts);
-                           settle_reply(call, !shared, false);  // copied out, or dropped: the slot is free again
-                           if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
-                           stats->add(shared, bytes);
-                           done(std::nullopt, std::move(std::get<0>(got)));
-                         },
-                         static_cast<std::size_t>(total) * sizeof(float), over_the_network(shard)});
+    member_call_pull c;
+    c.shard = shard;
+    c.channel = call.reply_channel();
+    c.bytes = static_cast<std::size_t>(total) * sizeof(float);
+    c.lane = over_the_network(shard);
+    c.done = [done, parts, call, total, stats, precision, memory, views](or_fault<kv_pull_reply> r) mutable {
+      if (auto* f = std::get_if<fault>(&r)) {
+        settle_reply(call, false, timed_out(r));
+        if (views) views->forget(parts);  // Note [2-bit key-value pulls]
+        return done(*f, {});
+      }
+      auto& reply = std::get<kv_pull_reply>(r);
+      const bool shared = !reply.shared.empty();
+      const std::size_t bytes = shared ? static_cast<std::size_t>(total) * 4 : reply.data.nbytes();
+      or_fault<std::vector<part_result>> got = abandoned();
+      if (const caller_memory_use use(memory); use) got = unpack_pull(reply, parts, total, call, precision, views.get());
+      if (views && std::holds_alternative<fault>(got)) views->forget(parts);
+      settle_reply(call, !shared, false);  // copied out, or dropped: the slot is free again
+      if (auto* f = std::get_if<fault>(&got)) return done(*f, {});
+      stats->add(shared, bytes);
+      done(std::nullopt, std::move(std::get<0>(got)));
+    };
+    c.msg = std::move(msg);
+    caf::anon_send(member_, std::move(c));
   }
 
   transfer_stats transfers() const override { return stats_->get(); }

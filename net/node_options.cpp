@@ -56,6 +56,8 @@ void apply_environment(node_options& o, const environment& env) {
   if (insecure == "1" || insecure == "true") o.insecure_network = true;
   const std::string shm = get("TROUPE_SHARED_MEMORY");
   if (shm == "0" || shm == "false") o.shared_memory = false;
+  const std::string bells = get("TROUPE_DOORBELLS");
+  if (bells == "0" || bells == "false") o.doorbells = false;
   const std::string lanes = get("TROUPE_BULK_LANES");
   if (lanes == "0" || lanes == "false") o.bulk_lanes = false;
   if (o.lane_port_text.empty()) o.lane_port_text = get("TROUPE_LANE_PORT");

@@ -133,6 +133,7 @@ std::optional<refusal> describe_job(const launch_cli& o, const job_spec& job, la
                     flag_value(o.connection_timeout_s)};
   req.shared_memory = !o.no_shared_memory;
   if (o.no_shared_memory) req.node_flags.push_back("--no-shared-memory");
+  req.doorbells = !o.no_doorbells;
   if (o.no_doorbells) req.node_flags.push_back("--no-doorbells");
   req.bulk_lanes = !o.no_bulk_lanes;
   if (o.no_bulk_lanes) req.node_flags.push_back("--no-bulk-lanes");

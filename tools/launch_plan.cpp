@@ -185,6 +185,7 @@ std::vector<std::pair<std::string, std::string>> worker_environment(const launch
     env.emplace_back("TROUPE_INSECURE_NETWORK", "1");
   }
   if (!req.shared_memory) env.emplace_back("TROUPE_SHARED_MEMORY", "0");
+  if (!req.doorbells) env.emplace_back("TROUPE_DOORBELLS", "0");
   if (!req.bulk_lanes) env.emplace_back("TROUPE_BULK_LANES", "0");
   return env;
 }

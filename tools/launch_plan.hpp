@@ -32,6 +32,7 @@ struct launch_request {
   bool write_files = true;                // false (a dry run): plan only, create nothing on disk
   bool tls = true;
   bool shared_memory = true;              // false: --no-shared-memory on every node and TROUPE_SHARED_MEMORY=0 for workers
+  bool doorbells = true;      // false: --no-doorbells on every node and TROUPE_DOORBELLS=0 for workers
   bool bulk_lanes = true;                 // false: --no-bulk-lanes on every node and TROUPE_BULK_LANES=0 for workers
   std::uint16_t port = 7070;              // the coordinator's port (ssh: servers use the next ones)
   std::vector<std::string> node_flags;    // passed to every node (heartbeats, timeouts)
@@ -63,8 +64,8 @@ worker_locality locality_of(const std::vector<std::string>& hosts, std::uint32_t
 // id, its certificate (or TROUPE_INSECURE_NETWORK) and the job's secret, all under `dir`
 // (the job directory on the worker's host), its index among the launched workers, its
 // locality (TROUPE_LOCAL_RANK, TROUPE_LOCAL_SIZE, TROUPE_CROSS_RANK, TROUPE_CROSS_SIZE),
-// and TROUPE_SHARED_MEMORY=0 and TROUPE_BULK_LANES=0 when the request turns the same-host
-// fast path or the bulk lanes off.
+// and TROUPE_SHARED_MEMORY=0, TROUPE_DOORBELLS=0 and TROUPE_BULK_LANES=0 when the request
+// turns the same-host fast path, its doorbells or the bulk lanes off.
 std::vector<std::pair<std::string, std::string>> worker_environment(const launch_request& req, const std::string& dir,
                                                                     const std::string& coordinator, std::uint32_t index);
 

@@ -137,6 +137,22 @@ BOOST_FIXTURE_TEST_CASE(missing_pieces_are_named, secret_fixture) {
   BOOST_TEST(p.error().message.find("TLS preflight failed") != std::string::npos);
 }
 
+// Note [Doorbells]: TROUPE_DOORBELLS=0 (launch --no-doorbells, for a user's worker
+// command) turns them off like --no-doorbells; anything else leaves them on.
+BOOST_FIXTURE_TEST_CASE(doorbells_from_the_environment, secret_fixture) {
+  node_options o = joining(node_role::worker);
+  auto p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(p->doorbells);
+  node_options on = o;
+  apply_environment(on, {{"TROUPE_DOORBELLS", "1"}});
+  BOOST_TEST(resolve_node_options(on)->doorbells);
+  apply_environment(o, {{"TROUPE_DOORBELLS", "0"}});
+  p = resolve_node_options(o);
+  BOOST_REQUIRE(p.has_value());
+  BOOST_TEST(!p->doorbells);
+}
+
 // Note [Bulk lanes]: TROUPE_BULK_LANES=0 turns them off like --no-bulk-lanes, and a lane
 // port that is not a port is named, from the flag or the environment.
 BOOST_FIXTURE_TEST_CASE(bulk_lanes_and_their_port, secret_fixture) {

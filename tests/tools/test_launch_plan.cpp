@@ -141,10 +141,13 @@ BOOST_AUTO_TEST_CASE(a_launched_script_follows_the_fast_path_and_lane_flags) {
   };
   BOOST_TEST(!env().contains("TROUPE_SHARED_MEMORY"));
   BOOST_TEST(!env().contains("TROUPE_BULK_LANES"));
+  BOOST_TEST(!env().contains("TROUPE_DOORBELLS"));
   req.shared_memory = false;
   req.bulk_lanes = false;
+  req.doorbells = false;
   BOOST_TEST(env().at("TROUPE_SHARED_MEMORY") == "0");
   BOOST_TEST(env().at("TROUPE_BULK_LANES") == "0");
+  BOOST_TEST(env().at("TROUPE_DOORBELLS") == "0");
   BOOST_TEST(env().at("TROUPE_WORKER_INDEX") == "1");
 }
 

@@ -16,29 +16,13 @@ grouped_allreduce (new, in place, async), broadcast_object, allgather_object and
 alone and with two launched workers, round the ring and through a shard."""
 import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
 torch = pytest.importorskip("torch")
 import troupe  # noqa: E402
 import troupe.horovod as hvd  # noqa: E402
-
-TROUPE = os.environ.get("TROUPE_BIN", "troupe")
-
-
-def launched(tmp_path, script_text, *flags):
-    """Runs `script_text` (dedented) as both workers of `troupe launch --local --workers 2
-    FLAGS`, and returns the finished launch, which must have succeeded."""
-    script = tmp_path / "script.py"
-    script.write_text(textwrap.dedent(script_text))
-    p = subprocess.run([TROUPE, "launch", "--local", "--workers", "2", *flags, "--metrics", "off",
-                        "--job-dir", str(tmp_path / "job"), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, timeout=300, env=os.environ)
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p
+from launching import launched  # noqa: E402
 
 
 def test_alone_the_calls_are_those_of_one_worker_and_steps_match_plain_pytorch(monkeypatch):
