@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/bell_records.hpp"
 #include "actors/protocol.hpp"
 #include "transport/doorbell.hpp"
 #include "transport/word_waiter.hpp"
@@ -119,5 +120,20 @@ class member_bells {
   std::unique_ptr<word_waiter> waiter_;
   counts counts_;
 };
+
+// The doorbells of member actor `self` (a stage, or a key-value member), named `who`
+// in the log: its waiter nudges it with bells_answered, and its deadline comes as
+// bell_deadline; its handlers of those call on_answered and on_deadline.
+template <class Self>
+std::unique_ptr<member_bells> bells_of_actor(Self self, std::string who, std::chrono::milliseconds timeout) {
+  member_bells::shell sh;
+  sh.sys = &self->system();
+  sh.who = std::move(who);
+  sh.make_waiter = [self](std::shared_ptr<std::atomic<bool>> due) {
+    return bells::nudging_waiter<bells_answered>(self, std::move(due));
+  };
+  sh.send_deadline = [self](std::chrono::milliseconds after) { self->delayed_send(self, after, bell_deadline{}); };
+  return std::make_unique<member_bells>(std::move(sh), timeout);
+}
 
 }  // namespace troupe

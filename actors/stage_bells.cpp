@@ -3,7 +3,6 @@
 // actor's nudge and deadline; a push or a pull through the bell block of the channel
 // whose slot it lent; and a detached member waiting for its answers on its own thread
 // (Note [Waiting for the answers] in actors/member_bells.cpp).
-#include "actors/bell_records.hpp"
 #include "actors/stage_state.hpp"
 
 namespace troupe::stage_shell {
@@ -12,16 +11,7 @@ namespace {
 
 member_bells& bells_of(stage_pointer self) {
   auto& st = self->state;
-  if (!st.bells) {
-    member_bells::shell sh;
-    sh.sys = &self->system();
-    sh.who = who(self);
-    sh.make_waiter = [self](std::shared_ptr<std::atomic<bool>> due) {
-      return bells::nudging_waiter<bells_answered>(self, std::move(due));
-    };
-    sh.send_deadline = [self](std::chrono::milliseconds after) { self->delayed_send(self, after, bell_deadline{}); };
-    st.bells = std::make_unique<member_bells>(std::move(sh), request_timeout(self));
-  }
+  if (!st.bells) st.bells = bells_of_actor(self, who(self), request_timeout(self));
   return *st.bells;
 }
 

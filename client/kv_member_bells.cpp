@@ -7,7 +7,6 @@
 // messages) and the request timeout end it once, whichever comes first. The client's
 // pool keeps up to 8 channels per shard, each with one push slot and one reply slot, so a
 // block holds at most one push and one pull in flight, within its queue of 4 records.
-#include "actors/bell_records.hpp"
 #include "client/kv_member_state.hpp"
 
 namespace troupe::kv::member_shell {
@@ -16,16 +15,8 @@ namespace {
 
 member_bells& bells_of(member_pointer self) {
   auto& st = self->state;
-  if (!st.bells) {
-    member_bells::shell sh;
-    sh.sys = &self->system();
-    sh.who = "troupe.kv (" + worker_name(st.place.rank) + ")";
-    sh.make_waiter = [self](std::shared_ptr<std::atomic<bool>> due) {
-      return bells::nudging_waiter<bells_answered>(self, std::move(due));
-    };
-    sh.send_deadline = [self](std::chrono::milliseconds after) { self->delayed_send(self, after, bell_deadline{}); };
-    st.bells = std::make_unique<member_bells>(std::move(sh), request_timeout(self));
-  }
+  if (!st.bells)
+    st.bells = bells_of_actor(self, "troupe.kv (" + worker_name(st.place.rank) + ")", request_timeout(self));
   return *st.bells;
 }
 
