@@ -25,6 +25,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "actors/bell_records.hpp"
 
 namespace troupe {
