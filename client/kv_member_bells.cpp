@@ -35,14 +35,9 @@ bool post(member_pointer self, std::uint32_t s, std::optional<shm::bell_block> b
   if (!bell) return false;
   auto& st = self->state;
   const std::uint64_t id = st.next;
-  const auto timeout = request_timeout(self);
-  auto ok = [self, id, done](Reply& r) {
-    if (self->state.pending.erase(id)) done(std::move(r));
-  };
+  auto [ok, failed] = answered_once<Reply>(self, id, request_timeout(self), done);
   member_bells::call c;
-  c.on_error = [self, id, done, timeout](caf::error& e) {
-    if (self->state.pending.erase(id)) done(to_fault(e, timeout));
-  };
+  c.on_error = std::move(failed);
   bool posted = false;
   if constexpr (std::is_same_v<Msg, kv_pull>) {
     c.on_params = std::move(ok);
@@ -53,7 +48,7 @@ bool post(member_pointer self, std::uint32_t s, std::optional<shm::bell_block> b
   }
   if (!posted) return false;
   ++st.next;
-  st.pending.emplace(id, in_flight{[done](const fault& f) { done(f); }, s});
+  track(self, id, s, done);
   st.bells->ring();  // each call is its own message, so it wakes the shard at once
   return true;
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/member_bells.hpp"
@@ -100,6 +101,24 @@ fault to_fault(const caf::error& e, std::chrono::milliseconds timeout);
 // Fails every call in flight, every held one and every later one with `f`.
 void lose(member_pointer self, fault f);
 
+// Call `id` to `shard` (none: to no shard), answered once to `done`: the answer and the
+// error that answered_once returns reach it only while the call is still in `pending`, and
+// the job's loss (or its shard's) takes it out of there first. track() puts it there once
+// it is sent.
+template <class Reply, class Done>
+auto answered_once(member_pointer self, std::uint64_t id, std::chrono::milliseconds timeout, Done done) {
+  return std::pair{[self, id, done](Reply& r) {
+                     if (self->state.pending.erase(id)) done(std::move(r));
+                   },
+                   [self, id, done, timeout](caf::error& e) {
+                     if (self->state.pending.erase(id)) done(to_fault(e, timeout));
+                   }};
+}
+template <class Done>
+void track(member_pointer self, std::uint64_t id, std::optional<std::uint32_t> shard, Done done) {
+  self->state.pending.emplace(id, in_flight{[done](const fault& f) { done(f); }, shard});
+}
+
 // Sends a request and calls done exactly once: with the answer, the error, or the loss
 // of the job (whichever comes first). `shard`: the shard it goes to, whose loss fails it.
 template <class Reply, class Dest, class Done, class... Ts>
@@ -108,15 +127,9 @@ void ask_to(member_pointer self, std::optional<std::uint32_t> shard, const Dest&
   auto& st = self->state;
   if (st.lost) return done(*st.lost);
   const auto id = st.next++;
-  st.pending.emplace(id, in_flight{[done](const fault& f) { done(f); }, shard});
-  self->request(dest, timeout, std::forward<Ts>(xs)...)
-      .then(
-          [=](Reply& r) {
-            if (self->state.pending.erase(id)) done(std::move(r));
-          },
-          [=](caf::error& e) {
-            if (self->state.pending.erase(id)) done(to_fault(e, timeout));
-          });
+  track(self, id, shard, done);
+  auto [ok, failed] = answered_once<Reply>(self, id, timeout, std::move(done));
+  self->request(dest, timeout, std::forward<Ts>(xs)...).then(std::move(ok), std::move(failed));
 }
 
 template <class Reply, class Dest, class Done, class... Ts>

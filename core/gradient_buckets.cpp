@@ -8,6 +8,28 @@
 
 namespace troupe {
 
+std::vector<bucket_cut> cut_buckets(const std::vector<std::int64_t>& bytes, std::int64_t min_bytes) {
+  std::vector<bucket_cut> out;
+  std::int64_t held = 0;  // bytes of the open bucket
+  bool open = false;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    TROUPE_CHECK(bytes[i] >= 0, "cut_buckets: a negative size");
+    if (!open) {
+      out.push_back(bucket_cut{.first = i, .last = i});
+      held = 0;
+      open = true;
+    }
+    ++out.back().last;
+    held += bytes[i];
+    open = held < min_bytes;
+  }
+  if (open && held == 0 && out.size() > 1) {  // a last bucket with no bytes joins the one before
+    out.pop_back();
+    out.back().last = bytes.size();
+  }
+  return out;
+}
+
 std::vector<gradient_bucket> plan_buckets(const model& stage, std::int64_t bucket_bytes) {
   const int layers = stage.num_layers();
   // starts[l]: where the parameters of layers >= l begin (num_params when they have none).
@@ -17,19 +39,16 @@ std::vector<gradient_bucket> plan_buckets(const model& stage, std::int64_t bucke
   bool layer_order = true;
   for (const param_block& b : stage.blocks())
     layer_order = layer_order && b.offset >= starts[b.layer] && b.offset + b.numel <= starts[b.layer + 1];
-  const gradient_bucket whole{0, layers, 0, stage.num_params()};
-  if (bucket_bytes <= 0 || !layer_order || starts[0] != 0) return {whole};
+  const gradient_bucket whole{.bottom_layer = 0, .top_layer = layers, .lo = 0, .hi = stage.num_params()};
+  if (bucket_bytes <= 0 || !layer_order || starts[0] != 0 || layers == 0) return {whole};
+  std::vector<std::int64_t> bytes;  // the layers' parameters, from the top layer down
+  for (int l = layers - 1; l >= 0; --l)
+    bytes.push_back(static_cast<std::int64_t>(sizeof(float)) * (starts[l + 1] - starts[l]));
   std::vector<gradient_bucket> out;
-  int top = layers;
-  for (int l = layers - 1; l > 0; --l)
-    if (static_cast<std::int64_t>(sizeof(float)) * (starts[top] - starts[l]) >= bucket_bytes) {
-      out.push_back({l, top, starts[l], starts[top]});
-      top = l;
-    }
-  if (starts[top] > 0 || out.empty())
-    out.push_back({0, top, 0, starts[top]});
-  else
-    out.back().bottom_layer = 0;  // the layers below hold no parameters: they finish the last bucket
+  for (const bucket_cut& c : cut_buckets(bytes, bucket_bytes)) {
+    const int top = layers - static_cast<int>(c.first), bottom = layers - static_cast<int>(c.last);
+    out.push_back({.bottom_layer = bottom, .top_layer = top, .lo = starts[bottom], .hi = starts[top]});
+  }
   return out;
 }
 

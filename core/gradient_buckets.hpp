@@ -14,7 +14,9 @@
 //    core/shard_core_pieces.cpp), and only then computes the layers below,
 // so the bytes cross the network while the member computes, as DDP's gradient buckets
 // do. A bucket holds at least --bucket-bytes of parameters (the lowest may hold less); 0
-// turns buckets off: one pull and one push per shard. The shard assembles the pieces and
+// turns buckets off: one pull and one push per shard. cut_buckets is that rule for any
+// list of tensors in the order backward completes them; troupe.torch cuts a user's
+// parameters with it too, so both kinds of member bucket alike. The shard assembles the pieces and
 // makes the update of one whole push, and every piece of a pull is cut from the same
 // parameters in sync, so the results are bitwise those without buckets (in async and
 // ssp the pieces of one pull may come from different versions; the oldest counts as the
@@ -24,6 +26,7 @@
 // is whole (a member's view is of its whole slice).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +35,17 @@
 #include "train/model.hpp"
 
 namespace troupe {
+
+// Consecutive items [first, last) of a list, one bucket.
+struct bucket_cut {
+  std::size_t first = 0, last = 0;
+};
+
+// Cuts items of these sizes in bytes (in the order backward completes them) into buckets
+// of consecutive items, each closed as soon as it holds at least min_bytes; the last holds
+// what is left, and joins the one before when it holds no bytes. min_bytes <= 0: every
+// item alone. No items: no buckets.
+std::vector<bucket_cut> cut_buckets(const std::vector<std::int64_t>& bytes, std::int64_t min_bytes);
 
 struct gradient_bucket {
   int bottom_layer = 0, top_layer = 0;  // the stage's layers [bottom, top)

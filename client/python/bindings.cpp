@@ -4,7 +4,8 @@
 // key, the dtype and the shape. Every blocking call releases the GIL, and waits in
 // slices so that Ctrl-C raises KeyboardInterrupt. kv::error becomes troupe.Error with
 // its code in `.code`. The friendlier API (torch tensors, lists of values) is troupe/kv.py.
-// plan_fusion is Note [Tensor fusion]'s grouping, for troupe/torch.py.
+// plan_fusion is Note [Tensor fusion]'s grouping and cut_buckets Note [Gradient buckets]'
+// cut, for troupe/torch.py.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -12,6 +13,7 @@
 #include <chrono>
 
 #include "client/kvstore.hpp"
+#include "core/gradient_buckets.hpp"
 #include "core/tensor_fusion.hpp"
 
 namespace py = pybind11;
@@ -217,6 +219,11 @@ PYBIND11_MODULE(_troupe, m) {
     py::list groups;
     for (const fusion_group& g : plan_fusion(numels, threshold_bytes)) groups.append(py::make_tuple(g.first, g.last));
     return groups;
+  });
+  m.def("cut_buckets", [](const std::vector<std::int64_t>& bytes, std::int64_t min_bytes) {
+    py::list buckets;
+    for (const bucket_cut& c : cut_buckets(bytes, min_bytes)) buckets.append(py::make_tuple(c.first, c.last));
+    return buckets;
   });
   m.def("open_local_group", [](std::uint32_t workers, const std::string& mode, std::uint32_t servers,
                                std::int32_t staleness, std::int64_t bound, double timeout_s) {

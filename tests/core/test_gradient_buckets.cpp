@@ -1,4 +1,6 @@
-// Tests for core/gradient_buckets.cpp: buckets are cut at layer boundaries from the top,
+// Tests for core/gradient_buckets.cpp: the cut of a list (each bucket closed once it holds
+// the asked bytes, a last one with no bytes joined to the one before, 0: each alone);
+// buckets are cut at layer boundaries from the top,
 // hold at least the asked bytes (the lowest may hold less), cover the stage's parameters
 // once, and turn off with 0; a bucket's piece of a shard slice is found and packed from
 // hand-made key ranges.
@@ -6,7 +8,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <numeric>
+#include <utility>
 
+#include "base/check.hpp"
 #include "core/gradient_buckets.hpp"
 #include "tests/support/models.hpp"
 
@@ -37,6 +41,40 @@ void check_tiling(const model& m, const std::vector<gradient_bucket>& buckets) {
 }
 
 }  // namespace
+
+namespace {
+
+// The cuts as [first, last) pairs, for one BOOST_TEST per case.
+std::vector<std::pair<std::size_t, std::size_t>> cuts(const std::vector<std::int64_t>& bytes, std::int64_t min) {
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (const bucket_cut& c : cut_buckets(bytes, min)) out.emplace_back(c.first, c.last);
+  return out;
+}
+
+using pairs = std::vector<std::pair<std::size_t, std::size_t>>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_bucket_closes_once_it_holds_the_asked_bytes_and_the_last_holds_the_rest) {
+  BOOST_TEST((cuts({4, 4, 8, 2, 1}, 8) == pairs{{0, 2}, {2, 3}, {3, 5}}));
+  BOOST_TEST((cuts({4, 4, 8}, 100) == pairs{{0, 3}}));
+  BOOST_TEST((cuts({}, 8) == pairs{}));
+}
+
+BOOST_AUTO_TEST_CASE(a_last_bucket_with_no_bytes_joins_the_one_before) {
+  BOOST_TEST((cuts({8, 0, 0}, 8) == pairs{{0, 3}}));
+  BOOST_TEST((cuts({0, 0}, 8) == pairs{{0, 2}}));  // nothing before it: it stays
+  BOOST_TEST((cuts({8, 0, 5}, 8) == pairs{{0, 1}, {1, 3}}));
+}
+
+BOOST_AUTO_TEST_CASE(zero_bytes_or_fewer_cut_every_item_alone) {
+  BOOST_TEST((cuts({4, 0, 8}, 0) == pairs{{0, 1}, {1, 2}, {2, 3}}));
+  BOOST_TEST((cuts({4, 8}, -1) == pairs{{0, 1}, {1, 2}}));
+}
+
+BOOST_AUTO_TEST_CASE(a_negative_size_is_refused) {
+  BOOST_CHECK_THROW(cut_buckets({4, -1}, 8), contract_error);
+}
 
 BOOST_AUTO_TEST_CASE(the_mlp_cuts_below_its_two_small_layers) {
   const model m = build_model("mlp");  // 784-256-128-10: fc1 200,960 floats, fc2 32,896, fc3 1,290

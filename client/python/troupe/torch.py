@@ -138,17 +138,11 @@ def _server_optimizer(optimizer):
 
 def _buckets(named, bucket_bytes):
     """The parameters in reverse order, cut into buckets of at least bucket_bytes each (the
-    last may be smaller)."""
-    buckets, current, size = [], [], 0
-    for name, p in reversed(named):
-        current.append((name, p))
-        size += p.numel() * p.element_size()
-        if size >= bucket_bytes:
-            buckets.append(current)
-            current, size = [], 0
-    if current:
-        buckets.append(current)
-    return buckets
+    last may be smaller; 0: each alone), by the rule the built-in members cut their layers
+    with (Note [Gradient buckets] in core/gradient_buckets.hpp)."""
+    order = list(reversed(named))
+    cuts = _troupe.cut_buckets([p.numel() * p.element_size() for _, p in order], bucket_bytes)
+    return [order[first:last] for first, last in cuts]
 
 
 # Note [Asynchrony in a user's loop]
