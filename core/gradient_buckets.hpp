@@ -12,16 +12,16 @@
 //  - runs the step's last backward down to each bucket's lowest layer, pushes that
 //    bucket's piece of every shard's slice (Note [Gradient pieces] in
 //    core/shard_core_pieces.cpp), and only then computes the layers below,
-// so the bytes cross the network while the member computes, as DDP's gradient buckets
-// do. A bucket holds at least --bucket-bytes of parameters (the lowest may hold less); 0
+// so the bytes cross the network while the member computes, as DDP's gradient buckets do.
+// A bucket holds at least --bucket-bytes of parameters (the lowest may hold less); 0
 // turns buckets off: one pull and one push per shard. cut_buckets is that rule for any
 // list of tensors in the order backward completes them; troupe.torch cuts a user's
-// parameters with it too, so both kinds of member bucket alike. The shard assembles the pieces and
-// makes the update of one whole push, and every piece of a pull is cut from the same
-// parameters in sync, so the results are bitwise those without buckets (in async and
-// ssp the pieces of one pull may come from different versions; the oldest counts as the
-// version the gradient was computed on). Pieces pay on the network only: a shard in this
-// process (the message shares the tensor) or reached through the same-host fast path
+// parameters with it too, so both kinds of member bucket alike. The shard assembles the
+// pieces and makes the update of one whole push, and every piece of a pull is cut from
+// the same parameters in sync, so the results are bitwise those without buckets (in async
+// and ssp the pieces of one pull may come from different versions; the oldest counts as
+// the version the gradient was computed on). Pieces pay on the network only: a shard in
+// this process (the message shares the tensor) or reached through the same-host fast path
 // (one slot per call) is pulled and pushed whole; with --pull-precision 2bit every pull
 // is whole (a member's view is of its whole slice).
 #pragma once

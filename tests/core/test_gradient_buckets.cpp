@@ -40,10 +40,6 @@ void check_tiling(const model& m, const std::vector<gradient_bucket>& buckets) {
   }
 }
 
-}  // namespace
-
-namespace {
-
 // The cuts as [first, last) pairs, for one BOOST_TEST per case.
 std::vector<std::pair<std::size_t, std::size_t>> cuts(const std::vector<std::int64_t>& bytes, std::int64_t min) {
   std::vector<std::pair<std::size_t, std::size_t>> out;
